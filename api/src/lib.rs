@@ -1,0 +1,14 @@
+//! The `kubevirt.io/v1` API as the Rust components see it.
+//!
+//! Every other crate builds on this one: the types follow upstream KubeVirt's field names, JSON
+//! casing and optionality, so unmodified upstream manifests parse and serialize back unchanged.
+//! Defaults are never filled in during deserialization (a missing field stays `None`); defaulting is
+//! an explicit step owned by virt-api's mutating webhook, as upstream does it.
+
+pub mod crd;
+pub mod manifest;
+pub mod schema;
+pub mod v1;
+pub mod well_known;
+
+pub use manifest::{Manifest, ManifestError};

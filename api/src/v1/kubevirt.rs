@@ -1,0 +1,200 @@
+//! The `KubeVirt` custom resource: the cluster-wide configuration every component reads.
+//!
+//! Only the keys our components act on are typed; the CRD keeps any other key a cluster sets, so
+//! an upstream KubeVirt CR applies unchanged.
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// `spec` of the `KubeVirt` resource.
+#[serde_with::skip_serializing_none]
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "kubevirt.io",
+    version = "v1",
+    kind = "KubeVirt",
+    plural = "kubevirts",
+    singular = "kubevirt",
+    shortname = "kv",
+    shortname = "kvs",
+    category = "all",
+    namespaced,
+    status = "KubeVirtStatus",
+    derive = "Default",
+    derive = "PartialEq",
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeVirtSpec {
+    /// Tag of the component images.
+    pub image_tag: Option<String>,
+    /// Registry of the component images.
+    pub image_registry: Option<String>,
+    /// Pull policy of the component images.
+    pub image_pull_policy: Option<String>,
+    /// Cluster configuration.
+    pub configuration: Option<KubeVirtConfiguration>,
+}
+
+/// `spec.configuration` of the `KubeVirt` resource.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+pub struct KubeVirtConfiguration {
+    /// Developer and feature-gate settings.
+    pub developer_configuration: Option<DeveloperConfiguration>,
+    /// Default CPU model for VMIs that name none.
+    pub cpu_model: Option<String>,
+    /// Default CPU request of the launcher pod, e.g. `100m`.
+    pub cpu_request: Option<k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+    /// Default machine type.
+    pub machine_type: Option<String>,
+    /// Network defaults.
+    pub network: Option<NetworkConfiguration>,
+    /// Default eviction strategy.
+    pub eviction_strategy: Option<String>,
+    /// Factor applied to the launcher memory overhead, e.g. `"1.5"`.
+    pub additional_guest_memory_overhead_ratio: Option<String>,
+    /// Memory balloon statistics period in seconds; 10 when unset.
+    pub mem_balloon_stats_period: Option<u32>,
+}
+
+/// `spec.configuration.developerConfiguration`.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+pub struct DeveloperConfiguration {
+    /// Feature gates to turn on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub feature_gates: Vec<String>,
+    /// Use software emulation (TCG) where `/dev/kvm` is absent.
+    pub use_emulation: Option<bool>,
+    /// Percent of guest memory requested from the node; 100 when unset.
+    pub memory_overcommit: Option<u32>,
+    /// vCPUs per requested CPU; 10 when unset.
+    pub cpu_allocation_ratio: Option<u32>,
+}
+
+/// `spec.configuration.network`.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+pub struct NetworkConfiguration {
+    /// Binding of the default interface: `bridge` (upstream's default) or `masquerade`.
+    pub default_network_interface: Option<String>,
+    /// Allow the bridge binding on the pod network; true when unset.
+    pub permit_bridge_interface_on_pod_network: Option<bool>,
+}
+
+/// `status` of the `KubeVirt` resource.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+pub struct KubeVirtStatus {
+    /// `Deploying`, `Deployed` or `Deleting`.
+    pub phase: Option<String>,
+}
+
+/// The configuration as the components use it, with upstream's defaults applied.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterConfig {
+    /// `developerConfiguration.useEmulation`.
+    pub use_emulation: bool,
+    /// `developerConfiguration.memoryOvercommit`, in percent.
+    pub memory_overcommit: u32,
+    /// `developerConfiguration.featureGates`.
+    pub feature_gates: Vec<String>,
+    /// `machineType`, defaulting to `q35`.
+    pub machine_type: String,
+    /// `cpuModel`, when the cluster sets one.
+    pub cpu_model: Option<String>,
+    /// `memBalloonStatsPeriod`, defaulting to 10 s.
+    pub mem_balloon_stats_period: u32,
+    /// `network.defaultNetworkInterface`, defaulting to `bridge`.
+    pub default_network_interface: String,
+}
+
+/// Upstream's `DefaultMemoryOvercommit`.
+pub const DEFAULT_MEMORY_OVERCOMMIT: u32 = 100;
+/// Upstream's default machine type on x86_64.
+pub const DEFAULT_MACHINE_TYPE: &str = "q35";
+/// Upstream's `DefaultMemBalloonStatsPeriod`.
+pub const DEFAULT_MEM_BALLOON_STATS_PERIOD: u32 = 10;
+/// Upstream's `DefaultNetworkInterface`.
+pub const DEFAULT_NETWORK_INTERFACE: &str = "bridge";
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        Self::from_configuration(None)
+    }
+}
+
+impl ClusterConfig {
+    /// Reads a `KubeVirt` resource's configuration, applying upstream's defaults.
+    #[must_use]
+    pub fn from_configuration(config: Option<&KubeVirtConfiguration>) -> Self {
+        let developer = config.and_then(|c| c.developer_configuration.as_ref());
+        Self {
+            use_emulation: developer.and_then(|d| d.use_emulation).unwrap_or(false),
+            memory_overcommit: developer
+                .and_then(|d| d.memory_overcommit)
+                .unwrap_or(DEFAULT_MEMORY_OVERCOMMIT),
+            feature_gates: developer.map(|d| d.feature_gates.clone()).unwrap_or_default(),
+            machine_type: config
+                .and_then(|c| c.machine_type.clone())
+                .unwrap_or_else(|| DEFAULT_MACHINE_TYPE.to_owned()),
+            cpu_model: config.and_then(|c| c.cpu_model.clone()),
+            mem_balloon_stats_period: config
+                .and_then(|c| c.mem_balloon_stats_period)
+                .unwrap_or(DEFAULT_MEM_BALLOON_STATS_PERIOD),
+            default_network_interface: config
+                .and_then(|c| c.network.as_ref())
+                .and_then(|n| n.default_network_interface.clone())
+                .unwrap_or_else(|| DEFAULT_NETWORK_INTERFACE.to_owned()),
+        }
+    }
+
+    /// Whether a feature gate is on.
+    #[must_use]
+    pub fn is_feature_gate_enabled(&self, gate: &str) -> bool {
+        self.feature_gates.iter().any(|g| g == gate)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_configuration_gets_upstream_defaults() {
+        let config = ClusterConfig::default();
+        assert!(!config.use_emulation);
+        assert_eq!(config.memory_overcommit, 100);
+        assert_eq!(config.machine_type, "q35");
+        assert_eq!(config.mem_balloon_stats_period, 10);
+        assert_eq!(config.default_network_interface, "bridge");
+    }
+
+    #[test]
+    fn developer_configuration_sets_emulation_overcommit_and_gates() {
+        let spec: KubeVirtConfiguration = serde_json::from_value(serde_json::json!({
+            "developerConfiguration": {
+                "useEmulation": true,
+                "memoryOvercommit": 150,
+                "featureGates": ["HostDisk"]
+            }
+        }))
+        .expect("valid configuration");
+        let config = ClusterConfig::from_configuration(Some(&spec));
+        assert!(config.use_emulation);
+        assert_eq!(config.memory_overcommit, 150);
+        assert!(config.is_feature_gate_enabled("HostDisk"));
+        assert!(!config.is_feature_gate_enabled("Snapshot"));
+    }
+}

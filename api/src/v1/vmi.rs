@@ -1,0 +1,104 @@
+//! `VirtualMachineInstance`: one running (or about to run) virtual machine.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Affinity, PodDNSConfig, Toleration, TopologySpreadConstraint};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{DomainSpec, Network, Probe, VirtualMachineInstanceStatus, Volume};
+
+/// `spec` of a `VirtualMachineInstance`.
+#[serde_with::skip_serializing_none]
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "kubevirt.io",
+    version = "v1",
+    kind = "VirtualMachineInstance",
+    plural = "virtualmachineinstances",
+    singular = "virtualmachineinstance",
+    shortname = "vmi",
+    shortname = "vmis",
+    category = "all",
+    namespaced,
+    status = "VirtualMachineInstanceStatus",
+    derive = "Default",
+    derive = "PartialEq",
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"IP","type":"string","jsonPath":".status.interfaces[0].ipAddress"}"#,
+    printcolumn = r#"{"name":"NodeName","type":"string","jsonPath":".status.nodeName"}"#,
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type=='Ready')].status"}"#,
+    printcolumn = r#"{"name":"Live-Migratable","type":"string","jsonPath":".status.conditions[?(@.type=='LiveMigratable')].status","priority":1}"#,
+    printcolumn = r#"{"name":"Paused","type":"string","jsonPath":".status.conditions[?(@.type=='Paused')].status","priority":1}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualMachineInstanceSpec {
+    /// Priority class of the launcher pod.
+    pub priority_class_name: Option<String>,
+    /// The virtual hardware.
+    pub domain: DomainSpec,
+    /// Node labels the launcher pod must match.
+    pub node_selector: Option<BTreeMap<String, String>>,
+    /// Affinity of the launcher pod.
+    pub affinity: Option<Affinity>,
+    /// Scheduler for the launcher pod.
+    pub scheduler_name: Option<String>,
+    /// Tolerations of the launcher pod.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+    /// Topology spread of the launcher pod.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub topology_spread_constraints: Vec<TopologySpreadConstraint>,
+    /// `LiveMigrate`, `LiveMigrateIfPossible`, `None` or `External`.
+    pub eviction_strategy: Option<String>,
+    /// `Paused` starts the guest paused.
+    pub start_strategy: Option<String>,
+    /// Seconds a graceful shutdown may take; 30 when unset.
+    pub termination_grace_period_seconds: Option<i64>,
+    /// Volumes the disks refer to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<Volume>,
+    /// Restart the VMI when this probe fails.
+    pub liveness_probe: Option<Probe>,
+    /// Mark the VMI ready when this probe succeeds.
+    pub readiness_probe: Option<Probe>,
+    /// Guest hostname; the VMI name when unset.
+    pub hostname: Option<String>,
+    /// DNS subdomain: the guest's FQDN is `<hostname>.<subdomain>.<ns>.svc.<cluster domain>`.
+    pub subdomain: Option<String>,
+    /// Networks the interfaces connect to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub networks: Vec<Network>,
+    /// DNS policy of the launcher pod.
+    pub dns_policy: Option<String>,
+    /// DNS configuration of the launcher pod.
+    pub dns_config: Option<PodDNSConfig>,
+    /// SSH keys and passwords injected into the guest.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "crate::schema::preserve_unknown_object_list")]
+    pub access_credentials: Vec<serde_json::Value>,
+    /// CPU architecture, e.g. `amd64`.
+    pub architecture: Option<String>,
+}
+
+impl VirtualMachineInstance {
+    /// `<namespace>/<name>`, the key caches and logs use.
+    #[must_use]
+    pub fn key(&self) -> String {
+        format!(
+            "{}/{}",
+            self.metadata.namespace.as_deref().unwrap_or("default"),
+            self.metadata.name.as_deref().unwrap_or_default()
+        )
+    }
+
+    /// `spec.terminationGracePeriodSeconds`, or upstream's default of 30.
+    #[must_use]
+    pub fn termination_grace_period_seconds(&self) -> i64 {
+        self.spec
+            .termination_grace_period_seconds
+            .unwrap_or(crate::well_known::DEFAULT_GRACE_PERIOD_SECONDS)
+    }
+}

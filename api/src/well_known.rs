@@ -1,0 +1,76 @@
+//! Label, annotation, finalizer and condition names that upstream KubeVirt defines and that other
+//! tools (kubectl users, dashboards, upstream virtctl) rely on. Values are upstream's, letter for
+//! letter.
+
+/// `terminationGracePeriodSeconds` when unset (`v1.DefaultGracePeriodSeconds`).
+pub const DEFAULT_GRACE_PERIOD_SECONDS: i64 = 30;
+
+/// Labels.
+pub mod labels {
+    /// `kubevirt.io`: the component an object belongs to, e.g. `virt-launcher`.
+    pub const APP: &str = "kubevirt.io";
+    /// Value of [`APP`] on launcher pods.
+    pub const APP_VIRT_LAUNCHER: &str = "virt-launcher";
+    /// UID of the VMI that created a launcher pod.
+    pub const CREATED_BY: &str = "kubevirt.io/created-by";
+    /// Node a VMI was scheduled to.
+    pub const NODE_NAME: &str = "kubevirt.io/nodeName";
+    /// On nodes: whether virt-handler runs and VMIs may be scheduled there.
+    pub const NODE_SCHEDULABLE: &str = "kubevirt.io/schedulable";
+    /// Name of the VM that owns a VMI or launcher pod.
+    pub const VM_NAME: &str = "vm.kubevirt.io/name";
+    /// On launcher pods: the launcher image differs from the installed one.
+    pub const OUTDATED_LAUNCHER_IMAGE: &str = "kubevirt.io/outdatedLauncherImage";
+    /// On launcher pods: the VMI's migration job, if any.
+    pub const MIGRATION_JOB_UID: &str = "kubevirt.io/migrationJobUID";
+}
+
+/// Annotations.
+pub mod annotations {
+    /// On launcher pods: the VMI name, so logs can be matched to the domain.
+    pub const DOMAIN: &str = "kubevirt.io/domain";
+    /// On VMIs created by a VM: the VM generation they were created from.
+    pub const VM_GENERATION: &str = "kubevirt.io/vm-generation";
+    /// On nodes: the last heartbeat of virt-handler.
+    pub const HEARTBEAT: &str = "kubevirt.io/heartbeat";
+    /// Opt out of memfd memory backing: `"false"`.
+    pub const MEMFD: &str = "kubevirt.io/memfd";
+    /// Remove the 64-bit PCI hole: `"true"`.
+    pub const DISABLE_PCI_HOLE64: &str = "kubevirt.io/disablePCIHole64";
+    /// Ignition config passed to the guest through fw_cfg.
+    pub const IGNITION: &str = "kubevirt.io/ignitiondata";
+    /// The API version a component last observed.
+    pub const LATEST_OBSERVED_API_VERSION: &str = "kubevirt.io/latest-observed-api-version";
+    /// The API version the object is stored as.
+    pub const STORAGE_OBSERVED_API_VERSION: &str = "kubevirt.io/storage-observed-api-version";
+    /// On launcher pods: the container `kubectl logs` and `exec` pick.
+    pub const DEFAULT_CONTAINER: &str = "kubectl.kubernetes.io/default-container";
+}
+
+/// Finalizers.
+pub mod finalizers {
+    /// On VMIs: removed by virt-controller once the VMI is final and its pods are gone.
+    pub const VMI_FOREGROUND_DELETE: &str = "foregroundDeleteVirtualMachine";
+    /// On VMs: removed by the VM controller once the VMI is gone.
+    pub const VM_CONTROLLER: &str = "kubevirt.io/virtualMachineControllerFinalize";
+}
+
+/// Condition types.
+pub mod conditions {
+    /// The guest is up and passed its readiness probe.
+    pub const READY: &str = "Ready";
+    /// The guest is paused.
+    pub const PAUSED: &str = "Paused";
+    /// The guest agent is connected.
+    pub const AGENT_CONNECTED: &str = "AgentConnected";
+    /// The VMI can be live-migrated.
+    pub const LIVE_MIGRATABLE: &str = "LiveMigratable";
+    /// On VMs: the VMI failed to start.
+    pub const FAILURE: &str = "Failure";
+    /// Status value `True`.
+    pub const TRUE: &str = "True";
+    /// Status value `False`.
+    pub const FALSE: &str = "False";
+    /// Status value `Unknown`.
+    pub const UNKNOWN: &str = "Unknown";
+}

@@ -1,0 +1,139 @@
+//! The committed CRDs are exactly what the types generate, and they are valid structural schemas
+//! with upstream's names, short names and printer columns.
+//!
+//! Set `KUBEVIRT_RS_UPDATE_GOLDEN=1` to rewrite `manifests/crds/` from the types.
+
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kubevirt_api::crd;
+use serde_json::Value;
+
+fn crd_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/crds")
+}
+
+#[test]
+fn committed_crds_match_the_types() {
+    let update = std::env::var_os("KUBEVIRT_RS_UPDATE_GOLDEN").is_some();
+    let mut stale = Vec::new();
+    for rendered in crd::render_all().expect("CRDs render") {
+        let path = crd_dir().join(&rendered.file_name);
+        if update {
+            std::fs::write(&path, &rendered.yaml).expect("write CRD");
+        }
+        let committed = std::fs::read_to_string(&path).unwrap_or_default();
+        if committed != rendered.yaml {
+            stale.push(rendered.file_name);
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "stale CRDs {stale:?}: run `cargo run -p kubevirt-api --bin crdgen` and commit the result"
+    );
+}
+
+#[test]
+fn committed_crds_parse_as_custom_resource_definitions() {
+    for rendered in crd::render_all().expect("CRDs render") {
+        let text = std::fs::read_to_string(crd_dir().join(&rendered.file_name)).expect("read CRD");
+        let parsed: CustomResourceDefinition = serde_saphyr::from_str(&text).expect("valid CRD YAML");
+        assert_eq!(parsed.spec.group, "kubevirt.io");
+    }
+}
+
+fn crd_named(plural: &str) -> CustomResourceDefinition {
+    crd::all()
+        .into_iter()
+        .find(|c| c.spec.names.plural == plural)
+        .unwrap_or_else(|| panic!("no CRD for {plural}"))
+}
+
+fn columns(plural: &str) -> Vec<(String, String)> {
+    let crd = crd_named(plural);
+    crd.spec.versions[0]
+        .additional_printer_columns
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| (c.name, c.json_path))
+        .collect()
+}
+
+#[test]
+fn vmi_crd_has_upstream_names_columns_and_status_subresource() {
+    let crd = crd_named("virtualmachineinstances");
+    assert_eq!(crd.spec.names.short_names, Some(vec!["vmi".to_owned(), "vmis".to_owned()]));
+    assert_eq!(crd.spec.scope, "Namespaced");
+    let version = &crd.spec.versions[0];
+    assert!(version.served && version.storage);
+    assert!(version.subresources.as_ref().and_then(|s| s.status.as_ref()).is_some());
+    let names: Vec<_> = columns("virtualmachineinstances").into_iter().take(5).collect();
+    assert_eq!(
+        names,
+        [
+            ("Age", ".metadata.creationTimestamp"),
+            ("Phase", ".status.phase"),
+            ("IP", ".status.interfaces[0].ipAddress"),
+            ("NodeName", ".status.nodeName"),
+            ("Ready", ".status.conditions[?(@.type=='Ready')].status"),
+        ]
+        .map(|(a, b)| (a.to_owned(), b.to_owned()))
+    );
+}
+
+#[test]
+fn vm_crd_has_upstream_names_columns_and_status_subresource() {
+    let crd = crd_named("virtualmachines");
+    assert_eq!(crd.spec.names.short_names, Some(vec!["vm".to_owned(), "vms".to_owned()]));
+    assert!(crd.spec.versions[0].subresources.as_ref().and_then(|s| s.status.as_ref()).is_some());
+    assert_eq!(
+        columns("virtualmachines"),
+        [
+            ("Age", ".metadata.creationTimestamp"),
+            ("Status", ".status.printableStatus"),
+            ("Ready", ".status.conditions[?(@.type=='Ready')].status"),
+        ]
+        .map(|(a, b)| (a.to_owned(), b.to_owned()))
+    );
+}
+
+/// Checks the rules of a structural schema that the API server enforces: every node states its
+/// type (or is int-or-string, or preserves unknown fields), and nothing is left to `$ref`.
+fn assert_structural(node: &Value, path: &str) {
+    let Value::Object(map) = node else { panic!("{path}: schema node is not an object") };
+    assert!(!map.contains_key("$ref"), "{path}: $ref is not allowed");
+    for forbidden in ["anyOf", "oneOf", "allOf", "not"] {
+        if let Some(Value::Array(branches)) = map.get(forbidden) {
+            for branch in branches {
+                assert!(branch.get("type").is_none(), "{path}.{forbidden}: may not set type");
+            }
+        }
+    }
+    let typed = map.contains_key("type")
+        || map.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true))
+        || map.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
+    assert!(typed, "{path}: no type");
+    if let Some(Value::Object(props)) = map.get("properties") {
+        for (name, child) in props {
+            assert_structural(child, &format!("{path}.{name}"));
+        }
+    }
+    if let Some(items) = map.get("items") {
+        assert_structural(items, &format!("{path}[]"));
+    }
+    if let Some(Value::Object(_)) = map.get("additionalProperties") {
+        assert_structural(&map["additionalProperties"], &format!("{path}{{}}"));
+    }
+}
+
+#[test]
+fn every_crd_schema_is_structural() {
+    for crd in crd::all() {
+        for version in &crd.spec.versions {
+            let schema = version.schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref()).expect("schema");
+            let value = serde_json::to_value(schema).expect("schema as JSON");
+            assert_structural(&value, &crd.spec.names.kind);
+        }
+    }
+}
