@@ -1,0 +1,40 @@
+# kubevirt-rs: `make run` boots the test guest locally, `make test` runs the whole suite.
+# Both install what they need first (as root on Debian 12) and can be run again.
+
+SHELL := /bin/bash
+CARGO ?= cargo
+VMI ?= manifests/examples/vmi-testguest.yaml
+
+.PHONY: all deps guest build run test fmt lint unit crds bench
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+guest: deps
+	@tests/guest/build-testguest.sh
+
+build: deps
+	$(CARGO) build --workspace --bins
+
+run: guest build
+	target/debug/virt-launcher run --vmi $(VMI) --force-emulation
+
+fmt:
+	$(CARGO) fmt --all --check
+
+lint:
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+unit:
+	$(CARGO) test --workspace
+
+test: guest
+	$(MAKE) --no-print-directory fmt lint unit
+
+crds:
+	$(CARGO) run -q -p kubevirt-api --bin crdgen
+
+bench: deps
+	scripts/bench.sh

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Installs what building, running and testing kubevirt-rs needs on Debian 12, as root.
+# Idempotent: it calls apt-get only when a package is missing.
+set -euo pipefail
+
+die() { echo "install-deps: $*" >&2; exit 1; }
+
+packages=(
+    # build
+    gcc make pkg-config libvirt-dev
+    # run: a private libvirt daemon (libvirtd + virtlogd), QEMU and firmware
+    libvirt-daemon-system libvirt-clients qemu-system-x86 qemu-utils ovmf
+    # the test guest and cloud-init ISOs
+    busybox-static cpio xz-utils genisoimage
+)
+
+missing=()
+for pkg in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'ok installed' || missing+=("$pkg")
+done
+
+# Some images ship a backported qemu-utils that conflicts with bookworm's qemu-system-x86;
+# install both from the same release.
+codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+qemu_utils_version=$(dpkg-query -W -f='${Version}' qemu-utils 2>/dev/null || true)
+if [[ "$qemu_utils_version" == *bpo* ]] && ! dpkg-query -W -f='${Status}' qemu-system-x86 2>/dev/null | grep -q 'ok installed'; then
+    missing+=(qemu-utils)
+fi
+
+if ((${#missing[@]})); then
+    [ "$(id -u)" = 0 ] || die "missing packages (${missing[*]}): run as root"
+    echo "install-deps: installing ${missing[*]}"
+    args=()
+    for pkg in "${missing[@]}"; do
+        if [ "$pkg" = qemu-utils ] && [ -n "$codename" ]; then args+=("qemu-utils/$codename"); else args+=("$pkg"); fi
+    done
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q
+    apt-get install -y -q --no-install-recommends --allow-downgrades "${args[@]}"
+fi
+
+# The Rust toolchain comes from rustup (Debian's rustc is too old); add the components CI uses.
+command -v cargo >/dev/null || die "cargo is missing: install a Rust toolchain (rustup, Rust >= 1.89) first"
+if command -v rustup >/dev/null; then
+    installed=$(rustup component list --installed 2>/dev/null || true)
+    for component in rustfmt clippy; do
+        grep -q "^$component" <<<"$installed" || rustup component add "$component"
+    done
+fi
+echo "install-deps: ok"
