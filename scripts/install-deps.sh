@@ -10,6 +10,8 @@ packages=(
     gcc make pkg-config libvirt-dev
     # run: a private libvirt daemon (libvirtd + virtlogd), QEMU and firmware
     libvirt-daemon-system libvirt-clients qemu-system-x86 qemu-utils ovmf
+    # virt-xml-validate needs xmllint
+    libxml2-utils
     # the test guest and cloud-init ISOs
     busybox-static cpio xz-utils genisoimage
 )

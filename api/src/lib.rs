@@ -7,6 +7,7 @@
 
 pub mod crd;
 pub mod manifest;
+pub mod quantity;
 pub mod schema;
 pub mod v1;
 pub mod well_known;

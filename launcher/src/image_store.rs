@@ -112,6 +112,84 @@ fn split_reference(image: &str) -> Result<(&str, String), ImageRefError> {
     }
 }
 
+/// The first bytes of a qcow2 image.
+const QCOW2_MAGIC: &[u8; 4] = b"QFI\xfb";
+
+/// The format of a disk image, from its magic bytes: `qcow2`, else `raw`.
+pub fn image_format(path: &Path) -> std::io::Result<&'static str> {
+    use std::io::Read as _;
+    let mut magic = [0u8; 4];
+    let mut file = std::fs::File::open(path)?;
+    let read = file.read(&mut magic)?;
+    Ok(if read == magic.len() && &magic == QCOW2_MAGIC { "qcow2" } else { "raw" })
+}
+
+/// Why a containerDisk's image file cannot be found.
+#[derive(Debug, thiserror::Error)]
+pub enum ContainerDiskError {
+    /// The reference is malformed.
+    #[error(transparent)]
+    Reference(#[from] ImageRefError),
+    /// The image is not in the store.
+    #[error("image {image} is not in the local image store (looked in {})", dir.display())]
+    NotInStore {
+        /// The reference.
+        image: String,
+        /// Where it was looked for.
+        dir: PathBuf,
+    },
+    /// `disk/` does not hold exactly one file, and no `path` says which.
+    #[error("image {image} must hold exactly one file under disk/ (found {found}); set the volume's path")]
+    Ambiguous {
+        /// The reference.
+        image: String,
+        /// How many files were found.
+        found: usize,
+    },
+    /// `path` names a file outside the image or one that does not exist.
+    #[error("image {image} has no file {path}")]
+    MissingPath {
+        /// The reference.
+        image: String,
+        /// The path asked for.
+        path: String,
+    },
+}
+
+impl ImageStore {
+    /// The disk file of a containerDisk: `path` inside the image, or the only file under `disk/`.
+    pub fn container_disk(&self, image: &str, path: Option<&str>) -> Result<PathBuf, ContainerDiskError> {
+        let root = match self.locate(image)? {
+            ImageLocation::File(file) => return Ok(file),
+            ImageLocation::Root(root) => root,
+        };
+        if !root.is_dir() {
+            return Err(ContainerDiskError::NotInStore { image: image.to_owned(), dir: root });
+        }
+        if let Some(path) = path {
+            return self.file_in_image(image, &root, path).ok_or_else(|| ContainerDiskError::MissingPath {
+                image: image.to_owned(),
+                path: path.to_owned(),
+            });
+        }
+        let files: Vec<PathBuf> = std::fs::read_dir(root.join("disk"))
+            .map(|entries| entries.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.is_file()).collect())
+            .unwrap_or_default();
+        match files.as_slice() {
+            [only] => Ok(only.clone()),
+            _ => Err(ContainerDiskError::Ambiguous { image: image.to_owned(), found: files.len() }),
+        }
+    }
+
+    /// A file inside an image, for `kernelBoot` artifacts and containerDisk paths.
+    pub fn file_in_image(&self, _image: &str, root: &Path, path: &str) -> Option<PathBuf> {
+        let relative = Path::new(path.trim_start_matches('/'));
+        let is_contained = relative.components().all(|c| matches!(c, Component::Normal(_)));
+        let file = root.join(relative);
+        (is_contained && file.is_file()).then_some(file)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

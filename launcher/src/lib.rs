@@ -1,4 +1,6 @@
 //! virt-launcher: one per VM. Renders a VMI into libvirt domain XML, runs it under its own private
 //! libvirt daemon and QEMU, and reports what happens to it.
 
+pub mod commands;
+pub mod domain;
 pub mod image_store;

@@ -1,1 +1,59 @@
-fn main() {}
+//! virt-launcher: render a VMI into libvirt domain XML, or run it on this machine.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use virt_launcher::commands::{render, run};
+
+#[derive(Debug, Parser)]
+#[command(name = "virt-launcher", version, about = "kubevirt-rs virt-launcher")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Print the libvirt domain XML a VMI (or a VM's template) becomes.
+    Render(VmiArgs),
+    /// Boot a VMI (or a VM's template) on this machine, with no cluster.
+    Run(VmiArgs),
+}
+
+#[derive(Debug, Args)]
+struct VmiArgs {
+    /// VirtualMachineInstance or VirtualMachine manifest, YAML or JSON.
+    #[arg(long, value_name = "FILE")]
+    vmi: PathBuf,
+    /// Use software emulation where /dev/kvm is absent (upstream's useEmulation).
+    #[arg(long)]
+    allow_emulation: bool,
+    /// Use software emulation even where /dev/kvm exists.
+    #[arg(long)]
+    force_emulation: bool,
+}
+
+impl VmiArgs {
+    fn flags(&self) -> render::EmulationFlags {
+        render::EmulationFlags { allow_emulation: self.allow_emulation, force_emulation: self.force_emulation }
+    }
+}
+
+/// Exit code for bad input (an invalid manifest or spec).
+const EXIT_BAD_INPUT: u8 = 2;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Render(args) => render::render_file(&args.vmi, args.flags()).map(|xml| print!("{xml}")).map_err(anyhow::Error::from),
+        Command::Run(args) => run::run(&args.vmi, args.flags()).map_err(anyhow::Error::from),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("virt-launcher: error: {error:#}");
+            ExitCode::from(EXIT_BAD_INPUT)
+        }
+    }
+}

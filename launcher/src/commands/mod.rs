@@ -1,0 +1,4 @@
+//! The `virt-launcher` subcommands, one per file. `main.rs` only parses flags and calls these.
+
+pub mod render;
+pub mod run;

@@ -1,0 +1,163 @@
+//! CPU topology, vCPU count, CPU model and features.
+
+use kubevirt_api::quantity::ParsedQuantity;
+use kubevirt_api::v1::VirtualMachineInstanceSpec;
+
+use super::ConvertError;
+use crate::domain::model::{self, Cpu, CpuFeature, CpuModel, Domain, Vcpu, VcpuEntry, Vcpus};
+
+/// Feature policies libvirt accepts.
+const FEATURE_POLICIES: [&str; 5] = ["force", "require", "optional", "disable", "forbid"];
+
+/// The guest CPU topology.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Topology {
+    /// Sockets (the maximum, with CPU hotplug).
+    pub sockets: u32,
+    /// Cores per socket.
+    pub cores: u32,
+    /// Threads per core.
+    pub threads: u32,
+    /// Sockets enabled at boot.
+    pub enabled_sockets: u32,
+}
+
+impl Topology {
+    /// vCPUs enabled at boot.
+    #[must_use]
+    pub fn vcpus(&self) -> u32 {
+        self.enabled_sockets.saturating_mul(self.cores).saturating_mul(self.threads)
+    }
+
+    /// vCPUs including the hotpluggable ones.
+    #[must_use]
+    pub fn max_vcpus(&self) -> u32 {
+        self.sockets.saturating_mul(self.cores).saturating_mul(self.threads)
+    }
+}
+
+/// Topology from `spec.domain.cpu`, or else from the CPU limit or request rounded up into sockets,
+/// as upstream's `GetCPUTopology`.
+pub fn topology(spec: &VirtualMachineInstanceSpec) -> Result<Topology, ConvertError> {
+    let cpu = spec.domain.cpu.as_ref();
+    let given = |v: Option<u32>| v.filter(|n| *n > 0);
+    let (sockets, cores, threads) = (
+        cpu.and_then(|c| given(c.sockets)),
+        cpu.and_then(|c| given(c.cores)),
+        cpu.and_then(|c| given(c.threads)),
+    );
+    let mut topology = if sockets.is_some() || cores.is_some() || threads.is_some() {
+        let sockets = sockets.unwrap_or(1);
+        Topology { sockets, cores: cores.unwrap_or(1), threads: threads.unwrap_or(1), enabled_sockets: sockets }
+    } else {
+        let sockets = cpus_from_resources(spec)?.unwrap_or(1);
+        Topology { sockets, cores: 1, threads: 1, enabled_sockets: sockets }
+    };
+    if let Some(max) = cpu.and_then(|c| given(c.max_sockets)) {
+        if max < topology.sockets {
+            return Err(ConvertError::invalid(
+                "spec.domain.cpu.maxSockets",
+                format!("maxSockets ({max}) must not be less than sockets ({})", topology.sockets),
+            ));
+        }
+        topology.sockets = max;
+    }
+    Ok(topology)
+}
+
+/// Whole CPUs from `resources.limits.cpu`, else `resources.requests.cpu`, rounded up.
+fn cpus_from_resources(spec: &VirtualMachineInstanceSpec) -> Result<Option<u32>, ConvertError> {
+    let Some(resources) = spec.domain.resources.as_ref() else { return Ok(None) };
+    for (kind, list) in [("limits", &resources.limits), ("requests", &resources.requests)] {
+        if let Some(quantity) = list.as_ref().and_then(|l| l.get("cpu")) {
+            let field = format!("spec.domain.resources.{kind}.cpu");
+            let parsed = ParsedQuantity::parse(&quantity.0)
+                .map_err(|e| ConvertError::invalid(&field, e.to_string()))?;
+            if parsed.is_negative() {
+                return Err(ConvertError::invalid(field, "must be greater than or equal to 0"));
+            }
+            let cpus = u32::try_from(parsed.ceil().max(1))
+                .map_err(|_| ConvertError::invalid(field, "too many CPUs"))?;
+            return Ok(Some(cpus));
+        }
+    }
+    Ok(None)
+}
+
+/// Sets `<vcpu>`, `<vcpus>` (hotplug) and `<cpu>`.
+pub fn apply(spec: &VirtualMachineInstanceSpec, topology: &Topology, domain: &mut Domain) -> Result<(), ConvertError> {
+    reject_unsupported(spec)?;
+    domain.vcpu = Vcpu { placement: Some("static".to_owned()), count: topology.max_vcpus() };
+    if topology.sockets != topology.enabled_sockets {
+        domain.vcpus = Some(hotplug_vcpus(topology));
+    }
+    let cpu_spec = spec.domain.cpu.as_ref();
+    let mut cpu = Cpu {
+        topology: Some(model::CpuTopology {
+            sockets: topology.sockets,
+            dies: None,
+            cores: topology.cores,
+            threads: topology.threads,
+        }),
+        ..Cpu::default()
+    };
+    match cpu_spec.and_then(|c| c.model.as_deref()).filter(|m| !m.is_empty()) {
+        None | Some("host-model") => cpu.mode = Some("host-model".to_owned()),
+        Some("host-passthrough") => cpu.mode = Some("host-passthrough".to_owned()),
+        Some(named) => {
+            cpu.mode = Some("custom".to_owned());
+            cpu.model = Some(CpuModel { fallback: None, name: named.to_owned() });
+        }
+    }
+    let features = cpu_spec.map(|c| c.features.as_slice()).unwrap_or_default();
+    for (i, feature) in features.iter().enumerate() {
+        let policy = feature.policy.as_deref().filter(|p| !p.is_empty()).unwrap_or("require");
+        if !FEATURE_POLICIES.contains(&policy) {
+            return Err(ConvertError::invalid(
+                format!("spec.domain.cpu.features[{i}].policy"),
+                format!("CPU feature {} uses policy {policy}, which is not one of {}", feature.name, FEATURE_POLICIES.join(", ")),
+            ));
+        }
+        cpu.feature.push(CpuFeature { policy: policy.to_owned(), name: feature.name.clone() });
+    }
+    // Named models on x86_64 disable MPX unless asked for: newer hosts lack it.
+    if cpu.mode.as_deref() == Some("custom") && !features.iter().any(|f| f.name == "mpx") {
+        cpu.feature.push(CpuFeature { policy: "disable".to_owned(), name: "mpx".to_owned() });
+    }
+    domain.cpu = Some(cpu);
+    Ok(())
+}
+
+fn hotplug_vcpus(topology: &Topology) -> Vcpus {
+    let per_socket = topology.cores.saturating_mul(topology.threads);
+    let yes_no = |b: bool| if b { "yes" } else { "no" }.to_owned();
+    Vcpus {
+        vcpu: (0..topology.max_vcpus())
+            .map(|id| VcpuEntry {
+                id,
+                enabled: yes_no(id < topology.vcpus()),
+                hotpluggable: yes_no(id >= per_socket),
+            })
+            .collect(),
+    }
+}
+
+fn reject_unsupported(spec: &VirtualMachineInstanceSpec) -> Result<(), ConvertError> {
+    let Some(cpu) = spec.domain.cpu.as_ref() else { return Ok(()) };
+    if cpu.dedicated_cpu_placement == Some(true) {
+        return Err(ConvertError::unsupported("spec.domain.cpu.dedicatedCpuPlacement", "dedicated CPU placement"));
+    }
+    if cpu.isolate_emulator_thread == Some(true) {
+        return Err(ConvertError::invalid(
+            "spec.domain.cpu.isolateEmulatorThread",
+            "isolateEmulatorThread requires dedicatedCpuPlacement",
+        ));
+    }
+    if cpu.numa.as_ref().and_then(|n| n.guest_mapping_passthrough).is_some() {
+        return Err(ConvertError::unsupported("spec.domain.cpu.numa.guestMappingPassthrough", "guest NUMA passthrough"));
+    }
+    if cpu.realtime.is_some() {
+        return Err(ConvertError::unsupported("spec.domain.cpu.realtime", "realtime vCPUs"));
+    }
+    Ok(())
+}
