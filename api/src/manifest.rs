@@ -93,20 +93,15 @@ impl Manifest {
 
     /// Parses manifest text; `origin` names it in errors.
     pub fn parse(text: &str, origin: &Path) -> Result<Self, ManifestError> {
-        let value: serde_json::Value =
-            serde_saphyr::from_str(text).map_err(|e| ManifestError::Syntax {
-                path: origin.to_owned(),
-                message: e.to_string(),
-            })?;
+        let value: serde_json::Value = serde_saphyr::from_str(text).map_err(|e| ManifestError::Syntax {
+            path: origin.to_owned(),
+            message: e.to_string(),
+        })?;
         let api_version = value.get("apiVersion").and_then(|v| v.as_str()).unwrap_or_default();
         let kind = value.get("kind").and_then(|v| v.as_str()).unwrap_or_default();
         match (api_version, kind) {
-            (API_VERSION, "VirtualMachineInstance") => {
-                Ok(Self::Vmi(Box::new(from_value_strict(value, origin)?)))
-            }
-            (API_VERSION, "VirtualMachine") => {
-                Ok(Self::Vm(Box::new(from_value_strict(value, origin)?)))
-            }
+            (API_VERSION, "VirtualMachineInstance") => Ok(Self::Vmi(Box::new(from_value_strict(value, origin)?))),
+            (API_VERSION, "VirtualMachine") => Ok(Self::Vm(Box::new(from_value_strict(value, origin)?))),
             _ => Err(ManifestError::UnsupportedKind {
                 path: origin.to_owned(),
                 api_version: api_version.to_owned(),
@@ -126,10 +121,7 @@ impl Manifest {
                     path: origin.to_owned(),
                 })?;
                 let template_meta = template.metadata.unwrap_or_default();
-                let mut vmi = VirtualMachineInstance::new(
-                    vm.metadata.name.as_deref().unwrap_or_default(),
-                    spec,
-                );
+                let mut vmi = VirtualMachineInstance::new(vm.metadata.name.as_deref().unwrap_or_default(), spec);
                 vmi.metadata.namespace.clone_from(&vm.metadata.namespace);
                 vmi.metadata.labels = template_meta.labels;
                 vmi.metadata.annotations = template_meta.annotations;
@@ -140,10 +132,7 @@ impl Manifest {
 }
 
 /// Deserializes `value` as `T`, failing on type errors and on fields `T` does not define.
-fn from_value_strict<T: DeserializeOwned>(
-    value: serde_json::Value,
-    origin: &Path,
-) -> Result<T, ManifestError> {
+fn from_value_strict<T: DeserializeOwned>(value: serde_json::Value, origin: &Path) -> Result<T, ManifestError> {
     let mut unknown = Vec::new();
     let mut record = |path: serde_ignored::Path<'_>| {
         let field = field_path(&path);
@@ -153,17 +142,18 @@ fn from_value_strict<T: DeserializeOwned>(
         }
     };
     let ignoring = serde_ignored::Deserializer::new(value, &mut record);
-    let typed: T = serde_path_to_error::deserialize(ignoring).map_err(|e| {
-        ManifestError::InvalidField {
-            path: origin.to_owned(),
-            field: e.path().to_string(),
-            message: e.inner().to_string(),
-        }
+    let typed: T = serde_path_to_error::deserialize(ignoring).map_err(|e| ManifestError::InvalidField {
+        path: origin.to_owned(),
+        field: e.path().to_string(),
+        message: e.inner().to_string(),
     })?;
     if unknown.is_empty() {
         Ok(typed)
     } else {
-        Err(ManifestError::UnknownFields { path: origin.to_owned(), fields: unknown })
+        Err(ManifestError::UnknownFields {
+            path: origin.to_owned(),
+            fields: unknown,
+        })
     }
 }
 
@@ -215,7 +205,9 @@ spec:
 
     #[test]
     fn a_minimal_vmi_parses() {
-        let Ok(Manifest::Vmi(vmi)) = parse(MINIMAL) else { panic!("expected a VMI") };
+        let Ok(Manifest::Vmi(vmi)) = parse(MINIMAL) else {
+            panic!("expected a VMI")
+        };
         assert_eq!(vmi.spec.domain.devices.disks[0].name, "root");
     }
 
@@ -240,7 +232,9 @@ spec:
     fn a_wrongly_typed_field_is_reported_with_its_path() {
         let text = MINIMAL.replace("devices:", "cpu: {cores: many}\n    devices:");
         let err = parse(&text).expect_err("cores must be a number");
-        let ManifestError::InvalidField { field, .. } = &err else { panic!("{err}") };
+        let ManifestError::InvalidField { field, .. } = &err else {
+            panic!("{err}")
+        };
         assert_eq!(field, "spec.domain.cpu.cores");
     }
 
@@ -274,7 +268,10 @@ spec:
             .expect("valid VM");
         assert_eq!(vmi.metadata.name.as_deref(), Some("web"));
         assert_eq!(vmi.metadata.namespace.as_deref(), Some("prod"));
-        assert_eq!(vmi.metadata.labels.unwrap_or_default().get("app").map(String::as_str), Some("web"));
+        assert_eq!(
+            vmi.metadata.labels.unwrap_or_default().get("app").map(String::as_str),
+            Some("web")
+        );
     }
 
     #[test]

@@ -34,7 +34,9 @@ impl ParsedQuantity {
             Some(b'+') => (false, &text[1..]),
             _ => (false, text),
         };
-        let number_end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        let number_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
         let (number, suffix) = rest.split_at(number_end);
         let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
         if (whole.is_empty() && fraction.is_empty()) || fraction.contains('.') {

@@ -63,7 +63,10 @@ fn columns(plural: &str) -> Vec<(String, String)> {
 #[test]
 fn vmi_crd_has_upstream_names_columns_and_status_subresource() {
     let crd = crd_named("virtualmachineinstances");
-    assert_eq!(crd.spec.names.short_names, Some(vec!["vmi".to_owned(), "vmis".to_owned()]));
+    assert_eq!(
+        crd.spec.names.short_names,
+        Some(vec!["vmi".to_owned(), "vmis".to_owned()])
+    );
     assert_eq!(crd.spec.scope, "Namespaced");
     let version = &crd.spec.versions[0];
     assert!(version.served && version.storage);
@@ -85,8 +88,17 @@ fn vmi_crd_has_upstream_names_columns_and_status_subresource() {
 #[test]
 fn vm_crd_has_upstream_names_columns_and_status_subresource() {
     let crd = crd_named("virtualmachines");
-    assert_eq!(crd.spec.names.short_names, Some(vec!["vm".to_owned(), "vms".to_owned()]));
-    assert!(crd.spec.versions[0].subresources.as_ref().and_then(|s| s.status.as_ref()).is_some());
+    assert_eq!(
+        crd.spec.names.short_names,
+        Some(vec!["vm".to_owned(), "vms".to_owned()])
+    );
+    assert!(
+        crd.spec.versions[0]
+            .subresources
+            .as_ref()
+            .and_then(|s| s.status.as_ref())
+            .is_some()
+    );
     assert_eq!(
         columns("virtualmachines"),
         [
@@ -101,7 +113,9 @@ fn vm_crd_has_upstream_names_columns_and_status_subresource() {
 /// Checks the rules of a structural schema that the API server enforces: every node states its
 /// type (or is int-or-string, or preserves unknown fields), and nothing is left to `$ref`.
 fn assert_structural(node: &Value, path: &str) {
-    let Value::Object(map) = node else { panic!("{path}: schema node is not an object") };
+    let Value::Object(map) = node else {
+        panic!("{path}: schema node is not an object")
+    };
     assert!(!map.contains_key("$ref"), "{path}: $ref is not allowed");
     for forbidden in ["anyOf", "oneOf", "allOf", "not"] {
         if let Some(Value::Array(branches)) = map.get(forbidden) {
@@ -131,7 +145,11 @@ fn assert_structural(node: &Value, path: &str) {
 fn every_crd_schema_is_structural() {
     for crd in crd::all() {
         for version in &crd.spec.versions {
-            let schema = version.schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref()).expect("schema");
+            let schema = version
+                .schema
+                .as_ref()
+                .and_then(|s| s.open_api_v3_schema.as_ref())
+                .expect("schema");
             let value = serde_json::to_value(schema).expect("schema as JSON");
             assert_structural(&value, &crd.spec.names.kind);
         }

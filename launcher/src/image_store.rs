@@ -93,8 +93,13 @@ fn split_reference(image: &str) -> Result<(&str, String), ImageRefError> {
         return Err(ImageRefError::Empty);
     }
     if let Some((repository, digest)) = image.split_once('@') {
-        let repository = repository.rsplit_once(':').filter(|(_, tag)| !tag.contains('/')).map_or(repository, |(r, _)| r);
-        let (algorithm, hex) = digest.split_once(':').ok_or_else(|| ImageRefError::Invalid(image.to_owned()))?;
+        let repository = repository
+            .rsplit_once(':')
+            .filter(|(_, tag)| !tag.contains('/'))
+            .map_or(repository, |(r, _)| r);
+        let (algorithm, hex) = digest
+            .split_once(':')
+            .ok_or_else(|| ImageRefError::Invalid(image.to_owned()))?;
         return Ok((repository, format!("{algorithm}-{hex}")));
     }
     // A colon after the last slash starts the tag; one before it belongs to a registry port.
@@ -121,7 +126,11 @@ pub fn image_format(path: &Path) -> std::io::Result<&'static str> {
     let mut magic = [0u8; 4];
     let mut file = std::fs::File::open(path)?;
     let read = file.read(&mut magic)?;
-    Ok(if read == magic.len() && &magic == QCOW2_MAGIC { "qcow2" } else { "raw" })
+    Ok(if read == magic.len() && &magic == QCOW2_MAGIC {
+        "qcow2"
+    } else {
+        "raw"
+    })
 }
 
 /// Why a containerDisk's image file cannot be found.
@@ -164,25 +173,39 @@ impl ImageStore {
             ImageLocation::Root(root) => root,
         };
         if !root.is_dir() {
-            return Err(ContainerDiskError::NotInStore { image: image.to_owned(), dir: root });
+            return Err(ContainerDiskError::NotInStore {
+                image: image.to_owned(),
+                dir: root,
+            });
         }
         if let Some(path) = path {
-            return self.file_in_image(image, &root, path).ok_or_else(|| ContainerDiskError::MissingPath {
+            return Self::file_in_image(&root, path).ok_or_else(|| ContainerDiskError::MissingPath {
                 image: image.to_owned(),
                 path: path.to_owned(),
             });
         }
         let files: Vec<PathBuf> = std::fs::read_dir(root.join("disk"))
-            .map(|entries| entries.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.is_file()).collect())
+            .map(|entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .map(|e| e.path())
+                    .filter(|p| p.is_file())
+                    .collect()
+            })
             .unwrap_or_default();
         match files.as_slice() {
             [only] => Ok(only.clone()),
-            _ => Err(ContainerDiskError::Ambiguous { image: image.to_owned(), found: files.len() }),
+            _ => Err(ContainerDiskError::Ambiguous {
+                image: image.to_owned(),
+                found: files.len(),
+            }),
         }
     }
 
-    /// A file inside an image, for `kernelBoot` artifacts and containerDisk paths.
-    pub fn file_in_image(&self, _image: &str, root: &Path, path: &str) -> Option<PathBuf> {
+    /// A file inside an image root, for `kernelBoot` artifacts and containerDisk paths; `None`
+    /// when the path leaves the image or names no file.
+    #[must_use]
+    pub fn file_in_image(root: &Path, path: &str) -> Option<PathBuf> {
         let relative = Path::new(path.trim_start_matches('/'));
         let is_contained = relative.components().all(|c| matches!(c, Component::Normal(_)));
         let file = root.join(relative);
@@ -198,18 +221,25 @@ mod tests {
         ImageStore::new("/store").locate(image)
     }
 
+    #[allow(clippy::unnecessary_wraps, reason = "compared with Result values")]
     fn root(path: &str) -> Result<ImageLocation, ImageRefError> {
         Ok(ImageLocation::Root(PathBuf::from(path)))
     }
 
     #[test]
     fn a_tagged_reference_maps_to_repository_and_tag() {
-        assert_eq!(locate("localhost/kubevirt-rs/testguest:v1"), root("/store/localhost/kubevirt-rs/testguest/v1"));
+        assert_eq!(
+            locate("localhost/kubevirt-rs/testguest:v1"),
+            root("/store/localhost/kubevirt-rs/testguest/v1")
+        );
     }
 
     #[test]
     fn an_untagged_reference_means_latest() {
-        assert_eq!(locate("quay.io/containerdisks/fedora"), root("/store/quay.io/containerdisks/fedora/latest"));
+        assert_eq!(
+            locate("quay.io/containerdisks/fedora"),
+            root("/store/quay.io/containerdisks/fedora/latest")
+        );
     }
 
     #[test]
@@ -220,12 +250,18 @@ mod tests {
 
     #[test]
     fn a_digest_reference_maps_to_algorithm_and_hex() {
-        assert_eq!(locate("example.com/disk:1@sha256:abc"), root("/store/example.com/disk/sha256-abc"));
+        assert_eq!(
+            locate("example.com/disk:1@sha256:abc"),
+            root("/store/example.com/disk/sha256-abc")
+        );
     }
 
     #[test]
     fn a_file_reference_names_one_file() {
-        assert_eq!(locate("file:///images/disk.qcow2"), Ok(ImageLocation::File(PathBuf::from("/images/disk.qcow2"))));
+        assert_eq!(
+            locate("file:///images/disk.qcow2"),
+            Ok(ImageLocation::File(PathBuf::from("/images/disk.qcow2")))
+        );
         assert!(locate("file://relative.img").is_err());
     }
 

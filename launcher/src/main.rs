@@ -36,7 +36,10 @@ struct VmiArgs {
 
 impl VmiArgs {
     fn flags(&self) -> render::EmulationFlags {
-        render::EmulationFlags { allow_emulation: self.allow_emulation, force_emulation: self.force_emulation }
+        render::EmulationFlags {
+            allow_emulation: self.allow_emulation,
+            force_emulation: self.force_emulation,
+        }
     }
 }
 
@@ -46,7 +49,9 @@ const EXIT_BAD_INPUT: u8 = 2;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
-        Command::Render(args) => render::render_file(&args.vmi, args.flags()).map(|xml| print!("{xml}")).map_err(anyhow::Error::from),
+        Command::Render(args) => render::render_file(&args.vmi, args.flags())
+            .map(|xml| print!("{xml}"))
+            .map_err(anyhow::Error::from),
         Command::Run(args) => run::run(&args.vmi, args.flags()).map_err(anyhow::Error::from),
     };
     match result {

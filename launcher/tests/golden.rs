@@ -84,10 +84,16 @@ fn context_of(vmi: &VirtualMachineInstance, case: &Case) -> ConvertContext {
         },
         block_volumes: given.map(|c| c.block_volumes.clone()).unwrap_or_default(),
         container_disk_formats: formats,
-        bochs_display_for_efi: given.and_then(|c| c.bochs_display_for_efi).unwrap_or(defaults.bochs_display_for_efi),
+        bochs_display_for_efi: given
+            .and_then(|c| c.bochs_display_for_efi)
+            .unwrap_or(defaults.bochs_display_for_efi),
         run_as_root: given.and_then(|c| c.run_as_root).unwrap_or(defaults.run_as_root),
-        mem_balloon_stats_period: given.and_then(|c| c.mem_balloon_stats_period).unwrap_or(defaults.mem_balloon_stats_period),
-        free_page_reporting: given.and_then(|c| c.free_page_reporting).unwrap_or(defaults.free_page_reporting),
+        mem_balloon_stats_period: given
+            .and_then(|c| c.mem_balloon_stats_period)
+            .unwrap_or(defaults.mem_balloon_stats_period),
+        free_page_reporting: given
+            .and_then(|c| c.free_page_reporting)
+            .unwrap_or(defaults.free_page_reporting),
         ..defaults
     }
 }
@@ -113,12 +119,20 @@ fn every_case_renders_its_golden_domain_or_its_error() {
             (None, Err(err)) => panic!("{name}: {err}"),
             (None, Ok(domain)) => {
                 let xml = domain.to_xml().expect("write XML");
-                assert_eq!(Domain::from_xml(&xml).expect("read our own XML"), domain, "{name}: model round trip");
+                assert_eq!(
+                    Domain::from_xml(&xml).expect("read our own XML"),
+                    domain,
+                    "{name}: model round trip"
+                );
                 if update {
                     std::fs::write(&xml_path, &xml).expect("write golden");
                 }
-                let golden = std::fs::read_to_string(&xml_path)
-                    .unwrap_or_else(|_| panic!("{name}: no golden {} (set KUBEVIRT_RS_UPDATE_GOLDEN=1)", xml_path.display()));
+                let golden = std::fs::read_to_string(&xml_path).unwrap_or_else(|_| {
+                    panic!(
+                        "{name}: no golden {} (set KUBEVIRT_RS_UPDATE_GOLDEN=1)",
+                        xml_path.display()
+                    )
+                });
                 let expected = Domain::from_xml(&golden).unwrap_or_else(|e| panic!("{name}: golden XML: {e}"));
                 assert_eq!(domain, expected, "{name}: rendered domain differs from the golden");
             }
@@ -132,7 +146,11 @@ fn every_golden_domain_passes_virt_xml_validate() {
     let cases = cases();
     for (name, case) in &cases {
         let xml = golden_dir().join(format!("{name}.xml"));
-        assert_eq!(case.expect_error.is_none(), xml.exists(), "{name}: golden XML exists only for rendering cases");
+        assert_eq!(
+            case.expect_error.is_none(),
+            xml.exists(),
+            "{name}: golden XML exists only for rendering cases"
+        );
         if !xml.exists() {
             continue;
         }

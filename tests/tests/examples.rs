@@ -48,7 +48,12 @@ fn every_example_yields_a_vmi() {
         for disk in &vmi.spec.domain.devices.disks {
             let volume = vmi.spec.volumes.iter().find(|v| v.name == disk.name);
             let source = volume.map(kubevirt_api::v1::Volume::source);
-            assert!(matches!(source, Some(Ok(_))), "{}: disk {} has no volume", path.display(), disk.name);
+            assert!(
+                matches!(source, Some(Ok(_))),
+                "{}: disk {} has no volume",
+                path.display(),
+                disk.name
+            );
         }
     }
 }

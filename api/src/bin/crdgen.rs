@@ -28,15 +28,16 @@ fn main() -> anyhow::Result<()> {
                 stale.push(path.display().to_string());
             }
         } else {
-            std::fs::create_dir_all(&args.out)
-                .with_context(|| format!("cannot create {}", args.out.display()))?;
-            std::fs::write(&path, &crd.yaml)
-                .with_context(|| format!("cannot write {}", path.display()))?;
+            std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
+            std::fs::write(&path, &crd.yaml).with_context(|| format!("cannot write {}", path.display()))?;
             println!("wrote {}", path.display());
         }
     }
     if !stale.is_empty() {
-        bail!("stale CRDs (run `cargo run -p kubevirt-api --bin crdgen`): {}", stale.join(", "));
+        bail!(
+            "stale CRDs (run `cargo run -p kubevirt-api --bin crdgen`): {}",
+            stale.join(", ")
+        );
     }
     Ok(())
 }

@@ -285,9 +285,15 @@ mod tests {
             ..VirtualMachineSpec::default()
         };
         assert_eq!(spec(Some(true), None).effective_run_strategy(), Ok(RunStrategy::Always));
-        assert_eq!(spec(Some(false), None).effective_run_strategy(), Ok(RunStrategy::Halted));
+        assert_eq!(
+            spec(Some(false), None).effective_run_strategy(),
+            Ok(RunStrategy::Halted)
+        );
         assert_eq!(spec(None, None).effective_run_strategy(), Ok(RunStrategy::Halted));
-        assert_eq!(spec(None, Some("Manual")).effective_run_strategy(), Ok(RunStrategy::Manual));
+        assert_eq!(
+            spec(None, Some("Manual")).effective_run_strategy(),
+            Ok(RunStrategy::Manual)
+        );
         assert_eq!(
             spec(Some(true), Some("Always")).effective_run_strategy(),
             Err(RunStrategyError::MutuallyExclusive)

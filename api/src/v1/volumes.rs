@@ -100,30 +100,48 @@ impl Volume {
     /// The one source this volume sets.
     pub fn source(&self) -> Result<VolumeSource<'_>, VolumeSourceError> {
         let candidates: [(&str, Option<VolumeSource<'_>>); 15] = [
-            ("containerDisk", self.container_disk.as_ref().map(VolumeSource::ContainerDisk)),
+            (
+                "containerDisk",
+                self.container_disk.as_ref().map(VolumeSource::ContainerDisk),
+            ),
             ("ephemeral", self.ephemeral.as_ref().map(VolumeSource::Ephemeral)),
-            ("cloudInitNoCloud", self.cloud_init_no_cloud.as_ref().map(VolumeSource::CloudInitNoCloud)),
+            (
+                "cloudInitNoCloud",
+                self.cloud_init_no_cloud.as_ref().map(VolumeSource::CloudInitNoCloud),
+            ),
             (
                 "cloudInitConfigDrive",
-                self.cloud_init_config_drive.as_ref().map(VolumeSource::CloudInitConfigDrive),
+                self.cloud_init_config_drive
+                    .as_ref()
+                    .map(VolumeSource::CloudInitConfigDrive),
             ),
             (
                 "persistentVolumeClaim",
-                self.persistent_volume_claim.as_ref().map(VolumeSource::PersistentVolumeClaim),
+                self.persistent_volume_claim
+                    .as_ref()
+                    .map(VolumeSource::PersistentVolumeClaim),
             ),
             ("dataVolume", self.data_volume.as_ref().map(VolumeSource::DataVolume)),
             ("emptyDisk", self.empty_disk.as_ref().map(VolumeSource::EmptyDisk)),
             ("hostDisk", self.host_disk.as_ref().map(VolumeSource::HostDisk)),
             ("configMap", self.config_map.as_ref().map(VolumeSource::ConfigMap)),
             ("secret", self.secret.as_ref().map(VolumeSource::Secret)),
-            ("serviceAccount", self.service_account.as_ref().map(VolumeSource::ServiceAccount)),
+            (
+                "serviceAccount",
+                self.service_account.as_ref().map(VolumeSource::ServiceAccount),
+            ),
             ("downwardAPI", self.downward_api.as_ref().map(VolumeSource::DownwardApi)),
-            ("downwardMetrics", self.downward_metrics.map(|_| VolumeSource::DownwardMetrics)),
+            (
+                "downwardMetrics",
+                self.downward_metrics.map(|_| VolumeSource::DownwardMetrics),
+            ),
             ("sysprep", self.sysprep.as_ref().map(VolumeSource::Sysprep)),
             ("memoryDump", self.memory_dump.as_ref().map(VolumeSource::MemoryDump)),
         ];
-        let set: Vec<(&str, VolumeSource<'_>)> =
-            candidates.into_iter().filter_map(|(name, src)| src.map(|s| (name, s))).collect();
+        let set: Vec<(&str, VolumeSource<'_>)> = candidates
+            .into_iter()
+            .filter_map(|(name, src)| src.map(|s| (name, s)))
+            .collect();
         match set.as_slice() {
             [] => Err(VolumeSourceError::Missing),
             [(_, only)] => Ok(*only),

@@ -43,7 +43,11 @@ pub fn load_vmi(path: &Path) -> Result<VirtualMachineInstance, kubevirt_api::Man
 
 /// The context for rendering on this machine: KVM presence, and containerDisk formats read from
 /// the local image store (an image that is not there is assumed raw, with a warning).
-pub fn local_context(vmi: &VirtualMachineInstance, flags: EmulationFlags, store: &ImageStore) -> Result<ConvertContext, ConvertError> {
+pub fn local_context(
+    vmi: &VirtualMachineInstance,
+    flags: EmulationFlags,
+    store: &ImageStore,
+) -> Result<ConvertContext, ConvertError> {
     let is_kvm_present = Path::new("/dev/kvm").exists();
     let mut ctx = ConvertContext {
         domain_type: DomainType::decide(is_kvm_present, flags.allow_emulation, flags.force_emulation)?,
@@ -54,11 +58,15 @@ pub fn local_context(vmi: &VirtualMachineInstance, flags: EmulationFlags, store:
             let format = match store.container_disk(&disk.image, disk.path.as_deref()) {
                 Ok(file) => image_format(&file).unwrap_or("raw"),
                 Err(e) => {
-                    eprintln!("virt-launcher: warning: volume {}: {e}; assuming a raw image", volume.name);
+                    eprintln!(
+                        "virt-launcher: warning: volume {}: {e}; assuming a raw image",
+                        volume.name
+                    );
                     "raw"
                 }
             };
-            ctx.container_disk_formats.insert(volume.name.clone(), format.to_owned());
+            ctx.container_disk_formats
+                .insert(volume.name.clone(), format.to_owned());
         }
     }
     Ok(ctx)
@@ -67,7 +75,10 @@ pub fn local_context(vmi: &VirtualMachineInstance, flags: EmulationFlags, store:
 /// Renders the manifest at `path` into domain XML.
 pub fn render_file(path: &Path, flags: EmulationFlags) -> Result<String, RenderError> {
     let vmi = load_vmi(path)?;
-    let convert = |source| RenderError::Convert { path: path.display().to_string(), source };
+    let convert = |source| RenderError::Convert {
+        path: path.display().to_string(),
+        source,
+    };
     let ctx = local_context(&vmi, flags, &ImageStore::from_env()).map_err(convert)?;
     let domain = render(&vmi, &ctx).map_err(convert)?;
     Ok(domain.to_xml()?)

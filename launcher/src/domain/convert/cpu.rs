@@ -26,7 +26,9 @@ impl Topology {
     /// vCPUs enabled at boot.
     #[must_use]
     pub fn vcpus(&self) -> u32 {
-        self.enabled_sockets.saturating_mul(self.cores).saturating_mul(self.threads)
+        self.enabled_sockets
+            .saturating_mul(self.cores)
+            .saturating_mul(self.threads)
     }
 
     /// vCPUs including the hotpluggable ones.
@@ -48,16 +50,29 @@ pub fn topology(spec: &VirtualMachineInstanceSpec) -> Result<Topology, ConvertEr
     );
     let mut topology = if sockets.is_some() || cores.is_some() || threads.is_some() {
         let sockets = sockets.unwrap_or(1);
-        Topology { sockets, cores: cores.unwrap_or(1), threads: threads.unwrap_or(1), enabled_sockets: sockets }
+        Topology {
+            sockets,
+            cores: cores.unwrap_or(1),
+            threads: threads.unwrap_or(1),
+            enabled_sockets: sockets,
+        }
     } else {
         let sockets = cpus_from_resources(spec)?.unwrap_or(1);
-        Topology { sockets, cores: 1, threads: 1, enabled_sockets: sockets }
+        Topology {
+            sockets,
+            cores: 1,
+            threads: 1,
+            enabled_sockets: sockets,
+        }
     };
     if let Some(max) = cpu.and_then(|c| given(c.max_sockets)) {
         if max < topology.sockets {
             return Err(ConvertError::invalid(
                 "spec.domain.cpu.maxSockets",
-                format!("maxSockets ({max}) must not be less than sockets ({})", topology.sockets),
+                format!(
+                    "maxSockets ({max}) must not be less than sockets ({})",
+                    topology.sockets
+                ),
             ));
         }
         topology.sockets = max;
@@ -67,17 +82,19 @@ pub fn topology(spec: &VirtualMachineInstanceSpec) -> Result<Topology, ConvertEr
 
 /// Whole CPUs from `resources.limits.cpu`, else `resources.requests.cpu`, rounded up.
 fn cpus_from_resources(spec: &VirtualMachineInstanceSpec) -> Result<Option<u32>, ConvertError> {
-    let Some(resources) = spec.domain.resources.as_ref() else { return Ok(None) };
+    let Some(resources) = spec.domain.resources.as_ref() else {
+        return Ok(None);
+    };
     for (kind, list) in [("limits", &resources.limits), ("requests", &resources.requests)] {
         if let Some(quantity) = list.as_ref().and_then(|l| l.get("cpu")) {
             let field = format!("spec.domain.resources.{kind}.cpu");
-            let parsed = ParsedQuantity::parse(&quantity.0)
-                .map_err(|e| ConvertError::invalid(&field, e.to_string()))?;
+            let parsed =
+                ParsedQuantity::parse(&quantity.0).map_err(|e| ConvertError::invalid(&field, e.to_string()))?;
             if parsed.is_negative() {
                 return Err(ConvertError::invalid(field, "must be greater than or equal to 0"));
             }
-            let cpus = u32::try_from(parsed.ceil().max(1))
-                .map_err(|_| ConvertError::invalid(field, "too many CPUs"))?;
+            let cpus =
+                u32::try_from(parsed.ceil().max(1)).map_err(|_| ConvertError::invalid(field, "too many CPUs"))?;
             return Ok(Some(cpus));
         }
     }
@@ -87,7 +104,10 @@ fn cpus_from_resources(spec: &VirtualMachineInstanceSpec) -> Result<Option<u32>,
 /// Sets `<vcpu>`, `<vcpus>` (hotplug) and `<cpu>`.
 pub fn apply(spec: &VirtualMachineInstanceSpec, topology: &Topology, domain: &mut Domain) -> Result<(), ConvertError> {
     reject_unsupported(spec)?;
-    domain.vcpu = Vcpu { placement: Some("static".to_owned()), count: topology.max_vcpus() };
+    domain.vcpu = Vcpu {
+        placement: Some("static".to_owned()),
+        count: topology.max_vcpus(),
+    };
     if topology.sockets != topology.enabled_sockets {
         domain.vcpus = Some(hotplug_vcpus(topology));
     }
@@ -106,7 +126,10 @@ pub fn apply(spec: &VirtualMachineInstanceSpec, topology: &Topology, domain: &mu
         Some("host-passthrough") => cpu.mode = Some("host-passthrough".to_owned()),
         Some(named) => {
             cpu.mode = Some("custom".to_owned());
-            cpu.model = Some(CpuModel { fallback: None, name: named.to_owned() });
+            cpu.model = Some(CpuModel {
+                fallback: None,
+                name: named.to_owned(),
+            });
         }
     }
     let features = cpu_spec.map(|c| c.features.as_slice()).unwrap_or_default();
@@ -115,14 +138,24 @@ pub fn apply(spec: &VirtualMachineInstanceSpec, topology: &Topology, domain: &mu
         if !FEATURE_POLICIES.contains(&policy) {
             return Err(ConvertError::invalid(
                 format!("spec.domain.cpu.features[{i}].policy"),
-                format!("CPU feature {} uses policy {policy}, which is not one of {}", feature.name, FEATURE_POLICIES.join(", ")),
+                format!(
+                    "CPU feature {} uses policy {policy}, which is not one of {}",
+                    feature.name,
+                    FEATURE_POLICIES.join(", ")
+                ),
             ));
         }
-        cpu.feature.push(CpuFeature { policy: policy.to_owned(), name: feature.name.clone() });
+        cpu.feature.push(CpuFeature {
+            policy: policy.to_owned(),
+            name: feature.name.clone(),
+        });
     }
     // Named models on x86_64 disable MPX unless asked for: newer hosts lack it.
     if cpu.mode.as_deref() == Some("custom") && !features.iter().any(|f| f.name == "mpx") {
-        cpu.feature.push(CpuFeature { policy: "disable".to_owned(), name: "mpx".to_owned() });
+        cpu.feature.push(CpuFeature {
+            policy: "disable".to_owned(),
+            name: "mpx".to_owned(),
+        });
     }
     domain.cpu = Some(cpu);
     Ok(())
@@ -143,9 +176,14 @@ fn hotplug_vcpus(topology: &Topology) -> Vcpus {
 }
 
 fn reject_unsupported(spec: &VirtualMachineInstanceSpec) -> Result<(), ConvertError> {
-    let Some(cpu) = spec.domain.cpu.as_ref() else { return Ok(()) };
+    let Some(cpu) = spec.domain.cpu.as_ref() else {
+        return Ok(());
+    };
     if cpu.dedicated_cpu_placement == Some(true) {
-        return Err(ConvertError::unsupported("spec.domain.cpu.dedicatedCpuPlacement", "dedicated CPU placement"));
+        return Err(ConvertError::unsupported(
+            "spec.domain.cpu.dedicatedCpuPlacement",
+            "dedicated CPU placement",
+        ));
     }
     if cpu.isolate_emulator_thread == Some(true) {
         return Err(ConvertError::invalid(
@@ -154,7 +192,10 @@ fn reject_unsupported(spec: &VirtualMachineInstanceSpec) -> Result<(), ConvertEr
         ));
     }
     if cpu.numa.as_ref().and_then(|n| n.guest_mapping_passthrough).is_some() {
-        return Err(ConvertError::unsupported("spec.domain.cpu.numa.guestMappingPassthrough", "guest NUMA passthrough"));
+        return Err(ConvertError::unsupported(
+            "spec.domain.cpu.numa.guestMappingPassthrough",
+            "guest NUMA passthrough",
+        ));
     }
     if cpu.realtime.is_some() {
         return Err(ConvertError::unsupported("spec.domain.cpu.realtime", "realtime vCPUs"));

@@ -6,7 +6,7 @@ use kubevirt_api::v1::{Devices as SpecDevices, VirtualMachineInstance};
 use super::disks::DiskNeeds;
 use super::{ConvertContext, ConvertError, virtio_model};
 use crate::domain::model::{
-    Alias, BalloonStats, Channel, ChannelTarget, Console, Controller, ControllerDriver, Domain, Graphics,
+    Alias, BalloonStats, Channel, ChannelTarget, Console, Controller, ControllerDriver, Devices, Domain, Graphics,
     GraphicsListen, Input, Log, Memballoon, Redirdev, Rng, RngBackend, Serial, SerialTarget, Sound, Tpm, TpmBackend,
     UnixSource, Video, VideoModel, Vsock, VsockCid, Watchdog,
 };
@@ -21,10 +21,26 @@ pub fn reject_unsupported(vmi: &VirtualMachineInstance) -> Result<(), ConvertErr
     let devices = &vmi.spec.domain.devices;
     let checks = [
         (!devices.gpus.is_empty(), "spec.domain.devices.gpus", "GPU passthrough"),
-        (!devices.host_devices.is_empty(), "spec.domain.devices.hostDevices", "host device passthrough"),
-        (!devices.filesystems.is_empty(), "spec.domain.devices.filesystems", "virtiofs file systems"),
-        (devices.downward_metrics.is_some(), "spec.domain.devices.downwardMetrics", "the downward metrics device"),
-        (vmi.spec.domain.launch_security.is_some(), "spec.domain.launchSecurity", "SEV launch security"),
+        (
+            !devices.host_devices.is_empty(),
+            "spec.domain.devices.hostDevices",
+            "host device passthrough",
+        ),
+        (
+            !devices.filesystems.is_empty(),
+            "spec.domain.devices.filesystems",
+            "virtiofs file systems",
+        ),
+        (
+            devices.downward_metrics.is_some(),
+            "spec.domain.devices.downwardMetrics",
+            "the downward metrics device",
+        ),
+        (
+            vmi.spec.domain.launch_security.is_some(),
+            "spec.domain.launchSecurity",
+            "SEV launch security",
+        ),
     ];
     match checks.into_iter().find(|(present, _, _)| *present) {
         Some((_, field, feature)) => Err(ConvertError::unsupported(field, feature)),
@@ -43,38 +59,33 @@ pub fn apply(
     let devices = &vmi.spec.domain.devices;
     let uid = vmi.metadata.uid.as_deref().unwrap_or_default();
     let inputs = inputs(devices)?;
-    let usb_needed = disks.usb || devices.client_passthrough.is_some() || inputs.iter().any(|i| i.bus.as_deref() == Some("usb"));
+    let usb_needed =
+        disks.usb || devices.client_passthrough.is_some() || inputs.iter().any(|i| i.bus.as_deref() == Some("usb"));
     let out = &mut domain.devices;
-    out.controller.push(controller("usb", if usb_needed { "qemu-xhci" } else { "none" }));
+    out.controller
+        .push(controller("usb", if usb_needed { "qemu-xhci" } else { "none" }));
     if devices.autoattach_serial_console != Some(false) {
         out.controller.push(controller("virtio-serial", &virtio_model(devices)));
-        let serial_dir = ctx.layout.vmi_private_dir(uid);
-        let log_enabled = ctx.serial_console_log && devices.log_serial_console != Some(false);
-        out.serial.push(Serial {
-            serial_type: "unix".to_owned(),
-            source: Some(UnixSource { source_type: None, mode: Some("bind".to_owned()), path: Some(format!("{serial_dir}/virt-serial0")) }),
-            target: Some(SerialTarget { target_type: None, port: Some(0) }),
-            log: log_enabled.then(|| Log { file: format!("{serial_dir}/virt-serial0-log"), append: Some("on".to_owned()) }),
-            alias: None,
-        });
-        out.console.push(Console {
-            console_type: "pty".to_owned(),
-            source: None,
-            target: Some(SerialTarget { target_type: Some("serial".to_owned()), port: Some(0) }),
-            alias: None,
-        });
+        add_serial_console(devices, ctx, uid, out);
     }
     if disks.scsi || devices.disable_hotplug != Some(true) {
         let mut scsi = controller("scsi", &virtio_model(devices));
         if let Some(iothread) = disks.scsi_iothread {
-            scsi.driver = Some(ControllerDriver { iothread: Some(iothread), queues: Some(vcpus) });
+            scsi.driver = Some(ControllerDriver {
+                iothread: Some(iothread),
+                queues: Some(vcpus),
+            });
         }
         out.controller.push(scsi);
     }
     out.channel.push(Channel {
         channel_type: "unix".to_owned(),
         source: None,
-        target: ChannelTarget { target_type: "virtio".to_owned(), name: Some(GUEST_AGENT_CHANNEL.to_owned()), state: None },
+        target: ChannelTarget {
+            target_type: "virtio".to_owned(),
+            name: Some(GUEST_AGENT_CHANNEL.to_owned()),
+            state: None,
+        },
         alias: None,
         address: None,
     });
@@ -91,16 +102,65 @@ pub fn apply(
     }
     out.memballoon = Some(memballoon(devices, ctx));
     out.input = inputs;
+    add_optional_devices(vmi, ctx, out)
+}
+
+/// The unix serial port (with its log) and the pty console on top of it.
+fn add_serial_console(devices: &SpecDevices, ctx: &ConvertContext, uid: &str, out: &mut Devices) {
+    let serial_dir = ctx.layout.vmi_private_dir(uid);
+    let log_enabled = ctx.serial_console_log && devices.log_serial_console != Some(false);
+    out.serial.push(Serial {
+        serial_type: "unix".to_owned(),
+        source: Some(UnixSource {
+            source_type: None,
+            mode: Some("bind".to_owned()),
+            path: Some(format!("{serial_dir}/virt-serial0")),
+        }),
+        target: Some(SerialTarget {
+            target_type: None,
+            port: Some(0),
+        }),
+        log: log_enabled.then(|| Log {
+            file: format!("{serial_dir}/virt-serial0-log"),
+            append: Some("on".to_owned()),
+        }),
+        alias: None,
+    });
+    out.console.push(Console {
+        console_type: "pty".to_owned(),
+        source: None,
+        target: Some(SerialTarget {
+            target_type: Some("serial".to_owned()),
+            port: Some(0),
+        }),
+        alias: None,
+    });
+}
+
+/// RNG, watchdog, vsock, TPM, sound and USB redirection: each only when the spec asks for it.
+fn add_optional_devices(
+    vmi: &VirtualMachineInstance,
+    ctx: &ConvertContext,
+    out: &mut Devices,
+) -> Result<(), ConvertError> {
+    let devices = &vmi.spec.domain.devices;
+    let uid = vmi.metadata.uid.as_deref().unwrap_or_default();
     if devices.rng.is_some() {
         out.rng.push(Rng {
             model: virtio_model(devices),
-            backend: RngBackend { model: "random".to_owned(), source: Some("/dev/urandom".to_owned()) },
+            backend: RngBackend {
+                model: "random".to_owned(),
+                source: Some("/dev/urandom".to_owned()),
+            },
             alias: None,
         });
     }
     if let Some(watchdog) = &devices.watchdog {
         let Some(esb) = &watchdog.i6300esb else {
-            return Err(ConvertError::invalid("spec.domain.devices.watchdog", "a watchdog needs a device: set i6300esb"));
+            return Err(ConvertError::invalid(
+                "spec.domain.devices.watchdog",
+                "a watchdog needs a device: set i6300esb",
+            ));
         };
         let action = esb.action.as_deref().filter(|a| !a.is_empty()).unwrap_or("reset");
         if !["poweroff", "reset", "shutdown"].contains(&action) {
@@ -109,13 +169,20 @@ pub fn apply(
                 format!("watchdog action {action} is not one of poweroff, reset, shutdown"),
             ));
         }
-        out.watchdog.push(Watchdog { model: "i6300esb".to_owned(), action: Some(action.to_owned()), alias: Some(Alias::user(&watchdog.name)) });
+        out.watchdog.push(Watchdog {
+            model: "i6300esb".to_owned(),
+            action: Some(action.to_owned()),
+            alias: Some(Alias::user(&watchdog.name)),
+        });
     }
     if devices.autoattach_vsock == Some(true) {
         let cid = vmi.status.as_ref().and_then(|s| s.vsock_cid);
         out.vsock = Some(Vsock {
             model: Some("virtio-non-transitional".to_owned()),
-            cid: VsockCid { auto: if cid.is_some() { "no" } else { "yes" }.to_owned(), address: cid },
+            cid: VsockCid {
+                auto: if cid.is_some() { "no" } else { "yes" }.to_owned(),
+                address: cid,
+            },
         });
     }
     if let Some(tpm) = devices.tpm.as_ref().filter(|t| t.enabled != Some(false)) {
@@ -132,9 +199,15 @@ pub fn apply(
     if let Some(sound) = &devices.sound {
         let model = sound.model.as_deref().filter(|m| !m.is_empty()).unwrap_or("ich9");
         if model != "ich9" && model != "ac97" {
-            return Err(ConvertError::invalid("spec.domain.devices.sound.model", format!("sound model {model} is not one of ich9, ac97")));
+            return Err(ConvertError::invalid(
+                "spec.domain.devices.sound.model",
+                format!("sound model {model} is not one of ich9, ac97"),
+            ));
         }
-        out.sound.push(Sound { model: model.to_owned(), alias: Some(Alias::user(&sound.name)) });
+        out.sound.push(Sound {
+            model: model.to_owned(),
+            alias: Some(Alias::user(&sound.name)),
+        });
     }
     if devices.client_passthrough.is_some() {
         for port in 0..USB_REDIRECT_PORTS {
@@ -153,25 +226,62 @@ pub fn apply(
 }
 
 fn controller(kind: &str, model: &str) -> Controller {
-    Controller { controller_type: kind.to_owned(), index: Some("0".to_owned()), model: Some(model.to_owned()), ..Controller::default() }
+    Controller {
+        controller_type: kind.to_owned(),
+        index: Some("0".to_owned()),
+        model: Some(model.to_owned()),
+        ..Controller::default()
+    }
 }
 
 fn video(vmi: &VirtualMachineInstance, ctx: &ConvertContext) -> Video {
-    let is_efi = vmi.spec.domain.firmware.as_ref().and_then(|f| f.bootloader.as_ref()).is_some_and(|b| b.efi.is_some());
-    let requested = vmi.spec.domain.devices.video.as_ref().and_then(|v| v.video_type.clone()).filter(|t| !t.is_empty());
-    let model_type = requested.unwrap_or_else(|| if is_efi && ctx.bochs_display_for_efi { "bochs" } else { "vga" }.to_owned());
+    let is_efi = vmi
+        .spec
+        .domain
+        .firmware
+        .as_ref()
+        .and_then(|f| f.bootloader.as_ref())
+        .is_some_and(|b| b.efi.is_some());
+    let requested = vmi
+        .spec
+        .domain
+        .devices
+        .video
+        .as_ref()
+        .and_then(|v| v.video_type.clone())
+        .filter(|t| !t.is_empty());
+    let model_type = requested.unwrap_or_else(|| {
+        if is_efi && ctx.bochs_display_for_efi {
+            "bochs"
+        } else {
+            "vga"
+        }
+        .to_owned()
+    });
     let vram = (model_type == "vga").then_some(16_384);
-    Video { model: VideoModel { model_type, vram, heads: Some(1) }, alias: None }
+    Video {
+        model: VideoModel {
+            model_type,
+            vram,
+            heads: Some(1),
+        },
+        alias: None,
+    }
 }
 
 fn memballoon(devices: &SpecDevices, ctx: &ConvertContext) -> Memballoon {
     if devices.autoattach_mem_balloon == Some(false) {
-        return Memballoon { model: "none".to_owned(), ..Memballoon::default() };
+        return Memballoon {
+            model: "none".to_owned(),
+            ..Memballoon::default()
+        };
     }
     Memballoon {
         model: virtio_model(devices),
         free_page_reporting: ctx.free_page_reporting.then(|| "on".to_owned()),
-        stats: (ctx.mem_balloon_stats_period > 0).then(|| BalloonStats { period: ctx.mem_balloon_stats_period }),
+        stats: (ctx.mem_balloon_stats_period > 0).then_some(BalloonStats {
+            period: ctx.mem_balloon_stats_period,
+        }),
         alias: None,
         address: None,
     }
@@ -185,11 +295,17 @@ fn inputs(devices: &SpecDevices) -> Result<Vec<Input>, ConvertError> {
         .map(|(i, input)| {
             let field = format!("spec.domain.devices.inputs[{i}]");
             if input.input_type != "tablet" {
-                return Err(ConvertError::invalid(format!("{field}.type"), format!("input type {} is not supported: only tablet", input.input_type)));
+                return Err(ConvertError::invalid(
+                    format!("{field}.type"),
+                    format!("input type {} is not supported: only tablet", input.input_type),
+                ));
             }
             let bus = input.bus.as_deref().filter(|b| !b.is_empty()).unwrap_or("usb");
             if bus != "usb" && bus != "virtio" {
-                return Err(ConvertError::invalid(format!("{field}.bus"), format!("input bus {bus} is not one of usb, virtio")));
+                return Err(ConvertError::invalid(
+                    format!("{field}.bus"),
+                    format!("input bus {bus} is not one of usb, virtio"),
+                ));
             }
             Ok(Input {
                 input_type: "tablet".to_owned(),

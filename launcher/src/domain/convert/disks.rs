@@ -39,38 +39,85 @@ struct Target<'a> {
 fn target<'a>(disk: &'a SpecDisk, field: &str) -> Result<Target<'a>, ConvertError> {
     let kinds = usize::from(disk.disk.is_some()) + usize::from(disk.lun.is_some()) + usize::from(disk.cdrom.is_some());
     if kinds > 1 {
-        return Err(ConvertError::invalid(field, "can only have a single target type defined"));
+        return Err(ConvertError::invalid(
+            field,
+            "can only have a single target type defined",
+        ));
     }
     let bus_of = |bus: &'a Option<String>| bus.as_deref().filter(|b| !b.is_empty()).unwrap_or("sata");
     let (device, bus, readonly, tray, pci_address, reservation, allowed): (_, _, _, _, _, _, &[&str]) =
         if let Some(cdrom) = &disk.cdrom {
             let tray = cdrom.tray.as_deref().unwrap_or("closed");
             if tray != "open" && tray != "closed" {
-                return Err(ConvertError::invalid(format!("{field}.cdrom.tray"), format!("tray {tray} is not open or closed")));
+                return Err(ConvertError::invalid(
+                    format!("{field}.cdrom.tray"),
+                    format!("tray {tray} is not open or closed"),
+                ));
             }
-            ("cdrom", bus_of(&cdrom.bus), cdrom.readonly.unwrap_or(true), Some(tray.to_owned()), None, false, &["sata", "scsi"])
+            (
+                "cdrom",
+                bus_of(&cdrom.bus),
+                cdrom.readonly.unwrap_or(true),
+                Some(tray.to_owned()),
+                None,
+                false,
+                &["sata", "scsi"],
+            )
         } else if let Some(lun) = &disk.lun {
-            ("lun", bus_of(&lun.bus), lun.readonly == Some(true), None, None, lun.reservation == Some(true), &["scsi"])
+            (
+                "lun",
+                bus_of(&lun.bus),
+                lun.readonly == Some(true),
+                None,
+                None,
+                lun.reservation == Some(true),
+                &["scsi"],
+            )
         } else {
             let d = disk.disk.as_ref();
             let bus = d.map_or("sata", |d| bus_of(&d.bus));
             let pci = d.and_then(|d| d.pci_address.as_deref()).filter(|p| !p.is_empty());
-            ("disk", bus, d.and_then(|d| d.readonly) == Some(true), None, pci, false, &["virtio", "sata", "scsi", "usb"])
+            (
+                "disk",
+                bus,
+                d.and_then(|d| d.readonly) == Some(true),
+                None,
+                pci,
+                false,
+                &["virtio", "sata", "scsi", "usb"],
+            )
         };
     if !allowed.contains(&bus) {
-        let sub = match device { "cdrom" => "cdrom", "lun" => "lun", _ => "disk" };
+        let sub = match device {
+            "cdrom" => "cdrom",
+            "lun" => "lun",
+            _ => "disk",
+        };
         return Err(ConvertError::invalid(
             format!("{field}.{sub}.bus"),
-            format!("bus {bus} is not supported for a {device}; use one of {}", allowed.join(", ")),
+            format!(
+                "bus {bus} is not supported for a {device}; use one of {}",
+                allowed.join(", ")
+            ),
         ));
     }
     if pci_address.is_some() && bus != "virtio" {
         return Err(ConvertError::invalid(
             format!("{field}.disk.pciAddress"),
-            format!("disk {} - setting a PCI address is only possible with bus type virtio", disk.name),
+            format!(
+                "disk {} - setting a PCI address is only possible with bus type virtio",
+                disk.name
+            ),
         ));
     }
-    Ok(Target { device, bus, readonly, tray, pci_address, reservation })
+    Ok(Target {
+        device,
+        bus,
+        readonly,
+        tray,
+        pci_address,
+        reservation,
+    })
 }
 
 /// Linux-style device suffix: 0 -> a, 25 -> z, 26 -> aa.
@@ -92,7 +139,10 @@ fn one_of(field: String, what: &str, value: Option<&str>, allowed: &[&str]) -> R
     match value.filter(|v| !v.is_empty()) {
         None => Ok(None),
         Some(v) if allowed.contains(&v) => Ok(Some(v.to_owned())),
-        Some(v) => Err(ConvertError::invalid(field, format!("{what} {v} is not one of {}", allowed.join(", ")))),
+        Some(v) => Err(ConvertError::invalid(
+            field,
+            format!("{what} {v} is not one of {}", allowed.join(", ")),
+        )),
     }
 }
 
@@ -108,14 +158,18 @@ impl IoThreads {
     fn plan(vmi: &VirtualMachineInstance, vcpus: u32) -> Result<Option<Self>, ConvertError> {
         let disks = &vmi.spec.domain.devices.disks;
         let is_virtio = |d: &SpecDisk| d.disk.as_ref().and_then(|t| t.bus.as_deref()) == Some("virtio");
-        let dedicated = u32::try_from(disks.iter().filter(|d| d.dedicated_io_thread == Some(true)).count()).unwrap_or(u32::MAX);
+        let dedicated =
+            u32::try_from(disks.iter().filter(|d| d.dedicated_io_thread == Some(true)).count()).unwrap_or(u32::MAX);
         let eligible = u32::try_from(disks.iter().filter(|d| is_virtio(d)).count()).unwrap_or(u32::MAX);
         let pool = match vmi.spec.domain.io_threads_policy.as_deref() {
             None | Some("") if dedicated == 0 => return Ok(None),
             None | Some("" | "shared") => 1,
             Some("auto") => (vcpus.saturating_mul(2).min(eligible).saturating_sub(dedicated)).max(1),
             Some("supplementalPool") => {
-                return Err(ConvertError::unsupported("spec.domain.ioThreadsPolicy", "the supplementalPool IOThreads policy"));
+                return Err(ConvertError::unsupported(
+                    "spec.domain.ioThreadsPolicy",
+                    "the supplementalPool IOThreads policy",
+                ));
             }
             Some(other) => {
                 return Err(ConvertError::invalid(
@@ -124,7 +178,11 @@ impl IoThreads {
                 ));
             }
         };
-        Ok(Some(Self { pool, next_shared: 0, next_dedicated: pool }))
+        Ok(Some(Self {
+            pool,
+            next_shared: 0,
+            next_dedicated: pool,
+        }))
     }
 
     fn total(&self) -> u32 {
@@ -174,39 +232,23 @@ pub fn apply(
         let counter = counters.entry(prefix).or_insert(0);
         let unit = *counter;
         *counter += 1;
-        let dev = kept_targets.get(disk.name.as_str()).map_or_else(|| format!("{prefix}{}", device_suffix(unit)), |t| (*t).to_owned());
+        let dev = kept_targets
+            .get(disk.name.as_str())
+            .map_or_else(|| format!("{prefix}{}", device_suffix(unit)), |t| (*t).to_owned());
         let volume = vmi.spec.volumes.iter().enumerate().find(|(_, v)| v.name == disk.name);
         let source: Option<VolumeDisk> = match volume {
             Some((index, volume)) => Some(volume_disk(vmi, index, volume, ctx)?),
             None if t.device == "cdrom" => None,
             None => {
                 let name_field = format!("{field}.name");
-                return Err(ConvertError::invalid(&name_field, format!("{name_field} '{}' not found.", disk.name)));
+                return Err(ConvertError::invalid(
+                    &name_field,
+                    format!("{name_field} '{}' not found.", disk.name),
+                ));
             }
         };
         let shareable = disk.shareable == Some(true);
-        let mut cache = one_of(format!("{field}.cache"), "cache mode", disk.cache.as_deref(), &CACHE_MODES)?;
-        if shareable {
-            if cache.as_deref().is_some_and(|c| c != "none") {
-                return Err(ConvertError::invalid(
-                    format!("{field}.cache"),
-                    "a shareable disk must use cache mode none",
-                ));
-            }
-            cache = Some("none".to_owned());
-        }
-        let mut driver = DiskDriver {
-            name: Some("qemu".to_owned()),
-            format: Some(source.as_ref().map_or("raw", |s| s.format).to_owned()),
-            cache,
-            error_policy: Some(
-                one_of(format!("{field}.errorPolicy"), "error policy", disk.error_policy.as_deref(), &ERROR_POLICIES)?
-                    .unwrap_or_else(|| "stop".to_owned()),
-            ),
-            io: one_of(format!("{field}.io"), "io mode", disk.io.as_deref(), &IO_MODES)?,
-            discard: (t.device != "cdrom").then(|| "unmap".to_owned()),
-            ..DiskDriver::default()
-        };
+        let mut driver = driver(disk, &field, &t, source.as_ref())?;
         if let Some(threads) = io_threads.as_mut() {
             match (t.bus, disk.dedicated_io_thread == Some(true)) {
                 ("virtio", true) => driver.iothread = Some(threads.dedicated()),
@@ -234,7 +276,11 @@ pub fn apply(
             driver: Some(driver),
             source: source.as_ref().map(|s| s.source.clone()),
             backing_store: source.as_ref().and_then(|s| s.backing_store.clone()),
-            target: DiskTarget { dev, bus: Some(t.bus.to_owned()), tray: t.tray.clone() },
+            target: DiskTarget {
+                dev,
+                bus: Some(t.bus.to_owned()),
+                tray: t.tray.clone(),
+            },
             serial: disk.serial.clone().filter(|s| !s.is_empty()),
             readonly: (t.readonly || source.as_ref().is_some_and(|s| s.is_read_only)).then_some(Empty {}),
             shareable: shareable.then_some(Empty {}),
@@ -243,47 +289,105 @@ pub fn apply(
             alias: Some(Alias::user(&disk.name)),
             address: None,
         };
-        if let Some(pci) = t.pci_address {
-            out.address = Some(pci_address(pci, &format!("{field}.disk.pciAddress"))?);
-        }
-        if t.bus == "scsi" {
-            needs.scsi = true;
-            out.address = Some(Address {
-                address_type: "drive".to_owned(),
-                controller: Some("0".to_owned()),
-                bus: Some("0".to_owned()),
-                target: Some("0".to_owned()),
-                unit: Some(unit.to_string()),
-                ..Address::default()
-            });
-        }
+        place(&mut out, &t, unit, &field, ctx)?;
+        needs.scsi |= t.bus == "scsi";
         needs.usb |= t.bus == "usb";
-        if t.reservation {
-            let source = out.source.get_or_insert_with(DiskSource::default);
-            source.reservations = Some(Reservations {
-                managed: "no".to_owned(),
-                source: UnixSource {
-                    source_type: Some("unix".to_owned()),
-                    mode: Some("client".to_owned()),
-                    path: Some(ctx.layout.pr_helper_socket.clone()),
-                },
-            });
-        }
         domain.devices.disk.push(out);
     }
     domain.iothreads = io_threads.as_ref().map(IoThreads::total);
     Ok(needs)
 }
 
+/// `<driver>`: format, cache (forced to none on a shareable disk), error policy, io and discard.
+fn driver(
+    disk: &SpecDisk,
+    field: &str,
+    t: &Target<'_>,
+    source: Option<&VolumeDisk>,
+) -> Result<DiskDriver, ConvertError> {
+    let mut cache = one_of(
+        format!("{field}.cache"),
+        "cache mode",
+        disk.cache.as_deref(),
+        &CACHE_MODES,
+    )?;
+    if disk.shareable == Some(true) {
+        if cache.as_deref().is_some_and(|c| c != "none") {
+            return Err(ConvertError::invalid(
+                format!("{field}.cache"),
+                "a shareable disk must use cache mode none",
+            ));
+        }
+        cache = Some("none".to_owned());
+    }
+    Ok(DiskDriver {
+        name: Some("qemu".to_owned()),
+        format: Some(source.map_or("raw", |s| s.format).to_owned()),
+        cache,
+        error_policy: Some(
+            one_of(
+                format!("{field}.errorPolicy"),
+                "error policy",
+                disk.error_policy.as_deref(),
+                &ERROR_POLICIES,
+            )?
+            .unwrap_or_else(|| "stop".to_owned()),
+        ),
+        io: one_of(format!("{field}.io"), "io mode", disk.io.as_deref(), &IO_MODES)?,
+        discard: (t.device != "cdrom").then(|| "unmap".to_owned()),
+        ..DiskDriver::default()
+    })
+}
+
+/// The disk's address (a PCI address, or a SCSI drive unit) and its pr-helper reservations.
+fn place(out: &mut Disk, t: &Target<'_>, unit: usize, field: &str, ctx: &ConvertContext) -> Result<(), ConvertError> {
+    if let Some(pci) = t.pci_address {
+        out.address = Some(pci_address(pci, &format!("{field}.disk.pciAddress"))?);
+    }
+    if t.bus == "scsi" {
+        out.address = Some(Address {
+            address_type: "drive".to_owned(),
+            controller: Some("0".to_owned()),
+            bus: Some("0".to_owned()),
+            target: Some("0".to_owned()),
+            unit: Some(unit.to_string()),
+            ..Address::default()
+        });
+    }
+    if t.reservation {
+        let source = out.source.get_or_insert_with(DiskSource::default);
+        source.reservations = Some(Reservations {
+            managed: "no".to_owned(),
+            source: UnixSource {
+                source_type: Some("unix".to_owned()),
+                mode: Some("client".to_owned()),
+                path: Some(ctx.layout.pr_helper_socket.clone()),
+            },
+        });
+    }
+    Ok(())
+}
+
 /// `<blockio>` from `blockSize.custom`. `matchVolume` needs the volume's real block sizes, which
 /// only the runtime knows, and libvirt 9.0 has no discard granularity: both are refused, not
 /// ignored.
 fn block_io(disk: &SpecDisk, field: &str) -> Result<Option<BlockIo>, ConvertError> {
-    let Some(block_size) = &disk.block_size else { return Ok(None) };
-    if block_size.match_volume.as_ref().is_some_and(|m| m.enabled != Some(false)) {
-        return Err(ConvertError::unsupported(format!("{field}.blockSize.matchVolume"), "matching the volume's block size"));
+    let Some(block_size) = &disk.block_size else {
+        return Ok(None);
+    };
+    if block_size
+        .match_volume
+        .as_ref()
+        .is_some_and(|m| m.enabled != Some(false))
+    {
+        return Err(ConvertError::unsupported(
+            format!("{field}.blockSize.matchVolume"),
+            "matching the volume's block size",
+        ));
     }
-    let Some(custom) = &block_size.custom else { return Ok(None) };
+    let Some(custom) = &block_size.custom else {
+        return Ok(None);
+    };
     if custom.discard_granularity.is_some() {
         return Err(ConvertError::unsupported(
             format!("{field}.blockSize.custom.discardGranularity"),
@@ -303,7 +407,10 @@ mod tests {
 
     #[test]
     fn device_suffixes_count_like_the_linux_sd_driver() {
-        let names: Vec<String> = [0, 1, 25, 26, 27, 51, 52, 701, 702].into_iter().map(device_suffix).collect();
+        let names: Vec<String> = [0, 1, 25, 26, 27, 51, 52, 701, 702]
+            .into_iter()
+            .map(device_suffix)
+            .collect();
         assert_eq!(names, ["a", "b", "z", "aa", "ab", "az", "ba", "zz", "aaa"]);
     }
 }

@@ -27,12 +27,18 @@ pub enum ConvertError {
 impl ConvertError {
     /// An [`ConvertError::Invalid`] error.
     pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Self::Invalid { field: field.into(), message: message.into() }
+        Self::Invalid {
+            field: field.into(),
+            message: message.into(),
+        }
     }
 
     /// An [`ConvertError::Unsupported`] error.
     pub fn unsupported(field: impl Into<String>, feature: impl Into<String>) -> Self {
-        Self::Unsupported { field: field.into(), feature: feature.into() }
+        Self::Unsupported {
+            field: field.into(),
+            feature: feature.into(),
+        }
     }
 
     /// The field path the error is about, if any.

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use kubevirt_api::v1::VirtualMachineInstance;
+use kubevirt_api::v1::{FeatureState, VirtualMachineInstance};
 
 use super::{ConvertContext, ConvertError};
 use crate::domain::model::{
@@ -16,14 +16,21 @@ pub const DEFAULT_MACHINE: &str = "q35";
 /// Sets `<os>`.
 pub fn apply_os(vmi: &VirtualMachineInstance, ctx: &ConvertContext, domain: &mut Domain) -> Result<(), ConvertError> {
     let spec = &vmi.spec;
-    let machine = spec.domain.machine.as_ref().and_then(|m| m.machine_type.as_deref()).filter(|m| !m.is_empty());
+    let machine = spec
+        .domain
+        .machine
+        .as_ref()
+        .and_then(|m| m.machine_type.as_deref())
+        .filter(|m| !m.is_empty());
     let mut os = Os {
         os_type: OsType {
             arch: Some("x86_64".to_owned()),
             machine: Some(machine.unwrap_or(DEFAULT_MACHINE).to_owned()),
             value: "hvm".to_owned(),
         },
-        smbios: Some(Smbios { mode: "sysinfo".to_owned() }),
+        smbios: Some(Smbios {
+            mode: "sysinfo".to_owned(),
+        }),
         ..Os::default()
     };
     let firmware = spec.domain.firmware.as_ref();
@@ -38,7 +45,9 @@ pub fn apply_os(vmi: &VirtualMachineInstance, ctx: &ConvertContext, domain: &mut
             }
             (Some(bios), None) => {
                 if bios.use_serial == Some(true) {
-                    os.bios = Some(OsBios { useserial: Some("yes".to_owned()) });
+                    os.bios = Some(OsBios {
+                        useserial: Some("yes".to_owned()),
+                    });
                 }
             }
             (None, Some(efi)) => apply_efi(vmi, efi.secure_boot.unwrap_or(true), ctx, &mut os)?,
@@ -47,8 +56,14 @@ pub fn apply_os(vmi: &VirtualMachineInstance, ctx: &ConvertContext, domain: &mut
     }
     if let Some(kernel_boot) = firmware.and_then(|f| f.kernel_boot.as_ref()) {
         if let Some(container) = kernel_boot.container.as_ref() {
-            os.kernel = container.kernel_path.as_deref().map(|p| ctx.layout.kernel_boot_artifact(p));
-            os.initrd = container.initrd_path.as_deref().map(|p| ctx.layout.kernel_boot_artifact(p));
+            os.kernel = container
+                .kernel_path
+                .as_deref()
+                .map(|p| ctx.layout.kernel_boot_artifact(p));
+            os.initrd = container
+                .initrd_path
+                .as_deref()
+                .map(|p| ctx.layout.kernel_boot_artifact(p));
         }
         os.cmdline = kernel_boot.kernel_args.clone().filter(|a| !a.is_empty());
         if os.cmdline.is_some() && os.kernel.is_none() {
@@ -59,14 +74,28 @@ pub fn apply_os(vmi: &VirtualMachineInstance, ctx: &ConvertContext, domain: &mut
         }
     }
     if spec.start_strategy.as_deref() == Some("Paused") {
-        os.bootmenu = Some(BootMenu { enable: "yes".to_owned(), timeout: Some(10_000) });
+        os.bootmenu = Some(BootMenu {
+            enable: "yes".to_owned(),
+            timeout: Some(10_000),
+        });
     }
     domain.os = os;
     Ok(())
 }
 
-fn apply_efi(vmi: &VirtualMachineInstance, secure_boot: bool, ctx: &ConvertContext, os: &mut Os) -> Result<(), ConvertError> {
-    let smm_on = vmi.spec.domain.features.as_ref().and_then(|f| f.smm.as_ref()).is_some_and(|s| s.is_enabled());
+fn apply_efi(
+    vmi: &VirtualMachineInstance,
+    secure_boot: bool,
+    ctx: &ConvertContext,
+    os: &mut Os,
+) -> Result<(), ConvertError> {
+    let smm_on = vmi
+        .spec
+        .domain
+        .features
+        .as_ref()
+        .and_then(|f| f.smm.as_ref())
+        .is_some_and(FeatureState::is_enabled);
     if secure_boot && !smm_on {
         return Err(ConvertError::invalid(
             "spec.domain.firmware.bootloader.efi.secureBoot",
@@ -118,12 +147,19 @@ pub fn apply_sysinfo(vmi: &VirtualMachineInstance, ctx: &ConvertContext, domain:
         let entry: Vec<SysinfoEntry> = entries
             .iter()
             .filter_map(|(name, value)| {
-                value.filter(|v| !v.is_empty()).map(|v| SysinfoEntry { name: (*name).to_owned(), value: v.to_owned() })
+                value.filter(|v| !v.is_empty()).map(|v| SysinfoEntry {
+                    name: (*name).to_owned(),
+                    value: v.to_owned(),
+                })
             })
             .collect();
         (!entry.is_empty()).then_some(SysinfoBlock { entry })
     };
-    domain.sysinfo = Some(Sysinfo { sysinfo_type: "smbios".to_owned(), system: block(&system), chassis: block(&chassis) });
+    domain.sysinfo = Some(Sysinfo {
+        sysinfo_type: "smbios".to_owned(),
+        system: block(&system),
+        chassis: block(&chassis),
+    });
 }
 
 /// `<metadata>` with the VMI UID and its grace period, as upstream's metadata cache records them.

@@ -13,7 +13,16 @@ use super::{BootOrders, ConvertError, pci_address, virtio_model};
 use crate::domain::model::{AcpiIndex, Alias, Boot, Domain, Interface, InterfaceDriver, Mac, Rom, State, TypeAttr};
 
 /// NIC models libvirt and QEMU offer on x86_64.
-const MODELS: [&str; 8] = ["virtio", "e1000", "e1000e", "igb", "ne2k_pci", "pcnet", "rtl8139", "virtio-net"];
+const MODELS: [&str; 8] = [
+    "virtio",
+    "e1000",
+    "e1000e",
+    "igb",
+    "ne2k_pci",
+    "pcnet",
+    "rtl8139",
+    "virtio-net",
+];
 /// Upstream's cap on virtio-net queues.
 const MAX_QUEUES: u32 = 256;
 
@@ -29,17 +38,29 @@ fn binding(iface: &SpecInterface, field: &str) -> Result<&'static str, ConvertEr
     ];
     let set: Vec<&str> = bindings.iter().filter(|(_, on)| *on).map(|(name, _)| *name).collect();
     match set.as_slice() {
-        [] => Err(ConvertError::invalid(field, "an interface needs exactly one binding method (bridge, masquerade, ...)")),
+        [] => Err(ConvertError::invalid(
+            field,
+            "an interface needs exactly one binding method (bridge, masquerade, ...)",
+        )),
         ["bridge"] => Ok("bridge"),
         ["masquerade"] => Ok("masquerade"),
-        [other] => Err(ConvertError::unsupported(format!("{field}.{other}"), format!("the {other} interface binding"))),
-        several => Err(ConvertError::invalid(field, format!("only one binding method may be set, found {}", several.join(", ")))),
+        [other] => Err(ConvertError::unsupported(
+            format!("{field}.{other}"),
+            format!("the {other} interface binding"),
+        )),
+        several => Err(ConvertError::invalid(
+            field,
+            format!("only one binding method may be set, found {}", several.join(", ")),
+        )),
     }
 }
 
 fn is_valid_mac(mac: &str) -> bool {
-    let parts: Vec<&str> = mac.split(|c| c == ':' || c == '-').collect();
-    parts.len() == 6 && parts.iter().all(|p| p.len() == 2 && p.chars().all(|c| c.is_ascii_hexdigit()))
+    let parts: Vec<&str> = mac.split([':', '-']).collect();
+    parts.len() == 6
+        && parts
+            .iter()
+            .all(|p| p.len() == 2 && p.chars().all(|c| c.is_ascii_hexdigit()))
 }
 
 /// Renders every interface that is not `state: absent`.
@@ -50,18 +71,30 @@ pub fn apply(
     domain: &mut Domain,
 ) -> Result<(), ConvertError> {
     let devices = &vmi.spec.domain.devices;
-    let networks: BTreeMap<&str, usize> = vmi.spec.networks.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
+    let networks: BTreeMap<&str, usize> = vmi
+        .spec
+        .networks
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.name.as_str(), i))
+        .collect();
     let mut used: BTreeMap<&str, usize> = BTreeMap::new();
     for (i, iface) in devices.interfaces.iter().enumerate() {
         let field = interface_field(i);
         let Some(&network_index) = networks.get(iface.name.as_str()) else {
             let name_field = format!("{field}.name");
-            return Err(ConvertError::invalid(&name_field, format!("{name_field} '{}' not found.", iface.name)));
+            return Err(ConvertError::invalid(
+                &name_field,
+                format!("{name_field} '{}' not found.", iface.name),
+            ));
         };
         if let Some(first) = used.insert(iface.name.as_str(), i) {
             return Err(ConvertError::invalid(
                 format!("{field}.name"),
-                format!("Only one interface can be connected to one specific network (interfaces[{first}] uses {} too)", iface.name),
+                format!(
+                    "Only one interface can be connected to one specific network (interfaces[{first}] uses {} too)",
+                    iface.name
+                ),
             ));
         }
         let kind = binding(iface, &field)?;
@@ -76,18 +109,29 @@ pub fn apply(
             "absent" => continue,
             "up" | "down" | "" => {}
             other => {
-                return Err(ConvertError::invalid(format!("{field}.state"), format!("state {other} is not one of up, down, absent")));
+                return Err(ConvertError::invalid(
+                    format!("{field}.state"),
+                    format!("state {other} is not one of up, down, absent"),
+                ));
             }
         }
         let model = iface.model.as_deref().filter(|m| !m.is_empty()).unwrap_or("virtio");
         if !MODELS.contains(&model) {
-            return Err(ConvertError::invalid(format!("{field}.model"), format!("interface model {model} is not supported")));
+            return Err(ConvertError::invalid(
+                format!("{field}.model"),
+                format!("interface model {model} is not supported"),
+            ));
         }
         let is_virtio = model == "virtio";
-        if let Some(mac) = iface.mac_address.as_deref().filter(|m| !m.is_empty()) {
-            if !is_valid_mac(mac) {
-                return Err(ConvertError::invalid(format!("{field}.macAddress"), format!("MAC address {mac} is malformed")));
-            }
+        if let Some(mac) = iface
+            .mac_address
+            .as_deref()
+            .filter(|m| !m.is_empty() && !is_valid_mac(m))
+        {
+            return Err(ConvertError::invalid(
+                format!("{field}.macAddress"),
+                format!("MAC address {mac} is malformed"),
+            ));
         }
         for (j, port) in iface.ports.iter().enumerate() {
             if !(1..=65535).contains(&port.port) {
@@ -102,11 +146,25 @@ pub fn apply(
         }
         let mut out = Interface {
             interface_type: "ethernet".to_owned(),
-            mac: iface.mac_address.clone().filter(|m| !m.is_empty()).map(|address| Mac { address }),
-            model: Some(TypeAttr { kind: if is_virtio { virtio_model(devices) } else { model.to_owned() } }),
-            link: (state == "down").then(|| State { state: Some("down".to_owned()) }),
+            mac: iface
+                .mac_address
+                .clone()
+                .filter(|m| !m.is_empty())
+                .map(|address| Mac { address }),
+            model: Some(TypeAttr {
+                kind: if is_virtio {
+                    virtio_model(devices)
+                } else {
+                    model.to_owned()
+                },
+            }),
+            link: (state == "down").then(|| State {
+                state: Some("down".to_owned()),
+            }),
             boot: iface.boot_order.map(|order| Boot { order }),
-            rom: iface.boot_order.is_none().then(|| Rom { enabled: Some("no".to_owned()) }),
+            rom: iface.boot_order.is_none().then(|| Rom {
+                enabled: Some("no".to_owned()),
+            }),
             acpi: iface.acpi_index.map(|index| AcpiIndex { index }),
             alias: Some(Alias::user(&iface.name)),
             ..Interface::default()
@@ -115,7 +173,10 @@ pub fn apply(
             out.address = Some(pci_address(pci, &format!("{field}.pciAddress"))?);
         }
         if is_virtio && devices.network_interface_multiqueue == Some(true) {
-            out.driver = Some(InterfaceDriver { name: Some("vhost".to_owned()), queues: Some(vcpus.min(MAX_QUEUES)) });
+            out.driver = Some(InterfaceDriver {
+                name: Some("vhost".to_owned()),
+                queues: Some(vcpus.min(MAX_QUEUES)),
+            });
         }
         domain.devices.interface.push(out);
     }

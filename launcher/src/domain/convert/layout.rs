@@ -91,7 +91,9 @@ impl PathLayout {
     /// A kernel-boot artifact (kernel or initrd) taken from the kernel-boot image.
     #[must_use]
     pub fn kernel_boot_artifact(&self, path_in_image: &str) -> String {
-        let base = Path::new(path_in_image).file_name().map_or_else(|| path_in_image.into(), |b| b.to_string_lossy());
+        let base = Path::new(path_in_image)
+            .file_name()
+            .map_or_else(|| path_in_image.into(), |b| b.to_string_lossy());
         format!("{}/kernel-boot/{base}", self.container_disk_dir)
     }
 }

@@ -1,9 +1,9 @@
 //! Guest memory, hugepages and memory hotplug.
 
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kubevirt_api::quantity;
 use kubevirt_api::v1::VirtualMachineInstance;
 use kubevirt_api::well_known::annotations;
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::ConvertError;
 use crate::domain::model::{
@@ -25,12 +25,20 @@ pub fn guest_bytes(vmi: &VirtualMachineInstance) -> Result<u64, ConvertError> {
         return bytes("spec.domain.memory.guest", guest);
     }
     let resources = domain.resources.as_ref();
-    for (kind, list) in [("requests", resources.and_then(|r| r.requests.as_ref())), ("limits", resources.and_then(|r| r.limits.as_ref()))] {
+    for (kind, list) in [
+        ("requests", resources.and_then(|r| r.requests.as_ref())),
+        ("limits", resources.and_then(|r| r.limits.as_ref())),
+    ] {
         if let Some(memory) = list.and_then(|l| l.get("memory")) {
             return bytes(&format!("spec.domain.resources.{kind}.memory"), memory);
         }
     }
-    if let Some(page_size) = domain.memory.as_ref().and_then(|m| m.hugepages.as_ref()).and_then(|h| h.page_size.as_ref()) {
+    if let Some(page_size) = domain
+        .memory
+        .as_ref()
+        .and_then(|m| m.hugepages.as_ref())
+        .and_then(|h| h.page_size.as_ref())
+    {
         return bytes("spec.domain.memory.hugepages.pageSize", &Quantity(page_size.clone()));
     }
     Err(ConvertError::invalid(
@@ -43,16 +51,26 @@ pub fn guest_bytes(vmi: &VirtualMachineInstance) -> Result<u64, ConvertError> {
 pub fn apply(vmi: &VirtualMachineInstance, vcpus: u32, domain: &mut Domain) -> Result<(), ConvertError> {
     let guest = guest_bytes(vmi)?;
     if guest == 0 {
-        return Err(ConvertError::invalid("spec.domain.memory.guest", "must be greater than 0"));
+        return Err(ConvertError::invalid(
+            "spec.domain.memory.guest",
+            "must be greater than 0",
+        ));
     }
     domain.memory = ScaledInteger::bytes(guest);
     let memory = vmi.spec.domain.memory.as_ref();
     let mut needs_numa_cell = false;
     if memory.and_then(|m| m.hugepages.as_ref()).is_some() {
-        let memfd = vmi.metadata.annotations.as_ref().and_then(|a| a.get(annotations::MEMFD)).is_none_or(|v| v != "false");
+        let memfd = vmi
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(annotations::MEMFD))
+            .is_none_or(|v| v != "false");
         domain.memory_backing = Some(MemoryBacking {
             hugepages: Some(Empty {}),
-            source: memfd.then(|| TypeAttr { kind: "memfd".to_owned() }),
+            source: memfd.then(|| TypeAttr {
+                kind: "memfd".to_owned(),
+            }),
             access: None,
         });
         needs_numa_cell = memfd;
@@ -60,11 +78,18 @@ pub fn apply(vmi: &VirtualMachineInstance, vcpus: u32, domain: &mut Domain) -> R
     if let Some(max_guest) = memory.and_then(|m| m.max_guest.as_ref()) {
         let max = bytes("spec.domain.memory.maxGuest", max_guest)?;
         if max < guest {
-            return Err(ConvertError::invalid("spec.domain.memory.maxGuest", "must not be less than spec.domain.memory.guest"));
+            return Err(ConvertError::invalid(
+                "spec.domain.memory.maxGuest",
+                "must not be less than spec.domain.memory.guest",
+            ));
         }
         if max > guest {
             let hotplug = (max - guest) / VIRTIO_MEM_BLOCK_BYTES * VIRTIO_MEM_BLOCK_BYTES;
-            domain.max_memory = Some(MaxMemory { slots: Some(1), unit: Some("b".to_owned()), value: max });
+            domain.max_memory = Some(MaxMemory {
+                slots: Some(1),
+                unit: Some("b".to_owned()),
+                value: max,
+            });
             domain.devices.memory.push(MemoryDevice {
                 model: "virtio-mem".to_owned(),
                 target: MemoryTarget {
@@ -82,7 +107,11 @@ pub fn apply(vmi: &VirtualMachineInstance, vcpus: u32, domain: &mut Domain) -> R
         cpu.numa = Some(CpuNuma {
             cell: vec![NumaCell {
                 id: Some(0),
-                cpus: Some(if vcpus > 1 { format!("0-{}", vcpus - 1) } else { "0".to_owned() }),
+                cpus: Some(if vcpus > 1 {
+                    format!("0-{}", vcpus - 1)
+                } else {
+                    "0".to_owned()
+                }),
                 memory: guest / 1024,
                 unit: Some("KiB".to_owned()),
                 mem_access: None,

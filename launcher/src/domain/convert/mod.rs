@@ -86,6 +86,10 @@ impl Default for SmbiosDefaults {
 }
 
 /// Everything the conversion needs besides the VMI.
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "independent cluster settings, each upstream's own flag"
+)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConvertContext {
     /// KVM or TCG.
@@ -153,7 +157,10 @@ impl BootOrders {
             return Err(ConvertError::invalid(field, "must have a boot order > 0, if supplied"));
         }
         if let Some(other) = self.0.insert(order, field.to_owned()) {
-            return Err(ConvertError::invalid(field, format!("Boot order {order} already set for a different device ({other})")));
+            return Err(ConvertError::invalid(
+                field,
+                format!("Boot order {order} already set for a different device ({other})"),
+            ));
         }
         Ok(())
     }
@@ -162,18 +169,31 @@ impl BootOrders {
 /// The virtio model every virtio device uses: transitional for old guests when asked.
 #[must_use]
 pub fn virtio_model(devices: &SpecDevices) -> String {
-    if devices.use_virtio_transitional == Some(true) { "virtio-transitional" } else { "virtio-non-transitional" }.to_owned()
+    if devices.use_virtio_transitional == Some(true) {
+        "virtio-transitional"
+    } else {
+        "virtio-non-transitional"
+    }
+    .to_owned()
 }
 
 /// Parses `dddd:bb:ss.f` into a PCI `<address>`.
 pub fn pci_address(text: &str, field: &str) -> Result<Address, ConvertError> {
-    let malformed = || ConvertError::invalid(field, format!("PCI address {text:?} is not of the form dddd:bb:ss.f (hexadecimal)"));
+    let malformed = || {
+        ConvertError::invalid(
+            field,
+            format!("PCI address {text:?} is not of the form dddd:bb:ss.f (hexadecimal)"),
+        )
+    };
     let (domain, rest) = text.split_once(':').ok_or_else(malformed)?;
     let (bus, rest) = rest.split_once(':').ok_or_else(malformed)?;
     let (slot, function) = rest.split_once('.').ok_or_else(malformed)?;
     let hex = |part: &str, width: usize, max: u32| -> Result<String, ConvertError> {
         let is_hex = part.len() == width && part.chars().all(|c| c.is_ascii_hexdigit());
-        let value = u32::from_str_radix(part, 16).ok().filter(|v| is_hex && *v <= max).ok_or_else(malformed)?;
+        let value = u32::from_str_radix(part, 16)
+            .ok()
+            .filter(|v| is_hex && *v <= max)
+            .ok_or_else(malformed)?;
         Ok(format!("0x{value:0width$x}"))
     };
     Ok(Address {
@@ -194,15 +214,31 @@ fn check_networks(vmi: &VirtualMachineInstance) -> Result<(), ConvertError> {
         if let Some(first) = names.insert(network.name.as_str(), i) {
             return Err(ConvertError::invalid(
                 format!("{field}.name"),
-                format!("Network with name {} already exists (networks[{first}]), every network must have a unique name", network.name),
+                format!(
+                    "Network with name {} already exists (networks[{first}]), every network must have a unique name",
+                    network.name
+                ),
             ));
         }
         if usize::from(network.pod.is_some()) + usize::from(network.multus.is_some()) != 1 {
-            return Err(ConvertError::invalid(&field, "should have exactly one network type (pod or multus)"));
+            return Err(ConvertError::invalid(
+                &field,
+                "should have exactly one network type (pod or multus)",
+            ));
         }
-        if !vmi.spec.domain.devices.interfaces.iter().any(|iface| iface.name == network.name) {
+        if !vmi
+            .spec
+            .domain
+            .devices
+            .interfaces
+            .iter()
+            .any(|iface| iface.name == network.name)
+        {
             let name_field = format!("{field}.name");
-            return Err(ConvertError::invalid(&name_field, format!("{name_field} '{}' not found.", network.name)));
+            return Err(ConvertError::invalid(
+                &name_field,
+                format!("{name_field} '{}' not found.", network.name),
+            ));
         }
     }
     Ok(())
@@ -210,8 +246,18 @@ fn check_networks(vmi: &VirtualMachineInstance) -> Result<(), ConvertError> {
 
 /// Renders a VMI into a libvirt domain.
 pub fn render(vmi: &VirtualMachineInstance, ctx: &ConvertContext) -> Result<Domain, ConvertError> {
-    let name = vmi.metadata.name.as_deref().filter(|n| !n.is_empty()).ok_or_else(|| ConvertError::invalid("metadata.name", "must be set"))?;
-    let namespace = vmi.metadata.namespace.as_deref().filter(|n| !n.is_empty()).unwrap_or("default");
+    let name = vmi
+        .metadata
+        .name
+        .as_deref()
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| ConvertError::invalid("metadata.name", "must be set"))?;
+    let namespace = vmi
+        .metadata
+        .namespace
+        .as_deref()
+        .filter(|n| !n.is_empty())
+        .unwrap_or("default");
     devices::reject_unsupported(vmi)?;
     check_networks(vmi)?;
     let topology = cpu::topology(&vmi.spec)?;
@@ -247,7 +293,10 @@ mod tests {
         assert_eq!(DomainType::decide(true, false, false), Ok(DomainType::Kvm));
         assert_eq!(DomainType::decide(true, true, false), Ok(DomainType::Kvm));
         assert_eq!(DomainType::decide(false, true, false), Ok(DomainType::Qemu));
-        assert_eq!(DomainType::decide(false, false, false), Err(ConvertError::KvmNotPresent));
+        assert_eq!(
+            DomainType::decide(false, false, false),
+            Err(ConvertError::KvmNotPresent)
+        );
         for kvm in [true, false] {
             for allow in [true, false] {
                 assert_eq!(DomainType::decide(kvm, allow, true), Ok(DomainType::Qemu));
@@ -259,10 +308,22 @@ mod tests {
     fn pci_addresses_parse_into_hex_fields() {
         let address = pci_address("0000:81:01.0", "f").expect("valid");
         assert_eq!(
-            (address.domain.as_deref(), address.bus.as_deref(), address.slot.as_deref(), address.function.as_deref()),
+            (
+                address.domain.as_deref(),
+                address.bus.as_deref(),
+                address.slot.as_deref(),
+                address.function.as_deref()
+            ),
             (Some("0x0000"), Some("0x81"), Some("0x01"), Some("0x0"))
         );
-        for bad in ["", "0000:81:01", "0000:81:20.0", "0000:81:01.8", "zzzz:81:01.0", "00:81:01.0"] {
+        for bad in [
+            "",
+            "0000:81:01",
+            "0000:81:20.0",
+            "0000:81:01.8",
+            "zzzz:81:01.0",
+            "00:81:01.0",
+        ] {
             assert!(pci_address(bad, "f").is_err(), "{bad:?}");
         }
     }

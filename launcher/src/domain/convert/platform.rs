@@ -11,32 +11,47 @@ use crate::domain::model::{
 pub const DEFAULT_SPINLOCK_RETRIES: u32 = 4096;
 const TICK_POLICIES: [&str; 4] = ["delay", "catchup", "merge", "discard"];
 
-fn yes_no(present: Option<bool>) -> Option<String> {
-    Some(if present.unwrap_or(true) { "yes" } else { "no" }.to_owned())
+fn yes_no(present: Option<bool>) -> String {
+    if present.unwrap_or(true) { "yes" } else { "no" }.to_owned()
 }
 
 fn tick_policy(field: &str, policy: Option<&String>) -> Result<Option<String>, ConvertError> {
     match policy.map(String::as_str) {
         None | Some("") => Ok(None),
         Some(p) if TICK_POLICIES.contains(&p) => Ok(Some(p.to_owned())),
-        Some(p) => Err(ConvertError::invalid(field, format!("tick policy {p} is not one of {}", TICK_POLICIES.join(", ")))),
+        Some(p) => Err(ConvertError::invalid(
+            field,
+            format!("tick policy {p} is not one of {}", TICK_POLICIES.join(", ")),
+        )),
     }
 }
 
 /// Sets `<clock>` when `spec.domain.clock` is given.
 pub fn apply_clock(vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<(), ConvertError> {
-    let Some(clock) = vmi.spec.domain.clock.as_ref() else { return Ok(()) };
+    let Some(clock) = vmi.spec.domain.clock.as_ref() else {
+        return Ok(());
+    };
     let mut out = match (&clock.utc, &clock.timezone) {
         (Some(_), Some(_)) => {
-            return Err(ConvertError::invalid("spec.domain.clock", "utc and timezone are mutually exclusive"));
+            return Err(ConvertError::invalid(
+                "spec.domain.clock",
+                "utc and timezone are mutually exclusive",
+            ));
         }
         (Some(utc), None) => Clock {
             offset: "utc".to_owned(),
             adjustment: Some(utc.offset_seconds.map_or_else(|| "reset".to_owned(), |s| s.to_string())),
             ..Clock::default()
         },
-        (None, Some(zone)) => Clock { offset: "timezone".to_owned(), timezone: Some(zone.clone()), ..Clock::default() },
-        (None, None) => Clock { offset: "utc".to_owned(), ..Clock::default() },
+        (None, Some(zone)) => Clock {
+            offset: "timezone".to_owned(),
+            timezone: Some(zone.clone()),
+            ..Clock::default()
+        },
+        (None, None) => Clock {
+            offset: "utc".to_owned(),
+            ..Clock::default()
+        },
     };
     if let Some(timer) = clock.timer.as_ref() {
         let base = "spec.domain.clock.timer";
@@ -44,7 +59,7 @@ pub fn apply_clock(vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<
             out.timer.push(ClockTimer {
                 name: "rtc".to_owned(),
                 tickpolicy: tick_policy(&format!("{base}.rtc.tickPolicy"), rtc.tick_policy.as_ref())?,
-                present: yes_no(rtc.present),
+                present: Some(yes_no(rtc.present)),
                 track: rtc.track.clone(),
                 frequency: None,
             });
@@ -53,27 +68,39 @@ pub fn apply_clock(vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<
             out.timer.push(ClockTimer {
                 name: "pit".to_owned(),
                 tickpolicy: tick_policy(&format!("{base}.pit.tickPolicy"), pit.tick_policy.as_ref())?,
-                present: yes_no(pit.present),
+                present: Some(yes_no(pit.present)),
                 ..ClockTimer::default()
             });
         }
         if let Some(kvm) = &timer.kvm {
-            out.timer.push(ClockTimer { name: "kvmclock".to_owned(), present: yes_no(kvm.present), ..ClockTimer::default() });
+            out.timer.push(ClockTimer {
+                name: "kvmclock".to_owned(),
+                present: Some(yes_no(kvm.present)),
+                ..ClockTimer::default()
+            });
         }
         if let Some(hpet) = &timer.hpet {
             out.timer.push(ClockTimer {
                 name: "hpet".to_owned(),
                 tickpolicy: tick_policy(&format!("{base}.hpet.tickPolicy"), hpet.tick_policy.as_ref())?,
-                present: yes_no(hpet.present),
+                present: Some(yes_no(hpet.present)),
                 ..ClockTimer::default()
             });
         }
         if let Some(hyperv) = &timer.hyperv {
-            out.timer.push(ClockTimer { name: "hypervclock".to_owned(), present: yes_no(hyperv.present), ..ClockTimer::default() });
+            out.timer.push(ClockTimer {
+                name: "hypervclock".to_owned(),
+                present: Some(yes_no(hyperv.present)),
+                ..ClockTimer::default()
+            });
         }
     }
     if let Some(frequency) = tsc_frequency(vmi) {
-        out.timer.push(ClockTimer { name: "tsc".to_owned(), frequency: Some(frequency), ..ClockTimer::default() });
+        out.timer.push(ClockTimer {
+            name: "tsc".to_owned(),
+            frequency: Some(frequency),
+            ..ClockTimer::default()
+        });
     }
     domain.clock = Some(out);
     Ok(())
@@ -85,7 +112,9 @@ fn tsc_frequency(vmi: &VirtualMachineInstance) -> Option<i64> {
     let frequency = vmi.status.as_ref()?.topology_hints.as_ref()?.tsc_frequency?;
     let domain = &vmi.spec.domain;
     let invtsc = domain.cpu.as_ref().is_some_and(|c| {
-        c.features.iter().any(|f| f.name == "invtsc" && matches!(f.policy.as_deref(), None | Some("" | "require" | "force")))
+        c.features
+            .iter()
+            .any(|f| f.name == "invtsc" && matches!(f.policy.as_deref(), None | Some("" | "require" | "force")))
     });
     let reenlightenment = domain
         .features
@@ -103,25 +132,50 @@ fn state(feature: Option<&FeatureState>) -> Option<State> {
 /// Sets `<features>` when `spec.domain.features` is given. ACPI is on unless disabled, even when
 /// the key is absent, as upstream does.
 pub fn apply_features(vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<(), ConvertError> {
-    let Some(features) = vmi.spec.domain.features.as_ref() else { return Ok(()) };
+    let Some(features) = vmi.spec.domain.features.as_ref() else {
+        return Ok(());
+    };
     let mut out = Features {
-        acpi: features.acpi.as_ref().is_none_or(FeatureState::is_enabled).then_some(Empty {}),
+        acpi: features
+            .acpi
+            .as_ref()
+            .is_none_or(FeatureState::is_enabled)
+            .then_some(Empty {}),
         ..Features::default()
     };
     if let Some(apic) = features.apic.as_ref().filter(|a| a.enabled.unwrap_or(true)) {
-        out.apic = Some(Apic { eoi: apic.end_of_interrupt.map(|e| if e { "on" } else { "off" }.to_owned()) });
+        out.apic = Some(Apic {
+            eoi: apic.end_of_interrupt.map(|e| if e { "on" } else { "off" }.to_owned()),
+        });
     }
-    if features.hyperv.is_some() && features.hyperv_passthrough.as_ref().is_some_and(|p| p.enabled == Some(true)) {
+    if features.hyperv.is_some()
+        && features
+            .hyperv_passthrough
+            .as_ref()
+            .is_some_and(|p| p.enabled == Some(true))
+    {
         return Err(ConvertError::invalid(
             "spec.domain.features.hypervPassthrough",
             "hyperv and hypervPassthrough are mutually exclusive",
         ));
     }
-    if features.hyperv_passthrough.as_ref().is_some_and(|p| p.enabled == Some(true)) {
-        out.hyperv = Some(Hyperv { mode: Some("passthrough".to_owned()), ..Hyperv::default() });
+    if features
+        .hyperv_passthrough
+        .as_ref()
+        .is_some_and(|p| p.enabled == Some(true))
+    {
+        out.hyperv = Some(Hyperv {
+            mode: Some("passthrough".to_owned()),
+            ..Hyperv::default()
+        });
     }
     if let Some(h) = features.hyperv.as_ref() {
-        if let Some(vendor) = h.vendorid.as_ref().and_then(|v| v.vendorid.as_ref()).filter(|v| v.len() > 12) {
+        if let Some(vendor) = h
+            .vendorid
+            .as_ref()
+            .and_then(|v| v.vendorid.as_ref())
+            .filter(|v| v.len() > 12)
+        {
             return Err(ConvertError::invalid(
                 "spec.domain.features.hyperv.vendorid.vendorid",
                 format!("vendor id {vendor:?} is longer than 12 characters"),
@@ -158,7 +212,9 @@ pub fn apply_features(vmi: &VirtualMachineInstance, domain: &mut Domain) -> Resu
         });
     }
     if let Some(kvm) = features.kvm.as_ref() {
-        out.kvm = Some(KvmFeatures { hidden: kvm.hidden.filter(|h| *h).map(|_| State::on_off(true)) });
+        out.kvm = Some(KvmFeatures {
+            hidden: kvm.hidden.filter(|h| *h).map(|_| State::on_off(true)),
+        });
     }
     out.pvspinlock = state(features.pvspinlock.as_ref());
     if features.smm.as_ref().is_some_and(FeatureState::is_enabled) {

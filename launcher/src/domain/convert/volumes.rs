@@ -26,7 +26,10 @@ fn file(path: String, format: &'static str) -> VolumeDisk {
     VolumeDisk {
         disk_type: "file",
         format,
-        source: DiskSource { file: Some(path), ..DiskSource::default() },
+        source: DiskSource {
+            file: Some(path),
+            ..DiskSource::default()
+        },
         backing_store: None,
         is_read_only: false,
     }
@@ -37,7 +40,10 @@ fn block(volume: &str) -> VolumeDisk {
         disk_type: "block",
         format: "raw",
         // Upstream also writes name='<volume>' here; libvirt ignores it and its schema rejects it.
-        source: DiskSource { dev: Some(format!("/dev/{volume}")), ..DiskSource::default() },
+        source: DiskSource {
+            dev: Some(format!("/dev/{volume}")),
+            ..DiskSource::default()
+        },
         backing_store: None,
         is_read_only: false,
     }
@@ -76,24 +82,46 @@ pub fn volume_disk(
     Ok(match source {
         VolumeSource::ContainerDisk(_) => {
             let format = ctx.container_disk_formats.get(name).cloned().ok_or_else(|| {
-                ConvertError::invalid(format!("{field}.containerDisk"), format!("no disk format known for container disk {name}"))
+                ConvertError::invalid(
+                    format!("{field}.containerDisk"),
+                    format!("no disk format known for container disk {name}"),
+                )
             })?;
-            let backing = ctx.container_disk_sources.get(name).cloned().unwrap_or_else(|| layout.container_disk_image(index));
-            overlay(ctx, name, "file", format, DiskSource { file: Some(backing), ..DiskSource::default() })
+            let backing = ctx
+                .container_disk_sources
+                .get(name)
+                .cloned()
+                .unwrap_or_else(|| layout.container_disk_image(index));
+            overlay(
+                ctx,
+                name,
+                "file",
+                format,
+                DiskSource {
+                    file: Some(backing),
+                    ..DiskSource::default()
+                },
+            )
         }
         VolumeSource::Ephemeral(_) if is_block => overlay(
             ctx,
             name,
             "block",
             "raw".to_owned(),
-            DiskSource { dev: Some(format!("/dev/{name}")), ..DiskSource::default() },
+            DiskSource {
+                dev: Some(format!("/dev/{name}")),
+                ..DiskSource::default()
+            },
         ),
         VolumeSource::Ephemeral(_) => overlay(
             ctx,
             name,
             "file",
             "raw".to_owned(),
-            DiskSource { file: Some(layout.pvc_image(name)), ..DiskSource::default() },
+            DiskSource {
+                file: Some(layout.pvc_image(name)),
+                ..DiskSource::default()
+            },
         ),
         VolumeSource::PersistentVolumeClaim(_) | VolumeSource::DataVolume(_) if is_block => block(name),
         VolumeSource::PersistentVolumeClaim(_) | VolumeSource::DataVolume(_) => file(layout.pvc_image(name), "raw"),
@@ -102,21 +130,26 @@ pub fn volume_disk(
             let path = if layout.host_disks_in_place {
                 host.path.clone()
             } else {
-                let base = Path::new(&host.path).file_name().map_or_else(|| "disk.img".into(), |b| b.to_string_lossy());
+                let base = Path::new(&host.path)
+                    .file_name()
+                    .map_or_else(|| "disk.img".into(), |b| b.to_string_lossy());
                 format!("{}/{base}", layout.vmi_disk_dir(name))
             };
             file(path, "raw")
         }
         VolumeSource::CloudInitNoCloud(_) => file(layout.cloud_init_iso(namespace, vmi_name, "noCloud.iso"), "raw"),
-        VolumeSource::CloudInitConfigDrive(_) => file(layout.cloud_init_iso(namespace, vmi_name, "configdrive.iso"), "raw"),
+        VolumeSource::CloudInitConfigDrive(_) => {
+            file(layout.cloud_init_iso(namespace, vmi_name, "configdrive.iso"), "raw")
+        }
         VolumeSource::ConfigMap(_) => file(layout.private_iso("config-map-disks", name), "raw"),
         VolumeSource::Secret(_) => file(layout.private_iso("secret-disks", name), "raw"),
         VolumeSource::DownwardApi(_) => file(layout.private_iso("downwardapi-disks", name), "raw"),
         VolumeSource::ServiceAccount(_) => file(layout.private_iso("service-account-disk", "service-account"), "raw"),
         VolumeSource::Sysprep(_) => file(layout.private_iso("sysprep-disks", name), "raw"),
-        VolumeSource::DownwardMetrics => {
-            VolumeDisk { is_read_only: true, ..file(format!("{}/downward-metrics-disks/vhostmd0", layout.private_dir), "raw") }
-        }
+        VolumeSource::DownwardMetrics => VolumeDisk {
+            is_read_only: true,
+            ..file(format!("{}/downward-metrics-disks/vhostmd0", layout.private_dir), "raw")
+        },
         VolumeSource::MemoryDump(_) => {
             return Err(ConvertError::invalid(
                 &field,

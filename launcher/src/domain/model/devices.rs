@@ -74,7 +74,9 @@ impl Alias {
     /// The user alias upstream gives a device named in the VMI spec: `ua-<name>`.
     #[must_use]
     pub fn user(name: &str) -> Self {
-        Self { name: format!("ua-{name}") }
+        Self {
+            name: format!("ua-{name}"),
+        }
     }
 }
 

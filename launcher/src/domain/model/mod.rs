@@ -7,8 +7,8 @@
 
 mod cpu;
 mod devices;
-mod peripherals;
 mod os;
+mod peripherals;
 
 pub use cpu::*;
 pub use devices::*;
@@ -102,7 +102,10 @@ impl ScaledInteger {
     /// A value in bytes.
     #[must_use]
     pub fn bytes(value: u64) -> Self {
-        Self { unit: Some("b".to_owned()), value }
+        Self {
+            unit: Some("b".to_owned()),
+            value,
+        }
     }
 
     /// The value in bytes, whatever unit it was written in; `None` for an unknown unit or overflow.
@@ -217,7 +220,9 @@ impl State {
     /// `state='on'` or `state='off'`.
     #[must_use]
     pub fn on_off(on: bool) -> Self {
-        Self { state: Some(if on { "on" } else { "off" }.to_owned()) }
+        Self {
+            state: Some(if on { "on" } else { "off" }.to_owned()),
+        }
     }
 }
 
