@@ -63,6 +63,36 @@ fn is_valid_mac(mac: &str) -> bool {
             .all(|p| p.len() == 2 && p.chars().all(|c| c.is_ascii_hexdigit()))
 }
 
+/// The NIC model (virtio when unset), after checking the model, MAC address and ports.
+fn checked_model<'a>(iface: &'a SpecInterface, field: &str) -> Result<&'a str, ConvertError> {
+    let model = iface.model.as_deref().filter(|m| !m.is_empty()).unwrap_or("virtio");
+    if !MODELS.contains(&model) {
+        return Err(ConvertError::invalid(
+            format!("{field}.model"),
+            format!("interface model {model} is not supported"),
+        ));
+    }
+    if let Some(mac) = iface
+        .mac_address
+        .as_deref()
+        .filter(|m| !m.is_empty() && !is_valid_mac(m))
+    {
+        return Err(ConvertError::invalid(
+            format!("{field}.macAddress"),
+            format!("MAC address {mac} is malformed"),
+        ));
+    }
+    for (j, port) in iface.ports.iter().enumerate() {
+        if !(1..=65535).contains(&port.port) {
+            return Err(ConvertError::invalid(
+                format!("{field}.ports[{j}]"),
+                format!("port {} must be between 1 and 65535", port.port),
+            ));
+        }
+    }
+    Ok(model)
+}
+
 /// Renders every interface that is not `state: absent`.
 pub fn apply(
     vmi: &VirtualMachineInstance,
@@ -115,32 +145,8 @@ pub fn apply(
                 ));
             }
         }
-        let model = iface.model.as_deref().filter(|m| !m.is_empty()).unwrap_or("virtio");
-        if !MODELS.contains(&model) {
-            return Err(ConvertError::invalid(
-                format!("{field}.model"),
-                format!("interface model {model} is not supported"),
-            ));
-        }
+        let model = checked_model(iface, &field)?;
         let is_virtio = model == "virtio";
-        if let Some(mac) = iface
-            .mac_address
-            .as_deref()
-            .filter(|m| !m.is_empty() && !is_valid_mac(m))
-        {
-            return Err(ConvertError::invalid(
-                format!("{field}.macAddress"),
-                format!("MAC address {mac} is malformed"),
-            ));
-        }
-        for (j, port) in iface.ports.iter().enumerate() {
-            if !(1..=65535).contains(&port.port) {
-                return Err(ConvertError::invalid(
-                    format!("{field}.ports[{j}]"),
-                    format!("port {} must be between 1 and 65535", port.port),
-                ));
-            }
-        }
         if let Some(order) = iface.boot_order {
             boot_orders.claim(order, &format!("{field}.bootOrder"))?;
         }
