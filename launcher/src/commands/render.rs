@@ -72,9 +72,18 @@ pub fn local_context(
     Ok(ctx)
 }
 
+/// Gives a VMI read from a file the UID the API server would have given it.
+pub fn ensure_uid(vmi: &mut VirtualMachineInstance) {
+    if vmi.metadata.uid.as_deref().is_none_or(str::is_empty) {
+        let uid = std::fs::read_to_string("/proc/sys/kernel/random/uuid").map(|u| u.trim().to_owned());
+        vmi.metadata.uid = Some(uid.unwrap_or_else(|_| "00000000-0000-4000-8000-000000000000".to_owned()));
+    }
+}
+
 /// Renders the manifest at `path` into domain XML.
 pub fn render_file(path: &Path, flags: EmulationFlags) -> Result<String, RenderError> {
-    let vmi = load_vmi(path)?;
+    let mut vmi = load_vmi(path)?;
+    ensure_uid(&mut vmi);
     let convert = |source| RenderError::Convert {
         path: path.display().to_string(),
         source,

@@ -6,6 +6,9 @@ use kubevirt_api::v1::VirtualMachineInstanceSpec;
 use super::ConvertError;
 use crate::domain::model::{self, Cpu, CpuFeature, CpuModel, Domain, Vcpu, VcpuEntry, Vcpus};
 
+/// The most vCPUs a q35 guest can have with QEMU 7.2.
+pub const MAX_VCPUS: u32 = 288;
+
 /// Feature policies libvirt accepts.
 const FEATURE_POLICIES: [&str; 5] = ["force", "require", "optional", "disable", "forbid"];
 
@@ -76,6 +79,15 @@ pub fn topology(spec: &VirtualMachineInstanceSpec) -> Result<Topology, ConvertEr
             ));
         }
         topology.sockets = max;
+    }
+    if u64::from(topology.sockets) * u64::from(topology.cores) * u64::from(topology.threads) > u64::from(MAX_VCPUS) {
+        return Err(ConvertError::invalid(
+            "spec.domain.cpu",
+            format!(
+                "{} sockets x {} cores x {} threads is more than the {MAX_VCPUS} vCPUs a q35 machine supports",
+                topology.sockets, topology.cores, topology.threads
+            ),
+        ));
     }
     Ok(topology)
 }

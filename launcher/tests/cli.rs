@@ -1,0 +1,125 @@
+//! `virt-launcher render` as a user runs it: XML on stdout for a good manifest; for a bad one an
+//! error naming the file and the field, exit code 2, and nothing on stdout.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn render(manifest: &Path, extra: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_virt-launcher"))
+        .arg("render")
+        .arg("--vmi")
+        .arg(manifest)
+        .args(extra)
+        .output()
+        .expect("run virt-launcher")
+}
+
+fn write_manifest(dir: &tempfile::TempDir, text: &str) -> PathBuf {
+    let path = dir.path().join("vmi.yaml");
+    std::fs::write(&path, text).expect("write manifest");
+    path
+}
+
+const GOOD: &str = "apiVersion: kubevirt.io/v1
+kind: VirtualMachineInstance
+metadata: {name: cli}
+spec:
+  domain:
+    memory: {guest: 64Mi}
+    devices:
+      disks: [{name: scratch, disk: {bus: virtio}}]
+  volumes: [{name: scratch, emptyDisk: {capacity: 1Gi}}]
+";
+
+#[test]
+fn force_emulation_renders_a_qemu_domain_on_stdout() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = render(&write_manifest(&dir, GOOD), &["--force-emulation"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let xml = String::from_utf8_lossy(&out.stdout);
+    assert!(xml.starts_with("<domain type=\"qemu\""), "{xml}");
+    assert!(xml.contains("<name>default_cli</name>"), "{xml}");
+}
+
+#[test]
+fn the_test_guest_example_renders_with_direct_kernel_boot() {
+    let out = render(
+        &repo().join("manifests/examples/vmi-testguest.yaml"),
+        &["--force-emulation"],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let xml = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        xml.contains("<kernel>") && xml.contains("<cmdline>console=ttyS0"),
+        "{xml}"
+    );
+}
+
+#[test]
+fn a_vm_manifest_renders_its_template() {
+    let out = render(
+        &repo().join("manifests/examples/vm-testguest.yaml"),
+        &["--force-emulation"],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("<name>default_testguest</name>"));
+}
+
+fn assert_bad_input(out: &Output, expected: &[&str]) {
+    assert_eq!(out.status.code(), Some(2), "exit code");
+    assert!(
+        out.stdout.is_empty(),
+        "stdout must stay empty: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for part in expected {
+        assert!(stderr.contains(part), "stderr {stderr:?} lacks {part:?}");
+    }
+}
+
+#[test]
+fn a_contradictory_spec_names_the_field_and_exits_2() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = GOOD.replace("{bus: virtio}", "{bus: sata, pciAddress: '0000:81:01.0'}");
+    let path = write_manifest(&dir, &text);
+    assert_bad_input(
+        &render(&path, &["--force-emulation"]),
+        &["vmi.yaml", "spec.domain.devices.disks[0].disk.pciAddress"],
+    );
+}
+
+#[test]
+fn an_unknown_field_names_its_path_and_exits_2() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = write_manifest(&dir, &GOOD.replace("bus: virtio", "buss: virtio"));
+    assert_bad_input(
+        &render(&path, &["--force-emulation"]),
+        &["unknown field spec.domain.devices.disks[0].disk.buss"],
+    );
+}
+
+#[test]
+fn a_missing_file_is_named_and_exits_2() {
+    assert_bad_input(
+        &render(Path::new("/nonexistent/vmi.yaml"), &[]),
+        &["/nonexistent/vmi.yaml"],
+    );
+}
+
+#[test]
+fn a_disk_without_a_volume_is_rejected() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = write_manifest(
+        &dir,
+        &GOOD.replace("volumes: [{name: scratch, emptyDisk: {capacity: 1Gi}}]", ""),
+    );
+    assert_bad_input(
+        &render(&path, &["--force-emulation"]),
+        &["spec.domain.devices.disks[0].name 'scratch' not found."],
+    );
+}
