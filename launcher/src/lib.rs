@@ -3,4 +3,6 @@
 
 pub mod commands;
 pub mod domain;
+pub mod fixtures;
+pub mod fuzzing;
 pub mod image_store;

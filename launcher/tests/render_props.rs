@@ -210,3 +210,54 @@ fn rendering_generated_vmis_never_panics_and_often_succeeds() {
     assert!(parsed > 2000, "only {parsed} of 3000 generated VMIs parsed");
     assert!(rendered >= 50, "only {rendered} generated VMIs rendered");
 }
+
+#[test]
+fn the_fuzz_body_survives_its_seed_corpus() {
+    let mut seeds: Vec<Vec<u8>> = Vec::new();
+    for dir in ["../manifests/examples", "tests/golden"] {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+        for entry in std::fs::read_dir(dir).expect("seed dir").filter_map(Result::ok) {
+            seeds.push(std::fs::read(entry.path()).expect("seed"));
+        }
+    }
+    for seed in &seeds {
+        virt_launcher::fuzzing::render_untrusted(seed);
+        // Truncations and byte flips of each seed, as a fuzzer's first mutations would be.
+        for cut in (0..seed.len()).step_by(97) {
+            virt_launcher::fuzzing::render_untrusted(&seed[..cut]);
+            let mut flipped = seed.clone();
+            flipped[cut] ^= 0x20;
+            virt_launcher::fuzzing::render_untrusted(&flipped);
+        }
+    }
+    assert!(seeds.len() > 40);
+}
+
+#[test]
+fn the_benchmark_fixtures_render() {
+    for value in [
+        virt_launcher::fixtures::minimal_vmi(),
+        virt_launcher::fixtures::large_vmi(),
+    ] {
+        let vmi = virt_launcher::fixtures::vmi(value);
+        let mut ctx = ConvertContext {
+            domain_type: DomainType::Qemu,
+            ..ConvertContext::default()
+        };
+        ctx.container_disk_formats.insert("root".to_owned(), "qcow2".to_owned());
+        ctx.container_disk_formats
+            .insert("disk0".to_owned(), "qcow2".to_owned());
+        ctx.container_disk_formats
+            .insert("disk8".to_owned(), "qcow2".to_owned());
+        let domain = render(&vmi, &ctx).unwrap_or_else(|e| panic!("{e}"));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("domain.xml");
+        std::fs::write(&file, domain.to_xml().expect("xml")).expect("write");
+        let out = std::process::Command::new("virt-xml-validate")
+            .arg(&file)
+            .arg("domain")
+            .output()
+            .expect("validate");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+}

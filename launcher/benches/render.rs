@@ -1,0 +1,35 @@
+//! Rendering a VMI into domain XML: a minimal VMI and a large one (16 disks, 8 interfaces, every
+//! device kind). Targets on the 2-core reference machine: median <= 20 us and <= 200 us.
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use std::hint::black_box;
+use virt_launcher::domain::{ConvertContext, DomainType, render};
+use virt_launcher::fixtures::{large_vmi, minimal_vmi, vmi};
+
+fn context(vmi: &kubevirt_api::v1::VirtualMachineInstance) -> ConvertContext {
+    let mut ctx = ConvertContext {
+        domain_type: DomainType::Qemu,
+        ..ConvertContext::default()
+    };
+    for volume in vmi.spec.volumes.iter().filter(|v| v.container_disk.is_some()) {
+        ctx.container_disk_formats
+            .insert(volume.name.clone(), "qcow2".to_owned());
+    }
+    ctx
+}
+
+fn bench_render(c: &mut Criterion) {
+    for (name, value) in [("render_minimal_vmi", minimal_vmi()), ("render_large_vmi", large_vmi())] {
+        let vmi = vmi(value);
+        let ctx = context(&vmi);
+        c.bench_function(name, |b| {
+            b.iter(|| {
+                let domain = render(black_box(&vmi), black_box(&ctx)).expect("fixture renders");
+                domain.to_xml().expect("fixture serializes")
+            });
+        });
+    }
+}
+
+criterion_group!(benches, bench_render);
+criterion_main!(benches);

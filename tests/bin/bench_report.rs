@@ -1,0 +1,120 @@
+//! Writes criterion results into one section of BENCHMARKS.md, leaving the other sections as they
+//! are. Each benchmark is `id:target_ns`; the median comes from
+//! `target/criterion/<id>/new/estimates.json`.
+//!
+//! bench-report --section render --title "..." --bench render_minimal_vmi:20000 [--bench ...]
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+
+struct Args {
+    section: String,
+    title: String,
+    benches: Vec<(String, f64)>,
+    criterion_dir: PathBuf,
+    output: PathBuf,
+}
+
+fn parse_args() -> anyhow::Result<Args> {
+    let mut args = Args {
+        section: String::new(),
+        title: String::new(),
+        benches: Vec::new(),
+        criterion_dir: PathBuf::from("target/criterion"),
+        output: PathBuf::from("BENCHMARKS.md"),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let value = it.next().with_context(|| format!("{flag} needs a value"))?;
+        match flag.as_str() {
+            "--section" => args.section = value,
+            "--title" => args.title = value,
+            "--criterion-dir" => args.criterion_dir = value.into(),
+            "--output" => args.output = value.into(),
+            "--bench" => {
+                let (id, target) = value
+                    .split_once(':')
+                    .with_context(|| format!("--bench {value}: expected id:target_ns"))?;
+                args.benches.push((
+                    id.to_owned(),
+                    target.parse().with_context(|| format!("--bench {value}: bad target"))?,
+                ));
+            }
+            other => bail!("unknown flag {other}"),
+        }
+    }
+    if args.section.is_empty() || args.benches.is_empty() {
+        bail!("usage: bench-report --section NAME --title TEXT --bench ID:TARGET_NS ...");
+    }
+    Ok(args)
+}
+
+fn median_ns(dir: &Path, id: &str) -> anyhow::Result<f64> {
+    let path = dir.join(id).join("new/estimates.json");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+    value["median"]["point_estimate"]
+        .as_f64()
+        .with_context(|| format!("{}: no median", path.display()))
+}
+
+fn human(ns: f64) -> String {
+    if ns >= 1e9 {
+        format!("{:.2} s", ns / 1e9)
+    } else if ns >= 1e6 {
+        format!("{:.2} ms", ns / 1e6)
+    } else if ns >= 1e3 {
+        format!("{:.2} µs", ns / 1e3)
+    } else {
+        format!("{ns:.0} ns")
+    }
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|s| s.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".to_owned());
+    let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
+    format!("{cores} cores, {cpu}")
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = parse_args()?;
+    let mut body = format!(
+        "## {}\n\nMachine: {}. Medians from criterion (release build).\n\n",
+        args.title,
+        machine()
+    );
+    body.push_str("| benchmark | median | target | met |\n|---|---|---|---|\n");
+    for (id, target) in &args.benches {
+        let median = median_ns(&args.criterion_dir, id)?;
+        let met = if median <= *target { "yes" } else { "**no**" };
+        let _ = writeln!(body, "| `{id}` | {} | ≤ {} | {met} |", human(median), human(*target));
+    }
+    let start = format!("<!-- {}:start -->", args.section);
+    let end = format!("<!-- {}:end -->", args.section);
+    let section = format!("{start}\n{body}{end}");
+    let current = std::fs::read_to_string(&args.output).unwrap_or_else(|_| {
+        "# Benchmarks\n\nWritten by `make bench` (scripts/bench.sh); do not edit by hand.\n".to_owned()
+    });
+    let updated = match (current.find(&start), current.find(&end)) {
+        (Some(s), Some(e)) if e > s => format!("{}{section}{}", &current[..s], &current[e + end.len()..]),
+        _ => format!("{}\n{section}\n", current.trim_end()),
+    };
+    std::fs::write(&args.output, updated).with_context(|| format!("cannot write {}", args.output.display()))?;
+    println!(
+        "bench-report: updated section {} of {}",
+        args.section,
+        args.output.display()
+    );
+    Ok(())
+}
