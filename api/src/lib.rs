@@ -6,6 +6,7 @@
 //! an explicit step owned by virt-api's mutating webhook, as upstream does it.
 
 pub mod crd;
+pub mod domain_state;
 pub mod manifest;
 pub mod quantity;
 pub mod schema;

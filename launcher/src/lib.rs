@@ -6,3 +6,6 @@ pub mod domain;
 pub mod fixtures;
 pub mod fuzzing;
 pub mod image_store;
+pub mod libvirt;
+pub mod local;
+pub mod supervisor;

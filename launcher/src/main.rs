@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
 use virt_launcher::commands::{render, run};
 
 #[derive(Debug, Parser)]
@@ -18,7 +19,16 @@ enum Command {
     /// Print the libvirt domain XML a VMI (or a VM's template) becomes.
     Render(VmiArgs),
     /// Boot a VMI (or a VM's template) on this machine, with no cluster.
-    Run(VmiArgs),
+    Run {
+        #[command(flatten)]
+        vmi: VmiArgs,
+        /// Parent directory of the run's runtime directory.
+        #[arg(long, value_name = "DIR")]
+        runtime_dir: Option<PathBuf>,
+        /// Persistent libvirt capabilities cache (keeps libvirt's start fast).
+        #[arg(long, value_name = "DIR")]
+        libvirt_cache_dir: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -36,10 +46,7 @@ struct VmiArgs {
 
 impl VmiArgs {
     fn flags(&self) -> render::EmulationFlags {
-        render::EmulationFlags {
-            allow_emulation: self.allow_emulation,
-            force_emulation: self.force_emulation,
-        }
+        render::EmulationFlags { allow_emulation: self.allow_emulation, force_emulation: self.force_emulation }
     }
 }
 
@@ -48,17 +55,23 @@ const EXIT_BAD_INPUT: u8 = 2;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result = match &cli.command {
-        Command::Render(args) => render::render_file(&args.vmi, args.flags())
-            .map(|xml| print!("{xml}"))
-            .map_err(anyhow::Error::from),
-        Command::Run(args) => run::run(&args.vmi, args.flags()).map_err(anyhow::Error::from),
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("virt-launcher: error: {error:#}");
-            ExitCode::from(EXIT_BAD_INPUT)
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_env("VIRT_LAUNCHER_LOG").unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_writer(std::io::stderr)
+        .init();
+    match cli.command {
+        Command::Render(args) => match render::render_file(&args.vmi, args.flags()) {
+            Ok(xml) => {
+                print!("{xml}");
+                ExitCode::SUCCESS
+            }
+            Err(error) => {
+                eprintln!("virt-launcher: error: {:#}", anyhow::Error::from(error));
+                ExitCode::from(EXIT_BAD_INPUT)
+            }
+        },
+        Command::Run { vmi, runtime_dir, libvirt_cache_dir } => {
+            run::main(run::RunArgs { flags: vmi.flags(), vmi: vmi.vmi, runtime_dir, libvirt_cache_dir })
         }
     }
 }

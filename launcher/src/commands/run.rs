@@ -1,27 +1,73 @@
-//! `virt-launcher run --vmi FILE`: boot a manifest on this machine.
-//!
-//! Running needs the launcher's private libvirt supervisor, which is not built yet; until it is,
-//! this command checks the manifest and says plainly what is missing instead of pretending.
+//! `virt-launcher run --vmi FILE`: boot a manifest on this machine, console on the terminal, until
+//! the guest stops or Ctrl-C / SIGTERM stops it gracefully. Exit code 0 for Succeeded, 1 for
+//! Failed, 2 for a bad manifest.
 
-use std::path::Path;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
 
-use super::render::{EmulationFlags, RenderError, render_file};
+use kubevirt_api::v1::VirtualMachineInstancePhase;
 
-/// Why `run` did not run the VM.
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    /// The manifest is invalid.
-    #[error(transparent)]
-    Render(#[from] RenderError),
-    /// Local mode is not available in this build.
-    #[error(
-        "the manifest is valid, but `virt-launcher run` cannot boot it yet: local mode needs the private libvirt supervisor (issue #4, not implemented)"
-    )]
-    NotImplemented,
+use super::render::EmulationFlags;
+use crate::image_store::ImageStore;
+use crate::local::run::{RunOptions, prepare_process, run};
+use crate::local::runtime_dir::DEFAULT_RUNTIME_ROOT;
+
+/// Where libvirt's capability cache persists between runs when `--libvirt-cache-dir` is not given.
+pub const DEFAULT_CACHE_DIR: &str = "/var/cache/kubevirt-rs/libvirt";
+
+/// The run command's settings.
+#[derive(Clone, Debug)]
+pub struct RunArgs {
+    /// The manifest.
+    pub vmi: PathBuf,
+    /// Emulation flags.
+    pub flags: EmulationFlags,
+    /// Parent of runtime directories.
+    pub runtime_dir: Option<PathBuf>,
+    /// libvirt's capability cache.
+    pub libvirt_cache_dir: Option<PathBuf>,
 }
 
-/// Validates the manifest, then reports that local mode is missing.
-pub fn run(path: &Path, flags: EmulationFlags) -> Result<(), RunError> {
-    render_file(path, flags)?;
-    Err(RunError::NotImplemented)
+/// Runs the VM; never panics, always cleans up.
+#[must_use]
+pub fn main(args: RunArgs) -> ExitCode {
+    let options = RunOptions {
+        vmi_path: args.vmi,
+        flags: args.flags,
+        runtime_root: args.runtime_dir.unwrap_or_else(|| PathBuf::from(DEFAULT_RUNTIME_ROOT)),
+        cache_dir: args.libvirt_cache_dir.unwrap_or_else(|| PathBuf::from(DEFAULT_CACHE_DIR)),
+        store: ImageStore::from_env(),
+    };
+    let prelude = match prepare_process(options) {
+        Ok(prelude) => prelude,
+        Err(e) => return fail(&e.to_string(), e.exit_code()),
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => return fail(&format!("cannot start the async runtime: {e}"), 1),
+    };
+    let result = runtime.block_on(run(prelude));
+    runtime.shutdown_timeout(Duration::from_millis(100));
+    match result {
+        Ok(VirtualMachineInstancePhase::Succeeded) => ExitCode::SUCCESS,
+        Ok(phase) => {
+            eprintln!("virt-launcher: the VM ended in phase {phase}");
+            ExitCode::from(1)
+        }
+        Err(e) => {
+            let mut message = e.to_string();
+            let mut source = std::error::Error::source(&e);
+            while let Some(cause) = source {
+                message.push_str(&format!(": {cause}"));
+                source = cause.source();
+            }
+            fail(&message, e.exit_code())
+        }
+    }
+}
+
+fn fail(message: &str, code: u8) -> ExitCode {
+    eprintln!("virt-launcher: error: {message}");
+    ExitCode::from(code)
 }

@@ -1,0 +1,137 @@
+//! An in-memory [`DomainManager`] for tests: a small domain state machine that records calls and
+//! emits lifecycle events as libvirt would.
+
+use std::sync::{Mutex, PoisonError};
+
+use kubevirt_api::domain_state::{DomainState, StateReason};
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::{DomainError, DomainManager, DomainStatus, LifecycleEvent};
+
+/// What the fake guest does on an ACPI power-button press.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AcpiBehaviour {
+    /// Powers off at once.
+    PowerOff,
+    /// Ignores it (a guest without ACPI support, or one still booting).
+    Ignore,
+}
+
+#[derive(Debug)]
+struct Inner {
+    status: DomainStatus,
+    acpi: AcpiBehaviour,
+    calls: Vec<&'static str>,
+}
+
+/// The fake.
+#[derive(Debug)]
+pub struct FakeDomainManager {
+    inner: Mutex<Inner>,
+    events: UnboundedSender<LifecycleEvent>,
+}
+
+impl FakeDomainManager {
+    /// A fake with no domain defined yet.
+    #[must_use]
+    pub fn new(acpi: AcpiBehaviour, events: UnboundedSender<LifecycleEvent>) -> Self {
+        Self { inner: Mutex::new(Inner { status: DomainStatus::NON_EXISTENT, acpi, calls: Vec::new() }), events }
+    }
+
+    /// Every call made so far, in order.
+    #[must_use]
+    pub fn calls(&self) -> Vec<&'static str> {
+        self.lock().calls.clone()
+    }
+
+    /// Makes the guest stop on its own, as a crash or `kill -9` of QEMU would.
+    pub fn stop_on_its_own(&self, reason: StateReason) {
+        self.set(DomainStatus { state: DomainState::Shutoff, reason }, 5);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn set(&self, status: DomainStatus, event: i32) {
+        self.lock().status = status;
+        let _ = self.events.send(LifecycleEvent { event, detail: 0 });
+    }
+
+    fn record(&self, call: &'static str) -> DomainStatus {
+        let mut inner = self.lock();
+        inner.calls.push(call);
+        inner.status
+    }
+
+    fn need(status: DomainStatus, operation: &'static str, ok: bool) -> Result<(), DomainError> {
+        if ok {
+            Ok(())
+        } else {
+            Err(DomainError::Libvirt { operation, message: format!("domain is {} ({})", status.state, status.reason) })
+        }
+    }
+}
+
+impl DomainManager for FakeDomainManager {
+    async fn define(&self, _xml: String) -> Result<(), DomainError> {
+        let status = self.record("define");
+        if status == DomainStatus::NON_EXISTENT {
+            self.set(DomainStatus { state: DomainState::Shutoff, reason: StateReason::Unknown }, 0);
+        }
+        Ok(())
+    }
+
+    async fn start(&self, paused: bool) -> Result<(), DomainError> {
+        let status = self.record("start");
+        Self::need(status, "start", status.state == DomainState::Shutoff)?;
+        let (state, reason, event) = if paused {
+            (DomainState::Paused, StateReason::User, 3)
+        } else {
+            (DomainState::Running, StateReason::Unknown, 2)
+        };
+        self.set(DomainStatus { state, reason }, event);
+        Ok(())
+    }
+
+    async fn pause(&self) -> Result<(), DomainError> {
+        let status = self.record("pause");
+        Self::need(status, "pause", status.state == DomainState::Running)?;
+        self.set(DomainStatus { state: DomainState::Paused, reason: StateReason::User }, 3);
+        Ok(())
+    }
+
+    async fn resume(&self) -> Result<(), DomainError> {
+        let status = self.record("resume");
+        Self::need(status, "resume", status.state == DomainState::Paused)?;
+        self.set(DomainStatus { state: DomainState::Running, reason: StateReason::Unknown }, 4);
+        Ok(())
+    }
+
+    async fn shutdown(&self) -> Result<(), DomainError> {
+        let status = self.record("shutdown");
+        Self::need(status, "shutdown", status.state == DomainState::Running)?;
+        if self.lock().acpi == AcpiBehaviour::PowerOff {
+            self.set(DomainStatus { state: DomainState::Shutoff, reason: StateReason::Shutdown }, 5);
+        }
+        Ok(())
+    }
+
+    async fn destroy(&self) -> Result<(), DomainError> {
+        let status = self.record("destroy");
+        Self::need(status, "destroy", matches!(status.state, DomainState::Running | DomainState::Paused))?;
+        self.set(DomainStatus { state: DomainState::Shutoff, reason: StateReason::Destroyed }, 5);
+        Ok(())
+    }
+
+    async fn undefine(&self) -> Result<(), DomainError> {
+        let status = self.record("undefine");
+        Self::need(status, "undefine", status != DomainStatus::NON_EXISTENT)?;
+        self.set(DomainStatus::NON_EXISTENT, 1);
+        Ok(())
+    }
+
+    async fn status(&self) -> Result<DomainStatus, DomainError> {
+        Ok(self.lock().status)
+    }
+}

@@ -1,0 +1,90 @@
+//! The few libvirt calls the `virt` crate does not wrap (deps.md P2): lifecycle event registration
+//! and the raw domain state. This is the only module with `unsafe` code.
+#![allow(unsafe_code)]
+
+use std::os::raw::{c_int, c_void};
+
+use tokio::sync::mpsc::UnboundedSender;
+use virt::connect::Connect;
+use virt::domain::Domain;
+use virt::error::Error;
+use virt::sys;
+
+/// A lifecycle event: libvirt's `virDomainEventType` and its detail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LifecycleEvent {
+    /// `VIR_DOMAIN_EVENT_*` (0 defined, 2 started, 3 suspended, 4 resumed, 5 stopped, 6 shutdown, ...).
+    pub event: i32,
+    /// The event's detail code.
+    pub detail: i32,
+}
+
+type Sender = UnboundedSender<LifecycleEvent>;
+type LifecycleCallback = unsafe extern "C" fn(sys::virConnectPtr, sys::virDomainPtr, c_int, c_int, *mut c_void) -> c_int;
+type GenericCallback = unsafe extern "C" fn(sys::virConnectPtr, sys::virDomainPtr, *mut c_void);
+
+/// Runs on libvirt's event-loop thread: it only forwards, never blocks.
+unsafe extern "C" fn on_lifecycle(
+    _conn: sys::virConnectPtr,
+    _dom: sys::virDomainPtr,
+    event: c_int,
+    detail: c_int,
+    opaque: *mut c_void,
+) -> c_int {
+    // SAFETY: `opaque` is the boxed sender passed to `register_lifecycle`; libvirt keeps it alive
+    // until it calls `free_sender`, which happens only after the last callback.
+    let sender = unsafe { &*opaque.cast::<Sender>() };
+    let _ = sender.send(LifecycleEvent { event, detail });
+    0
+}
+
+unsafe extern "C" fn free_sender(opaque: *mut c_void) {
+    // SAFETY: `opaque` came from `Box::into_raw` in `register_lifecycle` and libvirt frees it once.
+    drop(unsafe { Box::from_raw(opaque.cast::<Sender>()) });
+}
+
+/// Registers for lifecycle events of every domain on `conn`; returns the callback id.
+pub fn register_lifecycle(conn: &Connect, sender: Sender) -> Result<c_int, Error> {
+    let opaque = Box::into_raw(Box::new(sender)).cast::<c_void>();
+    let lifecycle: LifecycleCallback = on_lifecycle;
+    // SAFETY: libvirt calls a VIR_DOMAIN_EVENT_ID_LIFECYCLE callback with the lifecycle signature;
+    // the generic type is only how the C API passes it (the C macro VIR_DOMAIN_EVENT_CALLBACK casts
+    // the same way). Both are `extern "C"` function pointers of the same size.
+    let generic = unsafe { std::mem::transmute::<LifecycleCallback, GenericCallback>(lifecycle) };
+    // SAFETY: `conn.as_ptr()` is a live connection; the callback and free function match libvirt's
+    // contract; `opaque` stays valid until libvirt calls `free_sender`.
+    let id = unsafe {
+        sys::virConnectDomainEventRegisterAny(
+            conn.as_ptr(),
+            std::ptr::null_mut(),
+            sys::VIR_DOMAIN_EVENT_ID_LIFECYCLE as c_int,
+            Some(generic),
+            opaque,
+            Some(free_sender),
+        )
+    };
+    if id < 0 {
+        // SAFETY: registration failed, so libvirt will never call `free_sender`; we still own it.
+        drop(unsafe { Box::from_raw(opaque.cast::<Sender>()) });
+        return Err(Error::last_error());
+    }
+    Ok(id)
+}
+
+/// Removes a registration made by [`register_lifecycle`]. Errors are ignored: on a dead connection
+/// there is nothing left to remove.
+pub fn deregister(conn: &Connect, callback_id: c_int) {
+    // SAFETY: `conn` is a connection handle (possibly broken, which libvirt reports as an error).
+    let _ = unsafe { sys::virConnectDomainEventDeregisterAny(conn.as_ptr(), callback_id) };
+}
+
+/// `virDomainGetState`: the raw state and reason codes.
+pub fn domain_state(domain: &Domain) -> Result<(u32, u32), Error> {
+    let (mut state, mut reason): (c_int, c_int) = (-1, -1);
+    // SAFETY: `domain.as_ptr()` is a live domain handle and both out-pointers are valid.
+    let rc = unsafe { sys::virDomainGetState(domain.as_ptr(), &raw mut state, &raw mut reason, 0) };
+    if rc < 0 {
+        return Err(Error::last_error());
+    }
+    Ok((u32::try_from(state).unwrap_or(0), u32::try_from(reason).unwrap_or(0)))
+}

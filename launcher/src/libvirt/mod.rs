@@ -1,0 +1,78 @@
+//! libvirt behind a trait: [`DomainManager`] manages the launcher's one domain, with a real adapter
+//! over the `virt` crate ([`LibvirtDomainManager`]) and an in-memory fake ([`FakeDomainManager`]).
+
+mod adapter;
+mod fake;
+pub mod ffi;
+
+use std::future::Future;
+
+pub use adapter::LibvirtDomainManager;
+pub use fake::{AcpiBehaviour, FakeDomainManager};
+pub use ffi::LifecycleEvent;
+use kubevirt_api::domain_state::{DomainState, StateReason};
+
+/// A domain's state and why it is in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DomainStatus {
+    /// The state.
+    pub state: DomainState,
+    /// The reason.
+    pub reason: StateReason,
+}
+
+impl DomainStatus {
+    /// The domain does not exist.
+    pub const NON_EXISTENT: Self = Self { state: DomainState::NoState, reason: StateReason::NonExistent };
+
+    /// From libvirt's numeric state and reason.
+    #[must_use]
+    pub fn from_libvirt(state: u32, reason: u32) -> Self {
+        let state = DomainState::from_libvirt(state);
+        Self { state, reason: StateReason::from_libvirt(state, reason) }
+    }
+}
+
+/// Why a domain operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DomainError {
+    /// libvirt refused or failed.
+    #[error("libvirt {operation} failed: {message}")]
+    Libvirt {
+        /// The operation, e.g. `define`.
+        operation: &'static str,
+        /// libvirt's message.
+        message: String,
+    },
+    /// The daemon did not accept a connection in time.
+    #[error("cannot connect to libvirt at {uri}: {message}")]
+    Connect {
+        /// The URI.
+        uri: String,
+        /// libvirt's message.
+        message: String,
+    },
+    /// The libvirt thread is gone (the launcher is shutting down).
+    #[error("the libvirt worker thread has stopped")]
+    WorkerGone,
+}
+
+/// Manages the launcher's single domain. Every call is one libvirt operation.
+pub trait DomainManager: Send + Sync {
+    /// Defines (or redefines) the domain from XML.
+    fn define(&self, xml: String) -> impl Future<Output = Result<(), DomainError>> + Send;
+    /// Starts the domain, paused if asked.
+    fn start(&self, paused: bool) -> impl Future<Output = Result<(), DomainError>> + Send;
+    /// Pauses the guest.
+    fn pause(&self) -> impl Future<Output = Result<(), DomainError>> + Send;
+    /// Resumes a paused guest.
+    fn resume(&self) -> impl Future<Output = Result<(), DomainError>> + Send;
+    /// Presses the ACPI power button.
+    fn shutdown(&self) -> impl Future<Output = Result<(), DomainError>> + Send;
+    /// Stops the guest at once.
+    fn destroy(&self) -> impl Future<Output = Result<(), DomainError>> + Send;
+    /// Removes the definition (with its NVRAM).
+    fn undefine(&self) -> impl Future<Output = Result<(), DomainError>> + Send;
+    /// The domain's state; [`DomainStatus::NON_EXISTENT`] when it is not defined.
+    fn status(&self) -> impl Future<Output = Result<DomainStatus, DomainError>> + Send;
+}

@@ -1,0 +1,293 @@
+//! Preparing a VMI's volumes on the local machine before the domain is defined: containerDisk
+//! overlays, empty disks, host disks, cloud-init ISOs and kernel-boot artifacts.
+//!
+//! Images come from the local image store (see [`crate::image_store`]); their files are linked into
+//! the runtime directory at upstream's paths, so the rendered domain is the same as in a cluster.
+//! Volume kinds that need a cluster (PVCs, ConfigMaps, Secrets, ...) are refused by field path.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use kubevirt_api::quantity;
+use kubevirt_api::v1::{CloudInitSource, VirtualMachineInstance, VolumeSource};
+
+use crate::domain::PathLayout;
+use crate::image_store::{ContainerDiskError, ImageLocation, ImageStore, image_format};
+use crate::supervisor::reaper::{Reaper, ReaperError};
+
+/// Why a volume could not be prepared.
+#[derive(Debug, thiserror::Error)]
+pub enum PrepareError {
+    /// The spec asks for something local mode cannot provide.
+    #[error("{field}: {message}")]
+    Volume {
+        /// The field path.
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A tool (`qemu-img`, `genisoimage`) failed.
+    #[error("{tool} failed for {field}: {message}")]
+    Tool {
+        /// The tool.
+        tool: &'static str,
+        /// The field path of the volume.
+        field: String,
+        /// Its standard error.
+        message: String,
+    },
+    /// A tool could not be run.
+    #[error(transparent)]
+    Spawn(#[from] ReaperError),
+    /// A file could not be written.
+    #[error("cannot write {path}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+impl PrepareError {
+    /// Whether the VMI itself is at fault (bad input), rather than the machine.
+    #[must_use]
+    pub fn is_bad_input(&self) -> bool {
+        matches!(self, Self::Volume { .. })
+    }
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> PrepareError + '_ {
+    move |source| PrepareError::Io { path: path.to_owned(), source }
+}
+
+fn volume_error(field: &str, message: impl std::fmt::Display) -> PrepareError {
+    PrepareError::Volume { field: field.to_owned(), message: message.to_string() }
+}
+
+/// Replaces `link` with a symlink to `target`.
+fn link(target: &Path, link: &Path) -> Result<(), PrepareError> {
+    if let Some(parent) = link.parent() {
+        std::fs::create_dir_all(parent).map_err(io(parent))?;
+    }
+    let _ = std::fs::remove_file(link);
+    std::os::unix::fs::symlink(target, link).map_err(io(link))
+}
+
+/// What the conversion needs to know about the prepared volumes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Prepared {
+    /// Image format of each containerDisk volume.
+    pub container_disk_formats: BTreeMap<String, String>,
+}
+
+/// Prepares every volume and the kernel-boot artifacts.
+pub async fn prepare(
+    vmi: &VirtualMachineInstance,
+    layout: &PathLayout,
+    store: &ImageStore,
+    reaper: &Reaper,
+) -> Result<Prepared, PrepareError> {
+    let mut prepared = Prepared::default();
+    prepare_kernel_boot(vmi, layout, store)?;
+    for (index, volume) in vmi.spec.volumes.iter().enumerate() {
+        let field = format!("spec.volumes[{index}]");
+        let source = volume.source().map_err(|e| volume_error(&field, e))?;
+        let name = volume.name.as_str();
+        match source {
+            VolumeSource::ContainerDisk(disk) => {
+                let file = store.container_disk(&disk.image, disk.path.as_deref()).map_err(|e| match e {
+                    ContainerDiskError::Reference(_) => volume_error(&format!("{field}.containerDisk.image"), e),
+                    _ => volume_error(&format!("{field}.containerDisk"), e),
+                })?;
+                let format = image_format(&file).map_err(io(&file))?;
+                let image = PathBuf::from(layout.container_disk_image(index));
+                link(&file, &image)?;
+                let overlay = PathBuf::from(layout.overlay(name));
+                create_parent(&overlay)?;
+                let mut command = Command::new("qemu-img");
+                command.args(["create", "-q", "-f", "qcow2", "-F", format, "-b"]).arg(&image).arg(&overlay);
+                run_tool(reaper, "qemu-img", &field, &mut command).await?;
+                prepared.container_disk_formats.insert(name.to_owned(), format.to_owned());
+            }
+            VolumeSource::EmptyDisk(empty) => {
+                let bytes = quantity::to_bytes(&empty.capacity)
+                    .map_err(|e| volume_error(&format!("{field}.emptyDisk.capacity"), e))?;
+                let file = PathBuf::from(layout.empty_disk(name));
+                let mut command = Command::new("qemu-img");
+                command.args(["create", "-q", "-f", "qcow2"]).arg(&file).arg(bytes.to_string());
+                run_tool(reaper, "qemu-img", &field, &mut command).await?;
+            }
+            VolumeSource::HostDisk(host) => prepare_host_disk(&field, host)?,
+            VolumeSource::CloudInitNoCloud(data) => {
+                let namespace = vmi.metadata.namespace.as_deref().unwrap_or("default");
+                let vmi_name = vmi.metadata.name.as_deref().unwrap_or_default();
+                let iso = PathBuf::from(layout.cloud_init_iso(namespace, vmi_name, "noCloud.iso"));
+                let meta = format!(
+                    "instance-id: {}\nlocal-hostname: {}\n",
+                    vmi.metadata.uid.as_deref().unwrap_or_default(),
+                    vmi.spec.hostname.as_deref().unwrap_or(vmi_name)
+                );
+                let files = nocloud_files(&format!("{field}.cloudInitNoCloud"), data, meta)?;
+                make_iso(reaper, &field, &iso, "cidata", &files).await?;
+            }
+            VolumeSource::CloudInitConfigDrive(_) => {
+                return Err(volume_error(&format!("{field}.cloudInitConfigDrive"), "ConfigDrive is not supported in local mode yet; use cloudInitNoCloud"));
+            }
+            VolumeSource::Ephemeral(_)
+            | VolumeSource::PersistentVolumeClaim(_)
+            | VolumeSource::DataVolume(_)
+            | VolumeSource::ConfigMap(_)
+            | VolumeSource::Secret(_)
+            | VolumeSource::ServiceAccount(_)
+            | VolumeSource::DownwardApi(_)
+            | VolumeSource::DownwardMetrics
+            | VolumeSource::Sysprep(_)
+            | VolumeSource::MemoryDump(_) => {
+                return Err(volume_error(&field, format!("volume {name} needs a Kubernetes cluster; local mode supports containerDisk, emptyDisk, hostDisk and cloudInitNoCloud")));
+            }
+        }
+    }
+    Ok(prepared)
+}
+
+fn create_parent(path: &Path) -> Result<(), PrepareError> {
+    match path.parent() {
+        Some(parent) => std::fs::create_dir_all(parent).map_err(io(parent)),
+        None => Ok(()),
+    }
+}
+
+async fn run_tool(reaper: &Reaper, tool: &'static str, field: &str, command: &mut Command) -> Result<(), PrepareError> {
+    let (exit, stderr) = reaper.output(command).await?;
+    if exit.is_success() {
+        Ok(())
+    } else {
+        Err(PrepareError::Tool { tool, field: field.to_owned(), message: format!("{exit}: {}", stderr.trim()) })
+    }
+}
+
+fn prepare_kernel_boot(vmi: &VirtualMachineInstance, layout: &PathLayout, store: &ImageStore) -> Result<(), PrepareError> {
+    let Some(container) = vmi.spec.domain.firmware.as_ref().and_then(|f| f.kernel_boot.as_ref()).and_then(|k| k.container.as_ref())
+    else {
+        return Ok(());
+    };
+    let field = "spec.domain.firmware.kernelBoot.container";
+    let root = match store.locate(&container.image).map_err(|e| volume_error(&format!("{field}.image"), e))? {
+        ImageLocation::Root(root) if root.is_dir() => root,
+        ImageLocation::Root(root) => {
+            return Err(volume_error(&format!("{field}.image"), format!("image {} is not in the local image store (looked in {})", container.image, root.display())));
+        }
+        ImageLocation::File(_) => {
+            return Err(volume_error(&format!("{field}.image"), "a kernel-boot image must be an image, not a file:// reference"));
+        }
+    };
+    for (key, path) in [("kernelPath", &container.kernel_path), ("initrdPath", &container.initrd_path)] {
+        let Some(path) = path else { continue };
+        let file = ImageStore::file_in_image(&root, path)
+            .ok_or_else(|| volume_error(&format!("{field}.{key}"), format!("image {} has no file {path}", container.image)))?;
+        link(&file, Path::new(&layout.kernel_boot_artifact(path)))?;
+    }
+    Ok(())
+}
+
+fn prepare_host_disk(field: &str, host: &kubevirt_api::v1::HostDiskSource) -> Result<(), PrepareError> {
+    let path = Path::new(&host.path);
+    if !path.is_absolute() {
+        return Err(volume_error(&format!("{field}.hostDisk.path"), "must be an absolute path"));
+    }
+    match host.disk_type.as_str() {
+        "Disk" if path.is_file() => Ok(()),
+        "Disk" => Err(volume_error(&format!("{field}.hostDisk.path"), format!("{} does not exist", host.path))),
+        "DiskOrCreate" if path.exists() => Ok(()),
+        "DiskOrCreate" => {
+            let capacity = host
+                .capacity
+                .as_ref()
+                .ok_or_else(|| volume_error(&format!("{field}.hostDisk.capacity"), "DiskOrCreate needs a capacity"))?;
+            let bytes = quantity::to_bytes(capacity).map_err(|e| volume_error(&format!("{field}.hostDisk.capacity"), e))?;
+            create_parent(path)?;
+            let file = std::fs::File::create(path).map_err(io(path))?;
+            file.set_len(bytes).map_err(io(path))
+        }
+        other => Err(volume_error(&format!("{field}.hostDisk.type"), format!("type {other} is not Disk or DiskOrCreate"))),
+    }
+}
+
+/// The files of a NoCloud seed: `user-data`, `meta-data` and optionally `network-config`.
+fn nocloud_files(field: &str, data: &CloudInitSource, meta: String) -> Result<Vec<(&'static str, Vec<u8>)>, PrepareError> {
+    if data.secret_ref.is_some() || data.network_data_secret_ref.is_some() {
+        return Err(volume_error(field, "secret references need a Kubernetes cluster; give userData or userDataBase64"));
+    }
+    let decode = |key: &str, text: &str| {
+        decode_base64(text).ok_or_else(|| volume_error(&format!("{field}.{key}"), "is not valid base64"))
+    };
+    let user = match (&data.user_data, &data.user_data_base64) {
+        (Some(text), None) => text.clone().into_bytes(),
+        (None, Some(b64)) => decode("userDataBase64", b64)?,
+        (None, None) => Vec::new(),
+        (Some(_), Some(_)) => return Err(volume_error(field, "userData and userDataBase64 are mutually exclusive")),
+    };
+    let network = match (&data.network_data, &data.network_data_base64) {
+        (Some(text), None) => Some(text.clone().into_bytes()),
+        (None, Some(b64)) => Some(decode("networkDataBase64", b64)?),
+        (None, None) => None,
+        (Some(_), Some(_)) => return Err(volume_error(field, "networkData and networkDataBase64 are mutually exclusive")),
+    };
+    let mut files = vec![("user-data", user), ("meta-data", meta.into_bytes())];
+    if let Some(network) = network {
+        files.push(("network-config", network));
+    }
+    Ok(files)
+}
+
+async fn make_iso(reaper: &Reaper, field: &str, iso: &Path, label: &str, files: &[(&str, Vec<u8>)]) -> Result<(), PrepareError> {
+    let staging = iso.with_extension("d");
+    std::fs::create_dir_all(&staging).map_err(io(&staging))?;
+    let mut command = Command::new("genisoimage");
+    command.arg("-quiet").arg("-output").arg(iso).args(["-volid", label, "-joliet", "-rock"]);
+    for (name, content) in files {
+        let path = staging.join(name);
+        std::fs::write(&path, content).map_err(io(&path))?;
+        command.arg(&path);
+    }
+    let result = run_tool(reaper, "genisoimage", field, &mut command).await;
+    let _ = std::fs::remove_dir_all(&staging);
+    result
+}
+
+/// Standard base64 with optional padding and whitespace.
+fn decode_base64(text: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    let (mut buffer, mut bits) = (0u32, 0u32);
+    for byte in text.bytes().filter(|b| !b.is_ascii_whitespace() && *b != b'=') {
+        let value = match byte {
+            b'A'..=b'Z' => byte - b'A',
+            b'a'..=b'z' => byte - b'a' + 26,
+            b'0'..=b'9' => byte - b'0' + 52,
+            b'+' | b'-' => 62,
+            b'/' | b'_' => 63,
+            _ => return None,
+        };
+        buffer = (buffer << 6) | u32::from(value);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push(u8::try_from((buffer >> bits) & 0xff).ok()?);
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::decode_base64;
+
+    #[test]
+    fn base64_decodes_with_and_without_padding() {
+        assert_eq!(decode_base64("I2Nsb3VkLWNvbmZpZwo="), Some(b"#cloud-config\n".to_vec()));
+        assert_eq!(decode_base64("aGk"), Some(b"hi".to_vec()));
+        assert_eq!(decode_base64("not base64!"), None);
+    }
+}

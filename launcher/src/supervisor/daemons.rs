@@ -1,0 +1,315 @@
+//! The launcher's private libvirtd and virtlogd: their configuration, start, readiness, restart
+//! when they die, and stop.
+//!
+//! Both run in the foreground as children of the launcher (inside its mount namespace, see
+//! [`super::namespace`]). Their stderr is read line by line into the launcher's log; libvirt's own
+//! log goes to a file in the runtime directory.
+
+use std::io::BufRead as _;
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::reaper::{Reaper, ReaperError};
+
+/// How long a stopped daemon gets between SIGTERM and SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+/// Pause before restarting a daemon that died, so a crash loop does not spin.
+const RESTART_DELAY: Duration = Duration::from_millis(200);
+
+/// Where the daemons' files are, under the launcher's runtime directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DaemonPaths {
+    root: PathBuf,
+}
+
+impl DaemonPaths {
+    /// Paths under `root`.
+    #[must_use]
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+
+    /// Configuration directory, bind-mounted over `/etc/libvirt`.
+    #[must_use]
+    pub fn config_dir(&self) -> PathBuf {
+        self.root.join("etc")
+    }
+
+    /// Directory of libvirtd's sockets (outside the tmpfs mounts, so visible to `virsh`).
+    #[must_use]
+    pub fn socket_dir(&self) -> PathBuf {
+        self.root.join("sock")
+    }
+
+    /// libvirtd's read-write socket.
+    #[must_use]
+    pub fn socket(&self) -> PathBuf {
+        self.socket_dir().join("libvirt-sock")
+    }
+
+    /// The connection URI of the private daemon.
+    #[must_use]
+    pub fn uri(&self) -> String {
+        format!("qemu+unix:///system?socket={}", self.socket().display())
+    }
+
+    fn log(&self, daemon: &str) -> PathBuf {
+        self.root.join(format!("{daemon}.log"))
+    }
+}
+
+/// Why the daemons could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// A configuration file could not be written.
+    #[error("cannot write libvirt configuration in {path}")]
+    Config {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A daemon could not be started.
+    #[error(transparent)]
+    Spawn(#[from] ReaperError),
+    /// libvirtd did not open its socket in time.
+    #[error("libvirtd did not open {socket} within {timeout:?}; see {log}")]
+    NotReady {
+        /// The socket.
+        socket: PathBuf,
+        /// How long we waited.
+        timeout: Duration,
+        /// libvirtd's log.
+        log: PathBuf,
+    },
+}
+
+/// Writes libvirtd.conf, qemu.conf and virtlogd.conf.
+pub fn write_configs(paths: &DaemonPaths) -> Result<(), DaemonError> {
+    let dir = paths.config_dir();
+    let write = |file: &str, text: String| {
+        std::fs::write(dir.join(file), text).map_err(|source| DaemonError::Config { path: dir.clone(), source })
+    };
+    std::fs::create_dir_all(&dir).map_err(|source| DaemonError::Config { path: dir.clone(), source })?;
+    std::fs::create_dir_all(paths.socket_dir())
+        .map_err(|source| DaemonError::Config { path: paths.socket_dir(), source })?;
+    write(
+        "libvirtd.conf",
+        format!(
+            "# Written by virt-launcher: a private daemon for one VM.\n\
+             unix_sock_dir = \"{}\"\nauth_unix_rw = \"none\"\nauth_unix_ro = \"none\"\n\
+             unix_sock_rw_perms = \"0700\"\nlog_outputs = \"3:file:{}\"\n",
+            paths.socket_dir().display(),
+            paths.log("libvirtd").display()
+        ),
+    )?;
+    // No security labels, cgroups or per-domain mount namespaces: the launcher is the sandbox, as
+    // upstream's qemu.conf does inside the launcher pod. QEMU's stdio goes through virtlogd.
+    write(
+        "qemu.conf",
+        "# Written by virt-launcher.\nsecurity_driver = \"none\"\nremember_owner = 0\n\
+         user = \"root\"\ngroup = \"root\"\nnamespaces = [ ]\ncgroup_controllers = [ ]\n\
+         stdio_handler = \"logd\"\n"
+            .to_owned(),
+    )?;
+    write("virtlogd.conf", format!("log_outputs = \"3:file:{}\"\n", paths.log("virtlogd").display()))?;
+    Ok(())
+}
+
+/// Spawns `command` with its stderr logged line by line under `daemon`.
+fn spawn_logged(daemon: &'static str, command: &mut Command) -> Result<u32, DaemonError> {
+    // Their own process group: a Ctrl-C meant for the launcher must not reach the daemons, which
+    // must outlive it long enough to shut the guest down.
+    let mut child = command
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|source| ReaperError::Spawn { program: daemon.to_owned(), source })?;
+    let pid = child.id();
+    if let Some(stderr) = child.stderr.take() {
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+                warn!(daemon, pid, "{line}");
+            }
+        });
+    }
+    Ok(pid)
+}
+
+/// The running daemons.
+#[derive(Debug)]
+pub struct LibvirtDaemons {
+    libvirtd: Arc<AtomicU32>,
+    virtlogd: Arc<AtomicU32>,
+    stopping: CancellationToken,
+    restarts: watch::Receiver<u64>,
+    paths: DaemonPaths,
+}
+
+impl LibvirtDaemons {
+    /// Writes the configuration, starts virtlogd and libvirtd, and waits until libvirtd accepts
+    /// connections on its socket.
+    pub async fn start(reaper: &Reaper, paths: &DaemonPaths, timeout: Duration) -> Result<Self, DaemonError> {
+        write_configs(paths)?;
+        let virtlogd = supervise(reaper.clone(), "virtlogd", || {
+            let mut command = Command::new("virtlogd");
+            command.arg("--config").arg("/etc/libvirt/virtlogd.conf");
+            command
+        })?;
+        let libvirtd = supervise(reaper.clone(), "libvirtd", || {
+            let mut command = Command::new("libvirtd");
+            command.arg("--config").arg("/etc/libvirt/libvirtd.conf");
+            command
+        })?;
+        let daemons = Self {
+            libvirtd: libvirtd.pid,
+            virtlogd: virtlogd.pid,
+            stopping: libvirtd.stopping.clone(),
+            restarts: libvirtd.restarts,
+            paths: paths.clone(),
+        };
+        // One token stops both supervisors.
+        let virtlogd_stop = virtlogd.stopping;
+        let stop_both = daemons.stopping.clone();
+        tokio::spawn(async move {
+            stop_both.cancelled().await;
+            virtlogd_stop.cancel();
+        });
+        daemons.wait_for_socket(timeout).await?;
+        Ok(daemons)
+    }
+
+    async fn wait_for_socket(&self, timeout: Duration) -> Result<(), DaemonError> {
+        let socket = self.paths.socket();
+        let deadline = tokio::time::Instant::now() + timeout;
+        while tokio::time::Instant::now() < deadline {
+            if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        Err(DaemonError::NotReady { socket, timeout, log: self.paths.log("libvirtd") })
+    }
+
+    /// The current libvirtd pid (it changes on restart).
+    #[must_use]
+    pub fn libvirtd_pid(&self) -> u32 {
+        self.libvirtd.load(Ordering::SeqCst)
+    }
+
+    /// The current virtlogd pid.
+    #[must_use]
+    pub fn virtlogd_pid(&self) -> u32 {
+        self.virtlogd.load(Ordering::SeqCst)
+    }
+
+    /// Changes each time libvirtd was restarted.
+    #[must_use]
+    pub fn restarts(&self) -> watch::Receiver<u64> {
+        self.restarts.clone()
+    }
+
+    /// Waits until libvirtd answers on its socket again after a restart.
+    pub async fn wait_ready(&self, timeout: Duration) -> Result<(), DaemonError> {
+        self.wait_for_socket(timeout).await
+    }
+
+    /// Stops both daemons: SIGTERM, then SIGKILL after a grace period. The supervisors observe
+    /// the exits (they are the only waiters) and clear the pids.
+    pub async fn stop(&self) {
+        self.stopping.cancel();
+        for (name, pid) in [("libvirtd", &self.libvirtd), ("virtlogd", &self.virtlogd)] {
+            let running = pid.load(Ordering::SeqCst);
+            let target = Pid::from_raw(i32::try_from(running).unwrap_or(0));
+            if running == 0 || kill(target, Signal::SIGTERM).is_err() {
+                continue;
+            }
+            if !wait_cleared(pid, STOP_GRACE).await {
+                warn!(daemon = name, pid = running, "did not stop on SIGTERM; killing it");
+                let _ = kill(target, Signal::SIGKILL);
+                wait_cleared(pid, STOP_GRACE).await;
+            }
+        }
+    }
+}
+
+/// Waits until a supervisor has seen its daemon exit.
+async fn wait_cleared(pid: &AtomicU32, timeout: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + timeout;
+    while pid.load(Ordering::SeqCst) != 0 {
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    true
+}
+
+struct Supervised {
+    pid: Arc<AtomicU32>,
+    stopping: CancellationToken,
+    restarts: watch::Receiver<u64>,
+}
+
+/// Starts a daemon and restarts it whenever it dies, until stopped.
+fn supervise(
+    reaper: Reaper,
+    daemon: &'static str,
+    command: impl Fn() -> Command + Send + 'static,
+) -> Result<Supervised, DaemonError> {
+    let first = spawn_logged(daemon, &mut command())?;
+    info!(daemon, pid = first, "started");
+    let pid = Arc::new(AtomicU32::new(first));
+    let stopping = CancellationToken::new();
+    let (restarted, restarts) = watch::channel(0u64);
+    let (current, token) = (pid.clone(), stopping.clone());
+    tokio::spawn(async move {
+        let mut count = 0;
+        loop {
+            let running = current.load(Ordering::SeqCst);
+            let exit = reaper.wait(running).await;
+            if token.is_cancelled() {
+                current.store(0, Ordering::SeqCst);
+                break;
+            }
+            warn!(daemon, pid = running, exit = ?exit, "died; restarting");
+            tokio::time::sleep(RESTART_DELAY).await;
+            if token.is_cancelled() {
+                current.store(0, Ordering::SeqCst);
+                break;
+            }
+            match spawn_logged(daemon, &mut command()) {
+                Ok(next) => {
+                    info!(daemon, pid = next, "restarted");
+                    current.store(next, Ordering::SeqCst);
+                    count += 1;
+                    let _ = restarted.send(count);
+                }
+                Err(e) => {
+                    warn!(daemon, error = %e, "cannot restart");
+                    current.store(0, Ordering::SeqCst);
+                    break;
+                }
+            }
+        }
+    });
+    Ok(Supervised { pid, stopping, restarts })
+}
+
+/// Whether `path` is a unix socket something listens on.
+#[must_use]
+pub fn is_listening(path: &Path) -> bool {
+    std::os::unix::net::UnixStream::connect(path).is_ok()
+}

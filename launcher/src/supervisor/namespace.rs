@@ -1,0 +1,84 @@
+//! A private mount namespace for the launcher's own libvirt.
+//!
+//! Debian 12 has only the monolithic libvirtd, which keeps its state in fixed paths under
+//! `/run/libvirt`, `/var/lib/libvirt` and `/var/log/libvirt`. A second daemon beside the system's
+//! needs its own view of those (deps.md §4): the launcher unshares its mount namespace, puts tmpfs
+//! over them, and bind-mounts its own configuration over `/etc/libvirt` and a persistent
+//! capabilities cache over `/var/cache/libvirt`. The daemons it starts inherit that view; nothing
+//! outside the launcher sees it, and it disappears with the launcher.
+
+use std::path::{Path, PathBuf};
+
+use nix::mount::{MsFlags, mount};
+use nix::sched::{CloneFlags, unshare};
+
+/// Directories that get a fresh tmpfs.
+pub const PRIVATE_STATE_DIRS: [&str; 3] = ["/run/libvirt", "/var/lib/libvirt", "/var/log/libvirt"];
+/// Where libvirt keeps its QEMU capabilities cache.
+pub const LIBVIRT_CACHE_DIR: &str = "/var/cache/libvirt";
+/// Where libvirt reads its configuration.
+pub const LIBVIRT_CONFIG_DIR: &str = "/etc/libvirt";
+
+/// Why the namespace could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum NamespaceError {
+    /// `unshare(CLONE_NEWNS)` failed: not root, or called after threads were started.
+    #[error("cannot create a private mount namespace (virt-launcher run needs root, CAP_SYS_ADMIN)")]
+    Unshare(#[source] nix::Error),
+    /// A mount failed.
+    #[error("cannot mount {what} on {target}")]
+    Mount {
+        /// What was mounted.
+        what: String,
+        /// Where.
+        target: PathBuf,
+        /// Why.
+        source: nix::Error,
+    },
+    /// A directory could not be created.
+    #[error("cannot create {path}")]
+    Create {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+fn create(path: &Path) -> Result<(), NamespaceError> {
+    std::fs::create_dir_all(path).map_err(|source| NamespaceError::Create { path: path.to_owned(), source })
+}
+
+fn bind(source: &Path, target: &Path) -> Result<(), NamespaceError> {
+    create(target)?;
+    mount(Some(source), target, None::<&str>, MsFlags::MS_BIND, None::<&str>).map_err(|e| NamespaceError::Mount {
+        what: source.display().to_string(),
+        target: target.to_owned(),
+        source: e,
+    })
+}
+
+/// Moves this process into a private mount namespace with libvirt's directories replaced.
+///
+/// Must run while the process is single-threaded: unsharing the mount namespace also unshares
+/// file-system attributes, which the kernel refuses for a multi-threaded process.
+pub fn enter_private_libvirt_namespace(config_dir: &Path, cache_dir: &Path) -> Result<(), NamespaceError> {
+    unshare(CloneFlags::CLONE_NEWNS).map_err(NamespaceError::Unshare)?;
+    let root = Path::new("/");
+    mount(None::<&str>, root, None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>).map_err(|e| {
+        NamespaceError::Mount { what: "private propagation".to_owned(), target: root.to_owned(), source: e }
+    })?;
+    for dir in PRIVATE_STATE_DIRS {
+        let target = Path::new(dir);
+        create(target)?;
+        mount(Some("tmpfs"), target, Some("tmpfs"), MsFlags::MS_NOSUID | MsFlags::MS_NODEV, Some("mode=0755"))
+            .map_err(|e| NamespaceError::Mount { what: "tmpfs".to_owned(), target: target.to_owned(), source: e })?;
+    }
+    create(cache_dir)?;
+    bind(cache_dir, Path::new(LIBVIRT_CACHE_DIR))?;
+    bind(config_dir, Path::new(LIBVIRT_CONFIG_DIR))?;
+    for dir in ["/var/lib/libvirt/qemu", "/var/log/libvirt/qemu", "/run/libvirt/qemu"] {
+        create(Path::new(dir))?;
+    }
+    Ok(())
+}
