@@ -309,6 +309,7 @@ mod tests {
 
     /// The whole state x reason x ACPI matrix against upstream's table, written out independently.
     #[test]
+    #[allow(clippy::match_same_arms, reason = "one arm per row of upstream's table")]
     fn phase_for_every_state_reason_and_acpi_combination() {
         for state in DomainState::ALL {
             for reason in StateReason::ALL {

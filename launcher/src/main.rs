@@ -46,7 +46,10 @@ struct VmiArgs {
 
 impl VmiArgs {
     fn flags(&self) -> render::EmulationFlags {
-        render::EmulationFlags { allow_emulation: self.allow_emulation, force_emulation: self.force_emulation }
+        render::EmulationFlags {
+            allow_emulation: self.allow_emulation,
+            force_emulation: self.force_emulation,
+        }
     }
 }
 
@@ -70,8 +73,15 @@ fn main() -> ExitCode {
                 ExitCode::from(EXIT_BAD_INPUT)
             }
         },
-        Command::Run { vmi, runtime_dir, libvirt_cache_dir } => {
-            run::main(run::RunArgs { flags: vmi.flags(), vmi: vmi.vmi, runtime_dir, libvirt_cache_dir })
-        }
+        Command::Run {
+            vmi,
+            runtime_dir,
+            libvirt_cache_dir,
+        } => run::main(run::RunArgs {
+            flags: vmi.flags(),
+            vmi: vmi.vmi,
+            runtime_dir,
+            libvirt_cache_dir,
+        }),
     }
 }

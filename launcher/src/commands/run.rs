@@ -36,14 +36,20 @@ pub fn main(args: RunArgs) -> ExitCode {
         vmi_path: args.vmi,
         flags: args.flags,
         runtime_root: args.runtime_dir.unwrap_or_else(|| PathBuf::from(DEFAULT_RUNTIME_ROOT)),
-        cache_dir: args.libvirt_cache_dir.unwrap_or_else(|| PathBuf::from(DEFAULT_CACHE_DIR)),
+        cache_dir: args
+            .libvirt_cache_dir
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_CACHE_DIR)),
         store: ImageStore::from_env(),
     };
     let prelude = match prepare_process(options) {
         Ok(prelude) => prelude,
         Err(e) => return fail(&e.to_string(), e.exit_code()),
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(e) => return fail(&format!("cannot start the async runtime: {e}"), 1),
     };
@@ -56,13 +62,8 @@ pub fn main(args: RunArgs) -> ExitCode {
             ExitCode::from(1)
         }
         Err(e) => {
-            let mut message = e.to_string();
-            let mut source = std::error::Error::source(&e);
-            while let Some(cause) = source {
-                message.push_str(&format!(": {cause}"));
-                source = cause.source();
-            }
-            fail(&message, e.exit_code())
+            let code = e.exit_code();
+            fail(&format!("{:#}", anyhow::Error::from(e)), code)
         }
     }
 }

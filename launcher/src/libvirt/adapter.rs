@@ -55,10 +55,14 @@ struct Session {
 impl Session {
     fn connection(&mut self) -> Result<&Connect, DomainError> {
         if self.conn.is_none() {
-            let conn = Connect::open(Some(&self.uri))
-                .map_err(|e| DomainError::Connect { uri: self.uri.clone(), message: e.message().to_owned() })?;
-            let id = ffi::register_lifecycle(&conn, self.events.clone())
-                .map_err(|e| DomainError::Libvirt { operation: "register events", message: e.message().to_owned() })?;
+            let conn = Connect::open(Some(&self.uri)).map_err(|e| DomainError::Connect {
+                uri: self.uri.clone(),
+                message: e.message().to_owned(),
+            })?;
+            let id = ffi::register_lifecycle(&conn, self.events.clone()).map_err(|e| DomainError::Libvirt {
+                operation: "register events",
+                message: e.message().to_owned(),
+            })?;
             debug!(uri = %self.uri, "connected to libvirt");
             self.conn = Some((conn, id));
         }
@@ -72,7 +76,9 @@ impl Session {
     }
 
     fn is_alive(&self) -> bool {
-        self.conn.as_ref().is_some_and(|(conn, _)| conn.is_alive().unwrap_or(false))
+        self.conn
+            .as_ref()
+            .is_some_and(|(conn, _)| conn.is_alive().unwrap_or(false))
     }
 }
 
@@ -93,7 +99,12 @@ impl LibvirtDomainManager {
     pub fn new(uri: &str, name: &str, events: UnboundedSender<LifecycleEvent>) -> Result<Self, DomainError> {
         ensure_event_loop();
         let (jobs, queue) = mpsc::channel::<Job>();
-        let mut session = Session { uri: uri.to_owned(), name: name.to_owned(), conn: None, events };
+        let mut session = Session {
+            uri: uri.to_owned(),
+            name: name.to_owned(),
+            conn: None,
+            events,
+        };
         std::thread::Builder::new()
             .name("libvirt".to_owned())
             .spawn(move || {
@@ -147,10 +158,15 @@ impl LibvirtDomainManager {
                 Err(error) if !session.is_alive() => {
                     warn!(operation, error = %error.message(), "libvirt connection lost; reconnecting");
                     session.disconnect();
-                    op(session.connection()?, &name)
-                        .map_err(|e| DomainError::Libvirt { operation, message: e.message().to_owned() })
+                    op(session.connection()?, &name).map_err(|e| DomainError::Libvirt {
+                        operation,
+                        message: e.message().to_owned(),
+                    })
                 }
-                Err(error) => Err(DomainError::Libvirt { operation, message: error.message().to_owned() }),
+                Err(error) => Err(DomainError::Libvirt {
+                    operation,
+                    message: error.message().to_owned(),
+                }),
             }
         })
         .await
@@ -163,20 +179,24 @@ fn lookup(conn: &Connect, name: &str) -> Result<Domain, virt::error::Error> {
 
 impl DomainManager for LibvirtDomainManager {
     async fn define(&self, xml: String) -> Result<(), DomainError> {
-        self.with_domain("define", move |conn, _| conn.define_domain_xml(&xml).map(|_| ())).await
+        self.with_domain("define", move |conn, _| conn.define_domain_xml(&xml).map(|_| ()))
+            .await
     }
 
     async fn start(&self, paused: bool) -> Result<(), DomainError> {
         let flags = if paused { sys::VIR_DOMAIN_START_PAUSED } else { 0 };
-        self.with_domain("start", move |conn, name| lookup(conn, name)?.create_with_flags(flags)).await
+        self.with_domain("start", move |conn, name| lookup(conn, name)?.create_with_flags(flags))
+            .await
     }
 
     async fn pause(&self) -> Result<(), DomainError> {
-        self.with_domain("pause", |conn, name| lookup(conn, name)?.suspend()).await
+        self.with_domain("pause", |conn, name| lookup(conn, name)?.suspend())
+            .await
     }
 
     async fn resume(&self) -> Result<(), DomainError> {
-        self.with_domain("resume", |conn, name| lookup(conn, name)?.resume()).await
+        self.with_domain("resume", |conn, name| lookup(conn, name)?.resume())
+            .await
     }
 
     async fn shutdown(&self) -> Result<(), DomainError> {
@@ -187,12 +207,15 @@ impl DomainManager for LibvirtDomainManager {
     }
 
     async fn destroy(&self) -> Result<(), DomainError> {
-        self.with_domain("destroy", |conn, name| lookup(conn, name)?.destroy()).await
+        self.with_domain("destroy", |conn, name| lookup(conn, name)?.destroy())
+            .await
     }
 
     async fn undefine(&self) -> Result<(), DomainError> {
-        self.with_domain("undefine", |conn, name| lookup(conn, name)?.undefine_flags(sys::VIR_DOMAIN_UNDEFINE_NVRAM))
-            .await
+        self.with_domain("undefine", |conn, name| {
+            lookup(conn, name)?.undefine_flags(sys::VIR_DOMAIN_UNDEFINE_NVRAM)
+        })
+        .await
     }
 
     async fn status(&self) -> Result<DomainStatus, DomainError> {

@@ -35,7 +35,14 @@ impl FakeDomainManager {
     /// A fake with no domain defined yet.
     #[must_use]
     pub fn new(acpi: AcpiBehaviour, events: UnboundedSender<LifecycleEvent>) -> Self {
-        Self { inner: Mutex::new(Inner { status: DomainStatus::NON_EXISTENT, acpi, calls: Vec::new() }), events }
+        Self {
+            inner: Mutex::new(Inner {
+                status: DomainStatus::NON_EXISTENT,
+                acpi,
+                calls: Vec::new(),
+            }),
+            events,
+        }
     }
 
     /// Every call made so far, in order.
@@ -46,7 +53,13 @@ impl FakeDomainManager {
 
     /// Makes the guest stop on its own, as a crash or `kill -9` of QEMU would.
     pub fn stop_on_its_own(&self, reason: StateReason) {
-        self.set(DomainStatus { state: DomainState::Shutoff, reason }, 5);
+        self.set(
+            DomainStatus {
+                state: DomainState::Shutoff,
+                reason,
+            },
+            5,
+        );
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -68,7 +81,10 @@ impl FakeDomainManager {
         if ok {
             Ok(())
         } else {
-            Err(DomainError::Libvirt { operation, message: format!("domain is {} ({})", status.state, status.reason) })
+            Err(DomainError::Libvirt {
+                operation,
+                message: format!("domain is {} ({})", status.state, status.reason),
+            })
         }
     }
 }
@@ -77,7 +93,13 @@ impl DomainManager for FakeDomainManager {
     async fn define(&self, _xml: String) -> Result<(), DomainError> {
         let status = self.record("define");
         if status == DomainStatus::NON_EXISTENT {
-            self.set(DomainStatus { state: DomainState::Shutoff, reason: StateReason::Unknown }, 0);
+            self.set(
+                DomainStatus {
+                    state: DomainState::Shutoff,
+                    reason: StateReason::Unknown,
+                },
+                0,
+            );
         }
         Ok(())
     }
@@ -97,14 +119,26 @@ impl DomainManager for FakeDomainManager {
     async fn pause(&self) -> Result<(), DomainError> {
         let status = self.record("pause");
         Self::need(status, "pause", status.state == DomainState::Running)?;
-        self.set(DomainStatus { state: DomainState::Paused, reason: StateReason::User }, 3);
+        self.set(
+            DomainStatus {
+                state: DomainState::Paused,
+                reason: StateReason::User,
+            },
+            3,
+        );
         Ok(())
     }
 
     async fn resume(&self) -> Result<(), DomainError> {
         let status = self.record("resume");
         Self::need(status, "resume", status.state == DomainState::Paused)?;
-        self.set(DomainStatus { state: DomainState::Running, reason: StateReason::Unknown }, 4);
+        self.set(
+            DomainStatus {
+                state: DomainState::Running,
+                reason: StateReason::Unknown,
+            },
+            4,
+        );
         Ok(())
     }
 
@@ -112,15 +146,31 @@ impl DomainManager for FakeDomainManager {
         let status = self.record("shutdown");
         Self::need(status, "shutdown", status.state == DomainState::Running)?;
         if self.lock().acpi == AcpiBehaviour::PowerOff {
-            self.set(DomainStatus { state: DomainState::Shutoff, reason: StateReason::Shutdown }, 5);
+            self.set(
+                DomainStatus {
+                    state: DomainState::Shutoff,
+                    reason: StateReason::Shutdown,
+                },
+                5,
+            );
         }
         Ok(())
     }
 
     async fn destroy(&self) -> Result<(), DomainError> {
         let status = self.record("destroy");
-        Self::need(status, "destroy", matches!(status.state, DomainState::Running | DomainState::Paused))?;
-        self.set(DomainStatus { state: DomainState::Shutoff, reason: StateReason::Destroyed }, 5);
+        Self::need(
+            status,
+            "destroy",
+            matches!(status.state, DomainState::Running | DomainState::Paused),
+        )?;
+        self.set(
+            DomainStatus {
+                state: DomainState::Shutoff,
+                reason: StateReason::Destroyed,
+            },
+            5,
+        );
         Ok(())
     }
 

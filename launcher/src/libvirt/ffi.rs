@@ -20,7 +20,8 @@ pub struct LifecycleEvent {
 }
 
 type Sender = UnboundedSender<LifecycleEvent>;
-type LifecycleCallback = unsafe extern "C" fn(sys::virConnectPtr, sys::virDomainPtr, c_int, c_int, *mut c_void) -> c_int;
+type LifecycleCallback =
+    unsafe extern "C" fn(sys::virConnectPtr, sys::virDomainPtr, c_int, c_int, *mut c_void) -> c_int;
 type GenericCallback = unsafe extern "C" fn(sys::virConnectPtr, sys::virDomainPtr, *mut c_void);
 
 /// Runs on libvirt's event-loop thread: it only forwards, never blocks.
@@ -57,7 +58,7 @@ pub fn register_lifecycle(conn: &Connect, sender: Sender) -> Result<c_int, Error
         sys::virConnectDomainEventRegisterAny(
             conn.as_ptr(),
             std::ptr::null_mut(),
-            sys::VIR_DOMAIN_EVENT_ID_LIFECYCLE as c_int,
+            c_int::try_from(sys::VIR_DOMAIN_EVENT_ID_LIFECYCLE).unwrap_or_default(),
             Some(generic),
             opaque,
             Some(free_sender),

@@ -23,13 +23,19 @@ pub struct DomainStatus {
 
 impl DomainStatus {
     /// The domain does not exist.
-    pub const NON_EXISTENT: Self = Self { state: DomainState::NoState, reason: StateReason::NonExistent };
+    pub const NON_EXISTENT: Self = Self {
+        state: DomainState::NoState,
+        reason: StateReason::NonExistent,
+    };
 
     /// From libvirt's numeric state and reason.
     #[must_use]
     pub fn from_libvirt(state: u32, reason: u32) -> Self {
         let state = DomainState::from_libvirt(state);
-        Self { state, reason: StateReason::from_libvirt(state, reason) }
+        Self {
+            state,
+            reason: StateReason::from_libvirt(state, reason),
+        }
     }
 }
 

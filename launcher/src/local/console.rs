@@ -16,6 +16,7 @@ use tracing::{debug, info};
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Streams the console at `socket` until the guest closes it.
+#[must_use]
 pub fn spawn(socket: PathBuf) -> JoinHandle<()> {
     tokio::spawn(async move {
         let deadline = tokio::time::Instant::now() + CONNECT_TIMEOUT;
@@ -32,13 +33,15 @@ pub fn spawn(socket: PathBuf) -> JoinHandle<()> {
         let (mut from_guest, mut to_guest) = stream.into_split();
         let (lines, mut typed) = mpsc::unbounded_channel::<Vec<u8>>();
         // A plain thread: a blocking stdin read must not hold up the runtime's shutdown.
-        let _ = std::thread::Builder::new().name("console-stdin".to_owned()).spawn(move || {
-            for line in std::io::stdin().lock().lines().map_while(Result::ok) {
-                if lines.send(format!("{line}\n").into_bytes()).is_err() {
-                    break;
+        let _ = std::thread::Builder::new()
+            .name("console-stdin".to_owned())
+            .spawn(move || {
+                for line in std::io::stdin().lock().lines().map_while(Result::ok) {
+                    if lines.send(format!("{line}\n").into_bytes()).is_err() {
+                        break;
+                    }
                 }
-            }
-        });
+            });
         tokio::spawn(async move {
             while let Some(line) = typed.recv().await {
                 if to_guest.write_all(&line).await.is_err() {

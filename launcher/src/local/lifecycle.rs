@@ -75,8 +75,8 @@ pub fn decide(observation: &Observation, policy: &Policy) -> Plan {
         // The domain vanished under a running VM.
         return Plan::Finish(VirtualMachineInstancePhase::Failed);
     }
-    if let Some(phase) = phase_for_domain(status.state, status.reason, policy.is_acpi_usable())
-        .filter(|phase| phase.is_final())
+    if let Some(phase) =
+        phase_for_domain(status.state, status.reason, policy.is_acpi_usable()).filter(|phase| phase.is_final())
     {
         return Plan::Finish(phase);
     }
@@ -84,7 +84,9 @@ pub fn decide(observation: &Observation, policy: &Policy) -> Plan {
         // Defined but never started, and a stop was asked for: nothing is running.
         return Plan::Finish(VirtualMachineInstancePhase::Succeeded);
     }
-    let Some(stop) = observation.stop else { return Plan::Wait(None) };
+    let Some(stop) = observation.stop else {
+        return Plan::Wait(None);
+    };
     if stop.is_destroy_sent {
         return Plan::Wait(Some(DESTROY_POLL));
     }
@@ -105,9 +107,16 @@ mod tests {
     use super::*;
     use VirtualMachineInstancePhase::{Failed, Succeeded};
 
-    const RUNNING: DomainStatus = DomainStatus { state: DomainState::Running, reason: StateReason::Unknown };
-    const GRACE: Policy = Policy { grace: Duration::from_secs(30), has_acpi: true };
+    const RUNNING: DomainStatus = DomainStatus {
+        state: DomainState::Running,
+        reason: StateReason::Unknown,
+    };
+    const GRACE: Policy = Policy {
+        grace: Duration::from_secs(30),
+        has_acpi: true,
+    };
 
+    #[allow(clippy::unnecessary_wraps, reason = "observations hold an optional stop")]
     fn stop(elapsed: u64, since_last_acpi: Option<u64>, is_destroy_sent: bool) -> Option<StopProgress> {
         Some(StopProgress {
             elapsed: Duration::from_secs(elapsed),
@@ -128,38 +137,68 @@ mod tests {
     #[test]
     fn a_stop_presses_the_power_button_then_repeats_every_five_seconds() {
         assert_eq!(plan(RUNNING, stop(0, None, false), GRACE), Plan::SendAcpiShutdown);
-        assert_eq!(plan(RUNNING, stop(2, Some(2), false), GRACE), Plan::Wait(Some(Duration::from_secs(3))));
+        assert_eq!(
+            plan(RUNNING, stop(2, Some(2), false), GRACE),
+            Plan::Wait(Some(Duration::from_secs(3)))
+        );
         assert_eq!(plan(RUNNING, stop(5, Some(5), false), GRACE), Plan::SendAcpiShutdown);
     }
 
     #[test]
     fn the_wait_never_overshoots_the_grace_period() {
-        let short = Policy { grace: Duration::from_secs(3), has_acpi: true };
-        assert_eq!(plan(RUNNING, stop(1, Some(1), false), short), Plan::Wait(Some(Duration::from_secs(2))));
+        let short = Policy {
+            grace: Duration::from_secs(3),
+            has_acpi: true,
+        };
+        assert_eq!(
+            plan(RUNNING, stop(1, Some(1), false), short),
+            Plan::Wait(Some(Duration::from_secs(2)))
+        );
     }
 
     #[test]
     fn grace_expiry_destroys_once_then_polls() {
         assert_eq!(plan(RUNNING, stop(30, Some(2), false), GRACE), Plan::Destroy);
-        assert_eq!(plan(RUNNING, stop(31, Some(3), true), GRACE), Plan::Wait(Some(DESTROY_POLL)));
+        assert_eq!(
+            plan(RUNNING, stop(31, Some(3), true), GRACE),
+            Plan::Wait(Some(DESTROY_POLL))
+        );
     }
 
     #[test]
     fn without_acpi_or_grace_a_stop_destroys_at_once() {
-        let no_acpi = Policy { grace: Duration::from_secs(30), has_acpi: false };
-        let no_grace = Policy { grace: Duration::ZERO, has_acpi: true };
+        let no_acpi = Policy {
+            grace: Duration::from_secs(30),
+            has_acpi: false,
+        };
+        let no_grace = Policy {
+            grace: Duration::ZERO,
+            has_acpi: true,
+        };
         assert_eq!(plan(RUNNING, stop(0, None, false), no_acpi), Plan::Destroy);
         assert_eq!(plan(RUNNING, stop(0, None, false), no_grace), Plan::Destroy);
     }
 
     #[test]
     fn the_domain_state_decides_the_final_phase() {
-        let off = |reason| DomainStatus { state: DomainState::Shutoff, reason };
+        let off = |reason| DomainStatus {
+            state: DomainState::Shutoff,
+            reason,
+        };
         assert_eq!(plan(off(StateReason::Shutdown), None, GRACE), Plan::Finish(Succeeded));
         assert_eq!(plan(off(StateReason::Crashed), None, GRACE), Plan::Finish(Failed));
-        assert_eq!(plan(off(StateReason::Destroyed), stop(30, None, true), GRACE), Plan::Finish(Failed));
-        let no_acpi = Policy { grace: Duration::from_secs(30), has_acpi: false };
-        assert_eq!(plan(off(StateReason::Destroyed), stop(0, None, true), no_acpi), Plan::Finish(Succeeded));
+        assert_eq!(
+            plan(off(StateReason::Destroyed), stop(30, None, true), GRACE),
+            Plan::Finish(Failed)
+        );
+        let no_acpi = Policy {
+            grace: Duration::from_secs(30),
+            has_acpi: false,
+        };
+        assert_eq!(
+            plan(off(StateReason::Destroyed), stop(0, None, true), no_acpi),
+            Plan::Finish(Succeeded)
+        );
         assert_eq!(plan(DomainStatus::NON_EXISTENT, None, GRACE), Plan::Finish(Failed));
     }
 
@@ -167,22 +206,42 @@ mod tests {
     /// final phase always finishes, and a running VM is never destroyed before its grace ends.
     #[test]
     fn full_matrix_of_states_stops_and_policies() {
-        let stops = [None, stop(0, None, false), stop(3, Some(3), false), stop(30, Some(5), false), stop(40, Some(1), true)];
-        let policies = [GRACE, Policy { grace: Duration::ZERO, has_acpi: true }, Policy { grace: Duration::from_secs(30), has_acpi: false }];
+        let stops = [
+            None,
+            stop(0, None, false),
+            stop(3, Some(3), false),
+            stop(30, Some(5), false),
+            stop(40, Some(1), true),
+        ];
+        let policies = [
+            GRACE,
+            Policy {
+                grace: Duration::ZERO,
+                has_acpi: true,
+            },
+            Policy {
+                grace: Duration::from_secs(30),
+                has_acpi: false,
+            },
+        ];
         for state in DomainState::ALL {
             for reason in StateReason::ALL {
                 let status = DomainStatus { state, reason };
                 for stop in stops {
                     for policy in policies {
                         let got = plan(status, stop, policy);
-                        let final_phase = phase_for_domain(state, reason, policy.is_acpi_usable()).filter(|p| p.is_final());
+                        let final_phase =
+                            phase_for_domain(state, reason, policy.is_acpi_usable()).filter(|p| p.is_final());
                         if let Some(phase) = final_phase {
                             assert_eq!(got, Plan::Finish(phase), "{state} {reason} {stop:?}");
                         }
                         if got == Plan::Destroy {
                             let s = stop.expect("destroy only during a stop");
                             assert!(!s.is_destroy_sent);
-                            assert!(!policy.is_acpi_usable() || s.elapsed >= policy.grace, "{state} {reason} {s:?}");
+                            assert!(
+                                !policy.is_acpi_usable() || s.elapsed >= policy.grace,
+                                "{state} {reason} {s:?}"
+                            );
                         }
                         if stop.is_none() && final_phase.is_none() && status != DomainStatus::NON_EXISTENT {
                             assert_eq!(got, Plan::Wait(None), "{state} {reason}");

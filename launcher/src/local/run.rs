@@ -20,10 +20,10 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::time::Instant;
 use tracing::{info, instrument, warn};
 
+use super::console;
 use super::lifecycle::{self, Observation, Plan, Policy, StopProgress};
 use super::runtime_dir::{RuntimeDir, RuntimeDirError};
 use super::volumes::{self, PrepareError};
-use super::console;
 use crate::commands::render::{EmulationFlags, RenderError, ensure_uid, load_vmi};
 use crate::domain::{ConvertContext, ConvertError, DomainType, render};
 use crate::image_store::ImageStore;
@@ -124,12 +124,22 @@ pub fn prepare_process(options: RunOptions) -> Result<Prelude, RunError> {
     let mut vmi = load_vmi(&options.vmi_path).map_err(RenderError::from)?;
     ensure_uid(&mut vmi);
     let path = options.vmi_path.display().to_string();
-    let convert = |source| RunError::Convert { path: path.clone(), source };
+    let convert = |source| RunError::Convert {
+        path: path.clone(),
+        source,
+    };
     let is_kvm_present = std::path::Path::new("/dev/kvm").exists();
-    let domain_type = DomainType::decide(is_kvm_present, options.flags.allow_emulation, options.flags.force_emulation)
-        .map_err(convert)?;
+    let domain_type = DomainType::decide(
+        is_kvm_present,
+        options.flags.allow_emulation,
+        options.flags.force_emulation,
+    )
+    .map_err(convert)?;
     // Check the spec before creating anything: containerDisk formats are placeholders here.
-    let mut dry = ConvertContext { domain_type, ..ConvertContext::default() };
+    let mut dry = ConvertContext {
+        domain_type,
+        ..ConvertContext::default()
+    };
     for volume in vmi.spec.volumes.iter().filter(|v| v.container_disk.is_some()) {
         dry.container_disk_formats.insert(volume.name.clone(), "raw".to_owned());
     }
@@ -139,12 +149,22 @@ pub fn prepare_process(options: RunOptions) -> Result<Prelude, RunError> {
     runtime.create()?;
     let entered = write_configs(&runtime.daemon_paths())
         .map_err(RunError::from)
-        .and_then(|()| Ok(enter_private_libvirt_namespace(&runtime.daemon_paths().config_dir(), &options.cache_dir)?));
+        .and_then(|()| {
+            Ok(enter_private_libvirt_namespace(
+                &runtime.daemon_paths().config_dir(),
+                &options.cache_dir,
+            )?)
+        });
     if let Err(e) = entered {
         let _ = runtime.remove();
         return Err(e);
     }
-    Ok(Prelude { vmi, options, domain_type, runtime })
+    Ok(Prelude {
+        vmi,
+        options,
+        domain_type,
+        runtime,
+    })
 }
 
 /// The asynchronous rest: runs the VM and always cleans up. Returns the VM's final phase.
@@ -188,7 +208,10 @@ async fn run_with(prelude: &Prelude, reaper: &Reaper) -> Result<VirtualMachineIn
     let layout = prelude.runtime.layout();
     let prepared = volumes::prepare(&prelude.vmi, &layout, &prelude.options.store, reaper)
         .await
-        .map_err(|source| RunError::Prepare { path: path.clone(), source })?;
+        .map_err(|source| RunError::Prepare {
+            path: path.clone(),
+            source,
+        })?;
     let ctx = ConvertContext {
         domain_type: prelude.domain_type,
         layout,
@@ -207,10 +230,16 @@ async fn run_with(prelude: &Prelude, reaper: &Reaper) -> Result<VirtualMachineIn
     let manager = LibvirtDomainManager::new(&paths.uri(), &domain.name, events_tx)?;
     let started = Instant::now();
     let outcome = match tokio::time::timeout(CONNECT_TIMEOUT, manager.connect()).await {
-        Err(_) => Err(RunError::Domain(DomainError::Connect { uri: paths.uri(), message: format!("no answer within {CONNECT_TIMEOUT:?}") })),
+        Err(_) => Err(RunError::Domain(DomainError::Connect {
+            uri: paths.uri(),
+            message: format!("no answer within {CONNECT_TIMEOUT:?}"),
+        })),
         Ok(Err(e)) => Err(e.into()),
         Ok(Ok(())) => {
-            info!(elapsed_ms = started.elapsed().as_millis(), "connected to the private libvirt");
+            info!(
+                elapsed_ms = started.elapsed().as_millis(),
+                "connected to the private libvirt"
+            );
             let paused = prelude.vmi.spec.start_strategy.as_deref() == Some("Paused");
             boot_and_supervise(&manager, xml, paused, &prelude.runtime, &mut events, &mut stops, policy).await
         }
@@ -250,6 +279,7 @@ pub async fn supervise<M: DomainManager>(
 ) -> Result<VirtualMachineInstancePhase, DomainError> {
     let mut stop: Option<(Instant, Option<Instant>, bool)> = None;
     let mut unreachable_since: Option<Instant> = None;
+    let mut are_events_closed = false;
     loop {
         let status = match manager.status().await {
             Ok(status) => {
@@ -299,7 +329,7 @@ pub async fn supervise<M: DomainManager>(
             Plan::Wait(timeout) => {
                 let timeout = timeout.unwrap_or(POLL_INTERVAL).min(POLL_INTERVAL);
                 tokio::select! {
-                    _ = events.recv() => {}
+                    event = events.recv(), if !are_events_closed => are_events_closed = event.is_none(),
                     () = stops.next_stop() => {
                         match stop.as_mut() {
                             None => {
@@ -342,9 +372,20 @@ impl StopSource for tokio::sync::mpsc::UnboundedReceiver<()> {
 /// QEMU that libvirt no longer tracks.
 async fn teardown(manager: &LibvirtDomainManager, name: &str) {
     let pid_file = PathBuf::from(format!("/run/libvirt/qemu/{name}.pid"));
-    let qemu_pid = std::fs::read_to_string(&pid_file).ok().and_then(|p| p.trim().parse::<i32>().ok());
+    let qemu_pid = std::fs::read_to_string(&pid_file)
+        .ok()
+        .and_then(|p| p.trim().parse::<i32>().ok());
     match manager.status().await {
-        Ok(status) if matches!(status.state, DomainState::Running | DomainState::Paused | DomainState::Blocked | DomainState::ShuttingDown | DomainState::PmSuspended) => {
+        Ok(status)
+            if matches!(
+                status.state,
+                DomainState::Running
+                    | DomainState::Paused
+                    | DomainState::Blocked
+                    | DomainState::ShuttingDown
+                    | DomainState::PmSuspended
+            ) =>
+        {
             if let Err(e) = manager.destroy().await {
                 warn!(error = %e, "destroy during teardown failed");
             }

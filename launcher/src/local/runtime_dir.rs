@@ -32,7 +32,9 @@ pub enum RuntimeDirError {
         source: std::io::Error,
     },
     /// Socket paths under it would be too long.
-    #[error("runtime directory {path} is too deep: socket paths under it would exceed {MAX_SOCKET_PATH} bytes; use a shorter --runtime-dir")]
+    #[error(
+        "runtime directory {path} is too deep: socket paths under it would exceed {MAX_SOCKET_PATH} bytes; use a shorter --runtime-dir"
+    )]
     TooDeep {
         /// The directory.
         path: PathBuf,
@@ -49,7 +51,10 @@ pub struct RuntimeDir {
 impl RuntimeDir {
     /// `<root>/<uid>`; nothing is created yet.
     pub fn new(root: &Path, uid: &str) -> Result<Self, RuntimeDirError> {
-        let dir = Self { path: root.join(uid), uid: uid.to_owned() };
+        let dir = Self {
+            path: root.join(uid),
+            uid: uid.to_owned(),
+        };
         let serial = format!("{}/{uid}/virt-serial0", dir.layout().private_dir);
         if serial.len() > MAX_SOCKET_PATH {
             return Err(RuntimeDirError::TooDeep { path: dir.path });
@@ -123,7 +128,10 @@ mod tests {
     fn the_default_root_leaves_room_for_socket_paths() {
         let dir = RuntimeDir::new(Path::new(DEFAULT_RUNTIME_ROOT), UID).expect("short enough");
         assert!(dir.serial_socket().to_string_lossy().len() <= MAX_SOCKET_PATH);
-        assert_eq!(dir.layout().overlay("root"), format!("/run/kubevirt-rs/{UID}/e/disk-data/root/disk.qcow2"));
+        assert_eq!(
+            dir.layout().overlay("root"),
+            format!("/run/kubevirt-rs/{UID}/e/disk-data/root/disk.qcow2")
+        );
     }
 
     #[test]

@@ -59,11 +59,17 @@ impl PrepareError {
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> PrepareError + '_ {
-    move |source| PrepareError::Io { path: path.to_owned(), source }
+    move |source| PrepareError::Io {
+        path: path.to_owned(),
+        source,
+    }
 }
 
 fn volume_error(field: &str, message: impl std::fmt::Display) -> PrepareError {
-    PrepareError::Volume { field: field.to_owned(), message: message.to_string() }
+    PrepareError::Volume {
+        field: field.to_owned(),
+        message: message.to_string(),
+    }
 }
 
 /// Replaces `link` with a symlink to `target`.
@@ -97,26 +103,36 @@ pub async fn prepare(
         let name = volume.name.as_str();
         match source {
             VolumeSource::ContainerDisk(disk) => {
-                let file = store.container_disk(&disk.image, disk.path.as_deref()).map_err(|e| match e {
-                    ContainerDiskError::Reference(_) => volume_error(&format!("{field}.containerDisk.image"), e),
-                    _ => volume_error(&format!("{field}.containerDisk"), e),
-                })?;
+                let file = store
+                    .container_disk(&disk.image, disk.path.as_deref())
+                    .map_err(|e| match e {
+                        ContainerDiskError::Reference(_) => volume_error(&format!("{field}.containerDisk.image"), e),
+                        _ => volume_error(&format!("{field}.containerDisk"), e),
+                    })?;
                 let format = image_format(&file).map_err(io(&file))?;
                 let image = PathBuf::from(layout.container_disk_image(index));
                 link(&file, &image)?;
                 let overlay = PathBuf::from(layout.overlay(name));
                 create_parent(&overlay)?;
                 let mut command = Command::new("qemu-img");
-                command.args(["create", "-q", "-f", "qcow2", "-F", format, "-b"]).arg(&image).arg(&overlay);
+                command
+                    .args(["create", "-q", "-f", "qcow2", "-F", format, "-b"])
+                    .arg(&image)
+                    .arg(&overlay);
                 run_tool(reaper, "qemu-img", &field, &mut command).await?;
-                prepared.container_disk_formats.insert(name.to_owned(), format.to_owned());
+                prepared
+                    .container_disk_formats
+                    .insert(name.to_owned(), format.to_owned());
             }
             VolumeSource::EmptyDisk(empty) => {
                 let bytes = quantity::to_bytes(&empty.capacity)
                     .map_err(|e| volume_error(&format!("{field}.emptyDisk.capacity"), e))?;
                 let file = PathBuf::from(layout.empty_disk(name));
                 let mut command = Command::new("qemu-img");
-                command.args(["create", "-q", "-f", "qcow2"]).arg(&file).arg(bytes.to_string());
+                command
+                    .args(["create", "-q", "-f", "qcow2"])
+                    .arg(&file)
+                    .arg(bytes.to_string());
                 run_tool(reaper, "qemu-img", &field, &mut command).await?;
             }
             VolumeSource::HostDisk(host) => prepare_host_disk(&field, host)?,
@@ -133,7 +149,10 @@ pub async fn prepare(
                 make_iso(reaper, &field, &iso, "cidata", &files).await?;
             }
             VolumeSource::CloudInitConfigDrive(_) => {
-                return Err(volume_error(&format!("{field}.cloudInitConfigDrive"), "ConfigDrive is not supported in local mode yet; use cloudInitNoCloud"));
+                return Err(volume_error(
+                    &format!("{field}.cloudInitConfigDrive"),
+                    "ConfigDrive is not supported in local mode yet; use cloudInitNoCloud",
+                ));
             }
             VolumeSource::Ephemeral(_)
             | VolumeSource::PersistentVolumeClaim(_)
@@ -145,7 +164,12 @@ pub async fn prepare(
             | VolumeSource::DownwardMetrics
             | VolumeSource::Sysprep(_)
             | VolumeSource::MemoryDump(_) => {
-                return Err(volume_error(&field, format!("volume {name} needs a Kubernetes cluster; local mode supports containerDisk, emptyDisk, hostDisk and cloudInitNoCloud")));
+                return Err(volume_error(
+                    &field,
+                    format!(
+                        "volume {name} needs a Kubernetes cluster; local mode supports containerDisk, emptyDisk, hostDisk and cloudInitNoCloud"
+                    ),
+                ));
             }
         }
     }
@@ -164,29 +188,63 @@ async fn run_tool(reaper: &Reaper, tool: &'static str, field: &str, command: &mu
     if exit.is_success() {
         Ok(())
     } else {
-        Err(PrepareError::Tool { tool, field: field.to_owned(), message: format!("{exit}: {}", stderr.trim()) })
+        Err(PrepareError::Tool {
+            tool,
+            field: field.to_owned(),
+            message: format!("{exit}: {}", stderr.trim()),
+        })
     }
 }
 
-fn prepare_kernel_boot(vmi: &VirtualMachineInstance, layout: &PathLayout, store: &ImageStore) -> Result<(), PrepareError> {
-    let Some(container) = vmi.spec.domain.firmware.as_ref().and_then(|f| f.kernel_boot.as_ref()).and_then(|k| k.container.as_ref())
+fn prepare_kernel_boot(
+    vmi: &VirtualMachineInstance,
+    layout: &PathLayout,
+    store: &ImageStore,
+) -> Result<(), PrepareError> {
+    let Some(container) = vmi
+        .spec
+        .domain
+        .firmware
+        .as_ref()
+        .and_then(|f| f.kernel_boot.as_ref())
+        .and_then(|k| k.container.as_ref())
     else {
         return Ok(());
     };
     let field = "spec.domain.firmware.kernelBoot.container";
-    let root = match store.locate(&container.image).map_err(|e| volume_error(&format!("{field}.image"), e))? {
+    let root = match store
+        .locate(&container.image)
+        .map_err(|e| volume_error(&format!("{field}.image"), e))?
+    {
         ImageLocation::Root(root) if root.is_dir() => root,
         ImageLocation::Root(root) => {
-            return Err(volume_error(&format!("{field}.image"), format!("image {} is not in the local image store (looked in {})", container.image, root.display())));
+            return Err(volume_error(
+                &format!("{field}.image"),
+                format!(
+                    "image {} is not in the local image store (looked in {})",
+                    container.image,
+                    root.display()
+                ),
+            ));
         }
         ImageLocation::File(_) => {
-            return Err(volume_error(&format!("{field}.image"), "a kernel-boot image must be an image, not a file:// reference"));
+            return Err(volume_error(
+                &format!("{field}.image"),
+                "a kernel-boot image must be an image, not a file:// reference",
+            ));
         }
     };
-    for (key, path) in [("kernelPath", &container.kernel_path), ("initrdPath", &container.initrd_path)] {
+    for (key, path) in [
+        ("kernelPath", &container.kernel_path),
+        ("initrdPath", &container.initrd_path),
+    ] {
         let Some(path) = path else { continue };
-        let file = ImageStore::file_in_image(&root, path)
-            .ok_or_else(|| volume_error(&format!("{field}.{key}"), format!("image {} has no file {path}", container.image)))?;
+        let file = ImageStore::file_in_image(&root, path).ok_or_else(|| {
+            volume_error(
+                &format!("{field}.{key}"),
+                format!("image {} has no file {path}", container.image),
+            )
+        })?;
         link(&file, Path::new(&layout.kernel_boot_artifact(path)))?;
     }
     Ok(())
@@ -195,30 +253,47 @@ fn prepare_kernel_boot(vmi: &VirtualMachineInstance, layout: &PathLayout, store:
 fn prepare_host_disk(field: &str, host: &kubevirt_api::v1::HostDiskSource) -> Result<(), PrepareError> {
     let path = Path::new(&host.path);
     if !path.is_absolute() {
-        return Err(volume_error(&format!("{field}.hostDisk.path"), "must be an absolute path"));
+        return Err(volume_error(
+            &format!("{field}.hostDisk.path"),
+            "must be an absolute path",
+        ));
     }
     match host.disk_type.as_str() {
         "Disk" if path.is_file() => Ok(()),
-        "Disk" => Err(volume_error(&format!("{field}.hostDisk.path"), format!("{} does not exist", host.path))),
+        "Disk" => Err(volume_error(
+            &format!("{field}.hostDisk.path"),
+            format!("{} does not exist", host.path),
+        )),
         "DiskOrCreate" if path.exists() => Ok(()),
         "DiskOrCreate" => {
             let capacity = host
                 .capacity
                 .as_ref()
                 .ok_or_else(|| volume_error(&format!("{field}.hostDisk.capacity"), "DiskOrCreate needs a capacity"))?;
-            let bytes = quantity::to_bytes(capacity).map_err(|e| volume_error(&format!("{field}.hostDisk.capacity"), e))?;
+            let bytes =
+                quantity::to_bytes(capacity).map_err(|e| volume_error(&format!("{field}.hostDisk.capacity"), e))?;
             create_parent(path)?;
             let file = std::fs::File::create(path).map_err(io(path))?;
             file.set_len(bytes).map_err(io(path))
         }
-        other => Err(volume_error(&format!("{field}.hostDisk.type"), format!("type {other} is not Disk or DiskOrCreate"))),
+        other => Err(volume_error(
+            &format!("{field}.hostDisk.type"),
+            format!("type {other} is not Disk or DiskOrCreate"),
+        )),
     }
 }
 
 /// The files of a NoCloud seed: `user-data`, `meta-data` and optionally `network-config`.
-fn nocloud_files(field: &str, data: &CloudInitSource, meta: String) -> Result<Vec<(&'static str, Vec<u8>)>, PrepareError> {
+fn nocloud_files(
+    field: &str,
+    data: &CloudInitSource,
+    meta: String,
+) -> Result<Vec<(&'static str, Vec<u8>)>, PrepareError> {
     if data.secret_ref.is_some() || data.network_data_secret_ref.is_some() {
-        return Err(volume_error(field, "secret references need a Kubernetes cluster; give userData or userDataBase64"));
+        return Err(volume_error(
+            field,
+            "secret references need a Kubernetes cluster; give userData or userDataBase64",
+        ));
     }
     let decode = |key: &str, text: &str| {
         decode_base64(text).ok_or_else(|| volume_error(&format!("{field}.{key}"), "is not valid base64"))
@@ -227,13 +302,23 @@ fn nocloud_files(field: &str, data: &CloudInitSource, meta: String) -> Result<Ve
         (Some(text), None) => text.clone().into_bytes(),
         (None, Some(b64)) => decode("userDataBase64", b64)?,
         (None, None) => Vec::new(),
-        (Some(_), Some(_)) => return Err(volume_error(field, "userData and userDataBase64 are mutually exclusive")),
+        (Some(_), Some(_)) => {
+            return Err(volume_error(
+                field,
+                "userData and userDataBase64 are mutually exclusive",
+            ));
+        }
     };
     let network = match (&data.network_data, &data.network_data_base64) {
         (Some(text), None) => Some(text.clone().into_bytes()),
         (None, Some(b64)) => Some(decode("networkDataBase64", b64)?),
         (None, None) => None,
-        (Some(_), Some(_)) => return Err(volume_error(field, "networkData and networkDataBase64 are mutually exclusive")),
+        (Some(_), Some(_)) => {
+            return Err(volume_error(
+                field,
+                "networkData and networkDataBase64 are mutually exclusive",
+            ));
+        }
     };
     let mut files = vec![("user-data", user), ("meta-data", meta.into_bytes())];
     if let Some(network) = network {
@@ -242,11 +327,21 @@ fn nocloud_files(field: &str, data: &CloudInitSource, meta: String) -> Result<Ve
     Ok(files)
 }
 
-async fn make_iso(reaper: &Reaper, field: &str, iso: &Path, label: &str, files: &[(&str, Vec<u8>)]) -> Result<(), PrepareError> {
+async fn make_iso(
+    reaper: &Reaper,
+    field: &str,
+    iso: &Path,
+    label: &str,
+    files: &[(&str, Vec<u8>)],
+) -> Result<(), PrepareError> {
     let staging = iso.with_extension("d");
     std::fs::create_dir_all(&staging).map_err(io(&staging))?;
     let mut command = Command::new("genisoimage");
-    command.arg("-quiet").arg("-output").arg(iso).args(["-volid", label, "-joliet", "-rock"]);
+    command
+        .arg("-quiet")
+        .arg("-output")
+        .arg(iso)
+        .args(["-volid", label, "-joliet", "-rock"]);
     for (name, content) in files {
         let path = staging.join(name);
         std::fs::write(&path, content).map_err(io(&path))?;

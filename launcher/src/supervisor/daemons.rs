@@ -98,11 +98,19 @@ pub enum DaemonError {
 pub fn write_configs(paths: &DaemonPaths) -> Result<(), DaemonError> {
     let dir = paths.config_dir();
     let write = |file: &str, text: String| {
-        std::fs::write(dir.join(file), text).map_err(|source| DaemonError::Config { path: dir.clone(), source })
+        std::fs::write(dir.join(file), text).map_err(|source| DaemonError::Config {
+            path: dir.clone(),
+            source,
+        })
     };
-    std::fs::create_dir_all(&dir).map_err(|source| DaemonError::Config { path: dir.clone(), source })?;
-    std::fs::create_dir_all(paths.socket_dir())
-        .map_err(|source| DaemonError::Config { path: paths.socket_dir(), source })?;
+    std::fs::create_dir_all(&dir).map_err(|source| DaemonError::Config {
+        path: dir.clone(),
+        source,
+    })?;
+    std::fs::create_dir_all(paths.socket_dir()).map_err(|source| DaemonError::Config {
+        path: paths.socket_dir(),
+        source,
+    })?;
     write(
         "libvirtd.conf",
         format!(
@@ -122,7 +130,10 @@ pub fn write_configs(paths: &DaemonPaths) -> Result<(), DaemonError> {
          stdio_handler = \"logd\"\n"
             .to_owned(),
     )?;
-    write("virtlogd.conf", format!("log_outputs = \"3:file:{}\"\n", paths.log("virtlogd").display()))?;
+    write(
+        "virtlogd.conf",
+        format!("log_outputs = \"3:file:{}\"\n", paths.log("virtlogd").display()),
+    )?;
     Ok(())
 }
 
@@ -136,7 +147,10 @@ fn spawn_logged(daemon: &'static str, command: &mut Command) -> Result<u32, Daem
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|source| ReaperError::Spawn { program: daemon.to_owned(), source })?;
+        .map_err(|source| ReaperError::Spawn {
+            program: daemon.to_owned(),
+            source,
+        })?;
     let pid = child.id();
     if let Some(stderr) = child.stderr.take() {
         std::thread::spawn(move || {
@@ -200,7 +214,11 @@ impl LibvirtDaemons {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        Err(DaemonError::NotReady { socket, timeout, log: self.paths.log("libvirtd") })
+        Err(DaemonError::NotReady {
+            socket,
+            timeout,
+            log: self.paths.log("libvirtd"),
+        })
     }
 
     /// The current libvirtd pid (it changes on restart).
@@ -305,7 +323,11 @@ fn supervise(
             }
         }
     });
-    Ok(Supervised { pid, stopping, restarts })
+    Ok(Supervised {
+        pid,
+        stopping,
+        restarts,
+    })
 }
 
 /// Whether `path` is a unix socket something listens on.

@@ -46,7 +46,10 @@ pub enum NamespaceError {
 }
 
 fn create(path: &Path) -> Result<(), NamespaceError> {
-    std::fs::create_dir_all(path).map_err(|source| NamespaceError::Create { path: path.to_owned(), source })
+    std::fs::create_dir_all(path).map_err(|source| NamespaceError::Create {
+        path: path.to_owned(),
+        source,
+    })
 }
 
 fn bind(source: &Path, target: &Path) -> Result<(), NamespaceError> {
@@ -65,14 +68,33 @@ fn bind(source: &Path, target: &Path) -> Result<(), NamespaceError> {
 pub fn enter_private_libvirt_namespace(config_dir: &Path, cache_dir: &Path) -> Result<(), NamespaceError> {
     unshare(CloneFlags::CLONE_NEWNS).map_err(NamespaceError::Unshare)?;
     let root = Path::new("/");
-    mount(None::<&str>, root, None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>).map_err(|e| {
-        NamespaceError::Mount { what: "private propagation".to_owned(), target: root.to_owned(), source: e }
+    mount(
+        None::<&str>,
+        root,
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(|e| NamespaceError::Mount {
+        what: "private propagation".to_owned(),
+        target: root.to_owned(),
+        source: e,
     })?;
     for dir in PRIVATE_STATE_DIRS {
         let target = Path::new(dir);
         create(target)?;
-        mount(Some("tmpfs"), target, Some("tmpfs"), MsFlags::MS_NOSUID | MsFlags::MS_NODEV, Some("mode=0755"))
-            .map_err(|e| NamespaceError::Mount { what: "tmpfs".to_owned(), target: target.to_owned(), source: e })?;
+        mount(
+            Some("tmpfs"),
+            target,
+            Some("tmpfs"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+            Some("mode=0755"),
+        )
+        .map_err(|e| NamespaceError::Mount {
+            what: "tmpfs".to_owned(),
+            target: target.to_owned(),
+            source: e,
+        })?;
     }
     create(cache_dir)?;
     bind(cache_dir, Path::new(LIBVIRT_CACHE_DIR))?;

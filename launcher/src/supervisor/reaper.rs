@@ -84,7 +84,9 @@ impl Reaper {
     pub fn install() -> Result<Self, ReaperError> {
         nix::sys::prctl::set_child_subreaper(true).map_err(|e| ReaperError::Install(e.into()))?;
         let mut sigchld = signal(SignalKind::child()).map_err(ReaperError::Install)?;
-        let reaper = Self { table: Arc::new(Mutex::new(Table::default())) };
+        let reaper = Self {
+            table: Arc::new(Mutex::new(Table::default())),
+        };
         let worker = reaper.clone();
         tokio::spawn(async move {
             loop {
@@ -139,7 +141,10 @@ impl Reaper {
     pub fn spawn(command: &mut Command) -> Result<u32, ReaperError> {
         let program = command.get_program().to_string_lossy().into_owned();
         // The Child handle is dropped on purpose: the reaper, not std, collects the exit status.
-        command.spawn().map(|child| child.id()).map_err(|source| ReaperError::Spawn { program, source })
+        command
+            .spawn()
+            .map(|child| child.id())
+            .map_err(|source| ReaperError::Spawn { program, source })
     }
 
     /// Runs `command` to completion and returns its exit and its standard error.

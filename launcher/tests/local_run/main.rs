@@ -1,0 +1,223 @@
+//! `virt-launcher run` on real libvirt and QEMU (TCG) with the test guest: boot, graceful stop,
+//! grace expiry, QEMU killed, libvirtd killed, bad manifests, and nothing left behind.
+//!
+//! Needs root, the packages `make deps` installs and the guest `make guest` builds.
+
+mod harness;
+
+use std::time::Duration;
+
+use harness::{Launcher, example, require_test_guest, serial, testguest_variant};
+use nix::sys::signal::Signal;
+
+/// Generous: the first boot on a fresh machine waits out libvirt's ~8 s capability probe.
+const BOOT_TIMEOUT: Duration = Duration::from_secs(90);
+
+fn boot(manifest: &std::path::Path) -> Launcher {
+    let mut launcher = Launcher::spawn(manifest);
+    launcher.wait_for_console("KUBEVIRT-RS-GUEST-READY", BOOT_TIMEOUT);
+    launcher
+}
+
+fn daemons(launcher: &Launcher) -> Vec<u32> {
+    let mut pids = launcher.children_named("libvirtd");
+    pids.extend(launcher.children_named("virtlogd"));
+    assert_eq!(
+        pids.len(),
+        2,
+        "expected one libvirtd and one virtlogd under the launcher"
+    );
+    pids
+}
+
+#[test]
+fn the_test_guest_boots_to_its_marker_and_sigterm_shuts_it_down_gracefully() {
+    let _serial = serial();
+    require_test_guest();
+    let mut launcher = boot(&example("vmi-testguest.yaml"));
+    assert!(
+        launcher
+            .stdout()
+            .contains("KUBEVIRT-RS-GUEST-DISK vda KUBEVIRT-RS-TESTGUEST-DISK"),
+        "{}",
+        launcher.stdout()
+    );
+    let daemons = daemons(&launcher);
+    assert!(launcher.qemu_pid().is_some(), "no QEMU found");
+    launcher.signal(Signal::SIGTERM);
+    let status = launcher.wait_exit(Duration::from_secs(30));
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "graceful stop is Succeeded\n{}",
+        launcher.stderr()
+    );
+    assert!(
+        launcher.stdout().contains("KUBEVIRT-RS-GUEST-POWEROFF"),
+        "the guest saw the power button"
+    );
+    assert!(launcher.stderr().contains("phase=Succeeded"), "{}", launcher.stderr());
+    launcher.assert_nothing_left(&daemons);
+}
+
+#[test]
+fn a_guest_that_ignores_acpi_is_destroyed_when_the_grace_period_ends() {
+    let _serial = serial();
+    require_test_guest();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let manifest = testguest_variant(dir.path(), |text| {
+        text.replace("terminationGracePeriodSeconds: 30", "terminationGracePeriodSeconds: 3")
+            .replace(
+                "kernelArgs: console=ttyS0",
+                "kernelArgs: kubevirt_rs.ignore_acpi console=ttyS0",
+            )
+    });
+    let mut launcher = boot(&manifest);
+    let daemons = daemons(&launcher);
+    let asked = std::time::Instant::now();
+    launcher.signal(Signal::SIGTERM);
+    let status = launcher.wait_exit(Duration::from_secs(30));
+    let took = asked.elapsed();
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "a guest killed after its grace period is Failed\n{}",
+        launcher.stderr()
+    );
+    assert!(
+        took >= Duration::from_secs(3),
+        "destroyed before the grace period ended ({took:?})"
+    );
+    assert!(took < Duration::from_secs(6), "destroy came late ({took:?})");
+    assert!(
+        launcher.stderr().contains("destroying the domain"),
+        "{}",
+        launcher.stderr()
+    );
+    assert!(!launcher.stdout().contains("KUBEVIRT-RS-GUEST-POWEROFF"));
+    launcher.assert_nothing_left(&daemons);
+}
+
+#[test]
+fn killing_qemu_makes_the_vm_failed_within_a_second() {
+    let _serial = serial();
+    require_test_guest();
+    let mut launcher = boot(&example("vmi-testguest.yaml"));
+    let daemons = daemons(&launcher);
+    let qemu = launcher.qemu_pid().expect("QEMU");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(qemu).expect("pid")),
+        Signal::SIGKILL,
+    )
+    .expect("kill -9 QEMU");
+    let noticed = launcher.wait_for_log("phase=Failed", Duration::from_secs(5));
+    assert!(noticed < Duration::from_secs(1), "Failed only after {noticed:?}");
+    let status = launcher.wait_exit(Duration::from_secs(30));
+    assert_eq!(status.code(), Some(1), "{}", launcher.stderr());
+    launcher.assert_nothing_left(&daemons);
+}
+
+#[test]
+fn a_killed_libvirtd_is_restarted_and_still_manages_the_running_domain() {
+    let _serial = serial();
+    require_test_guest();
+    let mut launcher = boot(&example("vmi-testguest.yaml"));
+    let first = launcher.children_named("libvirtd");
+    assert_eq!(first.len(), 1);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(first[0]).expect("pid")),
+        Signal::SIGKILL,
+    )
+    .expect("kill -9 libvirtd");
+    launcher.wait_for_log("restarted daemon=\"libvirtd\"", Duration::from_secs(10));
+    let second = launcher.children_named("libvirtd");
+    assert_eq!(second.len(), 1, "one libvirtd after the restart");
+    assert_ne!(second, first);
+    assert!(launcher.qemu_pid().is_some(), "the guest kept running");
+    // The restarted daemon still manages the domain: a graceful stop goes through it.
+    std::thread::sleep(Duration::from_millis(500));
+    let daemons = daemons(&launcher);
+    launcher.signal(Signal::SIGTERM);
+    let status = launcher.wait_exit(Duration::from_secs(30));
+    assert_eq!(status.code(), Some(0), "{}", launcher.stderr());
+    assert!(
+        launcher.stdout().contains("KUBEVIRT-RS-GUEST-POWEROFF"),
+        "the guest got the power button through the new daemon"
+    );
+    launcher.assert_nothing_left(&daemons);
+}
+
+#[test]
+fn a_guest_that_powers_off_by_itself_ends_the_run_with_success() {
+    let _serial = serial();
+    require_test_guest();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let manifest = testguest_variant(dir.path(), |text| {
+        text.replace(
+            "kernelArgs: console=ttyS0",
+            "kernelArgs: kubevirt_rs.poweroff console=ttyS0",
+        )
+    });
+    let mut launcher = boot(&manifest);
+    let daemons = daemons(&launcher);
+    let status = launcher.wait_exit(Duration::from_secs(30));
+    assert_eq!(status.code(), Some(0), "{}", launcher.stderr());
+    assert!(launcher.stderr().contains("reason=Shutdown"), "{}", launcher.stderr());
+    launcher.assert_nothing_left(&daemons);
+}
+
+#[test]
+fn ctrl_c_stops_a_vm_manifest_gracefully() {
+    let _serial = serial();
+    require_test_guest();
+    let mut launcher = boot(&example("vm-testguest.yaml"));
+    let daemons = daemons(&launcher);
+    launcher.signal(Signal::SIGINT);
+    let status = launcher.wait_exit(Duration::from_secs(30));
+    assert_eq!(status.code(), Some(0), "{}", launcher.stderr());
+    assert!(launcher.stdout().contains("KUBEVIRT-RS-GUEST-POWEROFF"));
+    launcher.assert_nothing_left(&daemons);
+}
+
+#[test]
+fn a_bad_manifest_is_refused_with_its_field_and_starts_nothing() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let manifest = testguest_variant(dir.path(), |text| text.replace("bus: virtio", "bus: floppy"));
+    let mut launcher = Launcher::spawn(&manifest);
+    let status = launcher.wait_exit(Duration::from_secs(10));
+    assert_eq!(status.code(), Some(2));
+    assert!(
+        launcher.stderr().contains("spec.domain.devices.disks[0].disk.bus"),
+        "{}",
+        launcher.stderr()
+    );
+    assert!(launcher.stdout().is_empty());
+    launcher.assert_nothing_left(&[]);
+}
+
+#[test]
+fn a_missing_image_is_refused_by_field_and_leaves_nothing() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Only the containerDisk (the last image reference) points nowhere.
+    let manifest = testguest_variant(dir.path(), |text| {
+        let at = text
+            .rfind("image: localhost/kubevirt-rs/testguest:latest")
+            .expect("image line");
+        format!(
+            "{}image: localhost/no/such-image:1{}",
+            &text[..at],
+            &text[at + "image: localhost/kubevirt-rs/testguest:latest".len()..]
+        )
+    });
+    let mut launcher = Launcher::spawn(&manifest);
+    let status = launcher.wait_exit(Duration::from_secs(30));
+    assert_eq!(status.code(), Some(2), "{}", launcher.stderr());
+    assert!(
+        launcher.stderr().contains("spec.volumes[0].containerDisk"),
+        "{}",
+        launcher.stderr()
+    );
+    launcher.assert_nothing_left(&[]);
+}
