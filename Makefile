@@ -36,5 +36,5 @@ test: guest
 crds:
 	$(CARGO) run -q -p kubevirt-api --bin crdgen
 
-bench: deps
+bench: guest
 	scripts/bench.sh

@@ -8,3 +8,8 @@ cargo bench -p virt-launcher --bench render -- --warm-up-time 2 --measurement-ti
 cargo run -q -p kubevirt-tests --bin bench-report -- \
     --section render --title "VMI -> libvirt domain XML (virt-launcher render)" \
     --bench render_minimal_vmi:20000 --bench render_large_vmi:200000
+
+# virt-launcher: boot, memory and stop against raw QEMU with the test guest.
+tests/guest/build-testguest.sh
+cargo build --release -p virt-launcher
+cargo run -q --release -p kubevirt-tests --bin bench-launcher -- --launcher target/release/virt-launcher --runs 5

@@ -19,3 +19,35 @@ pub fn example_manifests() -> Vec<PathBuf> {
     files.sort();
     files
 }
+
+/// Replaces the section `<!-- name:start -->` .. `<!-- name:end -->` of a markdown file (appending
+/// it when absent), so each benchmark script owns one section of BENCHMARKS.md.
+pub fn replace_markdown_section(path: &Path, name: &str, body: &str) -> std::io::Result<()> {
+    let start = format!("<!-- {name}:start -->");
+    let end = format!("<!-- {name}:end -->");
+    let section = format!("{start}\n{body}{end}");
+    let current = std::fs::read_to_string(path).unwrap_or_else(|_| {
+        "# Benchmarks\n\nWritten by `make bench` (scripts/bench.sh); do not edit by hand.\n".to_owned()
+    });
+    let updated = match (current.find(&start), current.find(&end)) {
+        (Some(s), Some(e)) if e > s => format!("{}{section}{}", &current[..s], &current[e + end.len()..]),
+        _ => format!("{}\n\n{section}\n", current.trim_end()),
+    };
+    std::fs::write(path, updated)
+}
+
+/// "N cores, CPU model" of this machine, for benchmark reports.
+#[must_use]
+pub fn machine_description() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|s| s.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".to_owned());
+    let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
+    format!("{cores} cores, {cpu}")
+}

@@ -73,26 +73,12 @@ fn human(ns: f64) -> String {
     }
 }
 
-fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|s| s.trim().to_owned())
-        })
-        .unwrap_or_else(|| "unknown CPU".to_owned());
-    let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
-    format!("{cores} cores, {cpu}")
-}
-
 fn main() -> anyhow::Result<()> {
     let args = parse_args()?;
     let mut body = format!(
         "## {}\n\nMachine: {}. Medians from criterion (release build).\n\n",
         args.title,
-        machine()
+        kubevirt_tests::machine_description()
     );
     body.push_str("| benchmark | median | target | met |\n|---|---|---|---|\n");
     for (id, target) in &args.benches {
@@ -100,17 +86,8 @@ fn main() -> anyhow::Result<()> {
         let met = if median <= *target { "yes" } else { "**no**" };
         let _ = writeln!(body, "| `{id}` | {} | ≤ {} | {met} |", human(median), human(*target));
     }
-    let start = format!("<!-- {}:start -->", args.section);
-    let end = format!("<!-- {}:end -->", args.section);
-    let section = format!("{start}\n{body}{end}");
-    let current = std::fs::read_to_string(&args.output).unwrap_or_else(|_| {
-        "# Benchmarks\n\nWritten by `make bench` (scripts/bench.sh); do not edit by hand.\n".to_owned()
-    });
-    let updated = match (current.find(&start), current.find(&end)) {
-        (Some(s), Some(e)) if e > s => format!("{}{section}{}", &current[..s], &current[e + end.len()..]),
-        _ => format!("{}\n{section}\n", current.trim_end()),
-    };
-    std::fs::write(&args.output, updated).with_context(|| format!("cannot write {}", args.output.display()))?;
+    kubevirt_tests::replace_markdown_section(&args.output, &args.section, &body)
+        .with_context(|| format!("cannot write {}", args.output.display()))?;
     println!(
         "bench-report: updated section {} of {}",
         args.section,

@@ -114,6 +114,7 @@ impl RunError {
 #[derive(Debug)]
 pub struct Prelude {
     vmi: VirtualMachineInstance,
+    volumes: volumes::Plan,
     options: RunOptions,
     domain_type: DomainType,
     runtime: RuntimeDir,
@@ -146,6 +147,11 @@ pub fn prepare_process(options: RunOptions) -> Result<Prelude, RunError> {
     render(&vmi, &dry).map_err(convert)?;
     let uid = vmi.metadata.uid.clone().unwrap_or_default();
     let runtime = RuntimeDir::new(&options.runtime_root, &uid)?;
+    // Every volume is checked (images found, kinds supported) before anything is created.
+    let volumes = volumes::plan(&vmi, &runtime.layout(), &options.store).map_err(|source| RunError::Prepare {
+        path: path.clone(),
+        source,
+    })?;
     runtime.create()?;
     let entered = write_configs(&runtime.daemon_paths())
         .map_err(RunError::from)
@@ -161,6 +167,7 @@ pub fn prepare_process(options: RunOptions) -> Result<Prelude, RunError> {
     }
     Ok(Prelude {
         vmi,
+        volumes,
         options,
         domain_type,
         runtime,
@@ -205,27 +212,32 @@ impl StopSignals {
 async fn run_with(prelude: &Prelude, reaper: &Reaper) -> Result<VirtualMachineInstancePhase, RunError> {
     let mut stops = StopSignals::install()?;
     let path = prelude.options.vmi_path.display().to_string();
-    let layout = prelude.runtime.layout();
-    let prepared = volumes::prepare(&prelude.vmi, &layout, &prelude.options.store, reaper)
-        .await
-        .map_err(|source| RunError::Prepare {
-            path: path.clone(),
-            source,
-        })?;
     let ctx = ConvertContext {
         domain_type: prelude.domain_type,
-        layout,
-        container_disk_formats: prepared.container_disk_formats,
+        layout: prelude.runtime.layout(),
+        container_disk_formats: prelude.volumes.container_disk_formats.clone(),
         ..ConvertContext::default()
     };
-    let domain = render(&prelude.vmi, &ctx).map_err(|source| RunError::Convert { path, source })?;
+    let domain = render(&prelude.vmi, &ctx).map_err(|source| RunError::Convert {
+        path: path.clone(),
+        source,
+    })?;
     let xml = domain.to_xml().map_err(RenderError::from)?;
     let policy = Policy {
         grace: Duration::from_secs(u64::try_from(prelude.vmi.termination_grace_period_seconds()).unwrap_or(0)),
         has_acpi: domain.features.as_ref().is_some_and(|f| f.acpi.is_some()),
     };
     let paths = prelude.runtime.daemon_paths();
-    let daemons = LibvirtDaemons::start(reaper, &paths, SOCKET_TIMEOUT).await?;
+    // libvirtd starts while the volumes are prepared.
+    let (daemons, prepared) = tokio::join!(
+        LibvirtDaemons::start(reaper, &paths, SOCKET_TIMEOUT),
+        volumes::apply(&prelude.volumes.steps, reaper)
+    );
+    let daemons = daemons?;
+    if let Err(source) = prepared {
+        daemons.stop().await;
+        return Err(RunError::Prepare { path, source });
+    }
     let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
     let manager = LibvirtDomainManager::new(&paths.uri(), &domain.name, events_tx)?;
     let started = Instant::now();
@@ -262,6 +274,7 @@ async fn boot_and_supervise(
     policy: Policy,
 ) -> Result<VirtualMachineInstancePhase, RunError> {
     manager.define(xml).await?;
+    tracing::debug!("domain defined");
     manager.start(paused).await?;
     info!(paused, "domain started");
     let console = console::spawn(runtime.serial_socket());

@@ -81,22 +81,72 @@ fn link(target: &Path, link: &Path) -> Result<(), PrepareError> {
     std::os::unix::fs::symlink(target, link).map_err(io(link))
 }
 
-/// What the conversion needs to know about the prepared volumes.
+/// One step that prepares a volume. Steps are planned without side effects (so a bad volume is
+/// refused before anything starts) and applied later.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Link an image-store file to where the domain expects it.
+    Link {
+        /// The file in the store.
+        target: PathBuf,
+        /// The link.
+        link: PathBuf,
+    },
+    /// A qcow2 overlay over a containerDisk image.
+    Overlay {
+        /// Field path of the volume.
+        field: String,
+        /// The (linked) image.
+        image: PathBuf,
+        /// Its format.
+        format: &'static str,
+        /// The overlay to create.
+        overlay: PathBuf,
+    },
+    /// A new sparse qcow2 disk.
+    EmptyDisk {
+        /// Field path of the volume.
+        field: String,
+        /// The file.
+        file: PathBuf,
+        /// Virtual size.
+        bytes: u64,
+    },
+    /// A sparse raw hostDisk that `DiskOrCreate` asked for.
+    CreateHostDisk {
+        /// The file.
+        path: PathBuf,
+        /// Size.
+        bytes: u64,
+    },
+    /// An ISO image (cloud-init).
+    Iso {
+        /// Field path of the volume.
+        field: String,
+        /// The ISO.
+        iso: PathBuf,
+        /// Volume label.
+        label: &'static str,
+        /// File names and contents.
+        files: Vec<(&'static str, Vec<u8>)>,
+    },
+}
+
+/// The planned steps and what the conversion needs to know about the volumes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Prepared {
+pub struct Plan {
+    /// Steps in order.
+    pub steps: Vec<Step>,
     /// Image format of each containerDisk volume.
     pub container_disk_formats: BTreeMap<String, String>,
 }
 
-/// Prepares every volume and the kernel-boot artifacts.
-pub async fn prepare(
-    vmi: &VirtualMachineInstance,
-    layout: &PathLayout,
-    store: &ImageStore,
-    reaper: &Reaper,
-) -> Result<Prepared, PrepareError> {
-    let mut prepared = Prepared::default();
-    prepare_kernel_boot(vmi, layout, store)?;
+/// Plans every volume and the kernel-boot artifacts. Reads the image store; writes nothing.
+pub fn plan(vmi: &VirtualMachineInstance, layout: &PathLayout, store: &ImageStore) -> Result<Plan, PrepareError> {
+    let mut plan = Plan {
+        steps: kernel_boot_links(vmi, layout, store)?,
+        ..Plan::default()
+    };
     for (index, volume) in vmi.spec.volumes.iter().enumerate() {
         let field = format!("spec.volumes[{index}]");
         let source = volume.source().map_err(|e| volume_error(&field, e))?;
@@ -111,42 +161,43 @@ pub async fn prepare(
                     })?;
                 let format = image_format(&file).map_err(io(&file))?;
                 let image = PathBuf::from(layout.container_disk_image(index));
-                link(&file, &image)?;
+                plan.steps.push(Step::Link {
+                    target: file,
+                    link: image.clone(),
+                });
                 let overlay = PathBuf::from(layout.overlay(name));
-                create_parent(&overlay)?;
-                let mut command = Command::new("qemu-img");
-                command
-                    .args(["create", "-q", "-f", "qcow2", "-F", format, "-b"])
-                    .arg(&image)
-                    .arg(&overlay);
-                run_tool(reaper, "qemu-img", &field, &mut command).await?;
-                prepared
-                    .container_disk_formats
-                    .insert(name.to_owned(), format.to_owned());
+                plan.steps.push(Step::Overlay {
+                    field: field.clone(),
+                    image,
+                    format,
+                    overlay,
+                });
+                plan.container_disk_formats.insert(name.to_owned(), format.to_owned());
             }
             VolumeSource::EmptyDisk(empty) => {
                 let bytes = quantity::to_bytes(&empty.capacity)
                     .map_err(|e| volume_error(&format!("{field}.emptyDisk.capacity"), e))?;
-                let file = PathBuf::from(layout.empty_disk(name));
-                let mut command = Command::new("qemu-img");
-                command
-                    .args(["create", "-q", "-f", "qcow2"])
-                    .arg(&file)
-                    .arg(bytes.to_string());
-                run_tool(reaper, "qemu-img", &field, &mut command).await?;
+                plan.steps.push(Step::EmptyDisk {
+                    field: field.clone(),
+                    file: PathBuf::from(layout.empty_disk(name)),
+                    bytes,
+                });
             }
-            VolumeSource::HostDisk(host) => prepare_host_disk(&field, host)?,
+            VolumeSource::HostDisk(host) => plan.steps.extend(host_disk_step(&field, host)?),
             VolumeSource::CloudInitNoCloud(data) => {
                 let namespace = vmi.metadata.namespace.as_deref().unwrap_or("default");
                 let vmi_name = vmi.metadata.name.as_deref().unwrap_or_default();
-                let iso = PathBuf::from(layout.cloud_init_iso(namespace, vmi_name, "noCloud.iso"));
                 let meta = format!(
                     "instance-id: {}\nlocal-hostname: {}\n",
                     vmi.metadata.uid.as_deref().unwrap_or_default(),
                     vmi.spec.hostname.as_deref().unwrap_or(vmi_name)
                 );
-                let files = nocloud_files(&format!("{field}.cloudInitNoCloud"), data, meta)?;
-                make_iso(reaper, &field, &iso, "cidata", &files).await?;
+                plan.steps.push(Step::Iso {
+                    field: field.clone(),
+                    iso: PathBuf::from(layout.cloud_init_iso(namespace, vmi_name, "noCloud.iso")),
+                    label: "cidata",
+                    files: nocloud_files(&format!("{field}.cloudInitNoCloud"), data, meta)?,
+                });
             }
             VolumeSource::CloudInitConfigDrive(_) => {
                 return Err(volume_error(
@@ -173,7 +224,51 @@ pub async fn prepare(
             }
         }
     }
-    Ok(prepared)
+    Ok(plan)
+}
+
+/// Applies the planned steps in order.
+pub async fn apply(steps: &[Step], reaper: &Reaper) -> Result<(), PrepareError> {
+    for step in steps {
+        match step {
+            Step::Link { target, link: path } => link(target, path)?,
+            Step::Overlay {
+                field,
+                image,
+                format,
+                overlay,
+            } => {
+                create_parent(overlay)?;
+                let mut command = Command::new("qemu-img");
+                command
+                    .args(["create", "-q", "-f", "qcow2", "-F", format, "-b"])
+                    .arg(image)
+                    .arg(overlay);
+                run_tool(reaper, "qemu-img", field, &mut command).await?;
+            }
+            Step::EmptyDisk { field, file, bytes } => {
+                create_parent(file)?;
+                let mut command = Command::new("qemu-img");
+                command
+                    .args(["create", "-q", "-f", "qcow2"])
+                    .arg(file)
+                    .arg(bytes.to_string());
+                run_tool(reaper, "qemu-img", field, &mut command).await?;
+            }
+            Step::CreateHostDisk { path, bytes } => {
+                create_parent(path)?;
+                let file = std::fs::File::create(path).map_err(io(path))?;
+                file.set_len(*bytes).map_err(io(path))?;
+            }
+            Step::Iso {
+                field,
+                iso,
+                label,
+                files,
+            } => make_iso(reaper, field, iso, label, files).await?,
+        }
+    }
+    Ok(())
 }
 
 fn create_parent(path: &Path) -> Result<(), PrepareError> {
@@ -196,11 +291,12 @@ async fn run_tool(reaper: &Reaper, tool: &'static str, field: &str, command: &mu
     }
 }
 
-fn prepare_kernel_boot(
+/// Links for the kernel-boot kernel and initrd.
+fn kernel_boot_links(
     vmi: &VirtualMachineInstance,
     layout: &PathLayout,
     store: &ImageStore,
-) -> Result<(), PrepareError> {
+) -> Result<Vec<Step>, PrepareError> {
     let Some(container) = vmi
         .spec
         .domain
@@ -209,7 +305,7 @@ fn prepare_kernel_boot(
         .and_then(|f| f.kernel_boot.as_ref())
         .and_then(|k| k.container.as_ref())
     else {
-        return Ok(());
+        return Ok(Vec::new());
     };
     let field = "spec.domain.firmware.kernelBoot.container";
     let root = match store
@@ -234,6 +330,7 @@ fn prepare_kernel_boot(
             ));
         }
     };
+    let mut steps = Vec::new();
     for (key, path) in [
         ("kernelPath", &container.kernel_path),
         ("initrdPath", &container.initrd_path),
@@ -245,12 +342,16 @@ fn prepare_kernel_boot(
                 format!("image {} has no file {path}", container.image),
             )
         })?;
-        link(&file, Path::new(&layout.kernel_boot_artifact(path)))?;
+        steps.push(Step::Link {
+            target: file,
+            link: PathBuf::from(layout.kernel_boot_artifact(path)),
+        });
     }
-    Ok(())
+    Ok(steps)
 }
 
-fn prepare_host_disk(field: &str, host: &kubevirt_api::v1::HostDiskSource) -> Result<(), PrepareError> {
+/// Checks a hostDisk; `DiskOrCreate` of a missing file plans its creation.
+fn host_disk_step(field: &str, host: &kubevirt_api::v1::HostDiskSource) -> Result<Option<Step>, PrepareError> {
     let path = Path::new(&host.path);
     if !path.is_absolute() {
         return Err(volume_error(
@@ -259,12 +360,12 @@ fn prepare_host_disk(field: &str, host: &kubevirt_api::v1::HostDiskSource) -> Re
         ));
     }
     match host.disk_type.as_str() {
-        "Disk" if path.is_file() => Ok(()),
+        "Disk" if path.is_file() => Ok(None),
         "Disk" => Err(volume_error(
             &format!("{field}.hostDisk.path"),
             format!("{} does not exist", host.path),
         )),
-        "DiskOrCreate" if path.exists() => Ok(()),
+        "DiskOrCreate" if path.exists() => Ok(None),
         "DiskOrCreate" => {
             let capacity = host
                 .capacity
@@ -272,9 +373,10 @@ fn prepare_host_disk(field: &str, host: &kubevirt_api::v1::HostDiskSource) -> Re
                 .ok_or_else(|| volume_error(&format!("{field}.hostDisk.capacity"), "DiskOrCreate needs a capacity"))?;
             let bytes =
                 quantity::to_bytes(capacity).map_err(|e| volume_error(&format!("{field}.hostDisk.capacity"), e))?;
-            create_parent(path)?;
-            let file = std::fs::File::create(path).map_err(io(path))?;
-            file.set_len(bytes).map_err(io(path))
+            Ok(Some(Step::CreateHostDisk {
+                path: path.to_owned(),
+                bytes,
+            }))
         }
         other => Err(volume_error(
             &format!("{field}.hostDisk.type"),

@@ -212,7 +212,7 @@ impl LibvirtDaemons {
             if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
                 return Ok(());
             }
-            tokio::time::sleep(Duration::from_millis(10)).await;
+            tokio::time::sleep(Duration::from_millis(2)).await;
         }
         Err(DaemonError::NotReady {
             socket,

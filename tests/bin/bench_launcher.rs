@@ -1,0 +1,404 @@
+//! Benchmarks `virt-launcher run` side by side with raw `qemu-system-x86_64` booting the same test
+//! guest, interleaved in one run, and writes the `launcher` section of BENCHMARKS.md:
+//!
+//! - start to the guest's serial marker: raw QEMU, the launcher with a warm libvirt capabilities
+//!   cache, and with a cold (empty) one;
+//! - RSS of the launcher, and of launcher + libvirtd + virtlogd, at the marker;
+//! - SIGTERM to exit for a guest that powers off at once on ACPI.
+//!
+//! bench-launcher --launcher target/release/virt-launcher [--runs 5] [--output BENCHMARKS.md]
+
+use std::fmt::Write as _;
+use std::io::{BufRead as _, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+const MARKER: &str = "KUBEVIRT-RS-GUEST-READY";
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+struct Args {
+    launcher: PathBuf,
+    runs: usize,
+    output: PathBuf,
+}
+
+fn parse_args() -> anyhow::Result<Args> {
+    let mut args = Args {
+        launcher: PathBuf::new(),
+        runs: 5,
+        output: PathBuf::from("BENCHMARKS.md"),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let value = it.next().with_context(|| format!("{flag} needs a value"))?;
+        match flag.as_str() {
+            "--launcher" => args.launcher = value.into(),
+            "--runs" => args.runs = value.parse().context("--runs")?,
+            "--output" => args.output = value.into(),
+            other => bail!("unknown flag {other}"),
+        }
+    }
+    if args.launcher.as_os_str().is_empty() {
+        bail!("usage: bench-launcher --launcher PATH [--runs N] [--output FILE]");
+    }
+    Ok(args)
+}
+
+/// Spawns `command` and returns when a stdout line contains the marker, with the time it took and
+/// the guest's own uptime at that moment (from its `KUBEVIRT-RS-GUEST-UPTIME` line).
+fn until_marker(mut command: Command) -> anyhow::Result<(Child, Duration, f64)> {
+    let started = Instant::now();
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("spawn")?;
+    let stdout = child.stdout.take().context("stdout")?;
+    let (seen, marker) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut uptime = f64::NAN;
+        for line in BufReader::new(stdout).split(b'\n').map_while(Result::ok) {
+            let line = String::from_utf8_lossy(&line);
+            if let Some(value) = line.split("KUBEVIRT-RS-GUEST-UPTIME ").nth(1) {
+                uptime = value.trim().parse().unwrap_or(f64::NAN);
+            }
+            if line.contains(MARKER) {
+                let _ = seen.send(uptime);
+            }
+        }
+    });
+    let Ok(uptime) = marker.recv_timeout(TIMEOUT) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        bail!("no marker within {TIMEOUT:?}");
+    };
+    Ok((child, started.elapsed(), uptime))
+}
+
+/// `Rss` and `Pss` (KiB) from `/proc/<pid>/smaps_rollup`. RSS counts every shared-library page in
+/// full in every process; PSS splits shared pages between the processes that map them.
+fn memory_kib(pid: u32) -> (u64, u64) {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+    let field = |name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+            .unwrap_or(0)
+    };
+    (field("Rss:"), field("Pss:"))
+}
+
+fn children_named(parent: u32, names: &[&str]) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let Some(close) = stat.rfind(')') else { return false };
+            let comm = stat.find('(').map(|o| &stat[o + 1..close]).unwrap_or_default();
+            let ppid: u32 = stat[close + 2..]
+                .split(' ')
+                .nth(1)
+                .and_then(|p| p.parse().ok())
+                .unwrap_or(0);
+            ppid == parent && names.contains(&comm)
+        })
+        .collect()
+}
+
+fn signal(pid: u32, signal: &str) {
+    let _ = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .status();
+}
+
+struct GuestFiles {
+    kernel: PathBuf,
+    initrd: PathBuf,
+    disk: PathBuf,
+}
+
+fn guest_files() -> anyhow::Result<GuestFiles> {
+    let store = std::env::var("KUBEVIRT_RS_IMAGE_STORE").unwrap_or_else(|_| "/var/lib/kubevirt-rs/images".to_owned());
+    let root = Path::new(&store).join("localhost/kubevirt-rs/testguest/latest");
+    let files = GuestFiles {
+        kernel: root.join("boot/vmlinuz"),
+        initrd: root.join("boot/initrd.img"),
+        disk: root.join("disk/testguest.qcow2"),
+    };
+    if !files.kernel.exists() {
+        bail!("the test guest is missing: run `make guest`");
+    }
+    Ok(files)
+}
+
+fn raw_qemu(files: &GuestFiles, scratch: &Path) -> anyhow::Result<(Duration, f64)> {
+    let overlay = scratch.join("raw-overlay.qcow2");
+    let _ = std::fs::remove_file(&overlay);
+    let status = Command::new("qemu-img")
+        .args(["create", "-q", "-f", "qcow2", "-F", "qcow2", "-b"])
+        .arg(&files.disk)
+        .arg(&overlay)
+        .status()?;
+    if !status.success() {
+        bail!("qemu-img failed");
+    }
+    let mut command = Command::new("qemu-system-x86_64");
+    command
+        .args([
+            "-machine",
+            "q35,accel=tcg",
+            "-m",
+            "256",
+            "-smp",
+            "1",
+            "-nographic",
+            "-nodefaults",
+            "-no-reboot",
+        ])
+        .arg("-kernel")
+        .arg(&files.kernel)
+        .arg("-initrd")
+        .arg(&files.initrd)
+        .args(["-append", "console=ttyS0 quiet panic=-1", "-serial", "stdio"])
+        .arg("-drive")
+        .arg(format!("file={},if=virtio,format=qcow2", overlay.display()));
+    let (mut child, elapsed, uptime) = until_marker(command)?;
+    let _ = child.kill();
+    let _ = child.wait();
+    Ok((elapsed, uptime))
+}
+
+struct LauncherRun {
+    to_marker: Duration,
+    guest_uptime: f64,
+    launcher_kib: u64,
+    total_kib: u64,
+    launcher_pss_kib: u64,
+    total_pss_kib: u64,
+    stop: Duration,
+}
+
+fn launcher(args: &Args, manifest: &Path, cache: Option<&Path>, scratch: &Path) -> anyhow::Result<LauncherRun> {
+    let mut command = Command::new(&args.launcher);
+    command
+        .args(["run", "--force-emulation", "--vmi"])
+        .arg(manifest)
+        .arg("--runtime-dir")
+        .arg(scratch);
+    if let Some(cache) = cache {
+        command.arg("--libvirt-cache-dir").arg(cache);
+    }
+    command.env("VIRT_LAUNCHER_LOG", "warn");
+    let (mut child, to_marker, guest_uptime) = until_marker(command)?;
+    let pid = child.id();
+    let daemons: Vec<(u64, u64)> = children_named(pid, &["libvirtd", "virtlogd"])
+        .into_iter()
+        .map(memory_kib)
+        .collect();
+    let (launcher_kib, launcher_pss_kib) = memory_kib(pid);
+    let asked = Instant::now();
+    signal(pid, "TERM");
+    let status = child.wait()?;
+    let stop = asked.elapsed();
+    if !status.success() {
+        bail!("virt-launcher exited with {status}");
+    }
+    Ok(LauncherRun {
+        to_marker,
+        guest_uptime,
+        launcher_kib,
+        total_kib: launcher_kib + daemons.iter().map(|d| d.0).sum::<u64>(),
+        launcher_pss_kib,
+        total_pss_kib: launcher_pss_kib + daemons.iter().map(|d| d.1).sum::<u64>(),
+        stop,
+    })
+}
+
+/// KiB to MiB; memory sizes here are far below f64's exact-integer range.
+#[allow(clippy::cast_precision_loss, reason = "KiB counts of a few processes")]
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// The test guest with the device set of the raw QEMU command line: QEMU's default CPU model, no
+/// SCSI hotplug controller, no balloon. Serial console, guest-agent channel and everything
+/// libvirt adds stay.
+fn matched_manifest(default: &Path, dir: &Path) -> anyhow::Result<PathBuf> {
+    let text = std::fs::read_to_string(default)?;
+    let text = text
+        .replace("      cores: 1\n", "      cores: 1\n      model: qemu64\n")
+        .replace(
+            "      autoattachPodInterface: false\n",
+            "      autoattachPodInterface: false\n      disableHotplug: true\n      autoattachMemBalloon: false\n",
+        );
+    let path = dir.join("vmi-testguest-matched.yaml");
+    std::fs::write(&path, text)?;
+    Ok(path)
+}
+
+struct Series {
+    raw: Vec<(f64, f64)>,
+    default: Vec<LauncherRun>,
+    matched: Vec<LauncherRun>,
+    cold: Vec<f64>,
+}
+
+fn measure(args: &Args, files: &GuestFiles, default: &Path, matched: &Path, scratch: &Path) -> anyhow::Result<Series> {
+    // Warm the persistent cache once so that "warm" really is warm.
+    launcher(args, default, None, scratch)?;
+    let mut series = Series {
+        raw: Vec::new(),
+        default: Vec::new(),
+        matched: Vec::new(),
+        cold: Vec::new(),
+    };
+    for run in 0..args.runs {
+        let (raw, raw_uptime) = raw_qemu(files, scratch)?;
+        series.raw.push((raw.as_secs_f64(), raw_uptime));
+        series.matched.push(launcher(args, matched, None, scratch)?);
+        series.default.push(launcher(args, default, None, scratch)?);
+        if run < args.runs.min(3) {
+            let empty_cache = tempfile::tempdir()?;
+            series.cold.push(
+                launcher(args, matched, Some(empty_cache.path()), scratch)?
+                    .to_marker
+                    .as_secs_f64(),
+            );
+        }
+        eprintln!("bench-launcher: run {} of {} done", run + 1, args.runs);
+    }
+    Ok(series)
+}
+
+fn report(args: &Args, series: &Series) -> String {
+    let med = |runs: &[LauncherRun], f: fn(&LauncherRun) -> f64| median(runs.iter().map(f).collect());
+    let raw_s = median(series.raw.iter().map(|r| r.0).collect());
+    let raw_host = median(series.raw.iter().map(|r| r.0 - r.1).collect());
+    let matched_s = med(&series.matched, |r| r.to_marker.as_secs_f64());
+    let matched_host = med(&series.matched, |r| r.to_marker.as_secs_f64() - r.guest_uptime);
+    let default_s = med(&series.default, |r| r.to_marker.as_secs_f64());
+    let cold_s = median(series.cold.clone());
+    let met = |ok: bool| if ok { "yes" } else { "**no**" };
+    let mut body = format!(
+        "## virt-launcher run vs raw QEMU (test guest, TCG)\n\nMachine: {}. Medians of {} interleaved runs \
+         (cold: {} runs with an empty capabilities cache). Release build. \"Matched\" is the test guest with \
+         raw QEMU's device set (CPU model qemu64, no SCSI hotplug controller, no balloon); \"default\" is \
+         `manifests/examples/vmi-testguest.yaml` as is. Host-side time is time to the marker minus the \
+         guest's own uptime at the marker.\n\n",
+        kubevirt_tests::machine_description(),
+        args.runs,
+        args.runs.min(3)
+    );
+    body.push_str("| measure | value | target | met |\n|---|---|---|---|\n");
+    let mut row = |name: &str, value: String, target: &str, ok: Option<bool>| {
+        let _ = writeln!(body, "| {name} | {value} | {target} | {} |", ok.map_or("", met));
+    };
+    row(
+        "raw `qemu-system-x86_64` start to marker",
+        format!("{raw_s:.2} s"),
+        "(baseline)",
+        None,
+    );
+    row(
+        "launcher start to marker, warm cache, matched",
+        format!("{matched_s:.2} s"),
+        "",
+        None,
+    );
+    row(
+        "matched / raw",
+        format!("{:.2}", matched_s / raw_s),
+        "≤ 1.15",
+        Some(matched_s / raw_s <= 1.15),
+    );
+    row(
+        "host-side: raw / launcher",
+        format!("{raw_host:.2} s / {matched_host:.2} s"),
+        "",
+        None,
+    );
+    row(
+        "launcher start to marker, warm cache, default manifest",
+        format!("{default_s:.2} s ({:.2} × raw)", default_s / raw_s),
+        "",
+        None,
+    );
+    row(
+        "launcher start to marker, cold cache, matched",
+        format!("{cold_s:.2} s"),
+        "",
+        None,
+    );
+    row(
+        "cold − raw",
+        format!("{:.2} s", cold_s - raw_s),
+        "≤ 1 s (reported)",
+        Some(cold_s - raw_s <= 1.0),
+    );
+    let all: Vec<&LauncherRun> = series.matched.iter().chain(&series.default).collect();
+    let mem = |f: fn(&LauncherRun) -> u64| median(all.iter().map(|r| mib(f(r))).collect());
+    let (launcher_rss, total_rss) = (mem(|r| r.launcher_kib), mem(|r| r.total_kib));
+    let (launcher_proportional, total_proportional) = (mem(|r| r.launcher_pss_kib), mem(|r| r.total_pss_kib));
+    row(
+        "launcher RSS",
+        format!("{launcher_rss:.1} MiB"),
+        "≤ 10 MiB",
+        Some(launcher_rss <= 10.0),
+    );
+    row(
+        "launcher + libvirtd + virtlogd RSS",
+        format!("{total_rss:.1} MiB"),
+        "≤ 60 MiB (upstream ~228 MiB)",
+        Some(total_rss <= 60.0),
+    );
+    row(
+        "launcher PSS",
+        format!("{launcher_proportional:.1} MiB"),
+        "(shared pages split)",
+        None,
+    );
+    row(
+        "launcher + libvirtd + virtlogd PSS",
+        format!("{total_proportional:.1} MiB"),
+        "(shared pages split)",
+        None,
+    );
+    let stop_s = median(all.iter().map(|r| r.stop.as_secs_f64()).collect());
+    row(
+        "SIGTERM to exit (guest powers off on ACPI)",
+        format!("{stop_s:.2} s"),
+        "≤ 0.5 s",
+        Some(stop_s <= 0.5),
+    );
+    body
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = parse_args()?;
+    let files = guest_files()?;
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let default = repo.join("manifests/examples/vmi-testguest.yaml");
+    let scratch = tempfile::Builder::new().prefix("kvb").tempdir_in("/tmp")?;
+    let matched = matched_manifest(&default, scratch.path())?;
+    let series = measure(&args, &files, &default, &matched, scratch.path())?;
+    let body = report(&args, &series);
+    kubevirt_tests::replace_markdown_section(&args.output, "launcher", &body)
+        .with_context(|| format!("cannot write {}", args.output.display()))?;
+    print!("{body}");
+    Ok(())
+}
