@@ -7,15 +7,7 @@ use virt_launcher::domain::{ConvertContext, DomainType, render};
 use virt_launcher::fixtures::{large_vmi, minimal_vmi, vmi};
 
 fn context(vmi: &kubevirt_api::v1::VirtualMachineInstance) -> ConvertContext {
-    let mut ctx = ConvertContext {
-        domain_type: DomainType::Qemu,
-        ..ConvertContext::default()
-    };
-    for volume in vmi.spec.volumes.iter().filter(|v| v.container_disk.is_some()) {
-        ctx.container_disk_formats
-            .insert(volume.name.clone(), "qcow2".to_owned());
-    }
-    ctx
+    ConvertContext::assuming_container_disk_format(DomainType::Qemu, vmi, "qcow2")
 }
 
 fn bench_render(c: &mut Criterion) {

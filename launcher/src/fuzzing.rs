@@ -14,14 +14,7 @@ pub fn render_untrusted(data: &[u8]) {
     let Ok(vmi) = Manifest::parse(text, origin).and_then(|m| m.into_vmi(origin)) else {
         return;
     };
-    let mut ctx = ConvertContext {
-        domain_type: DomainType::Qemu,
-        ..ConvertContext::default()
-    };
-    for volume in vmi.spec.volumes.iter().filter(|v| v.container_disk.is_some()) {
-        ctx.container_disk_formats
-            .insert(volume.name.clone(), "qcow2".to_owned());
-    }
+    let ctx = ConvertContext::assuming_container_disk_format(DomainType::Qemu, &vmi, "qcow2");
     if let Ok(domain) = render(&vmi, &ctx) {
         let _ = domain.to_xml();
     }

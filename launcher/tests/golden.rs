@@ -73,10 +73,12 @@ fn vmi_of(name: &str, case: &Case) -> VirtualMachineInstance {
 fn context_of(vmi: &VirtualMachineInstance, case: &Case) -> ConvertContext {
     let given = case.context.as_ref();
     let defaults = ConvertContext::default();
-    let mut formats = given.map(|c| c.container_disk_formats.clone()).unwrap_or_default();
-    for volume in vmi.spec.volumes.iter().filter(|v| v.container_disk.is_some()) {
-        formats.entry(volume.name.clone()).or_insert_with(|| "raw".to_owned());
-    }
+    let mut formats = ConvertContext {
+        container_disk_formats: given.map(|c| c.container_disk_formats.clone()).unwrap_or_default(),
+        ..ConvertContext::default()
+    };
+    formats.assume_container_disk_format(vmi, "raw");
+    let formats = formats.container_disk_formats;
     ConvertContext {
         domain_type: match given.and_then(|c| c.domain_type.as_deref()) {
             Some("qemu") => DomainType::Qemu,

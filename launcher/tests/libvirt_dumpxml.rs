@@ -69,14 +69,7 @@ fn check_round_trip(manifest: &str) {
         .and_then(|m| m.into_vmi(&path))
         .expect("manifest");
     vmi.metadata.uid = Some("3d5a1b7e-1f0e-4c57-9a55-0d1f3e9c2b11".to_owned());
-    let mut ctx = ConvertContext {
-        domain_type: DomainType::Qemu,
-        ..ConvertContext::default()
-    };
-    for volume in vmi.spec.volumes.iter().filter(|v| v.container_disk.is_some()) {
-        ctx.container_disk_formats
-            .insert(volume.name.clone(), "qcow2".to_owned());
-    }
+    let ctx = ConvertContext::assuming_container_disk_format(DomainType::Qemu, &vmi, "qcow2");
     let ours = render(&vmi, &ctx).expect("render");
     let live_xml = dumpxml_of_running(&ours);
     let live =

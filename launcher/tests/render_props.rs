@@ -240,15 +240,7 @@ fn the_benchmark_fixtures_render() {
         virt_launcher::fixtures::large_vmi(),
     ] {
         let vmi = virt_launcher::fixtures::vmi(value);
-        let mut ctx = ConvertContext {
-            domain_type: DomainType::Qemu,
-            ..ConvertContext::default()
-        };
-        ctx.container_disk_formats.insert("root".to_owned(), "qcow2".to_owned());
-        ctx.container_disk_formats
-            .insert("disk0".to_owned(), "qcow2".to_owned());
-        ctx.container_disk_formats
-            .insert("disk8".to_owned(), "qcow2".to_owned());
+        let ctx = ConvertContext::assuming_container_disk_format(DomainType::Qemu, &vmi, "qcow2");
         let domain = render(&vmi, &ctx).unwrap_or_else(|e| panic!("{e}"));
         let dir = tempfile::tempdir().expect("tempdir");
         let file = dir.path().join("domain.xml");

@@ -126,25 +126,8 @@ pub struct VirtualMachineStatus {
     pub run_strategy: Option<String>,
 }
 
-/// A condition in a VM's `status.conditions`.
-#[serde_with::skip_serializing_none]
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct VirtualMachineCondition {
-    /// Condition type, e.g. `Ready` or `Failure`.
-    #[serde(rename = "type")]
-    pub condition_type: String,
-    /// `True`, `False` or `Unknown`.
-    pub status: String,
-    /// Last time the condition was checked.
-    pub last_probe_time: Option<Time>,
-    /// Last time the status changed.
-    pub last_transition_time: Option<Time>,
-    /// Machine-readable reason.
-    pub reason: Option<String>,
-    /// Human-readable message.
-    pub message: Option<String>,
-}
+/// A condition in a VM's `status.conditions`: the same shape as a VMI's.
+pub type VirtualMachineCondition = super::VirtualMachineInstanceCondition;
 
 /// One entry of `status.stateChangeRequests`.
 #[serde_with::skip_serializing_none]

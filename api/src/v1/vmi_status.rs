@@ -152,7 +152,7 @@ impl fmt::Display for VirtualMachineInstancePhase {
     }
 }
 
-/// A condition in `status.conditions`.
+/// A condition in `status.conditions` of a VMI or a VM.
 #[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -137,14 +137,11 @@ pub fn prepare_process(options: RunOptions) -> Result<Prelude, RunError> {
     )
     .map_err(convert)?;
     // Check the spec before creating anything: containerDisk formats are placeholders here.
-    let mut dry = ConvertContext {
-        domain_type,
-        ..ConvertContext::default()
-    };
-    for volume in vmi.spec.volumes.iter().filter(|v| v.container_disk.is_some()) {
-        dry.container_disk_formats.insert(volume.name.clone(), "raw".to_owned());
-    }
-    render(&vmi, &dry).map_err(convert)?;
+    render(
+        &vmi,
+        &ConvertContext::assuming_container_disk_format(domain_type, &vmi, "raw"),
+    )
+    .map_err(convert)?;
     let uid = vmi.metadata.uid.clone().unwrap_or_default();
     let runtime = RuntimeDir::new(&options.runtime_root, &uid)?;
     // Every volume is checked (images found, kinds supported) before anything is created.

@@ -135,6 +135,27 @@ impl Default for ConvertContext {
 }
 
 impl ConvertContext {
+    /// A context for `domain_type` in which every containerDisk of `vmi` whose format is not
+    /// known yet is taken to be `format` (tests, benchmarks, and checks before images are read).
+    #[must_use]
+    pub fn assuming_container_disk_format(domain_type: DomainType, vmi: &VirtualMachineInstance, format: &str) -> Self {
+        let mut ctx = Self {
+            domain_type,
+            ..Self::default()
+        };
+        ctx.assume_container_disk_format(vmi, format);
+        ctx
+    }
+
+    /// Takes every containerDisk of `vmi` whose format is not known yet to be `format`.
+    pub fn assume_container_disk_format(&mut self, vmi: &VirtualMachineInstance, format: &str) {
+        for volume in vmi.spec.volumes.iter().filter(|v| v.container_disk.is_some()) {
+            self.container_disk_formats
+                .entry(volume.name.clone())
+                .or_insert_with(|| format.to_owned());
+        }
+    }
+
     /// Where EFI variable stores go.
     #[must_use]
     pub fn nvram_dir(&self) -> String {
