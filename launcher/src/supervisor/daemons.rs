@@ -63,6 +63,12 @@ impl DaemonPaths {
         format!("qemu+unix:///system?socket={}", self.socket().display())
     }
 
+    /// The driver modules libvirtd loads: only the QEMU driver (see [`link_qemu_driver`]).
+    #[must_use]
+    pub fn driver_dir(&self) -> PathBuf {
+        self.root.join("drivers")
+    }
+
     fn log(&self, daemon: &str) -> PathBuf {
         self.root.join(format!("{daemon}.log"))
     }
@@ -94,8 +100,29 @@ pub enum DaemonError {
     },
 }
 
+/// Where Debian installs libvirt's connection drivers.
+pub const SYSTEM_DRIVER_DIR: &str = "/usr/lib/x86_64-linux-gnu/libvirt/connection-driver";
+/// The only driver a launcher's daemon needs.
+const QEMU_DRIVER: &str = "libvirt_driver_qemu.so";
+
+/// Makes libvirtd load only its QEMU driver: a directory with a link to that one module, named by
+/// `LIBVIRT_DRIVER_DIR`. The network, storage, node-device, interface, nwfilter and secret drivers
+/// (and their libraries) are never loaded, which keeps the daemon small and its start short.
+pub fn link_qemu_driver(paths: &DaemonPaths) -> Result<(), DaemonError> {
+    let dir = paths.driver_dir();
+    let config = |source| DaemonError::Config {
+        path: dir.clone(),
+        source,
+    };
+    std::fs::create_dir_all(&dir).map_err(config)?;
+    let link = dir.join(QEMU_DRIVER);
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(Path::new(SYSTEM_DRIVER_DIR).join(QEMU_DRIVER), &link).map_err(config)
+}
+
 /// Writes libvirtd.conf, qemu.conf and virtlogd.conf.
 pub fn write_configs(paths: &DaemonPaths) -> Result<(), DaemonError> {
+    link_qemu_driver(paths)?;
     let dir = paths.config_dir();
     let write = |file: &str, text: String| {
         std::fs::write(dir.join(file), text).map_err(|source| DaemonError::Config {
@@ -182,9 +209,13 @@ impl LibvirtDaemons {
             command.arg("--config").arg("/etc/libvirt/virtlogd.conf");
             command
         })?;
-        let libvirtd = supervise(reaper.clone(), "libvirtd", || {
+        let drivers = paths.driver_dir();
+        let libvirtd = supervise(reaper.clone(), "libvirtd", move || {
             let mut command = Command::new("libvirtd");
-            command.arg("--config").arg("/etc/libvirt/libvirtd.conf");
+            command
+                .arg("--config")
+                .arg("/etc/libvirt/libvirtd.conf")
+                .env("LIBVIRT_DRIVER_DIR", &drivers);
             command
         })?;
         let daemons = Self {
