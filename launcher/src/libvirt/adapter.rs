@@ -213,7 +213,11 @@ impl DomainManager for LibvirtDomainManager {
 
     async fn undefine(&self) -> Result<(), DomainError> {
         self.with_domain("undefine", |conn, name| {
-            lookup(conn, name)?.undefine_flags(sys::VIR_DOMAIN_UNDEFINE_NVRAM)
+            let domain = lookup(conn, name)?;
+            // With its NVRAM (EFI guests); drivers without NVRAM support refuse the flag.
+            domain
+                .undefine_flags(sys::VIR_DOMAIN_UNDEFINE_NVRAM)
+                .or_else(|_| domain.undefine())
         })
         .await
     }

@@ -221,3 +221,94 @@ fn a_missing_image_is_refused_by_field_and_leaves_nothing() {
     );
     launcher.assert_nothing_left(&[]);
 }
+
+#[test]
+fn volumes_of_every_local_kind_reach_the_guest() {
+    let _serial = serial();
+    require_test_guest();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let host_disk = dir.path().join("host.img");
+    let extra_disks = r"        - name: scratch
+          disk:
+            bus: virtio
+        - name: host
+          disk:
+            bus: virtio
+        - name: cloudinit
+          disk:
+            bus: virtio
+";
+    let extra_volumes = format!(
+        r#"    - name: scratch
+      emptyDisk:
+        capacity: 64Mi
+    - name: host
+      hostDisk:
+        path: {}
+        type: DiskOrCreate
+        capacity: 32Mi
+    - name: cloudinit
+      cloudInitNoCloud:
+        userData: '#cloud-config'
+"#,
+        host_disk.display()
+    );
+    let manifest = testguest_variant(dir.path(), |text| {
+        let text = text.replace("  volumes:\n", &format!("  volumes:\n{extra_volumes}"));
+        let last_disk = "            bus: virtio\n  volumes:";
+        text.replacen(
+            last_disk,
+            &format!("            bus: virtio\n{extra_disks}  volumes:"),
+            1,
+        )
+    });
+    let mut launcher = boot(&manifest);
+    let console = launcher.stdout();
+    for disk in ["vda KUBEVIRT-RS-TESTGUEST-DISK", "vdb", "vdc", "vdd"] {
+        assert!(
+            console.contains(&format!("KUBEVIRT-RS-GUEST-DISK {disk}")),
+            "guest lacks {disk}:\n{console}"
+        );
+    }
+    assert_eq!(std::fs::metadata(&host_disk).expect("hostDisk created").len(), 32 << 20);
+    let daemons = daemons(&launcher);
+    launcher.signal(Signal::SIGTERM);
+    assert_eq!(
+        launcher.wait_exit(Duration::from_secs(30)).code(),
+        Some(0),
+        "{}",
+        launcher.stderr()
+    );
+    assert!(host_disk.exists(), "a hostDisk belongs to the user and stays");
+    launcher.assert_nothing_left(&daemons);
+}
+
+#[test]
+fn start_strategy_paused_starts_the_domain_paused() {
+    let _serial = serial();
+    require_test_guest();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let manifest = testguest_variant(dir.path(), |text| {
+        text.replace(
+            "spec:\n  terminationGracePeriodSeconds: 30",
+            "spec:\n  startStrategy: Paused\n  terminationGracePeriodSeconds: 2",
+        )
+    });
+    let mut launcher = Launcher::spawn(&manifest);
+    launcher.wait_for_log("domain started paused=true", BOOT_TIMEOUT);
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        !launcher.stdout().contains("KUBEVIRT-RS-GUEST-READY"),
+        "a paused guest does not boot"
+    );
+    let daemons = daemons(&launcher);
+    launcher.signal(Signal::SIGTERM);
+    let status = launcher.wait_exit(Duration::from_secs(30));
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "a paused guest cannot power off, so it is destroyed: {}",
+        launcher.stderr()
+    );
+    launcher.assert_nothing_left(&daemons);
+}
