@@ -239,7 +239,7 @@ fn volumes_of_every_local_kind_reach_the_guest() {
             bus: virtio
 ";
     let extra_volumes = format!(
-        r#"    - name: scratch
+        r"    - name: scratch
       emptyDisk:
         capacity: 64Mi
     - name: host
@@ -250,7 +250,7 @@ fn volumes_of_every_local_kind_reach_the_guest() {
     - name: cloudinit
       cloudInitNoCloud:
         userData: '#cloud-config'
-"#,
+",
         host_disk.display()
     );
     let manifest = testguest_variant(dir.path(), |text| {
