@@ -135,15 +135,6 @@ impl LibvirtDomainManager {
         self.on_thread(|session| session.connection().map(|_| ())).await
     }
 
-    /// Drops the connection so that the next call reconnects, after the daemon was restarted.
-    pub async fn reconnect(&self) -> Result<(), DomainError> {
-        self.on_thread(|session| {
-            session.disconnect();
-            session.connection().map(|_| ())
-        })
-        .await
-    }
-
     /// Runs `op` on the domain; reconnects and retries once when the connection died under it.
     async fn with_domain<T: Send + 'static>(
         &self,

@@ -15,7 +15,6 @@ use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -195,22 +194,21 @@ pub struct LibvirtDaemons {
     libvirtd: Arc<AtomicU32>,
     virtlogd: Arc<AtomicU32>,
     stopping: CancellationToken,
-    restarts: watch::Receiver<u64>,
     paths: DaemonPaths,
 }
 
 impl LibvirtDaemons {
-    /// Writes the configuration, starts virtlogd and libvirtd, and waits until libvirtd accepts
-    /// connections on its socket.
+    /// Starts virtlogd and libvirtd (their configuration was written by [`write_configs`] before
+    /// the mount namespace was set up) and waits until libvirtd accepts connections.
     pub async fn start(reaper: &Reaper, paths: &DaemonPaths, timeout: Duration) -> Result<Self, DaemonError> {
-        write_configs(paths)?;
-        let virtlogd = supervise(reaper.clone(), "virtlogd", || {
+        let stopping = CancellationToken::new();
+        let virtlogd = supervise(reaper.clone(), "virtlogd", stopping.clone(), || {
             let mut command = Command::new("virtlogd");
             command.arg("--config").arg("/etc/libvirt/virtlogd.conf");
             command
         })?;
         let drivers = paths.driver_dir();
-        let libvirtd = supervise(reaper.clone(), "libvirtd", move || {
+        let libvirtd = supervise(reaper.clone(), "libvirtd", stopping.clone(), move || {
             let mut command = Command::new("libvirtd");
             command
                 .arg("--config")
@@ -219,19 +217,11 @@ impl LibvirtDaemons {
             command
         })?;
         let daemons = Self {
-            libvirtd: libvirtd.pid,
-            virtlogd: virtlogd.pid,
-            stopping: libvirtd.stopping.clone(),
-            restarts: libvirtd.restarts,
+            libvirtd,
+            virtlogd,
+            stopping,
             paths: paths.clone(),
         };
-        // One token stops both supervisors.
-        let virtlogd_stop = virtlogd.stopping;
-        let stop_both = daemons.stopping.clone();
-        tokio::spawn(async move {
-            stop_both.cancelled().await;
-            virtlogd_stop.cancel();
-        });
         daemons.wait_for_socket(timeout).await?;
         Ok(daemons)
     }
@@ -250,29 +240,6 @@ impl LibvirtDaemons {
             timeout,
             log: self.paths.log("libvirtd"),
         })
-    }
-
-    /// The current libvirtd pid (it changes on restart).
-    #[must_use]
-    pub fn libvirtd_pid(&self) -> u32 {
-        self.libvirtd.load(Ordering::SeqCst)
-    }
-
-    /// The current virtlogd pid.
-    #[must_use]
-    pub fn virtlogd_pid(&self) -> u32 {
-        self.virtlogd.load(Ordering::SeqCst)
-    }
-
-    /// Changes each time libvirtd was restarted.
-    #[must_use]
-    pub fn restarts(&self) -> watch::Receiver<u64> {
-        self.restarts.clone()
-    }
-
-    /// Waits until libvirtd answers on its socket again after a restart.
-    pub async fn wait_ready(&self, timeout: Duration) -> Result<(), DaemonError> {
-        self.wait_for_socket(timeout).await
     }
 
     /// Stops both daemons: SIGTERM, then SIGKILL after a grace period. The supervisors observe
@@ -306,26 +273,19 @@ async fn wait_cleared(pid: &AtomicU32, timeout: Duration) -> bool {
     true
 }
 
-struct Supervised {
-    pid: Arc<AtomicU32>,
-    stopping: CancellationToken,
-    restarts: watch::Receiver<u64>,
-}
-
-/// Starts a daemon and restarts it whenever it dies, until stopped.
+/// Starts a daemon and restarts it whenever it dies, until `stopping` is cancelled. Returns the
+/// current pid, which the supervisor sets to 0 once the daemon has exited for good.
 fn supervise(
     reaper: Reaper,
     daemon: &'static str,
+    stopping: CancellationToken,
     command: impl Fn() -> Command + Send + 'static,
-) -> Result<Supervised, DaemonError> {
+) -> Result<Arc<AtomicU32>, DaemonError> {
     let first = spawn_logged(daemon, &mut command())?;
     info!(daemon, pid = first, "started");
     let pid = Arc::new(AtomicU32::new(first));
-    let stopping = CancellationToken::new();
-    let (restarted, restarts) = watch::channel(0u64);
-    let (current, token) = (pid.clone(), stopping.clone());
+    let (current, token) = (pid.clone(), stopping);
     tokio::spawn(async move {
-        let mut count = 0;
         loop {
             let running = current.load(Ordering::SeqCst);
             let exit = reaper.wait(running).await;
@@ -343,8 +303,6 @@ fn supervise(
                 Ok(next) => {
                     info!(daemon, pid = next, "restarted");
                     current.store(next, Ordering::SeqCst);
-                    count += 1;
-                    let _ = restarted.send(count);
                 }
                 Err(e) => {
                     warn!(daemon, error = %e, "cannot restart");
@@ -354,15 +312,5 @@ fn supervise(
             }
         }
     });
-    Ok(Supervised {
-        pid,
-        stopping,
-        restarts,
-    })
-}
-
-/// Whether `path` is a unix socket something listens on.
-#[must_use]
-pub fn is_listening(path: &Path) -> bool {
-    std::os::unix::net::UnixStream::connect(path).is_ok()
+    Ok(pid)
 }
