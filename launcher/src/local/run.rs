@@ -25,7 +25,7 @@ use super::lifecycle::{self, Observation, Plan, Policy, StopProgress};
 use super::runtime_dir::{RuntimeDir, RuntimeDirError};
 use super::volumes::{self, PrepareError};
 use crate::commands::render::{EmulationFlags, RenderError, ensure_uid, load_vmi};
-use crate::domain::{ConvertContext, ConvertError, DomainType, render};
+use crate::domain::{ConvertContext, ConvertError, DomainType, InterfaceTaps, render};
 use crate::image_store::ImageStore;
 use crate::libvirt::{DomainError, DomainManager, DomainStatus, LibvirtDomainManager, LifecycleEvent};
 use crate::supervisor::daemons::{DaemonError, LibvirtDaemons, write_configs};
@@ -213,6 +213,8 @@ async fn run_with(prelude: &Prelude, reaper: &Reaper) -> Result<VirtualMachineIn
         domain_type: prelude.domain_type,
         layout: prelude.runtime.layout(),
         container_disk_formats: prelude.volumes.container_disk_formats.clone(),
+        // No pod network in local mode yet: libvirt provides plain taps.
+        interface_taps: InterfaceTaps::LibvirtManaged,
         ..ConvertContext::default()
     };
     let domain = render(&prelude.vmi, &ctx).map_err(|source| RunError::Convert {

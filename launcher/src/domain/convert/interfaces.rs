@@ -5,12 +5,15 @@
 //! conversion renders what the spec says.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 
-use kubevirt_api::v1::{Interface as SpecInterface, VirtualMachineInstance};
+use kubevirt_api::v1::{Interface as SpecInterface, Network, VirtualMachineInstance};
 
 use super::error::interface_field;
-use super::{BootOrders, ConvertError, pci_address, virtio_model};
-use crate::domain::model::{AcpiIndex, Alias, Boot, Domain, Interface, InterfaceDriver, Mac, Rom, State, TypeAttr};
+use super::{BootOrders, ConvertError, InterfaceTaps, pci_address, virtio_model};
+use crate::domain::model::{
+    AcpiIndex, Alias, Boot, Domain, Interface, InterfaceDriver, InterfaceTarget, Mac, Rom, State, TypeAttr,
+};
 
 /// NIC models libvirt and QEMU offer on x86_64.
 const MODELS: [&str; 8] = [
@@ -93,10 +96,31 @@ fn checked_model<'a>(iface: &'a SpecInterface, field: &str) -> Result<&'a str, C
     Ok(model)
 }
 
+/// Upstream's tap device name for an interface on `network`: `tap0` for the pod network or the
+/// default Multus network, `tap` + the first 11 hex digits of SHA-256(network name) for a
+/// secondary Multus network (`pkg/network/namescheme`, `pkg/network/link`).
+#[must_use]
+pub fn tap_name(network: &Network) -> String {
+    use sha2::Digest as _;
+    match &network.multus {
+        Some(multus) if multus.default != Some(true) => {
+            let digest = sha2::Sha256::digest(network.name.as_bytes());
+            let mut name = String::from("tap");
+            for byte in &digest[..6] {
+                let _ = write!(name, "{byte:02x}");
+            }
+            name.truncate(3 + 11);
+            name
+        }
+        Some(_) | None => "tap0".to_owned(),
+    }
+}
+
 /// Renders every interface that is not `state: absent`.
 pub fn apply(
     vmi: &VirtualMachineInstance,
     vcpus: u32,
+    taps: InterfaceTaps,
     boot_orders: &mut BootOrders,
     domain: &mut Domain,
 ) -> Result<(), ConvertError> {
@@ -150,8 +174,16 @@ pub fn apply(
         if let Some(order) = iface.boot_order {
             boot_orders.claim(order, &format!("{field}.bootOrder"))?;
         }
+        let target = match taps {
+            InterfaceTaps::PreCreated => Some(InterfaceTarget {
+                dev: tap_name(&vmi.spec.networks[network_index]),
+                managed: Some("no".to_owned()),
+            }),
+            InterfaceTaps::LibvirtManaged => None,
+        };
         let mut out = Interface {
             interface_type: "ethernet".to_owned(),
+            target,
             mac: iface
                 .mac_address
                 .clone()

@@ -22,6 +22,7 @@ use kubevirt_api::v1::{Devices as SpecDevices, VirtualMachineInstance};
 pub use cpu::Topology;
 pub use disks::device_suffix;
 pub use error::ConvertError;
+pub use interfaces::tap_name;
 pub use layout::PathLayout;
 
 use crate::domain::model::{Address, Devices, Domain, QEMU_NAMESPACE, ScaledInteger, Vcpu};
@@ -56,6 +57,17 @@ impl DomainType {
             Self::Qemu => "qemu",
         }
     }
+}
+
+/// Who provides the tap device behind each interface.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum InterfaceTaps {
+    /// The pod's network setup created them, with upstream's names: `tap0` for the pod (or default
+    /// Multus) network, `tap<hash>` for a secondary Multus network. libvirt must not manage them.
+    #[default]
+    PreCreated,
+    /// libvirt creates and removes them itself (local mode without pod networking).
+    LibvirtManaged,
 }
 
 /// Cluster SMBIOS strings (`KubeVirt.spec.configuration.smbios`).
@@ -114,6 +126,8 @@ pub struct ConvertContext {
     pub container_disk_formats: BTreeMap<String, String>,
     /// Image file of a containerDisk volume, where it is not in the layout's place (local mode).
     pub container_disk_sources: BTreeMap<String, String>,
+    /// Who provides the interfaces' tap devices.
+    pub interface_taps: InterfaceTaps,
 }
 
 impl Default for ConvertContext {
@@ -130,6 +144,7 @@ impl Default for ConvertContext {
             block_volumes: BTreeSet::new(),
             container_disk_formats: BTreeMap::new(),
             container_disk_sources: BTreeMap::new(),
+            interface_taps: InterfaceTaps::PreCreated,
         }
     }
 }
@@ -300,7 +315,7 @@ pub fn render(vmi: &VirtualMachineInstance, ctx: &ConvertContext) -> Result<Doma
     platform::apply_features(vmi, &mut domain)?;
     let mut boot_orders = BootOrders::default();
     let disk_needs = disks::apply(vmi, ctx, topology.vcpus(), &mut boot_orders, &mut domain)?;
-    interfaces::apply(vmi, topology.vcpus(), &mut boot_orders, &mut domain)?;
+    interfaces::apply(vmi, topology.vcpus(), ctx.interface_taps, &mut boot_orders, &mut domain)?;
     devices::apply(vmi, ctx, topology.vcpus(), &disk_needs, &mut domain)?;
     Ok(domain)
 }
@@ -347,6 +362,32 @@ mod tests {
         ] {
             assert!(pci_address(bad, "f").is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn tap_names_follow_upstreams_scheme() {
+        use kubevirt_api::v1::{MultusNetwork, Network, PodNetwork};
+        let pod = Network {
+            name: "default".to_owned(),
+            pod: Some(PodNetwork::default()),
+            multus: None,
+        };
+        let multus = |default| Network {
+            name: "blue".to_owned(),
+            pod: None,
+            multus: Some(MultusNetwork {
+                network_name: "ns/blue".to_owned(),
+                default,
+            }),
+        };
+        assert_eq!(tap_name(&pod), "tap0");
+        assert_eq!(tap_name(&multus(Some(true))), "tap0");
+        // sha256("blue") = 16477688c0e00699c6cfa4497a3612d7e83c532062b64b250fed8908128ed548
+        assert_eq!(tap_name(&multus(None)), "tap16477688c0e");
+        assert!(
+            tap_name(&multus(None)).len() <= 15,
+            "kernel interface names are at most 15 bytes"
+        );
     }
 
     #[test]
