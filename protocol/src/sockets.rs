@@ -1,0 +1,143 @@
+//! Where the launcher's command socket is and how the handler finds it, with upstream's names.
+//!
+//! Inside the pod the launcher listens on `/var/run/kubevirt/sockets/launcher-init-sock` and renames
+//! it to `launcher-sock` once it serves commands, so the handler never talks to a half-started
+//! launcher. The handler sees the pod's `sockets` emptyDir through the kubelet's pods directory.
+
+use std::path::{Path, PathBuf};
+
+/// The socket name while the launcher starts.
+pub const INIT_SOCKET: &str = "launcher-init-sock";
+/// The socket name once the launcher serves commands.
+pub const READY_SOCKET: &str = "launcher-sock";
+/// A file next to the socket that marks a launcher which stopped answering.
+pub const UNRESPONSIVE_MARKER: &str = "launcher-unresponsive";
+/// The socket directory inside the launcher pod.
+pub const SOCKET_DIR_IN_POD: &str = "/var/run/kubevirt/sockets";
+/// Where the launcher sends domain events, inside its pod.
+pub const NOTIFY_SOCKET_IN_POD: &str = "/var/run/kubevirt/domain-notify-pipe.sock";
+/// The handler's own notify server socket, in its share directory.
+pub const HANDLER_NOTIFY_SOCKET: &str = "domain-notify.sock";
+
+/// The pod's socket directory as the handler sees it: `<pods>/<podUID>/volumes/kubernetes.io~empty-dir/sockets`.
+#[must_use]
+pub fn socket_dir_on_host(pods_dir: &Path, pod_uid: &str) -> PathBuf {
+    pods_dir.join(pod_uid).join("volumes/kubernetes.io~empty-dir/sockets")
+}
+
+/// Why no launcher socket was found.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FindSocketError {
+    /// No active pod of this VMI on this node has a socket.
+    #[error("no launcher socket for this VMI on node {node}")]
+    NotFound {
+        /// This node.
+        node: String,
+    },
+    /// The launcher is still starting (only its init socket exists).
+    #[error("the launcher at {0} is not ready yet")]
+    NotReady(PathBuf),
+    /// More than one active pod on this node has a socket.
+    #[error("found multiple launcher sockets for this VMI on node {node}")]
+    Multiple {
+        /// This node.
+        node: String,
+    },
+}
+
+/// Finds the one ready launcher socket among the VMI's active pods (`status.activePods`: pod UID
+/// to node) that run on `node`.
+pub fn find_socket_on_host<'a>(
+    pods_dir: &Path,
+    active_pods: impl IntoIterator<Item = (&'a str, &'a str)>,
+    node: &str,
+) -> Result<PathBuf, FindSocketError> {
+    let mut ready = Vec::new();
+    let mut starting = None;
+    for (pod_uid, pod_node) in active_pods {
+        if pod_node != node {
+            continue;
+        }
+        let dir = socket_dir_on_host(pods_dir, pod_uid);
+        if dir.join(READY_SOCKET).exists() {
+            ready.push(dir.join(READY_SOCKET));
+        } else if dir.join(INIT_SOCKET).exists() {
+            starting = Some(dir.join(INIT_SOCKET));
+        }
+    }
+    match (ready.len(), starting) {
+        (1, _) => Ok(ready.swap_remove(0)),
+        (0, Some(init)) => Err(FindSocketError::NotReady(init)),
+        (0, None) => Err(FindSocketError::NotFound { node: node.to_owned() }),
+        _ => Err(FindSocketError::Multiple { node: node.to_owned() }),
+    }
+}
+
+/// A launcher is unresponsive when its socket is gone or it was marked so.
+#[must_use]
+pub fn is_unresponsive(socket: &Path) -> bool {
+    !socket.exists() || socket.with_file_name(UNRESPONSIVE_MARKER).exists()
+}
+
+/// Marks the launcher behind `socket` unresponsive.
+pub fn mark_unresponsive(socket: &Path) -> std::io::Result<()> {
+    std::fs::write(socket.with_file_name(UNRESPONSIVE_MARKER), b"")
+}
+
+/// Publishes a started launcher: renames its init socket in `dir` to the ready name.
+pub fn mark_ready(dir: &Path) -> std::io::Result<()> {
+    std::fs::rename(dir.join(INIT_SOCKET), dir.join(READY_SOCKET))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod_with(pods: &Path, uid: &str, socket: &str) {
+        let dir = socket_dir_on_host(pods, uid);
+        std::fs::create_dir_all(&dir).expect("dir");
+        std::fs::write(dir.join(socket), b"").expect("socket file");
+    }
+
+    #[test]
+    fn the_ready_socket_of_the_pod_on_this_node_is_found() {
+        let pods = tempfile::tempdir().expect("tempdir");
+        pod_with(pods.path(), "a", READY_SOCKET);
+        pod_with(pods.path(), "b", READY_SOCKET);
+        let found = find_socket_on_host(pods.path(), [("a", "node1"), ("b", "node2")], "node1").expect("found");
+        assert_eq!(found, socket_dir_on_host(pods.path(), "a").join(READY_SOCKET));
+    }
+
+    #[test]
+    fn a_starting_launcher_is_not_ready_and_two_ready_ones_are_ambiguous() {
+        let pods = tempfile::tempdir().expect("tempdir");
+        pod_with(pods.path(), "a", INIT_SOCKET);
+        assert!(matches!(
+            find_socket_on_host(pods.path(), [("a", "n")], "n"),
+            Err(FindSocketError::NotReady(_))
+        ));
+        assert!(matches!(
+            find_socket_on_host(pods.path(), [("x", "n")], "n"),
+            Err(FindSocketError::NotFound { .. })
+        ));
+        pod_with(pods.path(), "b", READY_SOCKET);
+        pod_with(pods.path(), "c", READY_SOCKET);
+        assert!(matches!(
+            find_socket_on_host(pods.path(), [("b", "n"), ("c", "n")], "n"),
+            Err(FindSocketError::Multiple { .. })
+        ));
+    }
+
+    #[test]
+    fn mark_ready_renames_and_unresponsive_is_a_marker_or_a_missing_socket() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join(INIT_SOCKET), b"").expect("init socket");
+        mark_ready(dir.path()).expect("rename");
+        let socket = dir.path().join(READY_SOCKET);
+        assert!(socket.exists() && !dir.path().join(INIT_SOCKET).exists());
+        assert!(!is_unresponsive(&socket));
+        mark_unresponsive(&socket).expect("marker");
+        assert!(is_unresponsive(&socket));
+        assert!(is_unresponsive(&dir.path().join("gone")));
+    }
+}
