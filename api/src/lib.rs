@@ -7,6 +7,7 @@
 
 pub mod crd;
 pub mod domain_state;
+pub mod graceful_stop;
 pub mod manifest;
 pub mod quantity;
 pub mod schema;

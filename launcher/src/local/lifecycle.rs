@@ -7,12 +7,11 @@
 use std::time::Duration;
 
 use kubevirt_api::domain_state::{DomainState, StateReason, phase_for_domain};
+use kubevirt_api::graceful_stop::{StopClock, StopStep, next_step};
 use kubevirt_api::v1::VirtualMachineInstancePhase;
 
 use crate::libvirt::DomainStatus;
 
-/// Upstream re-sends the ACPI power button at most this often.
-pub const ACPI_RESEND_INTERVAL: Duration = Duration::from_secs(5);
 /// How often a destroyed domain's state is re-read until it reports Shutoff.
 pub const DESTROY_POLL: Duration = Duration::from_millis(50);
 
@@ -90,15 +89,14 @@ pub fn decide(observation: &Observation, policy: &Policy) -> Plan {
     if stop.is_destroy_sent {
         return Plan::Wait(Some(DESTROY_POLL));
     }
-    if !policy.is_acpi_usable() || stop.elapsed >= policy.grace {
-        return Plan::Destroy;
-    }
-    let remaining = policy.grace.saturating_sub(stop.elapsed);
-    match stop.since_last_acpi {
-        Some(since) if since < ACPI_RESEND_INTERVAL => {
-            Plan::Wait(Some((ACPI_RESEND_INTERVAL.saturating_sub(since)).min(remaining)))
-        }
-        Some(_) | None => Plan::SendAcpiShutdown,
+    let clock = StopClock {
+        elapsed: stop.elapsed,
+        since_last_acpi: stop.since_last_acpi,
+    };
+    match next_step(clock, policy.grace, policy.has_acpi) {
+        StopStep::PressPowerButton => Plan::SendAcpiShutdown,
+        StopStep::Kill => Plan::Destroy,
+        StopStep::Wait(wait) => Plan::Wait(Some(wait)),
     }
 }
 
