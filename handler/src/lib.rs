@@ -1,6 +1,9 @@
-//! virt-handler: one per node. Watches the VMIs scheduled to its node, drives each virt-launcher over
-//! its unix socket, writes Running/Succeeded/Failed and the rest of the VMI status, and exports
-//! metrics.
+//! virt-handler: one per node. Watches the VMIs scheduled to its node, drives each virt-launcher
+//! over its unix socket, writes Running/Succeeded/Failed and the rest of the VMI status, and
+//! exports metrics.
 //!
-//! The crate exists now so the workspace has its final shape; its reconciler arrives with the
-//! virt-handler issue and talks to the launcher only through the command protocol.
+//! So far this crate holds the pure decision table ([`decide`]); the reconciler, the kube side,
+//! the notify server and metrics come with the rest of the virt-handler issue. It talks to the
+//! launcher only through `cmd-protocol` and never links libvirt.
+
+pub mod decide;
