@@ -312,3 +312,31 @@ fn start_strategy_paused_starts_the_domain_paused() {
     );
     launcher.assert_nothing_left(&daemons);
 }
+
+#[test]
+fn the_guest_sees_a_virtio_nic_with_the_mac_address_from_the_spec() {
+    let _serial = serial();
+    require_test_guest();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let manifest = testguest_variant(dir.path(), |text| {
+        text.replace("      autoattachPodInterface: false\n", "      interfaces:\n        - name: default\n          masquerade: {}\n          macAddress: \"02:00:00:aa:bb:cc\"\n")
+            .replace("  volumes:\n", "  networks:\n    - name: default\n      pod: {}\n  volumes:\n")
+    });
+    let mut launcher = boot(&manifest);
+    assert!(
+        launcher
+            .stdout()
+            .contains("KUBEVIRT-RS-GUEST-NIC eth0 02:00:00:aa:bb:cc"),
+        "no NIC in the guest:\n{}",
+        launcher.stdout()
+    );
+    let daemons = daemons(&launcher);
+    launcher.signal(Signal::SIGTERM);
+    assert_eq!(
+        launcher.wait_exit(Duration::from_secs(30)).code(),
+        Some(0),
+        "{}",
+        launcher.stderr()
+    );
+    launcher.assert_nothing_left(&daemons);
+}
