@@ -1,6 +1,7 @@
 //! virt-launcher: one per VM. Renders a VMI into libvirt domain XML, runs it under its own private
 //! libvirt daemon and QEMU, and reports what happens to it.
 
+pub mod cluster;
 pub mod commands;
 pub mod domain;
 pub mod fixtures;

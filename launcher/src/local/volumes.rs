@@ -14,7 +14,7 @@ use kubevirt_api::v1::{CloudInitSource, VirtualMachineInstance, VolumeSource};
 
 use crate::domain::PathLayout;
 use crate::image_store::{ContainerDiskError, ImageLocation, ImageStore, image_format};
-use crate::supervisor::reaper::{Reaper, ReaperError};
+use crate::supervisor::reaper::{ReaperError, ToolRunner};
 
 /// Why a volume could not be prepared.
 #[derive(Debug, thiserror::Error)]
@@ -58,14 +58,14 @@ impl PrepareError {
     }
 }
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> PrepareError + '_ {
+pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> PrepareError + '_ {
     move |source| PrepareError::Io {
         path: path.to_owned(),
         source,
     }
 }
 
-fn volume_error(field: &str, message: impl std::fmt::Display) -> PrepareError {
+pub(crate) fn volume_error(field: &str, message: impl std::fmt::Display) -> PrepareError {
     PrepareError::Volume {
         field: field.to_owned(),
         message: message.to_string(),
@@ -184,21 +184,7 @@ pub fn plan(vmi: &VirtualMachineInstance, layout: &PathLayout, store: &ImageStor
                 });
             }
             VolumeSource::HostDisk(host) => plan.steps.extend(host_disk_step(&field, host)?),
-            VolumeSource::CloudInitNoCloud(data) => {
-                let namespace = vmi.metadata.namespace.as_deref().unwrap_or("default");
-                let vmi_name = vmi.metadata.name.as_deref().unwrap_or_default();
-                let meta = format!(
-                    "instance-id: {}\nlocal-hostname: {}\n",
-                    vmi.metadata.uid.as_deref().unwrap_or_default(),
-                    vmi.spec.hostname.as_deref().unwrap_or(vmi_name)
-                );
-                plan.steps.push(Step::Iso {
-                    field: field.clone(),
-                    iso: PathBuf::from(layout.cloud_init_iso(namespace, vmi_name, "noCloud.iso")),
-                    label: "cidata",
-                    files: nocloud_files(&format!("{field}.cloudInitNoCloud"), data, meta)?,
-                });
-            }
+            VolumeSource::CloudInitNoCloud(data) => plan.steps.push(nocloud_step(vmi, layout, &field, data)?),
             VolumeSource::CloudInitConfigDrive(_) => {
                 return Err(volume_error(
                     &format!("{field}.cloudInitConfigDrive"),
@@ -228,7 +214,7 @@ pub fn plan(vmi: &VirtualMachineInstance, layout: &PathLayout, store: &ImageStor
 }
 
 /// Applies the planned steps in order.
-pub async fn apply(steps: &[Step], reaper: &Reaper) -> Result<(), PrepareError> {
+pub async fn apply(steps: &[Step], reaper: &impl ToolRunner) -> Result<(), PrepareError> {
     for step in steps {
         match step {
             Step::Link { target, link: path } => link(target, path)?,
@@ -278,8 +264,13 @@ fn create_parent(path: &Path) -> Result<(), PrepareError> {
     }
 }
 
-async fn run_tool(reaper: &Reaper, tool: &'static str, field: &str, command: &mut Command) -> Result<(), PrepareError> {
-    let (exit, stderr) = reaper.output(command).await?;
+async fn run_tool(
+    reaper: &impl ToolRunner,
+    tool: &'static str,
+    field: &str,
+    command: &mut Command,
+) -> Result<(), PrepareError> {
+    let (exit, stderr) = reaper.run(command).await?;
     if exit.is_success() {
         Ok(())
     } else {
@@ -351,7 +342,10 @@ fn kernel_boot_links(
 }
 
 /// Checks a hostDisk; `DiskOrCreate` of a missing file plans its creation.
-fn host_disk_step(field: &str, host: &kubevirt_api::v1::HostDiskSource) -> Result<Option<Step>, PrepareError> {
+pub(crate) fn host_disk_step(
+    field: &str,
+    host: &kubevirt_api::v1::HostDiskSource,
+) -> Result<Option<Step>, PrepareError> {
     let path = Path::new(&host.path);
     if !path.is_absolute() {
         return Err(volume_error(
@@ -383,6 +377,28 @@ fn host_disk_step(field: &str, host: &kubevirt_api::v1::HostDiskSource) -> Resul
             format!("type {other} is not Disk or DiskOrCreate"),
         )),
     }
+}
+
+/// The NoCloud ISO of `spec.volumes[..]` at `field`, at upstream's path.
+pub(crate) fn nocloud_step(
+    vmi: &VirtualMachineInstance,
+    layout: &PathLayout,
+    field: &str,
+    data: &CloudInitSource,
+) -> Result<Step, PrepareError> {
+    let namespace = vmi.metadata.namespace.as_deref().unwrap_or("default");
+    let vmi_name = vmi.metadata.name.as_deref().unwrap_or_default();
+    let meta = format!(
+        "instance-id: {}\nlocal-hostname: {}\n",
+        vmi.metadata.uid.as_deref().unwrap_or_default(),
+        vmi.spec.hostname.as_deref().unwrap_or(vmi_name)
+    );
+    Ok(Step::Iso {
+        field: field.to_owned(),
+        iso: PathBuf::from(layout.cloud_init_iso(namespace, vmi_name, "noCloud.iso")),
+        label: "cidata",
+        files: nocloud_files(&format!("{field}.cloudInitNoCloud"), data, meta)?,
+    })
 }
 
 /// The files of a NoCloud seed: `user-data`, `meta-data` and optionally `network-config`.
@@ -430,7 +446,7 @@ fn nocloud_files(
 }
 
 async fn make_iso(
-    reaper: &Reaper,
+    reaper: &impl ToolRunner,
     field: &str,
     iso: &Path,
     label: &str,

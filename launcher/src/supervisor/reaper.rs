@@ -169,3 +169,39 @@ impl Reaper {
         Ok((exit, reading.await.unwrap_or_default()))
     }
 }
+
+/// Runs a tool to completion: the seam volume preparation uses, so it can run without a reaper in
+/// tests.
+pub trait ToolRunner: Send + Sync {
+    /// Runs `command` and returns its exit and standard error.
+    fn run(
+        &self,
+        command: &mut Command,
+    ) -> impl std::future::Future<Output = Result<(ProcessExit, String), ReaperError>> + Send;
+}
+
+impl ToolRunner for Reaper {
+    async fn run(&self, command: &mut Command) -> Result<(ProcessExit, String), ReaperError> {
+        self.output(command).await
+    }
+}
+
+/// Runs tools with `std::process::Command::output`; only correct in a process without a [`Reaper`]
+/// (which would take the exit statuses), i.e. in tests.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DirectRunner;
+
+impl ToolRunner for DirectRunner {
+    async fn run(&self, command: &mut Command) -> Result<(ProcessExit, String), ReaperError> {
+        let program = command.get_program().to_string_lossy().into_owned();
+        let output = command
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|source| ReaperError::Spawn { program, source })?;
+        let exit = match output.status.code() {
+            Some(code) => ProcessExit::Exited(code),
+            None => ProcessExit::Signaled(std::os::unix::process::ExitStatusExt::signal(&output.status).unwrap_or(0)),
+        };
+        Ok((exit, String::from_utf8_lossy(&output.stderr).into_owned()))
+    }
+}

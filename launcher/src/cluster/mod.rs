@@ -1,0 +1,5 @@
+//! Cluster mode: the launcher inside its pod serves `kubevirt.cmd.v1.Cmd` on its socket and runs
+//! the domain virt-handler asks for.
+
+pub mod pod_volumes;
+pub mod service;

@@ -1,0 +1,277 @@
+//! The launcher's side of `kubevirt.cmd.v1.Cmd` (and `CmdInfo`): each RPC is one operation on the
+//! launcher's domain through the [`DomainManager`] seam.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use cmd_protocol::cmd::cmd_server::Cmd;
+use cmd_protocol::cmd::{DomainResponse, DomainStatsResponse, EmptyRequest, GuestInfoResponse, Response, VmiRequest};
+use cmd_protocol::cmd_info::cmd_info_server::CmdInfo;
+use cmd_protocol::cmd_info::{CmdInfoRequest, CmdInfoResponse};
+use cmd_protocol::domain::{DomainMetadata, DomainSnapshot, DomainSpecSummary, DomainStatusSnapshot};
+use cmd_protocol::version::SUPPORTED_CMD_VERSIONS;
+use kubevirt_api::domain_state::DomainState;
+use kubevirt_api::v1::VirtualMachineInstance;
+use tonic::{Request, Status};
+use tracing::{info, instrument};
+
+use super::pod_volumes::plan_in_pod;
+use crate::domain::{ConvertContext, render};
+use crate::libvirt::{DomainManager, DomainStatus};
+use crate::local::volumes;
+use crate::supervisor::reaper::ToolRunner;
+
+/// What the service remembers about its VMI between calls.
+#[derive(Debug, Default)]
+struct Remembered {
+    vmi: Option<VirtualMachineInstance>,
+    has_acpi: bool,
+    graceful_shutdown_started: Option<String>,
+}
+
+/// The command service over one domain.
+#[derive(Debug)]
+pub struct LauncherService<M, R> {
+    manager: Arc<M>,
+    tools: R,
+    base: ConvertContext,
+    remembered: Arc<Mutex<Remembered>>,
+    sync: tokio::sync::Mutex<()>,
+}
+
+type Reply<T> = Result<tonic::Response<T>, Status>;
+
+fn ok() -> tonic::Response<Response> {
+    tonic::Response::new(Response {
+        success: true,
+        message: String::new(),
+    })
+}
+
+fn internal(error: impl std::fmt::Display) -> Status {
+    Status::internal(error.to_string())
+}
+
+fn is_running(status: DomainStatus) -> bool {
+    matches!(
+        status.state,
+        DomainState::Running | DomainState::Paused | DomainState::Blocked | DomainState::PmSuspended
+    )
+}
+
+impl<M: DomainManager + 'static, R: ToolRunner + 'static> LauncherService<M, R> {
+    /// A service for `manager`'s domain; `base` carries the pod layout and the domain type.
+    pub fn new(manager: Arc<M>, tools: R, base: ConvertContext) -> Self {
+        Self {
+            manager,
+            tools,
+            base,
+            remembered: Arc::default(),
+            sync: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    fn remembered(&self) -> std::sync::MutexGuard<'_, Remembered> {
+        self.remembered.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn vmi_of(request: &VmiRequest) -> Result<VirtualMachineInstance, Status> {
+        let vmi = request
+            .vmi
+            .as_ref()
+            .ok_or_else(|| Status::invalid_argument("the request carries no VMI"))?;
+        serde_json::from_slice(&vmi.vmi_json).map_err(|e| Status::invalid_argument(format!("invalid VMI JSON: {e}")))
+    }
+
+    fn context(&self, request: &VmiRequest) -> ConvertContext {
+        let mut ctx = self.base.clone();
+        if let Some(options) = &request.options {
+            if options.mem_balloon_stats_period > 0 {
+                ctx.mem_balloon_stats_period = options.mem_balloon_stats_period;
+            }
+            if let Some(smbios) = &options.virtual_machine_sm_bios {
+                ctx.smbios.manufacturer.clone_from(&smbios.manufacturer);
+                ctx.smbios.product.clone_from(&smbios.product);
+                ctx.smbios.version.clone_from(&smbios.version);
+                ctx.smbios.sku.clone_from(&smbios.sku);
+                ctx.smbios.family.clone_from(&smbios.family);
+            }
+            if let Some(cluster) = &options.cluster_config {
+                ctx.free_page_reporting = !cluster.free_page_reporting_disabled;
+                ctx.bochs_display_for_efi = cluster.bochs_display_for_efi_guests;
+                ctx.serial_console_log = !cluster.serial_console_log_disabled;
+            }
+        }
+        ctx
+    }
+
+    /// Defines the domain if it does not exist, then starts it if it is down and the VMI has not
+    /// run yet. Idempotent.
+    #[instrument(skip_all, fields(vmi = %vmi.key()))]
+    async fn sync(&self, vmi: VirtualMachineInstance, request: &VmiRequest) -> Result<(), Status> {
+        let _one_at_a_time = self.sync.lock().await;
+        let status = self.manager.status().await.map_err(internal)?;
+        if status == DomainStatus::NON_EXISTENT {
+            let formats: BTreeMap<String, String> = request
+                .options
+                .as_ref()
+                .map(|o| {
+                    o.disks_info
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.format.clone()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let mut ctx = self.context(request);
+            let pod = plan_in_pod(&vmi, &ctx.layout, &formats).map_err(|e| Status::invalid_argument(e.to_string()))?;
+            volumes::apply(&pod.plan.steps, &self.tools).await.map_err(internal)?;
+            ctx.container_disk_formats = pod.plan.container_disk_formats;
+            ctx.block_volumes = pod.block_volumes;
+            let domain = render(&vmi, &ctx).map_err(|e| Status::invalid_argument(e.to_string()))?;
+            let xml = domain.to_xml().map_err(internal)?;
+            self.manager.define(xml).await.map_err(internal)?;
+            info!(domain = %domain.name, "domain defined");
+            self.remembered().has_acpi = domain.features.as_ref().is_some_and(|f| f.acpi.is_some());
+        }
+        let has_run = vmi
+            .status
+            .as_ref()
+            .and_then(|s| s.phase)
+            .is_some_and(|p| p.is_final() || p == kubevirt_api::v1::VirtualMachineInstancePhase::Running);
+        let status = self.manager.status().await.map_err(internal)?;
+        if status.state == DomainState::Shutoff && !has_run && self.remembered().graceful_shutdown_started.is_none() {
+            let paused = vmi.spec.start_strategy.as_deref() == Some("Paused");
+            self.manager.start(paused).await.map_err(internal)?;
+            info!(paused, "domain started");
+        }
+        self.remembered().vmi = Some(vmi);
+        Ok(())
+    }
+
+    /// The domain as the handler sees it.
+    pub async fn snapshot(&self) -> Result<Option<DomainSnapshot>, Status> {
+        let status = self.manager.status().await.map_err(internal)?;
+        if status == DomainStatus::NON_EXISTENT {
+            return Ok(None);
+        }
+        let remembered = self.remembered();
+        let vmi = remembered.vmi.as_ref();
+        let namespace = vmi
+            .and_then(|v| v.metadata.namespace.clone())
+            .unwrap_or_else(|| "default".to_owned());
+        let name = vmi.and_then(|v| v.metadata.name.clone()).unwrap_or_default();
+        Ok(Some(DomainSnapshot {
+            metadata: DomainMetadata {
+                name: format!("{namespace}_{name}"),
+                namespace,
+                uid: vmi.and_then(|v| v.metadata.uid.clone()).unwrap_or_default(),
+                deletion_timestamp: None,
+                grace_period_seconds: vmi.map(VirtualMachineInstance::termination_grace_period_seconds),
+                graceful_shutdown_started: remembered.graceful_shutdown_started.clone(),
+            },
+            spec: DomainSpecSummary {
+                has_acpi: remembered.has_acpi,
+                machine: None,
+            },
+            status: DomainStatusSnapshot::from_state(status.state, status.reason),
+        }))
+    }
+}
+
+#[tonic::async_trait]
+impl<M: DomainManager + 'static, R: ToolRunner + 'static> Cmd for LauncherService<M, R> {
+    async fn sync_virtual_machine(&self, request: Request<VmiRequest>) -> Reply<Response> {
+        let vmi = Self::vmi_of(request.get_ref())?;
+        self.sync(vmi, request.get_ref()).await?;
+        Ok(ok())
+    }
+
+    async fn shutdown_virtual_machine(&self, request: Request<VmiRequest>) -> Reply<Response> {
+        Self::vmi_of(request.get_ref())?;
+        let status = self.manager.status().await.map_err(internal)?;
+        if is_running(status) {
+            self.manager.shutdown().await.map_err(internal)?;
+            let mut remembered = self.remembered();
+            if remembered.graceful_shutdown_started.is_none() {
+                remembered.graceful_shutdown_started = Some(k8s_openapi::jiff::Timestamp::now().to_string());
+            }
+        }
+        Ok(ok())
+    }
+
+    async fn kill_virtual_machine(&self, request: Request<VmiRequest>) -> Reply<Response> {
+        Self::vmi_of(request.get_ref())?;
+        let status = self.manager.status().await.map_err(internal)?;
+        if is_running(status) || status.state == DomainState::ShuttingDown {
+            self.manager.destroy().await.map_err(internal)?;
+        }
+        Ok(ok())
+    }
+
+    async fn delete_virtual_machine(&self, request: Request<VmiRequest>) -> Reply<Response> {
+        Self::vmi_of(request.get_ref())?;
+        let status = self.manager.status().await.map_err(internal)?;
+        if status != DomainStatus::NON_EXISTENT {
+            self.manager.undefine().await.map_err(internal)?;
+        }
+        Ok(ok())
+    }
+
+    async fn pause_virtual_machine(&self, request: Request<VmiRequest>) -> Reply<Response> {
+        Self::vmi_of(request.get_ref())?;
+        self.manager
+            .pause()
+            .await
+            .map_err(|e| Status::failed_precondition(e.to_string()))?;
+        Ok(ok())
+    }
+
+    async fn unpause_virtual_machine(&self, request: Request<VmiRequest>) -> Reply<Response> {
+        Self::vmi_of(request.get_ref())?;
+        self.manager
+            .resume()
+            .await
+            .map_err(|e| Status::failed_precondition(e.to_string()))?;
+        Ok(ok())
+    }
+
+    async fn ping(&self, _request: Request<EmptyRequest>) -> Reply<Response> {
+        Ok(ok())
+    }
+
+    async fn get_domain(&self, _request: Request<EmptyRequest>) -> Reply<DomainResponse> {
+        let domain = match self.snapshot().await? {
+            Some(snapshot) => serde_json::to_string(&snapshot).map_err(internal)?,
+            None => String::new(),
+        };
+        Ok(tonic::Response::new(DomainResponse {
+            response: Some(ok().into_inner()),
+            domain,
+        }))
+    }
+
+    async fn get_domain_stats(&self, _request: Request<EmptyRequest>) -> Reply<DomainStatsResponse> {
+        Err(Status::unimplemented(
+            "GetDomainStats is not implemented by the kubevirt-rs launcher yet",
+        ))
+    }
+
+    async fn get_guest_info(&self, _request: Request<EmptyRequest>) -> Reply<GuestInfoResponse> {
+        Err(Status::unimplemented(
+            "guest agent support is not implemented by the kubevirt-rs launcher yet",
+        ))
+    }
+}
+
+/// `kubevirt.cmd.info.CmdInfo`: the versions this launcher serves.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LauncherInfo;
+
+#[tonic::async_trait]
+impl CmdInfo for LauncherInfo {
+    async fn info(&self, _request: Request<CmdInfoRequest>) -> Reply<CmdInfoResponse> {
+        Ok(tonic::Response::new(CmdInfoResponse {
+            supported_cmd_versions: SUPPORTED_CMD_VERSIONS.to_vec(),
+        }))
+    }
+}
