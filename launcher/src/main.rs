@@ -8,10 +8,68 @@ use tracing_subscriber::EnvFilter;
 use virt_launcher::commands::{render, run};
 
 #[derive(Debug, Parser)]
-#[command(name = "virt-launcher", version, about = "kubevirt-rs virt-launcher")]
+#[command(
+    name = "virt-launcher",
+    version,
+    about = "kubevirt-rs virt-launcher",
+    long_about = "kubevirt-rs virt-launcher. With a subcommand it renders or runs a manifest locally; \
+                  without one it runs in a launcher pod (cluster mode) with the flags virt-controller passes."
+)]
 struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+    #[command(flatten)]
+    cluster: ClusterArgs,
+}
+
+/// Cluster mode: upstream's flags.
+#[derive(Debug, Args)]
+struct ClusterArgs {
+    /// VMI name.
+    #[arg(long)]
+    name: Option<String>,
+    /// VMI UID.
+    #[arg(long)]
+    uid: Option<String>,
+    /// VMI namespace.
+    #[arg(long)]
+    namespace: Option<String>,
+    /// Grace period for stopping the guest, in seconds.
+    #[arg(long, default_value_t = 30)]
+    grace_period_seconds: u64,
+    /// Use software emulation where /dev/kvm is absent.
+    #[arg(long = "allow-emulation", id = "cluster_allow_emulation")]
+    allow_emulation: bool,
+    /// Use software emulation even where /dev/kvm exists.
+    #[arg(long = "force-emulation", id = "cluster_force_emulation")]
+    force_emulation: bool,
+    /// Directory of the command sockets (`<dir>/sockets`).
+    #[arg(long, default_value = "/var/run/kubevirt")]
+    kubevirt_share_dir: PathBuf,
+    /// Ephemeral disks: overlays and cloud-init ISOs.
+    #[arg(long, default_value = "/var/run/kubevirt-ephemeral-disks")]
+    ephemeral_disk_dir: PathBuf,
+    /// Where the containerDisk sidecars put their images.
+    #[arg(long, default_value = "/var/run/kubevirt/container-disks")]
+    container_disk_dir: PathBuf,
+    /// OVMF firmware directory.
+    #[arg(long, default_value = "/usr/share/OVMF")]
+    ovmf_path: PathBuf,
+    /// Per-pod private state (sockets, ISOs, the private libvirt); not an upstream flag.
+    #[arg(long, default_value = "/var/run/kubevirt-private")]
+    private_dir: PathBuf,
+    /// Persistent libvirt capabilities cache.
+    #[arg(long = "libvirt-cache-dir", id = "cluster_libvirt_cache_dir", value_name = "DIR")]
+    libvirt_cache_dir: Option<PathBuf>,
+    /// Accepted for compatibility: how long to wait for the domain to appear.
+    #[arg(long, value_name = "DURATION")]
+    qemu_timeout: Option<String>,
+    /// Accepted for compatibility: number of hook sidecars (none are supported).
+    #[arg(long, default_value_t = 0)]
+    hook_sidecars: u32,
+    /// Accepted for compatibility: memory limit for disk operations.
+    #[arg(long)]
+    disk_memory_limit: Option<u64>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -61,8 +119,13 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_env("VIRT_LAUNCHER_LOG").unwrap_or_else(|_| EnvFilter::new("info")))
         .with_writer(std::io::stderr)
+        // A broken stderr (the log reader went away) must not panic the launcher mid-cleanup.
+        .log_internal_errors(false)
         .init();
-    match cli.command {
+    let Some(command) = cli.command else {
+        return cluster(cli.cluster);
+    };
+    match command {
         Command::Render(args) => match render::render_file(&args.vmi, args.flags()) {
             Ok(xml) => {
                 print!("{xml}");
@@ -84,4 +147,45 @@ fn main() -> ExitCode {
             libvirt_cache_dir,
         }),
     }
+}
+
+/// Cluster mode.
+fn cluster(args: ClusterArgs) -> ExitCode {
+    let (Some(name), Some(uid), Some(namespace)) = (args.name, args.uid, args.namespace) else {
+        eprintln!("virt-launcher: error: cluster mode needs --name, --uid and --namespace (or use `render` / `run`)");
+        return ExitCode::from(EXIT_BAD_INPUT);
+    };
+    if args.hook_sidecars > 0 {
+        eprintln!("virt-launcher: error: --hook-sidecars: hook sidecars are not supported by kubevirt-rs");
+        return ExitCode::from(EXIT_BAD_INPUT);
+    }
+    let is_kvm_present = std::path::Path::new("/dev/kvm").exists();
+    let domain_type =
+        match virt_launcher::domain::DomainType::decide(is_kvm_present, args.allow_emulation, args.force_emulation) {
+            Ok(domain_type) => domain_type,
+            Err(e) => {
+                eprintln!("virt-launcher: error: {e}");
+                return ExitCode::from(EXIT_BAD_INPUT);
+            }
+        };
+    let text = |p: PathBuf| p.to_string_lossy().into_owned();
+    let layout = virt_launcher::domain::PathLayout {
+        private_dir: text(args.private_dir),
+        ephemeral_disk_dir: text(args.ephemeral_disk_dir),
+        container_disk_dir: text(args.container_disk_dir),
+        ovmf_dir: text(args.ovmf_path),
+        ..virt_launcher::domain::PathLayout::default()
+    };
+    virt_launcher::cluster::serve::main(&virt_launcher::cluster::serve::ServeOptions {
+        name,
+        namespace,
+        uid,
+        grace_period_seconds: args.grace_period_seconds,
+        domain_type,
+        share_dir: args.kubevirt_share_dir,
+        layout,
+        cache_dir: args
+            .libvirt_cache_dir
+            .unwrap_or_else(|| PathBuf::from(run::DEFAULT_CACHE_DIR)),
+    })
 }

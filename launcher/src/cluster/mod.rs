@@ -2,4 +2,5 @@
 //! the domain virt-handler asks for.
 
 pub mod pod_volumes;
+pub mod serve;
 pub mod service;

@@ -123,6 +123,11 @@ impl<M: DomainManager + 'static, R: ToolRunner + 'static> LauncherService<M, R> 
                 })
                 .unwrap_or_default();
             let mut ctx = self.context(request);
+            // The VMI's own directory holds its serial and VNC sockets.
+            let private = ctx
+                .layout
+                .vmi_private_dir(vmi.metadata.uid.as_deref().unwrap_or_default());
+            std::fs::create_dir_all(&private).map_err(|e| internal(format!("cannot create {private}: {e}")))?;
             let pod = plan_in_pod(&vmi, &ctx.layout, &formats).map_err(|e| Status::invalid_argument(e.to_string()))?;
             volumes::apply(&pod.plan.steps, &self.tools).await.map_err(internal)?;
             ctx.container_disk_formats = pod.plan.container_disk_formats;

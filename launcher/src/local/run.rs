@@ -184,13 +184,13 @@ pub async fn run(prelude: Prelude) -> Result<VirtualMachineInstancePhase, RunErr
 }
 
 /// Stop requests: SIGTERM and SIGINT.
-struct StopSignals {
+pub(crate) struct StopSignals {
     term: SignalStream,
     interrupt: SignalStream,
 }
 
 impl StopSignals {
-    fn install() -> Result<Self, RunError> {
+    pub(crate) fn install() -> Result<Self, RunError> {
         Ok(Self {
             term: signal(SignalKind::terminate()).map_err(RunError::Signals)?,
             interrupt: signal(SignalKind::interrupt()).map_err(RunError::Signals)?,
@@ -382,7 +382,7 @@ impl StopSource for tokio::sync::mpsc::UnboundedReceiver<()> {
 
 /// Leaves nothing running: destroys a live domain, undefines it, and as a last resort kills a
 /// QEMU that libvirt no longer tracks.
-async fn teardown(manager: &LibvirtDomainManager, name: &str) {
+pub(crate) async fn teardown(manager: &LibvirtDomainManager, name: &str) {
     let pid_file = PathBuf::from(format!("/run/libvirt/qemu/{name}.pid"));
     let qemu_pid = std::fs::read_to_string(&pid_file)
         .ok()

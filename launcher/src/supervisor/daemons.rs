@@ -163,10 +163,24 @@ pub fn write_configs(paths: &DaemonPaths) -> Result<(), DaemonError> {
     Ok(())
 }
 
+/// Asks the kernel to send SIGTERM to the child when the launcher dies.
+#[allow(unsafe_code)]
+fn parent_death_signal(command: &mut Command) {
+    // SAFETY: the closure runs in the child between fork and exec and only makes one prctl
+    // syscall, which is async-signal-safe; it touches no memory shared with the parent.
+    unsafe {
+        command.pre_exec(|| {
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM).map_err(std::io::Error::from)
+        });
+    }
+}
+
 /// Spawns `command` with its stderr logged line by line under `daemon`.
 fn spawn_logged(daemon: &'static str, command: &mut Command) -> Result<u32, DaemonError> {
     // Their own process group: a Ctrl-C meant for the launcher must not reach the daemons, which
-    // must outlive it long enough to shut the guest down.
+    // must outlive it long enough to shut the guest down. But they must not outlive the launcher:
+    // if it dies without stopping them (a crash, kill -9), the kernel sends them SIGTERM.
+    parent_death_signal(command);
     let mut child = command
         .process_group(0)
         .stdin(Stdio::null())

@@ -340,3 +340,32 @@ fn the_guest_sees_a_virtio_nic_with_the_mac_address_from_the_spec() {
     );
     launcher.assert_nothing_left(&daemons);
 }
+
+/// Regression: a launcher that dies without cleaning up (here kill -9) must not leave its libvirt
+/// daemons running; they get SIGTERM from the kernel when their parent dies.
+#[test]
+fn a_launcher_killed_with_sigkill_takes_its_daemons_with_it() {
+    let _serial = serial();
+    require_test_guest();
+    let mut launcher = boot(&example("vmi-testguest.yaml"));
+    let daemons = daemons(&launcher);
+    let qemu = launcher.qemu_pid().expect("QEMU");
+    launcher.signal(Signal::SIGKILL);
+    launcher.wait_exit(Duration::from_secs(10));
+    let begin = std::time::Instant::now();
+    while harness::processes()
+        .iter()
+        .any(|p| daemons.contains(&p.pid) && !p.is_zombie)
+    {
+        assert!(
+            begin.elapsed() < Duration::from_secs(10),
+            "daemons outlived their launcher"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // QEMU is libvirt's child, not ours: it survives a killed launcher, so this test ends it.
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(qemu).expect("pid")),
+        Signal::SIGKILL,
+    );
+}
