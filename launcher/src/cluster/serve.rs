@@ -4,6 +4,7 @@
 //!    namespace.
 //! 2. On tokio: reaper, daemons, connection; serve `Cmd` and `CmdInfo` on
 //!    `<share dir>/sockets/launcher-init-sock` and rename it to `launcher-sock` once serving.
+//!    Every lifecycle event goes to virt-handler as a domain snapshot ([`super::notify`]).
 //! 3. On SIGTERM or SIGINT: stop the domain gracefully (ACPI every 5 s for the grace period, then
 //!    destroy), undefine it, stop the daemons, remove the sockets.
 
@@ -14,18 +15,21 @@ use std::time::Duration;
 
 use cmd_protocol::cmd::cmd_server::CmdServer;
 use cmd_protocol::cmd_info::cmd_info_server::CmdInfoServer;
+use cmd_protocol::domain::{DomainMetadata, DomainSnapshot};
 use cmd_protocol::sockets::{INIT_SOCKET, READY_SOCKET, mark_ready};
 use cmd_protocol::transport::listen;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tracing::{info, warn};
 
+use super::notify::{Notifier, event_type};
 use super::service::{LauncherInfo, LauncherService};
 use crate::domain::{ConvertContext, DomainType, PathLayout};
-use crate::libvirt::LibvirtDomainManager;
+use crate::libvirt::{DomainManager, LibvirtDomainManager, LifecycleEvent};
 use crate::local::lifecycle::Policy;
 use crate::local::run::{StopSignals, StopSource as _, supervise, teardown};
 use crate::supervisor::daemons::{DaemonPaths, LibvirtDaemons, write_configs};
 use crate::supervisor::namespace::enter_private_libvirt_namespace;
-use crate::supervisor::reaper::Reaper;
+use crate::supervisor::reaper::{Reaper, ToolRunner};
 
 /// How long libvirtd may take to open its socket.
 const SOCKET_TIMEOUT: Duration = Duration::from_secs(30);
@@ -59,6 +63,52 @@ impl ServeOptions {
     fn socket_dir(&self) -> PathBuf {
         self.share_dir.join("sockets")
     }
+
+    /// Where virt-handler receives domain events (it injects this socket into the pod).
+    fn notify_socket(&self) -> PathBuf {
+        self.share_dir.join("domain-notify-pipe.sock")
+    }
+
+    /// The final event's snapshot: the domain is gone.
+    fn gone(&self) -> DomainSnapshot {
+        DomainSnapshot {
+            metadata: DomainMetadata {
+                name: format!("{}_{}", self.namespace, self.name),
+                namespace: self.namespace.clone(),
+                uid: self.uid.clone(),
+                deletion_timestamp: Some(k8s_openapi::jiff::Timestamp::now().to_string()),
+                ..DomainMetadata::default()
+            },
+            ..DomainSnapshot::default()
+        }
+    }
+}
+
+/// Forwards lifecycle events to the graceful-stop loop and, as domain snapshots, to virt-handler.
+fn forward_events<M: DomainManager + 'static, R: ToolRunner + 'static>(
+    options: &ServeOptions,
+    service: Arc<LauncherService<M, R>>,
+    mut events: UnboundedReceiver<LifecycleEvent>,
+    to_stop_loop: UnboundedSender<LifecycleEvent>,
+) -> tokio::task::JoinHandle<()> {
+    let mut notifier = Notifier::new(options.notify_socket());
+    let options = options.clone();
+    tokio::spawn(async move {
+        while let Some(event) = events.recv().await {
+            let _ = to_stop_loop.send(event);
+            let (snapshot, kind) = match service.snapshot().await {
+                // VIR_DOMAIN_EVENT_DEFINED and _STARTED announce the domain; the rest modify it.
+                Ok(Some(snapshot)) if matches!(event.event, 0 | 2) => (snapshot, event_type::ADDED),
+                Ok(Some(snapshot)) => (snapshot, event_type::MODIFIED),
+                Ok(None) => (options.gone(), event_type::MODIFIED),
+                Err(status) => {
+                    warn!(error = %status.message(), "cannot read the domain for an event");
+                    continue;
+                }
+            };
+            let _ = notifier.send(&snapshot, kind).await;
+        }
+    })
 }
 
 fn fail(message: &str, code: u8) -> ExitCode {
@@ -107,7 +157,7 @@ async fn serve(options: &ServeOptions, paths: &DaemonPaths) -> Result<(), String
         .await
         .map_err(|e| error(&e))?;
     let domain_name = format!("{}_{}", options.namespace, options.name);
-    let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
+    let (events_tx, lifecycle) = tokio::sync::mpsc::unbounded_channel();
     let outcome = async {
         let manager =
             Arc::new(LibvirtDomainManager::new(&paths.uri(), &domain_name, events_tx).map_err(|e| error(&e))?);
@@ -117,11 +167,13 @@ async fn serve(options: &ServeOptions, paths: &DaemonPaths) -> Result<(), String
             layout: options.layout.clone(),
             ..ConvertContext::default()
         };
-        let service = LauncherService::new(manager.clone(), reaper.clone(), base);
+        let service = Arc::new(LauncherService::new(manager.clone(), reaper.clone(), base));
+        let (to_stop_loop, mut events) = tokio::sync::mpsc::unbounded_channel();
+        let forwarder = forward_events(options, service.clone(), lifecycle, to_stop_loop);
         let incoming = listen(&options.socket_dir().join(INIT_SOCKET)).map_err(|e| error(&e))?;
         let server = tokio::spawn(
             tonic::transport::Server::builder()
-                .add_service(CmdServer::new(service))
+                .add_service(CmdServer::from_arc(service))
                 .add_service(CmdInfoServer::new(LauncherInfo))
                 .serve_with_incoming(incoming),
         );
@@ -140,6 +192,7 @@ async fn serve(options: &ServeOptions, paths: &DaemonPaths) -> Result<(), String
             warn!(error = %e, "graceful stop failed");
         }
         teardown(manager.as_ref(), &domain_name).await;
+        forwarder.abort();
         Ok::<(), String>(())
     }
     .await;

@@ -8,11 +8,83 @@ use std::time::{Duration, Instant};
 
 use cmd_protocol::cmd::{Vmi, VmiRequest};
 use cmd_protocol::domain::DomainSnapshot;
+use cmd_protocol::notify::notify_info_server::{NotifyInfo, NotifyInfoServer};
+use cmd_protocol::notify::notify_server::{Notify, NotifyServer};
+use cmd_protocol::notify::{DomainEventRequest, K8sEventRequest, NotifyInfoRequest, NotifyInfoResponse, Response};
 use cmd_protocol::sockets::READY_SOCKET;
 use cmd_protocol::transport::CmdClient;
 use kubevirt_api::Manifest;
 
 const UID: &str = "6a1b2c3d-4e5f-4071-8293-a4b5c6d7e8f9";
+
+/// virt-handler's notify server, as a double that records every event.
+#[derive(Clone, Default)]
+struct Handler {
+    events: std::sync::Arc<std::sync::Mutex<Vec<(String, DomainSnapshot)>>>,
+}
+
+#[tonic::async_trait]
+impl Notify for Handler {
+    async fn handle_domain_event(
+        &self,
+        request: tonic::Request<DomainEventRequest>,
+    ) -> Result<tonic::Response<Response>, tonic::Status> {
+        let request = request.into_inner();
+        let snapshot: DomainSnapshot =
+            serde_json::from_slice(&request.domain_json).map_err(|e| tonic::Status::invalid_argument(e.to_string()))?;
+        self.events.lock().expect("events").push((request.event_type, snapshot));
+        Ok(tonic::Response::new(Response {
+            success: true,
+            message: String::new(),
+        }))
+    }
+
+    async fn handle_k8s_event(
+        &self,
+        _request: tonic::Request<K8sEventRequest>,
+    ) -> Result<tonic::Response<Response>, tonic::Status> {
+        Ok(tonic::Response::new(Response {
+            success: true,
+            message: String::new(),
+        }))
+    }
+}
+
+#[tonic::async_trait]
+impl NotifyInfo for Handler {
+    async fn info(
+        &self,
+        _request: tonic::Request<NotifyInfoRequest>,
+    ) -> Result<tonic::Response<NotifyInfoResponse>, tonic::Status> {
+        Ok(tonic::Response::new(NotifyInfoResponse {
+            supported_notify_versions: vec![1],
+        }))
+    }
+}
+
+impl Handler {
+    fn serve(&self, socket: &Path) {
+        let incoming = cmd_protocol::transport::listen(socket).expect("notify socket");
+        let handler = self.clone();
+        tokio::spawn(async move {
+            tonic::transport::Server::builder()
+                .add_service(NotifyServer::new(handler.clone()))
+                .add_service(NotifyInfoServer::new(handler))
+                .serve_with_incoming(incoming)
+                .await
+                .expect("notify server");
+        });
+    }
+
+    fn saw(&self, event_type: &str, check: impl Fn(&DomainSnapshot) -> bool) -> Option<()> {
+        self.events
+            .lock()
+            .expect("events")
+            .iter()
+            .any(|(kind, snapshot)| kind == event_type && check(snapshot))
+            .then_some(())
+    }
+}
 
 fn store_file(path: &str) -> PathBuf {
     let store = std::env::var("KUBEVIRT_RS_IMAGE_STORE").unwrap_or_else(|_| "/var/lib/kubevirt-rs/images".to_owned());
@@ -88,6 +160,8 @@ async fn a_handler_client_drives_the_test_guest_through_the_command_socket() {
     std::os::unix::fs::symlink(store_file("boot/vmlinuz"), disks.join("kernel-boot/vmlinuz")).expect("kernel");
     std::os::unix::fs::symlink(store_file("boot/initrd.img"), disks.join("kernel-boot/initrd.img")).expect("initrd");
 
+    let handler = Handler::default();
+    handler.serve(&share.join("domain-notify-pipe.sock"));
     let mut launcher = Command::new(env!("CARGO_BIN_EXE_virt-launcher"))
         .args([
             "--name",
@@ -135,6 +209,13 @@ async fn a_handler_client_drives_the_test_guest_through_the_command_socket() {
     assert_eq!(running.metadata.name, "default_testguest");
     assert_eq!(running.metadata.uid, UID);
 
+    wait_until(
+        "an ADDED event of the running domain",
+        Duration::from_secs(10),
+        async || handler.saw("ADDED", |d| d.metadata.uid == UID),
+    )
+    .await;
+
     client.shutdown(vmi_request()).await.expect("shutdown");
     let off = wait_until("guest poweroff", Duration::from_secs(30), async || {
         domain(&mut client).await.filter(|d| d.status.status == "Shutoff")
@@ -142,8 +223,28 @@ async fn a_handler_client_drives_the_test_guest_through_the_command_socket() {
     .await;
     assert_eq!(off.status.reason, "Shutdown");
     assert!(off.metadata.graceful_shutdown_started.is_some());
+    wait_until(
+        "a MODIFIED event of the stopped domain",
+        Duration::from_secs(10),
+        async || {
+            handler.saw("MODIFIED", |d| {
+                d.status.status == "Shutoff" && d.status.reason == "Shutdown"
+            })
+        },
+    )
+    .await;
     client.delete(vmi_request()).await.expect("delete");
     assert_eq!(domain(&mut client).await, None);
+    wait_until(
+        "the final event of the deleted domain",
+        Duration::from_secs(10),
+        async || {
+            handler.saw("MODIFIED", |d| {
+                d.metadata.deletion_timestamp.is_some() && d.status.reason == "NonExistent"
+            })
+        },
+    )
+    .await;
 
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(i32::try_from(launcher.id()).expect("pid")),
