@@ -134,35 +134,15 @@ impl Drop for Stopper {
     }
 }
 
-async fn domain(client: &mut CmdClient) -> Option<DomainSnapshot> {
-    client
-        .domain()
-        .await
-        .expect("GetDomain")
-        .map(|json| serde_json::from_str(&json).expect("snapshot"))
-}
-
-#[tokio::test]
-async fn a_handler_client_drives_the_test_guest_through_the_command_socket() {
-    let root = tempfile::Builder::new()
-        .prefix("kc")
-        .tempdir_in("/tmp")
-        .expect("tempdir");
-    let (share, private, ephemeral, disks) = (
-        root.path().join("s"),
-        root.path().join("p"),
-        root.path().join("e"),
-        root.path().join("c"),
-    );
-    // What the containerDisk and kernel-boot sidecars would have mounted.
+/// Starts the launcher in cluster mode under `root`, with what the containerDisk and kernel-boot
+/// sidecars would have mounted.
+fn spawn_launcher(root: &Path) -> std::process::Child {
+    let (share, private, ephemeral, disks) = (root.join("s"), root.join("p"), root.join("e"), root.join("c"));
     std::fs::create_dir_all(disks.join("kernel-boot")).expect("dirs");
     std::os::unix::fs::symlink(store_file("disk/testguest.qcow2"), disks.join("disk_0.img")).expect("disk");
     std::os::unix::fs::symlink(store_file("boot/vmlinuz"), disks.join("kernel-boot/vmlinuz")).expect("kernel");
     std::os::unix::fs::symlink(store_file("boot/initrd.img"), disks.join("kernel-boot/initrd.img")).expect("initrd");
-
-    let handler = Handler::default();
-    handler.serve(&share.join("domain-notify-pipe.sock"));
-    let mut launcher = Command::new(env!("CARGO_BIN_EXE_virt-launcher"))
+    Command::new(env!("CARGO_BIN_EXE_virt-launcher"))
         .args([
             "--name",
             "testguest",
@@ -186,7 +166,57 @@ async fn a_handler_client_drives_the_test_guest_through_the_command_socket() {
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("start virt-launcher");
+        .expect("start virt-launcher")
+}
+
+/// SIGTERM ends the launcher cleanly: exit 0, socket removed, no process left that mentions `root`.
+fn assert_stops_cleanly(mut launcher: std::process::Child, root: &Path, socket: &Path) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(launcher.id()).expect("pid")),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("SIGTERM");
+    let begin = Instant::now();
+    let status = loop {
+        if let Some(status) = launcher.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(begin.elapsed() < Duration::from_secs(30), "launcher did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut launcher.stderr.take().expect("stderr"), &mut stderr).expect("stderr");
+    assert!(status.success(), "{stderr}");
+    assert!(!socket.exists(), "the socket is removed");
+    let root_text = root.to_string_lossy().into_owned();
+    let left: Vec<String> = std::fs::read_dir("/proc")
+        .expect("proc")
+        .filter_map(Result::ok)
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(&root_text))
+        .collect();
+    assert!(left.is_empty(), "processes left behind: {left:?}");
+}
+
+async fn domain(client: &mut CmdClient) -> Option<DomainSnapshot> {
+    client
+        .domain()
+        .await
+        .expect("GetDomain")
+        .map(|json| serde_json::from_str(&json).expect("snapshot"))
+}
+
+#[tokio::test]
+async fn a_handler_client_drives_the_test_guest_through_the_command_socket() {
+    let root = tempfile::Builder::new()
+        .prefix("kc")
+        .tempdir_in("/tmp")
+        .expect("tempdir");
+    let (share, private) = (root.path().join("s"), root.path().join("p"));
+    let handler = Handler::default();
+    handler.serve(&share.join("domain-notify-pipe.sock"));
+    let launcher = spawn_launcher(root.path());
     let _stopper = Stopper(launcher.id());
     let socket = share.join("sockets").join(READY_SOCKET);
     wait_until("launcher socket", Duration::from_secs(90), async || {
@@ -246,30 +276,5 @@ async fn a_handler_client_drives_the_test_guest_through_the_command_socket() {
     )
     .await;
 
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(i32::try_from(launcher.id()).expect("pid")),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .expect("SIGTERM");
-    let begin = Instant::now();
-    let status = loop {
-        if let Some(status) = launcher.try_wait().expect("wait") {
-            break status;
-        }
-        assert!(begin.elapsed() < Duration::from_secs(30), "launcher did not exit");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut launcher.stderr.take().expect("stderr"), &mut stderr).expect("stderr");
-    assert!(status.success(), "{stderr}");
-    assert!(!socket.exists(), "the socket is removed");
-    let root_text = root.path().to_string_lossy().into_owned();
-    let left: Vec<String> = std::fs::read_dir("/proc")
-        .expect("proc")
-        .filter_map(Result::ok)
-        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
-        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
-        .filter(|c| c.contains(&root_text))
-        .collect();
-    assert!(left.is_empty(), "processes left behind: {left:?}");
+    assert_stops_cleanly(launcher, root.path(), &socket);
 }
