@@ -1,0 +1,229 @@
+//! The VMI status virt-handler writes: the phase computed from the domain (controlplane.md §3.4),
+//! the Paused condition, the node name and machine type, and a transition timestamp per phase
+//! change. Pure: the caller passes the time and what it observed.
+
+use cmd_protocol::domain::DomainSnapshot;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kubevirt_api::domain_state::{DomainState, StateReason, phase_for_domain};
+use kubevirt_api::v1::{
+    Machine, PhaseTransitionTimestamp, VirtualMachineInstance, VirtualMachineInstanceCondition,
+    VirtualMachineInstancePhase as Phase, VirtualMachineInstanceStatus,
+};
+use kubevirt_api::well_known::conditions;
+
+/// What the handler knows about the launcher when there is no domain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LauncherView {
+    /// The launcher answers.
+    Responsive,
+    /// The launcher is still starting (only its init socket exists).
+    Starting,
+    /// The launcher's socket is gone or it was marked unresponsive.
+    Unresponsive,
+}
+
+/// The phase to write, or `None` to keep the current one (and requeue, when the launcher is still
+/// starting).
+#[must_use]
+pub fn compute_phase(current: Phase, domain: Option<&DomainSnapshot>, launcher: LauncherView) -> Option<Phase> {
+    if current.is_final() {
+        return None;
+    }
+    let Some(domain) = domain else {
+        return match (current, launcher) {
+            // The domain disappeared under a running VM, or its launcher stopped answering.
+            (Phase::Running, _) | (_, LauncherView::Unresponsive) => Some(Phase::Failed),
+            (_, LauncherView::Starting) => None,
+            (_, LauncherView::Responsive) => Some(Phase::Scheduled).filter(|p| *p != current),
+        };
+    };
+    let (state, reason) = (domain.status.state(), domain.status.reason());
+    if (state, reason) == (DomainState::NoState, StateReason::NonExistent) {
+        return (current == Phase::Running).then_some(Phase::Failed);
+    }
+    let acpi_usable = domain.spec.has_acpi && domain.metadata.grace_period_seconds.unwrap_or(30) > 0;
+    phase_for_domain(state, reason, acpi_usable).filter(|phase| *phase != current)
+}
+
+/// The reason of the Paused condition for a paused domain, as upstream names it.
+fn paused_reason(domain: &DomainSnapshot) -> Option<&'static str> {
+    (domain.status.state() == DomainState::Paused).then(|| match domain.status.reason() {
+        StateReason::User => "PausedByUser",
+        StateReason::IoError => "PausedIOError",
+        _ => "Paused",
+    })
+}
+
+/// The status to write: `vmi`'s status with the new phase, its timestamp, the Paused condition,
+/// the node name and the machine type. Fields the handler does not own are kept.
+#[must_use]
+pub fn next_status(
+    vmi: &VirtualMachineInstance,
+    node: &str,
+    domain: Option<&DomainSnapshot>,
+    launcher: LauncherView,
+    now: &Time,
+) -> VirtualMachineInstanceStatus {
+    let mut status = vmi.status.clone().unwrap_or_default();
+    let current = status.phase.unwrap_or_default();
+    if let Some(phase) = compute_phase(current, domain, launcher) {
+        status.phase = Some(phase);
+        status.phase_transition_timestamps.push(PhaseTransitionTimestamp {
+            phase: Some(phase),
+            phase_transition_timestamp: Some(now.clone()),
+        });
+        if phase == Phase::Failed && domain.is_none() {
+            status.reason = Some(
+                if launcher == LauncherView::Unresponsive {
+                    "LauncherUnresponsive"
+                } else {
+                    "DomainDisappeared"
+                }
+                .to_owned(),
+            );
+        }
+    }
+    status.node_name = Some(node.to_owned());
+    if let Some(machine) = domain.and_then(|d| d.spec.machine.clone()) {
+        status.machine = Some(Machine {
+            machine_type: Some(machine),
+        });
+    }
+    status.conditions.retain(|c| c.condition_type != conditions::PAUSED);
+    if let Some(reason) = domain.and_then(paused_reason) {
+        status.conditions.push(VirtualMachineInstanceCondition {
+            condition_type: conditions::PAUSED.to_owned(),
+            status: conditions::TRUE.to_owned(),
+            last_probe_time: None,
+            last_transition_time: Some(now.clone()),
+            reason: Some(reason.to_owned()),
+            message: Some("VMI was paused".to_owned()),
+        });
+    }
+    status
+}
+
+#[cfg(test)]
+mod tests {
+    use cmd_protocol::domain::{DomainMetadata, DomainSpecSummary, DomainStatusSnapshot};
+
+    use super::*;
+
+    fn domain(state: DomainState, reason: StateReason) -> DomainSnapshot {
+        DomainSnapshot {
+            metadata: DomainMetadata {
+                grace_period_seconds: Some(30),
+                ..DomainMetadata::default()
+            },
+            spec: DomainSpecSummary {
+                has_acpi: true,
+                machine: Some("pc-q35-7.2".to_owned()),
+            },
+            status: DomainStatusSnapshot::from_state(state, reason),
+        }
+    }
+
+    #[test]
+    fn without_a_domain_the_phase_follows_the_launcher() {
+        use LauncherView::{Responsive, Starting, Unresponsive};
+        assert_eq!(
+            compute_phase(Phase::Scheduled, None, Starting),
+            None,
+            "keep, and requeue"
+        );
+        assert_eq!(compute_phase(Phase::Scheduled, None, Unresponsive), Some(Phase::Failed));
+        assert_eq!(
+            compute_phase(Phase::Scheduled, None, Responsive),
+            None,
+            "already Scheduled"
+        );
+        assert_eq!(
+            compute_phase(Phase::Running, None, Responsive),
+            Some(Phase::Failed),
+            "the domain disappeared"
+        );
+    }
+
+    #[test]
+    fn with_a_domain_the_phase_follows_upstreams_table() {
+        let d = |s, r| Some(domain(s, r));
+        let running = d(DomainState::Running, StateReason::Unknown);
+        assert_eq!(
+            compute_phase(Phase::Scheduled, running.as_ref(), LauncherView::Responsive),
+            Some(Phase::Running)
+        );
+        assert_eq!(
+            compute_phase(Phase::Running, running.as_ref(), LauncherView::Responsive),
+            None
+        );
+        let off = d(DomainState::Shutoff, StateReason::Shutdown);
+        assert_eq!(
+            compute_phase(Phase::Running, off.as_ref(), LauncherView::Responsive),
+            Some(Phase::Succeeded)
+        );
+        let killed = d(DomainState::Shutoff, StateReason::Destroyed);
+        assert_eq!(
+            compute_phase(Phase::Running, killed.as_ref(), LauncherView::Responsive),
+            Some(Phase::Failed)
+        );
+        let gone = d(DomainState::NoState, StateReason::NonExistent);
+        assert_eq!(
+            compute_phase(Phase::Running, gone.as_ref(), LauncherView::Responsive),
+            Some(Phase::Failed)
+        );
+        assert_eq!(
+            compute_phase(Phase::Succeeded, gone.as_ref(), LauncherView::Unresponsive),
+            None,
+            "final is final"
+        );
+    }
+
+    #[test]
+    fn final_phases_never_change_whatever_is_observed() {
+        for final_phase in [Phase::Succeeded, Phase::Failed] {
+            for state in DomainState::ALL {
+                for reason in StateReason::ALL {
+                    for launcher in [
+                        LauncherView::Responsive,
+                        LauncherView::Starting,
+                        LauncherView::Unresponsive,
+                    ] {
+                        assert_eq!(compute_phase(final_phase, Some(&domain(state, reason)), launcher), None);
+                        assert_eq!(compute_phase(final_phase, None, launcher), None);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn next_status_records_the_transition_the_node_the_machine_and_pause() {
+        let vmi = VirtualMachineInstance {
+            status: Some(VirtualMachineInstanceStatus {
+                phase: Some(Phase::Scheduled),
+                ..Default::default()
+            }),
+            ..VirtualMachineInstance::default()
+        };
+        let now = Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
+        let paused = domain(DomainState::Paused, StateReason::User);
+        let status = next_status(&vmi, "node1", Some(&paused), LauncherView::Responsive, &now);
+        assert_eq!(status.phase, Some(Phase::Running));
+        assert_eq!(status.phase_transition_timestamps.len(), 1);
+        assert_eq!(status.node_name.as_deref(), Some("node1"));
+        assert_eq!(
+            status.machine.and_then(|m| m.machine_type).as_deref(),
+            Some("pc-q35-7.2")
+        );
+        let condition = status
+            .conditions
+            .iter()
+            .find(|c| c.condition_type == "Paused")
+            .expect("Paused condition");
+        assert_eq!(condition.reason.as_deref(), Some("PausedByUser"));
+
+        let unresponsive = next_status(&vmi, "node1", None, LauncherView::Unresponsive, &now);
+        assert_eq!(unresponsive.phase, Some(Phase::Failed));
+        assert_eq!(unresponsive.reason.as_deref(), Some("LauncherUnresponsive"));
+    }
+}
