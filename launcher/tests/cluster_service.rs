@@ -185,3 +185,18 @@ async fn a_request_without_valid_vmi_json_is_invalid() {
     let err = client.sync(bad).await.expect_err("invalid JSON");
     assert!(err.to_string().contains("invalid VMI JSON"), "{err}");
 }
+
+#[tokio::test]
+async fn get_domain_stats_reports_a_running_domain_and_nothing_without_one() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let (_manager, mut client) = serve(root.path()).await;
+    assert_eq!(client.domain_stats().await.expect("stats"), None, "no domain, no stats");
+    client.sync(request(&scratch(), None)).await.expect("sync");
+    let json = client
+        .domain_stats()
+        .await
+        .expect("stats")
+        .expect("stats of a running domain");
+    let stats: cmd_protocol::stats::DomainStats = serde_json::from_str(&json).expect("stats JSON");
+    assert_eq!(stats.vcpus, 1);
+}

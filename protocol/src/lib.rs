@@ -6,6 +6,7 @@
 
 pub mod domain;
 pub mod sockets;
+pub mod stats;
 pub mod transport;
 pub mod version;
 

@@ -163,6 +163,23 @@ impl CmdClient {
         check("DeleteVirtualMachine", reply)
     }
 
+    /// `GetDomainStats`: the statistics JSON, or `None` when there is no domain.
+    pub async fn domain_stats(&mut self) -> Result<Option<String>, TransportError> {
+        let mut request = tonic::Request::new(EmptyRequest {});
+        request.set_timeout(SHORT_TIMEOUT);
+        let reply = self
+            .inner
+            .get_domain_stats(request)
+            .await
+            .map_err(|status| TransportError::Call {
+                call: "GetDomainStats",
+                message: status.message().to_owned(),
+            })?
+            .into_inner();
+        check_response("GetDomainStats", reply.response)?;
+        Ok(Some(reply.domain_stats).filter(|d| !d.is_empty()))
+    }
+
     /// `GetDomain`: the domain JSON, or `None` when there is no domain.
     pub async fn domain(&mut self) -> Result<Option<String>, TransportError> {
         let mut request = tonic::Request::new(EmptyRequest {});

@@ -256,9 +256,16 @@ impl<M: DomainManager + 'static, R: ToolRunner + 'static> Cmd for LauncherServic
     }
 
     async fn get_domain_stats(&self, _request: Request<EmptyRequest>) -> Reply<DomainStatsResponse> {
-        Err(Status::unimplemented(
-            "GetDomainStats is not implemented by the kubevirt-rs launcher yet",
-        ))
+        let status = self.manager.status().await.map_err(internal)?;
+        let domain_stats = if is_running(status) {
+            serde_json::to_string(&self.manager.stats().await.map_err(internal)?).map_err(internal)?
+        } else {
+            String::new()
+        };
+        Ok(tonic::Response::new(DomainStatsResponse {
+            response: Some(ok().into_inner()),
+            domain_stats,
+        }))
     }
 
     async fn get_guest_info(&self, _request: Request<EmptyRequest>) -> Reply<GuestInfoResponse> {

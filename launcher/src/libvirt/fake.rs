@@ -6,7 +6,7 @@ use std::sync::{Mutex, PoisonError};
 use kubevirt_api::domain_state::{DomainState, StateReason};
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::{DomainError, DomainManager, DomainStatus, LifecycleEvent};
+use super::{DomainError, DomainManager, DomainStats, DomainStatus, LifecycleEvent};
 
 /// What the fake guest does on an ACPI power-button press.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -183,5 +183,15 @@ impl DomainManager for FakeDomainManager {
 
     async fn status(&self) -> Result<DomainStatus, DomainError> {
         Ok(self.lock().status)
+    }
+
+    async fn stats(&self) -> Result<DomainStats, DomainError> {
+        let status = self.record("stats");
+        Self::need(status, "get stats", status != DomainStatus::NON_EXISTENT)?;
+        Ok(DomainStats {
+            name: "fake".to_owned(),
+            vcpus: 1,
+            ..DomainStats::default()
+        })
     }
 }

@@ -8,6 +8,7 @@ pub mod ffi;
 use std::future::Future;
 
 pub use adapter::LibvirtDomainManager;
+pub use cmd_protocol::stats::DomainStats;
 pub use fake::{AcpiBehaviour, FakeDomainManager};
 pub use ffi::LifecycleEvent;
 use kubevirt_api::domain_state::{DomainState, StateReason};
@@ -81,4 +82,6 @@ pub trait DomainManager: Send + Sync {
     fn undefine(&self) -> impl Future<Output = Result<(), DomainError>> + Send;
     /// The domain's state; [`DomainStatus::NON_EXISTENT`] when it is not defined.
     fn status(&self) -> impl Future<Output = Result<DomainStatus, DomainError>> + Send;
+    /// CPU, memory, disk and network counters of the running domain.
+    fn stats(&self) -> impl Future<Output = Result<DomainStats, DomainError>> + Send;
 }

@@ -238,6 +238,23 @@ async fn a_handler_client_drives_the_test_guest_through_the_command_socket() {
     assert_eq!(running.status.status, "Running");
     assert_eq!(running.metadata.name, "default_testguest");
     assert_eq!(running.metadata.uid, UID);
+    let stats: cmd_protocol::stats::DomainStats = serde_json::from_str(
+        &client
+            .domain_stats()
+            .await
+            .expect("stats")
+            .expect("stats of the running guest"),
+    )
+    .expect("stats JSON");
+    assert!(stats.cpu_time_ns > 0 && stats.vcpus == 1, "{stats:?}");
+    assert_eq!(stats.memory.actual_balloon_kib, Some(256 * 1024), "{stats:?}");
+    let root_disk = stats
+        .block
+        .iter()
+        .find(|b| b.name == "containerdisk")
+        .expect("the containerDisk's counters");
+    assert_eq!(root_disk.target, "vda");
+    assert!(root_disk.read_bytes > 0, "the guest read its disk label: {root_disk:?}");
 
     wait_until(
         "an ADDED event of the running domain",
