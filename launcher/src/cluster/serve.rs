@@ -23,6 +23,7 @@ use tracing::{info, warn};
 
 use super::notify::{Notifier, event_type};
 use super::service::{LauncherInfo, LauncherService};
+use crate::commands::process::{self, fail};
 use crate::domain::{ConvertContext, DomainType, PathLayout};
 use crate::libvirt::{DomainManager, LibvirtDomainManager, LifecycleEvent};
 use crate::local::lifecycle::Policy;
@@ -111,11 +112,6 @@ fn forward_events<M: DomainManager + 'static, R: ToolRunner + 'static>(
     })
 }
 
-fn fail(message: &str, code: u8) -> ExitCode {
-    eprintln!("virt-launcher: error: {message}");
-    ExitCode::from(code)
-}
-
 /// Serves until SIGTERM; never panics, always cleans up.
 #[must_use]
 pub fn main(options: &ServeOptions) -> ExitCode {
@@ -129,13 +125,9 @@ pub fn main(options: &ServeOptions) -> ExitCode {
     if let Err(message) = prepared {
         return fail(&message, 1);
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let runtime = match process::runtime() {
         Ok(runtime) => runtime,
-        Err(e) => return fail(&format!("cannot start the async runtime: {e}"), 1),
+        Err(code) => return code,
     };
     let result = runtime.block_on(serve(options, &paths));
     runtime.shutdown_timeout(Duration::from_millis(100));

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use kubevirt_api::v1::VirtualMachineInstancePhase;
 
+use super::process::{self, fail};
 use super::render::EmulationFlags;
 use crate::image_store::ImageStore;
 use crate::local::run::{RunOptions, prepare_process, run};
@@ -45,13 +46,9 @@ pub fn main(args: RunArgs) -> ExitCode {
         Ok(prelude) => prelude,
         Err(e) => return fail(&e.to_string(), e.exit_code()),
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let runtime = match process::runtime() {
         Ok(runtime) => runtime,
-        Err(e) => return fail(&format!("cannot start the async runtime: {e}"), 1),
+        Err(code) => return code,
     };
     let result = runtime.block_on(run(prelude));
     runtime.shutdown_timeout(Duration::from_millis(100));
@@ -66,9 +63,4 @@ pub fn main(args: RunArgs) -> ExitCode {
             fail(&format!("{:#}", anyhow::Error::from(e)), code)
         }
     }
-}
-
-fn fail(message: &str, code: u8) -> ExitCode {
-    eprintln!("virt-launcher: error: {message}");
-    ExitCode::from(code)
 }
