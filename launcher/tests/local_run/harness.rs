@@ -129,6 +129,12 @@ impl Launcher {
         nix::sys::signal::kill(pid, signal).expect("signal virt-launcher");
     }
 
+    /// Sends `signal` and waits (up to 30 s) for the launcher to exit.
+    pub fn stop_with(&mut self, signal: nix::sys::signal::Signal) -> ExitStatus {
+        self.signal(signal);
+        self.wait_exit(Duration::from_secs(30))
+    }
+
     /// Waits for the launcher to exit.
     pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
         let begin = Instant::now();

@@ -44,8 +44,7 @@ fn the_test_guest_boots_to_its_marker_and_sigterm_shuts_it_down_gracefully() {
     );
     let daemons = daemons(&launcher);
     assert!(launcher.qemu_pid().is_some(), "no QEMU found");
-    launcher.signal(Signal::SIGTERM);
-    let status = launcher.wait_exit(Duration::from_secs(30));
+    let status = launcher.stop_with(Signal::SIGTERM);
     assert_eq!(
         status.code(),
         Some(0),
@@ -75,8 +74,7 @@ fn a_guest_that_ignores_acpi_is_destroyed_when_the_grace_period_ends() {
     let mut launcher = boot(&manifest);
     let daemons = daemons(&launcher);
     let asked = std::time::Instant::now();
-    launcher.signal(Signal::SIGTERM);
-    let status = launcher.wait_exit(Duration::from_secs(30));
+    let status = launcher.stop_with(Signal::SIGTERM);
     let took = asked.elapsed();
     assert_eq!(
         status.code(),
@@ -137,8 +135,7 @@ fn a_killed_libvirtd_is_restarted_and_still_manages_the_running_domain() {
     // The restarted daemon still manages the domain: a graceful stop goes through it.
     std::thread::sleep(Duration::from_millis(500));
     let daemons = daemons(&launcher);
-    launcher.signal(Signal::SIGTERM);
-    let status = launcher.wait_exit(Duration::from_secs(30));
+    let status = launcher.stop_with(Signal::SIGTERM);
     assert_eq!(status.code(), Some(0), "{}", launcher.stderr());
     assert!(
         launcher.stdout().contains("KUBEVIRT-RS-GUEST-POWEROFF"),
@@ -172,8 +169,7 @@ fn ctrl_c_stops_a_vm_manifest_gracefully() {
     require_test_guest();
     let mut launcher = boot(&example("vm-testguest.yaml"));
     let daemons = daemons(&launcher);
-    launcher.signal(Signal::SIGINT);
-    let status = launcher.wait_exit(Duration::from_secs(30));
+    let status = launcher.stop_with(Signal::SIGINT);
     assert_eq!(status.code(), Some(0), "{}", launcher.stderr());
     assert!(launcher.stdout().contains("KUBEVIRT-RS-GUEST-POWEROFF"));
     launcher.assert_nothing_left(&daemons);
@@ -272,9 +268,8 @@ fn volumes_of_every_local_kind_reach_the_guest() {
     }
     assert_eq!(std::fs::metadata(&host_disk).expect("hostDisk created").len(), 32 << 20);
     let daemons = daemons(&launcher);
-    launcher.signal(Signal::SIGTERM);
     assert_eq!(
-        launcher.wait_exit(Duration::from_secs(30)).code(),
+        launcher.stop_with(Signal::SIGTERM).code(),
         Some(0),
         "{}",
         launcher.stderr()
@@ -302,8 +297,7 @@ fn start_strategy_paused_starts_the_domain_paused() {
         "a paused guest does not boot"
     );
     let daemons = daemons(&launcher);
-    launcher.signal(Signal::SIGTERM);
-    let status = launcher.wait_exit(Duration::from_secs(30));
+    let status = launcher.stop_with(Signal::SIGTERM);
     assert_eq!(
         status.code(),
         Some(1),
@@ -331,9 +325,8 @@ fn the_guest_sees_a_virtio_nic_with_the_mac_address_from_the_spec() {
         launcher.stdout()
     );
     let daemons = daemons(&launcher);
-    launcher.signal(Signal::SIGTERM);
     assert_eq!(
-        launcher.wait_exit(Duration::from_secs(30)).code(),
+        launcher.stop_with(Signal::SIGTERM).code(),
         Some(0),
         "{}",
         launcher.stderr()
