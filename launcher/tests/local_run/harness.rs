@@ -253,3 +253,14 @@ pub fn testguest_variant(dir: &Path, edit: impl Fn(String) -> String) -> PathBuf
     std::fs::write(&path, edit(text)).expect("write manifest");
     path
 }
+
+/// The test guest manifest with one text replaced, in a temporary directory kept alive by the
+/// returned guard.
+pub fn testguest_replacing(from: &str, to: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let manifest = testguest_variant(dir.path(), |text| {
+        assert!(text.contains(from), "the test guest manifest has no {from:?}");
+        text.replace(from, to)
+    });
+    (dir, manifest)
+}

@@ -7,7 +7,7 @@ mod harness;
 
 use std::time::Duration;
 
-use harness::{Launcher, example, require_test_guest, serial, testguest_variant};
+use harness::{Launcher, example, require_test_guest, serial, testguest_replacing, testguest_variant};
 use nix::sys::signal::Signal;
 
 /// Generous: the first boot on a fresh machine waits out libvirt's ~8 s capability probe.
@@ -148,13 +148,10 @@ fn a_killed_libvirtd_is_restarted_and_still_manages_the_running_domain() {
 fn a_guest_that_powers_off_by_itself_ends_the_run_with_success() {
     let _serial = serial();
     require_test_guest();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let manifest = testguest_variant(dir.path(), |text| {
-        text.replace(
-            "kernelArgs: console=ttyS0",
-            "kernelArgs: kubevirt_rs.poweroff console=ttyS0",
-        )
-    });
+    let (_dir, manifest) = testguest_replacing(
+        "kernelArgs: console=ttyS0",
+        "kernelArgs: kubevirt_rs.poweroff console=ttyS0",
+    );
     let mut launcher = boot(&manifest);
     let daemons = daemons(&launcher);
     let status = launcher.wait_exit(Duration::from_secs(30));
@@ -178,8 +175,7 @@ fn ctrl_c_stops_a_vm_manifest_gracefully() {
 #[test]
 fn a_bad_manifest_is_refused_with_its_field_and_starts_nothing() {
     let _serial = serial();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let manifest = testguest_variant(dir.path(), |text| text.replace("bus: virtio", "bus: floppy"));
+    let (_dir, manifest) = testguest_replacing("bus: virtio", "bus: floppy");
     let mut launcher = Launcher::spawn(&manifest);
     let status = launcher.wait_exit(Duration::from_secs(10));
     assert_eq!(status.code(), Some(2));
@@ -282,13 +278,10 @@ fn volumes_of_every_local_kind_reach_the_guest() {
 fn start_strategy_paused_starts_the_domain_paused() {
     let _serial = serial();
     require_test_guest();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let manifest = testguest_variant(dir.path(), |text| {
-        text.replace(
-            "spec:\n  terminationGracePeriodSeconds: 30",
-            "spec:\n  startStrategy: Paused\n  terminationGracePeriodSeconds: 2",
-        )
-    });
+    let (_dir, manifest) = testguest_replacing(
+        "spec:\n  terminationGracePeriodSeconds: 30",
+        "spec:\n  startStrategy: Paused\n  terminationGracePeriodSeconds: 2",
+    );
     let mut launcher = Launcher::spawn(&manifest);
     launcher.wait_for_log("domain started paused=true", BOOT_TIMEOUT);
     std::thread::sleep(Duration::from_secs(3));
