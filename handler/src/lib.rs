@@ -1,11 +1,24 @@
 //! virt-handler: one per node. Watches the VMIs scheduled to its node, drives each virt-launcher
-//! over its unix socket, writes Running/Succeeded/Failed and the rest of the VMI status, and
-//! exports metrics.
+//! over its unix socket, writes Running/Succeeded/Failed and the rest of the VMI status, keeps the
+//! node's heartbeat, and exports metrics.
 //!
-//! So far this crate holds its pure parts: the decision table ([`decide`]) and the status
-//! computation ([`status`]); the reconciler, the kube side, the notify server and metrics come with
-//! the rest of the virt-handler issue. It talks to the launcher only through `cmd-protocol` and
-//! never links libvirt.
+//! The Kubernetes side ([`cluster_api`]), the launchers ([`launchers`]) and the clock sit behind
+//! traits with real adapters and fakes. Each reconcile observes, plans with pure functions
+//! ([`decide`], [`plan`], [`status`]) and applies ([`reconciler`]); [`runner`] feeds it from the
+//! VMI watch, the launchers' domain events ([`notify_server`]) and timers. The crate talks to
+//! launchers only through `cmd-protocol` and never links libvirt.
 
+pub mod clock;
+pub mod cluster_api;
 pub mod decide;
+pub mod heartbeat;
+pub mod http;
+pub mod launchers;
+pub mod metrics;
+pub mod node;
+pub mod notify_server;
+pub mod plan;
+pub mod reconciler;
+pub mod runner;
 pub mod status;
+pub mod workqueue;

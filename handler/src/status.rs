@@ -7,7 +7,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kubevirt_api::domain_state::{DomainState, StateReason, phase_for_domain};
 use kubevirt_api::v1::{
     Machine, PhaseTransitionTimestamp, VirtualMachineInstance, VirtualMachineInstanceCondition,
-    VirtualMachineInstancePhase as Phase, VirtualMachineInstanceStatus,
+    VirtualMachineInstanceNetworkInterface, VirtualMachineInstancePhase as Phase, VirtualMachineInstanceStatus,
 };
 use kubevirt_api::well_known::conditions;
 
@@ -54,8 +54,67 @@ fn paused_reason(domain: &DomainSnapshot) -> Option<&'static str> {
     })
 }
 
-/// The status to write: `vmi`'s status with the new phase, its timestamp, the Paused condition,
-/// the node name and the machine type. Fields the handler does not own are kept.
+/// Sets (or, with `None`, removes) the condition of `kind`; its transition time moves only when
+/// its status does, so writing the same observation twice changes nothing.
+fn set_condition(
+    conditions: &mut Vec<VirtualMachineInstanceCondition>,
+    kind: &str,
+    wanted: Option<(&str, &str, &str)>,
+    now: &Time,
+) {
+    let Some((status, reason, message)) = wanted else {
+        conditions.retain(|c| c.condition_type != kind);
+        return;
+    };
+    let since = conditions
+        .iter()
+        .find(|c| c.condition_type == kind && c.status == status)
+        .and_then(|c| c.last_transition_time.clone())
+        .unwrap_or_else(|| now.clone());
+    let condition = VirtualMachineInstanceCondition {
+        condition_type: kind.to_owned(),
+        status: status.to_owned(),
+        last_probe_time: None,
+        last_transition_time: Some(since),
+        reason: Some(reason.to_owned()).filter(|r| !r.is_empty()),
+        message: Some(message.to_owned()).filter(|m| !m.is_empty()),
+    };
+    match conditions.iter_mut().find(|c| c.condition_type == kind) {
+        Some(existing) => *existing = condition,
+        None => conditions.push(condition),
+    }
+}
+
+/// The interfaces the domain reports, merged into what the status already knows (addresses
+/// learnt elsewhere are kept).
+fn interfaces(
+    known: &[VirtualMachineInstanceNetworkInterface],
+    domain: &DomainSnapshot,
+) -> Vec<VirtualMachineInstanceNetworkInterface> {
+    domain
+        .spec
+        .interfaces
+        .iter()
+        .map(|iface| {
+            let mut status = known
+                .iter()
+                .find(|k| k.name.as_deref() == Some(iface.name.as_str()))
+                .cloned()
+                .unwrap_or_default();
+            status.name = Some(iface.name.clone());
+            status.mac.clone_from(&iface.mac);
+            status.info_source = Some(INFO_SOURCE_DOMAIN.to_owned());
+            status
+        })
+        .collect()
+}
+
+/// Where an interface's status came from, as upstream writes it.
+pub const INFO_SOURCE_DOMAIN: &str = "domain";
+
+/// The status to write: `vmi`'s status with the new phase and its timestamp, the node name,
+/// machine type, interfaces, launcher image and the Ready, Paused and AgentConnected conditions.
+/// Fields the handler does not own are kept.
 #[must_use]
 pub fn next_status(
     vmi: &VirtualMachineInstance,
@@ -75,33 +134,53 @@ pub fn next_status(
         if phase == Phase::Failed && domain.is_none() {
             status.reason = Some(
                 if launcher == LauncherView::Unresponsive {
-                    "LauncherUnresponsive"
+                    REASON_LAUNCHER_UNRESPONSIVE
                 } else {
-                    "DomainDisappeared"
+                    REASON_DOMAIN_DISAPPEARED
                 }
                 .to_owned(),
             );
         }
     }
     status.node_name = Some(node.to_owned());
-    if let Some(machine) = domain.and_then(|d| d.spec.machine.clone()) {
-        status.machine = Some(Machine {
-            machine_type: Some(machine),
-        });
+    let phase = status.phase.unwrap_or_default();
+    if let Some(domain) = domain.filter(|d| d.status.state() != DomainState::NoState) {
+        if let Some(machine) = domain.spec.machine.clone() {
+            status.machine = Some(Machine {
+                machine_type: Some(machine),
+            });
+        }
+        if !domain.spec.interfaces.is_empty() {
+            status.interfaces = interfaces(&status.interfaces, domain);
+        }
+        if let Some(image) = domain.metadata.launcher_image.clone() {
+            status.launcher_container_image_version = Some(image);
+        }
     }
-    status.conditions.retain(|c| c.condition_type != conditions::PAUSED);
-    if let Some(reason) = domain.and_then(paused_reason) {
-        status.conditions.push(VirtualMachineInstanceCondition {
-            condition_type: conditions::PAUSED.to_owned(),
-            status: conditions::TRUE.to_owned(),
-            last_probe_time: None,
-            last_transition_time: Some(now.clone()),
-            reason: Some(reason.to_owned()),
-            message: Some("VMI was paused".to_owned()),
-        });
-    }
+    let paused = domain.and_then(paused_reason);
+    let paused_condition = paused.map(|reason| (conditions::TRUE, reason, "VMI was paused"));
+    set_condition(&mut status.conditions, conditions::PAUSED, paused_condition, now);
+    let running = domain.is_some_and(|d| d.status.state() == DomainState::Running);
+    let ready = if phase == Phase::Running && running {
+        (conditions::TRUE, "", "")
+    } else if paused.is_some() {
+        (conditions::FALSE, "Paused", "VMI was paused")
+    } else {
+        (conditions::FALSE, "GuestNotRunning", "Guest VM is not reported as running")
+    };
+    set_condition(&mut status.conditions, conditions::READY, Some(ready), now);
+    let agent = match domain.and_then(|d| d.spec.guest_agent_connected) {
+        Some(true) if !phase.is_final() => Some((conditions::TRUE, "", "")),
+        _ => None,
+    };
+    set_condition(&mut status.conditions, conditions::AGENT_CONNECTED, agent, now);
     status
 }
+
+/// `status.reason` of a VMI whose launcher stopped answering.
+pub const REASON_LAUNCHER_UNRESPONSIVE: &str = "LauncherUnresponsive";
+/// `status.reason` of a running VMI whose domain vanished.
+pub const REASON_DOMAIN_DISAPPEARED: &str = "DomainDisappeared";
 
 #[cfg(test)]
 mod tests {
@@ -118,6 +197,7 @@ mod tests {
             spec: DomainSpecSummary {
                 has_acpi: true,
                 machine: Some("pc-q35-7.2".to_owned()),
+                ..DomainSpecSummary::default()
             },
             status: DomainStatusSnapshot::from_state(state, reason),
         }

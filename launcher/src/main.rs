@@ -61,6 +61,9 @@ struct ClusterArgs {
     /// Persistent libvirt capabilities cache.
     #[arg(long = "libvirt-cache-dir", id = "cluster_libvirt_cache_dir", value_name = "DIR")]
     libvirt_cache_dir: Option<PathBuf>,
+    /// The launcher's own container image, reported to virt-handler; virt-controller's pod sets it.
+    #[arg(long, env = "KUBEVIRT_LAUNCHER_IMAGE", value_name = "IMAGE")]
+    launcher_image: Option<String>,
     /// Accepted for compatibility: how long to wait for the domain to appear.
     #[arg(long, value_name = "DURATION")]
     qemu_timeout: Option<String>,
@@ -187,5 +190,6 @@ fn cluster(args: ClusterArgs) -> ExitCode {
         cache_dir: args
             .libvirt_cache_dir
             .unwrap_or_else(|| PathBuf::from(run::DEFAULT_CACHE_DIR)),
+        launcher_image: args.launcher_image,
     })
 }

@@ -35,6 +35,9 @@ pub struct DomainMetadata {
     /// When the first ACPI shutdown was sent (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub graceful_shutdown_started: Option<String>,
+    /// The launcher's container image, as its pod declares it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launcher_image: Option<String>,
 }
 
 /// `spec` of a [`DomainSnapshot`].
@@ -46,6 +49,23 @@ pub struct DomainSpecSummary {
     /// The resolved machine type, e.g. `pc-q35-7.2`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine: Option<String>,
+    /// The network interfaces, named as the VMI spec names them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub interfaces: Vec<DomainInterface>,
+    /// Whether the guest agent's channel is connected; `None` when the domain has no agent channel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest_agent_connected: Option<bool>,
+}
+
+/// One network interface of a [`DomainSnapshot`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DomainInterface {
+    /// The interface's name in the VMI spec.
+    pub name: String,
+    /// Its MAC address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
 }
 
 /// `status` of a [`DomainSnapshot`].
@@ -56,6 +76,19 @@ pub struct DomainStatusSnapshot {
     pub status: String,
     /// `User`, `Shutdown`, `Destroyed`, ...
     pub reason: String,
+}
+
+impl DomainSnapshot {
+    /// The VMI's `namespace/name`: the domain is named `<namespace>_<name>`.
+    #[must_use]
+    pub fn vmi_key(&self) -> String {
+        let name = self
+            .metadata
+            .name
+            .strip_prefix(&format!("{}_", self.metadata.namespace))
+            .unwrap_or(&self.metadata.name);
+        format!("{}/{name}", self.metadata.namespace)
+    }
 }
 
 impl Default for DomainStatusSnapshot {
@@ -129,7 +162,7 @@ mod tests {
             },
             spec: DomainSpecSummary {
                 has_acpi: true,
-                machine: None,
+                ..DomainSpecSummary::default()
             },
             status: DomainStatusSnapshot::from_state(DomainState::Shutoff, StateReason::Destroyed),
         };

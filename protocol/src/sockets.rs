@@ -16,6 +16,8 @@ pub const UNRESPONSIVE_MARKER: &str = "launcher-unresponsive";
 pub const SOCKET_DIR_IN_POD: &str = "/var/run/kubevirt/sockets";
 /// Where the launcher sends domain events, inside its pod.
 pub const NOTIFY_SOCKET_IN_POD: &str = "/var/run/kubevirt/domain-notify-pipe.sock";
+/// The notify socket's file name in the launcher pod's share directory.
+pub const NOTIFY_PIPE: &str = "domain-notify-pipe.sock";
 /// The handler's own notify server socket, in its share directory.
 pub const HANDLER_NOTIFY_SOCKET: &str = "domain-notify.sock";
 
@@ -43,6 +45,13 @@ pub enum FindSocketError {
         /// This node.
         node: String,
     },
+}
+
+/// Where the handler puts a launcher's notify pipe: the pod's `public` emptyDir (its
+/// `/var/run/kubevirt`), next to the `sockets` emptyDir that holds `socket_dir`.
+#[must_use]
+pub fn notify_pipe_on_host(socket_dir: &Path) -> Option<PathBuf> {
+    Some(socket_dir.parent()?.join("public").join(NOTIFY_PIPE))
 }
 
 /// Finds the one ready launcher socket among the VMI's active pods (`status.activePods`: pod UID

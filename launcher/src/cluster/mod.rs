@@ -5,3 +5,4 @@ pub mod notify;
 pub mod pod_volumes;
 pub mod serve;
 pub mod service;
+pub mod snapshot;

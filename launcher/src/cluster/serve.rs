@@ -54,6 +54,8 @@ pub struct ServeOptions {
     pub layout: PathLayout,
     /// libvirt's capabilities cache.
     pub cache_dir: PathBuf,
+    /// The launcher's container image, reported in every domain snapshot.
+    pub launcher_image: Option<String>,
 }
 
 impl ServeOptions {
@@ -67,7 +69,7 @@ impl ServeOptions {
 
     /// Where virt-handler receives domain events (it injects this socket into the pod).
     fn notify_socket(&self) -> PathBuf {
-        self.share_dir.join("domain-notify-pipe.sock")
+        self.share_dir.join(cmd_protocol::sockets::NOTIFY_PIPE)
     }
 
     /// The final event's snapshot: the domain is gone.
@@ -159,7 +161,10 @@ async fn serve(options: &ServeOptions, paths: &DaemonPaths) -> Result<(), String
             layout: options.layout.clone(),
             ..ConvertContext::default()
         };
-        let service = Arc::new(LauncherService::new(manager.clone(), reaper.clone(), base));
+        let service = Arc::new(
+            LauncherService::new(manager.clone(), reaper.clone(), base)
+                .with_launcher_image(options.launcher_image.clone()),
+        );
         let (to_stop_loop, mut events) = tokio::sync::mpsc::unbounded_channel();
         let forwarder = forward_events(options, service.clone(), lifecycle, to_stop_loop);
         let incoming = listen(&options.socket_dir().join(INIT_SOCKET)).map_err(|e| error(&e))?;

@@ -8,7 +8,7 @@ use cmd_protocol::cmd::cmd_server::Cmd;
 use cmd_protocol::cmd::{DomainResponse, DomainStatsResponse, EmptyRequest, GuestInfoResponse, Response, VmiRequest};
 use cmd_protocol::cmd_info::cmd_info_server::CmdInfo;
 use cmd_protocol::cmd_info::{CmdInfoRequest, CmdInfoResponse};
-use cmd_protocol::domain::{DomainMetadata, DomainSnapshot, DomainSpecSummary, DomainStatusSnapshot};
+use cmd_protocol::domain::{DomainMetadata, DomainSnapshot, DomainStatusSnapshot};
 use cmd_protocol::version::SUPPORTED_CMD_VERSIONS;
 use kubevirt_api::domain_state::DomainState;
 use kubevirt_api::v1::VirtualMachineInstance;
@@ -16,6 +16,7 @@ use tonic::{Request, Status};
 use tracing::{info, instrument};
 
 use super::pod_volumes::plan_in_pod;
+use super::snapshot::summarize;
 use crate::domain::{ConvertContext, render};
 use crate::libvirt::{DomainManager, DomainStatus};
 use crate::local::volumes;
@@ -25,7 +26,6 @@ use crate::supervisor::reaper::ToolRunner;
 #[derive(Debug, Default)]
 struct Remembered {
     vmi: Option<VirtualMachineInstance>,
-    has_acpi: bool,
     graceful_shutdown_started: Option<String>,
 }
 
@@ -35,6 +35,7 @@ pub struct LauncherService<M, R> {
     manager: Arc<M>,
     tools: R,
     base: ConvertContext,
+    launcher_image: Option<String>,
     remembered: Arc<Mutex<Remembered>>,
     sync: tokio::sync::Mutex<()>,
 }
@@ -66,9 +67,17 @@ impl<M: DomainManager + 'static, R: ToolRunner + 'static> LauncherService<M, R> 
             manager,
             tools,
             base,
+            launcher_image: None,
             remembered: Arc::default(),
             sync: tokio::sync::Mutex::new(()),
         }
+    }
+
+    /// Reports `image` as the launcher's container image.
+    #[must_use]
+    pub fn with_launcher_image(mut self, image: Option<String>) -> Self {
+        self.launcher_image = image;
+        self
     }
 
     fn remembered(&self) -> std::sync::MutexGuard<'_, Remembered> {
@@ -136,7 +145,6 @@ impl<M: DomainManager + 'static, R: ToolRunner + 'static> LauncherService<M, R> 
             let xml = domain.to_xml().map_err(internal)?;
             self.manager.define(xml).await.map_err(internal)?;
             info!(domain = %domain.name, "domain defined");
-            self.remembered().has_acpi = domain.features.as_ref().is_some_and(|f| f.acpi.is_some());
         }
         let has_run = vmi
             .status
@@ -159,6 +167,9 @@ impl<M: DomainManager + 'static, R: ToolRunner + 'static> LauncherService<M, R> 
         if status == DomainStatus::NON_EXISTENT {
             return Ok(None);
         }
+        // A failed read (the domain vanished meanwhile) leaves the summary empty; state and
+        // reason still go out.
+        let live_xml = self.manager.live_xml().await.unwrap_or_default();
         let remembered = self.remembered();
         let vmi = remembered.vmi.as_ref();
         let namespace = vmi
@@ -173,11 +184,9 @@ impl<M: DomainManager + 'static, R: ToolRunner + 'static> LauncherService<M, R> 
                 deletion_timestamp: None,
                 grace_period_seconds: vmi.map(VirtualMachineInstance::termination_grace_period_seconds),
                 graceful_shutdown_started: remembered.graceful_shutdown_started.clone(),
+                launcher_image: self.launcher_image.clone(),
             },
-            spec: DomainSpecSummary {
-                has_acpi: remembered.has_acpi,
-                machine: None,
-            },
+            spec: summarize(&live_xml),
             status: DomainStatusSnapshot::from_state(status.state, status.reason),
         }))
     }

@@ -323,4 +323,9 @@ impl DomainManager for LibvirtDomainManager {
         self.with_domain("get stats", |conn, name| read_stats(&lookup(conn, name)?))
             .await
     }
+
+    async fn live_xml(&self) -> Result<String, DomainError> {
+        self.with_domain("get XML", |conn, name| lookup(conn, name)?.xml_desc(0))
+            .await
+    }
 }

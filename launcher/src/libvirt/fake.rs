@@ -22,6 +22,7 @@ struct Inner {
     status: DomainStatus,
     acpi: AcpiBehaviour,
     calls: Vec<&'static str>,
+    xml: String,
 }
 
 /// The fake.
@@ -40,6 +41,7 @@ impl FakeDomainManager {
                 status: DomainStatus::NON_EXISTENT,
                 acpi,
                 calls: Vec::new(),
+                xml: String::new(),
             }),
             events,
         }
@@ -90,8 +92,9 @@ impl FakeDomainManager {
 }
 
 impl DomainManager for FakeDomainManager {
-    async fn define(&self, _xml: String) -> Result<(), DomainError> {
+    async fn define(&self, xml: String) -> Result<(), DomainError> {
         let status = self.record("define");
+        self.lock().xml = xml;
         if status == DomainStatus::NON_EXISTENT {
             self.set(
                 DomainStatus {
@@ -193,5 +196,12 @@ impl DomainManager for FakeDomainManager {
             vcpus: 1,
             ..DomainStats::default()
         })
+    }
+
+    async fn live_xml(&self) -> Result<String, DomainError> {
+        // Not recorded: it is a read, like `status`.
+        let status = self.lock().status;
+        Self::need(status, "get XML", status != DomainStatus::NON_EXISTENT)?;
+        Ok(self.lock().xml.clone())
     }
 }

@@ -84,4 +84,6 @@ pub trait DomainManager: Send + Sync {
     fn status(&self) -> impl Future<Output = Result<DomainStatus, DomainError>> + Send;
     /// CPU, memory, disk and network counters of the running domain.
     fn stats(&self) -> impl Future<Output = Result<DomainStats, DomainError>> + Send;
+    /// The domain's live XML: what libvirt filled in (machine type, MACs, channel states).
+    fn live_xml(&self) -> impl Future<Output = Result<String, DomainError>> + Send;
 }

@@ -1,0 +1,116 @@
+//! [`ClusterApi`] over a kube-rs client: any API server, or a `tower-test` mock in tests.
+
+use futures::StreamExt as _;
+use futures::stream::BoxStream;
+use k8s_openapi::api::core::v1::{Event, EventSource, Node, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::{WatchStreamExt as _, watcher};
+use kubevirt_api::v1::VirtualMachineInstance;
+use kubevirt_api::well_known::labels;
+
+use super::{ApiError, ClusterApi, VmiEvent, VmiWatchEvent};
+
+/// The component name on events and field managers.
+pub const COMPONENT: &str = "virt-handler";
+
+/// The real adapter.
+#[derive(Clone)]
+pub struct KubeClusterApi {
+    client: kube::Client,
+}
+
+impl std::fmt::Debug for KubeClusterApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeClusterApi").finish_non_exhaustive()
+    }
+}
+
+impl KubeClusterApi {
+    /// An adapter over `client`.
+    #[must_use]
+    pub fn new(client: kube::Client) -> Self {
+        Self { client }
+    }
+
+    fn vmis(&self, namespace: &str) -> Api<VirtualMachineInstance> {
+        Api::namespaced(self.client.clone(), namespace)
+    }
+}
+
+fn kube_error(operation: String) -> impl FnOnce(kube::Error) -> ApiError {
+    move |source| match &source {
+        kube::Error::Api(status) if status.code == 409 => ApiError::Conflict { operation },
+        _ => ApiError::Kube { operation, source },
+    }
+}
+
+impl ClusterApi for KubeClusterApi {
+    fn watch_vmis(&self, node: &str) -> BoxStream<'static, Result<VmiWatchEvent, ApiError>> {
+        let api: Api<VirtualMachineInstance> = Api::all(self.client.clone());
+        let config = watcher::Config::default().labels(&format!("{}={node}", labels::NODE_NAME));
+        watcher(api, config)
+            .default_backoff()
+            .map(|event| event.map_err(ApiError::from))
+            .boxed()
+    }
+
+    async fn update_vmi_status(&self, vmi: &VirtualMachineInstance) -> Result<VirtualMachineInstance, ApiError> {
+        let namespace = vmi.metadata.namespace.as_deref().unwrap_or("default");
+        let name = vmi.metadata.name.as_deref().unwrap_or_default();
+        self.vmis(namespace)
+            .replace_status(name, &PostParams::default(), vmi)
+            .await
+            .map_err(kube_error(format!("update status of {namespace}/{name}")))
+    }
+
+    async fn patch_node(&self, node: &str, patch: serde_json::Value) -> Result<(), ApiError> {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        nodes
+            .patch(node, &PatchParams::default(), &Patch::Strategic(patch))
+            .await
+            .map(|_| ())
+            .map_err(kube_error(format!("patch node {node}")))
+    }
+
+    async fn record_event(&self, vmi: &VirtualMachineInstance, node: &str, event: VmiEvent) -> Result<(), ApiError> {
+        let namespace = vmi.metadata.namespace.clone().unwrap_or_else(|| "default".to_owned());
+        let name = vmi.metadata.name.clone().unwrap_or_default();
+        let now = Time(k8s_openapi::jiff::Timestamp::now());
+        let body = Event {
+            metadata: ObjectMeta {
+                generate_name: Some(format!("{name}.")),
+                namespace: Some(namespace.clone()),
+                ..ObjectMeta::default()
+            },
+            involved_object: ObjectReference {
+                api_version: Some("kubevirt.io/v1".to_owned()),
+                kind: Some("VirtualMachineInstance".to_owned()),
+                name: Some(name.clone()),
+                namespace: Some(namespace.clone()),
+                uid: vmi.metadata.uid.clone(),
+                resource_version: vmi.metadata.resource_version.clone(),
+                ..ObjectReference::default()
+            },
+            type_: Some(event.event_type.to_owned()),
+            reason: Some(event.reason),
+            message: Some(event.message),
+            source: Some(EventSource {
+                component: Some(COMPONENT.to_owned()),
+                host: Some(node.to_owned()),
+            }),
+            reporting_component: Some(COMPONENT.to_owned()),
+            reporting_instance: Some(node.to_owned()),
+            first_timestamp: Some(now.clone()),
+            last_timestamp: Some(now),
+            count: Some(1),
+            ..Event::default()
+        };
+        let events: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
+        events
+            .create(&PostParams::default(), &body)
+            .await
+            .map(|_| ())
+            .map_err(kube_error(format!("record event about {namespace}/{name}")))
+    }
+}

@@ -1,0 +1,96 @@
+//! The Kubernetes side of virt-handler behind one trait: the VMIs of this node as a watch stream,
+//! full status writes, node patches and events. [`KubeClusterApi`] talks to an API server through
+//! kube-rs; [`FakeClusterApi`] keeps everything in memory for tests and benchmarks.
+
+mod fake;
+mod kube_adapter;
+
+use std::future::Future;
+
+use futures::stream::BoxStream;
+pub use fake::{FakeClusterApi, Write};
+use kube::runtime::watcher;
+pub use kube_adapter::KubeClusterApi;
+use kubevirt_api::v1::VirtualMachineInstance;
+
+/// Why a call to the API server failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The API server refused or could not be reached.
+    #[error("{operation} failed: {source}")]
+    Kube {
+        /// What was attempted, e.g. `update status of default/vmi`.
+        operation: String,
+        /// Why.
+        source: kube::Error,
+    },
+    /// The object changed since it was read (HTTP 409); read it again.
+    #[error("{operation}: the object was modified; will retry with the newer version")]
+    Conflict {
+        /// What was attempted.
+        operation: String,
+    },
+    /// The watch stream failed.
+    #[error("watching VMIs failed: {0}")]
+    Watch(#[from] watcher::Error),
+    /// The fake was told to fail.
+    #[error("{0}")]
+    Injected(String),
+}
+
+/// A watch event about a VMI of this node.
+pub type VmiWatchEvent = watcher::Event<VirtualMachineInstance>;
+
+/// A Kubernetes event about a VMI, as upstream's recorder emits it (core/v1 Event).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VmiEvent {
+    /// `Normal` or `Warning`.
+    pub event_type: &'static str,
+    /// E.g. `Created`, `ShuttingDown`, `SyncFailed`.
+    pub reason: String,
+    /// Human-readable text.
+    pub message: String,
+}
+
+impl VmiEvent {
+    /// A `Normal` event.
+    #[must_use]
+    pub fn normal(reason: &str, message: impl Into<String>) -> Self {
+        Self {
+            event_type: "Normal",
+            reason: reason.to_owned(),
+            message: message.into(),
+        }
+    }
+
+    /// A `Warning` event.
+    #[must_use]
+    pub fn warning(reason: &str, message: impl Into<String>) -> Self {
+        Self {
+            event_type: "Warning",
+            reason: reason.to_owned(),
+            message: message.into(),
+        }
+    }
+}
+
+/// What virt-handler needs from the API server.
+pub trait ClusterApi: Send + Sync + 'static {
+    /// Watches the VMIs whose `kubevirt.io/nodeName` label is `node`; restarts itself on errors.
+    fn watch_vmis(&self, node: &str) -> BoxStream<'static, Result<VmiWatchEvent, ApiError>>;
+    /// Writes `vmi`'s whole status (a full update with its resourceVersion) and returns the stored
+    /// object.
+    fn update_vmi_status(
+        &self,
+        vmi: &VirtualMachineInstance,
+    ) -> impl Future<Output = Result<VirtualMachineInstance, ApiError>> + Send;
+    /// Applies a strategic-merge patch to the node.
+    fn patch_node(&self, node: &str, patch: serde_json::Value) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// Records an event about `vmi`, reported by virt-handler on `node`.
+    fn record_event(
+        &self,
+        vmi: &VirtualMachineInstance,
+        node: &str,
+        event: VmiEvent,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send;
+}

@@ -1,0 +1,71 @@
+//! virt-handler's HTTP endpoint: `/healthz` (liveness and readiness) and `/metrics`.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tracing::debug;
+
+/// What the endpoint serves.
+pub trait Endpoints: Send + Sync + 'static {
+    /// Whether the handler is healthy.
+    fn healthy(&self) -> bool;
+    /// The metrics text.
+    fn metrics(&self) -> impl Future<Output = String> + Send;
+}
+
+fn reply(status: StatusCode, content_type: &str, body: String) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    if let Ok(value) = content_type.parse() {
+        response.headers_mut().insert(hyper::header::CONTENT_TYPE, value);
+    }
+    response
+}
+
+/// Answers one request.
+pub async fn route<E: Endpoints>(endpoints: &E, method: &Method, path: &str) -> Response<Full<Bytes>> {
+    const TEXT: &str = "text/plain; charset=utf-8";
+    match (method, path) {
+        (&Method::GET, "/healthz") if endpoints.healthy() => reply(StatusCode::OK, TEXT, "ok".to_owned()),
+        (&Method::GET, "/healthz") => reply(StatusCode::SERVICE_UNAVAILABLE, TEXT, "not ready".to_owned()),
+        (&Method::GET, "/metrics") => reply(StatusCode::OK, crate::metrics::CONTENT_TYPE, endpoints.metrics().await),
+        (_, "/healthz" | "/metrics") => reply(StatusCode::METHOD_NOT_ALLOWED, TEXT, "use GET".to_owned()),
+        _ => reply(StatusCode::NOT_FOUND, TEXT, "not found".to_owned()),
+    }
+}
+
+/// Serves on `listener` until `stop`.
+pub async fn serve<E: Endpoints>(listener: TcpListener, endpoints: Arc<E>, stop: CancellationToken) {
+    loop {
+        let (stream, peer): (_, SocketAddr) = tokio::select! {
+            () = stop.cancelled() => return,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    debug!(error = %error, "accept failed");
+                    continue;
+                }
+            },
+        };
+        let endpoints = endpoints.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |request: Request<hyper::body::Incoming>| {
+                let endpoints = endpoints.clone();
+                async move { Ok::<_, Infallible>(route(endpoints.as_ref(), request.method(), request.uri().path()).await) }
+            });
+            if let Err(error) = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await {
+                debug!(%peer, error = %error, "HTTP connection ended with an error");
+            }
+        });
+    }
+}

@@ -1,0 +1,221 @@
+//! Launchers simulated in memory: each holds one domain that follows the commands at once and
+//! reports every change as a domain event, as a real launcher's notify client would.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+
+use cmd_protocol::domain::{DomainMetadata, DomainSnapshot, DomainSpecSummary, DomainStatusSnapshot};
+use cmd_protocol::stats::DomainStats;
+use kubevirt_api::domain_state::{DomainState, StateReason};
+use kubevirt_api::v1::VirtualMachineInstance;
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::{LauncherError, Launchers, Presence};
+use crate::notify_server::DomainNotification;
+
+#[derive(Debug, Default)]
+struct Fleet {
+    /// Launchers by socket; `None` while there is no domain.
+    domains: HashMap<PathBuf, Option<DomainSnapshot>>,
+    unresponsive: Vec<PathBuf>,
+    commands: Vec<(PathBuf, &'static str)>,
+}
+
+/// The fake fleet.
+#[derive(Debug)]
+pub struct FakeLaunchers {
+    fleet: Mutex<Fleet>,
+    events: UnboundedSender<DomainNotification>,
+}
+
+impl FakeLaunchers {
+    /// A fleet with no launcher yet; domain events go to `events`.
+    #[must_use]
+    pub fn new(events: UnboundedSender<DomainNotification>) -> Self {
+        Self {
+            fleet: Mutex::default(),
+            events,
+        }
+    }
+
+    fn fleet(&self) -> std::sync::MutexGuard<'_, Fleet> {
+        self.fleet.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The socket of the launcher of the VMI with `uid`.
+    #[must_use]
+    pub fn socket_of(uid: &str) -> PathBuf {
+        PathBuf::from("/fake-launchers").join(uid)
+    }
+
+    /// Starts a launcher (its pod is running) for the VMI with `uid`.
+    pub fn start_launcher(&self, uid: &str) {
+        self.fleet().domains.insert(Self::socket_of(uid), None);
+    }
+
+    /// The launcher stops answering (its process hangs or died without its socket going away).
+    pub fn stop_answering(&self, uid: &str) {
+        self.fleet().domains.remove(&Self::socket_of(uid));
+    }
+
+    /// Every command sent so far, with its socket.
+    #[must_use]
+    pub fn commands(&self) -> Vec<(PathBuf, &'static str)> {
+        self.fleet().commands.clone()
+    }
+
+    /// The domain's state changes on its own (a crash, the guest powering off).
+    pub fn domain_changes(&self, uid: &str, state: DomainState, reason: StateReason) {
+        let snapshot = {
+            let mut fleet = self.fleet();
+            let Some(Some(domain)) = fleet.domains.get_mut(&Self::socket_of(uid)) else {
+                return;
+            };
+            domain.status = DomainStatusSnapshot::from_state(state, reason);
+            domain.clone()
+        };
+        self.notify("MODIFIED", snapshot);
+    }
+
+    fn notify(&self, kind: &str, snapshot: DomainSnapshot) {
+        let _ = self.events.send(DomainNotification {
+            kind: kind.to_owned(),
+            snapshot,
+        });
+    }
+
+    /// Applies `change` to the launcher's domain and reports the new domain.
+    fn command(
+        &self,
+        socket: &Path,
+        name: &'static str,
+        change: impl FnOnce(&mut Option<DomainSnapshot>) -> Option<&'static str>,
+    ) -> Result<(), LauncherError> {
+        let (kind, snapshot) = {
+            let mut fleet = self.fleet();
+            fleet.commands.push((socket.to_owned(), name));
+            let domain = fleet
+                .domains
+                .get_mut(socket)
+                .ok_or_else(|| LauncherError::Gone(socket.to_owned()))?;
+            let Some(kind) = change(domain) else {
+                return Ok(());
+            };
+            (kind, domain.clone())
+        };
+        if let Some(snapshot) = snapshot {
+            self.notify(kind, snapshot);
+        }
+        Ok(())
+    }
+}
+
+fn set(domain: &mut Option<DomainSnapshot>, state: DomainState, reason: StateReason) -> Option<&'static str> {
+    let snapshot = domain.as_mut()?;
+    snapshot.status = DomainStatusSnapshot::from_state(state, reason);
+    Some("MODIFIED")
+}
+
+impl Launchers for FakeLaunchers {
+    fn locate(&self, vmi: &VirtualMachineInstance) -> Presence {
+        let socket = Self::socket_of(vmi.metadata.uid.as_deref().unwrap_or_default());
+        if self.fleet().domains.contains_key(&socket) {
+            Presence::Ready(socket)
+        } else {
+            Presence::Absent
+        }
+    }
+
+    async fn ping(&self, socket: &Path) -> Result<(), LauncherError> {
+        if self.fleet().domains.contains_key(socket) {
+            Ok(())
+        } else {
+            Err(LauncherError::Gone(socket.to_owned()))
+        }
+    }
+
+    async fn sync(&self, socket: &Path, vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
+        self.command(socket, "sync", |domain| {
+            if domain.is_some() {
+                return None;
+            }
+            let namespace = vmi.metadata.namespace.clone().unwrap_or_else(|| "default".to_owned());
+            *domain = Some(DomainSnapshot {
+                metadata: DomainMetadata {
+                    name: format!("{namespace}_{}", vmi.metadata.name.as_deref().unwrap_or_default()),
+                    namespace,
+                    uid: vmi.metadata.uid.clone().unwrap_or_default(),
+                    grace_period_seconds: Some(vmi.termination_grace_period_seconds()),
+                    ..DomainMetadata::default()
+                },
+                spec: DomainSpecSummary {
+                    has_acpi: true,
+                    machine: Some("pc-q35-7.2".to_owned()),
+                    ..DomainSpecSummary::default()
+                },
+                status: DomainStatusSnapshot::from_state(DomainState::Running, StateReason::Unknown),
+            });
+            Some("ADDED")
+        })
+    }
+
+    async fn shutdown(&self, socket: &Path, _vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
+        self.command(socket, "shutdown", |domain| {
+            set(domain, DomainState::Shutoff, StateReason::Shutdown)
+        })
+    }
+
+    async fn kill(&self, socket: &Path, _vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
+        self.command(socket, "kill", |domain| {
+            set(domain, DomainState::Shutoff, StateReason::Destroyed)
+        })
+    }
+
+    async fn delete(&self, socket: &Path, _vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
+        let gone = {
+            let mut fleet = self.fleet();
+            fleet.commands.push((socket.to_owned(), "delete"));
+            fleet
+                .domains
+                .get_mut(socket)
+                .ok_or_else(|| LauncherError::Gone(socket.to_owned()))?
+                .take()
+        };
+        if let Some(mut gone) = gone {
+            gone.status = DomainStatusSnapshot::default();
+            gone.metadata.deletion_timestamp = Some(k8s_openapi::jiff::Timestamp::now().to_string());
+            self.notify("MODIFIED", gone);
+        }
+        Ok(())
+    }
+
+    async fn domain(&self, socket: &Path) -> Result<Option<DomainSnapshot>, LauncherError> {
+        self.fleet()
+            .domains
+            .get(socket)
+            .cloned()
+            .ok_or_else(|| LauncherError::Gone(socket.to_owned()))
+    }
+
+    async fn stats(&self, socket: &Path) -> Result<Option<DomainStats>, LauncherError> {
+        let domain = self.domain(socket).await?;
+        Ok(domain.map(|d| DomainStats {
+            name: d.metadata.name,
+            cpu_time_ns: 1_500_000_000,
+            vcpus: 1,
+            ..DomainStats::default()
+        }))
+    }
+
+    fn mark_unresponsive(&self, socket: &Path) {
+        self.fleet().unresponsive.push(socket.to_owned());
+    }
+
+    fn is_unresponsive(&self, socket: &Path) -> bool {
+        let fleet = self.fleet();
+        fleet.unresponsive.iter().any(|s| s == socket)
+    }
+
+    fn forget(&self, _socket: &Path) {}
+}

@@ -1,0 +1,83 @@
+//! The launchers of this node behind one trait: where a VMI's launcher is, and the commands
+//! virt-handler sends it. [`SocketLaunchers`] speaks the command protocol over each pod's unix
+//! socket; [`FakeLaunchers`] simulates launchers in memory for benchmarks and tests.
+
+mod fake;
+mod notify_pipe;
+mod socket;
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+
+use cmd_protocol::domain::DomainSnapshot;
+use cmd_protocol::stats::DomainStats;
+pub use fake::FakeLaunchers;
+use kubevirt_api::v1::VirtualMachineInstance;
+pub use notify_pipe::NotifyPipe;
+pub use socket::SocketLaunchers;
+
+/// Where a VMI's launcher stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Presence {
+    /// It serves commands on this socket.
+    Ready(PathBuf),
+    /// Its pod is there, but it does not serve commands yet.
+    Starting,
+    /// Nothing of it is on this node.
+    Absent,
+}
+
+/// Why a command to a launcher failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LauncherError {
+    /// The transport or the launcher failed.
+    #[error(transparent)]
+    Transport(#[from] cmd_protocol::transport::TransportError),
+    /// The launcher's answer is not what the protocol says.
+    #[error("the launcher at {socket} sent an invalid {what}: {message}")]
+    Invalid {
+        /// The socket.
+        socket: PathBuf,
+        /// What was invalid.
+        what: &'static str,
+        /// Why.
+        message: String,
+    },
+    /// The VMI could not be encoded.
+    #[error("cannot encode the VMI: {0}")]
+    Encode(#[from] serde_json::Error),
+    /// A simulated launcher is gone.
+    #[error("no launcher at {0}")]
+    Gone(PathBuf),
+}
+
+/// The commands virt-handler sends to launchers.
+pub trait Launchers: Send + Sync + 'static {
+    /// Finds `vmi`'s launcher on this node.
+    fn locate(&self, vmi: &VirtualMachineInstance) -> Presence;
+    /// Health check.
+    fn ping(&self, socket: &Path) -> impl Future<Output = Result<(), LauncherError>> + Send;
+    /// Defines and starts the domain if needed (idempotent).
+    fn sync(&self, socket: &Path, vmi: &VirtualMachineInstance) -> impl Future<Output = Result<(), LauncherError>> + Send;
+    /// Presses the ACPI power button.
+    fn shutdown(
+        &self,
+        socket: &Path,
+        vmi: &VirtualMachineInstance,
+    ) -> impl Future<Output = Result<(), LauncherError>> + Send;
+    /// Stops the guest at once.
+    fn kill(&self, socket: &Path, vmi: &VirtualMachineInstance) -> impl Future<Output = Result<(), LauncherError>> + Send;
+    /// Undefines the stopped domain.
+    fn delete(&self, socket: &Path, vmi: &VirtualMachineInstance)
+    -> impl Future<Output = Result<(), LauncherError>> + Send;
+    /// The domain, or `None` when there is none.
+    fn domain(&self, socket: &Path) -> impl Future<Output = Result<Option<DomainSnapshot>, LauncherError>> + Send;
+    /// The domain's counters, or `None` when there is no domain.
+    fn stats(&self, socket: &Path) -> impl Future<Output = Result<Option<DomainStats>, LauncherError>> + Send;
+    /// Marks the launcher behind `socket` unresponsive, so it stays so across handler restarts.
+    fn mark_unresponsive(&self, socket: &Path);
+    /// Whether the launcher behind `socket` was marked unresponsive or its socket is gone.
+    fn is_unresponsive(&self, socket: &Path) -> bool;
+    /// Releases what the handler holds for the launcher (client connection, notify pipe).
+    fn forget(&self, socket: &Path);
+}

@@ -1,0 +1,193 @@
+//! [`Launchers`] over the command protocol: each launcher's socket is found through the VMI's
+//! active pods and the kubelet's pods directory, clients are kept per socket, and a notify pipe is
+//! placed in each launcher pod the first time its socket is found.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+
+use cmd_protocol::cmd::{Vmi, VmiRequest};
+use cmd_protocol::domain::DomainSnapshot;
+use cmd_protocol::sockets::{self, FindSocketError};
+use cmd_protocol::stats::DomainStats;
+use cmd_protocol::transport::CmdClient;
+use kubevirt_api::v1::VirtualMachineInstance;
+use tracing::warn;
+
+use super::{LauncherError, Launchers, NotifyPipe, Presence};
+
+#[derive(Debug, Default)]
+struct Held {
+    clients: HashMap<PathBuf, CmdClient>,
+    pipes: HashMap<PathBuf, NotifyPipe>,
+}
+
+/// The real adapter.
+#[derive(Debug)]
+pub struct SocketLaunchers {
+    node: String,
+    pods_dir: PathBuf,
+    notify_server: PathBuf,
+    held: Mutex<Held>,
+}
+
+impl SocketLaunchers {
+    /// Launchers of `node`, whose pods are under `pods_dir`; their events go to `notify_server`.
+    #[must_use]
+    pub fn new(node: &str, pods_dir: &Path, notify_server: &Path) -> Self {
+        Self {
+            node: node.to_owned(),
+            pods_dir: pods_dir.to_owned(),
+            notify_server: notify_server.to_owned(),
+            held: Mutex::default(),
+        }
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, Held> {
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Places the notify pipe of the pod that owns `socket`, once.
+    fn ensure_pipe(&self, socket: &Path) {
+        let Some(dir) = socket.parent() else { return };
+        let Some(pipe) = sockets::notify_pipe_on_host(dir) else {
+            return;
+        };
+        let mut held = self.held();
+        if held.pipes.contains_key(socket) {
+            return;
+        }
+        match NotifyPipe::start(&pipe, &self.notify_server) {
+            Ok(started) => {
+                held.pipes.insert(socket.to_owned(), started);
+            }
+            Err(error) => warn!(pipe = %pipe.display(), error = %error, "cannot place the notify pipe"),
+        }
+    }
+
+    async fn client(&self, socket: &Path) -> Result<CmdClient, LauncherError> {
+        if let Some(client) = self.held().clients.get(socket) {
+            return Ok(client.clone());
+        }
+        let client = CmdClient::connect(socket).await?;
+        self.held().clients.insert(socket.to_owned(), client.clone());
+        Ok(client)
+    }
+
+    /// Runs `call` on the socket's client; a failure drops the client so the next call reconnects.
+    async fn with_client<T, F>(&self, socket: &Path, call: impl FnOnce(CmdClient) -> F) -> Result<T, LauncherError>
+    where
+        F: Future<Output = Result<T, cmd_protocol::transport::TransportError>>,
+    {
+        let client = self.client(socket).await?;
+        let outcome = call(client).await;
+        if outcome.is_err() {
+            self.held().clients.remove(socket);
+        }
+        Ok(outcome?)
+    }
+}
+
+/// The command request for `vmi`.
+pub fn vmi_request(vmi: &VirtualMachineInstance) -> Result<VmiRequest, LauncherError> {
+    Ok(VmiRequest {
+        vmi: Some(Vmi {
+            vmi_json: serde_json::to_vec(vmi)?,
+        }),
+        options: None,
+    })
+}
+
+fn parse<T: serde::de::DeserializeOwned>(
+    socket: &Path,
+    what: &'static str,
+    json: Option<String>,
+) -> Result<Option<T>, LauncherError> {
+    json.map(|text| {
+        serde_json::from_str(&text).map_err(|e| LauncherError::Invalid {
+            socket: socket.to_owned(),
+            what,
+            message: e.to_string(),
+        })
+    })
+    .transpose()
+}
+
+impl Launchers for SocketLaunchers {
+    fn locate(&self, vmi: &VirtualMachineInstance) -> Presence {
+        let active_pods = vmi.status.as_ref().map(|s| &s.active_pods);
+        let pods = active_pods
+            .into_iter()
+            .flatten()
+            .map(|(pod, node)| (pod.as_str(), node.as_str()));
+        match sockets::find_socket_on_host(&self.pods_dir, pods, &self.node) {
+            Ok(socket) => {
+                self.ensure_pipe(&socket);
+                Presence::Ready(socket)
+            }
+            Err(FindSocketError::NotReady(_)) => Presence::Starting,
+            Err(FindSocketError::Multiple { .. }) => Presence::Starting,
+            Err(FindSocketError::NotFound { .. }) => {
+                let has_pod_here = active_pods.into_iter().flatten().any(|(pod, node)| {
+                    *node == self.node && sockets::socket_dir_on_host(&self.pods_dir, pod).exists()
+                });
+                if has_pod_here {
+                    Presence::Starting
+                } else {
+                    Presence::Absent
+                }
+            }
+        }
+    }
+
+    async fn ping(&self, socket: &Path) -> Result<(), LauncherError> {
+        self.with_client(socket, async |mut c| c.ping().await).await
+    }
+
+    async fn sync(&self, socket: &Path, vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
+        let request = vmi_request(vmi)?;
+        self.with_client(socket, async |mut c| c.sync(request).await).await
+    }
+
+    async fn shutdown(&self, socket: &Path, vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
+        let request = vmi_request(vmi)?;
+        self.with_client(socket, async |mut c| c.shutdown(request).await).await
+    }
+
+    async fn kill(&self, socket: &Path, vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
+        let request = vmi_request(vmi)?;
+        self.with_client(socket, async |mut c| c.kill(request).await).await
+    }
+
+    async fn delete(&self, socket: &Path, vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
+        let request = vmi_request(vmi)?;
+        self.with_client(socket, async |mut c| c.delete(request).await).await
+    }
+
+    async fn domain(&self, socket: &Path) -> Result<Option<DomainSnapshot>, LauncherError> {
+        let json = self.with_client(socket, async |mut c| c.domain().await).await?;
+        parse(socket, "domain", json)
+    }
+
+    async fn stats(&self, socket: &Path) -> Result<Option<DomainStats>, LauncherError> {
+        let json = self.with_client(socket, async |mut c| c.domain_stats().await).await?;
+        parse(socket, "domain stats", json)
+    }
+
+    fn mark_unresponsive(&self, socket: &Path) {
+        if let Err(error) = sockets::mark_unresponsive(socket) {
+            warn!(socket = %socket.display(), error = %error, "cannot mark the launcher unresponsive");
+        }
+        self.forget(socket);
+    }
+
+    fn is_unresponsive(&self, socket: &Path) -> bool {
+        sockets::is_unresponsive(socket)
+    }
+
+    fn forget(&self, socket: &Path) {
+        let mut held = self.held();
+        held.clients.remove(socket);
+        held.pipes.remove(socket);
+    }
+}

@@ -1,0 +1,256 @@
+//! `/metrics`: upstream's `kubevirt_vmi_*` series. Phase counts come from the handler's VMIs;
+//! per-VMI series from each launcher's `GetDomainStats`, asked at scrape time (a few at once).
+//! Building the text from gathered data is pure.
+
+use std::fmt::Write as _;
+use std::sync::atomic::AtomicU64;
+
+use cmd_protocol::stats::DomainStats;
+use futures::StreamExt as _;
+use kubevirt_api::v1::{VirtualMachineInstance, VirtualMachineInstancePhase as Phase};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use crate::clock::Clock;
+use crate::cluster_api::ClusterApi;
+use crate::launchers::Launchers;
+use crate::reconciler::Reconciler;
+
+/// The content type of the text this module writes.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Labels of `kubevirt_vmi_phase_count`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PhaseLabels {
+    node: String,
+    phase: String,
+    os: String,
+    workload: String,
+    flavor: String,
+    instance_type: String,
+    preference: String,
+}
+
+/// Labels of per-VMI series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VmiLabels {
+    node: String,
+    namespace: String,
+    name: String,
+}
+
+/// Labels of per-disk series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DriveLabels {
+    node: String,
+    namespace: String,
+    name: String,
+    drive: String,
+}
+
+/// Labels of per-interface series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct InterfaceLabels {
+    node: String,
+    namespace: String,
+    name: String,
+    interface: String,
+}
+
+type FloatCounter = Counter<f64, AtomicU64>;
+
+/// The annotation values upstream's phase count is labelled with ("<none>" when absent).
+fn annotation(vmi: &VirtualMachineInstance, key: &str) -> String {
+    vmi.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .cloned()
+        .unwrap_or_else(|| "<none>".to_owned())
+}
+
+fn phase_name(phase: Phase) -> String {
+    serde_json::to_value(phase)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_lowercase))
+        .unwrap_or_default()
+}
+
+fn u64_to_f64(value: u64) -> f64 {
+    // Counters above 2^53 lose precision in Prometheus anyway.
+    #[allow(clippy::cast_precision_loss, reason = "Prometheus samples are f64")]
+    let value = value as f64;
+    value
+}
+
+fn gauge(registry: &mut Registry, name: &str, help: &str) -> Family<VmiLabels, Gauge<f64, AtomicU64>> {
+    let family = Family::<VmiLabels, Gauge<f64, AtomicU64>>::default();
+    registry.register(name, help, family.clone());
+    family
+}
+
+fn counter<L>(registry: &mut Registry, name: &str, help: &str) -> Family<L, FloatCounter>
+where
+    L: Clone + std::hash::Hash + Eq + EncodeLabelSet + std::fmt::Debug + Send + Sync + 'static,
+{
+    let family = Family::<L, FloatCounter>::default();
+    registry.register(name, help, family.clone());
+    family
+}
+
+/// Encodes the metrics of `node` from its VMIs' phases and their launchers' statistics.
+#[must_use]
+pub fn encode(node: &str, phases: &[(VirtualMachineInstance, Phase)], stats: &[(String, DomainStats)]) -> String {
+    let mut registry = Registry::default();
+    let phase_count = Family::<PhaseLabels, Gauge>::default();
+    registry.register(
+        "kubevirt_vmi_phase_count",
+        "VMI phase count on this node.",
+        phase_count.clone(),
+    );
+    for (vmi, phase) in phases {
+        phase_count
+            .get_or_create(&PhaseLabels {
+                node: node.to_owned(),
+                phase: phase_name(*phase),
+                os: annotation(vmi, "vm.kubevirt.io/os"),
+                workload: annotation(vmi, "vm.kubevirt.io/workload"),
+                flavor: annotation(vmi, "vm.kubevirt.io/flavor"),
+                instance_type: annotation(vmi, "kubevirt.io/instancetype-name"),
+                preference: annotation(vmi, "kubevirt.io/preference-name"),
+            })
+            .inc();
+    }
+    let cpu = counter::<VmiLabels>(
+        &mut registry,
+        "kubevirt_vmi_cpu_usage_seconds",
+        "Total CPU time spent in all modes by the guest.",
+    );
+    let memory = [
+        ("kubevirt_vmi_memory_available_bytes", "Memory the guest can use."),
+        ("kubevirt_vmi_memory_usable_bytes", "Memory the guest could use without swapping."),
+        ("kubevirt_vmi_memory_unused_bytes", "Memory the guest leaves unused."),
+        ("kubevirt_vmi_memory_cached_bytes", "Guest page cache."),
+        ("kubevirt_vmi_memory_resident_bytes", "Resident memory of the VMI's QEMU process."),
+        ("kubevirt_vmi_memory_actual_balloon_bytes", "Memory the balloon gives the guest."),
+        ("kubevirt_vmi_memory_swap_in_traffic_bytes", "Memory the guest swapped in."),
+        ("kubevirt_vmi_memory_swap_out_traffic_bytes", "Memory the guest swapped out."),
+    ]
+    .map(|(name, help)| gauge(&mut registry, name, help));
+    let faults = [
+        ("kubevirt_vmi_memory_pgmajfault", "Major page faults in the guest."),
+        ("kubevirt_vmi_memory_pgminfault", "Minor page faults in the guest."),
+    ]
+    .map(|(name, help)| counter::<VmiLabels>(&mut registry, name, help));
+    let storage = [
+        ("kubevirt_vmi_storage_read_traffic_bytes", "Bytes read from the disk."),
+        ("kubevirt_vmi_storage_write_traffic_bytes", "Bytes written to the disk."),
+        ("kubevirt_vmi_storage_iops_read", "Read requests to the disk."),
+        ("kubevirt_vmi_storage_iops_write", "Write requests to the disk."),
+    ]
+    .map(|(name, help)| counter::<DriveLabels>(&mut registry, name, help));
+    let network = [
+        ("kubevirt_vmi_network_receive_bytes", "Bytes received by the interface."),
+        ("kubevirt_vmi_network_receive_packets", "Packets received by the interface."),
+        ("kubevirt_vmi_network_receive_errors", "Receive errors of the interface."),
+        ("kubevirt_vmi_network_receive_packets_dropped", "Received packets dropped."),
+        ("kubevirt_vmi_network_transmit_bytes", "Bytes sent by the interface."),
+        ("kubevirt_vmi_network_transmit_packets", "Packets sent by the interface."),
+        ("kubevirt_vmi_network_transmit_errors", "Send errors of the interface."),
+        ("kubevirt_vmi_network_transmit_packets_dropped", "Sent packets dropped."),
+    ]
+    .map(|(name, help)| counter::<InterfaceLabels>(&mut registry, name, help));
+    for (key, stat) in stats {
+        let (namespace, name) = key.split_once('/').unwrap_or(("default", key));
+        let labels = VmiLabels {
+            node: node.to_owned(),
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        };
+        cpu.get_or_create(&labels)
+            .inc_by(u64_to_f64(stat.cpu_time_ns) / 1e9);
+        let m = &stat.memory;
+        let kib = [
+            m.available_kib,
+            m.usable_kib,
+            m.unused_kib,
+            m.disk_caches_kib,
+            m.rss_kib,
+            m.actual_balloon_kib,
+            m.swap_in_kib,
+            m.swap_out_kib,
+        ];
+        for (family, value) in memory.iter().zip(kib) {
+            if let Some(value) = value {
+                family.get_or_create(&labels).set(u64_to_f64(value) * 1024.0);
+            }
+        }
+        for (family, value) in faults.iter().zip([m.major_faults, m.minor_faults]) {
+            if let Some(value) = value {
+                family.get_or_create(&labels).inc_by(u64_to_f64(value));
+            }
+        }
+        for disk in &stat.block {
+            let drive = DriveLabels {
+                node: node.to_owned(),
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+                drive: disk.name.clone(),
+            };
+            let values = [disk.read_bytes, disk.write_bytes, disk.read_requests, disk.write_requests];
+            for (family, value) in storage.iter().zip(values) {
+                family.get_or_create(&drive).inc_by(u64_to_f64(value));
+            }
+        }
+        for nic in &stat.net {
+            let interface = InterfaceLabels {
+                node: node.to_owned(),
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+                interface: nic.name.clone(),
+            };
+            let values = [
+                nic.rx_bytes,
+                nic.rx_packets,
+                nic.rx_errors,
+                nic.rx_dropped,
+                nic.tx_bytes,
+                nic.tx_packets,
+                nic.tx_errors,
+                nic.tx_dropped,
+            ];
+            for (family, value) in network.iter().zip(values) {
+                family.get_or_create(&interface).inc_by(u64_to_f64(value));
+            }
+        }
+    }
+    let mut text = String::new();
+    if prometheus_client::encoding::text::encode(&mut text, &registry).is_err() {
+        text.clear();
+        let _ = writeln!(text, "# EOF");
+    }
+    text
+}
+
+/// How many launchers are asked for statistics at once (upstream's `--max-metric-requests`).
+pub const CONCURRENT_STATS_REQUESTS: usize = 3;
+
+/// Gathers statistics from every launcher of the node and encodes the metrics.
+pub async fn scrape<C: ClusterApi, L: Launchers, K: Clock>(reconciler: &Reconciler<C, L, K>) -> String {
+    let view = reconciler.node_view();
+    let stats: Vec<(String, DomainStats)> = futures::stream::iter(view.sockets)
+        .map(|(key, socket)| async move {
+            let stats = reconciler.launchers().stats(&socket).await.ok().flatten();
+            stats.map(|s| (key, s))
+        })
+        .buffer_unordered(CONCURRENT_STATS_REQUESTS)
+        .filter_map(std::future::ready)
+        .collect()
+        .await;
+    let mut stats = stats;
+    stats.sort_by(|a, b| a.0.cmp(&b.0));
+    encode(reconciler.node(), &view.phases, &stats)
+}

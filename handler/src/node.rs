@@ -1,0 +1,142 @@
+//! virt-handler on a node, assembled: the notify server, the launchers behind their sockets, the
+//! reconcile loop, the heartbeat and the HTTP endpoint, all stopped by one token. Generic over the
+//! API side, so tests run the whole handler against [`crate::cluster_api::FakeClusterApi`].
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::clock::{Clock, SystemClock};
+use crate::cluster_api::ClusterApi;
+use crate::http::Endpoints;
+use crate::launchers::{Launchers, SocketLaunchers};
+use crate::notify_server::NotifySink;
+use crate::reconciler::{Reconciler, ReconcilerConfig};
+use crate::runner::{RunOptions, channels};
+
+/// Where things are and how often they happen.
+#[derive(Clone, Debug)]
+pub struct NodeConfig {
+    /// This node's name.
+    pub node: String,
+    /// The handler's share directory; its notify server listens on `domain-notify.sock` there.
+    pub share_dir: PathBuf,
+    /// The kubelet's pods directory, through which launcher sockets are reached.
+    pub pods_dir: PathBuf,
+    /// The kubelet's CPU manager state file.
+    pub cpu_manager_state: PathBuf,
+    /// The HTTP endpoint (`/healthz`, `/metrics`); `None` serves none.
+    pub listen: Option<SocketAddr>,
+    /// The heartbeat interval.
+    pub heartbeat: Duration,
+    /// Loop settings.
+    pub run: RunOptions,
+    /// Reconciler settings.
+    pub reconciler: ReconcilerConfig,
+}
+
+impl NodeConfig {
+    /// The notify server's socket.
+    #[must_use]
+    pub fn notify_socket(&self) -> PathBuf {
+        self.share_dir.join(cmd_protocol::sockets::HANDLER_NOTIFY_SOCKET)
+    }
+}
+
+/// Why the handler could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// The HTTP port could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The notify socket could not be bound.
+    #[error(transparent)]
+    Notify(#[from] cmd_protocol::transport::TransportError),
+}
+
+/// The real handler's endpoints.
+struct NodeEndpoints<C, L, K> {
+    reconciler: Arc<Reconciler<C, L, K>>,
+    stop: CancellationToken,
+}
+
+impl<C: ClusterApi, L: Launchers, K: Clock> Endpoints for NodeEndpoints<C, L, K> {
+    fn healthy(&self) -> bool {
+        !self.stop.is_cancelled()
+    }
+
+    async fn metrics(&self) -> String {
+        crate::metrics::scrape(&self.reconciler).await
+    }
+}
+
+/// Runs virt-handler for `config.node` until `stop`; everything it started is stopped and its
+/// sockets are removed when it returns.
+pub async fn run<C: ClusterApi + Clone>(config: NodeConfig, api: C, stop: CancellationToken) -> Result<(), NodeError> {
+    let listener = match config.listen {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|source| NodeError::Listen { addr, source })?,
+        ),
+        None => None,
+    };
+    let (senders, inputs) = channels();
+    let notify_socket = config.notify_socket();
+    // Bind first, so a launcher's first event finds the socket.
+    let notify_incoming = cmd_protocol::transport::listen(&notify_socket)?;
+    let notify = tokio::spawn(crate::notify_server::serve_incoming(
+        notify_incoming,
+        notify_socket.clone(),
+        NotifySink {
+            domains: senders.domains.clone(),
+            k8s: senders.k8s.clone(),
+        },
+        stop.clone(),
+    ));
+    let launchers = SocketLaunchers::new(&config.node, &config.pods_dir, &notify_socket);
+    let reconciler = Arc::new(Reconciler::new(
+        config.reconciler.clone(),
+        api.clone(),
+        launchers,
+        SystemClock,
+    ));
+    let http = listener.map(|listener| {
+        let endpoints = Arc::new(NodeEndpoints {
+            reconciler: reconciler.clone(),
+            stop: stop.clone(),
+        });
+        tokio::spawn(crate::http::serve(listener, endpoints, stop.clone()))
+    });
+    let heartbeat = {
+        let (api, node, state, every, stop) = (
+            api.clone(),
+            config.node.clone(),
+            config.cpu_manager_state.clone(),
+            config.heartbeat,
+            stop.clone(),
+        );
+        tokio::spawn(async move { crate::heartbeat::run(&api, &SystemClock, &node, &state, every, stop).await })
+    };
+    info!(node = %config.node, notify = %notify_socket.display(), "virt-handler running");
+    let vmis = api.watch_vmis(&config.node);
+    crate::runner::run(reconciler, vmis, inputs, config.run, stop.clone()).await;
+    for task in [Some(notify), http].into_iter().flatten() {
+        if let Err(error) = task.await {
+            warn!(error = %error, "a handler task failed");
+        }
+    }
+    if let Err(error) = heartbeat.await {
+        warn!(error = %error, "the heartbeat task failed");
+    }
+    Ok(())
+}

@@ -1,0 +1,406 @@
+//! The reconciler: keeps what the handler knows (the node's VMIs from the watch, each domain from
+//! its launcher's events), and for one VMI at a time observes, plans ([`crate::plan`]) and applies
+//! the plan through the launcher and the API server.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use cmd_protocol::domain::DomainSnapshot;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::runtime::watcher::Event;
+use kubevirt_api::v1::{VirtualMachineInstance, VirtualMachineInstancePhase as Phase};
+use tracing::{debug, info, instrument, warn};
+
+use crate::clock::Clock;
+use crate::cluster_api::{ApiError, ClusterApi, VmiEvent};
+use crate::launchers::{LauncherError, Launchers, Presence};
+use crate::notify_server::DomainNotification;
+use crate::plan::{LauncherState, Observation, Step, phase_event, plan};
+use crate::status::{LauncherView, next_status};
+
+/// How the reconciler behaves.
+#[derive(Clone, Debug)]
+pub struct ReconcilerConfig {
+    /// This node.
+    pub node: String,
+    /// A launcher failing every call this long is declared unresponsive.
+    pub unresponsive_after: Duration,
+    /// Retry delay after a failed step or write.
+    pub retry: Duration,
+}
+
+impl ReconcilerConfig {
+    /// Upstream's defaults for `node`.
+    #[must_use]
+    pub fn for_node(node: &str) -> Self {
+        Self {
+            node: node.to_owned(),
+            unresponsive_after: Duration::from_secs(30),
+            retry: Duration::from_secs(1),
+        }
+    }
+}
+
+/// What the handler knows.
+#[derive(Debug, Default)]
+struct Known {
+    vmis: HashMap<String, VirtualMachineInstance>,
+    /// Last copies of VMIs gone from the API, kept until their launcher is cleaned up.
+    gone: HashMap<String, VirtualMachineInstance>,
+    domains: HashMap<String, DomainSnapshot>,
+    /// VMIs whose launcher was asked for its domain since this handler started.
+    listed: HashSet<String>,
+    sockets: HashMap<String, PathBuf>,
+    last_acpi: HashMap<String, Timestamp>,
+    failing_since: HashMap<String, Timestamp>,
+    /// Keys seen during a relist (between `Init` and `InitDone`).
+    relisting: Option<HashSet<String>>,
+}
+
+/// The reconciler.
+#[derive(Debug)]
+pub struct Reconciler<C, L, K> {
+    config: ReconcilerConfig,
+    api: C,
+    launchers: L,
+    clock: K,
+    known: Mutex<Known>,
+}
+
+/// The phase counts and launcher sockets metrics are built from.
+#[derive(Clone, Debug, Default)]
+pub struct NodeView {
+    /// VMIs by phase.
+    pub phases: Vec<(VirtualMachineInstance, Phase)>,
+    /// Launcher sockets of the VMIs, by `namespace/name`.
+    pub sockets: Vec<(String, PathBuf)>,
+}
+
+fn vmi_key(vmi: &VirtualMachineInstance) -> String {
+    vmi.key()
+}
+
+impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
+    /// A reconciler with empty knowledge.
+    pub fn new(config: ReconcilerConfig, api: C, launchers: L, clock: K) -> Self {
+        Self {
+            config,
+            api,
+            launchers,
+            clock,
+            known: Mutex::default(),
+        }
+    }
+
+    fn known(&self) -> std::sync::MutexGuard<'_, Known> {
+        self.known.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The API side.
+    pub fn api(&self) -> &C {
+        &self.api
+    }
+
+    /// The launchers.
+    pub fn launchers(&self) -> &L {
+        &self.launchers
+    }
+
+    /// This node's name.
+    pub fn node(&self) -> &str {
+        &self.config.node
+    }
+
+    /// Takes in a VMI watch event; returns the keys to reconcile.
+    pub fn on_vmi_event(&self, event: Event<VirtualMachineInstance>) -> Vec<String> {
+        let mut known = self.known();
+        match event {
+            Event::Init => {
+                known.relisting = Some(HashSet::new());
+                Vec::new()
+            }
+            Event::InitApply(vmi) => {
+                let key = vmi_key(&vmi);
+                if let Some(seen) = known.relisting.as_mut() {
+                    seen.insert(key.clone());
+                }
+                known.gone.remove(&key);
+                known.vmis.insert(key.clone(), vmi);
+                vec![key]
+            }
+            Event::InitDone => {
+                let seen = known.relisting.take().unwrap_or_default();
+                let vanished: Vec<String> = known.vmis.keys().filter(|k| !seen.contains(*k)).cloned().collect();
+                for key in &vanished {
+                    if let Some(vmi) = known.vmis.remove(key) {
+                        known.gone.insert(key.clone(), vmi);
+                    }
+                }
+                vanished
+            }
+            Event::Apply(vmi) => {
+                let key = vmi_key(&vmi);
+                known.gone.remove(&key);
+                known.vmis.insert(key.clone(), vmi);
+                vec![key]
+            }
+            Event::Delete(vmi) => {
+                let key = vmi_key(&vmi);
+                known.vmis.remove(&key);
+                known.gone.insert(key.clone(), vmi);
+                vec![key]
+            }
+        }
+    }
+
+    /// Takes in a domain event from a launcher; returns the key to reconcile.
+    pub fn on_domain_event(&self, notification: DomainNotification) -> String {
+        let key = notification.snapshot.vmi_key();
+        debug!(vmi = %key, kind = %notification.kind, state = %notification.snapshot.status.status, "domain event");
+        let mut known = self.known();
+        known.listed.insert(key.clone());
+        known.domains.insert(key.clone(), notification.snapshot);
+        key
+    }
+
+    /// Every key the handler knows, for a full resync.
+    pub fn keys(&self) -> Vec<String> {
+        let known = self.known();
+        known.vmis.keys().chain(known.gone.keys()).cloned().collect()
+    }
+
+    /// What metrics are built from.
+    pub fn node_view(&self) -> NodeView {
+        let known = self.known();
+        NodeView {
+            phases: known
+                .vmis
+                .values()
+                .map(|v| (v.clone(), v.status.as_ref().and_then(|s| s.phase).unwrap_or_default()))
+                .collect(),
+            sockets: known.sockets.iter().map(|(k, s)| (k.clone(), s.clone())).collect(),
+        }
+    }
+
+    /// Records an event about a known VMI; failures are logged, not fatal.
+    pub async fn record(&self, key: &str, event: VmiEvent) {
+        let vmi = {
+            let known = self.known();
+            known.vmis.get(key).or_else(|| known.gone.get(key)).cloned()
+        };
+        if let Some(vmi) = vmi
+            && let Err(error) = self.api.record_event(&vmi, &self.config.node, event).await
+        {
+            warn!(vmi = %key, error = %error, "cannot record an event");
+        }
+    }
+
+    /// Reconciles one VMI; returns when to look at it again.
+    #[instrument(skip(self), fields(node = %self.config.node))]
+    pub async fn reconcile(&self, key: &str) -> Option<Duration> {
+        let (vmi, vmi_gone) = {
+            let known = self.known();
+            match (known.vmis.get(key), known.gone.get(key)) {
+                (Some(vmi), _) => (vmi.clone(), false),
+                (None, Some(vmi)) => (vmi.clone(), true),
+                (None, None) => return None,
+            }
+        };
+        if vmi
+            .status
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .is_some_and(|n| n != self.config.node)
+        {
+            return None;
+        }
+        let (launcher, socket) = self.observe_launcher(key, &vmi).await;
+        let now = self.clock.now();
+        let (domain, last_acpi) = {
+            let known = self.known();
+            (known.domains.get(key).cloned(), known.last_acpi.get(key).copied())
+        };
+        let plan = plan(&Observation {
+            vmi: &vmi,
+            vmi_gone,
+            domain: domain.as_ref(),
+            launcher,
+            now,
+            last_acpi,
+        });
+        let mut requeue = plan.requeue;
+        for event in plan.events {
+            self.record(key, event).await;
+        }
+        for step in &plan.steps {
+            if let Err(error) = self.apply(key, *step, &vmi, socket.as_ref(), domain.is_none(), now).await {
+                warn!(vmi = %key, step = ?step, error = %error, "step failed");
+                if *step == Step::Sync {
+                    self.record(key, VmiEvent::warning("SyncFailed", error.to_string())).await;
+                }
+                self.note_failure(key, socket.as_ref(), now);
+                requeue = Some(self.config.retry);
+                break;
+            }
+        }
+        if plan.write_status
+            && let Some(delay) = self.write_status(key, launcher).await
+        {
+            requeue = Some(requeue.map_or(delay, |r| r.min(delay)));
+        }
+        requeue
+    }
+
+    /// Finds the launcher; on first sight since this handler started, asks it for its domain, so a
+    /// restarted handler re-adopts running domains.
+    async fn observe_launcher(&self, key: &str, vmi: &VirtualMachineInstance) -> (LauncherState, Option<PathBuf>) {
+        let presence = self.launchers.locate(vmi);
+        let socket = match presence {
+            Presence::Ready(socket) => socket,
+            Presence::Starting => return (LauncherState::Starting, None),
+            Presence::Absent => {
+                let remembered = self.known().sockets.get(key).cloned();
+                return match remembered {
+                    Some(socket) if !self.launchers.is_unresponsive(&socket) => (LauncherState::Ready, Some(socket)),
+                    _ => (LauncherState::Absent, None),
+                };
+            }
+        };
+        if self.launchers.is_unresponsive(&socket) {
+            return (LauncherState::Unresponsive, Some(socket));
+        }
+        let first_sight = {
+            let mut known = self.known();
+            known.sockets.insert(key.to_owned(), socket.clone());
+            !known.listed.contains(key)
+        };
+        if first_sight {
+            match self.launchers.domain(&socket).await {
+                Ok(domain) => {
+                    let mut known = self.known();
+                    known.listed.insert(key.to_owned());
+                    if let Some(domain) = domain {
+                        info!(vmi = %key, state = %domain.status.status, "adopted the launcher's domain");
+                        known.domains.insert(key.to_owned(), domain);
+                    }
+                    known.failing_since.remove(key);
+                }
+                Err(error) => {
+                    debug!(vmi = %key, error = %error, "cannot read the domain yet");
+                    if self.note_failure(key, Some(&socket), self.clock.now()) {
+                        return (LauncherState::Unresponsive, Some(socket));
+                    }
+                }
+            }
+        }
+        (LauncherState::Ready, Some(socket))
+    }
+
+    /// Counts a failed call; a launcher failing for too long is marked unresponsive (returns true).
+    fn note_failure(&self, key: &str, socket: Option<&PathBuf>, now: Timestamp) -> bool {
+        let Some(socket) = socket else { return false };
+        let since = *self.known().failing_since.entry(key.to_owned()).or_insert(now);
+        let failing = Duration::try_from(now.duration_since(since)).unwrap_or(Duration::ZERO);
+        if failing >= self.config.unresponsive_after {
+            warn!(vmi = %key, socket = %socket.display(), "the launcher stopped answering");
+            self.launchers.mark_unresponsive(socket);
+            return true;
+        }
+        false
+    }
+
+    async fn apply(
+        &self,
+        key: &str,
+        step: Step,
+        vmi: &VirtualMachineInstance,
+        socket: Option<&PathBuf>,
+        had_no_domain: bool,
+        now: Timestamp,
+    ) -> Result<(), LauncherError> {
+        if step == Step::Cleanup {
+            self.cleanup(key);
+            return Ok(());
+        }
+        let Some(socket) = socket else { return Ok(()) };
+        match step {
+            Step::Sync => {
+                self.launchers.sync(socket, vmi).await?;
+                if had_no_domain {
+                    self.record(key, VmiEvent::normal("Created", "VirtualMachineInstance defined."))
+                        .await;
+                }
+            }
+            Step::PressPowerButton => {
+                self.launchers.ping(socket).await?;
+                self.launchers.shutdown(socket, vmi).await?;
+                self.known().last_acpi.insert(key.to_owned(), now);
+            }
+            Step::Kill => self.launchers.kill(socket, vmi).await?,
+            Step::Delete => self.launchers.delete(socket, vmi).await?,
+            Step::Cleanup => {}
+        }
+        self.known().failing_since.remove(key);
+        Ok(())
+    }
+
+    /// Forgets the VMI's launcher and, for a VMI gone from the API, everything about it.
+    fn cleanup(&self, key: &str) {
+        let mut known = self.known();
+        if let Some(socket) = known.sockets.remove(key) {
+            self.launchers.forget(&socket);
+        }
+        known.domains.remove(key);
+        known.last_acpi.remove(key);
+        known.failing_since.remove(key);
+        known.listed.remove(key);
+        if known.gone.remove(key).is_some() {
+            info!(vmi = %key, "cleaned up");
+        }
+    }
+
+    /// Computes and writes the status when it changed; returns a retry delay on failure.
+    async fn write_status(&self, key: &str, launcher: LauncherState) -> Option<Duration> {
+        let (vmi, domain) = {
+            let known = self.known();
+            (known.vmis.get(key).cloned()?, known.domains.get(key).cloned())
+        };
+        let view = match launcher {
+            LauncherState::Ready => LauncherView::Responsive,
+            LauncherState::Starting => LauncherView::Starting,
+            LauncherState::Absent | LauncherState::Unresponsive => LauncherView::Unresponsive,
+        };
+        let now = Time(self.clock.now());
+        let status = next_status(&vmi, &self.config.node, domain.as_ref(), view, &now);
+        if vmi.status.as_ref() == Some(&status) {
+            return None;
+        }
+        let old_phase = vmi.status.as_ref().and_then(|s| s.phase);
+        let new_phase = status.phase;
+        let mut updated = vmi;
+        updated.status = Some(status);
+        match self.api.update_vmi_status(&updated).await {
+            Ok(stored) => {
+                self.known().vmis.insert(key.to_owned(), stored);
+                if new_phase != old_phase {
+                    info!(vmi = %key, phase = ?new_phase, "phase changed");
+                    if let Some(event) = new_phase.and_then(phase_event) {
+                        self.record(key, event).await;
+                    }
+                }
+                None
+            }
+            Err(ApiError::Conflict { .. }) => {
+                debug!(vmi = %key, "status write conflicted; waiting for the newer VMI");
+                Some(self.config.retry)
+            }
+            Err(error) => {
+                warn!(vmi = %key, error = %error, "cannot write the status");
+                Some(self.config.retry)
+            }
+        }
+    }
+}
