@@ -44,3 +44,9 @@ impl Clock for ManualClock {
         *self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
+
+impl<T: Clock> Clock for std::sync::Arc<T> {
+    fn now(&self) -> Timestamp {
+        self.as_ref().now()
+    }
+}

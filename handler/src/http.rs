@@ -69,3 +69,44 @@ pub async fn serve<E: Endpoints>(listener: TcpListener, endpoints: Arc<E>, stop:
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use http_body_util::BodyExt as _;
+
+    use super::*;
+
+    struct Fixed(bool);
+
+    impl Endpoints for Fixed {
+        fn healthy(&self) -> bool {
+            self.0
+        }
+
+        async fn metrics(&self) -> String {
+            "# EOF\n".to_owned()
+        }
+    }
+
+    async fn body(response: Response<Full<Bytes>>) -> String {
+        let bytes = response.into_body().collect().await.expect("body").to_bytes();
+        String::from_utf8(bytes.to_vec()).expect("utf-8")
+    }
+
+    #[tokio::test]
+    async fn healthz_metrics_and_everything_else() {
+        let ok = route(&Fixed(true), &Method::GET, "/healthz").await;
+        assert_eq!(ok.status(), StatusCode::OK);
+        assert_eq!(body(ok).await, "ok");
+        let stopping = route(&Fixed(false), &Method::GET, "/healthz").await;
+        assert_eq!(stopping.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let metrics = route(&Fixed(true), &Method::GET, "/metrics").await;
+        assert_eq!(
+            metrics.headers().get(hyper::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()),
+            Some(crate::metrics::CONTENT_TYPE)
+        );
+        assert_eq!(body(metrics).await, "# EOF\n");
+        assert_eq!(route(&Fixed(true), &Method::POST, "/metrics").await.status(), StatusCode::METHOD_NOT_ALLOWED);
+        assert_eq!(route(&Fixed(true), &Method::GET, "/nope").await.status(), StatusCode::NOT_FOUND);
+    }
+}

@@ -254,3 +254,63 @@ pub async fn scrape<C: ClusterApi, L: Launchers, K: Clock>(reconciler: &Reconcil
     stats.sort_by(|a, b| a.0.cmp(&b.0));
     encode(reconciler.node(), &view.phases, &stats)
 }
+
+#[cfg(test)]
+mod tests {
+    use cmd_protocol::stats::{BlockStats, MemoryStats, NetStats};
+
+    use super::*;
+
+    #[test]
+    fn phases_and_domain_stats_become_upstreams_series() {
+        let mut vmi = VirtualMachineInstance::default();
+        vmi.metadata.name = Some("vm".to_owned());
+        let stats = DomainStats {
+            name: "default_vm".to_owned(),
+            cpu_time_ns: 1_500_000_000,
+            vcpus: 1,
+            memory: MemoryStats {
+                actual_balloon_kib: Some(262_144),
+                major_faults: Some(3),
+                ..MemoryStats::default()
+            },
+            block: vec![BlockStats {
+                name: "rootdisk".to_owned(),
+                target: "vda".to_owned(),
+                read_bytes: 4096,
+                read_requests: 2,
+                ..BlockStats::default()
+            }],
+            net: vec![NetStats {
+                name: "default".to_owned(),
+                target: "tap0".to_owned(),
+                rx_bytes: 100,
+                tx_packets: 7,
+                ..NetStats::default()
+            }],
+        };
+        let text = encode(
+            "node01",
+            &[(vmi.clone(), Phase::Running), (vmi, Phase::Running)],
+            &[("default/vm".to_owned(), stats)],
+        );
+        let vmi_labels = r#"node="node01",namespace="default",name="vm""#;
+        for line in [
+            r#"kubevirt_vmi_phase_count{node="node01",phase="running",os="<none>",workload="<none>",flavor="<none>",instance_type="<none>",preference="<none>"} 2"#.to_owned(),
+            format!("kubevirt_vmi_cpu_usage_seconds_total{{{vmi_labels}}} 1.5"),
+            format!("kubevirt_vmi_memory_actual_balloon_bytes{{{vmi_labels}}} 268435456.0"),
+            format!("kubevirt_vmi_memory_pgmajfault_total{{{vmi_labels}}} 3.0"),
+            format!(r#"kubevirt_vmi_storage_read_traffic_bytes_total{{{vmi_labels},drive="rootdisk"}} 4096.0"#),
+            format!(r#"kubevirt_vmi_storage_iops_read_total{{{vmi_labels},drive="rootdisk"}} 2.0"#),
+            format!(r#"kubevirt_vmi_network_receive_bytes_total{{{vmi_labels},interface="default"}} 100.0"#),
+            format!(r#"kubevirt_vmi_network_transmit_packets_total{{{vmi_labels},interface="default"}} 7.0"#),
+        ] {
+            assert!(text.lines().any(|l| l == line), "missing {line} in:\n{text}");
+        }
+        assert!(
+            !text.contains("kubevirt_vmi_memory_unused_bytes{"),
+            "no sample for what the guest does not report"
+        );
+        assert!(text.ends_with("# EOF\n"));
+    }
+}

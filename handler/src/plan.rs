@@ -190,3 +190,160 @@ pub fn phase_event(phase: Phase) -> Option<VmiEvent> {
         | Phase::WaitingForSync => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use cmd_protocol::domain::{DomainMetadata, DomainSpecSummary, DomainStatusSnapshot};
+    use kubevirt_api::v1::VirtualMachineInstanceStatus;
+
+    use super::*;
+
+    fn vmi(phase: Phase, deleting: bool) -> VirtualMachineInstance {
+        let mut vmi = VirtualMachineInstance::default();
+        vmi.metadata.name = Some("vm".to_owned());
+        vmi.metadata.namespace = Some("default".to_owned());
+        if deleting {
+            vmi.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                Timestamp::UNIX_EPOCH,
+            ));
+        }
+        vmi.status = Some(VirtualMachineInstanceStatus {
+            phase: Some(phase),
+            ..VirtualMachineInstanceStatus::default()
+        });
+        vmi
+    }
+
+    fn domain(state: DomainState, reason: StateReason, started: Option<&str>) -> DomainSnapshot {
+        DomainSnapshot {
+            metadata: DomainMetadata {
+                name: "default_vm".to_owned(),
+                namespace: "default".to_owned(),
+                grace_period_seconds: Some(30),
+                graceful_shutdown_started: started.map(str::to_owned),
+                ..DomainMetadata::default()
+            },
+            spec: DomainSpecSummary {
+                has_acpi: true,
+                ..DomainSpecSummary::default()
+            },
+            status: DomainStatusSnapshot::from_state(state, reason),
+        }
+    }
+
+    fn at(seconds: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + seconds).expect("time")
+    }
+
+    fn observe<'a>(vmi: &'a VirtualMachineInstance, domain: Option<&'a DomainSnapshot>) -> Observation<'a> {
+        Observation {
+            vmi,
+            vmi_gone: false,
+            domain,
+            launcher: LauncherState::Ready,
+            now: at(0),
+            last_acpi: None,
+        }
+    }
+
+    #[test]
+    fn a_scheduled_vmi_is_synced_and_a_pending_one_is_left_to_the_controller() {
+        let scheduled = vmi(Phase::Scheduled, false);
+        let synced = plan(&observe(&scheduled, None));
+        assert_eq!(synced.steps, vec![Step::Sync]);
+        assert!(synced.write_status);
+        for phase in [Phase::Unset, Phase::Pending, Phase::Scheduling] {
+            assert_eq!(plan(&observe(&vmi(phase, false), None)), Plan::default(), "{phase:?}");
+        }
+    }
+
+    #[test]
+    fn a_starting_launcher_is_waited_for_and_an_absent_one_is_not_synced() {
+        let scheduled = vmi(Phase::Scheduled, false);
+        let starting = plan(&Observation {
+            launcher: LauncherState::Starting,
+            ..observe(&scheduled, None)
+        });
+        assert_eq!((starting.steps.len(), starting.requeue), (0, Some(STARTING_RETRY)));
+        let absent = plan(&Observation {
+            launcher: LauncherState::Absent,
+            ..observe(&scheduled, None)
+        });
+        assert!(absent.steps.is_empty() && absent.write_status, "the status turns Failed");
+    }
+
+    #[test]
+    fn deletion_presses_the_button_every_five_seconds_then_kills_at_the_grace_end() {
+        let deleting = vmi(Phase::Running, true);
+        let fresh = domain(DomainState::Running, StateReason::Unknown, None);
+        let first = plan(&observe(&deleting, Some(&fresh)));
+        assert_eq!(first.steps, vec![Step::PressPowerButton]);
+        assert_eq!(first.events, vec![VmiEvent::normal("ShuttingDown", "Signaled Graceful Shutdown")]);
+        assert_eq!(first.requeue, Some(Duration::from_secs(5)));
+
+        let started = at(0).to_string();
+        let pressed = domain(DomainState::Running, StateReason::Unknown, Some(&started));
+        let soon = plan(&Observation {
+            now: at(2),
+            last_acpi: Some(at(0)),
+            ..observe(&deleting, Some(&pressed))
+        });
+        assert!(soon.steps.is_empty() && soon.events.is_empty());
+        assert_eq!(soon.requeue, Some(Duration::from_secs(3)));
+
+        let again = plan(&Observation {
+            now: at(5),
+            last_acpi: Some(at(0)),
+            ..observe(&deleting, Some(&pressed))
+        });
+        assert_eq!(again.steps, vec![Step::PressPowerButton]);
+        assert!(again.events.is_empty(), "ShuttingDown is recorded once");
+
+        let expired = plan(&Observation {
+            now: at(30),
+            last_acpi: Some(at(25)),
+            ..observe(&deleting, Some(&pressed))
+        });
+        assert_eq!(expired.steps, vec![Step::Kill]);
+        assert_eq!(expired.events, vec![VmiEvent::normal("Deleted", "Signaled Deletion")]);
+    }
+
+    #[test]
+    fn a_dead_domain_is_deleted_and_then_everything_is_cleaned_up() {
+        let done = vmi(Phase::Succeeded, false);
+        let off = domain(DomainState::Shutoff, StateReason::Shutdown, None);
+        let delete = plan(&observe(&done, Some(&off)));
+        assert_eq!(delete.steps, vec![Step::Delete]);
+        assert!(!delete.write_status, "final VMIs are not written");
+        let gone = domain(DomainState::NoState, StateReason::NonExistent, None);
+        assert_eq!(plan(&observe(&done, Some(&gone))).steps, vec![Step::Cleanup]);
+        let vanished = Observation {
+            vmi_gone: true,
+            ..observe(&done, None)
+        };
+        let cleanup = plan(&vanished);
+        assert_eq!(cleanup.steps, vec![Step::Cleanup]);
+        assert!(!cleanup.write_status);
+    }
+
+    #[test]
+    fn a_vmi_gone_with_its_launcher_unreachable_is_cleaned_up_not_waited_on() {
+        let gone = vmi(Phase::Running, false);
+        let running = domain(DomainState::Running, StateReason::Unknown, None);
+        for launcher in [LauncherState::Absent, LauncherState::Unresponsive] {
+            let cleaned = plan(&Observation {
+                vmi_gone: true,
+                launcher,
+                ..observe(&gone, Some(&running))
+            });
+            assert_eq!(cleaned.steps, vec![Step::Cleanup], "{launcher:?}");
+        }
+    }
+
+    #[test]
+    fn phase_events_match_upstream() {
+        assert_eq!(phase_event(Phase::Running).map(|e| e.reason), Some("Started".to_owned()));
+        assert_eq!(phase_event(Phase::Failed).map(|e| e.event_type), Some("Warning"));
+        assert_eq!(phase_event(Phase::Scheduled), None);
+    }
+}
