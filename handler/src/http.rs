@@ -63,7 +63,10 @@ pub async fn serve<E: Endpoints>(listener: TcpListener, endpoints: Arc<E>, stop:
                 let endpoints = endpoints.clone();
                 async move { Ok::<_, Infallible>(route(endpoints.as_ref(), request.method(), request.uri().path()).await) }
             });
-            if let Err(error) = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await {
+            if let Err(error) = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await
+            {
                 debug!(%peer, error = %error, "HTTP connection ended with an error");
             }
         });
@@ -102,11 +105,20 @@ mod tests {
         assert_eq!(stopping.status(), StatusCode::SERVICE_UNAVAILABLE);
         let metrics = route(&Fixed(true), &Method::GET, "/metrics").await;
         assert_eq!(
-            metrics.headers().get(hyper::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()),
+            metrics
+                .headers()
+                .get(hyper::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok()),
             Some(crate::metrics::CONTENT_TYPE)
         );
         assert_eq!(body(metrics).await, "# EOF\n");
-        assert_eq!(route(&Fixed(true), &Method::POST, "/metrics").await.status(), StatusCode::METHOD_NOT_ALLOWED);
-        assert_eq!(route(&Fixed(true), &Method::GET, "/nope").await.status(), StatusCode::NOT_FOUND);
+        assert_eq!(
+            route(&Fixed(true), &Method::POST, "/metrics").await.status(),
+            StatusCode::METHOD_NOT_ALLOWED
+        );
+        assert_eq!(
+            route(&Fixed(true), &Method::GET, "/nope").await.status(),
+            StatusCode::NOT_FOUND
+        );
     }
 }

@@ -93,8 +93,8 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         .context("cannot reach the Kubernetes API (in-cluster config or KUBECONFIG)")?;
     let stop = CancellationToken::new();
     let on_signal = stop.clone();
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .context("cannot watch SIGTERM")?;
+    let mut terminate =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).context("cannot watch SIGTERM")?;
     tokio::spawn(async move {
         tokio::select! {
             _ = terminate.recv() => {}

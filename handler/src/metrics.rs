@@ -131,13 +131,28 @@ pub fn encode(node: &str, phases: &[(VirtualMachineInstance, Phase)], stats: &[(
     );
     let memory = [
         ("kubevirt_vmi_memory_available_bytes", "Memory the guest can use."),
-        ("kubevirt_vmi_memory_usable_bytes", "Memory the guest could use without swapping."),
+        (
+            "kubevirt_vmi_memory_usable_bytes",
+            "Memory the guest could use without swapping.",
+        ),
         ("kubevirt_vmi_memory_unused_bytes", "Memory the guest leaves unused."),
         ("kubevirt_vmi_memory_cached_bytes", "Guest page cache."),
-        ("kubevirt_vmi_memory_resident_bytes", "Resident memory of the VMI's QEMU process."),
-        ("kubevirt_vmi_memory_actual_balloon_bytes", "Memory the balloon gives the guest."),
-        ("kubevirt_vmi_memory_swap_in_traffic_bytes", "Memory the guest swapped in."),
-        ("kubevirt_vmi_memory_swap_out_traffic_bytes", "Memory the guest swapped out."),
+        (
+            "kubevirt_vmi_memory_resident_bytes",
+            "Resident memory of the VMI's QEMU process.",
+        ),
+        (
+            "kubevirt_vmi_memory_actual_balloon_bytes",
+            "Memory the balloon gives the guest.",
+        ),
+        (
+            "kubevirt_vmi_memory_swap_in_traffic_bytes",
+            "Memory the guest swapped in.",
+        ),
+        (
+            "kubevirt_vmi_memory_swap_out_traffic_bytes",
+            "Memory the guest swapped out.",
+        ),
     ]
     .map(|(name, help)| gauge(&mut registry, name, help));
     let faults = [
@@ -154,11 +169,23 @@ pub fn encode(node: &str, phases: &[(VirtualMachineInstance, Phase)], stats: &[(
     .map(|(name, help)| counter::<DriveLabels>(&mut registry, name, help));
     let network = [
         ("kubevirt_vmi_network_receive_bytes", "Bytes received by the interface."),
-        ("kubevirt_vmi_network_receive_packets", "Packets received by the interface."),
-        ("kubevirt_vmi_network_receive_errors", "Receive errors of the interface."),
-        ("kubevirt_vmi_network_receive_packets_dropped", "Received packets dropped."),
+        (
+            "kubevirt_vmi_network_receive_packets",
+            "Packets received by the interface.",
+        ),
+        (
+            "kubevirt_vmi_network_receive_errors",
+            "Receive errors of the interface.",
+        ),
+        (
+            "kubevirt_vmi_network_receive_packets_dropped",
+            "Received packets dropped.",
+        ),
         ("kubevirt_vmi_network_transmit_bytes", "Bytes sent by the interface."),
-        ("kubevirt_vmi_network_transmit_packets", "Packets sent by the interface."),
+        (
+            "kubevirt_vmi_network_transmit_packets",
+            "Packets sent by the interface.",
+        ),
         ("kubevirt_vmi_network_transmit_errors", "Send errors of the interface."),
         ("kubevirt_vmi_network_transmit_packets_dropped", "Sent packets dropped."),
     ]
@@ -170,8 +197,7 @@ pub fn encode(node: &str, phases: &[(VirtualMachineInstance, Phase)], stats: &[(
             namespace: namespace.to_owned(),
             name: name.to_owned(),
         };
-        cpu.get_or_create(&labels)
-            .inc_by(u64_to_f64(stat.cpu_time_ns) / 1e9);
+        cpu.get_or_create(&labels).inc_by(u64_to_f64(stat.cpu_time_ns) / 1e9);
         let m = &stat.memory;
         let kib = [
             m.available_kib,
@@ -200,7 +226,12 @@ pub fn encode(node: &str, phases: &[(VirtualMachineInstance, Phase)], stats: &[(
                 name: name.to_owned(),
                 drive: disk.name.clone(),
             };
-            let values = [disk.read_bytes, disk.write_bytes, disk.read_requests, disk.write_requests];
+            let values = [
+                disk.read_bytes,
+                disk.write_bytes,
+                disk.read_requests,
+                disk.write_requests,
+            ];
             for (family, value) in storage.iter().zip(values) {
                 family.get_or_create(&drive).inc_by(u64_to_f64(value));
             }

@@ -269,7 +269,10 @@ mod tests {
             launcher: LauncherState::Absent,
             ..observe(&scheduled, None)
         });
-        assert!(absent.steps.is_empty() && absent.write_status, "the status turns Failed");
+        assert!(
+            absent.steps.is_empty() && absent.write_status,
+            "the status turns Failed"
+        );
     }
 
     #[test]
@@ -278,7 +281,10 @@ mod tests {
         let fresh = domain(DomainState::Running, StateReason::Unknown, None);
         let first = plan(&observe(&deleting, Some(&fresh)));
         assert_eq!(first.steps, vec![Step::PressPowerButton]);
-        assert_eq!(first.events, vec![VmiEvent::normal("ShuttingDown", "Signaled Graceful Shutdown")]);
+        assert_eq!(
+            first.events,
+            vec![VmiEvent::normal("ShuttingDown", "Signaled Graceful Shutdown")]
+        );
         assert_eq!(first.requeue, Some(Duration::from_secs(5)));
 
         let started = at(0).to_string();
@@ -342,7 +348,10 @@ mod tests {
 
     #[test]
     fn phase_events_match_upstream() {
-        assert_eq!(phase_event(Phase::Running).map(|e| e.reason), Some("Started".to_owned()));
+        assert_eq!(
+            phase_event(Phase::Running).map(|e| e.reason),
+            Some("Started".to_owned())
+        );
         assert_eq!(phase_event(Phase::Failed).map(|e| e.event_type), Some("Warning"));
         assert_eq!(phase_event(Phase::Scheduled), None);
     }

@@ -236,10 +236,14 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
             self.record(key, event).await;
         }
         for step in &plan.steps {
-            if let Err(error) = self.apply(key, *step, &vmi, socket.as_ref(), domain.is_none(), now).await {
+            if let Err(error) = self
+                .apply(key, *step, &vmi, socket.as_ref(), domain.is_none(), now)
+                .await
+            {
                 warn!(vmi = %key, step = ?step, error = %error, "step failed");
                 if *step == Step::Sync {
-                    self.record(key, VmiEvent::warning("SyncFailed", error.to_string())).await;
+                    self.record(key, VmiEvent::warning("SyncFailed", error.to_string()))
+                        .await;
                 }
                 self.note_failure(key, socket.as_ref(), now);
                 requeue = Some(self.config.retry);

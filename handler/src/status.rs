@@ -166,7 +166,11 @@ pub fn next_status(
     } else if paused.is_some() {
         (conditions::FALSE, "Paused", "VMI was paused")
     } else {
-        (conditions::FALSE, "GuestNotRunning", "Guest VM is not reported as running")
+        (
+            conditions::FALSE,
+            "GuestNotRunning",
+            "Guest VM is not reported as running",
+        )
     };
     set_condition(&mut status.conditions, conditions::READY, Some(ready), now);
     let agent = match domain.and_then(|d| d.spec.guest_agent_connected) {

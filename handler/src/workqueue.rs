@@ -109,7 +109,11 @@ mod tests {
         queue.add("b");
         assert_eq!(queue.pop().as_deref(), Some("a"));
         queue.add("a");
-        assert_eq!(queue.pop().as_deref(), Some("b"), "a is in flight, so it is not handed out");
+        assert_eq!(
+            queue.pop().as_deref(),
+            Some("b"),
+            "a is in flight, so it is not handed out"
+        );
         assert_eq!(queue.pop(), None);
         queue.done("a");
         assert_eq!(queue.pop().as_deref(), Some("a"), "a changed while in flight");

@@ -95,7 +95,12 @@ fn scheduled_vmi() -> VirtualMachineInstance {
 
 type Handler = Reconciler<KubeClusterApi, FakeLaunchers, Arc<ManualClock>>;
 
-fn handler() -> (Handler, UnboundedReceiver<DomainNotification>, Arc<ManualClock>, Arc<Mutex<Vec<Seen>>>) {
+fn handler() -> (
+    Handler,
+    UnboundedReceiver<DomainNotification>,
+    Arc<ManualClock>,
+    Arc<Mutex<Vec<Seen>>>,
+) {
     let (client, seen) = api_server();
     let (events, domain_events) = tokio::sync::mpsc::unbounded_channel();
     let launchers = FakeLaunchers::new(events);
@@ -148,7 +153,11 @@ fn event(reason: &str, kind: &str, message: &str) -> Seen {
 fn normalise_events(seen: &mut [Seen]) {
     for request in seen.iter_mut().filter(|s| s.method == "POST") {
         let body = &mut request.body;
-        assert!(body["firstTimestamp"].as_str().is_some_and(|t| t.parse::<Timestamp>().is_ok()));
+        assert!(
+            body["firstTimestamp"]
+                .as_str()
+                .is_some_and(|t| t.parse::<Timestamp>().is_ok())
+        );
         body["firstTimestamp"] = json!("__now__");
         body["lastTimestamp"] = json!("__now__");
         body["involvedObject"]["resourceVersion"] = json!("__rv__");
@@ -228,7 +237,11 @@ async fn a_scheduled_vmi_is_synced_and_written_running_with_exact_bodies() {
             "machine": {"type": "pc-q35-7.2"}
         })
     );
-    assert_eq!(second[0].body["metadata"]["resourceVersion"], json!("101"), "the stored version is used");
+    assert_eq!(
+        second[0].body["metadata"]["resourceVersion"],
+        json!("101"),
+        "the stored version is used"
+    );
     assert_eq!(second[1], event("Started", "Normal", "VirtualMachineInstance started."));
 
     // Nothing changed: nothing is written.
@@ -255,7 +268,10 @@ async fn a_crash_turns_the_vmi_failed_and_a_deleted_vmi_is_shut_down_then_succee
     assert_eq!(handler.reconcile(key).await, Some(std::time::Duration::from_secs(5)));
     let mut shutting = taken(&seen);
     normalise_events(&mut shutting);
-    assert_eq!(shutting, vec![event("ShuttingDown", "Normal", "Signaled Graceful Shutdown")]);
+    assert_eq!(
+        shutting,
+        vec![event("ShuttingDown", "Normal", "Signaled Graceful Shutdown")]
+    );
     let off = domain_events.try_recv().expect("MODIFIED");
     assert_eq!(off.snapshot.status.reason, "Shutdown");
     handler.on_domain_event(off);
@@ -275,7 +291,10 @@ async fn a_crash_turns_the_vmi_failed_and_a_deleted_vmi_is_shut_down_then_succee
             "reason": "GuestNotRunning", "message": "Guest VM is not reported as running"
         }])
     );
-    assert_eq!(stopped[1], event("Stopped", "Normal", "The VirtualMachineInstance was shut down."));
+    assert_eq!(
+        stopped[1],
+        event("Stopped", "Normal", "The VirtualMachineInstance was shut down.")
+    );
 }
 
 fn handler_vmi(handler: &Handler, key: &str) -> VirtualMachineInstance {
@@ -305,7 +324,10 @@ async fn a_crashed_domain_turns_the_vmi_failed() {
     let mut failed = taken(&seen);
     normalise_events(&mut failed);
     assert_eq!(failed[0].body["status"]["phase"], json!("Failed"));
-    assert_eq!(failed[1], event("Stopped", "Warning", "The VirtualMachineInstance crashed."));
+    assert_eq!(
+        failed[1],
+        event("Stopped", "Warning", "The VirtualMachineInstance crashed.")
+    );
 }
 
 #[tokio::test]

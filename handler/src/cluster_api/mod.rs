@@ -7,8 +7,8 @@ mod kube_adapter;
 
 use std::future::Future;
 
-use futures::stream::BoxStream;
 pub use fake::{FakeClusterApi, Write};
+use futures::stream::BoxStream;
 use kube::runtime::watcher;
 pub use kube_adapter::KubeClusterApi;
 use kubevirt_api::v1::VirtualMachineInstance;

@@ -58,7 +58,11 @@ pub trait Launchers: Send + Sync + 'static {
     /// Health check.
     fn ping(&self, socket: &Path) -> impl Future<Output = Result<(), LauncherError>> + Send;
     /// Defines and starts the domain if needed (idempotent).
-    fn sync(&self, socket: &Path, vmi: &VirtualMachineInstance) -> impl Future<Output = Result<(), LauncherError>> + Send;
+    fn sync(
+        &self,
+        socket: &Path,
+        vmi: &VirtualMachineInstance,
+    ) -> impl Future<Output = Result<(), LauncherError>> + Send;
     /// Presses the ACPI power button.
     fn shutdown(
         &self,
@@ -66,10 +70,17 @@ pub trait Launchers: Send + Sync + 'static {
         vmi: &VirtualMachineInstance,
     ) -> impl Future<Output = Result<(), LauncherError>> + Send;
     /// Stops the guest at once.
-    fn kill(&self, socket: &Path, vmi: &VirtualMachineInstance) -> impl Future<Output = Result<(), LauncherError>> + Send;
+    fn kill(
+        &self,
+        socket: &Path,
+        vmi: &VirtualMachineInstance,
+    ) -> impl Future<Output = Result<(), LauncherError>> + Send;
     /// Undefines the stopped domain.
-    fn delete(&self, socket: &Path, vmi: &VirtualMachineInstance)
-    -> impl Future<Output = Result<(), LauncherError>> + Send;
+    fn delete(
+        &self,
+        socket: &Path,
+        vmi: &VirtualMachineInstance,
+    ) -> impl Future<Output = Result<(), LauncherError>> + Send;
     /// The domain, or `None` when there is none.
     fn domain(&self, socket: &Path) -> impl Future<Output = Result<Option<DomainSnapshot>, LauncherError>> + Send;
     /// The domain's counters, or `None` when there is no domain.

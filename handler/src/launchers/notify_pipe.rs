@@ -31,7 +31,9 @@ impl NotifyPipe {
                         Ok(mut outbound) => {
                             let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
                         }
-                        Err(error) => debug!(error = %error, "the notify server is not there; dropping a pipe connection"),
+                        Err(error) => {
+                            debug!(error = %error, "the notify server is not there; dropping a pipe connection")
+                        }
                     }
                 });
             }
@@ -71,7 +73,9 @@ mod tests {
             let (mut conn, _) = server.accept().await.expect("accept");
             let mut buf = [0_u8; 4];
             conn.read_exact(&mut buf).await.expect("read");
-            conn.write_all(&buf.map(|b| b.to_ascii_uppercase())).await.expect("write");
+            conn.write_all(&buf.map(|b| b.to_ascii_uppercase()))
+                .await
+                .expect("write");
         });
         let pipe_path = dir.path().join("pipe.sock");
         std::fs::write(&pipe_path, b"stale").expect("stale file");

@@ -128,9 +128,10 @@ impl Launchers for SocketLaunchers {
             Err(FindSocketError::NotReady(_)) => Presence::Starting,
             Err(FindSocketError::Multiple { .. }) => Presence::Starting,
             Err(FindSocketError::NotFound { .. }) => {
-                let has_pod_here = active_pods.into_iter().flatten().any(|(pod, node)| {
-                    *node == self.node && sockets::socket_dir_on_host(&self.pods_dir, pod).exists()
-                });
+                let has_pod_here = active_pods
+                    .into_iter()
+                    .flatten()
+                    .any(|(pod, node)| *node == self.node && sockets::socket_dir_on_host(&self.pods_dir, pod).exists());
                 if has_pod_here {
                     Presence::Starting
                 } else {

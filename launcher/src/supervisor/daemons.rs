@@ -71,6 +71,13 @@ impl DaemonPaths {
     fn log(&self, daemon: &str) -> PathBuf {
         self.root.join(format!("{daemon}.log"))
     }
+
+    /// The daemon's pid file. Not the default `/run/<daemon>.pid`: `/run` is shared with the host
+    /// and with other launchers, and a second daemon finding that file locked exits at once.
+    #[must_use]
+    pub fn pid_file(&self, daemon: &str) -> PathBuf {
+        self.root.join(format!("{daemon}.pid"))
+    }
 }
 
 /// Why the daemons could not be started.
@@ -216,17 +223,25 @@ impl LibvirtDaemons {
     /// the mount namespace was set up) and waits until libvirtd accepts connections.
     pub async fn start(reaper: &Reaper, paths: &DaemonPaths, timeout: Duration) -> Result<Self, DaemonError> {
         let stopping = CancellationToken::new();
-        let virtlogd = supervise(reaper.clone(), "virtlogd", stopping.clone(), || {
+        let virtlogd_pid = paths.pid_file("virtlogd");
+        let virtlogd = supervise(reaper.clone(), "virtlogd", stopping.clone(), move || {
             let mut command = Command::new("virtlogd");
-            command.arg("--config").arg("/etc/libvirt/virtlogd.conf");
+            command
+                .arg("--config")
+                .arg("/etc/libvirt/virtlogd.conf")
+                .arg("--pid-file")
+                .arg(&virtlogd_pid);
             command
         })?;
         let drivers = paths.driver_dir();
+        let libvirtd_pid = paths.pid_file("libvirtd");
         let libvirtd = supervise(reaper.clone(), "libvirtd", stopping.clone(), move || {
             let mut command = Command::new("libvirtd");
             command
                 .arg("--config")
                 .arg("/etc/libvirt/libvirtd.conf")
+                .arg("--pid-file")
+                .arg(&libvirtd_pid)
                 .env("LIBVIRT_DRIVER_DIR", &drivers);
             command
         })?;

@@ -2,9 +2,11 @@
 //! command socket; a client acting as virt-handler syncs the test guest, reads the domain, shuts it
 //! down and deletes it; SIGTERM ends the launcher with nothing left behind.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+mod fixture;
+mod with_handler;
+
+use std::path::Path;
+use std::time::Duration;
 
 use cmd_protocol::cmd::{Vmi, VmiRequest};
 use cmd_protocol::domain::DomainSnapshot;
@@ -13,7 +15,7 @@ use cmd_protocol::notify::notify_server::{Notify, NotifyServer};
 use cmd_protocol::notify::{DomainEventRequest, K8sEventRequest, NotifyInfoRequest, NotifyInfoResponse, Response};
 use cmd_protocol::sockets::READY_SOCKET;
 use cmd_protocol::transport::CmdClient;
-use kubevirt_api::Manifest;
+use fixture::{PodDirs, Stopper, assert_stops_cleanly, spawn_launcher, testguest, wait_until};
 
 const UID: &str = "6a1b2c3d-4e5f-4071-8293-a4b5c6d7e8f9";
 
@@ -86,117 +88,13 @@ impl Handler {
     }
 }
 
-fn store_file(path: &str) -> PathBuf {
-    let store = std::env::var("KUBEVIRT_RS_IMAGE_STORE").unwrap_or_else(|_| "/var/lib/kubevirt-rs/images".to_owned());
-    let file = Path::new(&store)
-        .join("localhost/kubevirt-rs/testguest/latest")
-        .join(path);
-    assert!(
-        file.exists(),
-        "the test guest is missing ({}): run `make guest`",
-        file.display()
-    );
-    file
-}
-
 fn vmi_request() -> VmiRequest {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/examples/vmi-testguest.yaml");
-    let mut vmi = Manifest::from_path(&path)
-        .and_then(|m| m.into_vmi(&path))
-        .expect("example");
-    vmi.metadata.uid = Some(UID.to_owned());
     VmiRequest {
         vmi: Some(Vmi {
-            vmi_json: serde_json::to_vec(&vmi).expect("json"),
+            vmi_json: serde_json::to_vec(&testguest("testguest", UID)).expect("json"),
         }),
         options: None,
     }
-}
-
-async fn wait_until<T>(what: &str, timeout: Duration, mut check: impl AsyncFnMut() -> Option<T>) -> T {
-    let begin = Instant::now();
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(begin.elapsed() < timeout, "no {what} within {timeout:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// Ends the launcher this test started (by pid) if the test fails before it does.
-struct Stopper(u32);
-
-impl Drop for Stopper {
-    fn drop(&mut self) {
-        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.0).unwrap_or(0));
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-    }
-}
-
-/// Starts the launcher in cluster mode under `root`, with what the containerDisk and kernel-boot
-/// sidecars would have mounted.
-fn spawn_launcher(root: &Path) -> std::process::Child {
-    let (share, private, ephemeral, disks) = (root.join("s"), root.join("p"), root.join("e"), root.join("c"));
-    std::fs::create_dir_all(disks.join("kernel-boot")).expect("dirs");
-    std::os::unix::fs::symlink(store_file("disk/testguest.qcow2"), disks.join("disk_0.img")).expect("disk");
-    std::os::unix::fs::symlink(store_file("boot/vmlinuz"), disks.join("kernel-boot/vmlinuz")).expect("kernel");
-    std::os::unix::fs::symlink(store_file("boot/initrd.img"), disks.join("kernel-boot/initrd.img")).expect("initrd");
-    Command::new(env!("CARGO_BIN_EXE_virt-launcher"))
-        .args([
-            "--name",
-            "testguest",
-            "--namespace",
-            "default",
-            "--uid",
-            UID,
-            "--grace-period-seconds",
-            "30",
-        ])
-        .arg("--force-emulation")
-        .arg("--kubevirt-share-dir")
-        .arg(&share)
-        .arg("--private-dir")
-        .arg(&private)
-        .arg("--ephemeral-disk-dir")
-        .arg(&ephemeral)
-        .arg("--container-disk-dir")
-        .arg(&disks)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start virt-launcher")
-}
-
-/// SIGTERM ends the launcher cleanly: exit 0, socket removed, no process left that mentions `root`.
-fn assert_stops_cleanly(mut launcher: std::process::Child, root: &Path, socket: &Path) {
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(i32::try_from(launcher.id()).expect("pid")),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .expect("SIGTERM");
-    let begin = Instant::now();
-    let status = loop {
-        if let Some(status) = launcher.try_wait().expect("wait") {
-            break status;
-        }
-        assert!(begin.elapsed() < Duration::from_secs(30), "launcher did not exit");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut launcher.stderr.take().expect("stderr"), &mut stderr).expect("stderr");
-    assert!(status.success(), "{stderr}");
-    assert!(!socket.exists(), "the socket is removed");
-    let root_text = root.to_string_lossy().into_owned();
-    let left: Vec<String> = std::fs::read_dir("/proc")
-        .expect("proc")
-        .filter_map(Result::ok)
-        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
-        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
-        .filter(|c| c.contains(&root_text))
-        .collect();
-    assert!(left.is_empty(), "processes left behind: {left:?}");
 }
 
 async fn domain(client: &mut CmdClient) -> Option<DomainSnapshot> {
@@ -216,7 +114,7 @@ async fn a_handler_client_drives_the_test_guest_through_the_command_socket() {
     let (share, private) = (root.path().join("s"), root.path().join("p"));
     let handler = Handler::default();
     handler.serve(&share.join("domain-notify-pipe.sock"));
-    let launcher = spawn_launcher(root.path());
+    let launcher = spawn_launcher(&PodDirs::new(root.path(), share.clone()), "testguest", UID);
     let _stopper = Stopper(launcher.id());
     let socket = share.join("sockets").join(READY_SOCKET);
     wait_until("launcher socket", Duration::from_secs(90), async || {

@@ -1,0 +1,145 @@
+//! What the cluster-mode tests share: the test guest's files, a VMI for it, a launcher process
+//! started as virt-controller would start it, and the checks that it stops cleanly.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kubevirt_api::Manifest;
+use kubevirt_api::v1::VirtualMachineInstance;
+
+/// A file of the test guest in the local image store.
+pub fn store_file(path: &str) -> PathBuf {
+    let store = std::env::var("KUBEVIRT_RS_IMAGE_STORE").unwrap_or_else(|_| "/var/lib/kubevirt-rs/images".to_owned());
+    let file = Path::new(&store)
+        .join("localhost/kubevirt-rs/testguest/latest")
+        .join(path);
+    assert!(
+        file.exists(),
+        "the test guest is missing ({}): run `make guest`",
+        file.display()
+    );
+    file
+}
+
+/// The test guest's VMI with `name` and `uid`.
+pub fn testguest(name: &str, uid: &str) -> VirtualMachineInstance {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/examples/vmi-testguest.yaml");
+    let mut vmi = Manifest::from_path(&path)
+        .and_then(|m| m.into_vmi(&path))
+        .expect("example");
+    vmi.metadata.name = Some(name.to_owned());
+    vmi.metadata.uid = Some(uid.to_owned());
+    vmi
+}
+
+/// Polls `check` every 50 ms until it gives a value; fails after `timeout`.
+pub async fn wait_until<T>(what: &str, timeout: Duration, mut check: impl AsyncFnMut() -> Option<T>) -> T {
+    let begin = Instant::now();
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(begin.elapsed() < timeout, "no {what} within {timeout:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Ends the launcher this test started (by pid) if the test fails before it does.
+pub struct Stopper(pub u32);
+
+impl Drop for Stopper {
+    fn drop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.0).unwrap_or(0));
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+    }
+}
+
+/// Where one launcher's pod keeps things.
+pub struct PodDirs {
+    /// `--kubevirt-share-dir`; its `sockets/` holds the command socket.
+    pub share: PathBuf,
+    /// `--private-dir`.
+    pub private: PathBuf,
+    /// `--ephemeral-disk-dir`.
+    pub ephemeral: PathBuf,
+    /// `--container-disk-dir`, filled as the containerDisk and kernel-boot sidecars would.
+    pub disks: PathBuf,
+}
+
+impl PodDirs {
+    /// Everything under `root`, with the share directory at `share`.
+    pub fn new(root: &Path, share: PathBuf) -> Self {
+        let dirs = Self {
+            share,
+            private: root.join("p"),
+            ephemeral: root.join("e"),
+            disks: root.join("c"),
+        };
+        std::fs::create_dir_all(dirs.disks.join("kernel-boot")).expect("dirs");
+        std::os::unix::fs::symlink(store_file("disk/testguest.qcow2"), dirs.disks.join("disk_0.img")).expect("disk");
+        std::os::unix::fs::symlink(store_file("boot/vmlinuz"), dirs.disks.join("kernel-boot/vmlinuz")).expect("kernel");
+        std::os::unix::fs::symlink(store_file("boot/initrd.img"), dirs.disks.join("kernel-boot/initrd.img"))
+            .expect("initrd");
+        dirs
+    }
+}
+
+/// Starts the launcher in cluster mode for the VMI `name`/`uid` with virt-controller's flags.
+pub fn spawn_launcher(dirs: &PodDirs, name: &str, uid: &str) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_virt-launcher"))
+        .args(["--name", name, "--namespace", "default", "--uid", uid])
+        .args(["--grace-period-seconds", "30", "--force-emulation"])
+        .arg("--kubevirt-share-dir")
+        .arg(&dirs.share)
+        .arg("--private-dir")
+        .arg(&dirs.private)
+        .arg("--ephemeral-disk-dir")
+        .arg(&dirs.ephemeral)
+        .arg("--container-disk-dir")
+        .arg(&dirs.disks)
+        .env("KUBEVIRT_LAUNCHER_IMAGE", "localhost/kubevirt-rs/virt-launcher:test")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start virt-launcher")
+}
+
+/// The command lines of processes that mention `root`.
+pub fn processes_under(root: &Path) -> Vec<(i32, String)> {
+    let root_text = root.to_string_lossy().into_owned();
+    std::fs::read_dir("/proc")
+        .expect("proc")
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let pid = e.file_name().to_str()?.parse::<i32>().ok()?;
+            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            Some((pid, String::from_utf8_lossy(&cmdline).replace('\0', " ")))
+        })
+        .filter(|(_, c)| c.contains(&root_text))
+        .collect()
+}
+
+/// SIGTERM ends the launcher cleanly: exit 0, socket removed, no process left that mentions `root`.
+pub fn assert_stops_cleanly(mut launcher: std::process::Child, root: &Path, socket: &Path) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(launcher.id()).expect("pid")),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("SIGTERM");
+    let begin = Instant::now();
+    let status = loop {
+        if let Some(status) = launcher.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(begin.elapsed() < Duration::from_secs(45), "launcher did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut launcher.stderr.take().expect("stderr"), &mut stderr).expect("stderr");
+    assert!(status.success(), "{stderr}");
+    assert!(!socket.exists(), "the socket is removed");
+    let left = processes_under(root);
+    assert!(left.is_empty(), "processes left behind: {left:?}");
+}

@@ -1,0 +1,275 @@
+//! virt-handler's core driving real launchers, libvirt and QEMU over the real sockets, with the
+//! Kubernetes side replaced by the in-memory API server: a VMI turns Running, survives a handler
+//! restart untouched, fails when QEMU is killed; a deleted VMI shuts down gracefully, succeeds
+//! and is cleaned up.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use cmd_protocol::sockets::{NOTIFY_PIPE, READY_SOCKET};
+use cmd_protocol::transport::CmdClient;
+use kubevirt_api::v1::{VirtualMachineInstance, VirtualMachineInstancePhase as Phase};
+use tokio_util::sync::CancellationToken;
+use virt_handler::cluster_api::{FakeClusterApi, Write};
+use virt_handler::node::NodeConfig;
+use virt_handler::reconciler::ReconcilerConfig;
+use virt_handler::runner::RunOptions;
+
+use super::fixture::{PodDirs, Stopper, assert_stops_cleanly, processes_under, spawn_launcher, testguest, wait_until};
+
+const NODE: &str = "node01";
+const POD: &str = "pod1";
+
+/// One VMI's world: the kubelet pods directory with its launcher pod, and the handler's share dir.
+struct World {
+    root: tempfile::TempDir,
+    api: FakeClusterApi,
+    key: String,
+}
+
+impl World {
+    fn new(name: &str, uid: &str) -> (Self, PodDirs, VirtualMachineInstance) {
+        let root = tempfile::Builder::new()
+            .prefix("kh")
+            .tempdir_in("/tmp")
+            .expect("tempdir");
+        // The pod's emptyDirs as the kubelet lays them out; `sockets` is mounted inside `public`.
+        let empty_dirs = root
+            .path()
+            .join("pods")
+            .join(POD)
+            .join("volumes/kubernetes.io~empty-dir");
+        let public = empty_dirs.join("public");
+        std::fs::create_dir_all(public.join("sockets")).expect("pod dirs");
+        std::os::unix::fs::symlink(public.join("sockets"), empty_dirs.join("sockets")).expect("sockets");
+        let dirs = PodDirs::new(root.path(), public);
+        let mut vmi = testguest(name, uid);
+        vmi.metadata
+            .labels
+            .get_or_insert_default()
+            .insert(kubevirt_api::well_known::labels::NODE_NAME.to_owned(), NODE.to_owned());
+        let status = vmi.status.get_or_insert_default();
+        status.phase = Some(Phase::Scheduled);
+        status.node_name = Some(NODE.to_owned());
+        status.active_pods.insert(POD.to_owned(), NODE.to_owned());
+        let world = Self {
+            root,
+            api: FakeClusterApi::new(),
+            key: vmi.key(),
+        };
+        (world, dirs, vmi)
+    }
+
+    fn config(&self) -> NodeConfig {
+        NodeConfig {
+            node: NODE.to_owned(),
+            share_dir: self.root.path().join("h"),
+            pods_dir: self.root.path().join("pods"),
+            cpu_manager_state: self.root.path().join("cpu_manager_state"),
+            listen: None,
+            heartbeat: Duration::from_secs(60),
+            run: RunOptions::default(),
+            reconciler: ReconcilerConfig::for_node(NODE),
+        }
+    }
+
+    /// Starts a handler; cancel the token and await the task to stop it.
+    fn start_handler(&self) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+        let stop = CancellationToken::new();
+        let (config, api, token) = (self.config(), self.api.clone(), stop.clone());
+        let task = tokio::spawn(async move {
+            virt_handler::node::run(config, api, token).await.expect("handler");
+        });
+        (stop, task)
+    }
+
+    fn phase(&self) -> Option<Phase> {
+        self.api.vmi(&self.key)?.status?.phase
+    }
+
+    async fn wait_for_phase(&self, phase: Phase, timeout: Duration) -> VirtualMachineInstance {
+        wait_until(&format!("phase {phase:?}"), timeout, async || {
+            self.api.vmi(&self.key).filter(|_| self.phase() == Some(phase))
+        })
+        .await
+    }
+
+    fn events(&self) -> Vec<String> {
+        self.api
+            .writes()
+            .into_iter()
+            .filter_map(|w| match w {
+                Write::Event { event, .. } if event.reason == "SyncFailed" => panic!("sync failed: {}", event.message),
+                Write::Event { event, .. } => Some(event.reason),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.root
+            .path()
+            .join("pods")
+            .join(POD)
+            .join("volumes/kubernetes.io~empty-dir/sockets")
+            .join(READY_SOCKET)
+    }
+
+    fn notify_pipe(&self) -> PathBuf {
+        self.root
+            .path()
+            .join("pods")
+            .join(POD)
+            .join("volumes/kubernetes.io~empty-dir/public")
+            .join(NOTIFY_PIPE)
+    }
+}
+
+fn qemu_pid(root: &Path) -> Option<i32> {
+    processes_under(root)
+        .into_iter()
+        .find(|(_, cmdline)| cmdline.contains("qemu-system"))
+        .map(|(pid, _)| pid)
+}
+
+#[tokio::test]
+async fn the_handler_runs_a_vmi_readopts_it_after_a_restart_and_fails_it_when_qemu_dies() {
+    let uid = "0c1d2e3f-4a5b-4c6d-8e7f-901a2b3c4d5e";
+    let (world, dirs, vmi) = World::new("handled", uid);
+    let launcher = spawn_launcher(&dirs, "handled", uid);
+    let _stopper = Stopper(launcher.id());
+    world.api.apply(vmi);
+    let (stop, handler) = world.start_handler();
+
+    let running = world.wait_for_phase(Phase::Running, Duration::from_secs(120)).await;
+    let status = running.status.expect("status");
+    assert_eq!(status.node_name.as_deref(), Some(NODE));
+    assert_eq!(
+        status.machine.and_then(|m| m.machine_type).as_deref(),
+        Some("pc-q35-7.2")
+    );
+    assert_eq!(
+        status.launcher_container_image_version.as_deref(),
+        Some("localhost/kubevirt-rs/virt-launcher:test")
+    );
+    let ready = status
+        .conditions
+        .iter()
+        .find(|c| c.condition_type == "Ready")
+        .expect("Ready");
+    assert_eq!(ready.status, "True");
+    assert!(
+        status
+            .phase_transition_timestamps
+            .iter()
+            .any(|t| t.phase == Some(Phase::Running))
+    );
+    assert_eq!(world.events(), ["Created", "Started"]);
+    let qemu = qemu_pid(world.root.path()).expect("QEMU runs");
+
+    // The handler restarts: the VM keeps running and the new handler adopts it quietly.
+    stop.cancel();
+    handler.await.expect("handler stopped");
+    assert!(!world.notify_pipe().exists(), "the stopped handler removed its pipe");
+    let last_beat = world.api.writes().into_iter().rev().find_map(|w| match w {
+        Write::NodePatch { patch, .. } => Some(patch),
+        _ => None,
+    });
+    assert_eq!(
+        last_beat.map(|p| p["metadata"]["labels"]["kubevirt.io/schedulable"].clone()),
+        Some(serde_json::json!("false")),
+        "a stopping handler marks its node unschedulable"
+    );
+    let writes_before = world.api.write_count();
+    let (stop, handler) = world.start_handler();
+    wait_until("the new handler's notify pipe", Duration::from_secs(10), async || {
+        world.notify_pipe().exists().then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(qemu_pid(world.root.path()), Some(qemu), "QEMU was not disturbed");
+    assert_eq!(world.phase(), Some(Phase::Running));
+    let mut after = world.api.writes().split_off(writes_before);
+    let beats = after.iter().filter(|w| matches!(w, Write::NodePatch { .. })).count();
+    assert_eq!(beats, 1, "the new handler's first heartbeat");
+    after.retain(|w| !matches!(w, Write::NodePatch { .. }));
+    assert!(
+        after.is_empty(),
+        "nothing to write about the VMI after re-adoption: {after:#?}"
+    );
+    let mut client = CmdClient::connect(&world.socket()).await.expect("connect");
+    let domain = client.domain().await.expect("GetDomain").expect("a domain");
+    assert!(domain.contains("\"status\":\"Running\""), "{domain}");
+
+    // QEMU dies: the re-adopting handler turns the VMI Failed.
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(qemu), nix::sys::signal::Signal::SIGKILL).expect("kill QEMU");
+    let failed = world.wait_for_phase(Phase::Failed, Duration::from_secs(10)).await;
+    let conditions = failed.status.expect("status").conditions;
+    assert!(
+        conditions
+            .iter()
+            .any(|c| c.condition_type == "Ready" && c.status == "False")
+    );
+    assert_eq!(world.events(), ["Created", "Started", "Stopped"]);
+
+    // The VMI goes away: the dead domain is undefined.
+    world.api.delete(&world.key);
+    wait_until("the domain undefined", Duration::from_secs(10), async || {
+        client.domain().await.ok().filter(Option::is_none)
+    })
+    .await;
+    stop.cancel();
+    handler.await.expect("handler stopped");
+    assert_stops_cleanly(launcher, world.root.path(), &world.socket());
+}
+
+#[tokio::test]
+async fn a_deleted_vmi_shuts_down_gracefully_succeeds_and_is_cleaned_up() {
+    let uid = "1d2e3f4a-5b6c-4d7e-8f90-a1b2c3d4e5f6";
+    let (world, dirs, vmi) = World::new("deleted", uid);
+    let launcher = spawn_launcher(&dirs, "deleted", uid);
+    let _stopper = Stopper(launcher.id());
+    world.api.apply(vmi);
+    let (stop, handler) = world.start_handler();
+    world.wait_for_phase(Phase::Running, Duration::from_secs(120)).await;
+    let serial_log = dirs.private.join(uid).join("virt-serial0-log");
+    wait_until("the guest marker", Duration::from_secs(60), async || {
+        std::fs::read_to_string(&serial_log)
+            .ok()
+            .filter(|log| log.contains("KUBEVIRT-RS-GUEST-READY"))
+    })
+    .await;
+
+    // Deletion: the API server sets the deletion timestamp (a finalizer holds the object).
+    world.api.modify(&world.key, |vmi| {
+        vmi.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::now(),
+        ));
+    });
+    let succeeded = world.wait_for_phase(Phase::Succeeded, Duration::from_secs(30)).await;
+    assert!(
+        succeeded
+            .status
+            .expect("status")
+            .phase_transition_timestamps
+            .iter()
+            .any(|t| t.phase == Some(Phase::Succeeded))
+    );
+    assert_eq!(world.events(), ["Created", "Started", "ShuttingDown", "Stopped"]);
+
+    // The finalizer is released and the VMI is gone: the domain is undefined, the pipe removed.
+    world.api.delete(&world.key);
+    let mut client = CmdClient::connect(&world.socket()).await.expect("connect");
+    wait_until("the domain undefined", Duration::from_secs(10), async || {
+        client.domain().await.ok().filter(Option::is_none)
+    })
+    .await;
+    wait_until("the notify pipe removed", Duration::from_secs(10), async || {
+        (!world.notify_pipe().exists()).then_some(())
+    })
+    .await;
+    stop.cancel();
+    handler.await.expect("handler stopped");
+    assert!(!world.root.path().join("h/domain-notify.sock").exists());
+    assert_stops_cleanly(launcher, world.root.path(), &world.socket());
+}
