@@ -13,3 +13,6 @@ cargo run -q -p kubevirt-tests --bin bench-report -- \
 tests/guest/build-testguest.sh
 cargo build --release -p virt-launcher
 cargo run -q --release -p kubevirt-tests --bin bench-launcher -- --launcher target/release/virt-launcher --runs 5
+
+# virt-handler: 1000 VMIs on one node with fake launchers.
+cargo run -q --release -p kubevirt-tests --bin bench-handler -- --vmis 1000

@@ -3,6 +3,7 @@
 //! Building the text from gathered data is pure.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
 use cmd_protocol::stats::DomainStats;
@@ -101,9 +102,157 @@ where
     family
 }
 
+/// The per-VMI families of one scrape.
+struct VmiFamilies {
+    cpu: Family<VmiLabels, FloatCounter>,
+    memory: [Family<VmiLabels, Gauge<f64, AtomicU64>>; 8],
+    faults: [Family<VmiLabels, FloatCounter>; 2],
+    storage: [Family<DriveLabels, FloatCounter>; 4],
+    network: [Family<InterfaceLabels, FloatCounter>; 8],
+}
+
+impl VmiFamilies {
+    fn register(registry: &mut Registry) -> Self {
+        Self {
+            cpu: counter(
+                registry,
+                "kubevirt_vmi_cpu_usage_seconds",
+                "Total CPU time spent in all modes by the guest.",
+            ),
+            memory: [
+                ("kubevirt_vmi_memory_available_bytes", "Memory the guest can use."),
+                (
+                    "kubevirt_vmi_memory_usable_bytes",
+                    "Memory the guest could use without swapping.",
+                ),
+                ("kubevirt_vmi_memory_unused_bytes", "Memory the guest leaves unused."),
+                ("kubevirt_vmi_memory_cached_bytes", "Guest page cache."),
+                (
+                    "kubevirt_vmi_memory_resident_bytes",
+                    "Resident memory of the VMI's QEMU process.",
+                ),
+                (
+                    "kubevirt_vmi_memory_actual_balloon_bytes",
+                    "Memory the balloon gives the guest.",
+                ),
+                (
+                    "kubevirt_vmi_memory_swap_in_traffic_bytes",
+                    "Memory the guest swapped in.",
+                ),
+                (
+                    "kubevirt_vmi_memory_swap_out_traffic_bytes",
+                    "Memory the guest swapped out.",
+                ),
+            ]
+            .map(|(name, help)| gauge(registry, name, help)),
+            faults: [
+                ("kubevirt_vmi_memory_pgmajfault", "Major page faults in the guest."),
+                ("kubevirt_vmi_memory_pgminfault", "Minor page faults in the guest."),
+            ]
+            .map(|(name, help)| counter(registry, name, help)),
+            storage: [
+                ("kubevirt_vmi_storage_read_traffic_bytes", "Bytes read from the disk."),
+                ("kubevirt_vmi_storage_write_traffic_bytes", "Bytes written to the disk."),
+                ("kubevirt_vmi_storage_iops_read", "Read requests to the disk."),
+                ("kubevirt_vmi_storage_iops_write", "Write requests to the disk."),
+            ]
+            .map(|(name, help)| counter(registry, name, help)),
+            network: [
+                ("kubevirt_vmi_network_receive_bytes", "Bytes received by the interface."),
+                (
+                    "kubevirt_vmi_network_receive_packets",
+                    "Packets received by the interface.",
+                ),
+                (
+                    "kubevirt_vmi_network_receive_errors",
+                    "Receive errors of the interface.",
+                ),
+                (
+                    "kubevirt_vmi_network_receive_packets_dropped",
+                    "Received packets dropped.",
+                ),
+                ("kubevirt_vmi_network_transmit_bytes", "Bytes sent by the interface."),
+                (
+                    "kubevirt_vmi_network_transmit_packets",
+                    "Packets sent by the interface.",
+                ),
+                ("kubevirt_vmi_network_transmit_errors", "Send errors of the interface."),
+                ("kubevirt_vmi_network_transmit_packets_dropped", "Sent packets dropped."),
+            ]
+            .map(|(name, help)| counter(registry, name, help)),
+        }
+    }
+
+    /// Adds one VMI's samples.
+    fn add(&self, labels: &VmiLabels, stat: &DomainStats) {
+        self.cpu
+            .get_or_create(labels)
+            .inc_by(u64_to_f64(stat.cpu_time_ns) / 1e9);
+        let m = &stat.memory;
+        let kib = [
+            m.available_kib,
+            m.usable_kib,
+            m.unused_kib,
+            m.disk_caches_kib,
+            m.rss_kib,
+            m.actual_balloon_kib,
+            m.swap_in_kib,
+            m.swap_out_kib,
+        ];
+        for (family, value) in self.memory.iter().zip(kib) {
+            if let Some(value) = value {
+                family.get_or_create(labels).set(u64_to_f64(value) * 1024.0);
+            }
+        }
+        for (family, value) in self.faults.iter().zip([m.major_faults, m.minor_faults]) {
+            if let Some(value) = value {
+                family.get_or_create(labels).inc_by(u64_to_f64(value));
+            }
+        }
+        for disk in &stat.block {
+            let drive = DriveLabels {
+                node: labels.node.clone(),
+                namespace: labels.namespace.clone(),
+                name: labels.name.clone(),
+                drive: disk.name.clone(),
+            };
+            let values = [
+                disk.read_bytes,
+                disk.write_bytes,
+                disk.read_requests,
+                disk.write_requests,
+            ];
+            for (family, value) in self.storage.iter().zip(values) {
+                family.get_or_create(&drive).inc_by(u64_to_f64(value));
+            }
+        }
+        for nic in &stat.net {
+            let interface = InterfaceLabels {
+                node: labels.node.clone(),
+                namespace: labels.namespace.clone(),
+                name: labels.name.clone(),
+                interface: nic.name.clone(),
+            };
+            let values = [
+                nic.rx_bytes,
+                nic.rx_packets,
+                nic.rx_errors,
+                nic.rx_dropped,
+                nic.tx_bytes,
+                nic.tx_packets,
+                nic.tx_errors,
+                nic.tx_dropped,
+            ];
+            for (family, value) in self.network.iter().zip(values) {
+                family.get_or_create(&interface).inc_by(u64_to_f64(value));
+            }
+        }
+    }
+}
+
 /// Encodes the metrics of `node` from its VMIs' phases and their launchers' statistics.
 #[must_use]
-pub fn encode(node: &str, phases: &[(VirtualMachineInstance, Phase)], stats: &[(String, DomainStats)]) -> String {
+pub fn encode(node: &str, phases: &[(Arc<VirtualMachineInstance>, Phase)], stats: &[(String, DomainStats)]) -> String {
     let mut registry = Registry::default();
     let phase_count = Family::<PhaseLabels, Gauge>::default();
     registry.register(
@@ -124,72 +273,7 @@ pub fn encode(node: &str, phases: &[(VirtualMachineInstance, Phase)], stats: &[(
             })
             .inc();
     }
-    let cpu = counter::<VmiLabels>(
-        &mut registry,
-        "kubevirt_vmi_cpu_usage_seconds",
-        "Total CPU time spent in all modes by the guest.",
-    );
-    let memory = [
-        ("kubevirt_vmi_memory_available_bytes", "Memory the guest can use."),
-        (
-            "kubevirt_vmi_memory_usable_bytes",
-            "Memory the guest could use without swapping.",
-        ),
-        ("kubevirt_vmi_memory_unused_bytes", "Memory the guest leaves unused."),
-        ("kubevirt_vmi_memory_cached_bytes", "Guest page cache."),
-        (
-            "kubevirt_vmi_memory_resident_bytes",
-            "Resident memory of the VMI's QEMU process.",
-        ),
-        (
-            "kubevirt_vmi_memory_actual_balloon_bytes",
-            "Memory the balloon gives the guest.",
-        ),
-        (
-            "kubevirt_vmi_memory_swap_in_traffic_bytes",
-            "Memory the guest swapped in.",
-        ),
-        (
-            "kubevirt_vmi_memory_swap_out_traffic_bytes",
-            "Memory the guest swapped out.",
-        ),
-    ]
-    .map(|(name, help)| gauge(&mut registry, name, help));
-    let faults = [
-        ("kubevirt_vmi_memory_pgmajfault", "Major page faults in the guest."),
-        ("kubevirt_vmi_memory_pgminfault", "Minor page faults in the guest."),
-    ]
-    .map(|(name, help)| counter::<VmiLabels>(&mut registry, name, help));
-    let storage = [
-        ("kubevirt_vmi_storage_read_traffic_bytes", "Bytes read from the disk."),
-        ("kubevirt_vmi_storage_write_traffic_bytes", "Bytes written to the disk."),
-        ("kubevirt_vmi_storage_iops_read", "Read requests to the disk."),
-        ("kubevirt_vmi_storage_iops_write", "Write requests to the disk."),
-    ]
-    .map(|(name, help)| counter::<DriveLabels>(&mut registry, name, help));
-    let network = [
-        ("kubevirt_vmi_network_receive_bytes", "Bytes received by the interface."),
-        (
-            "kubevirt_vmi_network_receive_packets",
-            "Packets received by the interface.",
-        ),
-        (
-            "kubevirt_vmi_network_receive_errors",
-            "Receive errors of the interface.",
-        ),
-        (
-            "kubevirt_vmi_network_receive_packets_dropped",
-            "Received packets dropped.",
-        ),
-        ("kubevirt_vmi_network_transmit_bytes", "Bytes sent by the interface."),
-        (
-            "kubevirt_vmi_network_transmit_packets",
-            "Packets sent by the interface.",
-        ),
-        ("kubevirt_vmi_network_transmit_errors", "Send errors of the interface."),
-        ("kubevirt_vmi_network_transmit_packets_dropped", "Sent packets dropped."),
-    ]
-    .map(|(name, help)| counter::<InterfaceLabels>(&mut registry, name, help));
+    let families = VmiFamilies::register(&mut registry);
     for (key, stat) in stats {
         let (namespace, name) = key.split_once('/').unwrap_or(("default", key));
         let labels = VmiLabels {
@@ -197,66 +281,7 @@ pub fn encode(node: &str, phases: &[(VirtualMachineInstance, Phase)], stats: &[(
             namespace: namespace.to_owned(),
             name: name.to_owned(),
         };
-        cpu.get_or_create(&labels).inc_by(u64_to_f64(stat.cpu_time_ns) / 1e9);
-        let m = &stat.memory;
-        let kib = [
-            m.available_kib,
-            m.usable_kib,
-            m.unused_kib,
-            m.disk_caches_kib,
-            m.rss_kib,
-            m.actual_balloon_kib,
-            m.swap_in_kib,
-            m.swap_out_kib,
-        ];
-        for (family, value) in memory.iter().zip(kib) {
-            if let Some(value) = value {
-                family.get_or_create(&labels).set(u64_to_f64(value) * 1024.0);
-            }
-        }
-        for (family, value) in faults.iter().zip([m.major_faults, m.minor_faults]) {
-            if let Some(value) = value {
-                family.get_or_create(&labels).inc_by(u64_to_f64(value));
-            }
-        }
-        for disk in &stat.block {
-            let drive = DriveLabels {
-                node: node.to_owned(),
-                namespace: namespace.to_owned(),
-                name: name.to_owned(),
-                drive: disk.name.clone(),
-            };
-            let values = [
-                disk.read_bytes,
-                disk.write_bytes,
-                disk.read_requests,
-                disk.write_requests,
-            ];
-            for (family, value) in storage.iter().zip(values) {
-                family.get_or_create(&drive).inc_by(u64_to_f64(value));
-            }
-        }
-        for nic in &stat.net {
-            let interface = InterfaceLabels {
-                node: node.to_owned(),
-                namespace: namespace.to_owned(),
-                name: name.to_owned(),
-                interface: nic.name.clone(),
-            };
-            let values = [
-                nic.rx_bytes,
-                nic.rx_packets,
-                nic.rx_errors,
-                nic.rx_dropped,
-                nic.tx_bytes,
-                nic.tx_packets,
-                nic.tx_errors,
-                nic.tx_dropped,
-            ];
-            for (family, value) in network.iter().zip(values) {
-                family.get_or_create(&interface).inc_by(u64_to_f64(value));
-            }
-        }
+        families.add(&labels, stat);
     }
     let mut text = String::new();
     if prometheus_client::encoding::text::encode(&mut text, &registry).is_err() {
@@ -322,7 +347,7 @@ mod tests {
         };
         let text = encode(
             "node01",
-            &[(vmi.clone(), Phase::Running), (vmi, Phase::Running)],
+            &[(Arc::new(vmi.clone()), Phase::Running), (Arc::new(vmi), Phase::Running)],
             &[("default/vm".to_owned(), stats)],
         );
         let vmi_labels = r#"node="node01",namespace="default",name="vm""#;

@@ -78,6 +78,20 @@ pub fn decode_k8s_event(request: &K8sEventRequest) -> Result<LauncherK8sEvent, S
     })
 }
 
+/// Decodes untrusted bytes as either notify request, as the server would receive them. Never
+/// panics (a fuzz target and a property test drive it); `Ok` only for a fully valid request.
+pub fn decode_untrusted(bytes: &[u8]) -> Result<(), String> {
+    let domain = <DomainEventRequest as prost::Message>::decode(bytes).map_err(|e| e.to_string());
+    let k8s = <K8sEventRequest as prost::Message>::decode(bytes).map_err(|e| e.to_string());
+    match (
+        domain.and_then(|r| decode_domain_event(&r)),
+        k8s.and_then(|r| decode_k8s_event(&r)),
+    ) {
+        (Ok(_), _) | (_, Ok(_)) => Ok(()),
+        (Err(e), _) => Err(e),
+    }
+}
+
 fn ok() -> tonic::Response<Response> {
     tonic::Response::new(Response {
         success: true,

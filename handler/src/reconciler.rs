@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use cmd_protocol::domain::DomainSnapshot;
@@ -47,9 +47,9 @@ impl ReconcilerConfig {
 /// What the handler knows.
 #[derive(Debug, Default)]
 struct Known {
-    vmis: HashMap<String, VirtualMachineInstance>,
+    vmis: HashMap<String, Arc<VirtualMachineInstance>>,
     /// Last copies of VMIs gone from the API, kept until their launcher is cleaned up.
-    gone: HashMap<String, VirtualMachineInstance>,
+    gone: HashMap<String, Arc<VirtualMachineInstance>>,
     domains: HashMap<String, DomainSnapshot>,
     /// VMIs whose launcher was asked for its domain since this handler started.
     listed: HashSet<String>,
@@ -74,7 +74,7 @@ pub struct Reconciler<C, L, K> {
 #[derive(Clone, Debug, Default)]
 pub struct NodeView {
     /// VMIs by phase.
-    pub phases: Vec<(VirtualMachineInstance, Phase)>,
+    pub phases: Vec<(Arc<VirtualMachineInstance>, Phase)>,
     /// Launcher sockets of the VMIs, by `namespace/name`.
     pub sockets: Vec<(String, PathBuf)>,
 }
@@ -128,7 +128,7 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
                     seen.insert(key.clone());
                 }
                 known.gone.remove(&key);
-                known.vmis.insert(key.clone(), vmi);
+                known.vmis.insert(key.clone(), Arc::new(vmi));
                 vec![key]
             }
             Event::InitDone => {
@@ -144,13 +144,13 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
             Event::Apply(vmi) => {
                 let key = vmi_key(&vmi);
                 known.gone.remove(&key);
-                known.vmis.insert(key.clone(), vmi);
+                known.vmis.insert(key.clone(), Arc::new(vmi));
                 vec![key]
             }
             Event::Delete(vmi) => {
                 let key = vmi_key(&vmi);
                 known.vmis.remove(&key);
-                known.gone.insert(key.clone(), vmi);
+                known.gone.insert(key.clone(), Arc::new(vmi));
                 vec![key]
             }
         }
@@ -192,7 +192,7 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
             known.vmis.get(key).or_else(|| known.gone.get(key)).cloned()
         };
         if let Some(vmi) = vmi
-            && let Err(error) = self.api.record_event(&vmi, &self.config.node, event).await
+            && let Err(error) = self.api.record_event(vmi.as_ref(), &self.config.node, event).await
         {
             warn!(vmi = %key, error = %error, "cannot record an event");
         }
@@ -384,11 +384,11 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
         }
         let old_phase = vmi.status.as_ref().and_then(|s| s.phase);
         let new_phase = status.phase;
-        let mut updated = vmi;
+        let mut updated = Box::new(vmi.as_ref().clone());
         updated.status = Some(status);
         match self.api.update_vmi_status(&updated).await {
             Ok(stored) => {
-                self.known().vmis.insert(key.to_owned(), stored);
+                self.known().vmis.insert(key.to_owned(), Arc::new(stored));
                 if new_phase != old_phase {
                     info!(vmi = %key, phase = ?new_phase, "phase changed");
                     if let Some(event) = new_phase.and_then(phase_event) {

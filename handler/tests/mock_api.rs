@@ -95,12 +95,15 @@ fn scheduled_vmi() -> VirtualMachineInstance {
 
 type Handler = Reconciler<KubeClusterApi, FakeLaunchers, Arc<ManualClock>>;
 
-fn handler() -> (
+/// The reconciler, the domain events its fake launchers send, its clock and what the API saw.
+type Setup = (
     Handler,
     UnboundedReceiver<DomainNotification>,
     Arc<ManualClock>,
     Arc<Mutex<Vec<Seen>>>,
-) {
+);
+
+fn handler() -> Setup {
     let (client, seen) = api_server();
     let (events, domain_events) = tokio::sync::mpsc::unbounded_channel();
     let launchers = FakeLaunchers::new(events);
@@ -302,7 +305,7 @@ fn handler_vmi(handler: &Handler, key: &str) -> VirtualMachineInstance {
         .node_view()
         .phases
         .into_iter()
-        .map(|(vmi, _)| vmi)
+        .map(|(vmi, _)| vmi.as_ref().clone())
         .find(|vmi| vmi.key() == key)
         .expect("known VMI")
 }

@@ -33,18 +33,67 @@ pub enum Write {
     },
 }
 
+/// One stored VMI, as JSON; shared with the watch streams that have yet to deliver it.
+#[derive(Clone, Debug)]
+struct Stored(Arc<Vec<u8>>);
+
+impl Stored {
+    fn new(vmi: &VirtualMachineInstance) -> Self {
+        Self(Arc::new(serde_json::to_vec(vmi).unwrap_or_default()))
+    }
+
+    fn get(&self) -> Option<VirtualMachineInstance> {
+        serde_json::from_slice(&self.0).ok()
+    }
+}
+
 #[derive(Debug, Default)]
 struct State {
-    vmis: BTreeMap<String, VirtualMachineInstance>,
-    watchers: Vec<UnboundedSender<Result<VmiWatchEvent, ApiError>>>,
+    /// Stored as the API server stores objects: serialized (and so small; benchmarks measure the
+    /// handler in the same process).
+    vmis: BTreeMap<String, Stored>,
+    watchers: Vec<UnboundedSender<Change>>,
     writes: Vec<Write>,
     version: u64,
     failing_status_writes: usize,
+    write_count: usize,
+    keeps_writes: bool,
+}
+
+/// What a watch stream delivers, decoded only when the stream is polled (as a real watch reads
+/// the API server's stream), so queued events cost their JSON, not a decoded object.
+#[derive(Clone, Debug)]
+enum Change {
+    Init,
+    InitApply(Stored),
+    InitDone,
+    Apply(Stored),
+    Delete(Stored),
+}
+
+impl Change {
+    fn decode(self, node: &str) -> Option<VmiWatchEvent> {
+        let on_node = |stored: Stored| stored.get().filter(|vmi| is_on_node(vmi, node));
+        match self {
+            Self::Init => Some(Event::Init),
+            Self::InitDone => Some(Event::InitDone),
+            Self::InitApply(stored) => on_node(stored).map(Event::InitApply),
+            Self::Apply(stored) => on_node(stored).map(Event::Apply),
+            Self::Delete(stored) => on_node(stored).map(Event::Delete),
+        }
+    }
 }
 
 impl State {
-    fn broadcast(&mut self, event: &VmiWatchEvent) {
-        self.watchers.retain(|w| w.send(Ok(event.clone())).is_ok());
+    fn broadcast(&mut self, change: &Change) {
+        self.watchers.retain(|w| w.send(change.clone()).is_ok());
+    }
+
+    fn log(&mut self, write: Write) {
+        self.write_count += 1;
+        if self.keeps_writes {
+            self.writes.push(write);
+        }
     }
 
     fn stamp(&mut self, vmi: &mut VirtualMachineInstance) {
@@ -54,16 +103,38 @@ impl State {
 }
 
 /// The fake. Clones share one state.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct FakeClusterApi {
     state: Arc<Mutex<State>>,
 }
 
+impl Default for FakeClusterApi {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl FakeClusterApi {
-    /// An empty API server.
+    /// An empty API server that keeps every write.
     #[must_use]
     pub fn new() -> Self {
-        Self::default()
+        Self {
+            state: Arc::new(Mutex::new(State {
+                keeps_writes: true,
+                ..State::default()
+            })),
+        }
+    }
+
+    /// An empty API server that only counts writes (benchmarks: the log would dwarf the handler).
+    #[must_use]
+    pub fn counting_writes() -> Self {
+        Self::default().with_write_log(false)
+    }
+
+    fn with_write_log(self, keeps_writes: bool) -> Self {
+        self.lock().keeps_writes = keeps_writes;
+        self
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -74,34 +145,36 @@ impl FakeClusterApi {
     pub fn apply(&self, mut vmi: VirtualMachineInstance) {
         let mut state = self.lock();
         state.stamp(&mut vmi);
-        state.vmis.insert(vmi.key(), vmi.clone());
-        state.broadcast(&Event::Apply(vmi));
+        let stored = Stored::new(&vmi);
+        state.vmis.insert(vmi.key(), stored.clone());
+        state.broadcast(&Change::Apply(stored));
     }
 
     /// Changes a stored VMI in place; watchers see the change.
     pub fn modify(&self, key: &str, change: impl FnOnce(&mut VirtualMachineInstance)) {
         let mut state = self.lock();
-        let Some(mut vmi) = state.vmis.get(key).cloned() else {
+        let Some(mut vmi) = state.vmis.get(key).and_then(Stored::get) else {
             return;
         };
         change(&mut vmi);
         state.stamp(&mut vmi);
-        state.vmis.insert(key.to_owned(), vmi.clone());
-        state.broadcast(&Event::Apply(vmi));
+        let stored = Stored::new(&vmi);
+        state.vmis.insert(key.to_owned(), stored.clone());
+        state.broadcast(&Change::Apply(stored));
     }
 
     /// Removes a VMI; watchers see it deleted.
     pub fn delete(&self, key: &str) {
         let mut state = self.lock();
-        if let Some(vmi) = state.vmis.remove(key) {
-            state.broadcast(&Event::Delete(vmi));
+        if let Some(stored) = state.vmis.remove(key) {
+            state.broadcast(&Change::Delete(stored));
         }
     }
 
     /// The stored VMI.
     #[must_use]
     pub fn vmi(&self, key: &str) -> Option<VirtualMachineInstance> {
-        self.lock().vmis.get(key).cloned()
+        self.lock().vmis.get(key).and_then(Stored::get)
     }
 
     /// Every write so far, in order.
@@ -113,7 +186,7 @@ impl FakeClusterApi {
     /// How many writes so far.
     #[must_use]
     pub fn write_count(&self) -> usize {
-        self.lock().writes.len()
+        self.lock().write_count
     }
 
     /// Makes the next `count` status writes fail.
@@ -122,49 +195,40 @@ impl FakeClusterApi {
     }
 }
 
+/// The watch's label selector: `kubevirt.io/nodeName=<node>`.
+fn is_on_node(vmi: &VirtualMachineInstance, node: &str) -> bool {
+    vmi.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(kubevirt_api::well_known::labels::NODE_NAME))
+        .is_some_and(|n| n == node)
+}
+
 impl ClusterApi for FakeClusterApi {
     fn watch_vmis(&self, node: &str) -> BoxStream<'static, Result<VmiWatchEvent, ApiError>> {
         let (tx, rx) = unbounded_channel();
         let mut state = self.lock();
-        let on_node = |vmi: &&VirtualMachineInstance| {
-            vmi.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(kubevirt_api::well_known::labels::NODE_NAME))
-                .is_some_and(|n| n == node)
-        };
-        let _ = tx.send(Ok(Event::Init));
-        for vmi in state.vmis.values().filter(on_node) {
-            let _ = tx.send(Ok(Event::InitApply(vmi.clone())));
+        let _ = tx.send(Change::Init);
+        for stored in state.vmis.values() {
+            let _ = tx.send(Change::InitApply(stored.clone()));
         }
-        let _ = tx.send(Ok(Event::InitDone));
+        let _ = tx.send(Change::InitDone);
         state.watchers.push(tx);
         let node = node.to_owned();
         tokio_stream::wrappers::UnboundedReceiverStream::new(rx)
-            .filter(move |event| {
-                let keep = match event {
-                    Ok(Event::Apply(vmi) | Event::Delete(vmi) | Event::InitApply(vmi)) => vmi
-                        .metadata
-                        .labels
-                        .as_ref()
-                        .and_then(|l| l.get(kubevirt_api::well_known::labels::NODE_NAME))
-                        .is_some_and(|n| *n == node),
-                    _ => true,
-                };
-                std::future::ready(keep)
-            })
+            .filter_map(move |change| std::future::ready(change.decode(&node).map(Ok)))
             .boxed()
     }
 
     async fn update_vmi_status(&self, vmi: &VirtualMachineInstance) -> Result<VirtualMachineInstance, ApiError> {
         let mut state = self.lock();
-        state.writes.push(Write::VmiStatus(Box::new(vmi.clone())));
+        state.log(Write::VmiStatus(Box::new(vmi.clone())));
         if state.failing_status_writes > 0 {
             state.failing_status_writes -= 1;
             return Err(ApiError::Injected("injected status write failure".to_owned()));
         }
         let key = vmi.key();
-        let Some(stored) = state.vmis.get(&key).cloned() else {
+        let Some(stored) = state.vmis.get(&key).and_then(Stored::get) else {
             return Err(ApiError::Injected(format!("virtualmachineinstances {key} not found")));
         };
         if stored.metadata.resource_version != vmi.metadata.resource_version {
@@ -175,13 +239,14 @@ impl ClusterApi for FakeClusterApi {
         let mut updated = stored;
         updated.status.clone_from(&vmi.status);
         state.stamp(&mut updated);
-        state.vmis.insert(key, updated.clone());
-        state.broadcast(&Event::Apply(updated.clone()));
+        let stored = Stored::new(&updated);
+        state.vmis.insert(key, stored.clone());
+        state.broadcast(&Change::Apply(stored));
         Ok(updated)
     }
 
     async fn patch_node(&self, node: &str, patch: serde_json::Value) -> Result<(), ApiError> {
-        self.lock().writes.push(Write::NodePatch {
+        self.lock().log(Write::NodePatch {
             node: node.to_owned(),
             patch,
         });
@@ -189,7 +254,7 @@ impl ClusterApi for FakeClusterApi {
     }
 
     async fn record_event(&self, vmi: &VirtualMachineInstance, _node: &str, event: VmiEvent) -> Result<(), ApiError> {
-        self.lock().writes.push(Write::Event { vmi: vmi.key(), event });
+        self.lock().log(Write::Event { vmi: vmi.key(), event });
         Ok(())
     }
 }

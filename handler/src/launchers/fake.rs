@@ -19,7 +19,7 @@ struct Fleet {
     /// Launchers by socket; `None` while there is no domain.
     domains: HashMap<PathBuf, Option<DomainSnapshot>>,
     unresponsive: Vec<PathBuf>,
-    commands: Vec<(PathBuf, &'static str)>,
+    commands: HashMap<&'static str, usize>,
 }
 
 /// The fake fleet.
@@ -59,10 +59,10 @@ impl FakeLaunchers {
         self.fleet().domains.remove(&Self::socket_of(uid));
     }
 
-    /// Every command sent so far, with its socket.
+    /// How many times the command `name` (`sync`, `shutdown`, `kill`, `delete`) was sent.
     #[must_use]
-    pub fn commands(&self) -> Vec<(PathBuf, &'static str)> {
-        self.fleet().commands.clone()
+    pub fn command_count(&self, name: &str) -> usize {
+        self.fleet().commands.get(name).copied().unwrap_or(0)
     }
 
     /// The domain's state changes on its own (a crash, the guest powering off).
@@ -94,7 +94,7 @@ impl FakeLaunchers {
     ) -> Result<(), LauncherError> {
         let (kind, snapshot) = {
             let mut fleet = self.fleet();
-            fleet.commands.push((socket.to_owned(), name));
+            *fleet.commands.entry(name).or_default() += 1;
             let domain = fleet
                 .domains
                 .get_mut(socket)
@@ -175,7 +175,7 @@ impl Launchers for FakeLaunchers {
     async fn delete(&self, socket: &Path, _vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
         let gone = {
             let mut fleet = self.fleet();
-            fleet.commands.push((socket.to_owned(), "delete"));
+            *fleet.commands.entry("delete").or_default() += 1;
             fleet
                 .domains
                 .get_mut(socket)

@@ -32,7 +32,7 @@ impl NotifyPipe {
                             let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
                         }
                         Err(error) => {
-                            debug!(error = %error, "the notify server is not there; dropping a pipe connection")
+                            debug!(error = %error, "the notify server is not there; dropping a pipe connection");
                         }
                     }
                 });

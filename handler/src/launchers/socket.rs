@@ -125,8 +125,7 @@ impl Launchers for SocketLaunchers {
                 self.ensure_pipe(&socket);
                 Presence::Ready(socket)
             }
-            Err(FindSocketError::NotReady(_)) => Presence::Starting,
-            Err(FindSocketError::Multiple { .. }) => Presence::Starting,
+            Err(FindSocketError::NotReady(_) | FindSocketError::Multiple { .. }) => Presence::Starting,
             Err(FindSocketError::NotFound { .. }) => {
                 let has_pod_here = active_pods
                     .into_iter()
