@@ -43,6 +43,25 @@ struct VmiLabels {
     name: String,
 }
 
+/// Labels of per-vCPU series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VcpuLabels {
+    node: String,
+    namespace: String,
+    name: String,
+    id: String,
+    state: String,
+}
+
+/// Labels of per-vCPU delay.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VcpuDelayLabels {
+    node: String,
+    namespace: String,
+    name: String,
+    id: String,
+}
+
 /// Labels of per-disk series.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct DriveLabels {
@@ -105,6 +124,8 @@ where
 /// The per-VMI families of one scrape.
 struct VmiFamilies {
     cpu: Family<VmiLabels, FloatCounter>,
+    vcpu_time: Family<VcpuLabels, FloatCounter>,
+    vcpu_delay: Family<VcpuDelayLabels, FloatCounter>,
     memory: [Family<VmiLabels, Gauge<f64, AtomicU64>>; 8],
     faults: [Family<VmiLabels, FloatCounter>; 2],
     storage: [Family<DriveLabels, FloatCounter>; 4],
@@ -118,6 +139,12 @@ impl VmiFamilies {
                 registry,
                 "kubevirt_vmi_cpu_usage_seconds",
                 "Total CPU time spent in all modes by the guest.",
+            ),
+            vcpu_time: counter(registry, "kubevirt_vmi_vcpu_seconds", "Time each vCPU ran."),
+            vcpu_delay: counter(
+                registry,
+                "kubevirt_vmi_vcpu_delay_seconds",
+                "Time each vCPU was ready to run but waited for a host CPU.",
             ),
             memory: [
                 ("kubevirt_vmi_memory_available_bytes", "Memory the guest can use."),
@@ -188,6 +215,29 @@ impl VmiFamilies {
         self.cpu
             .get_or_create(labels)
             .inc_by(u64_to_f64(stat.cpu_time_ns) / 1e9);
+        for vcpu in &stat.vcpu {
+            let id = vcpu.id.to_string();
+            let time = VcpuLabels {
+                node: labels.node.clone(),
+                namespace: labels.namespace.clone(),
+                name: labels.name.clone(),
+                id: id.clone(),
+                // libvirt reports every online vCPU as running.
+                state: "running".to_owned(),
+            };
+            self.vcpu_time
+                .get_or_create(&time)
+                .inc_by(u64_to_f64(vcpu.time_ns) / 1e9);
+            let delay = VcpuDelayLabels {
+                node: labels.node.clone(),
+                namespace: labels.namespace.clone(),
+                name: labels.name.clone(),
+                id,
+            };
+            self.vcpu_delay
+                .get_or_create(&delay)
+                .inc_by(u64_to_f64(vcpu.delay_ns) / 1e9);
+        }
         let m = &stat.memory;
         let kib = [
             m.available_kib,
@@ -313,7 +363,7 @@ pub async fn scrape<C: ClusterApi, L: Launchers, K: Clock>(reconciler: &Reconcil
 
 #[cfg(test)]
 mod tests {
-    use cmd_protocol::stats::{BlockStats, MemoryStats, NetStats};
+    use cmd_protocol::stats::{BlockStats, MemoryStats, NetStats, VcpuStats};
 
     use super::*;
 
@@ -344,6 +394,11 @@ mod tests {
                 tx_packets: 7,
                 ..NetStats::default()
             }],
+            vcpu: vec![VcpuStats {
+                id: 0,
+                time_ns: 2_000_000_000,
+                delay_ns: 500_000_000,
+            }],
         };
         let text = encode(
             "node01",
@@ -354,6 +409,8 @@ mod tests {
         for line in [
             r#"kubevirt_vmi_phase_count{node="node01",phase="running",os="<none>",workload="<none>",flavor="<none>",instance_type="<none>",preference="<none>"} 2"#.to_owned(),
             format!("kubevirt_vmi_cpu_usage_seconds_total{{{vmi_labels}}} 1.5"),
+            format!(r#"kubevirt_vmi_vcpu_seconds_total{{{vmi_labels},id="0",state="running"}} 2.0"#),
+            format!(r#"kubevirt_vmi_vcpu_delay_seconds_total{{{vmi_labels},id="0"}} 0.5"#),
             format!("kubevirt_vmi_memory_actual_balloon_bytes{{{vmi_labels}}} 268435456.0"),
             format!("kubevirt_vmi_memory_pgmajfault_total{{{vmi_labels}}} 3.0"),
             format!(r#"kubevirt_vmi_storage_read_traffic_bytes_total{{{vmi_labels},drive="rootdisk"}} 4096.0"#),

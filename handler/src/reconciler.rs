@@ -220,7 +220,12 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
         let (launcher, socket) = self.observe_launcher(key, &vmi).await;
         let now = self.clock.now();
         let (domain, last_acpi) = {
-            let known = self.known();
+            let mut known = self.known();
+            if matches!(launcher, LauncherState::Absent | LauncherState::Unresponsive) {
+                // No launcher answers for the domain any more: what it last reported is void, as
+                // upstream's synthetic "domain gone" event for an unresponsive launcher.
+                known.domains.remove(key);
+            }
             (known.domains.get(key).cloned(), known.last_acpi.get(key).copied())
         };
         let plan = plan(&Observation {

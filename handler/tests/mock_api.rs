@@ -389,3 +389,33 @@ async fn the_watch_lists_only_this_nodes_vmis_by_label() {
         "{query}"
     );
 }
+
+#[tokio::test]
+async fn a_launcher_that_stops_answering_turns_its_vmi_failed_with_a_reason() {
+    let (handler, mut domain_events, clock, seen) = handler();
+    let key = "default/testvmi";
+    handler.on_vmi_event(Event::Apply(scheduled_vmi()));
+    handler.reconcile(key).await;
+    handler.on_domain_event(domain_events.try_recv().expect("ADDED"));
+    handler.reconcile(key).await;
+    taken(&seen);
+
+    handler.launchers().stop_answering(UID);
+    assert_eq!(
+        handler.reconcile(key).await,
+        Some(std::time::Duration::from_secs(1)),
+        "a failed call is retried"
+    );
+    let mut failed_sync = taken(&seen);
+    normalise_events(&mut failed_sync);
+    assert_eq!(failed_sync[0].body["reason"], json!("SyncFailed"));
+    assert_eq!(failed_sync.len(), 1, "the status did not change yet: {failed_sync:#?}");
+
+    clock.advance(std::time::Duration::from_secs(30));
+    handler.reconcile(key).await;
+    handler.reconcile(key).await;
+    let written: Vec<Seen> = taken(&seen).into_iter().filter(|s| s.method == "PUT").collect();
+    let status = &written.last().expect("a status write").body["status"];
+    assert_eq!(status["phase"], json!("Failed"));
+    assert_eq!(status["reason"], json!("LauncherUnresponsive"));
+}

@@ -21,6 +21,21 @@ pub struct DomainStats {
     /// One entry per network interface.
     #[serde(default)]
     pub net: Vec<NetStats>,
+    /// One entry per vCPU, when the launcher can read QEMU's threads.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vcpu: Vec<VcpuStats>,
+}
+
+/// Statistics of one vCPU (libvirt's `vcpu.<n>.time` and `vcpu.<n>.delay`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VcpuStats {
+    /// The vCPU index.
+    pub id: u32,
+    /// Time the vCPU ran, in nanoseconds.
+    pub time_ns: u64,
+    /// Time the vCPU was ready to run but waited for a host CPU, in nanoseconds.
+    pub delay_ns: u64,
 }
 
 /// Memory statistics, in KiB (faults are counts). Absent when the guest does not report them.

@@ -253,8 +253,10 @@ fn read_stats(domain: &Domain) -> Result<DomainStats, virt::error::Error> {
             })
         })
         .collect();
+    let name = domain.name()?;
     Ok(DomainStats {
-        name: domain.name()?,
+        vcpu: super::vcpu_threads::read_domain(&name),
+        name,
         cpu_time_ns: info.cpu_time,
         vcpus: info.nr_virt_cpu,
         memory,

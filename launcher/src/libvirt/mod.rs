@@ -4,6 +4,7 @@
 mod adapter;
 mod fake;
 pub mod ffi;
+pub mod vcpu_threads;
 
 use std::future::Future;
 

@@ -145,6 +145,8 @@ async fn a_handler_client_drives_the_test_guest_through_the_command_socket() {
     )
     .expect("stats JSON");
     assert!(stats.cpu_time_ns > 0 && stats.vcpus == 1, "{stats:?}");
+    assert_eq!(stats.vcpu.len(), 1, "QEMU's one vCPU thread: {stats:?}");
+    assert!(stats.vcpu[0].time_ns > 0, "{stats:?}");
     assert_eq!(stats.memory.actual_balloon_kib, Some(256 * 1024), "{stats:?}");
     let root_disk = stats
         .block

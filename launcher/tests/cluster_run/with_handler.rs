@@ -61,12 +61,16 @@ impl World {
     }
 
     fn config(&self) -> NodeConfig {
+        self.config_listening(None)
+    }
+
+    fn config_listening(&self, listen: Option<std::net::SocketAddr>) -> NodeConfig {
         NodeConfig {
             node: NODE.to_owned(),
             share_dir: self.root.path().join("h"),
             pods_dir: self.root.path().join("pods"),
             cpu_manager_state: self.root.path().join("cpu_manager_state"),
-            listen: None,
+            listen,
             heartbeat: Duration::from_secs(60),
             run: RunOptions::default(),
             reconciler: ReconcilerConfig::for_node(NODE),
@@ -75,8 +79,12 @@ impl World {
 
     /// Starts a handler; cancel the token and await the task to stop it.
     fn start_handler(&self) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+        self.start_handler_with(self.config())
+    }
+
+    fn start_handler_with(&self, config: NodeConfig) -> (CancellationToken, tokio::task::JoinHandle<()>) {
         let stop = CancellationToken::new();
-        let (config, api, token) = (self.config(), self.api.clone(), stop.clone());
+        let (api, token) = (self.api.clone(), stop.clone());
         let task = tokio::spawn(async move {
             virt_handler::node::run(config, api, token).await.expect("handler");
         });
@@ -125,6 +133,24 @@ impl World {
     }
 }
 
+/// A free local port (bound, read and released).
+fn free_port() -> std::net::SocketAddr {
+    let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    probe.local_addr().expect("addr")
+}
+
+/// `GET path` over plain HTTP/1.1; the status line and the body.
+async fn http_get(addr: std::net::SocketAddr, path: &str) -> (String, String) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.expect("request");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.expect("response");
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    (head.lines().next().unwrap_or_default().to_owned(), body.to_owned())
+}
+
 fn qemu_pid(root: &Path) -> Option<i32> {
     processes_under(root)
         .into_iter()
@@ -139,9 +165,22 @@ async fn the_handler_runs_a_vmi_readopts_it_after_a_restart_and_fails_it_when_qe
     let launcher = spawn_launcher(&dirs, "handled", uid);
     let _stopper = Stopper(launcher.id());
     world.api.apply(vmi);
-    let (stop, handler) = world.start_handler();
+    let endpoint = free_port();
+    let (stop, handler) = world.start_handler_with(world.config_listening(Some(endpoint)));
 
     let running = world.wait_for_phase(Phase::Running, Duration::from_secs(120)).await;
+    let (status_line, body) = http_get(endpoint, "/healthz").await;
+    assert_eq!((status_line.as_str(), body.as_str()), ("HTTP/1.1 200 OK", "ok"));
+    let (_, metrics) = http_get(endpoint, "/metrics").await;
+    for series in [
+        "kubevirt_vmi_phase_count{node=\"node01\",phase=\"running\"",
+        "kubevirt_vmi_cpu_usage_seconds_total{node=\"node01\",namespace=\"default\",name=\"handled\"}",
+        "kubevirt_vmi_vcpu_seconds_total{node=\"node01\",namespace=\"default\",name=\"handled\",id=\"0\",state=\"running\"}",
+        "kubevirt_vmi_memory_actual_balloon_bytes{node=\"node01\",namespace=\"default\",name=\"handled\"} 268435456",
+        "kubevirt_vmi_storage_read_traffic_bytes_total{node=\"node01\",namespace=\"default\",name=\"handled\",drive=\"containerdisk\"}",
+    ] {
+        assert!(metrics.contains(series), "no {series} in:\n{metrics}");
+    }
     let status = running.status.expect("status");
     assert_eq!(status.node_name.as_deref(), Some(NODE));
     assert_eq!(
