@@ -12,6 +12,7 @@ use kubevirt_api::v1::{VirtualMachineInstance, VirtualMachineInstancePhase as Ph
 
 use crate::cluster_api::VmiEvent;
 use crate::decide::{Action, DomainView, VmiView, decide};
+use crate::status::{LauncherView, compute_phase};
 
 /// How long to wait for a launcher that is still starting.
 pub const STARTING_RETRY: Duration = Duration::from_secs(1);
@@ -158,7 +159,14 @@ pub fn plan(observed: &Observation<'_>) -> Plan {
             }
             plan.requeue = requeue;
         }
-        Action::Delete if ready => plan.steps.push(Step::Delete),
+        Action::Delete if ready => {
+            // A dead domain is undefined only once the VMI's final phase is written (or the VMI
+            // is gone): undefining first would leave no domain to compute that phase from.
+            let next = compute_phase(phase, observed.domain, LauncherView::Responsive).unwrap_or(phase);
+            if observed.vmi_gone || phase.is_final() || !next.is_final() {
+                plan.steps.push(Step::Delete);
+            }
+        }
         Action::Shutdown | Action::Delete => match observed.launcher {
             LauncherState::Starting => plan.requeue = Some(STARTING_RETRY),
             // Nothing is left to stop.
@@ -330,6 +338,21 @@ mod tests {
         let cleanup = plan(&vanished);
         assert_eq!(cleanup.steps, vec![Step::Cleanup]);
         assert!(!cleanup.write_status);
+    }
+
+    #[test]
+    fn a_deleted_vmi_records_its_final_phase_before_its_domain_is_undefined() {
+        let deleting = vmi(Phase::Running, true);
+        let off = domain(DomainState::Shutoff, StateReason::Shutdown, None);
+        let first = plan(&observe(&deleting, Some(&off)));
+        assert!(first.steps.is_empty() && first.write_status, "Succeeded is written first");
+        let succeeded = vmi(Phase::Succeeded, true);
+        assert_eq!(plan(&observe(&succeeded, Some(&off))).steps, vec![Step::Delete]);
+        let gone = Observation {
+            vmi_gone: true,
+            ..observe(&deleting, Some(&off))
+        };
+        assert_eq!(plan(&gone).steps, vec![Step::Delete]);
     }
 
     #[test]

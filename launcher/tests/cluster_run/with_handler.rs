@@ -96,10 +96,19 @@ impl World {
     }
 
     async fn wait_for_phase(&self, phase: Phase, timeout: Duration) -> VirtualMachineInstance {
-        wait_until(&format!("phase {phase:?}"), timeout, async || {
-            self.api.vmi(&self.key).filter(|_| self.phase() == Some(phase))
-        })
-        .await
+        let begin = std::time::Instant::now();
+        loop {
+            if let Some(vmi) = self.api.vmi(&self.key).filter(|_| self.phase() == Some(phase)) {
+                return vmi;
+            }
+            assert!(
+                begin.elapsed() < timeout,
+                "no phase {phase:?} within {timeout:?}; status {:#?}; writes {:#?}",
+                self.api.vmi(&self.key).and_then(|v| v.status),
+                self.api.writes()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     fn events(&self) -> Vec<String> {
