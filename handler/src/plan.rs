@@ -345,7 +345,10 @@ mod tests {
         let deleting = vmi(Phase::Running, true);
         let off = domain(DomainState::Shutoff, StateReason::Shutdown, None);
         let first = plan(&observe(&deleting, Some(&off)));
-        assert!(first.steps.is_empty() && first.write_status, "Succeeded is written first");
+        assert!(
+            first.steps.is_empty() && first.write_status,
+            "Succeeded is written first"
+        );
         let succeeded = vmi(Phase::Succeeded, true);
         assert_eq!(plan(&observe(&succeeded, Some(&off))).steps, vec![Step::Delete]);
         let gone = Observation {
