@@ -53,6 +53,7 @@ mod tests {
     const LIVE: &str = r"<domain type='qemu' id='1'>
   <name>default_testguest</name>
   <memory unit='KiB'>262144</memory>
+  <vcpu placement='static'>1</vcpu>
   <os><type arch='x86_64' machine='pc-q35-7.2'>hvm</type></os>
   <features><acpi/></features>
   <devices>
