@@ -2,5 +2,8 @@
 //! `VirtualMachineInstance` into a virt-launcher Pod, and owns the phases Pending, Scheduling and
 //! Scheduled.
 //!
-//! The crate exists now so the workspace has its final shape; its reconcilers arrive with the
-//! virt-controller issue and build only on the `kubevirt-api` types.
+//! So far it holds the pure parts: the launcher pod ([`pod`]) with its memory overhead
+//! ([`overhead`]).
+
+pub mod overhead;
+pub mod pod;

@@ -1,0 +1,189 @@
+//! The launcher pod's memory overhead: what virt-launcher, its libvirt daemons and QEMU need on
+//! top of the guest's memory (upstream's `GetMemoryOverhead`, launcher.md §6). Pure.
+
+use kubevirt_api::quantity;
+use kubevirt_api::v1::VirtualMachineInstance;
+
+const MI: u64 = 1024 * 1024;
+
+/// virt-launcher-monitor, virt-launcher, virtlogd, virtqemud and QEMU's own memory.
+pub const FIXED: u64 = (25 + 100 + 25 + 40 + 30) * MI;
+/// Per vCPU.
+pub const PER_VCPU: u64 = 8 * MI;
+/// The static IOThread.
+pub const IOTHREAD: u64 = 8 * MI;
+/// Video RAM, unless `autoattachGraphicsDevice: false`.
+pub const VIDEO: u64 = 32 * MI;
+/// Each exec probe, and once more if any exists.
+pub const EXEC_PROBE: u64 = 10 * MI;
+/// Once, with any exec probe.
+pub const PROBE_HELPER: u64 = 100 * MI;
+/// The downwardMetrics disk.
+pub const DOWNWARD_METRICS: u64 = MI;
+/// swtpm.
+pub const TPM: u64 = 53 * MI;
+/// SEV.
+pub const SEV: u64 = 256 * MI;
+/// Dedicated CPUs (Guaranteed QoS).
+pub const DEDICATED_CPU: u64 = 100 * MI;
+
+/// The guest's memory request: `resources.requests.memory`, else `memory.guest`.
+#[must_use]
+pub fn guest_memory_request(vmi: &VirtualMachineInstance) -> Option<u64> {
+    let domain = &vmi.spec.domain;
+    domain
+        .resources
+        .as_ref()
+        .and_then(|r| r.requests.as_ref())
+        .and_then(|r| r.get("memory"))
+        .or_else(|| domain.memory.as_ref().and_then(|m| m.guest.as_ref()))
+        .and_then(|q| quantity::to_bytes(q).ok())
+}
+
+/// vCPUs: sockets × cores × threads when a CPU topology is given, else the CPU limit, else the
+/// CPU request (rounded up), at least 1.
+#[must_use]
+pub fn vcpus(vmi: &VirtualMachineInstance) -> u64 {
+    let domain = &vmi.spec.domain;
+    if let Some(cpu) = &domain.cpu
+        && (cpu.sockets.is_some() || cpu.cores.is_some() || cpu.threads.is_some())
+    {
+        let topology = [cpu.sockets, cpu.cores, cpu.threads]
+            .into_iter()
+            .map(|n| u64::from(n.unwrap_or(1).max(1)))
+            .product::<u64>();
+        return topology.max(1);
+    }
+    let resources = domain.resources.as_ref();
+    let cpu_of =
+        |map: Option<&std::collections::BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>| {
+            map.and_then(|m| m.get("cpu"))
+                .and_then(|q| quantity::parse(q).ok())
+                .map(|q| u64::try_from(q.ceil()).unwrap_or(1))
+        };
+    cpu_of(resources.and_then(|r| r.limits.as_ref()))
+        .or_else(|| cpu_of(resources.and_then(|r| r.requests.as_ref())))
+        .unwrap_or(1)
+        .max(1)
+}
+
+/// Whether the VMI asks for dedicated CPUs.
+#[must_use]
+pub fn has_dedicated_cpus(vmi: &VirtualMachineInstance) -> bool {
+    vmi.spec
+        .domain
+        .cpu
+        .as_ref()
+        .and_then(|c| c.dedicated_cpu_placement)
+        .unwrap_or(false)
+}
+
+/// The overhead in bytes, multiplied by the cluster's `additionalGuestMemoryOverheadRatio`.
+#[must_use]
+pub fn memory_overhead(vmi: &VirtualMachineInstance, ratio: Option<f64>) -> u64 {
+    let domain = &vmi.spec.domain;
+    let devices = &domain.devices;
+    // Page tables: one byte per 512 of guest memory, on the kilo-rounded request as upstream.
+    let page_tables = guest_memory_request(vmi).map_or(0, |bytes| bytes.div_ceil(1000) * 1000 / 512);
+    let mut total = page_tables + FIXED + PER_VCPU * vcpus(vmi) + IOTHREAD;
+    if devices.autoattach_graphics_device != Some(false) {
+        total += VIDEO;
+    }
+    if vmi.spec.volumes.iter().any(|v| v.downward_metrics.is_some()) {
+        total += DOWNWARD_METRICS;
+    }
+    let exec_probes = [&vmi.spec.liveness_probe, &vmi.spec.readiness_probe]
+        .into_iter()
+        .filter(|p| p.as_ref().is_some_and(|p| p.exec.is_some()))
+        .count() as u64;
+    if exec_probes > 0 {
+        total += EXEC_PROBE * exec_probes + PROBE_HELPER;
+    }
+    if devices.tpm.is_some() {
+        total += TPM;
+    }
+    if domain.launch_security.as_ref().is_some_and(|l| l.sev.is_some()) {
+        total += SEV;
+    }
+    if has_dedicated_cpus(vmi) {
+        total += DEDICATED_CPU;
+    }
+    match ratio {
+        Some(ratio) if ratio.is_finite() && ratio > 0.0 => {
+            #[allow(
+                clippy::cast_precision_loss,
+                clippy::cast_possible_truncation,
+                clippy::cast_sign_loss,
+                reason = "overheads are far below 2^53 bytes"
+            )]
+            let scaled = (total as f64 * ratio) as u64;
+            scaled
+        }
+        _ => total,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vmi(spec: &serde_json::Value) -> VirtualMachineInstance {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+            "metadata": {"name": "vm"}, "spec": spec
+        }))
+        .expect("vmi")
+    }
+
+    #[test]
+    fn upstreams_worked_example_is_280_mi() {
+        // amd64, 2 Gi guest, 2 cores, graphics on, nothing else (launcher.md §6): 4 Mi page tables
+        // + 220 Mi fixed + 16 Mi vCPUs + 8 Mi IOThread + 32 Mi video.
+        let example = vmi(&serde_json::json!({"domain": {
+            "cpu": {"cores": 2},
+            "resources": {"requests": {"memory": "2Gi"}},
+            "devices": {}
+        }}));
+        let page_tables = 2_147_484_000 / 512;
+        assert_eq!(memory_overhead(&example, None), page_tables + 276 * MI);
+        assert_eq!((memory_overhead(&example, None) + MI / 2) / MI, 280);
+    }
+
+    #[test]
+    fn each_term_counts_once_and_the_ratio_scales_the_total() {
+        let bare = vmi(&serde_json::json!({"domain": {
+            "memory": {"guest": "1Gi"},
+            "devices": {"autoattachGraphicsDevice": false}
+        }}));
+        let plain = memory_overhead(&bare, None);
+        assert_eq!(plain, 1_073_742_000 / 512 + FIXED + PER_VCPU + IOTHREAD);
+        let with_extras = vmi(&serde_json::json!({
+            "domain": {
+                "memory": {"guest": "1Gi"},
+                "cpu": {"dedicatedCpuPlacement": true},
+                "devices": {"autoattachGraphicsDevice": false, "tpm": {}}
+            },
+            "livenessProbe": {"exec": {"command": ["true"]}},
+            "readinessProbe": {"exec": {"command": ["true"]}}
+        }));
+        assert_eq!(
+            memory_overhead(&with_extras, None),
+            plain + TPM + DEDICATED_CPU + 2 * EXEC_PROBE + PROBE_HELPER
+        );
+        assert_eq!(memory_overhead(&bare, Some(2.0)), plain * 2);
+    }
+
+    #[test]
+    fn vcpus_come_from_the_topology_then_the_cpu_limit_then_the_request() {
+        let topology =
+            vmi(&serde_json::json!({"domain": {"cpu": {"sockets": 2, "cores": 2, "threads": 2}, "devices": {}}}));
+        assert_eq!(vcpus(&topology), 8);
+        let limit = vmi(
+            &serde_json::json!({"domain": {"resources": {"limits": {"cpu": "3"}, "requests": {"cpu": "1"}}, "devices": {}}}),
+        );
+        assert_eq!(vcpus(&limit), 3);
+        let request = vmi(&serde_json::json!({"domain": {"resources": {"requests": {"cpu": "1500m"}}, "devices": {}}}));
+        assert_eq!(vcpus(&request), 2);
+        assert_eq!(vcpus(&vmi(&serde_json::json!({"domain": {"devices": {}}}))), 1);
+    }
+}

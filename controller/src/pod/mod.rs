@@ -1,0 +1,176 @@
+//! The virt-launcher Pod of a VMI, rendered as upstream renders it (controlplane.md §1.3–1.4):
+//! identity, the `compute` container and the disk sidecars, resources, volumes and placement.
+//! Pure: the same VMI and configuration always give the same Pod.
+
+mod containers;
+mod resources;
+mod volumes;
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Pod, PodReadinessGate, PodSecurityContext, PodSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kubevirt_api::v1::VirtualMachineInstance;
+use kubevirt_api::well_known::{annotations, labels};
+pub use resources::{KVM, TUN, VHOST_NET, has_pod_interface};
+
+/// What the cluster decides about launcher pods.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodConfig {
+    /// The launcher image (virt-controller's `--launcher-image`).
+    pub launcher_image: String,
+    /// Pull policy of the launcher and disk images.
+    pub image_pull_policy: String,
+    /// `developerConfiguration.useEmulation`: no `/dev/kvm`, the launcher gets `--allow-emulation`.
+    pub use_emulation: bool,
+    /// Base of `--qemu-timeout`, in seconds.
+    pub qemu_timeout_seconds: u64,
+    /// vCPUs per requested host CPU (`developerConfiguration.cpuAllocationRatio`).
+    pub cpu_allocation_ratio: u32,
+    /// `additionalGuestMemoryOverheadRatio`.
+    pub additional_guest_memory_overhead_ratio: Option<f64>,
+    /// Cluster-wide node selectors, under the VMI's own.
+    pub node_selectors: BTreeMap<String, String>,
+}
+
+impl PodConfig {
+    /// Upstream's defaults with `launcher_image`.
+    #[must_use]
+    pub fn new(launcher_image: &str) -> Self {
+        Self {
+            launcher_image: launcher_image.to_owned(),
+            image_pull_policy: "IfNotPresent".to_owned(),
+            use_emulation: false,
+            qemu_timeout_seconds: 240,
+            cpu_allocation_ratio: 10,
+            additional_guest_memory_overhead_ratio: None,
+            node_selectors: BTreeMap::new(),
+        }
+    }
+}
+
+/// Why a VMI has no launcher pod.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RenderError {
+    /// A volume cannot be given to the launcher.
+    #[error("{field}: {message}")]
+    Volume {
+        /// The field, e.g. `spec.volumes[2]`.
+        field: String,
+        /// Why.
+        message: String,
+    },
+    /// The VMI has no name or UID yet.
+    #[error("the VMI has no {0} yet")]
+    Identity(&'static str),
+}
+
+/// The readiness gate virt-controller flips when the VMI is paused.
+pub const UNPAUSED_READINESS_GATE: &str = "kubevirt.io/virtual-machine-unpaused";
+/// The pod's grace period beyond the VMI's: the launcher's 15 s, then 15 s more for the kubelet.
+pub const POD_GRACE_EXTRA: i64 = 30;
+
+/// A DNS-1123 label from the VMI's hostname or name, as upstream's `vm.kubevirt.io/name` label.
+fn sanitized_hostname(vmi: &VirtualMachineInstance) -> String {
+    let raw = vmi
+        .spec
+        .hostname
+        .clone()
+        .or_else(|| vmi.metadata.name.clone())
+        .unwrap_or_default();
+    let cleaned: String = raw
+        .to_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' })
+        .take(63)
+        .collect();
+    cleaned.trim_matches('-').to_owned()
+}
+
+fn pod_labels(vmi: &VirtualMachineInstance, uid: &str) -> BTreeMap<String, String> {
+    let mut pod_labels = vmi.metadata.labels.clone().unwrap_or_default();
+    pod_labels.insert(labels::APP.to_owned(), labels::APP_VIRT_LAUNCHER.to_owned());
+    pod_labels.insert(labels::CREATED_BY.to_owned(), uid.to_owned());
+    pod_labels.insert(labels::VM_NAME.to_owned(), sanitized_hostname(vmi));
+    pod_labels
+}
+
+fn pod_annotations(vmi: &VirtualMachineInstance, name: &str) -> BTreeMap<String, String> {
+    let mut pod_annotations: BTreeMap<String, String> = vmi
+        .metadata
+        .annotations
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(key, _)| {
+            !key.starts_with("kubectl.kubernetes.io")
+                && key != annotations::LATEST_OBSERVED_API_VERSION
+                && key != annotations::STORAGE_OBSERVED_API_VERSION
+        })
+        .collect();
+    pod_annotations.insert(annotations::DOMAIN.to_owned(), name.to_owned());
+    pod_annotations.insert(annotations::DEFAULT_CONTAINER.to_owned(), "compute".to_owned());
+    pod_annotations.insert("kubevirt.io/migrationTransportUnix".to_owned(), "true".to_owned());
+    pod_annotations
+}
+
+/// Renders the launcher pod of `vmi`.
+pub fn render_launcher_pod(vmi: &VirtualMachineInstance, config: &PodConfig) -> Result<Pod, RenderError> {
+    let name = vmi.metadata.name.clone().ok_or(RenderError::Identity("name"))?;
+    let uid = vmi.metadata.uid.clone().ok_or(RenderError::Identity("uid"))?;
+    let hugepages = resources::hugepage_size(vmi).is_some();
+    let (pod_volumes, mounts) = volumes::volumes(vmi, hugepages)?;
+    let compute = containers::compute(vmi, config, resources::compute_resources(vmi, config), mounts);
+    let mut pod_containers = vec![compute];
+    pod_containers.extend(containers::disk_sidecars(vmi, config));
+    let init = containers::init_containers(vmi, config);
+    let mut node_selector = config.node_selectors.clone();
+    node_selector.extend(vmi.spec.node_selector.clone().unwrap_or_default());
+    node_selector.insert(labels::NODE_SCHEDULABLE.to_owned(), "true".to_owned());
+    Ok(Pod {
+        metadata: ObjectMeta {
+            generate_name: Some(format!("virt-launcher-{name}-")),
+            namespace: vmi.metadata.namespace.clone(),
+            labels: Some(pod_labels(vmi, &uid)),
+            annotations: Some(pod_annotations(vmi, &name)),
+            owner_references: Some(vec![OwnerReference {
+                api_version: "kubevirt.io/v1".to_owned(),
+                kind: "VirtualMachineInstance".to_owned(),
+                name,
+                uid,
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            }]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PodSpec {
+            restart_policy: Some("Never".to_owned()),
+            termination_grace_period_seconds: Some(vmi.termination_grace_period_seconds() + POD_GRACE_EXTRA),
+            hostname: Some(sanitized_hostname(vmi)),
+            subdomain: vmi.spec.subdomain.clone(),
+            node_selector: Some(node_selector),
+            tolerations: Some(vmi.spec.tolerations.clone()).filter(|t| !t.is_empty()),
+            affinity: vmi.spec.affinity.clone(),
+            scheduler_name: vmi.spec.scheduler_name.clone(),
+            priority_class_name: vmi.spec.priority_class_name.clone(),
+            topology_spread_constraints: Some(vmi.spec.topology_spread_constraints.clone()).filter(|t| !t.is_empty()),
+            dns_config: vmi.spec.dns_config.clone(),
+            dns_policy: vmi.spec.dns_policy.clone(),
+            readiness_gates: Some(vec![PodReadinessGate {
+                condition_type: UNPAUSED_READINESS_GATE.to_owned(),
+            }]),
+            enable_service_links: Some(false),
+            automount_service_account_token: Some(false),
+            security_context: Some(PodSecurityContext {
+                run_as_user: Some(0),
+                fs_group: Some(107),
+                ..PodSecurityContext::default()
+            }),
+            containers: pod_containers,
+            init_containers: Some(init).filter(|i| !i.is_empty()),
+            volumes: Some(pod_volumes),
+            ..PodSpec::default()
+        }),
+        status: None,
+    })
+}

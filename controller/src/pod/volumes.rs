@@ -1,0 +1,158 @@
+//! The launcher pod's volumes and the `compute` container's mounts (controlplane.md §1.3): the
+//! emptyDirs the launcher works in, and one pod volume per VMI volume that needs the kubelet.
+
+use k8s_openapi::api::core::v1::{
+    EmptyDirVolumeSource, HostPathVolumeSource, PersistentVolumeClaimVolumeSource, Volume, VolumeMount,
+};
+use kubevirt_api::v1::{VirtualMachineInstance, VolumeSource};
+
+use super::RenderError;
+
+/// The launcher's private directory.
+pub const PRIVATE_DIR: &str = "/var/run/kubevirt-private";
+/// The share directory (`--kubevirt-share-dir`).
+pub const SHARE_DIR: &str = "/var/run/kubevirt";
+/// Ephemeral disks (`--ephemeral-disk-dir`).
+pub const EPHEMERAL_DISK_DIR: &str = "/var/run/kubevirt-ephemeral-disks";
+/// Container disks (`--container-disk-dir`).
+pub const CONTAINER_DISK_DIR: &str = "/var/run/kubevirt/container-disks";
+/// Where the containerDisk binary is shared with the disk containers.
+pub const BIN_SHARE_DIR: &str = "/init/usr/bin";
+
+fn empty_dir(name: &str) -> Volume {
+    Volume {
+        name: name.to_owned(),
+        empty_dir: Some(EmptyDirVolumeSource::default()),
+        ..Volume::default()
+    }
+}
+
+fn mount(name: &str, path: &str) -> VolumeMount {
+    VolumeMount {
+        name: name.to_owned(),
+        mount_path: path.to_owned(),
+        ..VolumeMount::default()
+    }
+}
+
+/// Whether the VMI has containerDisks (or a kernel-boot container), which need the disk sidecars.
+#[must_use]
+pub fn has_container_disks(vmi: &VirtualMachineInstance) -> bool {
+    vmi.spec.volumes.iter().any(|v| v.container_disk.is_some()) || has_kernel_boot_container(vmi)
+}
+
+/// Whether the VMI boots a kernel from a container image.
+#[must_use]
+pub fn has_kernel_boot_container(vmi: &VirtualMachineInstance) -> bool {
+    vmi.spec
+        .domain
+        .firmware
+        .as_ref()
+        .and_then(|f| f.kernel_boot.as_ref())
+        .is_some_and(|k| k.container.is_some())
+}
+
+/// The pod's volumes and the `compute` container's mounts.
+pub fn volumes(vmi: &VirtualMachineInstance, hugepages: bool) -> Result<(Vec<Volume>, Vec<VolumeMount>), RenderError> {
+    let mut volumes = vec![
+        empty_dir("private"),
+        empty_dir("public"),
+        empty_dir("sockets"),
+        empty_dir("libvirt-runtime"),
+        empty_dir("ephemeral-disks"),
+        empty_dir("container-disks"),
+    ];
+    let mut mounts = vec![
+        mount("private", PRIVATE_DIR),
+        mount("public", SHARE_DIR),
+        mount("ephemeral-disks", EPHEMERAL_DISK_DIR),
+        VolumeMount {
+            mount_propagation: Some("HostToContainer".to_owned()),
+            ..mount("container-disks", CONTAINER_DISK_DIR)
+        },
+        mount("libvirt-runtime", "/var/run/libvirt"),
+        mount("sockets", &format!("{SHARE_DIR}/sockets")),
+    ];
+    if has_container_disks(vmi) {
+        volumes.push(empty_dir("virt-bin-share-dir"));
+    }
+    if hugepages {
+        volumes.push(Volume {
+            name: "hugepages".to_owned(),
+            empty_dir: Some(EmptyDirVolumeSource {
+                medium: Some("HugePages".to_owned()),
+                ..EmptyDirVolumeSource::default()
+            }),
+            ..Volume::default()
+        });
+        mounts.push(mount("hugepages", "/dev/hugepages"));
+    }
+    for (index, volume) in vmi.spec.volumes.iter().enumerate() {
+        let field = format!("spec.volumes[{index}]");
+        let source = volume.source().map_err(|e| RenderError::Volume {
+            field: field.clone(),
+            message: e.to_string(),
+        })?;
+        let disk_dir = format!("{PRIVATE_DIR}/vmi-disks/{}", volume.name);
+        let claim = |claim_name: &str, read_only: Option<bool>| Volume {
+            name: volume.name.clone(),
+            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                claim_name: claim_name.to_owned(),
+                read_only,
+            }),
+            ..Volume::default()
+        };
+        match source {
+            VolumeSource::PersistentVolumeClaim(pvc) => {
+                volumes.push(claim(&pvc.claim_name, pvc.read_only));
+                mounts.push(mount(&volume.name, &disk_dir));
+            }
+            VolumeSource::Ephemeral(ephemeral) => {
+                if let Some(pvc) = &ephemeral.persistent_volume_claim {
+                    volumes.push(claim(&pvc.claim_name, Some(true)));
+                    mounts.push(mount(&volume.name, &disk_dir));
+                }
+            }
+            VolumeSource::DataVolume(dv) => {
+                volumes.push(claim(&dv.name, None));
+                mounts.push(mount(&volume.name, &disk_dir));
+            }
+            VolumeSource::HostDisk(host) => {
+                let dir = std::path::Path::new(&host.path)
+                    .parent()
+                    .map(|p| p.display().to_string())
+                    .filter(|p| !p.is_empty())
+                    .ok_or_else(|| RenderError::Volume {
+                        field: format!("{field}.hostDisk.path"),
+                        message: format!("{} has no directory", host.path),
+                    })?;
+                let kind = if host.disk_type == "DiskOrCreate" {
+                    "DirectoryOrCreate"
+                } else {
+                    "Directory"
+                };
+                volumes.push(Volume {
+                    name: volume.name.clone(),
+                    host_path: Some(HostPathVolumeSource {
+                        path: dir,
+                        type_: Some(kind.to_owned()),
+                    }),
+                    ..Volume::default()
+                });
+                mounts.push(mount(&volume.name, &disk_dir));
+            }
+            // Served by sidecars or made by the launcher itself.
+            VolumeSource::ContainerDisk(_)
+            | VolumeSource::CloudInitNoCloud(_)
+            | VolumeSource::CloudInitConfigDrive(_)
+            | VolumeSource::EmptyDisk(_) => {}
+            _ => {
+                return Err(RenderError::Volume {
+                    field,
+                    message: format!("volume {} is of a kind the launcher does not support yet", volume.name),
+                });
+            }
+        }
+    }
+    Ok((volumes, mounts))
+}
