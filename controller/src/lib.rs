@@ -3,7 +3,10 @@
 //! Scheduled.
 //!
 //! So far it holds the pure parts: the launcher pod ([`pod`]) with its memory overhead
-//! ([`overhead`]).
+//! ([`overhead`]), the run-strategy decision ([`run_strategy`]), and the printable status and
+//! crash-loop backoff ([`printable_status`]).
 
 pub mod overhead;
 pub mod pod;
+pub mod printable_status;
+pub mod run_strategy;
