@@ -5,8 +5,10 @@
 //! Defaults are never filled in during deserialization (a missing field stays `None`); defaulting is
 //! an explicit step owned by virt-api's mutating webhook, as upstream does it.
 
+pub mod clock;
 pub mod crd;
 pub mod domain_state;
+pub mod events;
 pub mod graceful_stop;
 pub mod manifest;
 pub mod quantity;

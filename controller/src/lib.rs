@@ -6,7 +6,11 @@
 //! ([`overhead`]), the run-strategy decision ([`run_strategy`]), and the printable status and
 //! crash-loop backoff ([`printable_status`]).
 
+pub mod cluster_api;
+pub mod expectations;
 pub mod overhead;
 pub mod pod;
 pub mod printable_status;
 pub mod run_strategy;
+pub mod vmi_controller;
+pub mod vmi_lifecycle;

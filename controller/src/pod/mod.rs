@@ -8,7 +8,7 @@ mod volumes;
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Pod, PodReadinessGate, PodSecurityContext, PodSpec};
+use k8s_openapi::api::core::v1::{Pod, PodSecurityContext, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kubevirt_api::v1::VirtualMachineInstance;
 use kubevirt_api::well_known::{annotations, labels};
@@ -65,8 +65,6 @@ pub enum RenderError {
     Identity(&'static str),
 }
 
-/// The readiness gate virt-controller flips when the VMI is paused.
-pub const UNPAUSED_READINESS_GATE: &str = "kubevirt.io/virtual-machine-unpaused";
 /// The pod's grace period beyond the VMI's: the launcher's 15 s, then 15 s more for the kubelet.
 pub const POD_GRACE_EXTRA: i64 = 30;
 
@@ -156,9 +154,6 @@ pub fn render_launcher_pod(vmi: &VirtualMachineInstance, config: &PodConfig) -> 
             topology_spread_constraints: Some(vmi.spec.topology_spread_constraints.clone()).filter(|t| !t.is_empty()),
             dns_config: vmi.spec.dns_config.clone(),
             dns_policy: vmi.spec.dns_policy.clone(),
-            readiness_gates: Some(vec![PodReadinessGate {
-                condition_type: UNPAUSED_READINESS_GATE.to_owned(),
-            }]),
             enable_service_links: Some(false),
             automount_service_account_token: Some(false),
             security_context: Some(PodSecurityContext {

@@ -2,8 +2,8 @@
 
 use futures::StreamExt as _;
 use futures::stream::BoxStream;
-use k8s_openapi::api::core::v1::{Event, EventSource, Node, ObjectReference};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::api::core::v1::{Event, Node};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kubevirt_api::v1::VirtualMachineInstance;
@@ -75,42 +75,20 @@ impl ClusterApi for KubeClusterApi {
 
     async fn record_event(&self, vmi: &VirtualMachineInstance, node: &str, event: VmiEvent) -> Result<(), ApiError> {
         let namespace = vmi.metadata.namespace.clone().unwrap_or_else(|| "default".to_owned());
-        let name = vmi.metadata.name.clone().unwrap_or_default();
-        let now = Time(k8s_openapi::jiff::Timestamp::now());
-        let body = Event {
-            metadata: ObjectMeta {
-                generate_name: Some(format!("{name}.")),
-                namespace: Some(namespace.clone()),
-                ..ObjectMeta::default()
-            },
-            involved_object: ObjectReference {
-                api_version: Some("kubevirt.io/v1".to_owned()),
-                kind: Some("VirtualMachineInstance".to_owned()),
-                name: Some(name.clone()),
-                namespace: Some(namespace.clone()),
-                uid: vmi.metadata.uid.clone(),
-                resource_version: vmi.metadata.resource_version.clone(),
-                ..ObjectReference::default()
-            },
-            type_: Some(event.event_type.to_owned()),
-            reason: Some(event.reason),
-            message: Some(event.message),
-            source: Some(EventSource {
-                component: Some(COMPONENT.to_owned()),
-                host: Some(node.to_owned()),
-            }),
-            reporting_component: Some(COMPONENT.to_owned()),
-            reporting_instance: Some(node.to_owned()),
-            first_timestamp: Some(now.clone()),
-            last_timestamp: Some(now),
-            count: Some(1),
-            ..Event::default()
-        };
+        let body = kubevirt_api::events::vmi_event(
+            vmi,
+            COMPONENT,
+            Some(node),
+            event.event_type,
+            &event.reason,
+            &event.message,
+            Time(k8s_openapi::jiff::Timestamp::now()),
+        );
         let events: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
         events
             .create(&PostParams::default(), &body)
             .await
             .map(|_| ())
-            .map_err(kube_error(format!("record event about {namespace}/{name}")))
+            .map_err(kube_error(format!("record event about {}", vmi.key())))
     }
 }

@@ -1,0 +1,283 @@
+//! An in-memory API server for virt-controller: VMIs and pods, watches that see every change,
+//! the kubelet's part played by the test (scheduling and running pods), and every write counted.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use futures::StreamExt as _;
+use futures::stream::BoxStream;
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::watcher::Event;
+use kubevirt_api::v1::VirtualMachineInstance;
+use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
+
+use super::{ApiError, ControllerApi, PodWatchEvent, VmiWatchEvent};
+
+/// One write virt-controller made.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Write {
+    /// Pod created.
+    CreatePod(String),
+    /// Pod deleted.
+    DeletePod(String),
+    /// VMI metadata patched.
+    PatchVmi(String, serde_json::Value),
+    /// VMI status written.
+    VmiStatus(String),
+    /// Event recorded about a VMI.
+    Event(String, String),
+}
+
+#[derive(Debug, Default)]
+struct State {
+    vmis: BTreeMap<String, VirtualMachineInstance>,
+    pods: BTreeMap<String, Pod>,
+    vmi_watchers: Vec<UnboundedSender<VmiWatchEvent>>,
+    pod_watchers: Vec<UnboundedSender<PodWatchEvent>>,
+    writes: Vec<Write>,
+    version: u64,
+    pod_counter: u64,
+}
+
+impl State {
+    fn stamp(&mut self, meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) {
+        self.version += 1;
+        meta.resource_version = Some(self.version.to_string());
+    }
+
+    fn vmi_changed(&mut self, event: &VmiWatchEvent) {
+        self.vmi_watchers.retain(|w| w.send(event.clone()).is_ok());
+    }
+
+    fn pod_changed(&mut self, event: &PodWatchEvent) {
+        self.pod_watchers.retain(|w| w.send(event.clone()).is_ok());
+    }
+}
+
+fn key_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
+    format!(
+        "{}/{}",
+        meta.namespace.as_deref().unwrap_or("default"),
+        meta.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// The fake. Clones share one state.
+#[derive(Clone, Debug, Default)]
+pub struct FakeControllerApi {
+    state: Arc<Mutex<State>>,
+}
+
+impl FakeControllerApi {
+    /// An empty API server.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Creates or replaces a VMI, as a user would.
+    pub fn apply_vmi(&self, mut vmi: VirtualMachineInstance) {
+        let mut state = self.lock();
+        state.stamp(&mut vmi.metadata);
+        state.vmis.insert(vmi.key(), vmi.clone());
+        state.vmi_changed(&Event::Apply(vmi));
+    }
+
+    /// Changes a stored VMI (as the handler or a user would).
+    pub fn modify_vmi(&self, key: &str, change: impl FnOnce(&mut VirtualMachineInstance)) {
+        let mut state = self.lock();
+        let Some(mut vmi) = state.vmis.get(key).cloned() else {
+            return;
+        };
+        change(&mut vmi);
+        state.stamp(&mut vmi.metadata);
+        state.vmis.insert(key.to_owned(), vmi.clone());
+        state.vmi_changed(&Event::Apply(vmi));
+    }
+
+    /// Changes a stored pod (as the scheduler and kubelet would).
+    pub fn modify_pod(&self, key: &str, change: impl FnOnce(&mut Pod)) {
+        let mut state = self.lock();
+        let Some(mut pod) = state.pods.get(key).cloned() else {
+            return;
+        };
+        change(&mut pod);
+        state.stamp(&mut pod.metadata);
+        state.pods.insert(key.to_owned(), pod.clone());
+        state.pod_changed(&Event::Apply(pod));
+    }
+
+    /// Removes a pod (the kubelet finished deleting it).
+    pub fn remove_pod(&self, key: &str) {
+        let mut state = self.lock();
+        if let Some(pod) = state.pods.remove(key) {
+            state.pod_changed(&Event::Delete(pod));
+        }
+    }
+
+    /// The stored VMI.
+    #[must_use]
+    pub fn vmi(&self, key: &str) -> Option<VirtualMachineInstance> {
+        self.lock().vmis.get(key).cloned()
+    }
+
+    /// Keys (`namespace/name`) of the stored pods.
+    #[must_use]
+    pub fn pod_keys(&self) -> Vec<String> {
+        self.lock().pods.keys().cloned().collect()
+    }
+
+    /// The stored pod.
+    #[must_use]
+    pub fn pod(&self, key: &str) -> Option<Pod> {
+        self.lock().pods.get(key).cloned()
+    }
+
+    /// Every write so far.
+    #[must_use]
+    pub fn writes(&self) -> Vec<Write> {
+        self.lock().writes.clone()
+    }
+
+    fn watch<T: Clone + Send + 'static>(
+        initial: Vec<T>,
+        register: impl FnOnce(UnboundedSender<Event<T>>),
+    ) -> BoxStream<'static, Result<Event<T>, ApiError>> {
+        let (tx, rx) = unbounded_channel();
+        let _ = tx.send(Event::Init);
+        for object in initial {
+            let _ = tx.send(Event::InitApply(object));
+        }
+        let _ = tx.send(Event::InitDone);
+        register(tx);
+        tokio_stream::wrappers::UnboundedReceiverStream::new(rx).map(Ok).boxed()
+    }
+}
+
+impl ControllerApi for FakeControllerApi {
+    fn watch_vmis(&self) -> BoxStream<'static, Result<VmiWatchEvent, ApiError>> {
+        let mut state = self.lock();
+        let initial = state.vmis.values().cloned().collect();
+        Self::watch(initial, |tx| state.vmi_watchers.push(tx))
+    }
+
+    fn watch_launcher_pods(&self) -> BoxStream<'static, Result<PodWatchEvent, ApiError>> {
+        let mut state = self.lock();
+        let initial = state.pods.values().cloned().collect();
+        Self::watch(initial, |tx| state.pod_watchers.push(tx))
+    }
+
+    async fn create_pod(&self, namespace: &str, pod: &Pod) -> Result<Pod, ApiError> {
+        let mut state = self.lock();
+        state.pod_counter += 1;
+        let mut created = pod.clone();
+        let prefix = pod.metadata.generate_name.clone().unwrap_or_default();
+        created.metadata.name = Some(format!("{prefix}{:05}", state.pod_counter));
+        created.metadata.namespace = Some(namespace.to_owned());
+        created.metadata.uid = Some(format!("pod-uid-{}", state.pod_counter));
+        state.stamp(&mut created.metadata);
+        let key = key_of(&created.metadata);
+        state.writes.push(Write::CreatePod(key.clone()));
+        state.pods.insert(key, created.clone());
+        state.pod_changed(&Event::Apply(created.clone()));
+        Ok(created)
+    }
+
+    async fn delete_pod(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
+        let mut state = self.lock();
+        let key = format!("{namespace}/{name}");
+        state.writes.push(Write::DeletePod(key.clone()));
+        let mut pod = state
+            .pods
+            .get(&key)
+            .cloned()
+            .ok_or_else(|| ApiError::NotFound(key.clone()))?;
+        // Deletion is graceful: the pod terminates until the test removes it.
+        pod.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+        ));
+        state.stamp(&mut pod.metadata);
+        state.pods.insert(key, pod.clone());
+        state.pod_changed(&Event::Apply(pod));
+        Ok(())
+    }
+
+    async fn patch_vmi_metadata(
+        &self,
+        vmi: &VirtualMachineInstance,
+        patch: serde_json::Value,
+    ) -> Result<VirtualMachineInstance, ApiError> {
+        let mut state = self.lock();
+        let key = vmi.key();
+        state.writes.push(Write::PatchVmi(key.clone(), patch.clone()));
+        let mut stored = state
+            .vmis
+            .get(&key)
+            .cloned()
+            .ok_or_else(|| ApiError::NotFound(key.clone()))?;
+        if stored.metadata.resource_version != vmi.metadata.resource_version {
+            return Err(ApiError::Conflict {
+                operation: format!("patch {key}"),
+            });
+        }
+        let meta = &patch["metadata"];
+        if let Some(labels) = meta["labels"].as_object() {
+            let target = stored.metadata.labels.get_or_insert_default();
+            for (k, v) in labels {
+                match v.as_str() {
+                    Some(value) => target.insert(k.clone(), value.to_owned()),
+                    None => target.remove(k),
+                };
+            }
+        }
+        if let Some(finalizers) = meta.get("finalizers") {
+            stored.metadata.finalizers = serde_json::from_value(finalizers.clone()).unwrap_or_default();
+        }
+        state.stamp(&mut stored.metadata);
+        if stored.metadata.deletion_timestamp.is_some() && stored.metadata.finalizers.as_ref().is_none_or(Vec::is_empty)
+        {
+            state.vmis.remove(&key);
+            state.vmi_changed(&Event::Delete(stored.clone()));
+        } else {
+            state.vmis.insert(key, stored.clone());
+            state.vmi_changed(&Event::Apply(stored.clone()));
+        }
+        Ok(stored)
+    }
+
+    async fn update_vmi_status(&self, vmi: &VirtualMachineInstance) -> Result<VirtualMachineInstance, ApiError> {
+        let mut state = self.lock();
+        let key = vmi.key();
+        state.writes.push(Write::VmiStatus(key.clone()));
+        let mut stored = state
+            .vmis
+            .get(&key)
+            .cloned()
+            .ok_or_else(|| ApiError::NotFound(key.clone()))?;
+        if stored.metadata.resource_version != vmi.metadata.resource_version {
+            return Err(ApiError::Conflict {
+                operation: format!("update status of {key}"),
+            });
+        }
+        stored.status.clone_from(&vmi.status);
+        state.stamp(&mut stored.metadata);
+        state.vmis.insert(key, stored.clone());
+        state.vmi_changed(&Event::Apply(stored.clone()));
+        Ok(stored)
+    }
+
+    async fn record_event(
+        &self,
+        vmi: &VirtualMachineInstance,
+        _event_type: &'static str,
+        reason: &str,
+        _message: &str,
+    ) -> Result<(), ApiError> {
+        self.lock().writes.push(Write::Event(vmi.key(), reason.to_owned()));
+        Ok(())
+    }
+}

@@ -1,0 +1,130 @@
+//! [`ControllerApi`] over a kube-rs client: any API server, or a `tower-test` mock in tests.
+
+use futures::StreamExt as _;
+use futures::stream::BoxStream;
+use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::{WatchStreamExt as _, watcher};
+use kubevirt_api::v1::VirtualMachineInstance;
+use kubevirt_api::well_known::labels;
+
+use super::{ApiError, ControllerApi, PodWatchEvent, VmiWatchEvent};
+
+/// The component name on events.
+pub const COMPONENT: &str = "virt-controller";
+
+/// The real adapter.
+#[derive(Clone)]
+pub struct KubeControllerApi {
+    client: kube::Client,
+}
+
+impl std::fmt::Debug for KubeControllerApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeControllerApi").finish_non_exhaustive()
+    }
+}
+
+impl KubeControllerApi {
+    /// An adapter over `client`.
+    #[must_use]
+    pub fn new(client: kube::Client) -> Self {
+        Self { client }
+    }
+}
+
+fn kube_error(operation: String) -> impl FnOnce(kube::Error) -> ApiError {
+    move |source| match &source {
+        kube::Error::Api(status) if status.code == 409 => ApiError::Conflict { operation },
+        kube::Error::Api(status) if status.code == 404 => ApiError::NotFound(operation),
+        _ => ApiError::Kube { operation, source },
+    }
+}
+
+fn names(vmi: &VirtualMachineInstance) -> (String, String) {
+    (
+        vmi.metadata.namespace.clone().unwrap_or_else(|| "default".to_owned()),
+        vmi.metadata.name.clone().unwrap_or_default(),
+    )
+}
+
+impl ControllerApi for KubeControllerApi {
+    fn watch_vmis(&self) -> BoxStream<'static, Result<VmiWatchEvent, ApiError>> {
+        let api: Api<VirtualMachineInstance> = Api::all(self.client.clone());
+        watcher(api, watcher::Config::default())
+            .default_backoff()
+            .map(|event| event.map_err(ApiError::from))
+            .boxed()
+    }
+
+    fn watch_launcher_pods(&self) -> BoxStream<'static, Result<PodWatchEvent, ApiError>> {
+        let api: Api<Pod> = Api::all(self.client.clone());
+        let selector = format!("{}={}", labels::APP, labels::APP_VIRT_LAUNCHER);
+        watcher(api, watcher::Config::default().labels(&selector))
+            .default_backoff()
+            .map(|event| event.map_err(ApiError::from))
+            .boxed()
+    }
+
+    async fn create_pod(&self, namespace: &str, pod: &Pod) -> Result<Pod, ApiError> {
+        Api::<Pod>::namespaced(self.client.clone(), namespace)
+            .create(&PostParams::default(), pod)
+            .await
+            .map_err(kube_error(format!("create launcher pod in {namespace}")))
+    }
+
+    async fn delete_pod(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
+        Api::<Pod>::namespaced(self.client.clone(), namespace)
+            .delete(name, &DeleteParams::default())
+            .await
+            .map(|_| ())
+            .map_err(kube_error(format!("delete pod {namespace}/{name}")))
+    }
+
+    async fn patch_vmi_metadata(
+        &self,
+        vmi: &VirtualMachineInstance,
+        mut patch: serde_json::Value,
+    ) -> Result<VirtualMachineInstance, ApiError> {
+        let (namespace, name) = names(vmi);
+        // The resourceVersion makes the merge patch fail with a conflict if the VMI changed.
+        patch["metadata"]["resourceVersion"] = serde_json::json!(vmi.metadata.resource_version);
+        Api::<VirtualMachineInstance>::namespaced(self.client.clone(), &namespace)
+            .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map_err(kube_error(format!("patch {namespace}/{name}")))
+    }
+
+    async fn update_vmi_status(&self, vmi: &VirtualMachineInstance) -> Result<VirtualMachineInstance, ApiError> {
+        let (namespace, name) = names(vmi);
+        Api::<VirtualMachineInstance>::namespaced(self.client.clone(), &namespace)
+            .replace_status(&name, &PostParams::default(), vmi)
+            .await
+            .map_err(kube_error(format!("update status of {namespace}/{name}")))
+    }
+
+    async fn record_event(
+        &self,
+        vmi: &VirtualMachineInstance,
+        event_type: &'static str,
+        reason: &str,
+        message: &str,
+    ) -> Result<(), ApiError> {
+        let (namespace, _) = names(vmi);
+        let body = kubevirt_api::events::vmi_event(
+            vmi,
+            COMPONENT,
+            None,
+            event_type,
+            reason,
+            message,
+            Time(k8s_openapi::jiff::Timestamp::now()),
+        );
+        Api::<Event>::namespaced(self.client.clone(), &namespace)
+            .create(&PostParams::default(), &body)
+            .await
+            .map(|_| ())
+            .map_err(kube_error(format!("record event about {}", vmi.key())))
+    }
+}

@@ -1,0 +1,78 @@
+//! The Kubernetes side of virt-controller behind one trait: watches of VMIs and launcher pods, pod
+//! creation and deletion, VMI metadata patches and status writes, and events.
+//! [`KubeControllerApi`] talks to an API server; [`FakeControllerApi`] keeps objects in memory and
+//! counts every write.
+
+mod fake;
+mod kube_adapter;
+
+use std::future::Future;
+
+pub use fake::{FakeControllerApi, Write};
+use futures::stream::BoxStream;
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::watcher;
+pub use kube_adapter::KubeControllerApi;
+use kubevirt_api::v1::VirtualMachineInstance;
+
+/// Why a call to the API server failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The API server refused or could not be reached.
+    #[error("{operation} failed: {source}")]
+    Kube {
+        /// What was attempted.
+        operation: String,
+        /// Why.
+        source: kube::Error,
+    },
+    /// The object changed since it was read.
+    #[error("{operation}: the object was modified")]
+    Conflict {
+        /// What was attempted.
+        operation: String,
+    },
+    /// The object is not there.
+    #[error("{0} not found")]
+    NotFound(String),
+    /// A watch failed.
+    #[error("watch failed: {0}")]
+    Watch(#[from] watcher::Error),
+}
+
+/// A watch event about a VMI.
+pub type VmiWatchEvent = watcher::Event<VirtualMachineInstance>;
+/// A watch event about a launcher pod.
+pub type PodWatchEvent = watcher::Event<Pod>;
+
+/// What virt-controller needs from the API server.
+pub trait ControllerApi: Send + Sync + 'static {
+    /// Watches every VMI.
+    fn watch_vmis(&self) -> BoxStream<'static, Result<VmiWatchEvent, ApiError>>;
+    /// Watches every launcher pod (label `kubevirt.io=virt-launcher`).
+    fn watch_launcher_pods(&self) -> BoxStream<'static, Result<PodWatchEvent, ApiError>>;
+    /// Creates a pod; returns it as stored (with its name).
+    fn create_pod(&self, namespace: &str, pod: &Pod) -> impl Future<Output = Result<Pod, ApiError>> + Send;
+    /// Deletes a pod.
+    fn delete_pod(&self, namespace: &str, name: &str) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// Applies a JSON merge patch to a VMI's metadata (labels, finalizers), guarded by its
+    /// resourceVersion.
+    fn patch_vmi_metadata(
+        &self,
+        vmi: &VirtualMachineInstance,
+        patch: serde_json::Value,
+    ) -> impl Future<Output = Result<VirtualMachineInstance, ApiError>> + Send;
+    /// Writes a VMI's status (full update of the status subresource).
+    fn update_vmi_status(
+        &self,
+        vmi: &VirtualMachineInstance,
+    ) -> impl Future<Output = Result<VirtualMachineInstance, ApiError>> + Send;
+    /// Records an event about a VMI.
+    fn record_event(
+        &self,
+        vmi: &VirtualMachineInstance,
+        event_type: &'static str,
+        reason: &str,
+        message: &str,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send;
+}

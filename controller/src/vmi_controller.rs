@@ -1,0 +1,260 @@
+//! The VMI controller: keeps the VMIs and launcher pods it watched, and for one VMI at a time
+//! observes them, plans ([`crate::vmi_lifecycle`]) and applies the plan: pod creation (with
+//! expectations), pod deletion, the node label and finalizer, then the status.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::runtime::watcher::Event;
+use kubevirt_api::clock::Clock;
+use kubevirt_api::v1::VirtualMachineInstance;
+use kubevirt_api::well_known::{finalizers, labels};
+use serde_json::json;
+
+use crate::cluster_api::{ApiError, ControllerApi};
+use crate::expectations::Expectations;
+use crate::pod::{PodConfig, render_launcher_pod};
+use crate::vmi_lifecycle::{Observed, PodView, plan};
+
+/// Retry delay after a failed write.
+pub const RETRY: Duration = Duration::from_secs(1);
+
+#[derive(Debug, Default)]
+struct Known {
+    vmis: HashMap<String, Arc<VirtualMachineInstance>>,
+    /// Launcher pods by owning VMI key, then by pod name.
+    pods: HashMap<String, BTreeMap<String, PodView>>,
+    expectations: Expectations,
+}
+
+/// The controller.
+#[derive(Debug)]
+pub struct VmiController<A, K> {
+    api: A,
+    clock: K,
+    config: PodConfig,
+    known: Mutex<Known>,
+}
+
+/// The owning VMI's key of a launcher pod, from its controller owner reference.
+fn owner_key(pod: &Pod) -> Option<String> {
+    let owner = pod
+        .metadata
+        .owner_references
+        .as_ref()?
+        .iter()
+        .find(|o| o.controller == Some(true) && o.kind == "VirtualMachineInstance")?;
+    Some(format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or("default"),
+        owner.name
+    ))
+}
+
+/// What the lifecycle decision needs of a pod.
+#[must_use]
+pub fn pod_view(pod: &Pod) -> PodView {
+    let status = pod.status.as_ref();
+    let compute_ready = status
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|c| c.iter().find(|c| c.name == "compute"))
+        .is_some_and(|c| c.ready);
+    let unschedulable = status
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "PodScheduled" && c.status == "False"))
+        .map(|c| {
+            (
+                c.reason.clone().unwrap_or_default(),
+                c.message.clone().unwrap_or_default(),
+            )
+        });
+    PodView {
+        name: pod.metadata.name.clone().unwrap_or_default(),
+        uid: pod.metadata.uid.clone().unwrap_or_default(),
+        node: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+        phase: status
+            .and_then(|s| s.phase.clone())
+            .unwrap_or_else(|| "Pending".to_owned()),
+        is_compute_ready: compute_ready,
+        is_terminating: pod.metadata.deletion_timestamp.is_some(),
+        unschedulable,
+    }
+}
+
+impl<A: ControllerApi, K: Clock> VmiController<A, K> {
+    /// A controller rendering pods with `config`.
+    pub fn new(api: A, clock: K, config: PodConfig) -> Self {
+        Self {
+            api,
+            clock,
+            config,
+            known: Mutex::default(),
+        }
+    }
+
+    fn known(&self) -> std::sync::MutexGuard<'_, Known> {
+        self.known.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The API side.
+    pub fn api(&self) -> &A {
+        &self.api
+    }
+
+    /// Takes in a VMI watch event; returns the keys to reconcile.
+    pub fn on_vmi_event(&self, event: Event<VirtualMachineInstance>) -> Vec<String> {
+        let mut known = self.known();
+        match event {
+            Event::Apply(vmi) | Event::InitApply(vmi) => {
+                let key = vmi.key();
+                known.vmis.insert(key.clone(), Arc::new(vmi));
+                vec![key]
+            }
+            Event::Delete(vmi) => {
+                let key = vmi.key();
+                known.vmis.remove(&key);
+                known.expectations.forget(&key);
+                vec![key]
+            }
+            Event::Init | Event::InitDone => Vec::new(),
+        }
+    }
+
+    /// Takes in a launcher pod watch event; returns the owning VMI's key to reconcile.
+    pub fn on_pod_event(&self, event: Event<Pod>) -> Vec<String> {
+        let (pod, gone) = match event {
+            Event::Apply(pod) | Event::InitApply(pod) => (pod, false),
+            Event::Delete(pod) => (pod, true),
+            Event::Init | Event::InitDone => return Vec::new(),
+        };
+        let Some(key) = owner_key(&pod) else { return Vec::new() };
+        let view = pod_view(&pod);
+        let mut known = self.known();
+        let pods = known.pods.entry(key.clone()).or_default();
+        let was_known = pods.contains_key(&view.name);
+        let was_terminating = pods.get(&view.name).is_some_and(|p| p.is_terminating);
+        if gone {
+            pods.remove(&view.name);
+        } else {
+            pods.insert(view.name.clone(), view.clone());
+        }
+        if pods.is_empty() {
+            known.pods.remove(&key);
+        }
+        if !was_known && !gone {
+            known.expectations.creation_observed(&key);
+        }
+        if (gone || view.is_terminating) && !was_terminating {
+            known.expectations.deletion_observed(&key);
+        }
+        vec![key]
+    }
+
+    /// Reconciles one VMI; returns when to look again.
+    pub async fn reconcile(&self, key: &str) -> Option<Duration> {
+        let (vmi, pods, satisfied) = {
+            let known = self.known();
+            let vmi = known.vmis.get(key)?.clone();
+            let pods: Vec<PodView> = known
+                .pods
+                .get(key)
+                .map(|p| p.values().cloned().collect())
+                .unwrap_or_default();
+            (vmi, pods, known.expectations.satisfied(key, Instant::now()))
+        };
+        let plan = plan(&Observed {
+            vmi: &vmi,
+            pods,
+            expectations_satisfied: satisfied,
+            now: Time(self.clock.now()),
+        });
+        let namespace = vmi.metadata.namespace.clone().unwrap_or_else(|| "default".to_owned());
+        let mut current = vmi.as_ref().clone();
+        if plan.create_pod {
+            match render_launcher_pod(&vmi, &self.config) {
+                Ok(pod) => {
+                    self.known().expectations.expect_creation(key, Instant::now());
+                    match self.api.create_pod(&namespace, &pod).await {
+                        Ok(created) => {
+                            let message = format!(
+                                "Created virtual machine pod {}",
+                                created.metadata.name.as_deref().unwrap_or_default()
+                            );
+                            self.event(&current, "Normal", "SuccessfulCreate", &message).await;
+                            self.on_pod_event(Event::Apply(created));
+                        }
+                        Err(error) => {
+                            self.known().expectations.creation_observed(key);
+                            self.event(&current, "Warning", "FailedCreate", &error.to_string())
+                                .await;
+                            return Some(RETRY);
+                        }
+                    }
+                }
+                Err(error) => {
+                    self.event(&current, "Warning", "FailedCreate", &error.to_string())
+                        .await;
+                    return None;
+                }
+            }
+        }
+        if !plan.delete_pods.is_empty() {
+            let count = u32::try_from(plan.delete_pods.len()).unwrap_or(u32::MAX);
+            self.known().expectations.expect_deletions(key, count, Instant::now());
+            for name in &plan.delete_pods {
+                if let Err(error) = self.api.delete_pod(&namespace, name).await {
+                    self.known().expectations.deletion_observed(key);
+                    if !matches!(error, ApiError::NotFound(_)) {
+                        return Some(RETRY);
+                    }
+                }
+            }
+        }
+        if let Some(patch) = metadata_patch(&current, &plan) {
+            match self.api.patch_vmi_metadata(&current, patch).await {
+                Ok(stored) => current = stored,
+                Err(_) => return Some(RETRY),
+            }
+        }
+        if let Some(status) = plan.status {
+            current.status = Some(status);
+            match self.api.update_vmi_status(&current).await {
+                Ok(stored) => current = stored,
+                Err(_) => return Some(RETRY),
+            }
+        }
+        if current.metadata.resource_version != vmi.metadata.resource_version {
+            self.known().vmis.insert(key.to_owned(), Arc::new(current));
+        }
+        None
+    }
+
+    async fn event(&self, vmi: &VirtualMachineInstance, kind: &'static str, reason: &str, message: &str) {
+        if let Err(error) = self.api.record_event(vmi, kind, reason, message).await {
+            tracing::warn!(vmi = %vmi.key(), error = %error, "cannot record an event");
+        }
+    }
+}
+
+/// The one metadata patch a plan needs: the node label and the finalizer list, or nothing.
+fn metadata_patch(vmi: &VirtualMachineInstance, plan: &crate::vmi_lifecycle::Plan) -> Option<serde_json::Value> {
+    let mut patch = json!({"metadata": {}});
+    let mut changed = false;
+    if let Some(node) = &plan.node_label {
+        patch["metadata"]["labels"] = json!({ labels::NODE_NAME: node });
+        changed = true;
+    }
+    if plan.add_finalizer || plan.remove_finalizer {
+        let mut list = vmi.metadata.finalizers.clone().unwrap_or_default();
+        list.retain(|f| f != finalizers::VMI_FOREGROUND_DELETE);
+        if plan.add_finalizer {
+            list.push(finalizers::VMI_FOREGROUND_DELETE.to_owned());
+        }
+        patch["metadata"]["finalizers"] = json!(list);
+        changed = true;
+    }
+    changed.then_some(patch)
+}

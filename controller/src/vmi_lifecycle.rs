@@ -1,0 +1,334 @@
+//! The VMI controller's decision for one VMI (controlplane.md §1.2, §1.5): create its launcher
+//! pod, move it through Pending, Scheduling and Scheduled, fail it when its pod fails or vanishes
+//! before the handler takes over, delete pods of VMIs that are finished or deleted, and release
+//! the VMI's finalizer once its pods are gone. Pure: the reconciler applies the plan.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kubevirt_api::v1::{
+    PhaseTransitionTimestamp, VirtualMachineInstance, VirtualMachineInstanceCondition,
+    VirtualMachineInstancePhase as Phase, VirtualMachineInstanceStatus,
+};
+use kubevirt_api::well_known::{conditions, finalizers, labels};
+
+/// A launcher pod of the VMI, as the controller sees it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PodView {
+    /// Its name.
+    pub name: String,
+    /// Its UID.
+    pub uid: String,
+    /// The node it was scheduled to.
+    pub node: Option<String>,
+    /// `status.phase`.
+    pub phase: String,
+    /// The `compute` container is running and ready.
+    pub is_compute_ready: bool,
+    /// It has a deletion timestamp.
+    pub is_terminating: bool,
+    /// `PodScheduled=False`: its reason and message.
+    pub unschedulable: Option<(String, String)>,
+}
+
+impl PodView {
+    fn is_down(&self) -> bool {
+        self.is_terminating || self.phase == "Failed" || self.phase == "Succeeded"
+    }
+}
+
+/// What the controller observed.
+#[derive(Clone, Debug)]
+pub struct Observed<'a> {
+    /// The VMI.
+    pub vmi: &'a VirtualMachineInstance,
+    /// Its launcher pods (owned by it).
+    pub pods: Vec<PodView>,
+    /// No pod creation or deletion of this controller is still unseen.
+    pub expectations_satisfied: bool,
+    /// Now.
+    pub now: Time,
+}
+
+/// `status.reason` of a VMI whose pod failed before the VM ran.
+pub const REASON_POD_FAILED: &str = "PodFailed";
+/// `status.reason` of a VMI whose pod vanished.
+pub const REASON_POD_NOT_EXISTS: &str = "PodNotExists";
+/// `status.reason` of a VMI deleted before it was scheduled.
+pub const REASON_DELETED: &str = "Deleted";
+
+/// The plan for one VMI.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Plan {
+    /// Add the `foregroundDeleteVirtualMachine` finalizer (virt-api's webhook normally has).
+    pub add_finalizer: bool,
+    /// Remove it: the VMI is final and its pods are gone.
+    pub remove_finalizer: bool,
+    /// Create the launcher pod.
+    pub create_pod: bool,
+    /// Delete these pods.
+    pub delete_pods: Vec<String>,
+    /// Set the label `kubevirt.io/nodeName` to this node.
+    pub node_label: Option<String>,
+    /// Write this status (only when it differs from the current one).
+    pub status: Option<VirtualMachineInstanceStatus>,
+}
+
+fn has_finalizer(vmi: &VirtualMachineInstance) -> bool {
+    vmi.metadata
+        .finalizers
+        .as_ref()
+        .is_some_and(|f| f.iter().any(|x| x == finalizers::VMI_FOREGROUND_DELETE))
+}
+
+fn enter(status: &mut VirtualMachineInstanceStatus, phase: Phase, now: &Time) {
+    if status.phase == Some(phase) {
+        return;
+    }
+    status.phase = Some(phase);
+    status.phase_transition_timestamps.push(PhaseTransitionTimestamp {
+        phase: Some(phase),
+        phase_transition_timestamp: Some(now.clone()),
+    });
+}
+
+fn fail(status: &mut VirtualMachineInstanceStatus, reason: &str, now: &Time) {
+    enter(status, Phase::Failed, now);
+    status.reason = Some(reason.to_owned());
+}
+
+/// Copies a pod's `PodScheduled=False` into the VMI (it drives the VM's `ErrorUnschedulable`).
+fn pod_scheduled_condition(status: &mut VirtualMachineInstanceStatus, pod: Option<&PodView>, now: &Time) {
+    const POD_SCHEDULED: &str = "PodScheduled";
+    let wanted = pod.and_then(|p| p.unschedulable.clone());
+    let existing = status.conditions.iter().position(|c| c.condition_type == POD_SCHEDULED);
+    match (wanted, existing) {
+        (Some((reason, message)), Some(index)) => {
+            let condition = &mut status.conditions[index];
+            condition.reason = Some(reason);
+            condition.message = Some(message);
+        }
+        (Some((reason, message)), None) => status.conditions.push(VirtualMachineInstanceCondition {
+            condition_type: POD_SCHEDULED.to_owned(),
+            status: conditions::FALSE.to_owned(),
+            last_probe_time: None,
+            last_transition_time: Some(now.clone()),
+            reason: Some(reason),
+            message: Some(message),
+        }),
+        (None, Some(index)) => {
+            status.conditions.remove(index);
+        }
+        (None, None) => {}
+    }
+}
+
+/// Decides what to do for one VMI.
+#[must_use]
+pub fn plan(observed: &Observed<'_>) -> Plan {
+    let vmi = observed.vmi;
+    let now = &observed.now;
+    let current = vmi.status.clone().unwrap_or_default();
+    let phase = current.phase.unwrap_or_default();
+    let mut status = current.clone();
+    let mut plan = Plan::default();
+    let live_pods: Vec<&PodView> = observed.pods.iter().filter(|p| !p.is_terminating).collect();
+    let is_deleting = vmi.metadata.deletion_timestamp.is_some();
+    let unprocessed = matches!(phase, Phase::Unset | Phase::Pending);
+
+    if is_deleting || phase.is_final() {
+        // Finished or deleted: its pods go (the launcher stops the guest gracefully on SIGTERM).
+        plan.delete_pods = live_pods.iter().map(|p| p.name.clone()).collect();
+        if is_deleting && unprocessed {
+            fail(&mut status, REASON_DELETED, now);
+        } else if is_deleting && phase == Phase::Scheduling {
+            fail(&mut status, REASON_POD_FAILED, now);
+        }
+        let final_now = status.phase.is_some_and(Phase::is_final);
+        plan.remove_finalizer =
+            final_now && observed.pods.is_empty() && observed.expectations_satisfied && has_finalizer(vmi);
+    } else {
+        plan.add_finalizer = !has_finalizer(vmi);
+        let pod = live_pods.first().copied();
+        match (phase, pod) {
+            (Phase::Unset | Phase::Pending, None) if observed.expectations_satisfied && observed.pods.is_empty() => {
+                // The pod is created now; the VMI moves on in the same write.
+                plan.create_pod = true;
+                enter(&mut status, Phase::Pending, now);
+                enter(&mut status, Phase::Scheduling, now);
+            }
+            (Phase::Unset | Phase::Pending, Some(_)) => {
+                enter(&mut status, Phase::Pending, now);
+                enter(&mut status, Phase::Scheduling, now);
+            }
+            (Phase::Scheduling, Some(pod)) if pod.is_down() => fail(&mut status, REASON_POD_FAILED, now),
+            (Phase::Scheduling, Some(pod)) => {
+                pod_scheduled_condition(&mut status, Some(pod), now);
+                if let (true, Some(node)) = (pod.is_compute_ready && pod.phase == "Running", pod.node.as_ref()) {
+                    let labelled = vmi
+                        .metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get(labels::NODE_NAME))
+                        .is_some_and(|n| n == node);
+                    if !labelled {
+                        plan.node_label = Some(node.clone());
+                    }
+                    status.node_name = Some(node.clone());
+                    enter(&mut status, Phase::Scheduled, now);
+                }
+            }
+            (Phase::Scheduling | Phase::Scheduled | Phase::Running, None)
+                if observed.expectations_satisfied && observed.pods.is_empty() =>
+            {
+                fail(&mut status, REASON_POD_NOT_EXISTS, now);
+            }
+            _ => {}
+        }
+        status.active_pods = observed
+            .pods
+            .iter()
+            .filter_map(|p| Some((p.uid.clone(), p.node.clone()?)))
+            .collect::<BTreeMap<_, _>>();
+    }
+    if status != current {
+        plan.status = Some(status);
+    }
+    plan
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::jiff::Timestamp;
+
+    use super::*;
+
+    fn vmi(phase: Phase, deleting: bool, finalizer: bool) -> VirtualMachineInstance {
+        let mut vmi = VirtualMachineInstance::default();
+        vmi.metadata.name = Some("vm".to_owned());
+        vmi.metadata.uid = Some("u".to_owned());
+        if finalizer {
+            vmi.metadata.finalizers = Some(vec![finalizers::VMI_FOREGROUND_DELETE.to_owned()]);
+        }
+        if deleting {
+            vmi.metadata.deletion_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
+        }
+        vmi.status = Some(VirtualMachineInstanceStatus {
+            phase: Some(phase),
+            ..VirtualMachineInstanceStatus::default()
+        });
+        vmi
+    }
+
+    fn pod(phase: &str, ready: bool, node: Option<&str>) -> PodView {
+        PodView {
+            name: "virt-launcher-vm-abcde".to_owned(),
+            uid: "pod-uid".to_owned(),
+            node: node.map(str::to_owned),
+            phase: phase.to_owned(),
+            is_compute_ready: ready,
+            ..PodView::default()
+        }
+    }
+
+    fn observe(vmi: &VirtualMachineInstance, pods: Vec<PodView>) -> Plan {
+        plan(&Observed {
+            vmi,
+            pods,
+            expectations_satisfied: true,
+            now: Time(Timestamp::from_second(1_800_000_000).expect("time")),
+        })
+    }
+
+    fn phase_of(plan: &Plan) -> Option<Phase> {
+        plan.status.as_ref().and_then(|s| s.phase)
+    }
+
+    #[test]
+    fn a_new_vmi_gets_its_pod_and_goes_pending_then_scheduling_in_one_write() {
+        let new = vmi(Phase::Unset, false, true);
+        let plan = observe(&new, vec![]);
+        assert!(plan.create_pod && !plan.add_finalizer);
+        let status = plan.status.expect("status");
+        assert_eq!(status.phase, Some(Phase::Scheduling));
+        let phases: Vec<_> = status.phase_transition_timestamps.iter().map(|t| t.phase).collect();
+        assert_eq!(phases, [Some(Phase::Pending), Some(Phase::Scheduling)]);
+        assert!(observe(&vmi(Phase::Unset, false, false), vec![]).add_finalizer);
+    }
+
+    #[test]
+    fn an_unsatisfied_expectation_creates_nothing() {
+        let new = vmi(Phase::Pending, false, true);
+        let waiting = plan(&Observed {
+            vmi: &new,
+            pods: vec![],
+            expectations_satisfied: false,
+            now: Time(Timestamp::UNIX_EPOCH),
+        });
+        assert_eq!(waiting, Plan::default());
+    }
+
+    #[test]
+    fn a_ready_pod_schedules_the_vmi_on_its_node_with_the_label() {
+        let scheduling = vmi(Phase::Scheduling, false, true);
+        let plan = observe(&scheduling, vec![pod("Running", true, Some("node01"))]);
+        assert_eq!(plan.node_label.as_deref(), Some("node01"));
+        let status = plan.status.expect("status");
+        assert_eq!(status.phase, Some(Phase::Scheduled));
+        assert_eq!(status.node_name.as_deref(), Some("node01"));
+        assert_eq!(status.active_pods.get("pod-uid").map(String::as_str), Some("node01"));
+        let waiting = observe(&scheduling, vec![pod("Pending", false, Some("node01"))]);
+        assert_eq!(phase_of(&waiting), Some(Phase::Scheduling), "only activePods changes");
+    }
+
+    #[test]
+    fn a_pod_that_fails_or_vanishes_fails_the_vmi_with_a_reason() {
+        let scheduling = vmi(Phase::Scheduling, false, true);
+        let failed = observe(&scheduling, vec![pod("Failed", false, Some("n"))]);
+        assert_eq!(phase_of(&failed), Some(Phase::Failed));
+        assert_eq!(failed.status.and_then(|s| s.reason).as_deref(), Some(REASON_POD_FAILED));
+        for phase in [Phase::Scheduling, Phase::Scheduled, Phase::Running] {
+            let vanished = observe(&vmi(phase, false, true), vec![]);
+            assert_eq!(phase_of(&vanished), Some(Phase::Failed), "{phase:?}");
+            assert_eq!(
+                vanished.status.and_then(|s| s.reason).as_deref(),
+                Some(REASON_POD_NOT_EXISTS)
+            );
+        }
+    }
+
+    #[test]
+    fn an_unschedulable_pod_is_reported_on_the_vmi() {
+        let scheduling = vmi(Phase::Scheduling, false, true);
+        let mut stuck = pod("Pending", false, None);
+        stuck.unschedulable = Some(("Unschedulable".to_owned(), "0/3 nodes are available".to_owned()));
+        let status = observe(&scheduling, vec![stuck]).status.expect("status");
+        let condition = status
+            .conditions
+            .iter()
+            .find(|c| c.condition_type == "PodScheduled")
+            .expect("PodScheduled");
+        assert_eq!(
+            (condition.status.as_str(), condition.reason.as_deref()),
+            ("False", Some("Unschedulable"))
+        );
+    }
+
+    #[test]
+    fn finished_or_deleted_vmis_lose_their_pods_then_their_finalizer() {
+        let done = vmi(Phase::Succeeded, false, true);
+        let with_pod = observe(&done, vec![pod("Running", true, Some("n"))]);
+        assert_eq!(with_pod.delete_pods, ["virt-launcher-vm-abcde"]);
+        assert!(!with_pod.remove_finalizer);
+        let without = observe(&done, vec![]);
+        assert!(without.remove_finalizer && without.status.is_none());
+        let deleted_early = observe(&vmi(Phase::Pending, true, true), vec![]);
+        assert_eq!(phase_of(&deleted_early), Some(Phase::Failed));
+        assert!(deleted_early.remove_finalizer);
+        let mut terminating = pod("Running", true, Some("n"));
+        terminating.is_terminating = true;
+        let running_deleted = observe(&vmi(Phase::Running, true, true), vec![terminating]);
+        assert!(running_deleted.delete_pods.is_empty(), "already terminating");
+        assert!(!running_deleted.remove_finalizer, "the handler finishes the VMI first");
+    }
+}
