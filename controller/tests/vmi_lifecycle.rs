@@ -144,7 +144,7 @@ async fn a_failed_pod_fails_the_vmi_then_the_pod_goes_and_so_does_the_finalizer(
         p.status = Some(PodStatus {
             phase: Some("Failed".to_owned()),
             ..PodStatus::default()
-        })
+        });
     });
     settle(&controller, &api).await;
     assert_eq!(phase(&api), Some(Phase::Failed));
