@@ -1,0 +1,201 @@
+//! The VMI controller against kube-rs's client on a `tower-test` mock API server: every create,
+//! patch and delete it sends is captured with its method, path and body.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use http::{Request, Response};
+use k8s_openapi::jiff::Timestamp;
+use kube::client::Body;
+use kube::runtime::watcher::Event;
+use kubevirt_api::clock::ManualClock;
+use kubevirt_api::v1::VirtualMachineInstance;
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+use virt_controller::cluster_api::KubeControllerApi;
+use virt_controller::pod::{PodConfig, render_launcher_pod};
+use virt_controller::vmi_controller::VmiController;
+
+const UID: &str = "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d";
+const IMAGE: &str = "registry.example/virt-launcher:v0.1.0";
+
+type Log = Arc<Mutex<Vec<(String, String, Value)>>>;
+
+/// A mock API server answering each request with the next canned body (or echoing the request).
+fn api_server(mut answers: VecDeque<Value>) -> (kube::Client, Log) {
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let log: Log = Arc::default();
+    let record = log.clone();
+    tokio::spawn(async move {
+        while let Some((request, respond)) = handle.next_request().await {
+            let (method, path) = (request.method().to_string(), request.uri().path().to_owned());
+            let bytes = request.into_body().collect_bytes().await.expect("body");
+            let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            let answer = answers.pop_front().unwrap_or_else(|| body.clone());
+            record.lock().expect("log").push((method, path, body));
+            respond.send_response(
+                Response::builder()
+                    .body(Body::from(serde_json::to_vec(&answer).expect("answer")))
+                    .expect("response"),
+            );
+        }
+    });
+    (kube::Client::new(service, "default"), log)
+}
+
+fn vmi(extra: &Value) -> VirtualMachineInstance {
+    let mut value = json!({
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachineInstance",
+        "metadata": {"name": "testvmi", "namespace": "default", "uid": UID, "resourceVersion": "10",
+                     "finalizers": ["foregroundDeleteVirtualMachine"]},
+        "spec": {"domain": {"resources": {"requests": {"memory": "128Mi"}}, "devices": {}}}
+    });
+    if let (Some(target), Some(extra)) = (value.as_object_mut(), extra.as_object()) {
+        for (k, v) in extra {
+            target.insert(k.clone(), v.clone());
+        }
+    }
+    serde_json::from_value(value).expect("VMI")
+}
+
+fn controller(client: kube::Client) -> VmiController<KubeControllerApi, Arc<ManualClock>> {
+    let clock = Arc::new(ManualClock::new(
+        "2026-11-21T10:00:00Z".parse::<Timestamp>().expect("time"),
+    ));
+    VmiController::new(KubeControllerApi::new(client), clock, PodConfig::new(IMAGE))
+}
+
+fn taken(log: &Log) -> Vec<(String, String, Value)> {
+    std::mem::take(&mut *log.lock().expect("log"))
+}
+
+#[tokio::test]
+async fn creating_the_pod_and_scheduling_the_vmi_send_these_requests() {
+    let new = vmi(&json!({}));
+    let mut created_pod =
+        serde_json::to_value(render_launcher_pod(&new, &PodConfig::new(IMAGE)).expect("pod")).expect("json");
+    created_pod["metadata"]["name"] = json!("virt-launcher-testvmi-x7k2p");
+    created_pod["metadata"]["uid"] = json!("pod-1");
+    let mut after_status = serde_json::to_value(&new).expect("json");
+    after_status["metadata"]["resourceVersion"] = json!("11");
+    let mut labelled = serde_json::to_value(&new).expect("json");
+    labelled["metadata"]["labels"] = json!({"kubevirt.io/nodeName": "node01"});
+    labelled["metadata"]["resourceVersion"] = json!("12");
+    let (client, log) = api_server(VecDeque::from([created_pod.clone(), json!({}), after_status, labelled]));
+    let controller = controller(client);
+    controller.on_vmi_event(Event::Apply(new.clone()));
+    assert_eq!(controller.reconcile("default/testvmi").await, None);
+    let sent = taken(&log);
+    let expected_pod =
+        serde_json::to_value(render_launcher_pod(&new, &PodConfig::new(IMAGE)).expect("pod")).expect("json");
+    assert_eq!(
+        sent[0],
+        (
+            "POST".to_owned(),
+            "/api/v1/namespaces/default/pods".to_owned(),
+            expected_pod
+        )
+    );
+    assert_eq!(
+        (sent[1].0.as_str(), sent[1].1.as_str()),
+        ("POST", "/api/v1/namespaces/default/events")
+    );
+    assert_eq!(sent[1].2["reason"], json!("SuccessfulCreate"));
+    assert_eq!(
+        sent[1].2["message"],
+        json!("Created virtual machine pod virt-launcher-testvmi-x7k2p")
+    );
+    assert_eq!(sent[1].2["source"], json!({"component": "virt-controller"}));
+    let mut expected_status = serde_json::to_value(&new).expect("json");
+    expected_status["status"] = json!({
+        "phase": "Scheduling",
+        "phaseTransitionTimestamps": [
+            {"phase": "Pending", "phaseTransitionTimestamp": "2026-11-21T10:00:00Z"},
+            {"phase": "Scheduling", "phaseTransitionTimestamp": "2026-11-21T10:00:00Z"}
+        ]
+    });
+    assert_eq!(
+        sent[2],
+        (
+            "PUT".to_owned(),
+            "/apis/kubevirt.io/v1/namespaces/default/virtualmachineinstances/testvmi/status".to_owned(),
+            expected_status
+        )
+    );
+    assert_eq!(sent.len(), 3);
+
+    // The pod runs on node01: the label goes on with a merge patch, then the status.
+    let mut pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(created_pod).expect("pod");
+    pod.spec.get_or_insert_default().node_name = Some("node01".to_owned());
+    pod.status = Some(
+        serde_json::from_value(json!({
+            "phase": "Running",
+            "containerStatuses": [{"name": "compute", "ready": true, "restartCount": 0, "image": IMAGE, "imageID": ""}]
+        }))
+        .expect("status"),
+    );
+    controller.on_pod_event(Event::Apply(pod));
+    let scheduling = vmi(&json!({"status": {
+        "phase": "Scheduling",
+        "activePods": {"pod-1": "node01"},
+        "phaseTransitionTimestamps": [
+            {"phase": "Pending", "phaseTransitionTimestamp": "2026-11-21T10:00:00Z"},
+            {"phase": "Scheduling", "phaseTransitionTimestamp": "2026-11-21T10:00:00Z"}
+        ]
+    }}));
+    controller.on_vmi_event(Event::Apply(scheduling));
+    assert_eq!(controller.reconcile("default/testvmi").await, None);
+    let sent = taken(&log);
+    assert_eq!(
+        sent[0],
+        (
+            "PATCH".to_owned(),
+            "/apis/kubevirt.io/v1/namespaces/default/virtualmachineinstances/testvmi".to_owned(),
+            json!({"metadata": {"labels": {"kubevirt.io/nodeName": "node01"}, "resourceVersion": "10"}})
+        )
+    );
+    assert_eq!(sent[1].0, "PUT");
+    assert_eq!(sent[1].2["status"]["phase"], json!("Scheduled"));
+    assert_eq!(sent[1].2["status"]["nodeName"], json!("node01"));
+    assert_eq!(
+        sent[1].2["metadata"]["resourceVersion"],
+        json!("12"),
+        "written on the patched VMI"
+    );
+    assert_eq!(sent.len(), 2);
+}
+
+#[tokio::test]
+async fn a_final_vmi_has_its_pod_deleted_then_its_finalizer_removed() {
+    let done = vmi(&json!({"status": {"phase": "Succeeded"}}));
+    let (client, log) = api_server(VecDeque::from([json!({"kind": "Status", "status": "Success"})]));
+    let controller = controller(client);
+    controller.on_vmi_event(Event::Apply(done.clone()));
+    let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+        "metadata": {"name": "virt-launcher-testvmi-x7k2p", "namespace": "default", "uid": "pod-1",
+            "ownerReferences": [{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance", "name": "testvmi", "uid": UID, "controller": true}]},
+        "status": {"phase": "Running"}
+    }))
+    .expect("pod");
+    controller.on_pod_event(Event::Apply(pod.clone()));
+    controller.reconcile("default/testvmi").await;
+    let sent = taken(&log);
+    assert_eq!(
+        (sent[0].0.as_str(), sent[0].1.as_str()),
+        ("DELETE", "/api/v1/namespaces/default/pods/virt-launcher-testvmi-x7k2p")
+    );
+    assert_eq!(sent.len(), 1);
+
+    controller.on_pod_event(Event::Delete(pod));
+    controller.reconcile("default/testvmi").await;
+    let sent = taken(&log);
+    assert_eq!(
+        sent,
+        vec![(
+            "PATCH".to_owned(),
+            "/apis/kubevirt.io/v1/namespaces/default/virtualmachineinstances/testvmi".to_owned(),
+            json!({"metadata": {"finalizers": [], "resourceVersion": "10"}})
+        )]
+    );
+}
