@@ -8,10 +8,10 @@ use futures::StreamExt as _;
 use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::watcher::Event;
-use kubevirt_api::v1::VirtualMachineInstance;
+use kubevirt_api::v1::{VirtualMachine, VirtualMachineInstance};
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
-use super::{ApiError, ControllerApi, PodWatchEvent, VmiWatchEvent};
+use super::{ApiError, ControllerApi, PodWatchEvent, VmWatchEvent, VmiWatchEvent};
 
 /// One write virt-controller made.
 #[derive(Clone, Debug, PartialEq)]
@@ -26,12 +26,22 @@ pub enum Write {
     VmiStatus(String),
     /// Event recorded about a VMI.
     Event(String, String),
+    /// VMI created.
+    CreateVmi(String),
+    /// VMI deleted.
+    DeleteVmi(String),
+    /// VM patched.
+    PatchVm(String, serde_json::Value),
+    /// VM status written.
+    VmStatus(String),
 }
 
 #[derive(Debug, Default)]
 struct State {
     vmis: BTreeMap<String, VirtualMachineInstance>,
+    vms: BTreeMap<String, VirtualMachine>,
     pods: BTreeMap<String, Pod>,
+    vm_watchers: Vec<UnboundedSender<VmWatchEvent>>,
     vmi_watchers: Vec<UnboundedSender<VmiWatchEvent>>,
     pod_watchers: Vec<UnboundedSender<PodWatchEvent>>,
     writes: Vec<Write>,
@@ -47,6 +57,10 @@ impl State {
 
     fn vmi_changed(&mut self, event: &VmiWatchEvent) {
         self.vmi_watchers.retain(|w| w.send(event.clone()).is_ok());
+    }
+
+    fn vm_changed(&mut self, event: &VmWatchEvent) {
+        self.vm_watchers.retain(|w| w.send(event.clone()).is_ok());
     }
 
     fn pod_changed(&mut self, event: &PodWatchEvent) {
@@ -85,6 +99,45 @@ impl FakeControllerApi {
         state.stamp(&mut vmi.metadata);
         state.vmis.insert(vmi.key(), vmi.clone());
         state.vmi_changed(&Event::Apply(vmi));
+    }
+
+    /// Creates or replaces a VM, as a user would.
+    pub fn apply_vm(&self, mut vm: VirtualMachine) {
+        let mut state = self.lock();
+        state.stamp(&mut vm.metadata);
+        state.vms.insert(key_of(&vm.metadata), vm.clone());
+        state.vm_changed(&Event::Apply(vm));
+    }
+
+    /// Changes a stored VM (as a user or virt-api would).
+    pub fn modify_vm(&self, key: &str, change: impl FnOnce(&mut VirtualMachine)) {
+        let mut state = self.lock();
+        let Some(mut vm) = state.vms.get(key).cloned() else {
+            return;
+        };
+        change(&mut vm);
+        state.stamp(&mut vm.metadata);
+        if vm.metadata.deletion_timestamp.is_some() && vm.metadata.finalizers.as_ref().is_none_or(Vec::is_empty) {
+            state.vms.remove(key);
+            state.vm_changed(&Event::Delete(vm));
+        } else {
+            state.vms.insert(key.to_owned(), vm.clone());
+            state.vm_changed(&Event::Apply(vm));
+        }
+    }
+
+    /// The stored VM.
+    #[must_use]
+    pub fn vm(&self, key: &str) -> Option<VirtualMachine> {
+        self.lock().vms.get(key).cloned()
+    }
+
+    /// Removes a VMI whose finalizers are gone (as the API server does after a deletion).
+    pub fn finish_vmi_deletion(&self, key: &str) {
+        let mut state = self.lock();
+        if let Some(vmi) = state.vmis.remove(key) {
+            state.vmi_changed(&Event::Delete(vmi));
+        }
     }
 
     /// Changes a stored VMI (as the handler or a user would).
@@ -268,6 +321,88 @@ impl ControllerApi for FakeControllerApi {
         state.vmis.insert(key, stored.clone());
         state.vmi_changed(&Event::Apply(stored.clone()));
         Ok(stored)
+    }
+
+    fn watch_vms(&self) -> BoxStream<'static, Result<VmWatchEvent, ApiError>> {
+        let mut state = self.lock();
+        let initial = state.vms.values().cloned().collect();
+        Self::watch(initial, |tx| state.vm_watchers.push(tx))
+    }
+
+    async fn create_vmi(&self, vmi: &VirtualMachineInstance) -> Result<VirtualMachineInstance, ApiError> {
+        let mut state = self.lock();
+        let key = vmi.key();
+        state.writes.push(Write::CreateVmi(key.clone()));
+        if state.vmis.contains_key(&key) {
+            return Err(ApiError::Conflict {
+                operation: format!("create {key}: already exists"),
+            });
+        }
+        let mut created = vmi.clone();
+        state.pod_counter += 1;
+        created.metadata.uid = Some(format!("vmi-uid-{}", state.pod_counter));
+        state.stamp(&mut created.metadata);
+        state.vmis.insert(key, created.clone());
+        state.vmi_changed(&Event::Apply(created.clone()));
+        Ok(created)
+    }
+
+    async fn delete_vmi(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
+        let mut state = self.lock();
+        let key = format!("{namespace}/{name}");
+        state.writes.push(Write::DeleteVmi(key.clone()));
+        let mut vmi = state
+            .vmis
+            .get(&key)
+            .cloned()
+            .ok_or_else(|| ApiError::NotFound(key.clone()))?;
+        vmi.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+        ));
+        state.stamp(&mut vmi.metadata);
+        state.vmis.insert(key, vmi.clone());
+        state.vmi_changed(&Event::Apply(vmi));
+        Ok(())
+    }
+
+    async fn patch_vm(&self, vm: &VirtualMachine, patch: serde_json::Value) -> Result<VirtualMachine, ApiError> {
+        let key = key_of(&vm.metadata);
+        {
+            let mut state = self.lock();
+            state.writes.push(Write::PatchVm(key.clone(), patch.clone()));
+            let stored = state.vms.get(&key).ok_or_else(|| ApiError::NotFound(key.clone()))?;
+            if stored.metadata.resource_version != vm.metadata.resource_version {
+                return Err(ApiError::Conflict {
+                    operation: format!("patch VM {key}"),
+                });
+            }
+        }
+        self.modify_vm(&key, |stored| {
+            if let Some(finalizers) = patch["metadata"].get("finalizers") {
+                stored.metadata.finalizers = serde_json::from_value(finalizers.clone()).unwrap_or_default();
+            }
+            if let Some(strategy) = patch["spec"].get("runStrategy").and_then(|s| s.as_str()) {
+                stored.spec.run_strategy = Some(strategy.to_owned());
+                stored.spec.running = None;
+            }
+        });
+        self.vm(&key).ok_or(ApiError::NotFound(key))
+    }
+
+    async fn update_vm_status(&self, vm: &VirtualMachine) -> Result<VirtualMachine, ApiError> {
+        let key = key_of(&vm.metadata);
+        {
+            let mut state = self.lock();
+            state.writes.push(Write::VmStatus(key.clone()));
+            let stored = state.vms.get(&key).ok_or_else(|| ApiError::NotFound(key.clone()))?;
+            if stored.metadata.resource_version != vm.metadata.resource_version {
+                return Err(ApiError::Conflict {
+                    operation: format!("update status of VM {key}"),
+                });
+            }
+        }
+        self.modify_vm(&key, |stored| stored.status.clone_from(&vm.status));
+        self.vm(&key).ok_or(ApiError::NotFound(key))
     }
 
     async fn record_event(

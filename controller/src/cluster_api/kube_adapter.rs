@@ -6,10 +6,10 @@ use k8s_openapi::api::core::v1::{Event, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
-use kubevirt_api::v1::VirtualMachineInstance;
+use kubevirt_api::v1::{VirtualMachine, VirtualMachineInstance};
 use kubevirt_api::well_known::labels;
 
-use super::{ApiError, ControllerApi, PodWatchEvent, VmiWatchEvent};
+use super::{ApiError, ControllerApi, PodWatchEvent, VmWatchEvent, VmiWatchEvent};
 
 /// The component name on events.
 pub const COMPONENT: &str = "virt-controller";
@@ -102,6 +102,49 @@ impl ControllerApi for KubeControllerApi {
             .replace_status(&name, &PostParams::default(), vmi)
             .await
             .map_err(kube_error(format!("update status of {namespace}/{name}")))
+    }
+
+    fn watch_vms(&self) -> BoxStream<'static, Result<VmWatchEvent, ApiError>> {
+        let api: Api<VirtualMachine> = Api::all(self.client.clone());
+        watcher(api, watcher::Config::default())
+            .default_backoff()
+            .map(|event| event.map_err(ApiError::from))
+            .boxed()
+    }
+
+    async fn create_vmi(&self, vmi: &VirtualMachineInstance) -> Result<VirtualMachineInstance, ApiError> {
+        let (namespace, name) = names(vmi);
+        Api::<VirtualMachineInstance>::namespaced(self.client.clone(), &namespace)
+            .create(&PostParams::default(), vmi)
+            .await
+            .map_err(kube_error(format!("create {namespace}/{name}")))
+    }
+
+    async fn delete_vmi(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
+        Api::<VirtualMachineInstance>::namespaced(self.client.clone(), namespace)
+            .delete(name, &DeleteParams::default())
+            .await
+            .map(|_| ())
+            .map_err(kube_error(format!("delete {namespace}/{name}")))
+    }
+
+    async fn patch_vm(&self, vm: &VirtualMachine, mut patch: serde_json::Value) -> Result<VirtualMachine, ApiError> {
+        let namespace = vm.metadata.namespace.clone().unwrap_or_else(|| "default".to_owned());
+        let name = vm.metadata.name.clone().unwrap_or_default();
+        patch["metadata"]["resourceVersion"] = serde_json::json!(vm.metadata.resource_version);
+        Api::<VirtualMachine>::namespaced(self.client.clone(), &namespace)
+            .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map_err(kube_error(format!("patch VM {namespace}/{name}")))
+    }
+
+    async fn update_vm_status(&self, vm: &VirtualMachine) -> Result<VirtualMachine, ApiError> {
+        let namespace = vm.metadata.namespace.clone().unwrap_or_else(|| "default".to_owned());
+        let name = vm.metadata.name.clone().unwrap_or_default();
+        Api::<VirtualMachine>::namespaced(self.client.clone(), &namespace)
+            .replace_status(&name, &PostParams::default(), vm)
+            .await
+            .map_err(kube_error(format!("update status of VM {namespace}/{name}")))
     }
 
     async fn record_event(

@@ -13,7 +13,7 @@ use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::watcher;
 pub use kube_adapter::KubeControllerApi;
-use kubevirt_api::v1::VirtualMachineInstance;
+use kubevirt_api::v1::{VirtualMachine, VirtualMachineInstance};
 
 /// Why a call to the API server failed.
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +42,8 @@ pub enum ApiError {
 
 /// A watch event about a VMI.
 pub type VmiWatchEvent = watcher::Event<VirtualMachineInstance>;
+/// A watch event about a VM.
+pub type VmWatchEvent = watcher::Event<VirtualMachine>;
 /// A watch event about a launcher pod.
 pub type PodWatchEvent = watcher::Event<Pod>;
 
@@ -67,6 +69,24 @@ pub trait ControllerApi: Send + Sync + 'static {
         &self,
         vmi: &VirtualMachineInstance,
     ) -> impl Future<Output = Result<VirtualMachineInstance, ApiError>> + Send;
+    /// Watches every VM.
+    fn watch_vms(&self) -> BoxStream<'static, Result<VmWatchEvent, ApiError>>;
+    /// Creates a VMI; returns it as stored.
+    fn create_vmi(
+        &self,
+        vmi: &VirtualMachineInstance,
+    ) -> impl Future<Output = Result<VirtualMachineInstance, ApiError>> + Send;
+    /// Deletes a VMI.
+    fn delete_vmi(&self, namespace: &str, name: &str) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// Applies a JSON merge patch to a VM (finalizers, `spec.runStrategy`), guarded by its
+    /// resourceVersion.
+    fn patch_vm(
+        &self,
+        vm: &VirtualMachine,
+        patch: serde_json::Value,
+    ) -> impl Future<Output = Result<VirtualMachine, ApiError>> + Send;
+    /// Writes a VM's status.
+    fn update_vm_status(&self, vm: &VirtualMachine) -> impl Future<Output = Result<VirtualMachine, ApiError>> + Send;
     /// Records an event about a VMI.
     fn record_event(
         &self,

@@ -1,0 +1,271 @@
+//! The VM controller: keeps the VMs and VMIs it watched, and for one VM at a time observes it and
+//! its VMI, decides by run strategy ([`crate::run_strategy`]) and applies: VMI creation and
+//! deletion (with expectations), the strategy switch of a started Halted VM, the finalizers, and
+//! the status ([`crate::vm_status`]).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use kube::runtime::watcher::Event;
+use kubevirt_api::clock::Clock;
+use kubevirt_api::v1::{VirtualMachine, VirtualMachineInstance};
+use kubevirt_api::well_known::finalizers;
+use serde_json::json;
+
+use crate::cluster_api::{ApiError, ControllerApi};
+use crate::expectations::Expectations;
+use crate::run_strategy::{Action, Observed, VmiView, decide};
+use crate::vm_status::{backing_off, first_request, next_vm_status, vmi_from_vm};
+
+/// Retry delay after a failed write.
+pub const RETRY: Duration = Duration::from_secs(1);
+
+#[derive(Debug, Default)]
+struct Known {
+    vms: HashMap<String, Arc<VirtualMachine>>,
+    vmis: HashMap<String, Arc<VirtualMachineInstance>>,
+    expectations: Expectations,
+}
+
+/// The controller.
+#[derive(Debug)]
+pub struct VmController<A, K> {
+    api: A,
+    clock: K,
+    known: Mutex<Known>,
+}
+
+fn key_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
+    format!(
+        "{}/{}",
+        meta.namespace.as_deref().unwrap_or("default"),
+        meta.name.as_deref().unwrap_or_default()
+    )
+}
+
+fn has_finalizer(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, finalizer: &str) -> bool {
+    meta.finalizers
+        .as_ref()
+        .is_some_and(|f| f.iter().any(|x| x == finalizer))
+}
+
+/// A finalizer list without (or with) the VM controller's finalizer.
+fn finalizers_patch(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    keep: bool,
+) -> serde_json::Value {
+    let mut list = meta.finalizers.clone().unwrap_or_default();
+    list.retain(|f| f != finalizers::VM_CONTROLLER);
+    if keep {
+        list.push(finalizers::VM_CONTROLLER.to_owned());
+    }
+    json!({"metadata": {"finalizers": list}})
+}
+
+impl<A: ControllerApi, K: Clock> VmController<A, K> {
+    /// A controller with empty knowledge.
+    pub fn new(api: A, clock: K) -> Self {
+        Self {
+            api,
+            clock,
+            known: Mutex::default(),
+        }
+    }
+
+    fn known(&self) -> std::sync::MutexGuard<'_, Known> {
+        self.known.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Takes in a VM watch event; returns the keys to reconcile.
+    pub fn on_vm_event(&self, event: Event<VirtualMachine>) -> Vec<String> {
+        let mut known = self.known();
+        match event {
+            Event::Apply(vm) | Event::InitApply(vm) => {
+                let key = key_of(&vm.metadata);
+                known.vms.insert(key.clone(), Arc::new(vm));
+                vec![key]
+            }
+            Event::Delete(vm) => {
+                let key = key_of(&vm.metadata);
+                known.vms.remove(&key);
+                known.expectations.forget(&key);
+                Vec::new()
+            }
+            Event::Init | Event::InitDone => Vec::new(),
+        }
+    }
+
+    /// Takes in a VMI watch event; returns the owning VM's key (VMI and VM share the name).
+    pub fn on_vmi_event(&self, event: Event<VirtualMachineInstance>) -> Vec<String> {
+        let mut known = self.known();
+        match event {
+            Event::Apply(vmi) | Event::InitApply(vmi) => {
+                let key = vmi.key();
+                if !known.vmis.contains_key(&key) {
+                    known.expectations.creation_observed(&key);
+                }
+                known.vmis.insert(key.clone(), Arc::new(vmi));
+                vec![key]
+            }
+            Event::Delete(vmi) => {
+                let key = vmi.key();
+                known.vmis.remove(&key);
+                known.expectations.deletion_observed(&key);
+                vec![key]
+            }
+            Event::Init | Event::InitDone => Vec::new(),
+        }
+    }
+
+    /// Reconciles one VM; returns when to look again.
+    pub async fn reconcile(&self, key: &str) -> Option<Duration> {
+        let (vm, vmi, satisfied) = {
+            let known = self.known();
+            let vm = known.vms.get(key)?.clone();
+            let vmi = known.vmis.get(key).cloned();
+            (vm, vmi, known.expectations.satisfied(key, Instant::now()))
+        };
+        if !satisfied {
+            return None;
+        }
+        let vmi = vmi.filter(|v| {
+            v.metadata
+                .owner_references
+                .as_ref()
+                .is_some_and(|o| o.iter().any(|r| Some(&r.uid) == vm.metadata.uid.as_ref()))
+        });
+        let namespace = vm.metadata.namespace.clone().unwrap_or_else(|| "default".to_owned());
+        let name = vm.metadata.name.clone().unwrap_or_default();
+        if let Some(vmi) = &vmi
+            && self.release_vmi(vmi).await.is_err()
+        {
+            return Some(RETRY);
+        }
+        let mut current = vm.as_ref().clone();
+        if vm.metadata.deletion_timestamp.is_some() {
+            return self.finish_deletion(key, &current, vmi.as_deref()).await;
+        }
+        if !has_finalizer(&vm.metadata, finalizers::VM_CONTROLLER) {
+            match self.api.patch_vm(&current, finalizers_patch(&vm.metadata, true)).await {
+                Ok(stored) => current = stored,
+                Err(_) => return Some(RETRY),
+            }
+        }
+        let strategy = match vm.spec.effective_run_strategy() {
+            Ok(strategy) => strategy,
+            Err(error) => {
+                tracing::warn!(vm = %key, error = %error, "invalid run strategy");
+                return None;
+            }
+        };
+        let now = self.clock.now();
+        let backoff = backing_off(&vm, now);
+        let observed = Observed {
+            strategy,
+            recorded_strategy: vm
+                .status
+                .as_ref()
+                .and_then(|s| s.run_strategy.as_deref())
+                .and_then(|s| s.parse().ok()),
+            vmi: vmi.as_ref().map(|v| VmiView {
+                uid: v.metadata.uid.clone().unwrap_or_default(),
+                phase: v.status.as_ref().and_then(|s| s.phase).unwrap_or_default(),
+                is_deleting: v.metadata.deletion_timestamp.is_some(),
+            }),
+            request: first_request(&vm),
+            backing_off: backoff.is_some(),
+        };
+        let decision = decide(&observed);
+        let mut requeue = None;
+        match decision.action {
+            Action::Create { paused } => {
+                self.known().expectations.expect_creation(key, Instant::now());
+                if self.api.create_vmi(&vmi_from_vm(&vm, paused)).await.is_err() {
+                    self.known().expectations.creation_observed(key);
+                    return Some(RETRY);
+                }
+            }
+            Action::Delete => {
+                self.known().expectations.expect_deletions(key, 1, Instant::now());
+                match self.api.delete_vmi(&namespace, &name).await {
+                    Ok(()) | Err(ApiError::NotFound(_)) => {}
+                    Err(_) => {
+                        self.known().expectations.deletion_observed(key);
+                        return Some(RETRY);
+                    }
+                }
+            }
+            Action::SwitchToAlways => {
+                let patch = json!({"spec": {"runStrategy": "Always", "running": null}});
+                match self.api.patch_vm(&current, patch).await {
+                    Ok(stored) => current = stored,
+                    Err(_) => return Some(RETRY),
+                }
+            }
+            Action::WaitForBackoff => requeue = backoff,
+            Action::Nothing => {}
+        }
+        let jitter = f64::from(now.subsec_nanosecond().unsigned_abs() % 1000) / 1000.0;
+        let status = next_vm_status(&current, strategy, vmi.as_deref(), &decision, now, jitter);
+        if current.status.as_ref() != Some(&status) {
+            current.status = Some(status);
+            match self.api.update_vm_status(&current).await {
+                Ok(stored) => current = stored,
+                Err(_) => return Some(RETRY),
+            }
+        }
+        self.known().vms.insert(key.to_owned(), Arc::new(current));
+        requeue
+    }
+
+    /// A deleted VM: its VMI goes first, then the VM's finalizer.
+    async fn finish_deletion(
+        &self,
+        key: &str,
+        vm: &VirtualMachine,
+        vmi: Option<&VirtualMachineInstance>,
+    ) -> Option<Duration> {
+        match vmi {
+            Some(vmi) if vmi.metadata.deletion_timestamp.is_none() => {
+                self.known().expectations.expect_deletions(key, 1, Instant::now());
+                let namespace = vm.metadata.namespace.clone().unwrap_or_else(|| "default".to_owned());
+                if self
+                    .api
+                    .delete_vmi(&namespace, vm.metadata.name.as_deref().unwrap_or_default())
+                    .await
+                    .is_err()
+                {
+                    self.known().expectations.deletion_observed(key);
+                    return Some(RETRY);
+                }
+                None
+            }
+            None if has_finalizer(&vm.metadata, finalizers::VM_CONTROLLER) => self
+                .api
+                .patch_vm(vm, finalizers_patch(&vm.metadata, false))
+                .await
+                .err()
+                .map(|_| RETRY),
+            // The VMI is on its way out, or nothing is left to do.
+            Some(_) | None => None,
+        }
+    }
+
+    /// Releases the VM controller's finalizer on a VMI that is final or being deleted (upstream
+    /// does so once the final status is recorded on the VM), so the VMI can go.
+    async fn release_vmi(&self, vmi: &VirtualMachineInstance) -> Result<(), ApiError> {
+        let done = vmi.metadata.deletion_timestamp.is_some()
+            || vmi
+                .status
+                .as_ref()
+                .and_then(|s| s.phase)
+                .is_some_and(kubevirt_api::v1::VirtualMachineInstancePhase::is_final);
+        if done && has_finalizer(&vmi.metadata, finalizers::VM_CONTROLLER) {
+            self.api
+                .patch_vmi_metadata(vmi, finalizers_patch(&vmi.metadata, false))
+                .await?;
+        }
+        Ok(())
+    }
+}
