@@ -20,8 +20,6 @@ use crate::cluster_api::ClusterApi;
 use crate::launchers::Launchers;
 use crate::reconciler::Reconciler;
 
-/// The content type of the text this module writes.
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Labels of `kubevirt_vmi_phase_count`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

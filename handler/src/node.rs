@@ -12,7 +12,7 @@ use tracing::{info, warn};
 
 use crate::clock::{Clock, SystemClock};
 use crate::cluster_api::ClusterApi;
-use crate::http::Endpoints;
+use control_loop::http::Endpoints;
 use crate::launchers::{Launchers, SocketLaunchers};
 use crate::notify_server::NotifySink;
 use crate::reconciler::{Reconciler, ReconcilerConfig};
@@ -115,7 +115,7 @@ pub async fn run<C: ClusterApi + Clone>(config: NodeConfig, api: C, stop: Cancel
             reconciler: reconciler.clone(),
             stop: stop.clone(),
         });
-        tokio::spawn(crate::http::serve(listener, endpoints, stop.clone()))
+        tokio::spawn(control_loop::http::serve(listener, endpoints, stop.clone()))
     });
     let heartbeat = {
         let (api, node, state, every, stop) = (

@@ -17,7 +17,7 @@ use crate::cluster_api::{ApiError, ClusterApi, VmiEvent, VmiWatchEvent};
 use crate::launchers::Launchers;
 use crate::notify_server::{DomainNotification, LauncherK8sEvent};
 use crate::reconciler::Reconciler;
-use crate::workqueue::WorkQueue;
+use control_loop::workqueue::WorkQueue;
 
 /// Loop settings.
 #[derive(Clone, Copy, Debug)]

@@ -1,4 +1,5 @@
-//! virt-handler's HTTP endpoint: `/healthz` (liveness and readiness) and `/metrics`.
+//! A component's HTTP endpoint: `/healthz` (liveness), `/leader` (readiness: only the leader of a
+//! leader-elected component is ready) and `/metrics`.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -15,10 +16,17 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
+/// The content type of `/metrics` (OpenMetrics text).
+pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
 /// What the endpoint serves.
 pub trait Endpoints: Send + Sync + 'static {
-    /// Whether the handler is healthy.
+    /// Whether the component is healthy.
     fn healthy(&self) -> bool;
+    /// Whether it leads (components without leader election always do).
+    fn leading(&self) -> bool {
+        self.healthy()
+    }
     /// The metrics text.
     fn metrics(&self) -> impl Future<Output = String> + Send;
 }
@@ -38,8 +46,10 @@ pub async fn route<E: Endpoints>(endpoints: &E, method: &Method, path: &str) -> 
     match (method, path) {
         (&Method::GET, "/healthz") if endpoints.healthy() => reply(StatusCode::OK, TEXT, "ok".to_owned()),
         (&Method::GET, "/healthz") => reply(StatusCode::SERVICE_UNAVAILABLE, TEXT, "not ready".to_owned()),
-        (&Method::GET, "/metrics") => reply(StatusCode::OK, crate::metrics::CONTENT_TYPE, endpoints.metrics().await),
-        (_, "/healthz" | "/metrics") => reply(StatusCode::METHOD_NOT_ALLOWED, TEXT, "use GET".to_owned()),
+        (&Method::GET, "/leader") if endpoints.leading() => reply(StatusCode::OK, TEXT, "leading".to_owned()),
+        (&Method::GET, "/leader") => reply(StatusCode::SERVICE_UNAVAILABLE, TEXT, "not leading".to_owned()),
+        (&Method::GET, "/metrics") => reply(StatusCode::OK, METRICS_CONTENT_TYPE, endpoints.metrics().await),
+        (_, "/healthz" | "/leader" | "/metrics") => reply(StatusCode::METHOD_NOT_ALLOWED, TEXT, "use GET".to_owned()),
         _ => reply(StatusCode::NOT_FOUND, TEXT, "not found".to_owned()),
     }
 }
@@ -109,9 +119,13 @@ mod tests {
                 .headers()
                 .get(hyper::header::CONTENT_TYPE)
                 .and_then(|v| v.to_str().ok()),
-            Some(crate::metrics::CONTENT_TYPE)
+            Some(METRICS_CONTENT_TYPE)
         );
         assert_eq!(body(metrics).await, "# EOF\n");
+        let leader = route(&Fixed(true), &Method::GET, "/leader").await;
+        assert_eq!(leader.status(), StatusCode::OK);
+        let follower = route(&Fixed(false), &Method::GET, "/leader").await;
+        assert_eq!(follower.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(
             route(&Fixed(true), &Method::POST, "/metrics").await.status(),
             StatusCode::METHOD_NOT_ALLOWED

@@ -1,6 +1,6 @@
-//! The reconcile queue: keys (`namespace/name`) wait at most once, a key is never worked on twice
-//! at the same time, and a key that changes while it is being worked on is queued again when the
-//! work is done. Delays (requeue after N seconds) go through a timer queue.
+//! The reconcile queue: keys wait at most once, a key is never worked on twice at the same time,
+//! and a key that changes while it is being worked on is queued again when the work is done.
+//! Delays (requeue after N seconds) go through a timer queue.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Duration;
