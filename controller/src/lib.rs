@@ -12,6 +12,7 @@ pub mod overhead;
 pub mod pod;
 pub mod printable_status;
 pub mod run_strategy;
+pub mod runner;
 pub mod vm_controller;
 pub mod vm_status;
 pub mod vmi_controller;

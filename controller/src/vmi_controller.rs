@@ -99,6 +99,20 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
         self.known.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// How many VMIs are in each phase (for `kubevirt_vmi_phase_count`).
+    pub fn phase_counts(&self) -> BTreeMap<String, u64> {
+        let mut counts = BTreeMap::new();
+        for vmi in self.known().vmis.values() {
+            let phase = vmi.status.as_ref().and_then(|s| s.phase).unwrap_or_default();
+            let name = serde_json::to_value(phase)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_lowercase))
+                .unwrap_or_default();
+            *counts.entry(name).or_insert(0) += 1;
+        }
+        counts
+    }
+
     /// The API side.
     pub fn api(&self) -> &A {
         &self.api

@@ -20,7 +20,6 @@ use crate::cluster_api::ClusterApi;
 use crate::launchers::Launchers;
 use crate::reconciler::Reconciler;
 
-
 /// Labels of `kubevirt_vmi_phase_count`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PhaseLabels {

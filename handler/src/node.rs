@@ -12,11 +12,11 @@ use tracing::{info, warn};
 
 use crate::clock::{Clock, SystemClock};
 use crate::cluster_api::ClusterApi;
-use control_loop::http::Endpoints;
 use crate::launchers::{Launchers, SocketLaunchers};
 use crate::notify_server::NotifySink;
 use crate::reconciler::{Reconciler, ReconcilerConfig};
 use crate::runner::{RunOptions, channels};
+use control_loop::http::Endpoints;
 
 /// Where things are and how often they happen.
 #[derive(Clone, Debug)]

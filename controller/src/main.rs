@@ -1,0 +1,137 @@
+//! The virt-controller binary: flags, logging, the kube client, the HTTP endpoint and signals;
+//! the controllers themselves are `virt_controller::runner`.
+
+use std::net::{IpAddr, SocketAddr};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use clap::Parser;
+use control_loop::http::Endpoints;
+use kubevirt_api::clock::{Clock, SystemClock};
+use tokio_util::sync::CancellationToken;
+use virt_controller::cluster_api::{ControllerApi, KubeControllerApi};
+use virt_controller::pod::PodConfig;
+use virt_controller::runner::{Controllers, run};
+use virt_controller::vm_controller::VmController;
+use virt_controller::vmi_controller::VmiController;
+
+/// virt-controller's flags (upstream's names).
+#[derive(Debug, Parser)]
+#[command(
+    name = "virt-controller",
+    version,
+    about = "KubeVirt's cluster controller (kubevirt-rs)"
+)]
+struct Args {
+    /// The virt-launcher image launcher pods run.
+    #[arg(long)]
+    launcher_image: String,
+    /// Pull policy of launcher and containerDisk images.
+    #[arg(long, default_value = "IfNotPresent")]
+    image_pull_policy: String,
+    /// Port of `/healthz`, `/leader` and `/metrics`.
+    #[arg(long, default_value_t = 8443)]
+    port: u16,
+    /// Address to listen on.
+    #[arg(long, default_value = "0.0.0.0")]
+    listen_address: IpAddr,
+    /// Base of the launchers' `--qemu-timeout`, in seconds.
+    #[arg(long, default_value_t = 240)]
+    qemu_timeout_seconds: u64,
+    /// Launchers get `--allow-emulation` and no `/dev/kvm` (the KubeVirt CR's `useEmulation`).
+    #[arg(long)]
+    use_emulation: bool,
+    /// Objects reconciled at once.
+    #[arg(long, default_value_t = 10)]
+    workers: usize,
+    /// Log verbosity (upstream's `-v`); `RUST_LOG` overrides it.
+    #[arg(short = 'v', default_value_t = 2)]
+    verbosity: u8,
+}
+
+/// The endpoint's view of the controller: healthy until stopped; a single replica leads (there
+/// is no leader election yet).
+struct Health<A, K> {
+    stop: CancellationToken,
+    controllers: Arc<Controllers<A, K>>,
+}
+
+impl<A: ControllerApi, K: Clock> Endpoints for Health<A, K> {
+    fn healthy(&self) -> bool {
+        !self.stop.is_cancelled()
+    }
+
+    async fn metrics(&self) -> String {
+        virt_controller::runner::metrics(&self.controllers, true)
+    }
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let level = if args.verbosity >= 4 { "debug" } else { "info" };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .log_internal_errors(false)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("virt-controller: error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(serve(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("virt-controller: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve(args: Args) -> anyhow::Result<()> {
+    let client = kube::Client::try_default()
+        .await
+        .context("cannot reach the Kubernetes API (in-cluster config or KUBECONFIG)")?;
+    let addr = SocketAddr::new(args.listen_address, args.port);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    let stop = CancellationToken::new();
+    let on_signal = stop.clone();
+    let mut terminate =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).context("cannot watch SIGTERM")?;
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = terminate.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+        on_signal.cancel();
+    });
+    let mut config = PodConfig::new(&args.launcher_image);
+    config.image_pull_policy = args.image_pull_policy;
+    config.qemu_timeout_seconds = args.qemu_timeout_seconds;
+    config.use_emulation = args.use_emulation;
+    let api = KubeControllerApi::new(client);
+    let controllers = Arc::new(Controllers {
+        vmis: VmiController::new(api.clone(), SystemClock, config),
+        vms: VmController::new(api.clone(), SystemClock),
+    });
+    let health = Arc::new(Health {
+        stop: stop.clone(),
+        controllers: controllers.clone(),
+    });
+    let http = tokio::spawn(control_loop::http::serve(listener, health, stop.clone()));
+    run(controllers, &api, args.workers, stop).await;
+    http.await.context("the HTTP endpoint failed")?;
+    Ok(())
+}

@@ -1,0 +1,128 @@
+//! virt-controller's event loop: the VMI, VM and launcher-pod watches feed one work queue of
+//! `vmi:` and `vm:` keys, reconciled by up to `workers` tasks (never one key twice at once).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use control_loop::workqueue::WorkQueue;
+use futures::StreamExt as _;
+use kubevirt_api::clock::Clock;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tracing::warn;
+
+use crate::cluster_api::ControllerApi;
+use crate::vm_controller::VmController;
+use crate::vmi_controller::VmiController;
+
+/// Both controllers.
+#[derive(Debug)]
+pub struct Controllers<A, K> {
+    /// VMI -> launcher pod.
+    pub vmis: VmiController<A, K>,
+    /// VM -> VMI.
+    pub vms: VmController<A, K>,
+}
+
+impl<A: ControllerApi, K: Clock> Controllers<A, K> {
+    async fn reconcile(&self, key: &str) -> Option<Duration> {
+        match key.split_once(':') {
+            Some(("vmi", key)) => self.vmis.reconcile(key).await,
+            Some(("vm", key)) => self.vms.reconcile(key).await,
+            _ => None,
+        }
+    }
+}
+
+/// The controller's metrics: readiness, leadership and VMIs by phase.
+#[must_use]
+pub fn metrics<A: ControllerApi, K: Clock>(controllers: &Controllers<A, K>, leading: bool) -> String {
+    use prometheus_client::metrics::family::Family;
+    use prometheus_client::metrics::gauge::Gauge;
+    let mut registry = prometheus_client::registry::Registry::default();
+    let ready = Gauge::<i64>::default();
+    ready.set(1);
+    registry.register(
+        "kubevirt_virt_controller_ready_status",
+        "The controller is ready.",
+        ready,
+    );
+    let leader = Gauge::<i64>::default();
+    leader.set(i64::from(leading));
+    registry.register(
+        "kubevirt_virt_controller_leading_status",
+        "The controller leads.",
+        leader,
+    );
+    let phases = Family::<Vec<(String, String)>, Gauge>::default();
+    registry.register("kubevirt_vmi_phase_count", "VMIs by phase.", phases.clone());
+    for (phase, count) in controllers.vmis.phase_counts() {
+        phases
+            .get_or_create(&vec![("phase".to_owned(), phase)])
+            .set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+    let mut text = String::new();
+    if prometheus_client::encoding::text::encode(&mut text, &registry).is_err() {
+        "# EOF\n".clone_into(&mut text);
+    }
+    text
+}
+
+fn queue_all(queue: &mut WorkQueue, prefix: &str, keys: Vec<String>) {
+    for key in keys {
+        queue.add(&format!("{prefix}:{key}"));
+    }
+}
+
+/// Runs until `stop`; in-flight reconciles finish first.
+pub async fn run<A: ControllerApi, K: Clock>(
+    controllers: Arc<Controllers<A, K>>,
+    api: &A,
+    workers: usize,
+    stop: CancellationToken,
+) {
+    let mut instance_events = api.watch_vmis();
+    let mut machine_events = api.watch_vms();
+    let mut pod_events = api.watch_launcher_pods();
+    let mut queue = WorkQueue::new();
+    let mut running: JoinSet<(String, Option<Duration>)> = JoinSet::new();
+    loop {
+        while running.len() < workers.max(1) {
+            let Some(key) = queue.pop() else { break };
+            let controllers = controllers.clone();
+            running.spawn(async move {
+                let requeue = controllers.reconcile(&key).await;
+                (key, requeue)
+            });
+        }
+        tokio::select! {
+            () = stop.cancelled() => break,
+            Some(event) = instance_events.next() => match event {
+                Ok(event) => {
+                    queue_all(&mut queue, "vm", controllers.vms.on_vmi_event(event.clone()));
+                    queue_all(&mut queue, "vmi", controllers.vmis.on_vmi_event(event));
+                }
+                Err(error) => warn!(error = %error, "VMI watch error; the watch retries"),
+            },
+            Some(event) = machine_events.next() => match event {
+                Ok(event) => queue_all(&mut queue, "vm", controllers.vms.on_vm_event(event)),
+                Err(error) => warn!(error = %error, "VM watch error; the watch retries"),
+            },
+            Some(event) = pod_events.next() => match event {
+                Ok(event) => queue_all(&mut queue, "vmi", controllers.vmis.on_pod_event(event)),
+                Err(error) => warn!(error = %error, "pod watch error; the watch retries"),
+            },
+            () = queue.next_timer() => {}
+            Some(finished) = running.join_next(), if !running.is_empty() => match finished {
+                Ok((key, requeue)) => {
+                    queue.done(&key);
+                    if let Some(delay) = requeue {
+                        queue.add_after(&key, delay);
+                    }
+                }
+                Err(error) => warn!(error = %error, "a reconcile task failed"),
+            },
+        }
+    }
+    while running.join_next().await.is_some() {}
+}
