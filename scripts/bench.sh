@@ -16,3 +16,6 @@ cargo run -q --release -p kubevirt-tests --bin bench-launcher -- --launcher targ
 
 # virt-handler: 1000 VMIs on one node with fake launchers.
 cargo run -q --release -p kubevirt-tests --bin bench-handler -- --vmis 1000
+
+# virt-controller: 10 000 VMIs started against the in-memory API server.
+cargo run -q --release -p kubevirt-tests --bin bench-controller -- --vmis 10000

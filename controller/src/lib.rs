@@ -7,6 +7,7 @@
 //! crash-loop backoff ([`printable_status`]).
 
 pub mod cluster_api;
+pub mod compact;
 pub mod expectations;
 pub mod overhead;
 pub mod pod;

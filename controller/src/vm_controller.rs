@@ -14,6 +14,7 @@ use kubevirt_api::well_known::finalizers;
 use serde_json::json;
 
 use crate::cluster_api::{ApiError, ControllerApi};
+use crate::compact::Compact;
 use crate::expectations::Expectations;
 use crate::run_strategy::{Action, Observed, VmiView, decide};
 use crate::vm_status::{backing_off, first_request, next_vm_status, vmi_from_vm};
@@ -24,7 +25,7 @@ pub const RETRY: Duration = Duration::from_secs(1);
 #[derive(Debug, Default)]
 struct Known {
     vms: HashMap<String, Arc<VirtualMachine>>,
-    vmis: HashMap<String, Arc<VirtualMachineInstance>>,
+    vmis: HashMap<String, Compact<VirtualMachineInstance>>,
     expectations: Expectations,
 }
 
@@ -105,7 +106,7 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
                 if !known.vmis.contains_key(&key) {
                     known.expectations.creation_observed(&key);
                 }
-                known.vmis.insert(key.clone(), Arc::new(vmi));
+                known.vmis.insert(key.clone(), Compact::new(&vmi));
                 vec![key]
             }
             Event::Delete(vmi) => {
@@ -123,7 +124,7 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
         let (vm, vmi, satisfied) = {
             let known = self.known();
             let vm = known.vms.get(key)?.clone();
-            let vmi = known.vmis.get(key).cloned();
+            let vmi = known.vmis.get(key).and_then(Compact::get);
             (vm, vmi, known.expectations.satisfied(key, Instant::now()))
         };
         if !satisfied {
@@ -144,7 +145,7 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
         }
         let mut current = vm.as_ref().clone();
         if vm.metadata.deletion_timestamp.is_some() {
-            return self.finish_deletion(key, &current, vmi.as_deref()).await;
+            return self.finish_deletion(key, &current, vmi.as_ref()).await;
         }
         if !has_finalizer(&vm.metadata, finalizers::VM_CONTROLLER) {
             match self.api.patch_vm(&current, finalizers_patch(&vm.metadata, true)).await {
@@ -207,7 +208,7 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
             Action::Nothing => {}
         }
         let jitter = f64::from(now.subsec_nanosecond().unsigned_abs() % 1000) / 1000.0;
-        let status = next_vm_status(&current, strategy, vmi.as_deref(), &decision, now, jitter);
+        let status = next_vm_status(&current, strategy, vmi.as_ref(), &decision, now, jitter);
         if current.status.as_ref() != Some(&status) {
             current.status = Some(status);
             match self.api.update_vm_status(&current).await {

@@ -3,7 +3,7 @@
 //! expectations), pod deletion, the node label and finalizer, then the status.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -15,6 +15,7 @@ use kubevirt_api::well_known::{finalizers, labels};
 use serde_json::json;
 
 use crate::cluster_api::{ApiError, ControllerApi};
+use crate::compact::Compact;
 use crate::expectations::Expectations;
 use crate::pod::{PodConfig, render_launcher_pod};
 use crate::vmi_lifecycle::{Observed, PodView, plan};
@@ -24,10 +25,26 @@ pub const RETRY: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Default)]
 struct Known {
-    vmis: HashMap<String, Arc<VirtualMachineInstance>>,
+    vmis: HashMap<String, KnownVmi>,
     /// Launcher pods by owning VMI key, then by pod name.
     pods: HashMap<String, BTreeMap<String, PodView>>,
     expectations: Expectations,
+}
+
+/// A cached VMI: its JSON, and its phase for metrics.
+#[derive(Clone, Debug)]
+struct KnownVmi {
+    vmi: Compact<VirtualMachineInstance>,
+    phase: kubevirt_api::v1::VirtualMachineInstancePhase,
+}
+
+impl KnownVmi {
+    fn new(vmi: &VirtualMachineInstance) -> Self {
+        Self {
+            vmi: Compact::new(vmi),
+            phase: vmi.status.as_ref().and_then(|s| s.phase).unwrap_or_default(),
+        }
+    }
 }
 
 /// The controller.
@@ -102,9 +119,8 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
     /// How many VMIs are in each phase (for `kubevirt_vmi_phase_count`).
     pub fn phase_counts(&self) -> BTreeMap<String, u64> {
         let mut counts = BTreeMap::new();
-        for vmi in self.known().vmis.values() {
-            let phase = vmi.status.as_ref().and_then(|s| s.phase).unwrap_or_default();
-            let name = serde_json::to_value(phase)
+        for known in self.known().vmis.values() {
+            let name = serde_json::to_value(known.phase)
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_lowercase))
                 .unwrap_or_default();
@@ -124,7 +140,7 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
         match event {
             Event::Apply(vmi) | Event::InitApply(vmi) => {
                 let key = vmi.key();
-                known.vmis.insert(key.clone(), Arc::new(vmi));
+                known.vmis.insert(key.clone(), KnownVmi::new(&vmi));
                 vec![key]
             }
             Event::Delete(vmi) => {
@@ -171,7 +187,7 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
     pub async fn reconcile(&self, key: &str) -> Option<Duration> {
         let (vmi, pods, satisfied) = {
             let known = self.known();
-            let vmi = known.vmis.get(key)?.clone();
+            let vmi = Box::new(known.vmis.get(key)?.vmi.get()?);
             let pods: Vec<PodView> = known
                 .pods
                 .get(key)
@@ -186,9 +202,9 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
             now: Time(self.clock.now()),
         });
         let namespace = vmi.metadata.namespace.clone().unwrap_or_else(|| "default".to_owned());
-        let mut current = vmi.as_ref().clone();
+        let mut current = vmi.clone();
         if plan.create_pod {
-            match render_launcher_pod(&vmi, &self.config) {
+            match render_launcher_pod(&vmi, &self.config).map(Box::new) {
                 Ok(pod) => {
                     self.known().expectations.expect_creation(key, Instant::now());
                     match self.api.create_pod(&namespace, &pod).await {
@@ -229,19 +245,19 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
         }
         if let Some(patch) = metadata_patch(&current, &plan) {
             match self.api.patch_vmi_metadata(&current, patch).await {
-                Ok(stored) => current = stored,
+                Ok(stored) => *current = stored,
                 Err(_) => return Some(RETRY),
             }
         }
         if let Some(status) = plan.status {
             current.status = Some(status);
             match self.api.update_vmi_status(&current).await {
-                Ok(stored) => current = stored,
+                Ok(stored) => *current = stored,
                 Err(_) => return Some(RETRY),
             }
         }
         if current.metadata.resource_version != vmi.metadata.resource_version {
-            self.known().vmis.insert(key.to_owned(), Arc::new(current));
+            self.known().vmis.insert(key.to_owned(), KnownVmi::new(&current));
         }
         None
     }

@@ -11,6 +11,8 @@ use kube::runtime::watcher::Event;
 use kubevirt_api::v1::{VirtualMachine, VirtualMachineInstance};
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
+use crate::compact::Compact;
+
 use super::{ApiError, ControllerApi, PodWatchEvent, VmWatchEvent, VmiWatchEvent};
 
 /// One write virt-controller made.
@@ -38,18 +40,32 @@ pub enum Write {
 
 #[derive(Debug, Default)]
 struct State {
-    vmis: BTreeMap<String, VirtualMachineInstance>,
-    vms: BTreeMap<String, VirtualMachine>,
-    pods: BTreeMap<String, Pod>,
+    // Kept as JSON, as an API server keeps them: benchmarks measure the controller in this process.
+    vmis: BTreeMap<String, Compact<VirtualMachineInstance>>,
+    vms: BTreeMap<String, Compact<VirtualMachine>>,
+    pods: BTreeMap<String, Compact<Pod>>,
     vm_watchers: Vec<UnboundedSender<VmWatchEvent>>,
     vmi_watchers: Vec<UnboundedSender<VmiWatchEvent>>,
     pod_watchers: Vec<UnboundedSender<PodWatchEvent>>,
     writes: Vec<Write>,
+    write_count: usize,
+    event_count: usize,
+    keeps_writes: bool,
     version: u64,
     pod_counter: u64,
 }
 
 impl State {
+    fn log(&mut self, write: Write) {
+        self.write_count += 1;
+        if matches!(write, Write::Event(..)) {
+            self.event_count += 1;
+        }
+        if self.keeps_writes {
+            self.writes.push(write);
+        }
+    }
+
     fn stamp(&mut self, meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) {
         self.version += 1;
         meta.resource_version = Some(self.version.to_string());
@@ -68,6 +84,10 @@ impl State {
     }
 }
 
+fn compact<T: serde::Serialize + serde::de::DeserializeOwned>(object: &T) -> Compact<T> {
+    Compact::new(object)
+}
+
 fn key_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
     format!(
         "{}/{}",
@@ -77,16 +97,56 @@ fn key_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> 
 }
 
 /// The fake. Clones share one state.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct FakeControllerApi {
     state: Arc<Mutex<State>>,
 }
 
+impl Default for FakeControllerApi {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl FakeControllerApi {
-    /// An empty API server.
+    /// An empty API server that keeps every write.
     #[must_use]
     pub fn new() -> Self {
-        Self::default()
+        Self {
+            state: Arc::new(Mutex::new(State {
+                keeps_writes: true,
+                ..State::default()
+            })),
+        }
+    }
+
+    /// An empty API server that only counts writes (benchmarks).
+    #[must_use]
+    pub fn counting_writes() -> Self {
+        let api = Self::new();
+        api.lock().keeps_writes = false;
+        api
+    }
+
+    /// How many writes so far, events included.
+    #[must_use]
+    pub fn write_count(&self) -> usize {
+        self.lock().write_count
+    }
+
+    /// The bytes of every object the API server keeps.
+    #[must_use]
+    pub fn stored_bytes(&self) -> usize {
+        let state = self.lock();
+        state.vmis.values().map(Compact::len).sum::<usize>()
+            + state.vms.values().map(Compact::len).sum::<usize>()
+            + state.pods.values().map(Compact::len).sum::<usize>()
+    }
+
+    /// How many of them were events.
+    #[must_use]
+    pub fn event_count(&self) -> usize {
+        self.lock().event_count
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -97,7 +157,7 @@ impl FakeControllerApi {
     pub fn apply_vmi(&self, mut vmi: VirtualMachineInstance) {
         let mut state = self.lock();
         state.stamp(&mut vmi.metadata);
-        state.vmis.insert(vmi.key(), vmi.clone());
+        state.vmis.insert(vmi.key(), compact(&vmi));
         state.vmi_changed(&Event::Apply(vmi));
     }
 
@@ -105,14 +165,14 @@ impl FakeControllerApi {
     pub fn apply_vm(&self, mut vm: VirtualMachine) {
         let mut state = self.lock();
         state.stamp(&mut vm.metadata);
-        state.vms.insert(key_of(&vm.metadata), vm.clone());
+        state.vms.insert(key_of(&vm.metadata), compact(&vm));
         state.vm_changed(&Event::Apply(vm));
     }
 
     /// Changes a stored VM (as a user or virt-api would).
     pub fn modify_vm(&self, key: &str, change: impl FnOnce(&mut VirtualMachine)) {
         let mut state = self.lock();
-        let Some(mut vm) = state.vms.get(key).cloned() else {
+        let Some(mut vm) = state.vms.get(key).and_then(Compact::get) else {
             return;
         };
         change(&mut vm);
@@ -121,7 +181,7 @@ impl FakeControllerApi {
             state.vms.remove(key);
             state.vm_changed(&Event::Delete(vm));
         } else {
-            state.vms.insert(key.to_owned(), vm.clone());
+            state.vms.insert(key.to_owned(), compact(&vm));
             state.vm_changed(&Event::Apply(vm));
         }
     }
@@ -129,13 +189,13 @@ impl FakeControllerApi {
     /// The stored VM.
     #[must_use]
     pub fn vm(&self, key: &str) -> Option<VirtualMachine> {
-        self.lock().vms.get(key).cloned()
+        self.lock().vms.get(key).and_then(Compact::get)
     }
 
     /// Removes a VMI whose finalizers are gone (as the API server does after a deletion).
     pub fn finish_vmi_deletion(&self, key: &str) {
         let mut state = self.lock();
-        if let Some(vmi) = state.vmis.remove(key) {
+        if let Some(vmi) = state.vmis.remove(key).and_then(|kept| kept.get()) {
             state.vmi_changed(&Event::Delete(vmi));
         }
     }
@@ -143,39 +203,45 @@ impl FakeControllerApi {
     /// Changes a stored VMI (as the handler or a user would).
     pub fn modify_vmi(&self, key: &str, change: impl FnOnce(&mut VirtualMachineInstance)) {
         let mut state = self.lock();
-        let Some(mut vmi) = state.vmis.get(key).cloned() else {
+        let Some(mut vmi) = state.vmis.get(key).and_then(Compact::get) else {
             return;
         };
         change(&mut vmi);
         state.stamp(&mut vmi.metadata);
-        state.vmis.insert(key.to_owned(), vmi.clone());
+        state.vmis.insert(key.to_owned(), compact(&vmi));
         state.vmi_changed(&Event::Apply(vmi));
     }
 
     /// Changes a stored pod (as the scheduler and kubelet would).
     pub fn modify_pod(&self, key: &str, change: impl FnOnce(&mut Pod)) {
         let mut state = self.lock();
-        let Some(mut pod) = state.pods.get(key).cloned() else {
+        let Some(mut pod) = state.pods.get(key).and_then(Compact::get) else {
             return;
         };
         change(&mut pod);
         state.stamp(&mut pod.metadata);
-        state.pods.insert(key.to_owned(), pod.clone());
+        state.pods.insert(key.to_owned(), compact(&pod));
         state.pod_changed(&Event::Apply(pod));
     }
 
     /// Removes a pod (the kubelet finished deleting it).
     pub fn remove_pod(&self, key: &str) {
         let mut state = self.lock();
-        if let Some(pod) = state.pods.remove(key) {
+        if let Some(pod) = state.pods.remove(key).and_then(|kept| kept.get()) {
             state.pod_changed(&Event::Delete(pod));
         }
+    }
+
+    /// Drops a pod from the store without telling any watcher: a benchmark that plays the kubelet
+    /// uses it so the API server's copy of every pod does not count as the controller's memory.
+    pub fn drop_stored_pod(&self, key: &str) {
+        self.lock().pods.remove(key);
     }
 
     /// The stored VMI.
     #[must_use]
     pub fn vmi(&self, key: &str) -> Option<VirtualMachineInstance> {
-        self.lock().vmis.get(key).cloned()
+        self.lock().vmis.get(key).and_then(Compact::get)
     }
 
     /// Keys (`namespace/name`) of the stored pods.
@@ -187,7 +253,7 @@ impl FakeControllerApi {
     /// The stored pod.
     #[must_use]
     pub fn pod(&self, key: &str) -> Option<Pod> {
-        self.lock().pods.get(key).cloned()
+        self.lock().pods.get(key).and_then(Compact::get)
     }
 
     /// Every write so far.
@@ -214,13 +280,13 @@ impl FakeControllerApi {
 impl ControllerApi for FakeControllerApi {
     fn watch_vmis(&self) -> BoxStream<'static, Result<VmiWatchEvent, ApiError>> {
         let mut state = self.lock();
-        let initial = state.vmis.values().cloned().collect();
+        let initial = state.vmis.values().filter_map(Compact::get).collect();
         Self::watch(initial, |tx| state.vmi_watchers.push(tx))
     }
 
     fn watch_launcher_pods(&self) -> BoxStream<'static, Result<PodWatchEvent, ApiError>> {
         let mut state = self.lock();
-        let initial = state.pods.values().cloned().collect();
+        let initial = state.pods.values().filter_map(Compact::get).collect();
         Self::watch(initial, |tx| state.pod_watchers.push(tx))
     }
 
@@ -234,8 +300,8 @@ impl ControllerApi for FakeControllerApi {
         created.metadata.uid = Some(format!("pod-uid-{}", state.pod_counter));
         state.stamp(&mut created.metadata);
         let key = key_of(&created.metadata);
-        state.writes.push(Write::CreatePod(key.clone()));
-        state.pods.insert(key, created.clone());
+        state.log(Write::CreatePod(key.clone()));
+        state.pods.insert(key, compact(&created));
         state.pod_changed(&Event::Apply(created.clone()));
         Ok(created)
     }
@@ -243,18 +309,18 @@ impl ControllerApi for FakeControllerApi {
     async fn delete_pod(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
         let mut state = self.lock();
         let key = format!("{namespace}/{name}");
-        state.writes.push(Write::DeletePod(key.clone()));
+        state.log(Write::DeletePod(key.clone()));
         let mut pod = state
             .pods
             .get(&key)
-            .cloned()
+            .and_then(Compact::get)
             .ok_or_else(|| ApiError::NotFound(key.clone()))?;
         // Deletion is graceful: the pod terminates until the test removes it.
         pod.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
             k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
         ));
         state.stamp(&mut pod.metadata);
-        state.pods.insert(key, pod.clone());
+        state.pods.insert(key, compact(&pod));
         state.pod_changed(&Event::Apply(pod));
         Ok(())
     }
@@ -266,11 +332,11 @@ impl ControllerApi for FakeControllerApi {
     ) -> Result<VirtualMachineInstance, ApiError> {
         let mut state = self.lock();
         let key = vmi.key();
-        state.writes.push(Write::PatchVmi(key.clone(), patch.clone()));
+        state.log(Write::PatchVmi(key.clone(), patch.clone()));
         let mut stored = state
             .vmis
             .get(&key)
-            .cloned()
+            .and_then(Compact::get)
             .ok_or_else(|| ApiError::NotFound(key.clone()))?;
         if stored.metadata.resource_version != vmi.metadata.resource_version {
             return Err(ApiError::Conflict {
@@ -296,7 +362,7 @@ impl ControllerApi for FakeControllerApi {
             state.vmis.remove(&key);
             state.vmi_changed(&Event::Delete(stored.clone()));
         } else {
-            state.vmis.insert(key, stored.clone());
+            state.vmis.insert(key, compact(&stored));
             state.vmi_changed(&Event::Apply(stored.clone()));
         }
         Ok(stored)
@@ -305,11 +371,11 @@ impl ControllerApi for FakeControllerApi {
     async fn update_vmi_status(&self, vmi: &VirtualMachineInstance) -> Result<VirtualMachineInstance, ApiError> {
         let mut state = self.lock();
         let key = vmi.key();
-        state.writes.push(Write::VmiStatus(key.clone()));
+        state.log(Write::VmiStatus(key.clone()));
         let mut stored = state
             .vmis
             .get(&key)
-            .cloned()
+            .and_then(Compact::get)
             .ok_or_else(|| ApiError::NotFound(key.clone()))?;
         if stored.metadata.resource_version != vmi.metadata.resource_version {
             return Err(ApiError::Conflict {
@@ -318,21 +384,21 @@ impl ControllerApi for FakeControllerApi {
         }
         stored.status.clone_from(&vmi.status);
         state.stamp(&mut stored.metadata);
-        state.vmis.insert(key, stored.clone());
+        state.vmis.insert(key, compact(&stored));
         state.vmi_changed(&Event::Apply(stored.clone()));
         Ok(stored)
     }
 
     fn watch_vms(&self) -> BoxStream<'static, Result<VmWatchEvent, ApiError>> {
         let mut state = self.lock();
-        let initial = state.vms.values().cloned().collect();
+        let initial = state.vms.values().filter_map(Compact::get).collect();
         Self::watch(initial, |tx| state.vm_watchers.push(tx))
     }
 
     async fn create_vmi(&self, vmi: &VirtualMachineInstance) -> Result<VirtualMachineInstance, ApiError> {
         let mut state = self.lock();
         let key = vmi.key();
-        state.writes.push(Write::CreateVmi(key.clone()));
+        state.log(Write::CreateVmi(key.clone()));
         if state.vmis.contains_key(&key) {
             return Err(ApiError::Conflict {
                 operation: format!("create {key}: already exists"),
@@ -342,7 +408,7 @@ impl ControllerApi for FakeControllerApi {
         state.pod_counter += 1;
         created.metadata.uid = Some(format!("vmi-uid-{}", state.pod_counter));
         state.stamp(&mut created.metadata);
-        state.vmis.insert(key, created.clone());
+        state.vmis.insert(key, compact(&created));
         state.vmi_changed(&Event::Apply(created.clone()));
         Ok(created)
     }
@@ -350,17 +416,17 @@ impl ControllerApi for FakeControllerApi {
     async fn delete_vmi(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
         let mut state = self.lock();
         let key = format!("{namespace}/{name}");
-        state.writes.push(Write::DeleteVmi(key.clone()));
+        state.log(Write::DeleteVmi(key.clone()));
         let mut vmi = state
             .vmis
             .get(&key)
-            .cloned()
+            .and_then(Compact::get)
             .ok_or_else(|| ApiError::NotFound(key.clone()))?;
         vmi.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
             k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
         ));
         state.stamp(&mut vmi.metadata);
-        state.vmis.insert(key, vmi.clone());
+        state.vmis.insert(key, compact(&vmi));
         state.vmi_changed(&Event::Apply(vmi));
         Ok(())
     }
@@ -369,8 +435,12 @@ impl ControllerApi for FakeControllerApi {
         let key = key_of(&vm.metadata);
         {
             let mut state = self.lock();
-            state.writes.push(Write::PatchVm(key.clone(), patch.clone()));
-            let stored = state.vms.get(&key).ok_or_else(|| ApiError::NotFound(key.clone()))?;
+            state.log(Write::PatchVm(key.clone(), patch.clone()));
+            let stored = state
+                .vms
+                .get(&key)
+                .and_then(Compact::get)
+                .ok_or_else(|| ApiError::NotFound(key.clone()))?;
             if stored.metadata.resource_version != vm.metadata.resource_version {
                 return Err(ApiError::Conflict {
                     operation: format!("patch VM {key}"),
@@ -393,8 +463,12 @@ impl ControllerApi for FakeControllerApi {
         let key = key_of(&vm.metadata);
         {
             let mut state = self.lock();
-            state.writes.push(Write::VmStatus(key.clone()));
-            let stored = state.vms.get(&key).ok_or_else(|| ApiError::NotFound(key.clone()))?;
+            state.log(Write::VmStatus(key.clone()));
+            let stored = state
+                .vms
+                .get(&key)
+                .and_then(Compact::get)
+                .ok_or_else(|| ApiError::NotFound(key.clone()))?;
             if stored.metadata.resource_version != vm.metadata.resource_version {
                 return Err(ApiError::Conflict {
                     operation: format!("update status of VM {key}"),
@@ -412,7 +486,7 @@ impl ControllerApi for FakeControllerApi {
         reason: &str,
         _message: &str,
     ) -> Result<(), ApiError> {
-        self.lock().writes.push(Write::Event(vmi.key(), reason.to_owned()));
+        self.lock().log(Write::Event(vmi.key(), reason.to_owned()));
         Ok(())
     }
 }
