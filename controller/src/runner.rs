@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use control_loop::workqueue::WorkQueue;
 use futures::StreamExt as _;
+use kube::runtime::watcher::Event;
 use kubevirt_api::clock::Clock;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -84,6 +85,7 @@ pub async fn run<A: ControllerApi, K: Clock>(
     let mut instance_events = api.watch_vmis();
     let mut machine_events = api.watch_vms();
     let mut pod_events = api.watch_launcher_pods();
+    let mut kubevirt_events = api.watch_kubevirts();
     let mut queue = WorkQueue::new();
     let mut running: JoinSet<(String, Option<Duration>)> = JoinSet::new();
     loop {
@@ -96,7 +98,18 @@ pub async fn run<A: ControllerApi, K: Clock>(
             });
         }
         tokio::select! {
+            // The configuration first, so pods are rendered with the cluster's settings.
+            biased;
             () = stop.cancelled() => break,
+            Some(event) = kubevirt_events.next() => match event {
+                Ok(Event::Apply(kubevirt) | Event::InitApply(kubevirt)) => {
+                    controllers.vmis.set_cluster_configuration(kubevirt.spec.configuration.as_ref());
+                }
+                Ok(Event::Delete(_)) => controllers.vmis.set_cluster_configuration(None),
+                Ok(Event::Init | Event::InitDone) => {}
+                Err(error) => warn!(error = %error, "KubeVirt watch error; the watch retries"),
+            },
+
             Some(event) = instance_events.next() => match event {
                 Ok(event) => {
                     queue_all(&mut queue, "vm", controllers.vms.on_vmi_event(event.clone()));

@@ -52,7 +52,10 @@ impl KnownVmi {
 pub struct VmiController<A, K> {
     api: A,
     clock: K,
-    config: PodConfig,
+    /// The configuration given at start.
+    base_config: PodConfig,
+    /// With the `KubeVirt` resource's settings applied.
+    config: Mutex<PodConfig>,
     known: Mutex<Known>,
 }
 
@@ -107,9 +110,21 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
         Self {
             api,
             clock,
-            config,
+            config: Mutex::new(config.clone()),
+            base_config: config,
             known: Mutex::default(),
         }
+    }
+
+    /// Applies the `KubeVirt` resource's configuration (or, with `None`, the defaults) to the
+    /// pods rendered from now on.
+    pub fn set_cluster_configuration(&self, configuration: Option<&kubevirt_api::v1::KubeVirtConfiguration>) {
+        *self.config.lock().unwrap_or_else(PoisonError::into_inner) = self.base_config.with_cluster(configuration);
+    }
+
+    /// The pod configuration in effect.
+    pub fn pod_config(&self) -> PodConfig {
+        self.config.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
     fn known(&self) -> std::sync::MutexGuard<'_, Known> {
@@ -204,7 +219,7 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
         let namespace = vmi.metadata.namespace.clone().unwrap_or_else(|| "default".to_owned());
         let mut current = vmi.clone();
         if plan.create_pod {
-            match render_launcher_pod(&vmi, &self.config).map(Box::new) {
+            match render_launcher_pod(&vmi, &self.pod_config()).map(Box::new) {
                 Ok(pod) => {
                     self.known().expectations.expect_creation(key, Instant::now());
                     match self.api.create_pod(&namespace, &pod).await {

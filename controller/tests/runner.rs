@@ -39,6 +39,14 @@ async fn a_vm_becomes_a_scheduled_vmi_through_the_watches() {
     }))
     .expect("VM");
     api.apply_vm(vm);
+    api.apply_kubevirt(
+        serde_json::from_value(json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
+            "metadata": {"name": "kubevirt", "namespace": "kubevirt"},
+            "spec": {"configuration": {"developerConfiguration": {"useEmulation": true}}}
+        }))
+        .expect("KubeVirt"),
+    );
     let controllers = Arc::new(Controllers {
         vmis: VmiController::new(
             api.clone(),
@@ -53,6 +61,14 @@ async fn a_vm_becomes_a_scheduled_vmi_through_the_watches() {
         tokio::spawn(async move { run(controllers, &api, 4, stop).await })
     };
     let pod = wait_for("launcher pod", || api.pod_keys().into_iter().next()).await;
+    let args = api
+        .pod(&pod)
+        .and_then(|p| p.spec?.containers.first()?.args.clone())
+        .unwrap_or_default();
+    assert!(
+        args.iter().any(|a| a == "--allow-emulation"),
+        "the KubeVirt resource's useEmulation: {args:?}"
+    );
     wait_for("Scheduling", || {
         (api.vmi("default/web")?.status?.phase == Some(Phase::Scheduling)).then_some(())
     })

@@ -8,12 +8,12 @@ use futures::StreamExt as _;
 use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::watcher::Event;
-use kubevirt_api::v1::{VirtualMachine, VirtualMachineInstance};
+use kubevirt_api::v1::{KubeVirt, VirtualMachine, VirtualMachineInstance};
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
 use crate::compact::Compact;
 
-use super::{ApiError, ControllerApi, PodWatchEvent, VmWatchEvent, VmiWatchEvent};
+use super::{ApiError, ControllerApi, KubeVirtWatchEvent, PodWatchEvent, VmWatchEvent, VmiWatchEvent};
 
 /// One write virt-controller made.
 #[derive(Clone, Debug, PartialEq)]
@@ -45,6 +45,8 @@ struct State {
     vms: BTreeMap<String, Compact<VirtualMachine>>,
     pods: BTreeMap<String, Compact<Pod>>,
     vm_watchers: Vec<UnboundedSender<VmWatchEvent>>,
+    kubevirts: Vec<KubeVirt>,
+    kubevirt_watchers: Vec<UnboundedSender<KubeVirtWatchEvent>>,
     vmi_watchers: Vec<UnboundedSender<VmiWatchEvent>>,
     pod_watchers: Vec<UnboundedSender<PodWatchEvent>>,
     writes: Vec<Write>,
@@ -159,6 +161,15 @@ impl FakeControllerApi {
         state.stamp(&mut vmi.metadata);
         state.vmis.insert(vmi.key(), compact(&vmi));
         state.vmi_changed(&Event::Apply(vmi));
+    }
+
+    /// Creates or replaces the `KubeVirt` resource, as the operator or an admin would.
+    pub fn apply_kubevirt(&self, kubevirt: KubeVirt) {
+        let mut state = self.lock();
+        state.kubevirts = vec![kubevirt.clone()];
+        state
+            .kubevirt_watchers
+            .retain(|w| w.send(Event::Apply(kubevirt.clone())).is_ok());
     }
 
     /// Creates or replaces a VM, as a user would.
@@ -387,6 +398,12 @@ impl ControllerApi for FakeControllerApi {
         state.vmis.insert(key, compact(&stored));
         state.vmi_changed(&Event::Apply(stored.clone()));
         Ok(stored)
+    }
+
+    fn watch_kubevirts(&self) -> BoxStream<'static, Result<KubeVirtWatchEvent, ApiError>> {
+        let mut state = self.lock();
+        let initial = state.kubevirts.clone();
+        Self::watch(initial, |tx| state.kubevirt_watchers.push(tx))
     }
 
     fn watch_vms(&self) -> BoxStream<'static, Result<VmWatchEvent, ApiError>> {

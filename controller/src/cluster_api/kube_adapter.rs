@@ -6,10 +6,10 @@ use k8s_openapi::api::core::v1::{Event, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
-use kubevirt_api::v1::{VirtualMachine, VirtualMachineInstance};
+use kubevirt_api::v1::{KubeVirt, VirtualMachine, VirtualMachineInstance};
 use kubevirt_api::well_known::labels;
 
-use super::{ApiError, ControllerApi, PodWatchEvent, VmWatchEvent, VmiWatchEvent};
+use super::{ApiError, ControllerApi, KubeVirtWatchEvent, PodWatchEvent, VmWatchEvent, VmiWatchEvent};
 
 /// The component name on events.
 pub const COMPONENT: &str = "virt-controller";
@@ -102,6 +102,14 @@ impl ControllerApi for KubeControllerApi {
             .replace_status(&name, &PostParams::default(), vmi)
             .await
             .map_err(kube_error(format!("update status of {namespace}/{name}")))
+    }
+
+    fn watch_kubevirts(&self) -> BoxStream<'static, Result<KubeVirtWatchEvent, ApiError>> {
+        let api: Api<KubeVirt> = Api::all(self.client.clone());
+        watcher(api, watcher::Config::default())
+            .default_backoff()
+            .map(|event| event.map_err(ApiError::from))
+            .boxed()
     }
 
     fn watch_vms(&self) -> BoxStream<'static, Result<VmWatchEvent, ApiError>> {

@@ -13,7 +13,7 @@ use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::watcher;
 pub use kube_adapter::KubeControllerApi;
-use kubevirt_api::v1::{VirtualMachine, VirtualMachineInstance};
+use kubevirt_api::v1::{KubeVirt, VirtualMachine, VirtualMachineInstance};
 
 /// Why a call to the API server failed.
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +42,8 @@ pub enum ApiError {
 
 /// A watch event about a VMI.
 pub type VmiWatchEvent = watcher::Event<VirtualMachineInstance>;
+/// A watch event about the `KubeVirt` resource.
+pub type KubeVirtWatchEvent = watcher::Event<KubeVirt>;
 /// A watch event about a VM.
 pub type VmWatchEvent = watcher::Event<VirtualMachine>;
 /// A watch event about a launcher pod.
@@ -69,6 +71,8 @@ pub trait ControllerApi: Send + Sync + 'static {
         &self,
         vmi: &VirtualMachineInstance,
     ) -> impl Future<Output = Result<VirtualMachineInstance, ApiError>> + Send;
+    /// Watches the `KubeVirt` resources (the cluster's configuration).
+    fn watch_kubevirts(&self) -> BoxStream<'static, Result<KubeVirtWatchEvent, ApiError>>;
     /// Watches every VM.
     fn watch_vms(&self) -> BoxStream<'static, Result<VmWatchEvent, ApiError>>;
     /// Creates a VMI; returns it as stored.

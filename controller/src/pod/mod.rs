@@ -29,6 +29,9 @@ pub struct PodConfig {
     pub cpu_allocation_ratio: u32,
     /// `additionalGuestMemoryOverheadRatio`.
     pub additional_guest_memory_overhead_ratio: Option<f64>,
+    /// `developerConfiguration.memoryOvercommit`, in percent: a VMI without a memory request
+    /// requests its guest memory × 100 / this.
+    pub memory_overcommit: u32,
     /// Cluster-wide node selectors, under the VMI's own.
     pub node_selectors: BTreeMap<String, String>,
 }
@@ -44,7 +47,25 @@ impl PodConfig {
             qemu_timeout_seconds: 240,
             cpu_allocation_ratio: 10,
             additional_guest_memory_overhead_ratio: None,
+            memory_overcommit: kubevirt_api::v1::DEFAULT_MEMORY_OVERCOMMIT,
             node_selectors: BTreeMap::new(),
+        }
+    }
+
+    /// This configuration with the `KubeVirt` resource's settings (upstream's defaults where it
+    /// sets none): useEmulation, memoryOvercommit, cpuAllocationRatio and the overhead ratio.
+    #[must_use]
+    pub fn with_cluster(&self, configuration: Option<&kubevirt_api::v1::KubeVirtConfiguration>) -> Self {
+        let cluster = kubevirt_api::v1::ClusterConfig::from_configuration(configuration);
+        let developer = configuration.and_then(|c| c.developer_configuration.as_ref());
+        Self {
+            use_emulation: cluster.use_emulation,
+            memory_overcommit: cluster.memory_overcommit.max(1),
+            cpu_allocation_ratio: developer.and_then(|d| d.cpu_allocation_ratio).unwrap_or(10),
+            additional_guest_memory_overhead_ratio: configuration
+                .and_then(|c| c.additional_guest_memory_overhead_ratio.as_deref())
+                .and_then(|r| r.parse().ok()),
+            ..self.clone()
         }
     }
 }
@@ -168,4 +189,52 @@ pub fn render_launcher_pod(vmi: &VirtualMachineInstance, config: &PodConfig) -> 
         }),
         status: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use kubevirt_api::v1::KubeVirtConfiguration;
+
+    use super::*;
+
+    #[test]
+    fn the_kubevirt_configuration_sets_emulation_overcommit_and_ratios() {
+        let base = PodConfig::new("image");
+        let configuration: KubeVirtConfiguration = serde_json::from_value(serde_json::json!({
+            "developerConfiguration": {"useEmulation": true, "memoryOvercommit": 150, "cpuAllocationRatio": 4},
+            "additionalGuestMemoryOverheadRatio": "1.5"
+        }))
+        .expect("configuration");
+        let configured = base.with_cluster(Some(&configuration));
+        assert!(configured.use_emulation);
+        assert_eq!(
+            (configured.memory_overcommit, configured.cpu_allocation_ratio),
+            (150, 4)
+        );
+        assert_eq!(configured.additional_guest_memory_overhead_ratio, Some(1.5));
+        assert_eq!(configured.launcher_image, "image");
+        assert_eq!(
+            configured.with_cluster(None),
+            base,
+            "no configuration: upstream's defaults"
+        );
+    }
+
+    #[test]
+    fn memory_overcommit_lowers_the_request_of_a_vmi_that_sets_none() {
+        let vmi: VirtualMachineInstance = serde_json::from_value(serde_json::json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+            "metadata": {"name": "vm", "uid": "u"},
+            "spec": {"domain": {"memory": {"guest": "1500Mi"}, "devices": {"autoattachPodInterface": false}}}
+        }))
+        .expect("VMI");
+        let mut config = PodConfig::new("image");
+        let plain = resources::compute_resources(&vmi, &config);
+        config.memory_overcommit = 150;
+        let overcommitted = resources::compute_resources(&vmi, &config);
+        let memory = |r: &k8s_openapi::api::core::v1::ResourceRequirements| {
+            kubevirt_api::quantity::to_bytes(&r.requests.as_ref().expect("requests")["memory"]).expect("bytes")
+        };
+        assert_eq!(memory(&plain) - memory(&overcommitted), 1500 * 1024 * 1024 / 3);
+    }
 }

@@ -84,7 +84,9 @@ pub fn compute_resources(vmi: &VirtualMachineInstance, config: &PodConfig) -> Re
         requests.insert("memory".to_owned(), bytes(overhead));
     } else if !overcommit {
         if !requests.contains_key("memory") {
-            requests.insert("memory".to_owned(), bytes(guest));
+            // Overcommit: the guest may use more than the pod requests.
+            let percent = u64::from(config.memory_overcommit.max(1));
+            requests.insert("memory".to_owned(), bytes(guest * 100 / percent));
         }
         add(&mut requests, "memory", overhead);
     }

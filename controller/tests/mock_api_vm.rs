@@ -1,0 +1,135 @@
+//! The VM controller against kube-rs's client on a `tower-test` mock API server: the finalizer
+//! patch, the VMI create, the VM status update and the VMI delete, with their paths and bodies.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use http::{Request, Response};
+use k8s_openapi::jiff::Timestamp;
+use kube::client::Body;
+use kube::runtime::watcher::Event;
+use kubevirt_api::clock::ManualClock;
+use kubevirt_api::v1::{VirtualMachine, VirtualMachineInstance};
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+use virt_controller::cluster_api::KubeControllerApi;
+use virt_controller::vm_controller::VmController;
+use virt_controller::vm_status::vmi_from_vm;
+
+type Log = Arc<Mutex<Vec<(String, String, Value)>>>;
+
+/// Answers each request with the next canned body, or echoes the request.
+fn api_server(mut answers: VecDeque<Value>) -> (kube::Client, Log) {
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let log: Log = Arc::default();
+    let record = log.clone();
+    tokio::spawn(async move {
+        while let Some((request, respond)) = handle.next_request().await {
+            let (method, path) = (request.method().to_string(), request.uri().path().to_owned());
+            let bytes = request.into_body().collect_bytes().await.expect("body");
+            let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            let answer = answers.pop_front().unwrap_or_else(|| body.clone());
+            record.lock().expect("log").push((method, path, body));
+            respond.send_response(
+                Response::builder()
+                    .body(Body::from(serde_json::to_vec(&answer).expect("answer")))
+                    .expect("response"),
+            );
+        }
+    });
+    (kube::Client::new(service, "default"), log)
+}
+
+fn vm(strategy: &str, finalizers: &[&str]) -> VirtualMachine {
+    serde_json::from_value(json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+        "metadata": {"name": "web", "namespace": "default", "uid": "vm-uid", "generation": 2,
+                     "resourceVersion": "5", "finalizers": finalizers},
+        "spec": {"runStrategy": strategy, "template": {
+            "metadata": {"labels": {"app": "web"}},
+            "spec": {"domain": {"resources": {"requests": {"memory": "128Mi"}}, "devices": {}}}
+        }}
+    }))
+    .expect("VM")
+}
+
+fn controller(client: kube::Client) -> VmController<KubeControllerApi, Arc<ManualClock>> {
+    let clock = Arc::new(ManualClock::new(
+        "2026-11-21T10:00:00Z".parse::<Timestamp>().expect("time"),
+    ));
+    VmController::new(KubeControllerApi::new(client), clock)
+}
+
+#[tokio::test]
+async fn an_always_vm_gets_its_finalizer_its_vmi_and_its_status() {
+    let fresh = vm("Always", &[]);
+    let finalized = vm("Always", &["kubevirt.io/virtualMachineControllerFinalize"]);
+    let (client, log) = api_server(VecDeque::from([serde_json::to_value(&finalized).expect("json")]));
+    let controller = controller(client);
+    controller.on_vm_event(Event::Apply(fresh.clone()));
+    controller.reconcile("default/web").await;
+    let sent = std::mem::take(&mut *log.lock().expect("log"));
+    assert_eq!(
+        sent[0],
+        (
+            "PATCH".to_owned(),
+            "/apis/kubevirt.io/v1/namespaces/default/virtualmachines/web".to_owned(),
+            json!({"metadata": {"finalizers": ["kubevirt.io/virtualMachineControllerFinalize"], "resourceVersion": "5"}})
+        )
+    );
+    let expected_vmi = serde_json::to_value(vmi_from_vm(&fresh, false)).expect("json");
+    assert_eq!(
+        sent[1],
+        (
+            "POST".to_owned(),
+            "/apis/kubevirt.io/v1/namespaces/default/virtualmachineinstances".to_owned(),
+            expected_vmi
+        )
+    );
+    assert_eq!(expected_vmi_fields(&sent[1].2), ("web", "2", "vm-uid"));
+    assert_eq!(
+        (sent[2].0.as_str(), sent[2].1.as_str()),
+        (
+            "PUT",
+            "/apis/kubevirt.io/v1/namespaces/default/virtualmachines/web/status"
+        )
+    );
+    assert_eq!(sent[2].2["status"]["printableStatus"], json!("Starting"));
+    assert_eq!(sent[2].2["status"]["runStrategy"], json!("Always"));
+    assert_eq!(sent[2].2["status"]["created"], json!(false));
+    assert_eq!(sent.len(), 3);
+}
+
+fn expected_vmi_fields(vmi: &Value) -> (&str, &str, &str) {
+    (
+        vmi["metadata"]["labels"]["app"].as_str().unwrap_or_default(),
+        vmi["metadata"]["annotations"]["kubevirt.io/vm-generation"]
+            .as_str()
+            .unwrap_or_default(),
+        vmi["metadata"]["ownerReferences"][0]["uid"]
+            .as_str()
+            .unwrap_or_default(),
+    )
+}
+
+#[tokio::test]
+async fn a_halted_vm_deletes_its_vmi() {
+    let halted = vm("Halted", &["kubevirt.io/virtualMachineControllerFinalize"]);
+    let (client, log) = api_server(VecDeque::from([json!({"kind": "Status", "status": "Success"})]));
+    let controller = controller(client);
+    controller.on_vm_event(Event::Apply(halted.clone()));
+    let mut vmi: VirtualMachineInstance = vmi_from_vm(&halted, false);
+    vmi.metadata.uid = Some("vmi-uid".to_owned());
+    controller.on_vmi_event(Event::Apply(vmi));
+    controller.reconcile("default/web").await;
+    let sent = std::mem::take(&mut *log.lock().expect("log"));
+    assert_eq!(
+        (sent[0].0.as_str(), sent[0].1.as_str()),
+        (
+            "DELETE",
+            "/apis/kubevirt.io/v1/namespaces/default/virtualmachineinstances/web"
+        )
+    );
+    assert_eq!(sent[1].0, "PUT");
+    assert_eq!(sent[1].2["status"]["printableStatus"], json!("Stopping"));
+}
