@@ -166,10 +166,10 @@ impl FakeControllerApi {
     /// Creates or replaces the `KubeVirt` resource, as the operator or an admin would.
     pub fn apply_kubevirt(&self, kubevirt: KubeVirt) {
         let mut state = self.lock();
-        state.kubevirts = vec![kubevirt.clone()];
         state
             .kubevirt_watchers
             .retain(|w| w.send(Event::Apply(kubevirt.clone())).is_ok());
+        state.kubevirts = vec![kubevirt];
     }
 
     /// Creates or replaces a VM, as a user would.
