@@ -42,6 +42,15 @@ struct Args {
     /// Launchers get `--allow-emulation` and no `/dev/kvm` (the KubeVirt CR's `useEmulation`).
     #[arg(long)]
     use_emulation: bool,
+    /// Elect a leader among replicas through a coordination.k8s.io Lease.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    leader_elect: bool,
+    /// The Lease's namespace (the install namespace).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "kubevirt")]
+    leader_election_namespace: String,
+    /// This replica's identity in the Lease.
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
     /// Objects reconciled at once.
     #[arg(long, default_value_t = 10)]
     workers: usize,
@@ -50,11 +59,11 @@ struct Args {
     verbosity: u8,
 }
 
-/// The endpoint's view of the controller: healthy until stopped; a single replica leads (there
-/// is no leader election yet).
+/// The endpoint's view of the controller: healthy until stopped, ready while leading.
 struct Health<A, K> {
     stop: CancellationToken,
     controllers: Arc<Controllers<A, K>>,
+    leading: tokio::sync::watch::Receiver<bool>,
 }
 
 impl<A: ControllerApi, K: Clock> Endpoints for Health<A, K> {
@@ -62,9 +71,39 @@ impl<A: ControllerApi, K: Clock> Endpoints for Health<A, K> {
         !self.stop.is_cancelled()
     }
 
-    async fn metrics(&self) -> String {
-        virt_controller::runner::metrics(&self.controllers, true)
+    fn leading(&self) -> bool {
+        *self.leading.borrow()
     }
+
+    async fn metrics(&self) -> String {
+        virt_controller::runner::metrics(&self.controllers, self.leading())
+    }
+}
+
+/// Leadership: a Lease shared by the replicas, or (with `--leader-elect=false`) always.
+async fn leadership(
+    client: &kube::Client,
+    args: &Args,
+) -> anyhow::Result<(
+    tokio::sync::watch::Receiver<bool>,
+    Option<tokio::sync::watch::Sender<bool>>,
+)> {
+    if !args.leader_elect {
+        let (always, leading) = tokio::sync::watch::channel(true);
+        return Ok((leading, Some(always)));
+    }
+    let identity = args
+        .identity
+        .clone()
+        .unwrap_or_else(|| format!("virt-controller-{}", std::process::id()));
+    let manager = kube_lease_manager::LeaseManagerBuilder::new(client.clone(), "virt-controller")
+        .with_namespace(&args.leader_election_namespace)
+        .with_identity(identity)
+        .build()
+        .await
+        .context("cannot set up leader election")?;
+    let (leading, _task) = manager.watch().await;
+    Ok((leading, None))
 }
 
 fn main() -> ExitCode {
@@ -118,9 +157,10 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         on_signal.cancel();
     });
     let mut config = PodConfig::new(&args.launcher_image);
-    config.image_pull_policy = args.image_pull_policy;
+    config.image_pull_policy.clone_from(&args.image_pull_policy);
     config.qemu_timeout_seconds = args.qemu_timeout_seconds;
     config.use_emulation = args.use_emulation;
+    let (leading, _always) = leadership(&client, &args).await?;
     let api = KubeControllerApi::new(client);
     let controllers = Arc::new(Controllers {
         vmis: VmiController::new(api.clone(), SystemClock, config),
@@ -129,9 +169,10 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let health = Arc::new(Health {
         stop: stop.clone(),
         controllers: controllers.clone(),
+        leading: leading.clone(),
     });
     let http = tokio::spawn(control_loop::http::serve(listener, health, stop.clone()));
-    run(controllers, &api, args.workers, stop).await;
+    run(controllers, &api, args.workers, leading, stop).await;
     http.await.context("the HTTP endpoint failed")?;
     Ok(())
 }

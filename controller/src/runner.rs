@@ -75,11 +75,13 @@ fn queue_all(queue: &mut WorkQueue, prefix: &str, keys: Vec<String>) {
     }
 }
 
-/// Runs until `stop`; in-flight reconciles finish first.
+/// Runs until `stop`; in-flight reconciles finish first. The watches keep the caches warm at all
+/// times, but objects are reconciled only while `leading` says this replica leads.
 pub async fn run<A: ControllerApi, K: Clock>(
     controllers: Arc<Controllers<A, K>>,
     api: &A,
     workers: usize,
+    mut leading: tokio::sync::watch::Receiver<bool>,
     stop: CancellationToken,
 ) {
     let mut instance_events = api.watch_vmis();
@@ -89,7 +91,7 @@ pub async fn run<A: ControllerApi, K: Clock>(
     let mut queue = WorkQueue::new();
     let mut running: JoinSet<(String, Option<Duration>)> = JoinSet::new();
     loop {
-        while running.len() < workers.max(1) {
+        while *leading.borrow() && running.len() < workers.max(1) {
             let Some(key) = queue.pop() else { break };
             let controllers = controllers.clone();
             running.spawn(async move {
@@ -101,6 +103,13 @@ pub async fn run<A: ControllerApi, K: Clock>(
             // The configuration first, so pods are rendered with the cluster's settings.
             biased;
             () = stop.cancelled() => break,
+            changed = leading.changed() => {
+                if changed.is_err() {
+                    warn!("leader election ended; stopping");
+                    break;
+                }
+                tracing::info!(leading = *leading.borrow(), "leadership changed");
+            }
             Some(event) = kubevirt_events.next() => match event {
                 Ok(Event::Apply(kubevirt) | Event::InitApply(kubevirt)) => {
                     controllers.vmis.set_cluster_configuration(kubevirt.spec.configuration.as_ref());

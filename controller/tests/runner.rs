@@ -56,10 +56,17 @@ async fn a_vm_becomes_a_scheduled_vmi_through_the_watches() {
         vms: VmController::new(api.clone(), SystemClock),
     });
     let stop = CancellationToken::new();
+    let (lead, leading) = tokio::sync::watch::channel(false);
     let task = {
         let (controllers, api, stop) = (controllers.clone(), api.clone(), stop.clone());
-        tokio::spawn(async move { run(controllers, &api, 4, stop).await })
+        tokio::spawn(async move { run(controllers, &api, 4, leading, stop).await })
     };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        api.vmi("default/web").is_none(),
+        "a replica that does not lead writes nothing"
+    );
+    lead.send(true).expect("leading");
     let pod = wait_for("launcher pod", || api.pod_keys().into_iter().next()).await;
     let args = api
         .pod(&pod)
