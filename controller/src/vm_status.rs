@@ -138,6 +138,9 @@ fn vmi_condition<'a>(
         .find(|c| c.condition_type == kind)
 }
 
+/// Conditions the VM controller sets on the VM itself rather than mirroring from the VMI.
+pub const VM_OWNED_CONDITIONS: [&str; 2] = ["Failure", "RestartRequired"];
+
 /// The VM's next status after `decision`, observed with `vmi`.
 #[must_use]
 pub fn next_vm_status(
@@ -210,12 +213,19 @@ pub fn next_vm_status(
             ),
         },
     };
+    // The VM's own conditions stay; every VMI condition is mirrored, as upstream copies them.
     status
         .conditions
-        .retain(|c| c.condition_type != conditions::READY && c.condition_type != conditions::PAUSED);
+        .retain(|c| VM_OWNED_CONDITIONS.contains(&c.condition_type.as_str()));
     status.conditions.push(ready_condition);
-    if let Some(paused) = vmi_condition(vmi, conditions::PAUSED) {
-        status.conditions.push(paused.clone());
+    if let Some(vmi_status) = vmi.and_then(|v| v.status.as_ref()) {
+        status.conditions.extend(
+            vmi_status
+                .conditions
+                .iter()
+                .filter(|c| c.condition_type != conditions::READY)
+                .cloned(),
+        );
     }
     status
 }

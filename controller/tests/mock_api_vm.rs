@@ -133,3 +133,45 @@ async fn a_halted_vm_deletes_its_vmi() {
     assert_eq!(sent[1].0, "PUT");
     assert_eq!(sent[1].2["status"]["printableStatus"], json!("Stopping"));
 }
+
+#[tokio::test]
+async fn a_started_halted_vm_switches_to_always_and_a_final_vmi_is_released() {
+    let mut halted = vm("Halted", &["kubevirt.io/virtualMachineControllerFinalize"]);
+    halted.status =
+        Some(serde_json::from_value(json!({"stateChangeRequests": [{"action": "Start"}]})).expect("status"));
+    let switched = serde_json::to_value(vm("Always", &["kubevirt.io/virtualMachineControllerFinalize"])).expect("json");
+    let (client, log) = api_server(VecDeque::from([switched]));
+    let first = controller(client);
+    first.on_vm_event(Event::Apply(halted));
+    first.reconcile("default/web").await;
+    let sent = std::mem::take(&mut *log.lock().expect("log"));
+    assert_eq!(
+        sent[0],
+        (
+            "PATCH".to_owned(),
+            "/apis/kubevirt.io/v1/namespaces/default/virtualmachines/web".to_owned(),
+            json!({"metadata": {"resourceVersion": "5"}, "spec": {"runStrategy": "Always", "running": null}})
+        )
+    );
+
+    // A final VMI of a Manual VM: the VM controller's finalizer on it is released.
+    let manual = vm("Manual", &["kubevirt.io/virtualMachineControllerFinalize"]);
+    let mut done = vmi_from_vm(&manual, false);
+    done.metadata.uid = Some("vmi-uid".to_owned());
+    done.metadata.resource_version = Some("9".to_owned());
+    done.status = Some(serde_json::from_value(json!({"phase": "Succeeded"})).expect("status"));
+    let (client, log) = api_server(VecDeque::from([serde_json::to_value(&done).expect("json")]));
+    let second = controller(client);
+    second.on_vm_event(Event::Apply(manual));
+    second.on_vmi_event(Event::Apply(done));
+    second.reconcile("default/web").await;
+    let sent = std::mem::take(&mut *log.lock().expect("log"));
+    assert_eq!(
+        sent[0],
+        (
+            "PATCH".to_owned(),
+            "/apis/kubevirt.io/v1/namespaces/default/virtualmachineinstances/web".to_owned(),
+            json!({"metadata": {"finalizers": [], "resourceVersion": "9"}})
+        )
+    );
+}

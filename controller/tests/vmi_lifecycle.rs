@@ -195,6 +195,12 @@ async fn a_deleted_vmi_loses_its_pod_and_then_its_finalizer() {
     api.modify_vmi(KEY, |v| v.status.get_or_insert_default().phase = Some(Phase::Succeeded));
     api.remove_pod(&pod);
     controller.on_pod_event(Event::Delete(api_pod_stub(&pod)));
+    let writes_before = api.writes().len();
     settle(&controller, &api).await;
     assert!(api.vmi(KEY).is_none(), "finalizer released, the VMI is gone");
+    let stop_writes = api.writes().len() - writes_before;
+    assert_eq!(
+        stop_writes, 1,
+        "stopping costs the pod delete (above) and one finalizer patch"
+    );
 }
