@@ -49,12 +49,25 @@ impl Expectations {
         if let Some(entry) = self.pending.get_mut(key) {
             entry.creations = entry.creations.saturating_sub(1);
         }
+        self.drop_if_met(key);
     }
 
     /// The watch showed a pod of `key` going away (or the deletion failed).
     pub fn deletion_observed(&mut self, key: &str) {
         if let Some(entry) = self.pending.get_mut(key) {
             entry.deletions = entry.deletions.saturating_sub(1);
+        }
+        self.drop_if_met(key);
+    }
+
+    /// Nothing pending is nothing kept: thousands of settled VMIs cost no memory here.
+    fn drop_if_met(&mut self, key: &str) {
+        if self
+            .pending
+            .get(key)
+            .is_some_and(|p| p.creations == 0 && p.deletions == 0)
+        {
+            self.pending.remove(key);
         }
     }
 
