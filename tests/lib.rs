@@ -51,3 +51,16 @@ pub fn machine_description() -> String {
     let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
     format!("{cores} cores, {cpu}")
 }
+
+/// This process's resident memory (`VmRSS`), in KiB; 0 where /proc cannot tell.
+#[must_use]
+pub fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}

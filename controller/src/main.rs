@@ -108,33 +108,7 @@ async fn leadership(
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let level = if args.verbosity >= 4 { "debug" } else { "info" };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    tracing_subscriber::fmt()
-        .json()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .log_internal_errors(false)
-        .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("virt-controller: error: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(serve(args)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("virt-controller: error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    control_loop::process::main("virt-controller", args.verbosity, serve(args))
 }
 
 async fn serve(args: Args) -> anyhow::Result<()> {
@@ -145,17 +119,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
-    let stop = CancellationToken::new();
-    let on_signal = stop.clone();
-    let mut terminate =
-        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).context("cannot watch SIGTERM")?;
-    tokio::spawn(async move {
-        tokio::select! {
-            _ = terminate.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
-        }
-        on_signal.cancel();
-    });
+    let stop = control_loop::process::stop_on_signals().context("cannot watch SIGTERM")?;
     let mut config = PodConfig::new(&args.launcher_image);
     config.image_pull_policy.clone_from(&args.image_pull_policy);
     config.qemu_timeout_seconds = args.qemu_timeout_seconds;

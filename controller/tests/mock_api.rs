@@ -1,47 +1,24 @@
 //! The VMI controller against kube-rs's client on a `tower-test` mock API server: every create,
 //! patch and delete it sends is captured with its method, path and body.
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+mod support;
 
-use http::{Request, Response};
+use std::collections::VecDeque;
+use std::sync::Arc;
+
 use k8s_openapi::jiff::Timestamp;
-use kube::client::Body;
 use kube::runtime::watcher::Event;
 use kubevirt_api::clock::ManualClock;
 use kubevirt_api::v1::VirtualMachineInstance;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
+use support::{api_server, taken};
 use virt_controller::cluster_api::KubeControllerApi;
 use virt_controller::pod::{PodConfig, render_launcher_pod};
 use virt_controller::vmi_controller::VmiController;
 
 const UID: &str = "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d";
 const IMAGE: &str = "registry.example/virt-launcher:v0.1.0";
-
-type Log = Arc<Mutex<Vec<(String, String, Value)>>>;
-
-/// A mock API server answering each request with the next canned body (or echoing the request).
-fn api_server(mut answers: VecDeque<Value>) -> (kube::Client, Log) {
-    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let log: Log = Arc::default();
-    let record = log.clone();
-    tokio::spawn(async move {
-        while let Some((request, respond)) = handle.next_request().await {
-            let (method, path) = (request.method().to_string(), request.uri().path().to_owned());
-            let bytes = request.into_body().collect_bytes().await.expect("body");
-            let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-            let answer = answers.pop_front().unwrap_or_else(|| body.clone());
-            record.lock().expect("log").push((method, path, body));
-            respond.send_response(
-                Response::builder()
-                    .body(Body::from(serde_json::to_vec(&answer).expect("answer")))
-                    .expect("response"),
-            );
-        }
-    });
-    (kube::Client::new(service, "default"), log)
-}
 
 fn vmi(extra: &Value) -> VirtualMachineInstance {
     let mut value = json!({
@@ -64,10 +41,6 @@ fn controller(client: kube::Client) -> VmiController<KubeControllerApi, Arc<Manu
         "2026-11-21T10:00:00Z".parse::<Timestamp>().expect("time"),
     ));
     VmiController::new(KubeControllerApi::new(client), clock, PodConfig::new(IMAGE))
-}
-
-fn taken(log: &Log) -> Vec<(String, String, Value)> {
-    std::mem::take(&mut *log.lock().expect("log"))
 }
 
 #[tokio::test]

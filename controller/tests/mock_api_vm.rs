@@ -1,44 +1,21 @@
 //! The VM controller against kube-rs's client on a `tower-test` mock API server: the finalizer
 //! patch, the VMI create, the VM status update and the VMI delete, with their paths and bodies.
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+mod support;
 
-use http::{Request, Response};
+use std::collections::VecDeque;
+use std::sync::Arc;
+
 use k8s_openapi::jiff::Timestamp;
-use kube::client::Body;
 use kube::runtime::watcher::Event;
 use kubevirt_api::clock::ManualClock;
 use kubevirt_api::v1::{VirtualMachine, VirtualMachineInstance};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
+use support::{api_server, taken};
 use virt_controller::cluster_api::KubeControllerApi;
 use virt_controller::vm_controller::VmController;
 use virt_controller::vm_status::vmi_from_vm;
-
-type Log = Arc<Mutex<Vec<(String, String, Value)>>>;
-
-/// Answers each request with the next canned body, or echoes the request.
-fn api_server(mut answers: VecDeque<Value>) -> (kube::Client, Log) {
-    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let log: Log = Arc::default();
-    let record = log.clone();
-    tokio::spawn(async move {
-        while let Some((request, respond)) = handle.next_request().await {
-            let (method, path) = (request.method().to_string(), request.uri().path().to_owned());
-            let bytes = request.into_body().collect_bytes().await.expect("body");
-            let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-            let answer = answers.pop_front().unwrap_or_else(|| body.clone());
-            record.lock().expect("log").push((method, path, body));
-            respond.send_response(
-                Response::builder()
-                    .body(Body::from(serde_json::to_vec(&answer).expect("answer")))
-                    .expect("response"),
-            );
-        }
-    });
-    (kube::Client::new(service, "default"), log)
-}
 
 fn vm(strategy: &str, finalizers: &[&str]) -> VirtualMachine {
     serde_json::from_value(json!({
@@ -68,7 +45,7 @@ async fn an_always_vm_gets_its_finalizer_its_vmi_and_its_status() {
     let controller = controller(client);
     controller.on_vm_event(Event::Apply(fresh.clone()));
     controller.reconcile("default/web").await;
-    let sent = std::mem::take(&mut *log.lock().expect("log"));
+    let sent = taken(&log);
     assert_eq!(
         sent[0],
         (
@@ -122,7 +99,7 @@ async fn a_halted_vm_deletes_its_vmi() {
     vmi.metadata.uid = Some("vmi-uid".to_owned());
     controller.on_vmi_event(Event::Apply(vmi));
     controller.reconcile("default/web").await;
-    let sent = std::mem::take(&mut *log.lock().expect("log"));
+    let sent = taken(&log);
     assert_eq!(
         (sent[0].0.as_str(), sent[0].1.as_str()),
         (
@@ -144,7 +121,7 @@ async fn a_started_halted_vm_switches_to_always_and_a_final_vmi_is_released() {
     let first = controller(client);
     first.on_vm_event(Event::Apply(halted));
     first.reconcile("default/web").await;
-    let sent = std::mem::take(&mut *log.lock().expect("log"));
+    let sent = taken(&log);
     assert_eq!(
         sent[0],
         (
@@ -165,7 +142,7 @@ async fn a_started_halted_vm_switches_to_always_and_a_final_vmi_is_released() {
     second.on_vm_event(Event::Apply(manual));
     second.on_vmi_event(Event::Apply(done));
     second.reconcile("default/web").await;
-    let sent = std::mem::take(&mut *log.lock().expect("log"));
+    let sent = taken(&log);
     assert_eq!(
         sent[0],
         (

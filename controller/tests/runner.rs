@@ -5,7 +5,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{ContainerStatus, PodStatus};
 use kubevirt_api::clock::SystemClock;
 use kubevirt_api::v1::{VirtualMachine, VirtualMachineInstancePhase as Phase};
 use serde_json::json;
@@ -80,18 +79,7 @@ async fn a_vm_becomes_a_scheduled_vmi_through_the_watches() {
         (api.vmi("default/web")?.status?.phase == Some(Phase::Scheduling)).then_some(())
     })
     .await;
-    api.modify_pod(&pod, |pod| {
-        pod.spec.get_or_insert_default().node_name = Some("node01".to_owned());
-        pod.status = Some(PodStatus {
-            phase: Some("Running".to_owned()),
-            container_statuses: Some(vec![ContainerStatus {
-                name: "compute".to_owned(),
-                ready: true,
-                ..ContainerStatus::default()
-            }]),
-            ..PodStatus::default()
-        });
-    });
+    api.run_pod(&pod, "node01");
     wait_for("Scheduled", || {
         (api.vmi("default/web")?.status?.phase == Some(Phase::Scheduled)).then_some(())
     })

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{ContainerStatus, PodStatus};
+use k8s_openapi::api::core::v1::PodStatus;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::watcher::Event;
 use kubevirt_api::clock::ManualClock;
@@ -65,21 +65,6 @@ fn phase(api: &FakeControllerApi) -> Option<Phase> {
     api.vmi(KEY)?.status?.phase
 }
 
-fn run_pod(api: &FakeControllerApi, pod_key: &str) {
-    api.modify_pod(pod_key, |pod| {
-        pod.spec.get_or_insert_default().node_name = Some("node01".to_owned());
-        pod.status = Some(PodStatus {
-            phase: Some("Running".to_owned()),
-            container_statuses: Some(vec![ContainerStatus {
-                name: "compute".to_owned(),
-                ready: true,
-                ..ContainerStatus::default()
-            }]),
-            ..PodStatus::default()
-        });
-    });
-}
-
 #[tokio::test]
 async fn a_vmi_is_scheduled_with_four_writes_and_one_event() {
     let (controller, api) = controller();
@@ -95,7 +80,7 @@ async fn a_vmi_is_scheduled_with_four_writes_and_one_event() {
     assert_eq!(api.pod_keys().len(), 1, "expectations: the pod is never created twice");
     assert_eq!(api.writes().len(), 3);
 
-    run_pod(&api, &pods[0]);
+    api.run_pod(&pods[0], "node01");
     settle(&controller, &api).await;
     let scheduled = api.vmi(KEY).expect("VMI");
     let status = scheduled.status.clone().expect("status");
@@ -182,7 +167,7 @@ async fn a_deleted_vmi_loses_its_pod_and_then_its_finalizer() {
     api.apply_vmi(vmi());
     settle(&controller, &api).await;
     let pod = api.pod_keys().remove(0);
-    run_pod(&api, &pod);
+    api.run_pod(&pod, "node01");
     settle(&controller, &api).await;
     api.modify_vmi(KEY, |v| {
         v.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
-use tokio_util::sync::CancellationToken;
 use virt_handler::cluster_api::KubeClusterApi;
 use virt_handler::node::{NodeConfig, run};
 use virt_handler::reconciler::ReconcilerConfig;
@@ -58,50 +57,14 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let level = if args.verbosity >= 4 { "debug" } else { "info" };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    tracing_subscriber::fmt()
-        .json()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .log_internal_errors(false)
-        .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("virt-handler: error: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(serve(args)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("virt-handler: error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    control_loop::process::main("virt-handler", args.verbosity, serve(args))
 }
 
 async fn serve(args: Args) -> anyhow::Result<()> {
     let client = kube::Client::try_default()
         .await
         .context("cannot reach the Kubernetes API (in-cluster config or KUBECONFIG)")?;
-    let stop = CancellationToken::new();
-    let on_signal = stop.clone();
-    let mut terminate =
-        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).context("cannot watch SIGTERM")?;
-    tokio::spawn(async move {
-        tokio::select! {
-            _ = terminate.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
-        }
-        on_signal.cancel();
-    });
+    let stop = control_loop::process::stop_on_signals().context("cannot watch SIGTERM")?;
     let config = NodeConfig {
         reconciler: ReconcilerConfig::for_node(&args.hostname_override),
         node: args.hostname_override,

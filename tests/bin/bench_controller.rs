@@ -8,7 +8,6 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
-use k8s_openapi::api::core::v1::{ContainerStatus, PodStatus};
 use kube::runtime::watcher::Event;
 use kubevirt_api::clock::SystemClock;
 use kubevirt_api::v1::{VirtualMachineInstance, VirtualMachineInstancePhase as Phase};
@@ -36,17 +35,6 @@ fn vmi(i: usize) -> anyhow::Result<VirtualMachineInstance> {
     }))?)
 }
 
-fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
-}
-
 struct Measured {
     writes_per_vmi: f64,
     events_per_vmi: f64,
@@ -63,7 +51,7 @@ async fn measure(count: usize) -> anyhow::Result<Measured> {
         SystemClock,
         PodConfig::new("registry.example/virt-launcher:v0.1.0"),
     );
-    let before = rss_kib();
+    let before = kubevirt_tests::rss_kib();
     let begin = Instant::now();
     for i in 0..count {
         let vmi = vmi(i)?;
@@ -73,18 +61,7 @@ async fn measure(count: usize) -> anyhow::Result<Measured> {
         controller.on_vmi_event(Event::Apply(api.vmi(&key).context("stored VMI")?));
         controller.reconcile(&key).await;
         let pod_name = format!("bench/virt-launcher-vmi-{i:05}-{:05}", i + 1);
-        api.modify_pod(&pod_name, |pod| {
-            pod.spec.get_or_insert_default().node_name = Some("node01".to_owned());
-            pod.status = Some(PodStatus {
-                phase: Some("Running".to_owned()),
-                container_statuses: Some(vec![ContainerStatus {
-                    name: "compute".to_owned(),
-                    ready: true,
-                    ..ContainerStatus::default()
-                }]),
-                ..PodStatus::default()
-            });
-        });
+        api.run_pod(&pod_name, "node01");
         controller.on_pod_event(Event::Apply(api.pod(&pod_name).context("the launcher pod")?));
         controller.reconcile(&key).await;
         if api.vmi(&key).and_then(|v| v.status?.phase) != Some(Phase::Scheduled) {
@@ -102,7 +79,7 @@ async fn measure(count: usize) -> anyhow::Result<Measured> {
         writes_per_vmi,
         events_per_vmi,
         rss_before_kib: before,
-        rss_kib: rss_kib(),
+        rss_kib: kubevirt_tests::rss_kib(),
         api_server_bytes: api.stored_bytes(),
         elapsed,
     })

@@ -77,17 +77,6 @@ fn vmi(i: usize) -> anyhow::Result<VirtualMachineInstance> {
     }))?)
 }
 
-fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
-}
-
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     #[allow(
         clippy::cast_possible_truncation,
@@ -122,7 +111,7 @@ async fn measure(args: &Args) -> anyhow::Result<Results> {
         launchers.start_launcher(&uid(i));
         api.apply(vmi(i)?);
     }
-    let baseline_kib = rss_kib();
+    let baseline_kib = kubevirt_tests::rss_kib();
     let reconciler = Arc::new(Reconciler::new(
         ReconcilerConfig::for_node(NODE),
         api.clone(),
@@ -203,7 +192,7 @@ async fn measure(args: &Args) -> anyhow::Result<Results> {
         }
         events.push(begin.elapsed());
     }
-    let rss_kib = rss_kib();
+    let rss_kib = kubevirt_tests::rss_kib();
     stop.cancel();
     handler.await.context("handler task")?;
     resync.sort();

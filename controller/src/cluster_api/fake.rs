@@ -235,6 +235,23 @@ impl FakeControllerApi {
         state.pod_changed(&Event::Apply(pod));
     }
 
+    /// Plays the scheduler and the kubelet: the pod is bound to `node` and its `compute`
+    /// container runs and is ready.
+    pub fn run_pod(&self, key: &str, node: &str) {
+        self.modify_pod(key, |pod| {
+            pod.spec.get_or_insert_default().node_name = Some(node.to_owned());
+            pod.status = Some(k8s_openapi::api::core::v1::PodStatus {
+                phase: Some("Running".to_owned()),
+                container_statuses: Some(vec![k8s_openapi::api::core::v1::ContainerStatus {
+                    name: "compute".to_owned(),
+                    ready: true,
+                    ..k8s_openapi::api::core::v1::ContainerStatus::default()
+                }]),
+                ..k8s_openapi::api::core::v1::PodStatus::default()
+            });
+        });
+    }
+
     /// Removes a pod (the kubelet finished deleting it).
     pub fn remove_pod(&self, key: &str) {
         let mut state = self.lock();
