@@ -90,6 +90,26 @@ fn compact<T: serde::Serialize + serde::de::DeserializeOwned>(object: &T) -> Com
     Compact::new(object)
 }
 
+/// Marks the stored object `key` as being deleted (a graceful deletion: a finalizer or the
+/// kubelet finishes it) and returns it.
+fn mark_deleting<T>(store: &mut BTreeMap<String, Compact<T>>, version: &mut u64, key: &str) -> Result<T, ApiError>
+where
+    T: kube::Resource + serde::Serialize + serde::de::DeserializeOwned,
+{
+    let mut object = store
+        .get(key)
+        .and_then(Compact::get)
+        .ok_or_else(|| ApiError::NotFound(key.to_owned()))?;
+    *version += 1;
+    let meta = object.meta_mut();
+    meta.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+    ));
+    meta.resource_version = Some(version.to_string());
+    store.insert(key.to_owned(), Compact::new(&object));
+    Ok(object)
+}
+
 fn key_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
     format!(
         "{}/{}",
@@ -335,20 +355,12 @@ impl ControllerApi for FakeControllerApi {
     }
 
     async fn delete_pod(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
-        let mut state = self.lock();
+        let mut guard = self.lock();
+        let state = &mut *guard;
         let key = format!("{namespace}/{name}");
         state.log(Write::DeletePod(key.clone()));
-        let mut pod = state
-            .pods
-            .get(&key)
-            .and_then(Compact::get)
-            .ok_or_else(|| ApiError::NotFound(key.clone()))?;
         // Deletion is graceful: the pod terminates until the test removes it.
-        pod.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-            k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
-        ));
-        state.stamp(&mut pod.metadata);
-        state.pods.insert(key, compact(&pod));
+        let pod = mark_deleting(&mut state.pods, &mut state.version, &key)?;
         state.pod_changed(&Event::Apply(pod));
         Ok(())
     }
@@ -448,19 +460,11 @@ impl ControllerApi for FakeControllerApi {
     }
 
     async fn delete_vmi(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
-        let mut state = self.lock();
+        let mut guard = self.lock();
+        let state = &mut *guard;
         let key = format!("{namespace}/{name}");
         state.log(Write::DeleteVmi(key.clone()));
-        let mut vmi = state
-            .vmis
-            .get(&key)
-            .and_then(Compact::get)
-            .ok_or_else(|| ApiError::NotFound(key.clone()))?;
-        vmi.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-            k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
-        ));
-        state.stamp(&mut vmi.metadata);
-        state.vmis.insert(key, compact(&vmi));
+        let vmi = mark_deleting(&mut state.vmis, &mut state.version, &key)?;
         state.vmi_changed(&Event::Apply(vmi));
         Ok(())
     }
