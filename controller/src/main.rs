@@ -96,13 +96,7 @@ async fn leadership(
         .identity
         .clone()
         .unwrap_or_else(|| format!("virt-controller-{}", std::process::id()));
-    let manager = kube_lease_manager::LeaseManagerBuilder::new(client.clone(), "virt-controller")
-        .with_namespace(&args.leader_election_namespace)
-        .with_identity(identity)
-        .build()
-        .await
-        .context("cannot set up leader election")?;
-    let (leading, _task) = manager.watch().await;
+    let leading = virt_controller::leader::elect(client.clone(), &args.leader_election_namespace, &identity).await?;
     Ok((leading, None))
 }
 
