@@ -179,21 +179,24 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
         };
         let decision = decide(&observed);
         let mut requeue = None;
+        let mut failure = None;
         match decision.action {
             Action::Create { paused } => {
                 self.known().expectations.expect_creation(key, Instant::now());
-                if self.api.create_vmi(&vmi_from_vm(&vm, paused)).await.is_err() {
+                if let Err(error) = self.api.create_vmi(&vmi_from_vm(&vm, paused)).await {
                     self.known().expectations.creation_observed(key);
-                    return Some(RETRY);
+                    failure = Some(("FailedCreate", error.to_string()));
+                    requeue = Some(RETRY);
                 }
             }
             Action::Delete => {
                 self.known().expectations.expect_deletions(key, 1, Instant::now());
                 match self.api.delete_vmi(&namespace, &name).await {
                     Ok(()) | Err(ApiError::NotFound(_)) => {}
-                    Err(_) => {
+                    Err(error) => {
                         self.known().expectations.deletion_observed(key);
-                        return Some(RETRY);
+                        failure = Some(("FailedDelete", error.to_string()));
+                        requeue = Some(RETRY);
                     }
                 }
             }
@@ -208,7 +211,8 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
             Action::Nothing => {}
         }
         let jitter = f64::from(now.subsec_nanosecond().unsigned_abs() % 1000) / 1000.0;
-        let status = next_vm_status(&current, strategy, vmi.as_ref(), &decision, now, jitter);
+        let mut status = next_vm_status(&current, strategy, vmi.as_ref(), &decision, now, jitter);
+        crate::vm_status::set_failure(&mut status, failure, now);
         if current.status.as_ref() != Some(&status) {
             current.status = Some(status);
             match self.api.update_vm_status(&current).await {

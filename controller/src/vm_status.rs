@@ -229,3 +229,19 @@ pub fn next_vm_status(
     }
     status
 }
+
+/// Sets the VM's `Failure` condition from a failed step (reason, message), or clears it.
+pub fn set_failure(status: &mut VirtualMachineStatus, failure: Option<(&str, String)>, now: Timestamp) {
+    const FAILURE: &str = "Failure";
+    status.conditions.retain(|c| c.condition_type != FAILURE);
+    if let Some((reason, message)) = failure {
+        status.conditions.push(VirtualMachineInstanceCondition {
+            condition_type: FAILURE.to_owned(),
+            status: conditions::TRUE.to_owned(),
+            last_probe_time: None,
+            last_transition_time: Some(Time(now)),
+            reason: Some(reason.to_owned()),
+            message: Some(message),
+        });
+    }
+}

@@ -205,3 +205,25 @@ async fn manual_vms_start_and_stop_on_request_and_halted_vms_stop() {
     assert!(api.vmi(KEY).is_none());
     assert_eq!(printable(&api).as_deref(), Some("Stopped"));
 }
+
+#[tokio::test]
+async fn a_failed_create_is_reported_in_the_failure_condition() {
+    let (controller, api, _) = controller();
+    // A VMI of the same name that this VM does not own blocks the create.
+    api.apply_vmi(deleted_vmi());
+    api.apply_vm(vm("Always"));
+    assert!(settle(&controller, &api).await.is_some(), "retried");
+    let conditions = api
+        .vm(KEY)
+        .and_then(|v| v.status)
+        .map(|s| s.conditions)
+        .unwrap_or_default();
+    let failure = conditions
+        .iter()
+        .find(|c| c.condition_type == "Failure")
+        .expect("Failure");
+    assert_eq!(
+        (failure.status.as_str(), failure.reason.as_deref()),
+        ("True", Some("FailedCreate"))
+    );
+}
