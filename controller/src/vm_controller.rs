@@ -29,6 +29,15 @@ struct Known {
     expectations: Expectations,
 }
 
+/// What carrying out an action left to do.
+#[derive(Debug)]
+struct Applied {
+    /// Look again after this long.
+    requeue: Option<Duration>,
+    /// A failed step: reason and message for the `Failure` condition.
+    failure: Option<(&'static str, String)>,
+}
+
 /// The controller.
 #[derive(Debug)]
 pub struct VmController<A, K> {
@@ -136,8 +145,6 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
                 .as_ref()
                 .is_some_and(|o| o.iter().any(|r| Some(&r.uid) == vm.metadata.uid.as_ref()))
         });
-        let namespace = vm.metadata.namespace.clone().unwrap_or_else(|| "default".to_owned());
-        let name = vm.metadata.name.clone().unwrap_or_default();
         if let Some(vmi) = &vmi
             && self.release_vmi(vmi).await.is_err()
         {
@@ -178,12 +185,41 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
             backing_off: backoff.is_some(),
         };
         let decision = decide(&observed);
+        let Ok(Applied { requeue, failure }) = self.apply(key, decision.action, &vm, &mut current, backoff).await
+        else {
+            return Some(RETRY);
+        };
+        let jitter = f64::from(now.subsec_nanosecond().unsigned_abs() % 1000) / 1000.0;
+        let mut status = next_vm_status(&current, strategy, vmi.as_ref(), &decision, now, jitter);
+        crate::vm_status::set_failure(&mut status, failure, now);
+        if current.status.as_ref() != Some(&status) {
+            current.status = Some(status);
+            match self.api.update_vm_status(&current).await {
+                Ok(stored) => current = stored,
+                Err(_) => return Some(RETRY),
+            }
+        }
+        self.known().vms.insert(key.to_owned(), Arc::new(current));
+        requeue
+    }
+
+    /// Carries out the decided action; `Err` when the VM itself could not be written (retry).
+    async fn apply(
+        &self,
+        key: &str,
+        action: Action,
+        vm: &VirtualMachine,
+        current: &mut VirtualMachine,
+        backoff: Option<Duration>,
+    ) -> Result<Applied, ()> {
+        let namespace = vm.metadata.namespace.clone().unwrap_or_else(|| "default".to_owned());
+        let name = vm.metadata.name.clone().unwrap_or_default();
         let mut requeue = None;
         let mut failure = None;
-        match decision.action {
+        match action {
             Action::Create { paused } => {
                 self.known().expectations.expect_creation(key, Instant::now());
-                if let Err(error) = self.api.create_vmi(&vmi_from_vm(&vm, paused)).await {
+                if let Err(error) = self.api.create_vmi(&vmi_from_vm(vm, paused)).await {
                     self.known().expectations.creation_observed(key);
                     failure = Some(("FailedCreate", error.to_string()));
                     requeue = Some(RETRY);
@@ -202,26 +238,15 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
             }
             Action::SwitchToAlways => {
                 let patch = json!({"spec": {"runStrategy": "Always", "running": null}});
-                match self.api.patch_vm(&current, patch).await {
-                    Ok(stored) => current = stored,
-                    Err(_) => return Some(RETRY),
+                match self.api.patch_vm(current, patch).await {
+                    Ok(stored) => *current = stored,
+                    Err(_) => return Err(()),
                 }
             }
             Action::WaitForBackoff => requeue = backoff,
             Action::Nothing => {}
         }
-        let jitter = f64::from(now.subsec_nanosecond().unsigned_abs() % 1000) / 1000.0;
-        let mut status = next_vm_status(&current, strategy, vmi.as_ref(), &decision, now, jitter);
-        crate::vm_status::set_failure(&mut status, failure, now);
-        if current.status.as_ref() != Some(&status) {
-            current.status = Some(status);
-            match self.api.update_vm_status(&current).await {
-                Ok(stored) => current = stored,
-                Err(_) => return Some(RETRY),
-            }
-        }
-        self.known().vms.insert(key.to_owned(), Arc::new(current));
-        requeue
+        Ok(Applied { requeue, failure })
     }
 
     /// A deleted VM: its VMI goes first, then the VM's finalizer.
