@@ -14,6 +14,7 @@ pub mod manifest;
 pub mod quantity;
 pub mod schema;
 pub mod v1;
+pub mod validation;
 pub mod well_known;
 
 pub use manifest::{Manifest, ManifestError};
