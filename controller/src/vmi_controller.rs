@@ -135,11 +135,7 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
     pub fn phase_counts(&self) -> BTreeMap<String, u64> {
         let mut counts = BTreeMap::new();
         for known in self.known().vmis.values() {
-            let name = serde_json::to_value(known.phase)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_lowercase))
-                .unwrap_or_default();
-            *counts.entry(name).or_insert(0) += 1;
+            *counts.entry(known.phase.as_str().to_lowercase()).or_insert(0) += 1;
         }
         counts
     }

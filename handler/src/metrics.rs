@@ -89,13 +89,6 @@ fn annotation(vmi: &VirtualMachineInstance, key: &str) -> String {
         .unwrap_or_else(|| "<none>".to_owned())
 }
 
-fn phase_name(phase: Phase) -> String {
-    serde_json::to_value(phase)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_lowercase))
-        .unwrap_or_default()
-}
-
 fn u64_to_f64(value: u64) -> f64 {
     // Counters above 2^53 lose precision in Prometheus anyway.
     #[allow(clippy::cast_precision_loss, reason = "Prometheus samples are f64")]
@@ -311,7 +304,7 @@ pub fn encode(node: &str, phases: &[(Arc<VirtualMachineInstance>, Phase)], stats
         phase_count
             .get_or_create(&PhaseLabels {
                 node: node.to_owned(),
-                phase: phase_name(*phase),
+                phase: phase.as_str().to_lowercase(),
                 os: annotation(vmi, "vm.kubevirt.io/os"),
                 workload: annotation(vmi, "vm.kubevirt.io/workload"),
                 flavor: annotation(vmi, "vm.kubevirt.io/flavor"),

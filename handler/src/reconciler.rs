@@ -79,10 +79,6 @@ pub struct NodeView {
     pub sockets: Vec<(String, PathBuf)>,
 }
 
-fn vmi_key(vmi: &VirtualMachineInstance) -> String {
-    vmi.key()
-}
-
 impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
     /// A reconciler with empty knowledge.
     pub fn new(config: ReconcilerConfig, api: C, launchers: L, clock: K) -> Self {
@@ -123,7 +119,7 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
                 Vec::new()
             }
             Event::InitApply(vmi) => {
-                let key = vmi_key(&vmi);
+                let key = vmi.key();
                 if let Some(seen) = known.relisting.as_mut() {
                     seen.insert(key.clone());
                 }
@@ -142,13 +138,13 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
                 vanished
             }
             Event::Apply(vmi) => {
-                let key = vmi_key(&vmi);
+                let key = vmi.key();
                 known.gone.remove(&key);
                 known.vmis.insert(key.clone(), Arc::new(vmi));
                 vec![key]
             }
             Event::Delete(vmi) => {
-                let key = vmi_key(&vmi);
+                let key = vmi.key();
                 known.vmis.remove(&key);
                 known.gone.insert(key.clone(), Arc::new(vmi));
                 vec![key]
