@@ -29,7 +29,7 @@ struct Args {
     /// The pod's IP (accepted for upstream compatibility).
     #[arg(long, env = "MY_POD_IP")]
     pod_ip_address: Option<String>,
-    /// Launchers asked for statistics at once per scrape (accepted; fixed at 3).
+    /// Launchers asked for statistics at once per scrape.
     #[arg(long, default_value_t = 3)]
     max_metric_requests: usize,
     /// Console server port (accepted; no console server yet).
@@ -72,6 +72,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         pods_dir: args.kubelet_pods_dir,
         cpu_manager_state: args.kubelet_root.join("cpu_manager_state"),
         listen: Some(SocketAddr::new(args.listen_address, args.port)),
+        max_metric_requests: args.max_metric_requests,
         heartbeat: virt_handler::heartbeat::INTERVAL,
         run: RunOptions {
             workers: args.workers,

@@ -331,18 +331,23 @@ pub fn encode(node: &str, phases: &[(Arc<VirtualMachineInstance>, Phase)], stats
     text
 }
 
-/// How many launchers are asked for statistics at once (upstream's `--max-metric-requests`).
+/// How many launchers are asked for statistics at once by default (upstream's
+/// `--max-metric-requests`).
 pub const CONCURRENT_STATS_REQUESTS: usize = 3;
 
-/// Gathers statistics from every launcher of the node and encodes the metrics.
-pub async fn scrape<C: ClusterApi, L: Launchers, K: Clock>(reconciler: &Reconciler<C, L, K>) -> String {
+/// Gathers statistics from every launcher of the node, `concurrency` at a time, and encodes the
+/// metrics.
+pub async fn scrape<C: ClusterApi, L: Launchers, K: Clock>(
+    reconciler: &Reconciler<C, L, K>,
+    concurrency: usize,
+) -> String {
     let view = reconciler.node_view();
     let stats: Vec<(String, DomainStats)> = futures::stream::iter(view.sockets)
         .map(|(key, socket)| async move {
             let stats = reconciler.launchers().stats(&socket).await.ok().flatten();
             stats.map(|s| (key, s))
         })
-        .buffer_unordered(CONCURRENT_STATS_REQUESTS)
+        .buffer_unordered(concurrency.max(1))
         .filter_map(std::future::ready)
         .collect()
         .await;

@@ -29,6 +29,8 @@ pub struct NodeConfig {
     pub pods_dir: PathBuf,
     /// The kubelet's CPU manager state file.
     pub cpu_manager_state: PathBuf,
+    /// Launchers asked for statistics at once per scrape.
+    pub max_metric_requests: usize,
     /// The HTTP endpoint (`/healthz`, `/metrics`); `None` serves none.
     pub listen: Option<SocketAddr>,
     /// The heartbeat interval.
@@ -66,6 +68,7 @@ pub enum NodeError {
 /// The real handler's endpoints.
 struct NodeEndpoints<C, L, K> {
     reconciler: Arc<Reconciler<C, L, K>>,
+    max_metric_requests: usize,
     stop: CancellationToken,
 }
 
@@ -75,7 +78,7 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Endpoints for NodeEndpoints<C, L, K>
     }
 
     async fn metrics(&self) -> String {
-        crate::metrics::scrape(&self.reconciler).await
+        crate::metrics::scrape(&self.reconciler, self.max_metric_requests).await
     }
 }
 
@@ -113,6 +116,7 @@ pub async fn run<C: ClusterApi + Clone>(config: NodeConfig, api: C, stop: Cancel
     let http = listener.map(|listener| {
         let endpoints = Arc::new(NodeEndpoints {
             reconciler: reconciler.clone(),
+            max_metric_requests: config.max_metric_requests,
             stop: stop.clone(),
         });
         tokio::spawn(control_loop::http::serve(listener, endpoints, stop.clone()))
