@@ -118,6 +118,20 @@ fn handler() -> Setup {
     (reconciler, domain_events, clock, seen)
 }
 
+/// The scheduled VMI is synced, its domain reported and the VMI written Running; what was sent
+/// on the way is dropped.
+async fn bring_up(
+    handler: &Handler,
+    domain_events: &mut UnboundedReceiver<DomainNotification>,
+    seen: &Arc<Mutex<Vec<Seen>>>,
+) {
+    handler.on_vmi_event(Event::Apply(scheduled_vmi()));
+    handler.reconcile("default/testvmi").await;
+    handler.on_domain_event(domain_events.try_recv().expect("ADDED"));
+    handler.reconcile("default/testvmi").await;
+    taken(seen);
+}
+
 fn taken(seen: &Arc<Mutex<Vec<Seen>>>) -> Vec<Seen> {
     std::mem::take(&mut *seen.lock().expect("seen"))
 }
@@ -256,11 +270,7 @@ async fn a_scheduled_vmi_is_synced_and_written_running_with_exact_bodies() {
 async fn a_crash_turns_the_vmi_failed_and_a_deleted_vmi_is_shut_down_then_succeeds() {
     let (handler, mut domain_events, clock, seen) = handler();
     let key = "default/testvmi";
-    handler.on_vmi_event(Event::Apply(scheduled_vmi()));
-    handler.reconcile(key).await;
-    handler.on_domain_event(domain_events.try_recv().expect("ADDED"));
-    handler.reconcile(key).await;
-    taken(&seen);
+    bring_up(&handler, &mut domain_events, &seen).await;
 
     // Deleting: ACPI is pressed, the guest powers off, the VMI succeeds.
     handler.on_vmi_event(Event::Apply({
@@ -314,11 +324,7 @@ fn handler_vmi(handler: &Handler, key: &str) -> VirtualMachineInstance {
 async fn a_crashed_domain_turns_the_vmi_failed() {
     let (handler, mut domain_events, _clock, seen) = handler();
     let key = "default/testvmi";
-    handler.on_vmi_event(Event::Apply(scheduled_vmi()));
-    handler.reconcile(key).await;
-    handler.on_domain_event(domain_events.try_recv().expect("ADDED"));
-    handler.reconcile(key).await;
-    taken(&seen);
+    bring_up(&handler, &mut domain_events, &seen).await;
     handler
         .launchers()
         .domain_changes(UID, DomainState::Shutoff, StateReason::Crashed);
@@ -394,11 +400,7 @@ async fn the_watch_lists_only_this_nodes_vmis_by_label() {
 async fn a_launcher_that_stops_answering_turns_its_vmi_failed_with_a_reason() {
     let (handler, mut domain_events, clock, seen) = handler();
     let key = "default/testvmi";
-    handler.on_vmi_event(Event::Apply(scheduled_vmi()));
-    handler.reconcile(key).await;
-    handler.on_domain_event(domain_events.try_recv().expect("ADDED"));
-    handler.reconcile(key).await;
-    taken(&seen);
+    bring_up(&handler, &mut domain_events, &seen).await;
 
     handler.launchers().stop_answering(UID);
     assert_eq!(
