@@ -90,24 +90,59 @@ fn compact<T: serde::Serialize + serde::de::DeserializeOwned>(object: &T) -> Com
     Compact::new(object)
 }
 
+/// Changes the stored object `key` in place (a new resourceVersion) and returns it.
+fn modify_stored<T>(
+    store: &mut BTreeMap<String, Compact<T>>,
+    version: &mut u64,
+    key: &str,
+    change: impl FnOnce(&mut T),
+) -> Option<T>
+where
+    T: kube::Resource + serde::Serialize + serde::de::DeserializeOwned,
+{
+    let mut object = store.get(key).and_then(Compact::get)?;
+    change(&mut object);
+    *version += 1;
+    object.meta_mut().resource_version = Some(version.to_string());
+    store.insert(key.to_owned(), Compact::new(&object));
+    Some(object)
+}
+
 /// Marks the stored object `key` as being deleted (a graceful deletion: a finalizer or the
 /// kubelet finishes it) and returns it.
 fn mark_deleting<T>(store: &mut BTreeMap<String, Compact<T>>, version: &mut u64, key: &str) -> Result<T, ApiError>
 where
     T: kube::Resource + serde::Serialize + serde::de::DeserializeOwned,
 {
-    let mut object = store
+    modify_stored(store, version, key, |object| {
+        object.meta_mut().deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+        ));
+    })
+    .ok_or_else(|| ApiError::NotFound(key.to_owned()))
+}
+
+/// The stored object `key` for a write made against `expected` (its resourceVersion): a
+/// conflict when it changed since, as the API server answers.
+fn fetch_guarded<T>(
+    store: &BTreeMap<String, Compact<T>>,
+    key: &str,
+    expected: Option<&String>,
+    operation: &str,
+) -> Result<T, ApiError>
+where
+    T: kube::Resource + serde::Serialize + serde::de::DeserializeOwned,
+{
+    let stored = store
         .get(key)
         .and_then(Compact::get)
         .ok_or_else(|| ApiError::NotFound(key.to_owned()))?;
-    *version += 1;
-    let meta = object.meta_mut();
-    meta.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-        k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
-    ));
-    meta.resource_version = Some(version.to_string());
-    store.insert(key.to_owned(), Compact::new(&object));
-    Ok(object)
+    if stored.meta().resource_version.as_ref() != expected {
+        return Err(ApiError::Conflict {
+            operation: format!("{operation} {key}"),
+        });
+    }
+    Ok(stored)
 }
 
 fn key_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
@@ -233,26 +268,20 @@ impl FakeControllerApi {
 
     /// Changes a stored VMI (as the handler or a user would).
     pub fn modify_vmi(&self, key: &str, change: impl FnOnce(&mut VirtualMachineInstance)) {
-        let mut state = self.lock();
-        let Some(mut vmi) = state.vmis.get(key).and_then(Compact::get) else {
-            return;
-        };
-        change(&mut vmi);
-        state.stamp(&mut vmi.metadata);
-        state.vmis.insert(key.to_owned(), compact(&vmi));
-        state.vmi_changed(&Event::Apply(vmi));
+        let mut guard = self.lock();
+        let state = &mut *guard;
+        if let Some(vmi) = modify_stored(&mut state.vmis, &mut state.version, key, change) {
+            state.vmi_changed(&Event::Apply(vmi));
+        }
     }
 
     /// Changes a stored pod (as the scheduler and kubelet would).
     pub fn modify_pod(&self, key: &str, change: impl FnOnce(&mut Pod)) {
-        let mut state = self.lock();
-        let Some(mut pod) = state.pods.get(key).and_then(Compact::get) else {
-            return;
-        };
-        change(&mut pod);
-        state.stamp(&mut pod.metadata);
-        state.pods.insert(key.to_owned(), compact(&pod));
-        state.pod_changed(&Event::Apply(pod));
+        let mut guard = self.lock();
+        let state = &mut *guard;
+        if let Some(pod) = modify_stored(&mut state.pods, &mut state.version, key, change) {
+            state.pod_changed(&Event::Apply(pod));
+        }
     }
 
     /// Plays the scheduler and the kubelet: the pod is bound to `node` and its `compute`
@@ -373,16 +402,7 @@ impl ControllerApi for FakeControllerApi {
         let mut state = self.lock();
         let key = vmi.key();
         state.log(Write::PatchVmi(key.clone(), patch.clone()));
-        let mut stored = state
-            .vmis
-            .get(&key)
-            .and_then(Compact::get)
-            .ok_or_else(|| ApiError::NotFound(key.clone()))?;
-        if stored.metadata.resource_version != vmi.metadata.resource_version {
-            return Err(ApiError::Conflict {
-                operation: format!("patch {key}"),
-            });
-        }
+        let mut stored = fetch_guarded(&state.vmis, &key, vmi.metadata.resource_version.as_ref(), "patch")?;
         let meta = &patch["metadata"];
         if let Some(labels) = meta["labels"].as_object() {
             let target = stored.metadata.labels.get_or_insert_default();
@@ -412,21 +432,15 @@ impl ControllerApi for FakeControllerApi {
         let mut state = self.lock();
         let key = vmi.key();
         state.log(Write::VmiStatus(key.clone()));
-        let mut stored = state
-            .vmis
-            .get(&key)
-            .and_then(Compact::get)
-            .ok_or_else(|| ApiError::NotFound(key.clone()))?;
-        if stored.metadata.resource_version != vmi.metadata.resource_version {
-            return Err(ApiError::Conflict {
-                operation: format!("update status of {key}"),
-            });
-        }
-        stored.status.clone_from(&vmi.status);
-        state.stamp(&mut stored.metadata);
-        state.vmis.insert(key, compact(&stored));
-        state.vmi_changed(&Event::Apply(stored.clone()));
-        Ok(stored)
+        fetch_guarded(
+            &state.vmis,
+            &key,
+            vmi.metadata.resource_version.as_ref(),
+            "update status of",
+        )?;
+        drop(state);
+        self.modify_vmi(&key, |stored| stored.status.clone_from(&vmi.status));
+        self.vmi(&key).ok_or(ApiError::NotFound(key))
     }
 
     fn watch_kubevirts(&self) -> BoxStream<'static, Result<KubeVirtWatchEvent, ApiError>> {
@@ -474,16 +488,7 @@ impl ControllerApi for FakeControllerApi {
         {
             let mut state = self.lock();
             state.log(Write::PatchVm(key.clone(), patch.clone()));
-            let stored = state
-                .vms
-                .get(&key)
-                .and_then(Compact::get)
-                .ok_or_else(|| ApiError::NotFound(key.clone()))?;
-            if stored.metadata.resource_version != vm.metadata.resource_version {
-                return Err(ApiError::Conflict {
-                    operation: format!("patch VM {key}"),
-                });
-            }
+            fetch_guarded(&state.vms, &key, vm.metadata.resource_version.as_ref(), "patch VM")?;
         }
         self.modify_vm(&key, |stored| {
             if let Some(finalizers) = patch["metadata"].get("finalizers") {
@@ -502,16 +507,12 @@ impl ControllerApi for FakeControllerApi {
         {
             let mut state = self.lock();
             state.log(Write::VmStatus(key.clone()));
-            let stored = state
-                .vms
-                .get(&key)
-                .and_then(Compact::get)
-                .ok_or_else(|| ApiError::NotFound(key.clone()))?;
-            if stored.metadata.resource_version != vm.metadata.resource_version {
-                return Err(ApiError::Conflict {
-                    operation: format!("update status of VM {key}"),
-                });
-            }
+            fetch_guarded(
+                &state.vms,
+                &key,
+                vm.metadata.resource_version.as_ref(),
+                "update status of VM",
+            )?;
         }
         self.modify_vm(&key, |stored| stored.status.clone_from(&vm.status));
         self.vm(&key).ok_or(ApiError::NotFound(key))
