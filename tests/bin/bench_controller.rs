@@ -126,7 +126,8 @@ fn main() -> anyhow::Result<()> {
     let object_writes = writes_per_vmi - events_per_vmi;
     writeln!(
         body,
-        "| API writes per VMI start | {object_writes:.2} (pod create, status Scheduling, node label, status Scheduled) | ≤ 4 (upstream ~19 PUTs) | {} |",
+        "| API writes per VMI start | {object_writes:.2} (pod create, status Scheduling, node label, status Scheduled; {:.2} × upstream's ~19 PUTs) | ≤ 4 | {} |",
+        object_writes / 19.0,
         met(object_writes <= 4.0)
     )?;
     writeln!(

@@ -254,7 +254,8 @@ fn main() -> anyhow::Result<()> {
     )?;
     writeln!(
         body,
-        "| process RSS | {rss_mib:.1} MiB | ≤ 30 MiB (upstream ~270 MiB) | {} |",
+        "| process RSS | {rss_mib:.1} MiB ({:.2} × upstream's ~270 MiB) | ≤ 30 MiB | {} |",
+        rss_mib / 270.0,
         met(rss_mib <= 30.0)
     )?;
     writeln!(
