@@ -2,8 +2,13 @@
 //! refused with upstream's field path and message.
 
 use kubevirt_api::Manifest;
+use kubevirt_api::v1::ClusterConfig;
 use kubevirt_api::v1::{VirtualMachine, VirtualMachineInstance};
 use kubevirt_api::validation::{Cause, CauseType, validate_vm, validate_vmi_spec};
+
+fn validate_vm_default(vm: &kubevirt_api::v1::VirtualMachine) -> Vec<Cause> {
+    validate_vm(vm, &ClusterConfig::default())
+}
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
@@ -29,7 +34,7 @@ fn vmi_with(change: impl FnOnce(&mut Value)) -> Vec<Cause> {
     let mut value = base_vmi();
     change(&mut value["spec"]);
     let vmi: VirtualMachineInstance = serde_json::from_value(value).expect("VMI");
-    validate_vmi_spec(&vmi.spec, "spec")
+    validate_vmi_spec(&vmi.spec, "spec", &ClusterConfig::default())
 }
 
 fn one(causes: &[Cause]) -> (CauseType, &str, &str) {
@@ -43,8 +48,8 @@ fn the_example_manifests_are_valid() {
         let path = path.expect("entry").path();
         let manifest = Manifest::from_path(&path).expect("manifest");
         let causes = match manifest {
-            Manifest::Vm(vm) => validate_vm(&vm),
-            Manifest::Vmi(vmi) => validate_vmi_spec(&vmi.spec, "spec"),
+            Manifest::Vm(vm) => validate_vm(&vm, &ClusterConfig::default()),
+            Manifest::Vmi(vmi) => validate_vmi_spec(&vmi.spec, "spec", &ClusterConfig::default()),
         };
         assert_eq!(causes, vec![], "{}", path.display());
     }
@@ -221,18 +226,18 @@ fn vm_run_strategy_and_template() {
     };
     let template = base_vmi()["spec"].clone();
     assert_eq!(
-        one(&validate_vm(&vm(
+        one(&validate_vm_default(&vm(
             json!({"running": true, "runStrategy": "Always", "template": {"spec": template}})
         )))
         .2,
         "Running and RunStrategy are mutually exclusive"
     );
     assert_eq!(
-        one(&validate_vm(&vm(json!({"template": {"spec": template}})))).2,
+        one(&validate_vm_default(&vm(json!({"template": {"spec": template}})))).2,
         "One of Running or RunStrategy must be specified"
     );
     assert_eq!(
-        one(&validate_vm(&vm(
+        one(&validate_vm_default(&vm(
             json!({"runStrategy": "Sometimes", "template": {"spec": template}})
         )))
         .2,
@@ -241,7 +246,7 @@ fn vm_run_strategy_and_template() {
     let mut bad_template = template.clone();
     bad_template["domain"]["devices"]["disks"][0]["name"] = json!("nope");
     assert_eq!(
-        one(&validate_vm(&vm(
+        one(&validate_vm_default(&vm(
             json!({"runStrategy": "Always", "template": {"spec": bad_template}})
         )))
         .1,

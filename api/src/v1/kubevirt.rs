@@ -102,7 +102,7 @@ pub struct KubeVirtStatus {
 }
 
 /// The configuration as the components use it, with upstream's defaults applied.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ClusterConfig {
     /// `developerConfiguration.useEmulation`.
     pub use_emulation: bool,
@@ -118,6 +118,12 @@ pub struct ClusterConfig {
     pub mem_balloon_stats_period: u32,
     /// `network.defaultNetworkInterface`, defaulting to `bridge`.
     pub default_network_interface: String,
+    /// `network.permitBridgeInterfaceOnPodNetwork`, defaulting to true.
+    pub permit_bridge_interface_on_pod_network: bool,
+    /// `cpuRequest`, when the cluster sets one.
+    pub cpu_request: Option<k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+    /// `evictionStrategy`, when the cluster sets one.
+    pub eviction_strategy: Option<String>,
 }
 
 /// Upstream's `DefaultMemoryOvercommit`.
@@ -157,6 +163,12 @@ impl ClusterConfig {
                 .and_then(|c| c.network.as_ref())
                 .and_then(|n| n.default_network_interface.clone())
                 .unwrap_or_else(|| DEFAULT_NETWORK_INTERFACE.to_owned()),
+            permit_bridge_interface_on_pod_network: config
+                .and_then(|c| c.network.as_ref())
+                .and_then(|n| n.permit_bridge_interface_on_pod_network)
+                .unwrap_or(true),
+            cpu_request: config.and_then(|c| c.cpu_request.clone()),
+            eviction_strategy: config.and_then(|c| c.eviction_strategy.clone()),
         }
     }
 

@@ -1,56 +1,11 @@
-//! Admission validation of VMIs and VMs (controlplane.md §4.4): each rule returns causes with
-//! upstream's field path and message, which virt-api's validating webhooks return as a 422.
-//! Pure. This holds the structural rules (disks, volumes, boot order, memory, names, networks,
-//! start and eviction strategy, run strategy); the feature-specific ones come with virt-api.
+//! The structural rules: disks, volumes, boot order, memory, names, networks, start and eviction
+//! strategy (controlplane.md §4.4 rules 1–9, 20–22, 24, 32–34, 36, 39, 47, 49–51).
 
 use std::collections::{BTreeMap, HashMap};
 
+use super::{Cause, CauseType, cause};
 use crate::quantity;
-use crate::v1::{VirtualMachine, VirtualMachineInstanceSpec};
-
-/// The kind of a cause, as Kubernetes names it (`metav1.CauseType`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CauseType {
-    /// `FieldValueInvalid`.
-    Invalid,
-    /// `FieldValueRequired`.
-    Required,
-    /// `FieldValueNotFound`.
-    NotFound,
-    /// `FieldValueDuplicate`.
-    Duplicate,
-    /// `FieldValueNotSupported`.
-    NotSupported,
-}
-
-impl CauseType {
-    /// The string in `details.causes[].reason`.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Invalid => "FieldValueInvalid",
-            Self::Required => "FieldValueRequired",
-            Self::NotFound => "FieldValueNotFound",
-            Self::Duplicate => "FieldValueDuplicate",
-            Self::NotSupported => "FieldValueNotSupported",
-        }
-    }
-}
-
-/// One reason a request is refused.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Cause {
-    /// Its kind.
-    pub kind: CauseType,
-    /// The field path, e.g. `spec.domain.devices.disks[0].name`.
-    pub field: String,
-    /// Upstream's message.
-    pub message: String,
-}
-
-fn cause(kind: CauseType, field: String, message: String) -> Cause {
-    Cause { kind, field, message }
-}
+use crate::v1::VirtualMachineInstanceSpec;
 
 /// A DNS-1123 label: lower-case alphanumerics and `-`, starting and ending alphanumeric, ≤ 63.
 fn is_dns_label(value: &str) -> bool {
@@ -64,7 +19,12 @@ fn is_dns_label(value: &str) -> bool {
         && bytes.last().is_some_and(u8::is_ascii_alphanumeric)
 }
 
-fn check_disks_and_volumes(spec: &VirtualMachineInstanceSpec, base: &str, is_vmi: bool, causes: &mut Vec<Cause>) {
+pub(super) fn check_disks_and_volumes(
+    spec: &VirtualMachineInstanceSpec,
+    base: &str,
+    is_vmi: bool,
+    causes: &mut Vec<Cause>,
+) {
     let volumes: HashMap<&str, usize> = spec
         .volumes
         .iter()
@@ -158,7 +118,7 @@ fn check_disks_and_volumes(spec: &VirtualMachineInstanceSpec, base: &str, is_vmi
     }
 }
 
-fn check_memory(spec: &VirtualMachineInstanceSpec, base: &str, causes: &mut Vec<Cause>) {
+pub(super) fn check_memory(spec: &VirtualMachineInstanceSpec, base: &str, causes: &mut Vec<Cause>) {
     let domain = &spec.domain;
     let resources = domain.resources.as_ref();
     let request = resources
@@ -220,7 +180,7 @@ fn check_memory(spec: &VirtualMachineInstanceSpec, base: &str, causes: &mut Vec<
     }
 }
 
-fn check_names_and_strategies(spec: &VirtualMachineInstanceSpec, base: &str, causes: &mut Vec<Cause>) {
+pub(super) fn check_names_and_strategies(spec: &VirtualMachineInstanceSpec, base: &str, causes: &mut Vec<Cause>) {
     if let Some(hostname) = &spec.hostname
         && !is_dns_label(hostname)
     {
@@ -274,7 +234,7 @@ fn check_names_and_strategies(spec: &VirtualMachineInstanceSpec, base: &str, cau
     }
 }
 
-fn check_networks(spec: &VirtualMachineInstanceSpec, base: &str, causes: &mut Vec<Cause>) {
+pub(super) fn check_networks(spec: &VirtualMachineInstanceSpec, base: &str, causes: &mut Vec<Cause>) {
     let mut networks: HashMap<&str, usize> = HashMap::new();
     for (i, network) in spec.networks.iter().enumerate() {
         if networks.insert(network.name.as_str(), i).is_some() {
@@ -335,54 +295,4 @@ fn check_networks(spec: &VirtualMachineInstanceSpec, base: &str, causes: &mut Ve
             ));
         }
     }
-}
-
-/// Validates a VMI spec found at `base` (`spec` for a VMI).
-#[must_use]
-pub fn validate_vmi_spec(spec: &VirtualMachineInstanceSpec, base: &str) -> Vec<Cause> {
-    let mut causes = Vec::new();
-    check_disks_and_volumes(spec, base, true, &mut causes);
-    check_memory(spec, base, &mut causes);
-    check_names_and_strategies(spec, base, &mut causes);
-    check_networks(spec, base, &mut causes);
-    causes
-}
-
-/// Validates a VM: its run strategy and its template (as a VMI spec at `spec.template.spec`).
-#[must_use]
-pub fn validate_vm(vm: &VirtualMachine) -> Vec<Cause> {
-    let mut causes = Vec::new();
-    match (&vm.spec.running, &vm.spec.run_strategy) {
-        (Some(_), Some(_)) => causes.push(cause(
-            CauseType::Invalid,
-            "spec.running".to_owned(),
-            "Running and RunStrategy are mutually exclusive".to_owned(),
-        )),
-        (None, None) => causes.push(cause(
-            CauseType::Required,
-            "spec.running".to_owned(),
-            "One of Running or RunStrategy must be specified".to_owned(),
-        )),
-        (None, Some(strategy)) if strategy.parse::<crate::v1::RunStrategy>().is_err() => causes.push(cause(
-            CauseType::Invalid,
-            "spec.runStrategy".to_owned(),
-            format!("Invalid RunStrategy ({strategy})"),
-        )),
-        _ => {}
-    }
-    match &vm.spec.template.spec {
-        None => causes.push(cause(
-            CauseType::Required,
-            "spec.template".to_owned(),
-            "missing virtual machine template.".to_owned(),
-        )),
-        Some(spec) => {
-            let base = "spec.template.spec";
-            check_disks_and_volumes(spec, base, false, &mut causes);
-            check_memory(spec, base, &mut causes);
-            check_names_and_strategies(spec, base, &mut causes);
-            check_networks(spec, base, &mut causes);
-        }
-    }
-    causes
 }

@@ -1,0 +1,148 @@
+//! The admission webhooks: which path does what, and one entry point that turns an AdmissionReview
+//! body into its answer. Pure apart from the clock reading and UUID source passed in, so the whole
+//! corpus is tested without a server.
+
+mod mutate;
+pub use mutate::vm_firmware_uuid;
+pub mod review;
+mod validate;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kubevirt_api::v1::ClusterConfig;
+use kubevirt_api::validation::{Cause, CauseType};
+use serde::de::DeserializeOwned;
+use serde_json::value::RawValue;
+
+pub use review::{AdmissionResponse, ReviewAnswer, decode_review};
+
+/// The service accounts whose changes to VMI status and reserved labels are trusted.
+pub const KUBEVIRT_SERVICE_ACCOUNTS: [&str; 3] = ["kubevirt-apiserver", "kubevirt-handler", "kubevirt-controller"];
+
+/// One webhook virt-api serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Webhook {
+    /// `/virtualmachineinstances-mutate`: defaults for new VMIs.
+    VmiMutate,
+    /// `/virtualmachines-mutate`: defaults for VMs.
+    VmMutate,
+    /// `/virtualmachineinstances-validate-create`.
+    VmiValidateCreate,
+    /// `/virtualmachineinstances-validate-update`.
+    VmiValidateUpdate,
+    /// `/virtualmachines-validate`.
+    VmValidate,
+}
+
+impl Webhook {
+    /// Every webhook.
+    pub const ALL: [Self; 5] = [
+        Self::VmiMutate,
+        Self::VmMutate,
+        Self::VmiValidateCreate,
+        Self::VmiValidateUpdate,
+        Self::VmValidate,
+    ];
+
+    /// The path virt-api serves it on (upstream's paths).
+    #[must_use]
+    pub fn path(self) -> &'static str {
+        match self {
+            Self::VmiMutate => "/virtualmachineinstances-mutate",
+            Self::VmMutate => "/virtualmachines-mutate",
+            Self::VmiValidateCreate => "/virtualmachineinstances-validate-create",
+            Self::VmiValidateUpdate => "/virtualmachineinstances-validate-update",
+            Self::VmValidate => "/virtualmachines-validate",
+        }
+    }
+
+    fn resource(self) -> &'static str {
+        match self {
+            Self::VmiMutate | Self::VmiValidateCreate | Self::VmiValidateUpdate => "virtualmachineinstances",
+            Self::VmMutate | Self::VmValidate => "virtualmachines",
+        }
+    }
+}
+
+/// What the webhooks need besides the request.
+#[derive(Clone, Debug)]
+pub struct AdmissionContext {
+    /// The cluster configuration (the KubeVirt CR), with defaults.
+    pub config: ClusterConfig,
+    /// The namespace KubeVirt is installed in; its service accounts are trusted.
+    pub install_namespace: String,
+}
+
+impl AdmissionContext {
+    /// Whether `username` is one of KubeVirt's own service accounts.
+    #[must_use]
+    pub fn is_kubevirt_service_account(&self, username: &str) -> bool {
+        username
+            .strip_prefix("system:serviceaccount:")
+            .and_then(|rest| rest.split_once(':'))
+            .is_some_and(|(ns, name)| ns == self.install_namespace && KUBEVIRT_SERVICE_ACCOUNTS.contains(&name))
+    }
+}
+
+/// Answers one review body. Never fails: an undecodable body is answered with a 400 status.
+#[must_use]
+pub fn admit(
+    webhook: Webhook,
+    body: &[u8],
+    ctx: &AdmissionContext,
+    now: Time,
+    new_uuid: &dyn Fn() -> String,
+) -> ReviewAnswer {
+    let request = match decode_review(body) {
+        Ok(request) => request,
+        Err(err) => return AdmissionResponse::error("", err.to_string()).into_review(),
+    };
+    let uid = request.uid.as_str();
+    if request.resource.group != kubevirt_api::v1::GROUP || request.resource.resource != webhook.resource() {
+        return AdmissionResponse::error(uid, format!("expect resource to be '{}'", webhook.resource())).into_review();
+    }
+    let response = match webhook {
+        Webhook::VmiMutate => mutate::vmi(&request, ctx, now, new_uuid),
+        Webhook::VmMutate => mutate::vm(&request, ctx),
+        Webhook::VmiValidateCreate => validate::vmi_create(&request, ctx),
+        Webhook::VmiValidateUpdate => validate::vmi_update(&request, ctx),
+        Webhook::VmValidate => validate::vm(&request, ctx),
+    };
+    response
+        .unwrap_or_else(|rejection| rejection.into_response(uid))
+        .into_review()
+}
+
+/// Why a request is turned down before or instead of its rules.
+#[derive(Debug)]
+pub(crate) enum Rejection {
+    /// The object does not decode: 422 with the field that failed.
+    Invalid(Vec<Cause>),
+    /// The request is unusable: 400.
+    Error(String),
+}
+
+impl Rejection {
+    fn into_response(self, uid: &str) -> AdmissionResponse {
+        match self {
+            Self::Invalid(causes) => AdmissionResponse::deny(uid, &causes),
+            Self::Error(message) => AdmissionResponse::error(uid, message),
+        }
+    }
+}
+
+/// Decodes `object` as `T`, naming the field that does not fit.
+pub(crate) fn decode_object<T: DeserializeOwned>(object: Option<&RawValue>, what: &str) -> Result<T, Rejection> {
+    let Some(raw) = object else {
+        return Err(Rejection::Error(format!("the request carries no {what}")));
+    };
+    let mut de = serde_json::Deserializer::from_str(raw.get());
+    serde_path_to_error::deserialize(&mut de).map_err(|err| {
+        let path = err.path().to_string();
+        let field = if path == "." { String::new() } else { path };
+        Rejection::Invalid(vec![Cause {
+            kind: CauseType::Invalid,
+            message: format!("{}: {}", if field.is_empty() { what } else { &field }, err.inner()),
+            field,
+        }])
+    })
+}

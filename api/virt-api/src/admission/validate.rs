@@ -1,0 +1,113 @@
+//! The validating webhooks: decode the object, run the rules of `kubevirt_api::validation`, add
+//! the checks that depend on who is asking, and answer 422 with every cause.
+
+use std::collections::BTreeMap;
+
+use kubevirt_api::v1::{VirtualMachine, VirtualMachineInstance};
+use kubevirt_api::validation::{self, Cause, CauseType};
+use kubevirt_api::well_known::labels;
+
+use super::review::{AdmissionRequest, AdmissionResponse};
+use super::{AdmissionContext, Rejection, decode_object};
+
+/// Labels only KubeVirt's own components may set on a VMI.
+const RESERVED_LABELS: [&str; 6] = [
+    labels::CREATED_BY,
+    labels::MIGRATION_JOB_UID,
+    labels::NODE_NAME,
+    "kubevirt.io/migrationTargetNodeName",
+    labels::NODE_SCHEDULABLE,
+    "kubevirt.io/install-strategy",
+];
+
+fn answer(uid: &str, causes: &[Cause]) -> AdmissionResponse {
+    if causes.is_empty() {
+        AdmissionResponse::allow(uid)
+    } else {
+        AdmissionResponse::deny(uid, causes)
+    }
+}
+
+fn reserved_labels(labels: Option<&BTreeMap<String, String>>) -> Vec<&str> {
+    RESERVED_LABELS
+        .into_iter()
+        .filter(|l| labels.is_some_and(|m| m.contains_key(*l)))
+        .collect()
+}
+
+/// `/virtualmachineinstances-validate-create`.
+pub(super) fn vmi_create(request: &AdmissionRequest, ctx: &AdmissionContext) -> Result<AdmissionResponse, Rejection> {
+    let vmi: VirtualMachineInstance = decode_object(request.object.as_deref(), "object")?;
+    let mut causes = validation::validate_vmi_spec(&vmi.spec, "spec", &ctx.config);
+    if !ctx.is_kubevirt_service_account(&request.user_info.username) {
+        let reserved = reserved_labels(vmi.metadata.labels.as_ref());
+        if !reserved.is_empty() {
+            causes.push(Cause {
+                kind: CauseType::Invalid,
+                field: "metadata.labels".to_owned(),
+                message: format!(
+                    "creation of the following reserved kubevirt.io/ labels on a VMI object is prohibited: {}",
+                    reserved.join(", ")
+                ),
+            });
+        }
+    }
+    causes.extend(validation::validate_metadata(&vmi.metadata, "metadata", &ctx.config));
+    Ok(answer(&request.uid, &causes))
+}
+
+/// `/virtualmachineinstances-validate-update`: only KubeVirt changes a VMI's spec or its reserved
+/// labels once it exists.
+pub(super) fn vmi_update(request: &AdmissionRequest, ctx: &AdmissionContext) -> Result<AdmissionResponse, Rejection> {
+    if request.operation != "UPDATE" {
+        return Ok(AdmissionResponse::allow(&request.uid));
+    }
+    let new: VirtualMachineInstance = decode_object(request.object.as_deref(), "object")?;
+    let old: VirtualMachineInstance = decode_object(request.old_object.as_deref(), "oldObject")?;
+    if ctx.is_kubevirt_service_account(&request.user_info.username) {
+        return Ok(AdmissionResponse::allow(&request.uid));
+    }
+    let mut causes = Vec::new();
+    if new.spec != old.spec {
+        causes.push(Cause {
+            kind: CauseType::NotSupported,
+            field: String::new(),
+            message: "update of VMI object is restricted".to_owned(),
+        });
+    }
+    let changed: Vec<&str> = RESERVED_LABELS
+        .into_iter()
+        .filter(|l| {
+            let get = |vmi: &VirtualMachineInstance| vmi.metadata.labels.as_ref().and_then(|m| m.get(*l)).cloned();
+            get(&new) != get(&old)
+        })
+        .collect();
+    if !changed.is_empty() {
+        causes.push(Cause {
+            kind: CauseType::Invalid,
+            field: "metadata.labels".to_owned(),
+            message: format!(
+                "modification of the following reserved kubevirt.io/ labels on a VMI object is prohibited: {}",
+                changed.join(", ")
+            ),
+        });
+    }
+    Ok(answer(&request.uid, &causes))
+}
+
+/// `/virtualmachines-validate`.
+pub(super) fn vm(request: &AdmissionRequest, ctx: &AdmissionContext) -> Result<AdmissionResponse, Rejection> {
+    let vm: VirtualMachine = decode_object(request.object.as_deref(), "object")?;
+    if vm.metadata.deletion_timestamp.is_some() {
+        return Ok(AdmissionResponse::allow(&request.uid));
+    }
+    let mut causes = validation::validate_vm(&vm, &ctx.config);
+    if let Some(meta) = &vm.spec.template.metadata {
+        causes.extend(validation::validate_metadata(
+            meta,
+            "spec.template.metadata",
+            &ctx.config,
+        ));
+    }
+    Ok(answer(&request.uid, &causes))
+}

@@ -1,0 +1,187 @@
+//! An in-memory [`SubresourceCluster`] for tests and benchmarks: objects are JSON, patches are
+//! applied the way the API server applies them (a `test` for `null` holds on a missing field), and
+//! every write is recorded so tests can assert exactly what was sent.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, PoisonError};
+
+use kubevirt_api::v1::{VirtualMachine, VirtualMachineInstance};
+use serde_json::Value;
+
+use super::{ClusterError, PatchTarget, SubresourceCluster};
+
+/// One write the fake received.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Recorded {
+    /// A JSON patch.
+    Patch {
+        /// Its target.
+        target: PatchTarget,
+        /// `namespace/name`.
+        key: String,
+        /// The patch.
+        patch: Value,
+        /// Whether it was a dry run.
+        dry_run: bool,
+    },
+    /// A launcher pod deletion for a VMI uid.
+    DeleteLauncherPod {
+        /// The VMI's uid.
+        vmi_uid: String,
+        /// Whether it was a dry run.
+        dry_run: bool,
+    },
+}
+
+#[derive(Debug, Default)]
+struct State {
+    vms: BTreeMap<String, Value>,
+    vmis: BTreeMap<String, Value>,
+    handlers: BTreeMap<String, String>,
+    writes: Vec<Recorded>,
+}
+
+/// The fake API server.
+#[derive(Debug, Default)]
+pub struct FakeSubresourceCluster {
+    state: Mutex<State>,
+}
+
+fn key(ns: &str, name: &str) -> String {
+    format!("{ns}/{name}")
+}
+
+fn ns_name(object: &Value) -> String {
+    let meta = &object["metadata"];
+    key(
+        meta["namespace"].as_str().unwrap_or("default"),
+        meta["name"].as_str().unwrap_or_default(),
+    )
+}
+
+/// Applies a JSON patch; a `test` whose value is `null` holds when the path is missing.
+fn apply(doc: &mut Value, patch: &Value) -> Result<(), ClusterError> {
+    let ops = patch
+        .as_array()
+        .ok_or_else(|| ClusterError::Failed("a JSON patch is an array".to_owned()))?;
+    let mut candidate = doc.clone();
+    for op in ops {
+        let missing_null_test = op["op"] == "test"
+            && op["value"].is_null()
+            && op["path"].as_str().is_some_and(|p| candidate.pointer(p).is_none());
+        if missing_null_test {
+            continue;
+        }
+        let one: json_patch::Patch = serde_json::from_value(Value::Array(vec![op.clone()]))
+            .map_err(|e| ClusterError::Failed(format!("bad JSON patch: {e}")))?;
+        json_patch::patch(&mut candidate, &one).map_err(|e| {
+            if op["op"] == "test" {
+                ClusterError::Conflict(format!("jsonpatch test operation does not apply: {e}"))
+            } else {
+                ClusterError::Failed(e.to_string())
+            }
+        })?;
+    }
+    *doc = candidate;
+    Ok(())
+}
+
+impl FakeSubresourceCluster {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Stores a VM (JSON as the API server returns it).
+    pub fn put_vm(&self, vm: Value) {
+        let mut state = self.lock();
+        state.vms.insert(ns_name(&vm), vm);
+    }
+
+    /// Stores a VMI.
+    pub fn put_vmi(&self, vmi: Value) {
+        let mut state = self.lock();
+        state.vmis.insert(ns_name(&vmi), vmi);
+    }
+
+    /// Registers the virt-handler pod IP of a node.
+    pub fn put_handler(&self, node: &str, address: &str) {
+        self.lock().handlers.insert(node.to_owned(), address.to_owned());
+    }
+
+    /// The stored VM, as JSON.
+    #[must_use]
+    pub fn vm(&self, ns: &str, name: &str) -> Option<Value> {
+        self.lock().vms.get(&key(ns, name)).cloned()
+    }
+
+    /// The stored VMI, as JSON.
+    #[must_use]
+    pub fn vmi(&self, ns: &str, name: &str) -> Option<Value> {
+        self.lock().vmis.get(&key(ns, name)).cloned()
+    }
+
+    /// Every write so far, in order.
+    #[must_use]
+    pub fn writes(&self) -> Vec<Recorded> {
+        self.lock().writes.clone()
+    }
+}
+
+fn decode<T: serde::de::DeserializeOwned>(value: Option<Value>) -> Result<Option<T>, ClusterError> {
+    value
+        .map(serde_json::from_value)
+        .transpose()
+        .map_err(|e| ClusterError::Failed(format!("stored object does not decode: {e}")))
+}
+
+impl SubresourceCluster for FakeSubresourceCluster {
+    async fn get_vm(&self, ns: &str, name: &str) -> Result<Option<VirtualMachine>, ClusterError> {
+        decode(self.vm(ns, name))
+    }
+
+    async fn get_vmi(&self, ns: &str, name: &str) -> Result<Option<VirtualMachineInstance>, ClusterError> {
+        decode(self.vmi(ns, name))
+    }
+
+    async fn patch(
+        &self,
+        target: PatchTarget,
+        ns: &str,
+        name: &str,
+        patch: &Value,
+        dry_run: bool,
+    ) -> Result<(), ClusterError> {
+        let mut state = self.lock();
+        state.writes.push(Recorded::Patch {
+            target,
+            key: key(ns, name),
+            patch: patch.clone(),
+            dry_run,
+        });
+        let store = match target {
+            PatchTarget::Vm | PatchTarget::VmStatus => &mut state.vms,
+            PatchTarget::Vmi => &mut state.vmis,
+        };
+        let Some(doc) = store.get_mut(&key(ns, name)) else {
+            return Err(ClusterError::Failed(format!("{ns}/{name} not found")));
+        };
+        let mut patched = doc.clone();
+        apply(&mut patched, patch)?;
+        if !dry_run {
+            *doc = patched;
+        }
+        Ok(())
+    }
+
+    async fn delete_launcher_pod(&self, _ns: &str, vmi_uid: &str, dry_run: bool) -> Result<(), ClusterError> {
+        self.lock().writes.push(Recorded::DeleteLauncherPod {
+            vmi_uid: vmi_uid.to_owned(),
+            dry_run,
+        });
+        Ok(())
+    }
+
+    async fn handler_address(&self, node: &str) -> Result<Option<String>, ClusterError> {
+        Ok(self.lock().handlers.get(node).cloned())
+    }
+}

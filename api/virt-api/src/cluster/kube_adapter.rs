@@ -1,0 +1,137 @@
+//! [`SubresourceCluster`] over kube-rs.
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kubevirt_api::v1::{VirtualMachine, VirtualMachineInstance};
+use serde_json::Value;
+
+use super::{ClusterError, PatchTarget, SubresourceCluster};
+
+/// What upstream looks for in a failed patch to answer 409 instead of 500.
+const JSON_PATCH_TEST_FAILED: &str = "test operation does not apply";
+
+/// The real API server.
+#[derive(Clone)]
+pub struct KubeSubresourceCluster {
+    client: kube::Client,
+    install_namespace: String,
+}
+
+impl std::fmt::Debug for KubeSubresourceCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeSubresourceCluster")
+            .field("install_namespace", &self.install_namespace)
+            .finish()
+    }
+}
+
+impl KubeSubresourceCluster {
+    /// Uses `client`; virt-handler pods are looked up in `install_namespace`.
+    #[must_use]
+    pub fn new(client: kube::Client, install_namespace: String) -> Self {
+        Self {
+            client,
+            install_namespace,
+        }
+    }
+}
+
+fn failed(what: &str, err: &kube::Error) -> ClusterError {
+    if let kube::Error::Api(status) = err
+        && (status.code == 409 || status.message.contains(JSON_PATCH_TEST_FAILED))
+    {
+        return ClusterError::Conflict(status.message.clone());
+    }
+    ClusterError::Failed(format!("{what}: {err}"))
+}
+
+fn params(dry_run: bool) -> PatchParams {
+    PatchParams {
+        dry_run,
+        ..PatchParams::default()
+    }
+}
+
+impl SubresourceCluster for KubeSubresourceCluster {
+    async fn get_vm(&self, ns: &str, name: &str) -> Result<Option<VirtualMachine>, ClusterError> {
+        let api: Api<VirtualMachine> = Api::namespaced(self.client.clone(), ns);
+        api.get_opt(name)
+            .await
+            .map_err(|e| failed(&format!("get virtualmachine {ns}/{name}"), &e))
+    }
+
+    async fn get_vmi(&self, ns: &str, name: &str) -> Result<Option<VirtualMachineInstance>, ClusterError> {
+        let api: Api<VirtualMachineInstance> = Api::namespaced(self.client.clone(), ns);
+        api.get_opt(name)
+            .await
+            .map_err(|e| failed(&format!("get virtualmachineinstance {ns}/{name}"), &e))
+    }
+
+    async fn patch(
+        &self,
+        target: PatchTarget,
+        ns: &str,
+        name: &str,
+        patch: &Value,
+        dry_run: bool,
+    ) -> Result<(), ClusterError> {
+        let ops: json_patch::Patch =
+            serde_json::from_value(patch.clone()).map_err(|e| ClusterError::Failed(format!("bad JSON patch: {e}")))?;
+        let patch = Patch::Json::<()>(ops);
+        let what = format!("patch {target:?} {ns}/{name}");
+        match target {
+            PatchTarget::Vm => {
+                let api: Api<VirtualMachine> = Api::namespaced(self.client.clone(), ns);
+                api.patch(name, &params(dry_run), &patch).await.map(drop)
+            }
+            PatchTarget::VmStatus => {
+                let api: Api<VirtualMachine> = Api::namespaced(self.client.clone(), ns);
+                api.patch_status(name, &params(dry_run), &patch).await.map(drop)
+            }
+            PatchTarget::Vmi => {
+                let api: Api<VirtualMachineInstance> = Api::namespaced(self.client.clone(), ns);
+                api.patch(name, &params(dry_run), &patch).await.map(drop)
+            }
+        }
+        .map_err(|e| failed(&what, &e))
+    }
+
+    async fn delete_launcher_pod(&self, ns: &str, vmi_uid: &str, dry_run: bool) -> Result<(), ClusterError> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+        let selector = ListParams::default()
+            .labels(&format!("kubevirt.io=virt-launcher,kubevirt.io/created-by={vmi_uid}"))
+            .fields("status.phase==Running");
+        let pods = api
+            .list(&selector)
+            .await
+            .map_err(|e| failed("list launcher pods", &e))?;
+        let Some(name) = pods.items.first().and_then(|p| p.metadata.name.clone()) else {
+            return Ok(());
+        };
+        let delete = DeleteParams {
+            grace_period_seconds: Some(1),
+            dry_run,
+            ..DeleteParams::default()
+        };
+        match api.delete(&name, &delete).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Err(e) => Err(failed(&format!("delete pod {ns}/{name}"), &e)),
+        }
+    }
+
+    async fn handler_address(&self, node: &str) -> Result<Option<String>, ClusterError> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &self.install_namespace);
+        let selector = ListParams::default()
+            .labels("kubevirt.io=virt-handler")
+            .fields(&format!("spec.nodeName={node}"));
+        let pods = api
+            .list(&selector)
+            .await
+            .map_err(|e| failed("list virt-handler pods", &e))?;
+        Ok(pods
+            .items
+            .iter()
+            .find_map(|p| p.status.as_ref().and_then(|s| s.pod_ip.clone())))
+    }
+}

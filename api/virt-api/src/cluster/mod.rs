@@ -1,0 +1,68 @@
+//! What virt-api needs from the cluster, behind traits: the kube API ([`SubresourceCluster`],
+//! with [`KubeSubresourceCluster`] and the in-memory [`FakeSubresourceCluster`]) and the
+//! virt-handler of a node ([`NodeConnector`], for pause, unpause and the console).
+
+mod fake;
+mod kube_adapter;
+mod node;
+
+use std::future::Future;
+
+pub use fake::{FakeSubresourceCluster, Recorded};
+pub use kube_adapter::KubeSubresourceCluster;
+use kubevirt_api::v1::{VirtualMachine, VirtualMachineInstance};
+pub use node::{ConsoleStream, HANDLER_SERVER_NAME, HandlerConnector, NodeConnector, NodeError, VmiAction, pump};
+use serde_json::Value;
+
+/// Which object a JSON patch applies to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PatchTarget {
+    /// The VM.
+    Vm,
+    /// The VM's status subresource.
+    VmStatus,
+    /// The VMI.
+    Vmi,
+}
+
+/// Why a call to the API server failed.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ClusterError {
+    /// A `test` operation did not hold or the object changed (409): someone else changed it.
+    #[error("{0}")]
+    Conflict(String),
+    /// Any other failure.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// The kube API calls of the subresource API.
+pub trait SubresourceCluster: Send + Sync + 'static {
+    /// Reads a VM; `None` when it does not exist.
+    fn get_vm(&self, ns: &str, name: &str)
+    -> impl Future<Output = Result<Option<VirtualMachine>, ClusterError>> + Send;
+    /// Reads a VMI; `None` when it does not exist.
+    fn get_vmi(
+        &self,
+        ns: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<VirtualMachineInstance>, ClusterError>> + Send;
+    /// Applies a JSON patch. `dry_run` asks the API server to check it without storing it.
+    fn patch(
+        &self,
+        target: PatchTarget,
+        ns: &str,
+        name: &str,
+        patch: &Value,
+        dry_run: bool,
+    ) -> impl Future<Output = Result<(), ClusterError>> + Send;
+    /// Deletes the running launcher pod of the VMI with this uid, with a grace period of 1 s.
+    fn delete_launcher_pod(
+        &self,
+        ns: &str,
+        vmi_uid: &str,
+        dry_run: bool,
+    ) -> impl Future<Output = Result<(), ClusterError>> + Send;
+    /// The pod IP of the virt-handler on `node`, when one runs there.
+    fn handler_address(&self, node: &str) -> impl Future<Output = Result<Option<String>, ClusterError>> + Send;
+}

@@ -1,0 +1,164 @@
+//! Resource defaults: requests from limits, the memory request from guest memory (with the
+//! cluster's memory overcommit), guest memory from the request, and the CPU topology from the CPU
+//! request.
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kubevirt_api::quantity;
+use kubevirt_api::v1::{ClusterConfig, Cpu, Memory, ResourceRequirements, VirtualMachineInstanceSpec};
+
+/// Upstream's `DefaultCPURequest`: a cluster `cpuRequest` equal to it changes nothing.
+const DEFAULT_CPU_REQUEST_MILLIS: i128 = 100;
+
+fn is_nonzero(q: Option<&Quantity>) -> bool {
+    q.and_then(|q| quantity::parse(q).ok())
+        .is_some_and(|p| p.milli_ceil() != 0)
+}
+
+/// Requests copied from limits; the memory request from guest memory or the hugepage size,
+/// scaled by `100 / memoryOvercommit`; the cluster's CPU request when it is not upstream's default.
+pub fn set_default_resource_requests(spec: &mut VirtualMachineInstanceSpec, config: &ClusterConfig) {
+    let memory = spec.domain.memory.clone();
+    let dedicated = spec.domain.cpu.as_ref().and_then(|c| c.dedicated_cpu_placement) == Some(true);
+    let resources = spec.domain.resources.get_or_insert_with(ResourceRequirements::default);
+    let limits = resources.limits.clone().unwrap_or_default();
+    let requests = resources.requests.get_or_insert_with(Default::default);
+    for name in ["cpu", "memory"] {
+        if is_nonzero(limits.get(name))
+            && !is_nonzero(requests.get(name))
+            && let Some(limit) = limits.get(name)
+        {
+            requests.insert(name.to_owned(), limit.clone());
+        }
+    }
+    if !requests.contains_key("memory") {
+        let from_guest = memory.as_ref().and_then(|m| m.guest.clone());
+        let from_hugepages = || {
+            memory
+                .as_ref()
+                .and_then(|m| m.hugepages.as_ref())
+                .and_then(|h| h.page_size.clone())
+                .map(Quantity)
+                .filter(|q| quantity::parse(q).is_ok())
+        };
+        if let Some(guest) = from_guest.or_else(from_hugepages)
+            && let Ok(bytes) = quantity::parse(&guest).map(quantity::ParsedQuantity::ceil)
+            && bytes > 0
+        {
+            let request = if config.memory_overcommit == 100 || config.memory_overcommit == 0 {
+                guest
+            } else {
+                let scaled = bytes * 100 / i128::from(config.memory_overcommit);
+                Quantity(format_quantity(scaled, is_binary(&guest)))
+            };
+            requests.insert("memory".to_owned(), request);
+        }
+    }
+    if let Some(cpu_request) = &config.cpu_request
+        && quantity::parse(cpu_request)
+            .map(quantity::ParsedQuantity::milli_ceil)
+            .ok()
+            != Some(DEFAULT_CPU_REQUEST_MILLIS)
+        && !requests.contains_key("cpu")
+        && !dedicated
+    {
+        requests.insert("cpu".to_owned(), cpu_request.clone());
+    }
+    if requests.is_empty() {
+        resources.requests = None;
+    }
+    if resources == &ResourceRequirements::default() {
+        spec.domain.resources = None;
+    }
+}
+
+/// `memory.guest` from the memory request, else the limit, else the hugepage size.
+pub fn set_guest_memory(spec: &mut VirtualMachineInstanceSpec) {
+    if spec.domain.memory.as_ref().is_some_and(|m| m.guest.is_some()) {
+        return;
+    }
+    let resources = spec.domain.resources.as_ref();
+    let pick = |f: fn(&ResourceRequirements) -> Option<&std::collections::BTreeMap<String, Quantity>>| {
+        resources
+            .and_then(f)
+            .and_then(|m| m.get("memory"))
+            .filter(|q| is_nonzero(Some(q)))
+            .cloned()
+    };
+    let memory = spec.domain.memory.get_or_insert_with(Memory::default);
+    memory.guest = pick(|r| r.requests.as_ref())
+        .or_else(|| pick(|r| r.limits.as_ref()))
+        .or_else(|| {
+            memory
+                .hugepages
+                .as_ref()
+                .and_then(|h| h.page_size.clone())
+                .map(Quantity)
+                .filter(|q| quantity::parse(q).is_ok())
+        });
+}
+
+/// With no topology given: one core and one thread per socket, and as many sockets as the CPU
+/// limit (else the CPU request) rounded up, or one.
+pub fn set_default_cpu_topology(spec: &mut VirtualMachineInstanceSpec) {
+    let unset = spec
+        .domain
+        .cpu
+        .as_ref()
+        .is_none_or(|c| c.cores.unwrap_or(0) == 0 && c.sockets.unwrap_or(0) == 0 && c.threads.unwrap_or(0) == 0);
+    if !unset {
+        return;
+    }
+    let resources = spec.domain.resources.as_ref();
+    let cpu_of = |list: Option<&std::collections::BTreeMap<String, Quantity>>| list.and_then(|l| l.get("cpu")).cloned();
+    let sockets = cpu_of(resources.and_then(|r| r.limits.as_ref()))
+        .or_else(|| cpu_of(resources.and_then(|r| r.requests.as_ref())))
+        .map_or(1, |q| {
+            quantity::parse(&q)
+                .map(quantity::ParsedQuantity::ceil)
+                .ok()
+                .and_then(|v| u32::try_from(v).ok())
+                .unwrap_or(1)
+        });
+    let cpu = spec.domain.cpu.get_or_insert_with(Cpu::default);
+    cpu.sockets = Some(sockets);
+    cpu.cores = Some(1);
+    cpu.threads = Some(1);
+}
+
+/// Whether a quantity is written with a binary suffix (`Ki`, `Mi`, `Gi` ...).
+fn is_binary(q: &Quantity) -> bool {
+    q.0.trim_end().ends_with('i')
+}
+
+/// A byte count in Kubernetes' canonical form: the largest suffix that divides it exactly.
+fn format_quantity(value: i128, binary: bool) -> String {
+    let (base, suffixes): (i128, &[&str]) = if binary {
+        (1024, &["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"])
+    } else {
+        (1000, &["k", "M", "G", "T", "P", "E"])
+    };
+    let mut value = value;
+    let mut suffix = "";
+    for s in suffixes {
+        if value == 0 || value % base != 0 {
+            break;
+        }
+        value /= base;
+        suffix = s;
+    }
+    format!("{value}{suffix}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::format_quantity;
+
+    #[test]
+    fn quantities_take_the_largest_exact_suffix() {
+        assert_eq!(format_quantity(1024 * 1024 * 1024, true), "1Gi");
+        assert_eq!(format_quantity(715_827_882, true), "715827882");
+        assert_eq!(format_quantity(1536 * 1024 * 1024, true), "1536Mi");
+        assert_eq!(format_quantity(64_000_000, false), "64M");
+        assert_eq!(format_quantity(0, false), "0");
+    }
+}

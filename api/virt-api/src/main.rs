@@ -1,0 +1,88 @@
+//! The virt-api binary: flags and signals; the server is `virt_api::run`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use virt_api::cluster::HandlerConnector;
+use virt_api::run::{ApiConfig, run};
+use virt_api::tls::CertSource;
+
+/// virt-api's flags.
+#[derive(Debug, Parser)]
+#[command(
+    name = "virt-api",
+    version,
+    about = "KubeVirt's admission webhooks and subresource API (kubevirt-rs)"
+)]
+struct Args {
+    /// Address and port to serve HTTPS on.
+    #[arg(long, default_value = "0.0.0.0:8443")]
+    listen: SocketAddr,
+    /// The serving certificate (PEM); with --tls-key-file.
+    #[arg(long, requires = "tls_key_file", conflicts_with = "self_signed")]
+    tls_cert_file: Option<PathBuf>,
+    /// The serving certificate's private key (PEM).
+    #[arg(long, requires = "tls_cert_file")]
+    tls_key_file: Option<PathBuf>,
+    /// Make a self-signed certificate at start, for local use.
+    #[arg(long)]
+    self_signed: bool,
+    /// KubeVirt's namespace: its service accounts are trusted, its virt-handlers are dialled.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "kubevirt")]
+    install_namespace: String,
+    /// virt-handler's console server port.
+    #[arg(long, default_value_t = 8186)]
+    console_server_port: u16,
+    /// CA that signed virt-handler's serving certificate (PEM).
+    #[arg(long)]
+    handler_ca_file: Option<PathBuf>,
+    /// Client certificate presented to virt-handler (PEM); with --handler-client-key-file.
+    #[arg(long, requires = "handler_client_key_file")]
+    handler_client_cert_file: Option<PathBuf>,
+    /// The client certificate's key (PEM).
+    #[arg(long, requires = "handler_client_cert_file")]
+    handler_client_key_file: Option<PathBuf>,
+    /// Log verbosity (upstream's `-v`); `RUST_LOG` overrides it.
+    #[arg(short = 'v', default_value_t = 2)]
+    verbosity: u8,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    control_loop::process::main("virt-api", args.verbosity, serve(args))
+}
+
+async fn serve(args: Args) -> anyhow::Result<()> {
+    let cert = match (args.tls_cert_file, args.tls_key_file, args.self_signed) {
+        (Some(cert), Some(key), false) => CertSource::Files { cert, key },
+        (None, None, true) => CertSource::SelfSigned {
+            names: vec![
+                "localhost".to_owned(),
+                "127.0.0.1".to_owned(),
+                args.listen.ip().to_string(),
+            ],
+        },
+        _ => anyhow::bail!("give either --tls-cert-file and --tls-key-file, or --self-signed"),
+    };
+    let node = HandlerConnector::new(
+        args.console_server_port,
+        args.handler_ca_file.as_deref(),
+        args.handler_client_cert_file
+            .as_deref()
+            .zip(args.handler_client_key_file.as_deref()),
+    )?;
+    let stop = control_loop::process::stop_on_signals()?;
+    run(
+        ApiConfig {
+            listen: args.listen,
+            cert,
+            install_namespace: args.install_namespace,
+            node,
+        },
+        stop,
+    )
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,119 @@
+//! virt-api's process: bind, serve, and connect to the cluster in the background. The server is
+//! up before the cluster is reachable (the webhooks and discovery need no cluster); the kube
+//! connection is retried until it works, and the KubeVirt CR's configuration is watched from then on.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use kube::runtime::WatchStreamExt as _;
+use kube::runtime::watcher;
+use kubevirt_api::clock::SystemClock;
+use kubevirt_api::v1::{ClusterConfig, KubeVirt};
+use tokio_util::sync::CancellationToken;
+
+use crate::admission::AdmissionContext;
+use crate::cluster::{HandlerConnector, KubeSubresourceCluster};
+use crate::server::{AppState, router, serve};
+use crate::tls::{CertSource, server_tls};
+
+/// How virt-api runs.
+#[derive(Clone, Debug)]
+pub struct ApiConfig {
+    /// Address to listen on.
+    pub listen: SocketAddr,
+    /// Where the serving certificate comes from.
+    pub cert: CertSource,
+    /// KubeVirt's namespace.
+    pub install_namespace: String,
+    /// How virt-api reaches the handlers.
+    pub node: HandlerConnector,
+}
+
+/// Why virt-api could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// TLS could not be set up.
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
+    /// The address could not be bound.
+    #[error("cannot listen on {address}: {source}")]
+    Listen {
+        /// The address.
+        address: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Serving failed.
+    #[error("serving HTTPS failed: {0}")]
+    Serve(std::io::Error),
+}
+
+type KubeState = AppState<KubeSubresourceCluster, HandlerConnector>;
+
+/// Serves until `stop` is cancelled.
+pub async fn run(config: ApiConfig, stop: CancellationToken) -> Result<(), RunError> {
+    let tls = server_tls(&config.cert)?;
+    let listener = std::net::TcpListener::bind(config.listen).map_err(|source| RunError::Listen {
+        address: config.listen,
+        source,
+    })?;
+    let context = AdmissionContext {
+        config: ClusterConfig::default(),
+        install_namespace: config.install_namespace.clone(),
+    };
+    let state: Arc<KubeState> = Arc::new(AppState::new(
+        context,
+        Arc::new(SystemClock),
+        Arc::new(config.node.clone()),
+        "connecting",
+    ));
+    tracing::info!(address = %config.listen, "virt-api serving HTTPS");
+    let connector = tokio::spawn(connect(state.clone(), config.install_namespace.clone(), stop.clone()));
+    let served = serve(listener, tls.config, router(state), stop.clone()).await;
+    stop.cancel();
+    let _ = connector.await;
+    served.map_err(RunError::Serve)
+}
+
+/// Connects to the API server, retrying every few seconds, then follows the KubeVirt CR.
+async fn connect(state: Arc<KubeState>, install_namespace: String, stop: CancellationToken) {
+    let mut delay = Duration::from_secs(1);
+    let client = loop {
+        let attempt = async {
+            let client = kube::Client::try_default().await.map_err(|e| e.to_string())?;
+            client.apiserver_version().await.map_err(|e| e.to_string())?;
+            Ok::<_, String>(client)
+        };
+        match attempt.await {
+            Ok(client) => break client,
+            Err(why) => {
+                tracing::warn!(error = %why, "no Kubernetes API server yet; retrying");
+                state.set_cluster_unavailable(&why);
+            }
+        }
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(delay) => {}
+        }
+        delay = (delay * 2).min(Duration::from_secs(30));
+    };
+    tracing::info!("connected to the Kubernetes API server");
+    state.set_cluster(Arc::new(KubeSubresourceCluster::new(client.clone(), install_namespace)));
+    let api: kube::Api<KubeVirt> = kube::Api::all(client);
+    let mut events = watcher(api, watcher::Config::default()).default_backoff().boxed();
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            event = events.next() => match event {
+                Some(Ok(watcher::Event::Apply(kv) | watcher::Event::InitApply(kv))) => {
+                    state.set_config(ClusterConfig::from_configuration(kv.spec.configuration.as_ref()));
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => tracing::warn!(error = %e, "watching KubeVirt failed; retrying"),
+                None => return,
+            }
+        }
+    }
+}

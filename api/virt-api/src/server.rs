@@ -1,0 +1,169 @@
+//! The HTTPS server: one axum router for the webhooks, discovery, the subresources and the health
+//! endpoint, over rustls. The cluster connection may come later than the server: until it does,
+//! routes that need it answer 503.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, PoisonError, RwLock};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use kubevirt_api::clock::Clock;
+use tokio_util::sync::CancellationToken;
+
+use crate::admission::{self, AdmissionContext, Webhook};
+use crate::cluster::{NodeConnector, SubresourceCluster};
+use crate::subresources::{ApiStatus, discovery, routes};
+
+/// Everything the handlers share.
+pub struct AppState<C, N> {
+    admission: RwLock<AdmissionContext>,
+    clock: Arc<dyn Clock>,
+    cluster: RwLock<Result<Arc<C>, String>>,
+    /// The node connection for pause, unpause and console.
+    pub node: Arc<N>,
+}
+
+impl<C, N> std::fmt::Debug for AppState<C, N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState").finish_non_exhaustive()
+    }
+}
+
+impl<C: SubresourceCluster, N: NodeConnector> AppState<C, N> {
+    /// A state with no cluster yet; `why` says so in every 503.
+    pub fn new(admission: AdmissionContext, clock: Arc<dyn Clock>, node: Arc<N>, why: &str) -> Self {
+        Self {
+            admission: RwLock::new(admission),
+            clock,
+            cluster: RwLock::new(Err(why.to_owned())),
+            node,
+        }
+    }
+
+    /// The cluster is reachable now.
+    pub fn set_cluster(&self, cluster: Arc<C>) {
+        *self.cluster.write().unwrap_or_else(PoisonError::into_inner) = Ok(cluster);
+    }
+
+    /// The cluster is not reachable, because `why`.
+    pub fn set_cluster_unavailable(&self, why: &str) {
+        let mut slot = self.cluster.write().unwrap_or_else(PoisonError::into_inner);
+        if slot.is_err() {
+            *slot = Err(why.to_owned());
+        }
+    }
+
+    /// Replaces the cluster configuration the webhooks apply.
+    pub fn set_config(&self, config: kubevirt_api::v1::ClusterConfig) {
+        self.admission.write().unwrap_or_else(PoisonError::into_inner).config = config;
+    }
+
+    /// The cluster, or the 503 that says why there is none.
+    pub(crate) fn cluster(&self) -> Result<Arc<C>, ApiStatus> {
+        self.cluster
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .map_err(|why| {
+                ApiStatus::unavailable(format!("virt-api is not connected to a Kubernetes API server: {why}"))
+            })
+    }
+}
+
+fn json(value: &serde_json::Value) -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], value.to_string()).into_response()
+}
+
+async fn webhook<C: SubresourceCluster, N: NodeConnector>(
+    State((state, hook)): State<(Arc<AppState<C, N>>, Webhook)>,
+    body: Bytes,
+) -> Response {
+    let context = state.admission.read().unwrap_or_else(PoisonError::into_inner).clone();
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(state.clock.now());
+    let answer = admission::admit(hook, &body, &context, now, &|| uuid::Uuid::new_v4().to_string());
+    match serde_json::to_vec(&answer) {
+        Ok(bytes) => ([(header::CONTENT_TYPE, "application/json")], bytes).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+async fn resource_list(Path(version): Path<String>) -> Response {
+    if discovery::VERSIONS.contains(&version.as_str()) {
+        json(&discovery::resource_list(&version))
+    } else {
+        ApiStatus {
+            code: 404,
+            reason: "NotFound",
+            message: format!("version {version} is not served"),
+            details: None,
+        }
+        .into_response()
+    }
+}
+
+fn version_info() -> serde_json::Value {
+    serde_json::json!({
+        "gitVersion": concat!("v", env!("CARGO_PKG_VERSION")),
+        "compiler": "rustc",
+        "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
+    })
+}
+
+/// The whole router.
+pub fn router<C: SubresourceCluster, N: NodeConnector>(state: Arc<AppState<C, N>>) -> Router {
+    let group = format!("/apis/{}", discovery::GROUP);
+    let mut app = Router::new();
+    for hook in Webhook::ALL {
+        app = app.route(hook.path(), post(webhook::<C, N>).with_state((state.clone(), hook)));
+    }
+    let subresources = Router::new()
+        .route(
+            &format!("{group}/{{version}}/namespaces/{{ns}}/virtualmachines/{{name}}/{{action}}"),
+            put(routes::vm_action::<C, N>),
+        )
+        .route(
+            &format!("{group}/{{version}}/namespaces/{{ns}}/virtualmachineinstances/{{name}}/console"),
+            get(routes::console::<C, N>),
+        )
+        .route(
+            &format!("{group}/{{version}}/namespaces/{{ns}}/virtualmachineinstances/{{name}}/{{action}}"),
+            put(routes::vmi_action::<C, N>),
+        )
+        .with_state(state);
+    app.merge(subresources)
+        .route("/", get(|| async { json(&discovery::root_paths()) }))
+        .route("/apis", get(|| async { json(&discovery::api_group_list()) }))
+        .route(&group, get(|| async { json(&discovery::api_group()) }))
+        .route(&format!("{group}/{{version}}"), get(resource_list))
+        .route(&format!("{group}/{{version}}/healthz"), get(|| async { "ok" }))
+        .route(
+            &format!("{group}/{{version}}/version"),
+            get(|| async { json(&version_info()) }),
+        )
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/version", get(|| async { json(&version_info()) }))
+}
+
+/// Serves `app` over TLS on `listener` until `stop` is cancelled.
+pub async fn serve(
+    listener: std::net::TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    app: Router,
+    stop: CancellationToken,
+) -> std::io::Result<()> {
+    listener.set_nonblocking(true)?;
+    let handle = axum_server::Handle::<SocketAddr>::new();
+    let shutdown = handle.clone();
+    tokio::spawn(async move {
+        stop.cancelled().await;
+        shutdown.graceful_shutdown(Some(std::time::Duration::from_secs(5)));
+    });
+    axum_server::from_tcp_rustls(listener, axum_server::tls_rustls::RustlsConfig::from_config(tls))?
+        .handle(handle)
+        .serve(app.into_make_service())
+        .await
+}

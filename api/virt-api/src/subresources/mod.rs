@@ -1,0 +1,10 @@
+//! The `subresources.kubevirt.io` API: discovery, and the start, stop, restart, pause, unpause and
+//! console subresources. [`lifecycle`] decides, [`routes`] reads and writes through the traits.
+
+pub mod discovery;
+pub mod lifecycle;
+pub(crate) mod routes;
+pub use routes::CONSOLE_SUBPROTOCOL;
+pub mod status;
+
+pub use status::ApiStatus;

@@ -1,0 +1,141 @@
+//! virt-api's TLS: a certificate and key from PEM files (the cluster's `kubevirt-virt-api-certs`
+//! secret), or a self-signed one made at start for local use. rustls with the ring provider only
+//! (deps.md P15).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustls::ServerConfig;
+use rustls_pki_types::pem::PemObject as _;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+
+/// Where the serving certificate comes from.
+#[derive(Clone, Debug)]
+pub enum CertSource {
+    /// PEM files: a chain and its private key.
+    Files {
+        /// `tls.crt`.
+        cert: PathBuf,
+        /// `tls.key`.
+        key: PathBuf,
+    },
+    /// A certificate made now, for these DNS names and IP addresses.
+    SelfSigned {
+        /// Subject alternative names.
+        names: Vec<String>,
+    },
+}
+
+/// Why no TLS configuration could be built. Each variant names the file or step.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// The certificate file could not be read or holds no certificate.
+    #[error("cannot read the TLS certificate {path}: {message}")]
+    Cert {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+    /// The key file could not be read or holds no private key.
+    #[error("cannot read the TLS private key {path}: {message}")]
+    Key {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+    /// The self-signed certificate could not be made.
+    #[error("cannot make a self-signed certificate: {0}")]
+    SelfSigned(#[from] rcgen::Error),
+    /// rustls refused the certificate and key.
+    #[error("the TLS certificate and key do not fit together: {0}")]
+    Rustls(#[from] rustls::Error),
+}
+
+/// A server configuration, and the certificate in PEM so that a local client can trust it.
+#[derive(Debug)]
+pub struct ServerTls {
+    /// For the listener.
+    pub config: Arc<ServerConfig>,
+    /// The leaf certificate, PEM.
+    pub cert_pem: String,
+}
+
+fn read_chain(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let error = |message: String| TlsError::Cert {
+        path: path.to_owned(),
+        message,
+    };
+    let chain = CertificateDer::pem_file_iter(path)
+        .map_err(|e| error(e.to_string()))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| error(e.to_string()))?;
+    if chain.is_empty() {
+        return Err(error("no CERTIFICATE block".to_owned()));
+    }
+    Ok(chain)
+}
+
+/// Installs ring as rustls' process-wide provider; later calls change nothing.
+pub fn install_crypto_provider() {
+    // An error means a provider is already installed, which is what we want.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// Builds the server configuration. HTTP/1.1 only: websocket upgrades need it.
+pub fn server_tls(source: &CertSource) -> Result<ServerTls, TlsError> {
+    install_crypto_provider();
+    let (chain, key, cert_pem) = match source {
+        CertSource::Files { cert, key } => {
+            let chain = read_chain(cert)?;
+            let private = PrivateKeyDer::from_pem_file(key).map_err(|e| TlsError::Key {
+                path: key.clone(),
+                message: e.to_string(),
+            })?;
+            let pem = std::fs::read_to_string(cert).map_err(|e| TlsError::Cert {
+                path: cert.clone(),
+                message: e.to_string(),
+            })?;
+            (chain, private, pem)
+        }
+        CertSource::SelfSigned { names } => {
+            let made = rcgen::generate_simple_self_signed(names.clone())?;
+            let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(made.signing_key.serialize_der()));
+            (vec![made.cert.der().clone()], key, made.cert.pem())
+        }
+    };
+    let mut config = ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(chain, key)?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(ServerTls {
+        config: Arc::new(config),
+        cert_pem,
+    })
+}
+
+/// A client configuration that trusts the CA in `ca` and presents `client` (certificate, key).
+pub fn client_tls(ca: &Path, client: Option<(&Path, &Path)>) -> Result<Arc<rustls::ClientConfig>, TlsError> {
+    install_crypto_provider();
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in read_chain(ca)? {
+        roots.add(cert).map_err(|e| TlsError::Cert {
+            path: ca.to_owned(),
+            message: e.to_string(),
+        })?;
+    }
+    let builder = rustls::ClientConfig::builder().with_root_certificates(roots);
+    let config = match client {
+        Some((cert, key)) => {
+            let chain = read_chain(cert)?;
+            let private = PrivateKeyDer::from_pem_file(key).map_err(|e| TlsError::Key {
+                path: key.to_owned(),
+                message: e.to_string(),
+            })?;
+            builder.with_client_auth_cert(chain, private)?
+        }
+        None => builder.with_no_client_auth(),
+    };
+    Ok(Arc::new(config))
+}
