@@ -5,12 +5,12 @@ use kubevirt_api::Manifest;
 use kubevirt_api::v1::ClusterConfig;
 use kubevirt_api::v1::{VirtualMachine, VirtualMachineInstance};
 use kubevirt_api::validation::{Cause, CauseType, validate_vm, validate_vmi_spec};
-
-fn validate_vm_default(vm: &kubevirt_api::v1::VirtualMachine) -> Vec<Cause> {
-    validate_vm(vm, &ClusterConfig::default())
-}
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
+
+fn validate_vm_default(vm: &VirtualMachine) -> Vec<Cause> {
+    validate_vm(vm, &ClusterConfig::default())
+}
 
 fn base_vmi() -> Value {
     json!({

@@ -296,7 +296,7 @@ pub struct Input {
     /// `usb` or `virtio`; usb when unset.
     pub bus: Option<String>,
     /// `tablet`.
-    #[serde(rename = "type")]
+    #[serde(rename = "type", default)]
     pub input_type: String,
     /// Name, used in the device alias.
     pub name: String,

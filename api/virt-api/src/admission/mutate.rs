@@ -1,4 +1,4 @@
-//! The mutating webhooks. Like upstream's, they answer with a JSON patch that replaces `/spec`,
+//! The mutating webhooks. Like upstream's, they answer with a JSON patch that sets `/spec`,
 //! `/metadata` and (for new VMIs) `/status` with the defaulted objects. The CRD schema is generated
 //! from the same types, so the API server has already pruned any field they do not carry.
 
@@ -12,7 +12,7 @@ use crate::defaults::{self, DEFAULT_ARCHITECTURE};
 
 fn replace(path: &str, value: &impl serde::Serialize) -> Result<Value, Rejection> {
     let value = serde_json::to_value(value).map_err(|e| Rejection::Error(format!("cannot encode {path}: {e}")))?;
-    Ok(json!({"op": "replace", "path": path, "value": value}))
+    Ok(json!({"op": "add", "path": path, "value": value}))
 }
 
 /// `/virtualmachineinstances-mutate`.
