@@ -59,7 +59,8 @@ fn ns_name(object: &Value) -> String {
     )
 }
 
-/// Applies a JSON patch; a `test` whose value is `null` holds when the path is missing.
+/// Applies a JSON patch as the API server does: a `test` whose value is `null` holds when the
+/// path is missing, and a `replace` of a missing object member adds it.
 fn apply(doc: &mut Value, patch: &Value) -> Result<(), ClusterError> {
     let ops = patch
         .as_array()
@@ -71,6 +72,12 @@ fn apply(doc: &mut Value, patch: &Value) -> Result<(), ClusterError> {
             && op["path"].as_str().is_some_and(|p| candidate.pointer(p).is_none());
         if missing_null_test {
             continue;
+        }
+        let mut op = op.clone();
+        let path = op["path"].as_str().unwrap_or_default().to_owned();
+        let parent_is_object = path.rsplit_once('/').is_some_and(|(parent, _)| candidate.pointer(parent).is_some_and(Value::is_object));
+        if op["op"] == "replace" && candidate.pointer(&path).is_none() && parent_is_object {
+            op["op"] = Value::from("add");
         }
         let one: json_patch::Patch = serde_json::from_value(Value::Array(vec![op.clone()]))
             .map_err(|e| ClusterError::Failed(format!("bad JSON patch: {e}")))?;

@@ -3,12 +3,14 @@
 //! virt-handler of a node ([`NodeConnector`], for pause, unpause and the console).
 
 mod fake;
+mod fake_node;
 mod kube_adapter;
 mod node;
 
 use std::future::Future;
 
 pub use fake::{FakeSubresourceCluster, Recorded};
+pub use fake_node::{FAKE_CONSOLE_BANNER, FakeNodeConnector, NodeCall};
 pub use kube_adapter::KubeSubresourceCluster;
 use kubevirt_api::v1::{VirtualMachine, VirtualMachineInstance};
 pub use node::{ConsoleStream, HANDLER_SERVER_NAME, HandlerConnector, NodeConnector, NodeError, VmiAction, pump};
