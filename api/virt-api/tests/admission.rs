@@ -14,7 +14,10 @@ const NOW: &str = "2026-11-22T00:00:00Z";
 const UUID: &str = "5f0c1a2e-8d3b-4c1f-9a7e-2b6d4e8f0a11";
 
 fn context(config: ClusterConfig) -> AdmissionContext {
-    AdmissionContext { config, install_namespace: "kubevirt".to_owned() }
+    AdmissionContext {
+        config,
+        install_namespace: "kubevirt".to_owned(),
+    }
 }
 
 fn review(resource: &str, operation: &str, user: &str, object: &Value, old: Option<&Value>) -> Vec<u8> {
@@ -56,13 +59,19 @@ fn patched(answer: &ReviewAnswer, object: &Value) -> Value {
 }
 
 fn mutate_vmi(object: &Value, config: ClusterConfig) -> Value {
-    let answer = run(Webhook::VmiMutate, &review("virtualmachineinstances", "CREATE", "alice", object, None), config);
+    let answer = run(
+        Webhook::VmiMutate,
+        &review("virtualmachineinstances", "CREATE", "alice", object, None),
+        config,
+    );
     patched(&answer, object)
 }
 
 fn vmi(spec: Value) -> Value {
-    json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
-           "metadata": {"name": "vmi", "namespace": "default"}, "spec": spec})
+    let mut object = json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+           "metadata": {"name": "vmi", "namespace": "default"}});
+    object["spec"] = spec;
+    object
 }
 
 fn minimal_spec() -> Value {
@@ -80,11 +89,20 @@ fn a_minimal_vmi_gets_upstreams_defaults() {
     assert_eq!(spec["domain"]["machine"], json!({"type": "q35"}));
     assert_eq!(spec["domain"]["resources"], json!({"requests": {"memory": "128Mi"}}));
     assert_eq!(spec["domain"]["memory"], json!({"guest": "128Mi"}));
-    assert_eq!(spec["domain"]["cpu"], json!({"cores": 1, "sockets": 1, "threads": 1, "model": "host-model"}));
+    assert_eq!(
+        spec["domain"]["cpu"],
+        json!({"cores": 1, "sockets": 1, "threads": 1, "model": "host-model"})
+    );
     assert_eq!(spec["domain"]["firmware"], json!({"uuid": UUID}));
     assert_eq!(spec["domain"]["features"], json!({}));
-    assert_eq!(spec["domain"]["devices"]["disks"], json!([{"name": "root", "disk": {"bus": "sata"}}]));
-    assert_eq!(spec["domain"]["devices"]["interfaces"], json!([{"name": "default", "bridge": {}}]));
+    assert_eq!(
+        spec["domain"]["devices"]["disks"],
+        json!([{"name": "root", "disk": {"bus": "sata"}}])
+    );
+    assert_eq!(
+        spec["domain"]["devices"]["interfaces"],
+        json!([{"name": "default", "bridge": {}}])
+    );
     assert_eq!(spec["networks"], json!([{"name": "default", "pod": {}}]));
     assert_eq!(spec["volumes"][0]["containerDisk"]["imagePullPolicy"], "Always");
     assert_eq!(out["metadata"]["finalizers"], json!(["foregroundDeleteVirtualMachine"]));
@@ -104,18 +122,42 @@ fn memory_requests_follow_guest_memory_and_overcommit() {
     let spec = json!({"domain": {"memory": {"guest": "1Gi"}, "devices": {}}});
     let plain = mutate_vmi(&vmi(spec.clone()), ClusterConfig::default());
     assert_eq!(plain["spec"]["domain"]["resources"]["requests"]["memory"], "1Gi");
-    let config = ClusterConfig { memory_overcommit: 150, ..ClusterConfig::default() };
+    let config = ClusterConfig {
+        memory_overcommit: 150,
+        ..ClusterConfig::default()
+    };
     let overcommitted = mutate_vmi(&vmi(spec), config);
-    assert_eq!(overcommitted["spec"]["domain"]["resources"]["requests"]["memory"], "715827882");
-    let config = ClusterConfig { memory_overcommit: 200, ..ClusterConfig::default() };
-    let half = mutate_vmi(&vmi(json!({"domain": {"memory": {"guest": "1Gi"}, "devices": {}}})), config);
+    assert_eq!(
+        overcommitted["spec"]["domain"]["resources"]["requests"]["memory"],
+        "715827882"
+    );
+    let config = ClusterConfig {
+        memory_overcommit: 200,
+        ..ClusterConfig::default()
+    };
+    let half = mutate_vmi(
+        &vmi(json!({"domain": {"memory": {"guest": "1Gi"}, "devices": {}}})),
+        config,
+    );
     assert_eq!(half["spec"]["domain"]["resources"]["requests"]["memory"], "512Mi");
-    let limits = mutate_vmi(&vmi(json!({"domain": {"resources": {"limits": {"memory": "2Gi", "cpu": "1500m"}}, "devices": {}}})), ClusterConfig::default());
+    let limits = mutate_vmi(
+        &vmi(json!({"domain": {"resources": {"limits": {"memory": "2Gi", "cpu": "1500m"}}, "devices": {}}})),
+        ClusterConfig::default(),
+    );
     let domain = &limits["spec"]["domain"];
-    assert_eq!(domain["resources"]["requests"], json!({"memory": "2Gi", "cpu": "1500m"}));
+    assert_eq!(
+        domain["resources"]["requests"],
+        json!({"memory": "2Gi", "cpu": "1500m"})
+    );
     assert_eq!(domain["memory"]["guest"], "2Gi");
-    assert_eq!(domain["cpu"]["sockets"], 2, "sockets come from the CPU limit, rounded up");
-    let hugepages = mutate_vmi(&vmi(json!({"domain": {"memory": {"hugepages": {"pageSize": "2Mi"}}, "devices": {}}})), ClusterConfig::default());
+    assert_eq!(
+        domain["cpu"]["sockets"], 2,
+        "sockets come from the CPU limit, rounded up"
+    );
+    let hugepages = mutate_vmi(
+        &vmi(json!({"domain": {"memory": {"hugepages": {"pageSize": "2Mi"}}, "devices": {}}})),
+        ClusterConfig::default(),
+    );
     assert_eq!(hugepages["spec"]["domain"]["resources"]["requests"]["memory"], "2Mi");
     assert_eq!(hugepages["spec"]["domain"]["memory"]["guest"], "2Mi");
 }
@@ -126,7 +168,9 @@ fn the_cluster_configuration_picks_model_machine_binding_and_cpu_request() {
         cpu_model: Some("Haswell".to_owned()),
         machine_type: "pc-q35-7.2".to_owned(),
         default_network_interface: "masquerade".to_owned(),
-        cpu_request: Some(k8s_openapi::apimachinery::pkg::api::resource::Quantity("250m".to_owned())),
+        cpu_request: Some(k8s_openapi::apimachinery::pkg::api::resource::Quantity(
+            "250m".to_owned(),
+        )),
         eviction_strategy: Some("LiveMigrate".to_owned()),
         ..ClusterConfig::default()
     };
@@ -134,16 +178,29 @@ fn the_cluster_configuration_picks_model_machine_binding_and_cpu_request() {
     let spec = &out["spec"];
     assert_eq!(spec["domain"]["cpu"]["model"], "Haswell");
     assert_eq!(spec["domain"]["machine"]["type"], "pc-q35-7.2");
-    assert_eq!(spec["domain"]["devices"]["interfaces"], json!([{"name": "default", "masquerade": {}}]));
+    assert_eq!(
+        spec["domain"]["devices"]["interfaces"],
+        json!([{"name": "default", "masquerade": {}}])
+    );
     assert_eq!(spec["domain"]["resources"]["requests"]["cpu"], "250m");
     assert_eq!(spec["evictionStrategy"], "LiveMigrate");
 
-    let forbidden = ClusterConfig { permit_bridge_interface_on_pod_network: false, ..ClusterConfig::default() };
+    let forbidden = ClusterConfig {
+        permit_bridge_interface_on_pod_network: false,
+        ..ClusterConfig::default()
+    };
     let object = vmi(minimal_spec());
-    let answer = run(Webhook::VmiMutate, &review("virtualmachineinstances", "CREATE", "alice", &object, None), forbidden);
+    let answer = run(
+        Webhook::VmiMutate,
+        &review("virtualmachineinstances", "CREATE", "alice", &object, None),
+        forbidden,
+    );
     assert!(!answer.response.allowed);
     let status = answer.response.status.expect("status");
-    assert_eq!((status.code, status.message.as_str()), (400, "bridge interface is not enabled in kubevirt-config"));
+    assert_eq!(
+        (status.code, status.message.as_str()),
+        (400, "bridge interface is not enabled in kubevirt-config")
+    );
 }
 
 #[test]
@@ -174,7 +231,11 @@ fn explicit_values_are_kept_and_dependent_defaults_filled() {
     let out = mutate_vmi(&vmi(spec), ClusterConfig::default());
     let domain = &out["spec"]["domain"];
     assert_eq!(domain["cpu"]["cores"], 2);
-    assert_eq!(domain["cpu"]["sockets"], Value::Null, "a given topology is not completed");
+    assert_eq!(
+        domain["cpu"]["sockets"],
+        Value::Null,
+        "a given topology is not completed"
+    );
     assert_eq!(domain["cpu"]["model"], "host-passthrough");
     assert_eq!(domain["cpu"]["features"], json!([{"name": "vmx", "policy": "require"}]));
     assert_eq!(domain["machine"]["type"], "pc-q35-9.0");
@@ -188,7 +249,10 @@ fn explicit_values_are_kept_and_dependent_defaults_filled() {
             "evmcs": {"enabled": true}
         })
     );
-    assert_eq!(domain["clock"]["timer"], json!({"hpet": {"present": true}, "rtc": {"tickPolicy": "catchup", "present": true}}));
+    assert_eq!(
+        domain["clock"]["timer"],
+        json!({"hpet": {"present": true}, "rtc": {"tickPolicy": "catchup", "present": true}})
+    );
     assert_eq!(
         domain["devices"]["disks"],
         json!([
@@ -197,10 +261,22 @@ fn explicit_values_are_kept_and_dependent_defaults_filled() {
             {"name": "extra", "disk": {"bus": "sata"}}
         ])
     );
-    assert_eq!(domain["devices"]["inputs"], json!([{"name": "tablet", "bus": "usb", "type": "tablet"}]));
-    assert_eq!(domain["devices"]["watchdog"], json!({"name": "w", "i6300esb": {"action": "reset"}}));
-    assert_eq!(domain["devices"]["interfaces"], json!([{"name": "default", "masquerade": {}}]));
-    assert_eq!(out["spec"]["volumes"][0]["containerDisk"]["imagePullPolicy"], "IfNotPresent");
+    assert_eq!(
+        domain["devices"]["inputs"],
+        json!([{"name": "tablet", "bus": "usb", "type": "tablet"}])
+    );
+    assert_eq!(
+        domain["devices"]["watchdog"],
+        json!({"name": "w", "i6300esb": {"action": "reset"}})
+    );
+    assert_eq!(
+        domain["devices"]["interfaces"],
+        json!([{"name": "default", "masquerade": {}}])
+    );
+    assert_eq!(
+        out["spec"]["volumes"][0]["containerDisk"]["imagePullPolicy"],
+        "IfNotPresent"
+    );
     assert_eq!(
         out["spec"]["readinessProbe"],
         json!({"guestAgentPing": {}, "timeoutSeconds": 1, "periodSeconds": 10, "successThreshold": 1, "failureThreshold": 3})
@@ -216,7 +292,11 @@ fn every_example_vmi_is_admitted_and_defaulted() {
         let text = std::fs::read_to_string(&path).expect("read");
         let object: Value = serde_saphyr::from_str(&text).expect("YAML");
         let (resource, mutate, validate) = match object["kind"].as_str() {
-            Some("VirtualMachineInstance") => ("virtualmachineinstances", Webhook::VmiMutate, Webhook::VmiValidateCreate),
+            Some("VirtualMachineInstance") => (
+                "virtualmachineinstances",
+                Webhook::VmiMutate,
+                Webhook::VmiValidateCreate,
+            ),
             _ => ("virtualmachines", Webhook::VmMutate, Webhook::VmValidate),
         };
         let body = review(resource, "CREATE", "alice", &object, None);
@@ -224,7 +304,11 @@ fn every_example_vmi_is_admitted_and_defaulted() {
         let body = review(resource, "CREATE", "alice", &mutated, None);
         let answer = run(validate, &body, ClusterConfig::default());
         assert!(answer.response.allowed, "{}: {:#?}", path.display(), answer.response);
-        let spec = if resource == "virtualmachines" { &mutated["spec"]["template"]["spec"] } else { &mutated["spec"] };
+        let spec = if resource == "virtualmachines" {
+            &mutated["spec"]["template"]["spec"]
+        } else {
+            &mutated["spec"]
+        };
         assert!(spec["domain"]["machine"]["type"].is_string(), "{}", path.display());
         seen += 1;
     }
@@ -238,7 +322,10 @@ fn denied(answer: &ReviewAnswer) -> Vec<(String, String, String)> {
     let causes = &status.details.as_ref().expect("details").causes;
     let joined = causes.iter().map(|c| c.message.as_str()).collect::<Vec<_>>().join(", ");
     assert_eq!(status.message, joined);
-    causes.iter().map(|c| (c.reason.clone(), c.field.clone(), c.message.clone())).collect()
+    causes
+        .iter()
+        .map(|c| (c.reason.clone(), c.field.clone(), c.message.clone()))
+        .collect()
 }
 
 #[test]
@@ -248,7 +335,11 @@ fn invalid_vmis_are_refused_with_their_field_paths() {
     let body = review("virtualmachineinstances", "CREATE", "alice", &vmi(spec), None);
     let causes = denied(&run(Webhook::VmiValidateCreate, &body, ClusterConfig::default()));
     let fields: Vec<&str> = causes.iter().map(|c| c.1.as_str()).collect();
-    assert_eq!(fields, ["spec.domain.devices.disks[0].name", "spec.domain.volumes[0].name"], "upstream's path for unused volumes");
+    assert_eq!(
+        fields,
+        ["spec.domain.devices.disks[0].name", "spec.domain.volumes[0].name"],
+        "upstream's path for unused volumes"
+    );
     assert_eq!(causes[0].0, "FieldValueNotFound");
 
     let mut bad_type = vmi(minimal_spec());
@@ -263,8 +354,18 @@ fn invalid_vmis_are_refused_with_their_field_paths() {
     let body = review("virtualmachineinstances", "CREATE", "alice", &labelled, None);
     let causes = denied(&run(Webhook::VmiValidateCreate, &body, ClusterConfig::default()));
     assert_eq!(causes[0].1, "metadata.labels");
-    let body = review("virtualmachineinstances", "CREATE", "system:serviceaccount:kubevirt:kubevirt-controller", &labelled, None);
-    assert!(run(Webhook::VmiValidateCreate, &body, ClusterConfig::default()).response.allowed);
+    let body = review(
+        "virtualmachineinstances",
+        "CREATE",
+        "system:serviceaccount:kubevirt:kubevirt-controller",
+        &labelled,
+        None,
+    );
+    assert!(
+        run(Webhook::VmiValidateCreate, &body, ClusterConfig::default())
+            .response
+            .allowed
+    );
 }
 
 #[test]
@@ -274,35 +375,83 @@ fn vmi_updates_are_restricted_to_kubevirt() {
     new["spec"]["domain"]["resources"]["requests"]["memory"] = json!("256Mi");
     let body = review("virtualmachineinstances", "UPDATE", "alice", &new, Some(&old));
     let causes = denied(&run(Webhook::VmiValidateUpdate, &body, ClusterConfig::default()));
-    assert_eq!(causes, [("FieldValueNotSupported".to_owned(), String::new(), "update of VMI object is restricted".to_owned())]);
-    let body = review("virtualmachineinstances", "UPDATE", "system:serviceaccount:kubevirt:kubevirt-handler", &new, Some(&old));
-    assert!(run(Webhook::VmiValidateUpdate, &body, ClusterConfig::default()).response.allowed);
-    let body = review("virtualmachineinstances", "UPDATE", "system:serviceaccount:other:kubevirt-handler", &new, Some(&old));
-    assert!(!run(Webhook::VmiValidateUpdate, &body, ClusterConfig::default()).response.allowed);
+    assert_eq!(
+        causes,
+        [(
+            "FieldValueNotSupported".to_owned(),
+            String::new(),
+            "update of VMI object is restricted".to_owned()
+        )]
+    );
+    let body = review(
+        "virtualmachineinstances",
+        "UPDATE",
+        "system:serviceaccount:kubevirt:kubevirt-handler",
+        &new,
+        Some(&old),
+    );
+    assert!(
+        run(Webhook::VmiValidateUpdate, &body, ClusterConfig::default())
+            .response
+            .allowed
+    );
+    let body = review(
+        "virtualmachineinstances",
+        "UPDATE",
+        "system:serviceaccount:other:kubevirt-handler",
+        &new,
+        Some(&old),
+    );
+    assert!(
+        !run(Webhook::VmiValidateUpdate, &body, ClusterConfig::default())
+            .response
+            .allowed
+    );
 
     // A status change by a user is reverted by the mutating webhook.
     let mut old_status = old.clone();
     old_status["status"] = json!({"phase": "Running"});
     let mut new_status = old_status.clone();
     new_status["status"]["phase"] = json!("Failed");
-    let body = review("virtualmachineinstances", "UPDATE", "alice", &new_status, Some(&old_status));
+    let body = review(
+        "virtualmachineinstances",
+        "UPDATE",
+        "alice",
+        &new_status,
+        Some(&old_status),
+    );
     let out = patched(&run(Webhook::VmiMutate, &body, ClusterConfig::default()), &new_status);
     assert_eq!(out["status"]["phase"], "Running");
-    let body = review("virtualmachineinstances", "UPDATE", "system:serviceaccount:kubevirt:kubevirt-handler", &new_status, Some(&old_status));
+    let body = review(
+        "virtualmachineinstances",
+        "UPDATE",
+        "system:serviceaccount:kubevirt:kubevirt-handler",
+        &new_status,
+        Some(&old_status),
+    );
     let answer = run(Webhook::VmiMutate, &body, ClusterConfig::default());
-    assert_eq!(answer.response.patch, None, "KubeVirt's own status writes pass unchanged");
+    assert_eq!(
+        answer.response.patch, None,
+        "KubeVirt's own status writes pass unchanged"
+    );
 }
 
-fn vm(template_spec: Value, strategy: Value) -> Value {
-    json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+fn vm(template_spec: Value, strategy: &str) -> Value {
+    let mut object = json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
            "metadata": {"name": "my-vm", "namespace": "default"},
-           "spec": {"runStrategy": strategy, "template": {"spec": template_spec}}})
+           "spec": {"runStrategy": strategy, "template": {}}});
+    object["spec"]["template"]["spec"] = template_spec;
+    object
 }
 
 #[test]
 fn vms_get_machine_type_and_a_stable_firmware_identity() {
-    let object = vm(minimal_spec(), json!("Always"));
-    let answer = run(Webhook::VmMutate, &review("virtualmachines", "CREATE", "alice", &object, None), ClusterConfig::default());
+    let object = vm(minimal_spec(), "Always");
+    let answer = run(
+        Webhook::VmMutate,
+        &review("virtualmachines", "CREATE", "alice", &object, None),
+        ClusterConfig::default(),
+    );
     let out = patched(&answer, &object);
     let domain = &out["spec"]["template"]["spec"]["domain"];
     let uuid = vm_firmware_uuid("my-vm");
@@ -312,7 +461,11 @@ fn vms_get_machine_type_and_a_stable_firmware_identity() {
     assert_eq!(domain["machine"]["type"], "q35");
     assert_eq!(out["spec"]["template"]["spec"]["architecture"], "amd64");
     // Idempotent: a second pass changes nothing.
-    let again = run(Webhook::VmMutate, &review("virtualmachines", "UPDATE", "alice", &out, Some(&out)), ClusterConfig::default());
+    let again = run(
+        Webhook::VmMutate,
+        &review("virtualmachines", "UPDATE", "alice", &out, Some(&out)),
+        ClusterConfig::default(),
+    );
     assert_eq!(patched(&again, &out), out);
 }
 
@@ -320,10 +473,13 @@ fn vms_get_machine_type_and_a_stable_firmware_identity() {
 fn invalid_vms_are_refused_with_template_field_paths() {
     let mut spec = minimal_spec();
     spec["domain"]["devices"]["disks"][0]["name"] = json!("missing");
-    let body = review("virtualmachines", "CREATE", "alice", &vm(spec, json!("Sometimes")), None);
+    let body = review("virtualmachines", "CREATE", "alice", &vm(spec, "Sometimes"), None);
     let causes = denied(&run(Webhook::VmValidate, &body, ClusterConfig::default()));
     let fields: Vec<&str> = causes.iter().map(|c| c.1.as_str()).collect();
-    assert_eq!(fields, ["spec.runStrategy", "spec.template.spec.domain.devices.disks[0].name"]);
+    assert_eq!(
+        fields,
+        ["spec.runStrategy", "spec.template.spec.domain.devices.disks[0].name"]
+    );
     assert_eq!(causes[0].2, "Invalid RunStrategy (Sometimes)");
 }
 
@@ -335,5 +491,8 @@ fn malformed_reviews_get_a_400() {
     let body = review("virtualmachines", "CREATE", "alice", &vmi(minimal_spec()), None);
     let answer = run(Webhook::VmiValidateCreate, &body, ClusterConfig::default());
     let status = answer.response.status.expect("status");
-    assert_eq!((status.code, status.message.as_str()), (400, "expect resource to be 'virtualmachineinstances'"));
+    assert_eq!(
+        (status.code, status.message.as_str()),
+        (400, "expect resource to be 'virtualmachineinstances'")
+    );
 }

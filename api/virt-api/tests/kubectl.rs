@@ -9,10 +9,10 @@ use futures::{SinkExt as _, StreamExt as _};
 use kubevirt_api::clock::ManualClock;
 use kubevirt_api::v1::ClusterConfig;
 use pretty_assertions::assert_eq;
+use rustls_pki_types::pem::PemObject as _;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
-use rustls_pki_types::pem::PemObject as _;
 use tokio_util::sync::CancellationToken;
 use virt_api::admission::AdmissionContext;
 use virt_api::cluster::{FAKE_CONSOLE_BANNER, FakeNodeConnector, FakeSubresourceCluster};
@@ -27,19 +27,35 @@ struct Server {
     task: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
-async fn start() -> Server {
-    let tls = server_tls(&CertSource::SelfSigned { names: vec!["127.0.0.1".to_owned(), "localhost".to_owned()] })
-        .expect("tls");
-    let context = AdmissionContext { config: ClusterConfig::default(), install_namespace: "kubevirt".to_owned() };
+fn start() -> Server {
+    let tls = server_tls(&CertSource::SelfSigned {
+        names: vec!["127.0.0.1".to_owned(), "localhost".to_owned()],
+    })
+    .expect("tls");
+    let context = AdmissionContext {
+        config: ClusterConfig::default(),
+        install_namespace: "kubevirt".to_owned(),
+    };
     let clock = Arc::new(ManualClock::new("2026-11-22T00:00:00Z".parse().expect("time")));
-    let state = Arc::new(AppState::new(context, clock, Arc::new(FakeNodeConnector::default()), "none"));
+    let state = Arc::new(AppState::new(
+        context,
+        clock,
+        Arc::new(FakeNodeConnector::default()),
+        "none",
+    ));
     let cluster = Arc::new(FakeSubresourceCluster::default());
     state.set_cluster(cluster.clone());
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = listener.local_addr().expect("addr").port();
     let stop = CancellationToken::new();
     let task = tokio::spawn(serve(listener, tls.config, router(state), stop.clone()));
-    Server { port, cert_pem: tls.cert_pem, cluster, stop, task }
+    Server {
+        port,
+        cert_pem: tls.cert_pem,
+        cluster,
+        stop,
+        task,
+    }
 }
 
 impl Server {
@@ -50,7 +66,11 @@ impl Server {
 }
 
 fn kubectl_present() -> bool {
-    let found = Command::new("kubectl").arg("version").arg("--client").output().is_ok_and(|o| o.status.success());
+    let found = Command::new("kubectl")
+        .arg("version")
+        .arg("--client")
+        .output()
+        .is_ok_and(|o| o.status.success());
     if !found {
         eprintln!("SKIPPED: kubectl is not installed; the kubectl client tests need it");
     }
@@ -60,11 +80,20 @@ fn kubectl_present() -> bool {
 async fn kubectl(port: u16, args: &[&str]) -> std::process::Output {
     let mut command = Command::new("kubectl");
     command
-        .args(["--server", &format!("https://127.0.0.1:{port}"), "--insecure-skip-tls-verify", "--token", "test"])
+        .args([
+            "--server",
+            &format!("https://127.0.0.1:{port}"),
+            "--insecure-skip-tls-verify",
+            "--token",
+            "test",
+        ])
         .args(args)
         .env("KUBECONFIG", "/dev/null")
         .stdin(std::process::Stdio::null());
-    tokio::task::spawn_blocking(move || command.output()).await.expect("join").expect("kubectl runs")
+    tokio::task::spawn_blocking(move || command.output())
+        .await
+        .expect("join")
+        .expect("kubectl runs")
 }
 
 #[tokio::test]
@@ -72,7 +101,7 @@ async fn kubectl_reads_discovery_starts_a_vm_and_calls_a_webhook() {
     if !kubectl_present() {
         return;
     }
-    let server = start().await;
+    let server = start();
     let out = kubectl(server.port, &["get", "--raw", "/apis/subresources.kubevirt.io/v1"]).await;
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let list: Value = serde_json::from_slice(&out.stdout).expect("JSON");
@@ -91,7 +120,10 @@ async fn kubectl_reads_discovery_starts_a_vm_and_calls_a_webhook() {
     let body_arg = body.to_str().expect("utf-8");
     let out = kubectl(server.port, &["replace", "--raw", start, "-f", body_arg]).await;
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(server.cluster.vm("default", "vm").expect("vm")["spec"]["runStrategy"], "Always");
+    assert_eq!(
+        server.cluster.vm("default", "vm").expect("vm")["spec"]["runStrategy"],
+        "Always"
+    );
 
     server.cluster.put_vmi(json!({
         "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
@@ -112,20 +144,29 @@ async fn kubectl_reads_discovery_starts_a_vm_and_calls_a_webhook() {
     std::fs::write(&review_file, review.to_string()).expect("write");
     let out = kubectl(
         server.port,
-        &["create", "--raw", "/virtualmachineinstances-validate-create", "-f", review_file.to_str().expect("utf-8")],
+        &[
+            "create",
+            "--raw",
+            "/virtualmachineinstances-validate-create",
+            "-f",
+            review_file.to_str().expect("utf-8"),
+        ],
     )
     .await;
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let answer: Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(answer["response"]["allowed"], false);
     assert_eq!(answer["response"]["status"]["code"], 422);
-    assert_eq!(answer["response"]["status"]["details"]["causes"][0]["field"], "spec.domain.devices.disks[0].name");
+    assert_eq!(
+        answer["response"]["status"]["details"]["causes"][0]["field"],
+        "spec.domain.devices.disks[0].name"
+    );
     server.shutdown().await;
 }
 
 #[tokio::test]
 async fn the_console_is_a_websocket_piped_to_the_node() {
-    let server = start().await;
+    let server = start();
     server.cluster.put_handler("node1", "10.0.0.7");
     server.cluster.put_vmi(json!({
         "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
@@ -136,21 +177,42 @@ async fn the_console_is_a_websocket_piped_to_the_node() {
     for cert in rustls_pki_types::CertificateDer::pem_slice_iter(server.cert_pem.as_bytes()) {
         roots.add(cert.expect("cert")).expect("root");
     }
-    let tls = rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth();
+    let tls = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
     let url = format!(
         "wss://127.0.0.1:{}/apis/subresources.kubevirt.io/v1/namespaces/default/virtualmachineinstances/vm/console",
         server.port
     );
     let mut request = url.into_client_request().expect("request");
-    request.headers_mut().insert("Sec-WebSocket-Protocol", http::HeaderValue::from_static("plain.kubevirt.io"));
-    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", server.port)).await.expect("connect");
+    request.headers_mut().insert(
+        "Sec-WebSocket-Protocol",
+        http::HeaderValue::from_static("plain.kubevirt.io"),
+    );
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", server.port))
+        .await
+        .expect("connect");
     let name = rustls_pki_types::ServerName::try_from("127.0.0.1").expect("name");
-    let stream = tokio_rustls::TlsConnector::from(Arc::new(tls)).connect(name, tcp).await.expect("TLS");
-    let (mut socket, response) = tokio_tungstenite::client_async(request, stream).await.expect("websocket");
-    assert_eq!(response.headers().get("sec-websocket-protocol").map(|v| v.as_bytes()), Some(&b"plain.kubevirt.io"[..]));
+    let stream = tokio_rustls::TlsConnector::from(Arc::new(tls))
+        .connect(name, tcp)
+        .await
+        .expect("TLS");
+    let (mut socket, response) = tokio_tungstenite::client_async(request, stream)
+        .await
+        .expect("websocket");
+    assert_eq!(
+        response
+            .headers()
+            .get("sec-websocket-protocol")
+            .map(http::HeaderValue::as_bytes),
+        Some(&b"plain.kubevirt.io"[..])
+    );
     let first = socket.next().await.expect("message").expect("ok");
     assert_eq!(first.into_data().as_ref(), FAKE_CONSOLE_BANNER);
-    socket.send(Message::Binary(b"echo me".to_vec().into())).await.expect("send");
+    socket
+        .send(Message::Binary(b"echo me".to_vec().into()))
+        .await
+        .expect("send");
     let echoed = socket.next().await.expect("message").expect("ok");
     assert_eq!(echoed.into_data().as_ref(), b"echo me");
     socket.close(None).await.expect("close");

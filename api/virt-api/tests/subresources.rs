@@ -24,9 +24,17 @@ struct Harness {
 }
 
 fn harness() -> Harness {
-    let context = AdmissionContext { config: ClusterConfig::default(), install_namespace: "kubevirt".to_owned() };
+    let context = AdmissionContext {
+        config: ClusterConfig::default(),
+        install_namespace: "kubevirt".to_owned(),
+    };
     let clock = Arc::new(ManualClock::new("2026-11-22T00:00:00Z".parse().expect("time")));
-    let state = Arc::new(AppState::new(context, clock, Arc::new(FakeNodeConnector::default()), "not yet"));
+    let state = Arc::new(AppState::new(
+        context,
+        clock,
+        Arc::new(FakeNodeConnector::default()),
+        "not yet",
+    ));
     let cluster = Arc::new(FakeSubresourceCluster::default());
     state.set_cluster(cluster.clone());
     Harness { cluster, state }
@@ -34,11 +42,19 @@ fn harness() -> Harness {
 
 impl Harness {
     async fn send(&self, method: Method, path: &str, body: &str) -> (StatusCode, Value) {
-        let request = Request::builder().method(method).uri(path).body(Body::from(body.to_owned())).expect("request");
+        let request = Request::builder()
+            .method(method)
+            .uri(path)
+            .body(Body::from(body.to_owned()))
+            .expect("request");
         let response = router(self.state.clone()).oneshot(request).await.expect("infallible");
         let status = response.status();
         let bytes = response.into_body().collect().await.expect("body").to_bytes();
-        let value = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap_or(Value::Null) };
+        let value = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null)
+        };
         (status, value)
     }
 
@@ -57,7 +73,9 @@ impl Harness {
             .writes()
             .into_iter()
             .filter_map(|w| match w {
-                Recorded::Patch { target, patch, dry_run, .. } => Some((target, patch, dry_run)),
+                Recorded::Patch {
+                    target, patch, dry_run, ..
+                } => Some((target, patch, dry_run)),
                 Recorded::DeleteLauncherPod { .. } => None,
             })
             .collect()
@@ -66,8 +84,8 @@ impl Harness {
 
 fn vm_object(spec: Value, status: Option<Value>) -> Value {
     let mut vm = json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
-        "metadata": {"name": "vm", "namespace": "default", "uid": "vm-uid"},
-        "spec": spec});
+        "metadata": {"name": "vm", "namespace": "default", "uid": "vm-uid"}});
+    vm["spec"] = spec;
     if let Some(status) = status {
         vm["status"] = status;
     }
@@ -106,10 +124,16 @@ async fn start_a_halted_vm_switches_its_run_strategy() {
             false
         )]
     );
-    assert_eq!(h.cluster.vm("default", "vm").expect("vm")["spec"]["runStrategy"], "Always");
+    assert_eq!(
+        h.cluster.vm("default", "vm").expect("vm")["spec"]["runStrategy"],
+        "Always"
+    );
 
     let legacy = harness();
-    legacy.cluster.put_vm(vm_object(json!({"running": false, "template": {"spec": {"domain": {"devices": {}}}}}), None));
+    legacy.cluster.put_vm(vm_object(
+        json!({"running": false, "template": {"spec": {"domain": {"devices": {}}}}}),
+        None,
+    ));
     assert_eq!(legacy.vm("start", "{}").await.0, StatusCode::ACCEPTED);
     assert_eq!(legacy.cluster.vm("default", "vm").expect("vm")["spec"]["running"], true);
 }
@@ -125,7 +149,10 @@ async fn start_paused_and_manual_starts_queue_state_change_requests() {
     );
 
     let manual = harness();
-    manual.cluster.put_vm(vm_object(strategy("Manual"), Some(json!({"printableStatus": "Stopped", "startFailure": {"consecutiveFailCount": 1}}))));
+    manual.cluster.put_vm(vm_object(
+        strategy("Manual"),
+        Some(json!({"printableStatus": "Stopped", "startFailure": {"consecutiveFailCount": 1}})),
+    ));
     manual.cluster.put_vmi(vmi_object("Succeeded"));
     assert_eq!(manual.vm("start", "").await.0, StatusCode::ACCEPTED);
     assert_eq!(
@@ -147,7 +174,10 @@ async fn start_paused_and_manual_starts_queue_state_change_requests() {
     // A second start while the first is queued is refused, as upstream does.
     let (code, body) = manual.vm("start", "").await;
     assert_eq!(code, StatusCode::INTERNAL_SERVER_ERROR);
-    assert_eq!(message(&body), "Internal error occurred: unable to complete request: stop/start already underway");
+    assert_eq!(
+        message(&body),
+        "Internal error occurred: unable to complete request: stop/start already underway"
+    );
 }
 
 #[tokio::test]
@@ -157,14 +187,26 @@ async fn start_is_refused_where_upstream_refuses_it() {
     running.cluster.put_vmi(vmi_object("Running"));
     let (code, body) = running.vm("start", "").await;
     assert_eq!(code, StatusCode::CONFLICT);
-    assert_eq!(message(&body), "Operation cannot be fulfilled on virtualmachine.kubevirt.io \"vm\": VM is already running");
+    assert_eq!(
+        message(&body),
+        "Operation cannot be fulfilled on virtualmachine.kubevirt.io \"vm\": VM is already running"
+    );
     assert_eq!(body["reason"], "Conflict");
-    assert_eq!(body["details"], json!({"name": "vm", "group": "kubevirt.io", "kind": "virtualmachine"}));
+    assert_eq!(
+        body["details"],
+        json!({"name": "vm", "group": "kubevirt.io", "kind": "virtualmachine"})
+    );
 
     let always = harness();
     always.cluster.put_vm(vm_object(strategy("Always"), None));
     let (code, body) = always.vm("start", "").await;
-    assert_eq!((code, message(&body)), (StatusCode::CONFLICT, "Operation cannot be fulfilled on virtualmachine.kubevirt.io \"vm\": Always does not support manual start requests"));
+    assert_eq!(
+        (code, message(&body)),
+        (
+            StatusCode::CONFLICT,
+            "Operation cannot be fulfilled on virtualmachine.kubevirt.io \"vm\": Always does not support manual start requests"
+        )
+    );
 
     let failed = harness();
     failed.cluster.put_vm(vm_object(strategy("RerunOnFailure"), None));
@@ -175,7 +217,10 @@ async fn start_is_refused_where_upstream_refuses_it() {
 
     let missing = harness();
     let (code, body) = missing.vm("start", "").await;
-    assert_eq!((code, message(&body)), (StatusCode::NOT_FOUND, "virtualmachine.kubevirt.io \"vm\" not found"));
+    assert_eq!(
+        (code, message(&body)),
+        (StatusCode::NOT_FOUND, "virtualmachine.kubevirt.io \"vm\" not found")
+    );
 
     let bad = harness();
     bad.cluster.put_vm(vm_object(strategy("Halted"), None));
@@ -191,10 +236,16 @@ async fn stop_by_run_strategy() {
     always.cluster.put_vm(vm_object(strategy("Always"), None));
     always.cluster.put_vmi(vmi_object("Running"));
     assert_eq!(always.vm("stop", "").await.0, StatusCode::ACCEPTED);
-    assert_eq!(always.cluster.vm("default", "vm").expect("vm")["spec"]["runStrategy"], "Halted");
+    assert_eq!(
+        always.cluster.vm("default", "vm").expect("vm")["spec"]["runStrategy"],
+        "Halted"
+    );
 
     let manual = harness();
-    manual.cluster.put_vm(vm_object(strategy("Manual"), Some(json!({"stateChangeRequests": [{"action": "Start"}]}))));
+    manual.cluster.put_vm(vm_object(
+        strategy("Manual"),
+        Some(json!({"stateChangeRequests": [{"action": "Start"}]})),
+    ));
     manual.cluster.put_vmi(vmi_object("Running"));
     let (code, body) = manual.vm("stop", r#"{"gracePeriod": 0}"#).await;
     assert_eq!(code, StatusCode::ACCEPTED, "{body}");
@@ -223,7 +274,13 @@ async fn stop_by_run_strategy() {
     let not_running = harness();
     not_running.cluster.put_vm(vm_object(strategy("Manual"), None));
     let (code, body) = not_running.vm("stop", "").await;
-    assert_eq!((code, message(&body)), (StatusCode::CONFLICT, "Operation cannot be fulfilled on virtualmachine.kubevirt.io \"vm\": VM is not running"));
+    assert_eq!(
+        (code, message(&body)),
+        (
+            StatusCode::CONFLICT,
+            "Operation cannot be fulfilled on virtualmachine.kubevirt.io \"vm\": VM is not running"
+        )
+    );
 
     let halted = harness();
     let mut vmi = vmi_object("Running");
@@ -234,7 +291,10 @@ async fn stop_by_run_strategy() {
     assert_eq!(code, StatusCode::CONFLICT);
     assert!(message(&body).ends_with("Halted only supports manual stop requests with a shorter graceperiod"));
     assert_eq!(halted.vm("stop", r#"{"gracePeriod": 5}"#).await.0, StatusCode::ACCEPTED);
-    assert_eq!(halted.cluster.vmi("default", "vm").expect("vmi")["spec"]["terminationGracePeriodSeconds"], 5);
+    assert_eq!(
+        halted.cluster.vmi("default", "vm").expect("vmi")["spec"]["terminationGracePeriodSeconds"],
+        5
+    );
 }
 
 #[tokio::test]
@@ -251,13 +311,31 @@ async fn restart_and_forced_restart() {
     let forced = harness();
     forced.cluster.put_vm(vm_object(strategy("Always"), None));
     forced.cluster.put_vmi(vmi_object("Running"));
-    assert_eq!(forced.vm("restart", r#"{"gracePeriodSeconds": 0}"#).await.0, StatusCode::ACCEPTED);
-    assert_eq!(forced.cluster.writes().last(), Some(&Recorded::DeleteLauncherPod { vmi_uid: "vmi-uid".to_owned(), dry_run: false }));
+    assert_eq!(
+        forced.vm("restart", r#"{"gracePeriodSeconds": 0}"#).await.0,
+        StatusCode::ACCEPTED
+    );
+    assert_eq!(
+        forced.cluster.writes().last(),
+        Some(&Recorded::DeleteLauncherPod {
+            vmi_uid: "vmi-uid".to_owned(),
+            dry_run: false
+        })
+    );
 
     let (code, body) = forced.vm("restart", r#"{"gracePeriodSeconds": 5}"#).await;
-    assert_eq!((code, message(&body)), (StatusCode::BAD_REQUEST, "For force restart, only gracePeriod=0 is supported for now"));
+    assert_eq!(
+        (code, message(&body)),
+        (
+            StatusCode::BAD_REQUEST,
+            "For force restart, only gracePeriod=0 is supported for now"
+        )
+    );
     let (code, body) = forced.vm("restart", r#"{"gracePeriodSeconds": -1}"#).await;
-    assert_eq!((code, message(&body)), (StatusCode::BAD_REQUEST, "gracePeriod has to be greater or equal to 0"));
+    assert_eq!(
+        (code, message(&body)),
+        (StatusCode::BAD_REQUEST, "gracePeriod has to be greater or equal to 0")
+    );
 
     let halted = harness();
     halted.cluster.put_vm(vm_object(strategy("Halted"), None));
@@ -278,7 +356,10 @@ async fn dry_runs_check_without_storing() {
     h.cluster.put_vm(vm_object(strategy("Halted"), None));
     assert_eq!(h.vm("start", r#"{"dryRun": ["All"]}"#).await.0, StatusCode::ACCEPTED);
     assert_eq!(h.patches()[0].2, true);
-    assert_eq!(h.cluster.vm("default", "vm").expect("vm")["spec"]["runStrategy"], "Halted");
+    assert_eq!(
+        h.cluster.vm("default", "vm").expect("vm")["spec"]["runStrategy"],
+        "Halted"
+    );
 }
 
 #[tokio::test]
@@ -287,16 +368,31 @@ async fn pause_and_unpause_go_to_the_nodes_handler() {
     h.cluster.put_handler("node1", "10.0.0.7");
     h.cluster.put_vmi(vmi_object("Scheduled"));
     let (code, body) = h.vmi("pause", "").await;
-    assert_eq!((code, message(&body)), (StatusCode::CONFLICT, "Operation cannot be fulfilled on virtualmachineinstance.kubevirt.io \"vm\": VM is not running"));
+    assert_eq!(
+        (code, message(&body)),
+        (
+            StatusCode::CONFLICT,
+            "Operation cannot be fulfilled on virtualmachineinstance.kubevirt.io \"vm\": VM is not running"
+        )
+    );
 
     h.cluster.put_vmi(vmi_object("Running"));
     assert_eq!(h.vmi("pause", r#"{"dryRun": ["All"]}"#).await.0, StatusCode::ACCEPTED);
     assert!(h.state.node.calls().is_empty(), "a dry run does not reach the node");
     assert_eq!(h.vmi("pause", "{}").await.0, StatusCode::ACCEPTED);
-    assert_eq!(h.state.node.calls(), [("10.0.0.7".to_owned(), "default/vm".to_owned(), VmiAction::Pause)]);
+    assert_eq!(
+        h.state.node.calls(),
+        [("10.0.0.7".to_owned(), "default/vm".to_owned(), VmiAction::Pause)]
+    );
 
     let (code, body) = h.vmi("unpause", "").await;
-    assert_eq!((code, message(&body)), (StatusCode::CONFLICT, "Operation cannot be fulfilled on virtualmachineinstance.kubevirt.io \"vm\": VMI is not paused"));
+    assert_eq!(
+        (code, message(&body)),
+        (
+            StatusCode::CONFLICT,
+            "Operation cannot be fulfilled on virtualmachineinstance.kubevirt.io \"vm\": VMI is not paused"
+        )
+    );
     let mut paused = vmi_object("Running");
     paused["status"]["conditions"] = json!([{"type": "Paused", "status": "True"}]);
     h.cluster.put_vmi(paused);
@@ -312,31 +408,62 @@ async fn pause_and_unpause_go_to_the_nodes_handler() {
     let (code, body) = h.vmi("pause", "").await;
     assert_eq!(
         (code, message(&body)),
-        (StatusCode::FORBIDDEN, "virtualmachineinstance.kubevirt.io \"vm\" is forbidden: Pausing VMIs with LivenessProbe is currently not supported")
+        (
+            StatusCode::FORBIDDEN,
+            "virtualmachineinstance.kubevirt.io \"vm\" is forbidden: Pausing VMIs with LivenessProbe is currently not supported"
+        )
     );
 
     let missing = harness();
     let (code, body) = missing.vmi("pause", "").await;
-    assert_eq!((code, message(&body)), (StatusCode::NOT_FOUND, "virtualmachineinstance.kubevirt.io \"vm\" not found"));
+    assert_eq!(
+        (code, message(&body)),
+        (
+            StatusCode::NOT_FOUND,
+            "virtualmachineinstance.kubevirt.io \"vm\" not found"
+        )
+    );
 }
 
 #[tokio::test]
 async fn without_a_cluster_the_subresources_answer_503_and_discovery_still_works() {
-    let context = AdmissionContext { config: ClusterConfig::default(), install_namespace: "kubevirt".to_owned() };
+    let context = AdmissionContext {
+        config: ClusterConfig::default(),
+        install_namespace: "kubevirt".to_owned(),
+    };
     let clock = Arc::new(ManualClock::new("2026-11-22T00:00:00Z".parse().expect("time")));
-    let state: Arc<State> = Arc::new(AppState::new(context, clock, Arc::new(FakeNodeConnector::default()), "no kubeconfig"));
-    let h = Harness { cluster: Arc::new(FakeSubresourceCluster::default()), state };
+    let state: Arc<State> = Arc::new(AppState::new(
+        context,
+        clock,
+        Arc::new(FakeNodeConnector::default()),
+        "no kubeconfig",
+    ));
+    let h = Harness {
+        cluster: Arc::new(FakeSubresourceCluster::default()),
+        state,
+    };
     let (code, body) = h.vm("start", "").await;
     assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
-    assert_eq!(message(&body), "virt-api is not connected to a Kubernetes API server: no kubeconfig");
+    assert_eq!(
+        message(&body),
+        "virt-api is not connected to a Kubernetes API server: no kubeconfig"
+    );
 
     let (code, body) = h.send(Method::GET, "/apis/subresources.kubevirt.io/v1", "").await;
     assert_eq!(code, StatusCode::OK);
     assert_eq!(body["groupVersion"], "subresources.kubevirt.io/v1");
-    let names: Vec<&str> = body["resources"].as_array().expect("list").iter().filter_map(|r| r["name"].as_str()).collect();
+    let names: Vec<&str> = body["resources"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter_map(|r| r["name"].as_str())
+        .collect();
     assert!(names.contains(&"virtualmachines/start") && names.contains(&"virtualmachineinstances/console"));
     let (code, body) = h.send(Method::GET, "/apis", "").await;
-    assert_eq!((code, body["groups"][0]["name"].as_str()), (StatusCode::OK, Some("subresources.kubevirt.io")));
+    assert_eq!(
+        (code, body["groups"][0]["name"].as_str()),
+        (StatusCode::OK, Some("subresources.kubevirt.io"))
+    );
     let (code, _) = h.send(Method::GET, "/apis/subresources.kubevirt.io/v2", "").await;
     assert_eq!(code, StatusCode::NOT_FOUND);
     let (code, _) = h.send(Method::GET, "/healthz", "").await;

@@ -74,9 +74,11 @@ fn apply(doc: &mut Value, patch: &Value) -> Result<(), ClusterError> {
             continue;
         }
         let mut op = op.clone();
-        let path = op["path"].as_str().unwrap_or_default().to_owned();
-        let parent_is_object = path.rsplit_once('/').is_some_and(|(parent, _)| candidate.pointer(parent).is_some_and(Value::is_object));
-        if op["op"] == "replace" && candidate.pointer(&path).is_none() && parent_is_object {
+        let target = op["path"].as_str().unwrap_or_default().to_owned();
+        let parent_is_object = target
+            .rsplit_once('/')
+            .is_some_and(|(parent, _)| candidate.pointer(parent).is_some_and(Value::is_object));
+        if op["op"] == "replace" && candidate.pointer(&target).is_none() && parent_is_object {
             op["op"] = Value::from("add");
         }
         let one: json_patch::Patch = serde_json::from_value(Value::Array(vec![op.clone()]))

@@ -29,7 +29,11 @@ impl FakeNodeConnector {
 
 impl NodeConnector for FakeNodeConnector {
     async fn vmi_action(&self, address: &str, ns: &str, name: &str, action: VmiAction) -> Result<(), NodeError> {
-        self.calls.lock().unwrap_or_else(PoisonError::into_inner).push((address.to_owned(), format!("{ns}/{name}"), action));
+        self.calls.lock().unwrap_or_else(PoisonError::into_inner).push((
+            address.to_owned(),
+            format!("{ns}/{name}"),
+            action,
+        ));
         Ok(())
     }
 

@@ -21,7 +21,7 @@ impl std::fmt::Debug for KubeSubresourceCluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KubeSubresourceCluster")
             .field("install_namespace", &self.install_namespace)
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 

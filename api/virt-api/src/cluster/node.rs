@@ -168,7 +168,7 @@ impl NodeConnector for HandlerConnector {
             .into_body()
             .collect()
             .await
-            .map(|b| b.to_bytes())
+            .map(http_body_util::Collected::to_bytes)
             .unwrap_or_default();
         Err(NodeError::Refused {
             code,

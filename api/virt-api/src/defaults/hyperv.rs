@@ -14,13 +14,11 @@ fn require(needed: bool, requirement: &mut Option<FeatureState>) -> bool {
     if !needed {
         return true;
     }
-    match requirement {
-        Some(FeatureState { enabled: Some(enabled) }) => *enabled,
-        _ => {
-            *requirement = Some(FeatureState { enabled: Some(true) });
-            true
-        }
+    if let Some(FeatureState { enabled: Some(enabled) }) = requirement {
+        return *enabled;
     }
+    *requirement = Some(FeatureState { enabled: Some(true) });
+    true
 }
 
 /// Leaves first, as upstream walks them; stops at the first requirement the user disabled.

@@ -105,6 +105,13 @@ pub(crate) async fn vm_action<C: SubresourceCluster, N: NodeConnector>(
     }
 }
 
+/// The body of a VM subresource request.
+enum Options {
+    Start(StartOptions),
+    Stop(StopOptions),
+    Restart(RestartOptions),
+}
+
 async fn vm_action_inner<C: SubresourceCluster, N: NodeConnector>(
     state: &AppState<C, N>,
     version: &str,
@@ -114,11 +121,6 @@ async fn vm_action_inner<C: SubresourceCluster, N: NodeConnector>(
     body: &Bytes,
 ) -> Result<(), ApiStatus> {
     check_version(version)?;
-    enum Options {
-        Start(StartOptions),
-        Stop(StopOptions),
-        Restart(RestartOptions),
-    }
     let options = match action {
         "start" => Options::Start(decode_body(body)?),
         "stop" => Options::Stop(decode_body(body)?),
@@ -268,15 +270,13 @@ async fn pipe(mut socket: WebSocket, stream: ConsoleStream) {
                 Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
                 Some(Ok(Message::Close(_)) | Err(_)) | None => break,
             },
-            outgoing = from_guest.recv() => match outgoing {
-                Some(bytes) => {
-                    if socket.send(Message::Binary(bytes.into())).await.is_err() { break; }
-                }
-                None => {
+            outgoing = from_guest.recv() => {
+                let Some(bytes) = outgoing else {
                     let _ = socket.send(Message::Close(None)).await;
                     break;
-                }
-            },
+                };
+                if socket.send(Message::Binary(bytes.into())).await.is_err() { break; }
+            }
         }
     }
 }

@@ -1,0 +1,108 @@
+//! virtctl's commands and flags, named as upstream's.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// virtctl (kubevirt-rs).
+#[derive(Debug, Parser)]
+#[command(name = "virtctl", version, about = "Control KubeVirt virtual machines (kubevirt-rs)")]
+pub struct Cli {
+    /// Path to the kubeconfig file; otherwise $KUBECONFIG, ~/.kube/config or the in-cluster account.
+    #[arg(long, global = true)]
+    pub kubeconfig: Option<std::path::PathBuf>,
+    /// The kubeconfig context to use.
+    #[arg(long, global = true)]
+    pub context: Option<String>,
+    /// Namespace; otherwise the context's namespace, or `default`.
+    #[arg(short = 'n', long, global = true)]
+    pub namespace: Option<String>,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// A virtctl command.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Start a virtual machine.
+    Start {
+        /// The VM.
+        name: String,
+        /// Start the VM paused.
+        #[arg(long)]
+        paused: bool,
+        #[command(flatten)]
+        dry_run: DryRun,
+    },
+    /// Stop a virtual machine.
+    Stop {
+        /// The VM.
+        name: String,
+        #[command(flatten)]
+        force: Force,
+        #[command(flatten)]
+        dry_run: DryRun,
+    },
+    /// Restart a virtual machine.
+    Restart {
+        /// The VM.
+        name: String,
+        #[command(flatten)]
+        force: Force,
+        #[command(flatten)]
+        dry_run: DryRun,
+    },
+    /// Pause a VM's instance or a VMI.
+    Pause {
+        /// `vm` or `vmi`.
+        kind: Kind,
+        /// Its name.
+        name: String,
+        #[command(flatten)]
+        dry_run: DryRun,
+    },
+    /// Unpause a VM's instance or a VMI.
+    Unpause {
+        /// `vm` or `vmi`.
+        kind: Kind,
+        /// Its name.
+        name: String,
+        #[command(flatten)]
+        dry_run: DryRun,
+    },
+    /// Attach to a VMI's serial console; `Ctrl+]` detaches.
+    Console {
+        /// The VMI.
+        name: String,
+        /// Minutes to wait for the console to become available.
+        #[arg(long, default_value_t = 5)]
+        timeout: u64,
+    },
+}
+
+/// `vm` or `vmi`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Kind {
+    /// A VirtualMachine (its VMI has the same name).
+    Vm,
+    /// A VirtualMachineInstance.
+    Vmi,
+}
+
+/// `--dry-run`.
+#[derive(Clone, Copy, Debug, Default, Args)]
+pub struct DryRun {
+    /// Check the request on the server without changing anything.
+    #[arg(long = "dry-run")]
+    pub dry_run: bool,
+}
+
+/// `--force` and `--grace-period`.
+#[derive(Clone, Copy, Debug, Default, Args)]
+pub struct Force {
+    /// Stop or restart at once; needs --grace-period.
+    #[arg(long)]
+    pub force: bool,
+    /// Seconds the guest gets to shut down; needs --force.
+    #[arg(long = "grace-period", allow_hyphen_values = true)]
+    pub grace_period: Option<i64>,
+}
