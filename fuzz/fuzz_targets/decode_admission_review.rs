@@ -1,0 +1,13 @@
+//! Untrusted AdmissionReview bodies on virt-api's webhooks: every webhook must answer (allowed,
+//! 422 or 400) and never panic, whatever the bytes.
+#![no_main]
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use virt_api::admission::{AdmissionContext, Webhook, admit};
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    let context = AdmissionContext { config: Default::default(), install_namespace: "kubevirt".to_owned() };
+    for hook in Webhook::ALL {
+        let _ = admit(hook, data, &context, Time(Default::default()), &|| "00000000-0000-0000-0000-000000000000".to_owned());
+    }
+});
