@@ -159,7 +159,7 @@ fn memory() {
             |s| s["domain"]["resources"]["requests"]["memory"] = json!("512Ki")
         ))
         .2,
-        "spec.domain.resources.requests.memory '512Ki' must be greater than or equal to 1M."
+        "spec.domain.resources.requests.memory '512Ki': must be greater than or equal to 1M."
     );
     let over = vmi_with(|s| s["domain"]["resources"]["limits"] = json!({"memory": "64Mi"}));
     assert_eq!(

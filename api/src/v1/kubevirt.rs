@@ -60,6 +60,8 @@ pub struct KubeVirtConfiguration {
     pub additional_guest_memory_overhead_ratio: Option<String>,
     /// Memory balloon statistics period in seconds; 10 when unset.
     pub mem_balloon_stats_period: Option<u32>,
+    /// Machine types VMIs may ask for, as globs (`q35*`).
+    pub emulated_machines: Option<Vec<String>>,
 }
 
 /// `spec.configuration.developerConfiguration`.
@@ -124,6 +126,8 @@ pub struct ClusterConfig {
     pub cpu_request: Option<k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
     /// `evictionStrategy`, when the cluster sets one.
     pub eviction_strategy: Option<String>,
+    /// `emulatedMachines`, defaulting to upstream's amd64 list.
+    pub emulated_machines: Vec<String>,
 }
 
 /// Upstream's `DefaultMemoryOvercommit`.
@@ -132,6 +136,8 @@ pub const DEFAULT_MEMORY_OVERCOMMIT: u32 = 100;
 pub const DEFAULT_MACHINE_TYPE: &str = "q35";
 /// Upstream's `DefaultMemBalloonStatsPeriod`.
 pub const DEFAULT_MEM_BALLOON_STATS_PERIOD: u32 = 10;
+/// Upstream's `DefaultAMD64EmulatedMachines`.
+pub const DEFAULT_EMULATED_MACHINES: [&str; 2] = ["q35*", "pc-q35*"];
 /// Upstream's `DefaultNetworkInterface`.
 pub const DEFAULT_NETWORK_INTERFACE: &str = "bridge";
 
@@ -169,6 +175,9 @@ impl ClusterConfig {
                 .unwrap_or(true),
             cpu_request: config.and_then(|c| c.cpu_request.clone()),
             eviction_strategy: config.and_then(|c| c.eviction_strategy.clone()),
+            emulated_machines: config
+                .and_then(|c| c.emulated_machines.clone())
+                .unwrap_or_else(|| DEFAULT_EMULATED_MACHINES.iter().map(|m| (*m).to_owned()).collect()),
         }
     }
 

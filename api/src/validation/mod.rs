@@ -2,7 +2,12 @@
 //! upstream's field path and message, which virt-api's validating webhooks return as a 422.
 //! Pure: the cluster configuration (feature gates, permitted bindings) comes in as an argument.
 
+mod cpu;
+mod devices;
+mod guest;
+mod interfaces;
 mod structure;
+mod volumes;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -58,20 +63,82 @@ pub fn validate_vmi_spec(spec: &VirtualMachineInstanceSpec, base: &str, config: 
 }
 
 fn validate_spec(spec: &VirtualMachineInstanceSpec, base: &str, is_vmi: bool, config: &ClusterConfig) -> Vec<Cause> {
-    let _ = config;
     let mut causes = Vec::new();
     structure::check_disks_and_volumes(spec, base, is_vmi, &mut causes);
     structure::check_memory(spec, base, &mut causes);
     structure::check_names_and_strategies(spec, base, &mut causes);
     structure::check_networks(spec, base, &mut causes);
+    cpu::check_cpu(spec, base, config, &mut causes);
+    cpu::check_hugepages(spec, base, &mut causes);
+    cpu::check_machine_and_arch(spec, base, config, &mut causes);
+    volumes::check_volumes(spec, base, config, &mut causes);
+    devices::check_devices(spec, base, config, &mut causes);
+    guest::check_guest(spec, base, config, &mut causes);
+    interfaces::check_interfaces(spec, base, config, &mut causes);
     causes
 }
 
-/// Validates the annotations of a VMI's (or a VM template's) metadata found at `base`.
+/// The annotation that carries Ignition data.
+const IGNITION: &str = "kubevirt.io/ignitiondata";
+/// The annotation that asks for hook sidecars.
+const HOOK_SIDECARS: &str = "hooks.kubevirt.io/hookSidecars";
+
+/// Validates the annotations of a VMI's (or a VM template's) metadata found at `base`: the ones
+/// that need a feature gate (rule 55).
 #[must_use]
 pub fn validate_metadata(meta: &ObjectMeta, base: &str, config: &ClusterConfig) -> Vec<Cause> {
-    let _ = (meta, base, config);
-    Vec::new()
+    let mut causes = Vec::new();
+    let annotations = meta.annotations.as_ref();
+    let set = |key: &str| annotations.and_then(|a| a.get(key)).is_some_and(|v| !v.is_empty());
+    if set(IGNITION) && !config.is_feature_gate_enabled("ExperimentalIgnitionSupport") {
+        causes.push(cause(
+            CauseType::Invalid,
+            format!("{base}.annotations"),
+            format!("ExperimentalIgnitionSupport feature gate is not enabled in kubevirt-config, invalid entry {base}.annotations.{IGNITION}"),
+        ));
+    }
+    if set(HOOK_SIDECARS) && !config.is_feature_gate_enabled("Sidecar") {
+        causes.push(cause(
+            CauseType::Invalid,
+            format!("{base}.annotations"),
+            format!("sidecar feature gate is not enabled in kubevirt-config, invalid entry {base}.annotations.{HOOK_SIDECARS}"),
+        ));
+    }
+    causes
+}
+
+/// Rule 62: every DataVolume template is named and used by a template volume.
+fn check_data_volume_templates(vm: &VirtualMachine, causes: &mut Vec<Cause>) {
+    let volumes = vm
+        .spec
+        .template
+        .spec
+        .as_ref()
+        .map(|s| s.volumes.as_slice())
+        .unwrap_or_default();
+    for (i, template) in vm.spec.data_volume_templates.iter().enumerate() {
+        let here = format!("spec.dataVolumeTemplate[{i}]");
+        let name = template.metadata.as_ref().and_then(|m| m.name.as_deref()).unwrap_or("");
+        if name.is_empty() {
+            causes.push(cause(
+                CauseType::Required,
+                format!("{here}.name"),
+                format!("'name' field must not be empty for DataVolumeTemplate entry {here}."),
+            ));
+            continue;
+        }
+        let used = volumes.iter().any(|v| {
+            v.data_volume.as_ref().is_some_and(|d| d.name == name)
+                || v.persistent_volume_claim.as_ref().is_some_and(|p| p.claim_name == name)
+        });
+        if !used {
+            causes.push(cause(
+                CauseType::NotFound,
+                format!("{here}.name"),
+                format!("DataVolumeTemplate entry {here} must be referenced in the VMI template's 'volumes' list"),
+            ));
+        }
+    }
 }
 
 /// Validates a VM: its run strategy and its template (as a VMI spec at `spec.template.spec`).
@@ -104,5 +171,6 @@ pub fn validate_vm(vm: &VirtualMachine, config: &ClusterConfig) -> Vec<Cause> {
         )),
         Some(spec) => causes.extend(validate_spec(spec, "spec.template.spec", false, config)),
     }
+    check_data_volume_templates(vm, &mut causes);
     causes
 }

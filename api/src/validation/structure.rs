@@ -140,12 +140,12 @@ pub(super) fn check_memory(spec: &VirtualMachineInstanceSpec, base: &str, causes
             Ok(q) if q.is_negative() => causes.push(cause(
                 CauseType::Invalid,
                 field.clone(),
-                format!("{field} '{}' must be greater than or equal to 0.", request.0),
+                format!("{field} '{}': must be greater than or equal to 0.", request.0),
             )),
             Ok(q) if q.ceil() < 1_000_000 => causes.push(cause(
                 CauseType::Invalid,
                 field.clone(),
-                format!("{field} '{}' must be greater than or equal to 1M.", request.0),
+                format!("{field} '{}': must be greater than or equal to 1M.", request.0),
             )),
             Ok(_) => {}
             Err(_) => causes.push(cause(

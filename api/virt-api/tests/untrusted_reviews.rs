@@ -8,22 +8,37 @@ use serde_json::{Value, json};
 use virt_api::admission::{AdmissionContext, Webhook, admit};
 
 fn context() -> AdmissionContext {
-    AdmissionContext { config: kubevirt_api::v1::ClusterConfig::default(), install_namespace: "kubevirt".to_owned() }
+    AdmissionContext {
+        config: kubevirt_api::v1::ClusterConfig::default(),
+        install_namespace: "kubevirt".to_owned(),
+    }
 }
 
 fn answer_all(body: &[u8]) {
     for hook in Webhook::ALL {
-        let answer = admit(hook, body, &context(), Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH), &|| "u".to_owned());
+        let answer = admit(
+            hook,
+            body,
+            &context(),
+            Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+            &|| "u".to_owned(),
+        );
         let code = answer.response.status.as_ref().map(|s| s.code);
-        assert!(answer.response.allowed || matches!(code, Some(400 | 422)), "{hook:?}: {:?}", answer.response);
+        assert!(
+            answer.response.allowed || matches!(code, Some(400 | 422)),
+            "{hook:?}: {:?}",
+            answer.response
+        );
     }
 }
 
-fn review(object: Value, resource: &str) -> Vec<u8> {
-    serde_json::to_vec(&json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+fn review(object: &Value, resource: &str) -> Vec<u8> {
+    serde_json::to_vec(
+        &json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
         "uid": "u", "operation": "CREATE", "userInfo": {"username": "a"},
         "resource": {"group": "kubevirt.io", "version": "v1", "resource": resource},
-        "object": object}}))
+        "object": object}}),
+    )
     .expect("encode")
 }
 
@@ -73,9 +88,9 @@ proptest! {
             let template = object["spec"].clone();
             object = json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": {"name": "v"},
                 "spec": {"runStrategy": "Always", "template": {"spec": template}}});
-            answer_all(&review(object, "virtualmachines"));
+            answer_all(&review(&object, "virtualmachines"));
         } else {
-            answer_all(&review(object, "virtualmachineinstances"));
+            answer_all(&review(&object, "virtualmachineinstances"));
         }
     }
 }

@@ -39,18 +39,13 @@ fn reserved_labels(labels: Option<&BTreeMap<String, String>>) -> Vec<&str> {
 pub(super) fn vmi_create(request: &AdmissionRequest, ctx: &AdmissionContext) -> Result<AdmissionResponse, Rejection> {
     let vmi: VirtualMachineInstance = decode_object(request.object.as_deref(), "object")?;
     let mut causes = validation::validate_vmi_spec(&vmi.spec, "spec", &ctx.config);
-    if !ctx.is_kubevirt_service_account(&request.user_info.username) {
-        let reserved = reserved_labels(vmi.metadata.labels.as_ref());
-        if !reserved.is_empty() {
-            causes.push(Cause {
-                kind: CauseType::Invalid,
-                field: "metadata.labels".to_owned(),
-                message: format!(
-                    "creation of the following reserved kubevirt.io/ labels on a VMI object is prohibited: {}",
-                    reserved.join(", ")
-                ),
-            });
-        }
+    let trusted = ctx.is_kubevirt_service_account(&request.user_info.username);
+    if !trusted && !reserved_labels(vmi.metadata.labels.as_ref()).is_empty() {
+        causes.push(Cause {
+            kind: CauseType::NotSupported,
+            field: "metadata.labels".to_owned(),
+            message: "creation of the following reserved kubevirt.io/ labels on a VMI object is prohibited".to_owned(),
+        });
     }
     causes.extend(validation::validate_metadata(&vmi.metadata, "metadata", &ctx.config));
     Ok(answer(&request.uid, &causes))
