@@ -1,9 +1,11 @@
-//! What virt-handler and virt-controller share to run their control loops: the reconcile work
-//! queue ([`workqueue`]) and the HTTP endpoint with `/healthz`, `/leader` and `/metrics`
-//! ([`http`]), and the process around them ([`process`]).
+//! What the control-plane components share: the reconcile work queue ([`workqueue`]), the HTTP
+//! endpoint with `/healthz`, `/leader` and `/metrics` ([`http`]), the process around them
+//! ([`process`]), and the TLS configurations of virt-api and of virt-handler's console server
+//! ([`tls`]).
 //!
-//! A crate of its own because both components need it and neither depends on the other.
+//! A crate of its own because several components need it and none depends on another.
 
 pub mod http;
 pub mod process;
 pub mod workqueue;
+pub mod tls;

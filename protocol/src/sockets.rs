@@ -20,6 +20,38 @@ pub const NOTIFY_SOCKET_IN_POD: &str = "/var/run/kubevirt/domain-notify-pipe.soc
 pub const NOTIFY_PIPE: &str = "domain-notify-pipe.sock";
 /// The handler's own notify server socket, in its share directory.
 pub const HANDLER_NOTIFY_SOCKET: &str = "domain-notify.sock";
+/// The guest's serial console socket, in the VMI's private directory (`<private>/<uid>/`).
+pub const SERIAL_SOCKET: &str = "virt-serial0";
+/// The longest path `connect(2)` takes in a `sockaddr_un`, less its NUL.
+const SUN_PATH_MAX: usize = 107;
+
+/// The guest's serial socket as the handler sees it:
+/// `<pods>/<podUID>/volumes/kubernetes.io~empty-dir/private/<vmiUID>/virt-serial0`.
+#[must_use]
+pub fn serial_socket_on_host(pods_dir: &Path, pod_uid: &str, vmi_uid: &str) -> PathBuf {
+    pods_dir
+        .join(pod_uid)
+        .join("volumes/kubernetes.io~empty-dir/private")
+        .join(vmi_uid)
+        .join(SERIAL_SOCKET)
+}
+
+/// Connects to the unix socket at `path`, however long. The kubelet's pod paths are longer than a
+/// `sockaddr_un` holds, so a long path is reached through its directory, opened first, as
+/// `/proc/self/fd/<fd>/<name>`.
+pub async fn connect_unix(path: &Path) -> std::io::Result<tokio::net::UnixStream> {
+    if path.as_os_str().len() <= SUN_PATH_MAX {
+        return tokio::net::UnixStream::connect(path).await;
+    }
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "a socket path needs a directory and a name"));
+    };
+    let dir = std::fs::File::open(dir)?;
+    let short = PathBuf::from(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&dir))).join(name);
+    let stream = tokio::net::UnixStream::connect(&short).await;
+    drop(dir);
+    stream
+}
 
 /// The pod's socket directory as the handler sees it: `<pods>/<podUID>/volumes/kubernetes.io~empty-dir/sockets`.
 #[must_use]
@@ -148,5 +180,26 @@ mod tests {
         mark_unresponsive(&socket).expect("marker");
         assert!(is_unresponsive(&socket));
         assert!(is_unresponsive(&dir.path().join("gone")));
+    }
+}
+
+#[cfg(test)]
+mod long_path_tests {
+    use super::connect_unix;
+
+    #[tokio::test]
+    async fn sockets_behind_paths_longer_than_sockaddr_un_are_reached() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let short = root.path().join("s");
+        std::fs::create_dir(&short).expect("dir");
+        let listener = tokio::net::UnixListener::bind(short.join("sock")).expect("bind");
+        let long_dir = root.path().join("a".repeat(60)).join("b".repeat(60));
+        std::fs::create_dir_all(&long_dir).expect("dirs");
+        std::os::unix::fs::symlink(&short, long_dir.join("link")).expect("symlink");
+        let long = long_dir.join("link").join("sock");
+        assert!(long.as_os_str().len() > 108);
+        let (client, server) = tokio::join!(connect_unix(&long), listener.accept());
+        client.expect("connect through the directory");
+        server.expect("accepted");
     }
 }

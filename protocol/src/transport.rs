@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use hyper_util::rt::TokioIo;
-use tokio::net::{UnixListener, UnixStream};
+use tokio::net::UnixListener;
 use tokio_stream::wrappers::UnixListenerStream;
 use tonic::transport::{Channel, Endpoint};
 
@@ -81,7 +81,7 @@ pub async fn connect(path: &Path) -> Result<Channel, TransportError> {
     endpoint
         .connect_with_connector(tower::service_fn(move |_| {
             let socket = socket.clone();
-            async move { UnixStream::connect(socket).await.map(TokioIo::new) }
+            async move { crate::sockets::connect_unix(&socket).await.map(TokioIo::new) }
         }))
         .await
         .map_err(|source| TransportError::Connect {
@@ -155,6 +155,18 @@ impl CmdClient {
     pub async fn kill(&mut self, request: VmiRequest) -> Result<(), TransportError> {
         let reply = self.inner.kill_virtual_machine(long(request)).await;
         check("KillVirtualMachine", reply)
+    }
+
+    /// `PauseVirtualMachine`.
+    pub async fn pause(&mut self, request: VmiRequest) -> Result<(), TransportError> {
+        let reply = self.inner.pause_virtual_machine(long(request)).await;
+        check("PauseVirtualMachine", reply)
+    }
+
+    /// `UnpauseVirtualMachine`.
+    pub async fn unpause(&mut self, request: VmiRequest) -> Result<(), TransportError> {
+        let reply = self.inner.unpause_virtual_machine(long(request)).await;
+        check("UnpauseVirtualMachine", reply)
     }
 
     /// `DeleteVirtualMachine`.

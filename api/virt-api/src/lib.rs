@@ -12,4 +12,4 @@ pub mod defaults;
 pub mod run;
 pub mod server;
 pub mod subresources;
-pub mod tls;
+pub use control_loop::tls;

@@ -1,6 +1,7 @@
-//! virt-api's TLS: a certificate and key from PEM files (the cluster's `kubevirt-virt-api-certs`
-//! secret), or a self-signed one made at start for local use. rustls with the ring provider only
-//! (deps.md P15).
+//! TLS for virt-api and virt-handler's console server: a certificate and key from PEM files (the
+//! cluster's certificate secrets), or a self-signed one made at start for local use; optionally
+//! requiring client certificates signed by a CA, as virt-handler requires of virt-api. rustls with
+//! the ring provider only (deps.md P15).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -85,6 +86,12 @@ pub fn install_crypto_provider() {
 
 /// Builds the server configuration. HTTP/1.1 only: websocket upgrades need it.
 pub fn server_tls(source: &CertSource) -> Result<ServerTls, TlsError> {
+    server_tls_verifying(source, None)
+}
+
+/// Like [`server_tls`], and when `client_ca` is given, every client must present a certificate
+/// signed by it.
+pub fn server_tls_verifying(source: &CertSource, client_ca: Option<&Path>) -> Result<ServerTls, TlsError> {
     install_crypto_provider();
     let (chain, key, cert_pem) = match source {
         CertSource::Files { cert, key } => {
@@ -105,9 +112,17 @@ pub fn server_tls(source: &CertSource) -> Result<ServerTls, TlsError> {
             (vec![made.cert.der().clone()], key, made.cert.pem())
         }
     };
-    let mut config = ServerConfig::builder()
-        .with_no_client_auth()
-        .with_single_cert(chain, key)?;
+    let builder = ServerConfig::builder();
+    let builder = match client_ca {
+        None => builder.with_no_client_auth(),
+        Some(ca) => {
+            let verifier = rustls::server::WebPkiClientVerifier::builder(Arc::new(roots(ca)?))
+                .build()
+                .map_err(|e| TlsError::Cert { path: ca.to_owned(), message: e.to_string() })?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder.with_single_cert(chain, key)?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(ServerTls {
         config: Arc::new(config),
@@ -115,17 +130,18 @@ pub fn server_tls(source: &CertSource) -> Result<ServerTls, TlsError> {
     })
 }
 
+fn roots(ca: &Path) -> Result<rustls::RootCertStore, TlsError> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in read_chain(ca)? {
+        roots.add(cert).map_err(|e| TlsError::Cert { path: ca.to_owned(), message: e.to_string() })?;
+    }
+    Ok(roots)
+}
+
 /// A client configuration that trusts the CA in `ca` and presents `client` (certificate, key).
 pub fn client_tls(ca: &Path, client: Option<(&Path, &Path)>) -> Result<Arc<rustls::ClientConfig>, TlsError> {
     install_crypto_provider();
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in read_chain(ca)? {
-        roots.add(cert).map_err(|e| TlsError::Cert {
-            path: ca.to_owned(),
-            message: e.to_string(),
-        })?;
-    }
-    let builder = rustls::ClientConfig::builder().with_root_certificates(roots);
+    let builder = rustls::ClientConfig::builder().with_root_certificates(roots(ca)?);
     let config = match client {
         Some((cert, key)) => {
             let chain = read_chain(cert)?;
