@@ -7,5 +7,5 @@
 
 pub mod http;
 pub mod process;
-pub mod workqueue;
 pub mod tls;
+pub mod workqueue;

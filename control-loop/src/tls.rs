@@ -118,7 +118,10 @@ pub fn server_tls_verifying(source: &CertSource, client_ca: Option<&Path>) -> Re
         Some(ca) => {
             let verifier = rustls::server::WebPkiClientVerifier::builder(Arc::new(roots(ca)?))
                 .build()
-                .map_err(|e| TlsError::Cert { path: ca.to_owned(), message: e.to_string() })?;
+                .map_err(|e| TlsError::Cert {
+                    path: ca.to_owned(),
+                    message: e.to_string(),
+                })?;
             builder.with_client_cert_verifier(verifier)
         }
     };
@@ -133,7 +136,10 @@ pub fn server_tls_verifying(source: &CertSource, client_ca: Option<&Path>) -> Re
 fn roots(ca: &Path) -> Result<rustls::RootCertStore, TlsError> {
     let mut roots = rustls::RootCertStore::empty();
     for cert in read_chain(ca)? {
-        roots.add(cert).map_err(|e| TlsError::Cert { path: ca.to_owned(), message: e.to_string() })?;
+        roots.add(cert).map_err(|e| TlsError::Cert {
+            path: ca.to_owned(),
+            message: e.to_string(),
+        })?;
     }
     Ok(roots)
 }

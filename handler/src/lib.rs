@@ -10,6 +10,7 @@
 
 pub mod clock;
 pub mod cluster_api;
+pub mod console_server;
 pub mod decide;
 pub mod heartbeat;
 pub mod launchers;

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
+use control_loop::tls::{CertSource, server_tls_verifying};
 use virt_handler::cluster_api::KubeClusterApi;
-use virt_handler::node::{NodeConfig, run};
+use virt_handler::node::{ConsoleServerConfig, NodeConfig, run};
 use virt_handler::reconciler::ReconcilerConfig;
 use virt_handler::runner::RunOptions;
 
@@ -32,9 +33,18 @@ struct Args {
     /// Launchers asked for statistics at once per scrape.
     #[arg(long, default_value_t = 3)]
     max_metric_requests: usize,
-    /// Console server port (accepted; no console server yet).
+    /// Port of the console server (pause, unpause and the serial console, for virt-api).
     #[arg(long, default_value_t = 8186)]
     console_server_port: u16,
+    /// The console server's certificate (PEM); without it and its key there is no console server.
+    #[arg(long, requires = "console_tls_key_file")]
+    console_tls_cert_file: Option<PathBuf>,
+    /// The console server's private key (PEM).
+    #[arg(long, requires = "console_tls_cert_file")]
+    console_tls_key_file: Option<PathBuf>,
+    /// CA whose client certificates (virt-api's) the console server accepts.
+    #[arg(long, requires = "console_tls_cert_file")]
+    console_client_ca_file: Option<PathBuf>,
     /// How long a stop may take (accepted; in-flight reconciles always finish).
     #[arg(long, default_value_t = 315)]
     graceful_shutdown_seconds: u64,
@@ -60,12 +70,37 @@ fn main() -> ExitCode {
     control_loop::process::main("virt-handler", args.verbosity, serve(args))
 }
 
+/// The console server's settings, when its certificate is given.
+fn console_config(args: &Args) -> anyhow::Result<Option<ConsoleServerConfig>> {
+    let (Some(cert), Some(key)) = (&args.console_tls_cert_file, &args.console_tls_key_file) else {
+        tracing::warn!(
+            "no console server: pause, unpause and console need --console-tls-cert-file and --console-tls-key-file"
+        );
+        return Ok(None);
+    };
+    let source = CertSource::Files {
+        cert: cert.clone(),
+        key: key.clone(),
+    };
+    let tls = server_tls_verifying(&source, args.console_client_ca_file.as_deref())?;
+    if args.console_client_ca_file.is_none() {
+        tracing::warn!("the console server accepts clients without a certificate: pass --console-client-ca-file");
+    }
+    let listen = SocketAddr::new(args.listen_address, args.console_server_port);
+    Ok(Some(ConsoleServerConfig {
+        listen,
+        tls: tls.config,
+    }))
+}
+
 async fn serve(args: Args) -> anyhow::Result<()> {
+    let console = console_config(&args)?;
     let client = kube::Client::try_default()
         .await
         .context("cannot reach the Kubernetes API (in-cluster config or KUBECONFIG)")?;
     let stop = control_loop::process::stop_on_signals().context("cannot watch SIGTERM")?;
     let config = NodeConfig {
+        console,
         reconciler: ReconcilerConfig::for_node(&args.hostname_override),
         node: args.hostname_override,
         share_dir: args.kubevirt_share_dir,

@@ -39,6 +39,17 @@ pub struct NodeConfig {
     pub run: RunOptions,
     /// Reconciler settings.
     pub reconciler: ReconcilerConfig,
+    /// The console server (pause, unpause, serial console for virt-api); `None` serves none.
+    pub console: Option<ConsoleServerConfig>,
+}
+
+/// Where and how the console server listens.
+#[derive(Clone, Debug)]
+pub struct ConsoleServerConfig {
+    /// Address and port (upstream's 8186).
+    pub listen: SocketAddr,
+    /// Its TLS, normally requiring virt-api's client certificate.
+    pub tls: Arc<rustls::ServerConfig>,
 }
 
 impl NodeConfig {
@@ -113,6 +124,15 @@ pub async fn run<C: ClusterApi + Clone>(config: NodeConfig, api: C, stop: Cancel
         launchers,
         SystemClock,
     ));
+    let console_listener = match &config.console {
+        Some(console) => Some(
+            std::net::TcpListener::bind(console.listen).map_err(|source| NodeError::Listen {
+                addr: console.listen,
+                source,
+            })?,
+        ),
+        None => None,
+    };
     let http = listener.map(|listener| {
         let endpoints = Arc::new(NodeEndpoints {
             reconciler: reconciler.clone(),
@@ -121,6 +141,20 @@ pub async fn run<C: ClusterApi + Clone>(config: NodeConfig, api: C, stop: Cancel
         });
         tokio::spawn(control_loop::http::serve(listener, endpoints, stop.clone()))
     });
+    let console = console_listener
+        .zip(config.console.as_ref())
+        .map(|(listener, console)| {
+            let state = Arc::new(crate::console_server::ConsoleState::new(
+                reconciler.clone(),
+                config.pods_dir.clone(),
+            ));
+            tokio::spawn(crate::console_server::serve(
+                listener,
+                console.tls.clone(),
+                state,
+                stop.clone(),
+            ))
+        });
     let heartbeat = {
         let (api, node, state, every, stop) = (
             api.clone(),
@@ -134,7 +168,7 @@ pub async fn run<C: ClusterApi + Clone>(config: NodeConfig, api: C, stop: Cancel
     info!(node = %config.node, notify = %notify_socket.display(), "virt-handler running");
     let vmis = api.watch_vmis(&config.node);
     crate::runner::run(reconciler, vmis, inputs, config.run, stop.clone()).await;
-    for task in [Some(notify), http].into_iter().flatten() {
+    for task in [Some(notify), http, console].into_iter().flatten() {
         if let Err(error) = task.await {
             warn!(error = %error, "a handler task failed");
         }

@@ -168,6 +168,13 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
         known.vmis.keys().chain(known.gone.keys()).cloned().collect()
     }
 
+    /// A VMI this handler knows, with its launcher socket once it has seen one.
+    pub fn lookup(&self, key: &str) -> Option<(Arc<VirtualMachineInstance>, Option<PathBuf>)> {
+        let known = self.known();
+        let vmi = known.vmis.get(key)?.clone();
+        Some((vmi, known.sockets.get(key).cloned()))
+    }
+
     /// What metrics are built from.
     pub fn node_view(&self) -> NodeView {
         let known = self.known();

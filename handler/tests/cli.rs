@@ -29,7 +29,36 @@ fn no_reachable_api_server_is_a_clear_error() {
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.starts_with("virt-handler: error: cannot reach the Kubernetes API"),
+        stderr.lines().any(|l| l.starts_with("virt-handler: error: cannot reach the Kubernetes API")),
         "{stderr}"
     );
+}
+
+#[test]
+fn an_unreadable_console_certificate_names_the_file() {
+    let output = handler()
+        .args(["--hostname-override", "node01", "--port", "0"])
+        .args([
+            "--console-tls-cert-file",
+            "/nonexistent/tls.crt",
+            "--console-tls-key-file",
+            "/nonexistent/tls.key",
+        ])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.starts_with("virt-handler: error: cannot read the TLS certificate /nonexistent/tls.crt"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_console_key_without_its_certificate_is_a_usage_error() {
+    let output = handler()
+        .args(["--hostname-override", "node01", "--console-tls-key-file", "/tmp/k"])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(2));
 }

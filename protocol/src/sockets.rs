@@ -44,7 +44,10 @@ pub async fn connect_unix(path: &Path) -> std::io::Result<tokio::net::UnixStream
         return tokio::net::UnixStream::connect(path).await;
     }
     let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "a socket path needs a directory and a name"));
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "a socket path needs a directory and a name",
+        ));
     };
     let dir = std::fs::File::open(dir)?;
     let short = PathBuf::from(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&dir))).join(name);

@@ -172,6 +172,18 @@ impl Launchers for FakeLaunchers {
         })
     }
 
+    async fn pause(&self, socket: &Path, _vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
+        self.command(socket, "pause", |domain| {
+            set(domain, DomainState::Paused, StateReason::User)
+        })
+    }
+
+    async fn unpause(&self, socket: &Path, _vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
+        self.command(socket, "unpause", |domain| {
+            set(domain, DomainState::Running, StateReason::Unknown)
+        })
+    }
+
     async fn delete(&self, socket: &Path, _vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
         let gone = {
             let mut fleet = self.fleet();

@@ -75,6 +75,18 @@ pub trait Launchers: Send + Sync + 'static {
         socket: &Path,
         vmi: &VirtualMachineInstance,
     ) -> impl Future<Output = Result<(), LauncherError>> + Send;
+    /// Pauses the guest.
+    fn pause(
+        &self,
+        socket: &Path,
+        vmi: &VirtualMachineInstance,
+    ) -> impl Future<Output = Result<(), LauncherError>> + Send;
+    /// Resumes the paused guest.
+    fn unpause(
+        &self,
+        socket: &Path,
+        vmi: &VirtualMachineInstance,
+    ) -> impl Future<Output = Result<(), LauncherError>> + Send;
     /// Undefines the stopped domain.
     fn delete(
         &self,

@@ -159,6 +159,16 @@ impl Launchers for SocketLaunchers {
         self.with_client(socket, async |mut c| c.kill(request).await).await
     }
 
+    async fn pause(&self, socket: &Path, vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
+        let request = vmi_request(vmi)?;
+        self.with_client(socket, async |mut c| c.pause(request).await).await
+    }
+
+    async fn unpause(&self, socket: &Path, vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
+        let request = vmi_request(vmi)?;
+        self.with_client(socket, async |mut c| c.unpause(request).await).await
+    }
+
     async fn delete(&self, socket: &Path, vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
         let request = vmi_request(vmi)?;
         self.with_client(socket, async |mut c| c.delete(request).await).await

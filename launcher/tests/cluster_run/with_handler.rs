@@ -17,18 +17,18 @@ use virt_handler::runner::RunOptions;
 
 use super::fixture::{PodDirs, Stopper, assert_stops_cleanly, processes_under, spawn_launcher, testguest, wait_until};
 
-const NODE: &str = "node01";
-const POD: &str = "pod1";
+pub(super) const NODE: &str = "node01";
+pub(super) const POD: &str = "pod1";
 
 /// One VMI's world: the kubelet pods directory with its launcher pod, and the handler's share dir.
-struct World {
-    root: tempfile::TempDir,
-    api: FakeClusterApi,
-    key: String,
+pub(super) struct World {
+    pub(super) root: tempfile::TempDir,
+    pub(super) api: FakeClusterApi,
+    pub(super) key: String,
 }
 
 impl World {
-    fn new(name: &str, uid: &str) -> (Self, PodDirs, VirtualMachineInstance) {
+    pub(super) fn new(name: &str, uid: &str) -> (Self, PodDirs, VirtualMachineInstance) {
         let root = tempfile::Builder::new()
             .prefix("kh")
             .tempdir_in("/tmp")
@@ -43,6 +43,10 @@ impl World {
         std::fs::create_dir_all(public.join("sockets")).expect("pod dirs");
         std::os::unix::fs::symlink(public.join("sockets"), empty_dirs.join("sockets")).expect("sockets");
         let dirs = PodDirs::new(root.path(), public);
+        // The private emptyDir as the handler sees it; the launcher writes it by a short path
+        // (QEMU's socket paths must fit a sockaddr_un).
+        std::fs::create_dir_all(&dirs.private).expect("private dir");
+        std::os::unix::fs::symlink(&dirs.private, empty_dirs.join("private")).expect("private");
         let mut vmi = testguest(name, uid);
         vmi.metadata
             .labels
@@ -60,11 +64,11 @@ impl World {
         (world, dirs, vmi)
     }
 
-    fn config(&self) -> NodeConfig {
+    pub(super) fn config(&self) -> NodeConfig {
         self.config_listening(None)
     }
 
-    fn config_listening(&self, listen: Option<std::net::SocketAddr>) -> NodeConfig {
+    pub(super) fn config_listening(&self, listen: Option<std::net::SocketAddr>) -> NodeConfig {
         NodeConfig {
             node: NODE.to_owned(),
             share_dir: self.root.path().join("h"),
@@ -75,15 +79,16 @@ impl World {
             heartbeat: Duration::from_secs(60),
             run: RunOptions::default(),
             reconciler: ReconcilerConfig::for_node(NODE),
+            console: None,
         }
     }
 
     /// Starts a handler; cancel the token and await the task to stop it.
-    fn start_handler(&self) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+    pub(super) fn start_handler(&self) -> (CancellationToken, tokio::task::JoinHandle<()>) {
         self.start_handler_with(self.config())
     }
 
-    fn start_handler_with(&self, config: NodeConfig) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+    pub(super) fn start_handler_with(&self, config: NodeConfig) -> (CancellationToken, tokio::task::JoinHandle<()>) {
         let stop = CancellationToken::new();
         let (api, token) = (self.api.clone(), stop.clone());
         let task = tokio::spawn(async move {
@@ -92,11 +97,11 @@ impl World {
         (stop, task)
     }
 
-    fn phase(&self) -> Option<Phase> {
+    pub(super) fn phase(&self) -> Option<Phase> {
         self.api.vmi(&self.key)?.status?.phase
     }
 
-    async fn wait_for_phase(&self, phase: Phase, timeout: Duration) -> VirtualMachineInstance {
+    pub(super) async fn wait_for_phase(&self, phase: Phase, timeout: Duration) -> VirtualMachineInstance {
         let begin = std::time::Instant::now();
         loop {
             if let Some(vmi) = self.api.vmi(&self.key).filter(|_| self.phase() == Some(phase)) {
@@ -112,7 +117,7 @@ impl World {
         }
     }
 
-    fn events(&self) -> Vec<String> {
+    pub(super) fn events(&self) -> Vec<String> {
         self.api
             .writes()
             .into_iter()
@@ -124,7 +129,7 @@ impl World {
             .collect()
     }
 
-    fn socket(&self) -> PathBuf {
+    pub(super) fn socket(&self) -> PathBuf {
         self.root
             .path()
             .join("pods")
@@ -133,7 +138,7 @@ impl World {
             .join(READY_SOCKET)
     }
 
-    fn notify_pipe(&self) -> PathBuf {
+    pub(super) fn notify_pipe(&self) -> PathBuf {
         self.root
             .path()
             .join("pods")
@@ -144,7 +149,7 @@ impl World {
 }
 
 /// A free local port (bound, read and released).
-fn free_port() -> std::net::SocketAddr {
+pub(super) fn free_port() -> std::net::SocketAddr {
     let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     probe.local_addr().expect("addr")
 }

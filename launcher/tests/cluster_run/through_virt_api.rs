@@ -1,0 +1,137 @@
+//! virt-api's node connection against a real virt-handler console server, launcher, libvirt and
+//! QEMU: mutual TLS with certificates from one CA, pause and unpause reaching the domain (the
+//! VMI's Paused condition comes and goes), and the serial console answering a shell command.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kubevirt_api::v1::VirtualMachineInstancePhase as Phase;
+use virt_api::cluster::{HandlerConnector, NodeConnector, NodeError, VmiAction};
+use virt_handler::node::ConsoleServerConfig;
+
+use super::fixture::{Stopper, assert_stops_cleanly, spawn_launcher, wait_until};
+use super::with_handler::{World, free_port};
+
+/// A CA, virt-handler's serving certificate (for the name `virt-handler`) and virt-api's client
+/// certificate, written as PEM files under `dir`.
+fn certificates(dir: &Path) {
+    let ca_key = rcgen::KeyPair::generate().expect("key");
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).expect("CA");
+    std::fs::write(dir.join("ca.crt"), ca.pem()).expect("write");
+    for (name, san) in [("server", "virt-handler"), ("client", "virt-api")] {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let cert = rcgen::CertificateParams::new(vec![san.to_owned()])
+            .expect("params")
+            .signed_by(&key, &ca)
+            .expect("sign");
+        std::fs::write(dir.join(format!("{name}.crt")), cert.pem()).expect("write");
+        std::fs::write(dir.join(format!("{name}.key")), key.serialize_pem()).expect("write");
+    }
+}
+
+fn paused(world: &World) -> bool {
+    world.api.vmi(&world.key).and_then(|v| v.status).is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.condition_type == "Paused" && c.status == "True")
+    })
+}
+
+#[tokio::test]
+async fn virt_api_pauses_unpauses_and_attaches_the_console_through_the_handler() {
+    let uid = "2e3f4a5b-6c7d-4e8f-9a0b-b1c2d3e4f5a6";
+    let (world, dirs, vmi) = World::new("remote", uid);
+    let launcher = spawn_launcher(&dirs, "remote", uid);
+    let _stopper = Stopper(launcher.id());
+    let certs = world.root.path().join("certs");
+    std::fs::create_dir_all(&certs).expect("certs dir");
+    certificates(&certs);
+    let tls = control_loop::tls::server_tls_verifying(
+        &control_loop::tls::CertSource::Files {
+            cert: certs.join("server.crt"),
+            key: certs.join("server.key"),
+        },
+        Some(&certs.join("ca.crt")),
+    )
+    .expect("server TLS");
+    let listen = free_port();
+    let mut config = world.config();
+    config.console = Some(ConsoleServerConfig {
+        listen,
+        tls: tls.config,
+    });
+    world.api.apply(vmi);
+    let (stop, handler) = world.start_handler_with(config);
+    world.wait_for_phase(Phase::Running, Duration::from_secs(120)).await;
+    let serial_log = dirs.private.join(uid).join("virt-serial0-log");
+    wait_until("the guest marker", Duration::from_secs(60), async || {
+        std::fs::read_to_string(&serial_log)
+            .ok()
+            .filter(|log| log.contains("KUBEVIRT-RS-GUEST-READY"))
+    })
+    .await;
+
+    let address = listen.ip().to_string();
+    let node = HandlerConnector::new(
+        listen.port(),
+        Some(&certs.join("ca.crt")),
+        Some((&certs.join("client.crt"), &certs.join("client.key"))),
+    )
+    .expect("client TLS");
+    node.vmi_action(&address, "default", "remote", VmiAction::Pause)
+        .await
+        .expect("pause");
+    wait_until("the Paused condition", Duration::from_secs(10), async || {
+        paused(&world).then_some(())
+    })
+    .await;
+    node.vmi_action(&address, "default", "remote", VmiAction::Unpause)
+        .await
+        .expect("unpause");
+    wait_until("the Paused condition gone", Duration::from_secs(10), async || {
+        (!paused(&world)).then_some(())
+    })
+    .await;
+
+    // A client without virt-api's certificate is turned away at the handshake.
+    let anonymous = HandlerConnector::new(listen.port(), Some(&certs.join("ca.crt")), None).expect("client TLS");
+    let refused = anonymous
+        .vmi_action(&address, "default", "remote", VmiAction::Pause)
+        .await;
+    assert!(matches!(refused, Err(NodeError::Unreachable { .. })), "{refused:?}");
+    assert!(!paused(&world));
+    let unknown = node.vmi_action(&address, "default", "ghost", VmiAction::Pause).await;
+    assert!(
+        matches!(unknown, Err(NodeError::Refused { code: 404, .. })),
+        "{unknown:?}"
+    );
+
+    let mut console = node.console(&address, "default", "remote").await.expect("console");
+    console
+        .to_guest
+        .send(b"echo CONSOLE-$((6*7))\r".to_vec())
+        .await
+        .expect("keystrokes");
+    let seen = Arc::new(std::sync::Mutex::new(String::new()));
+    wait_until(
+        "the shell's answer on the console",
+        Duration::from_secs(15),
+        async || {
+            while let Ok(Some(bytes)) =
+                tokio::time::timeout(Duration::from_millis(100), console.from_guest.recv()).await
+            {
+                seen.lock().expect("lock").push_str(&String::from_utf8_lossy(&bytes));
+            }
+            seen.lock().expect("lock").contains("CONSOLE-42").then_some(())
+        },
+    )
+    .await;
+    drop(console);
+
+    stop.cancel();
+    handler.await.expect("handler stopped");
+    assert_stops_cleanly(launcher, world.root.path(), &world.socket());
+}
