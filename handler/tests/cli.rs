@@ -29,7 +29,9 @@ fn no_reachable_api_server_is_a_clear_error() {
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.lines().any(|l| l.starts_with("virt-handler: error: cannot reach the Kubernetes API")),
+        stderr
+            .lines()
+            .any(|l| l.starts_with("virt-handler: error: cannot reach the Kubernetes API")),
         "{stderr}"
     );
 }

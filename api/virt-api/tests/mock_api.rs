@@ -1,0 +1,272 @@
+//! The subresource routes over the real kube adapter and a mock API server (tower-test): every
+//! request virt-api sends is asserted (method, path with query, content type and body), and the
+//! API server's answers (404, a failed JSON-patch test) become upstream's codes.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use axum::body::Body as AxumBody;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::BodyExt as _;
+use kube::client::Body;
+use kubevirt_api::clock::ManualClock;
+use kubevirt_api::v1::ClusterConfig;
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+use tower::ServiceExt as _;
+use virt_api::admission::AdmissionContext;
+use virt_api::cluster::{FakeNodeConnector, KubeSubresourceCluster, VmiAction};
+use virt_api::server::{AppState, router};
+
+/// One request the mock API server received.
+#[derive(Debug, PartialEq)]
+struct Seen {
+    method: String,
+    path: String,
+    content_type: String,
+    body: Value,
+}
+
+type Log = Arc<Mutex<Vec<Seen>>>;
+
+fn seen(method: &str, path: &str, content_type: &str, body: Value) -> Seen {
+    Seen {
+        method: method.to_owned(),
+        path: path.to_owned(),
+        content_type: content_type.to_owned(),
+        body,
+    }
+}
+
+/// A kube client on a mock server that answers with `answers` in order, and the log.
+fn api_server(answers: Vec<(u16, Value)>) -> (kube::Client, Log) {
+    let mut answers: VecDeque<(u16, Value)> = answers.into();
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let log: Log = Arc::default();
+    let record = log.clone();
+    tokio::spawn(async move {
+        while let Some((request, respond)) = handle.next_request().await {
+            let method = request.method().to_string();
+            let path = request
+                .uri()
+                .path_and_query()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            let content_type = request
+                .headers()
+                .get(http::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned();
+            let bytes = request.into_body().collect_bytes().await.expect("body");
+            let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            record.lock().expect("log").push(Seen {
+                method,
+                path,
+                content_type,
+                body,
+            });
+            let (code, answer) = answers
+                .pop_front()
+                .unwrap_or((500, json!({"message": "unexpected request"})));
+            respond.send_response(
+                Response::builder()
+                    .status(code)
+                    .body(Body::from(serde_json::to_vec(&answer).expect("answer")))
+                    .expect("response"),
+            );
+        }
+    });
+    (kube::Client::new(service, "default"), log)
+}
+
+fn not_found(kind: &str) -> (u16, Value) {
+    (
+        404,
+        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404,
+                 "message": format!("{kind} \"vm\" not found")}),
+    )
+}
+
+fn vm(strategy: &str) -> Value {
+    json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+           "metadata": {"name": "vm", "namespace": "default", "uid": "vm-uid"},
+           "spec": {"runStrategy": strategy, "template": {"spec": {"domain": {"devices": {}}}}}})
+}
+
+fn vmi(phase: &str) -> Value {
+    json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+           "metadata": {"name": "vm", "namespace": "default", "uid": "vmi-uid"},
+           "spec": {"domain": {"devices": {}}}, "status": {"phase": phase, "nodeName": "node1"}})
+}
+
+type State = AppState<KubeSubresourceCluster, FakeNodeConnector>;
+
+fn app(client: kube::Client) -> Arc<State> {
+    let context = AdmissionContext {
+        config: ClusterConfig::default(),
+        install_namespace: "kubevirt".to_owned(),
+    };
+    let clock = Arc::new(ManualClock::new("2026-11-22T00:00:00Z".parse().expect("time")));
+    let state = Arc::new(AppState::new(
+        context,
+        clock,
+        Arc::new(FakeNodeConnector::default()),
+        "none",
+    ));
+    state.set_cluster(Arc::new(KubeSubresourceCluster::new(client, "kubevirt".to_owned())));
+    state
+}
+
+async fn put(state: &Arc<State>, path: &str, body: &str) -> (StatusCode, Value) {
+    let request = Request::builder()
+        .method(Method::PUT)
+        .uri(path)
+        .body(AxumBody::from(body.to_owned()))
+        .expect("request");
+    let response = router(state.clone()).oneshot(request).await.expect("infallible");
+    let code = response.status();
+    let bytes = response.into_body().collect().await.expect("body").to_bytes();
+    (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+}
+
+const VMS: &str = "/apis/kubevirt.io/v1/namespaces/default/virtualmachines/vm";
+const VMIS: &str = "/apis/kubevirt.io/v1/namespaces/default/virtualmachineinstances/vm";
+const SUB: &str = "/apis/subresources.kubevirt.io/v1/namespaces/default";
+const JSON_PATCH: &str = "application/json-patch+json";
+
+#[tokio::test]
+async fn start_reads_the_vm_and_its_vmi_then_patches_the_run_strategy() {
+    let (client, log) = api_server(vec![
+        (200, vm("Halted")),
+        not_found("virtualmachineinstances.kubevirt.io"),
+        (200, vm("Always")),
+    ]);
+    let state = app(client);
+    let (code, _) = put(&state, &format!("{SUB}/virtualmachines/vm/start"), "").await;
+    assert_eq!(code, StatusCode::ACCEPTED);
+    assert_eq!(
+        *log.lock().expect("log"),
+        [
+            seen("GET", VMS, "", Value::Null),
+            seen("GET", VMIS, "", Value::Null),
+            seen(
+                "PATCH",
+                &format!("{VMS}?"),
+                JSON_PATCH,
+                json!([
+                    {"op": "test", "path": "/spec/runStrategy", "value": "Halted"},
+                    {"op": "replace", "path": "/spec/runStrategy", "value": "Always"}
+                ])
+            ),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn stop_of_a_manual_vm_patches_its_status_and_a_dry_run_says_so() {
+    let (client, log) = api_server(vec![(200, vm("Manual")), (200, vmi("Running")), (200, vm("Manual"))]);
+    let state = app(client);
+    let (code, _) = put(
+        &state,
+        &format!("{SUB}/virtualmachines/vm/stop"),
+        r#"{"dryRun": ["All"]}"#,
+    )
+    .await;
+    assert_eq!(code, StatusCode::ACCEPTED);
+    let log = log.lock().expect("log");
+    assert_eq!(
+        log[2],
+        seen(
+            "PATCH",
+            &format!("{VMS}/status?&dryRun=All"),
+            JSON_PATCH,
+            json!([{"op": "add", "path": "/status", "value": {"stateChangeRequests": [{"action": "Stop", "uid": "vmi-uid"}]}}])
+        )
+    );
+}
+
+#[tokio::test]
+async fn a_forced_restart_deletes_the_running_launcher_pod() {
+    let pods = json!({"apiVersion": "v1", "kind": "PodList", "metadata": {},
+                      "items": [{"metadata": {"name": "virt-launcher-vm-abcde", "namespace": "default"}}]});
+    let (client, log) = api_server(vec![
+        (200, vm("Always")),
+        (200, vmi("Running")),
+        (200, vm("Always")),
+        (200, pods),
+        (
+            200,
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "virt-launcher-vm-abcde"}}),
+        ),
+    ]);
+    let state = app(client);
+    let (code, body) = put(
+        &state,
+        &format!("{SUB}/virtualmachines/vm/restart"),
+        r#"{"gracePeriodSeconds": 0}"#,
+    )
+    .await;
+    assert_eq!(code, StatusCode::ACCEPTED, "{body}");
+    let log = log.lock().expect("log");
+    assert_eq!(log.len(), 5);
+    assert_eq!(
+        log[3].path,
+        "/api/v1/namespaces/default/pods?&fieldSelector=status.phase%3D%3DRunning&labelSelector=kubevirt.io%3Dvirt-launcher%2Ckubevirt.io%2Fcreated-by%3Dvmi-uid"
+    );
+    assert_eq!(log[4].method, "DELETE");
+    assert_eq!(log[4].path, "/api/v1/namespaces/default/pods/virt-launcher-vm-abcde?");
+    assert_eq!(log[4].body, json!({"gracePeriodSeconds": 1}));
+}
+
+#[tokio::test]
+async fn a_failed_patch_test_is_a_conflict_and_a_missing_vm_is_404() {
+    let rejected = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 422, "reason": "Invalid",
+        "message": "the server rejected our request due to an error in our request: jsonpatch test operation does not apply"});
+    let (client, _) = api_server(vec![
+        (200, vm("Halted")),
+        not_found("virtualmachineinstances.kubevirt.io"),
+        (422, rejected),
+    ]);
+    let state = app(client);
+    let (code, body) = put(&state, &format!("{SUB}/virtualmachines/vm/start"), "").await;
+    assert_eq!(code, StatusCode::CONFLICT);
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("test operation does not apply"),
+        "{body}"
+    );
+
+    let (client, _) = api_server(vec![not_found("virtualmachines.kubevirt.io")]);
+    let state = app(client);
+    let (code, body) = put(&state, &format!("{SUB}/virtualmachines/vm/stop"), "").await;
+    assert_eq!(
+        (code, body["message"].as_str()),
+        (
+            StatusCode::NOT_FOUND,
+            Some("virtualmachine.kubevirt.io \"vm\" not found")
+        )
+    );
+}
+
+#[tokio::test]
+async fn pause_finds_the_nodes_handler_pod() {
+    let handlers = json!({"apiVersion": "v1", "kind": "PodList", "metadata": {},
+                          "items": [{"metadata": {"name": "virt-handler-x"}, "status": {"podIP": "10.1.2.3"}}]});
+    let (client, log) = api_server(vec![(200, vmi("Running")), (200, handlers)]);
+    let state = app(client);
+    let (code, _) = put(&state, &format!("{SUB}/virtualmachineinstances/vm/pause"), "").await;
+    assert_eq!(code, StatusCode::ACCEPTED);
+    let log = log.lock().expect("log");
+    assert_eq!(log[0], seen("GET", VMIS, "", Value::Null));
+    assert_eq!(
+        log[1].path,
+        "/api/v1/namespaces/kubevirt/pods?&fieldSelector=spec.nodeName%3Dnode1&labelSelector=kubevirt.io%3Dvirt-handler"
+    );
+    assert_eq!(
+        state.node.calls(),
+        [("10.1.2.3".to_owned(), "default/vm".to_owned(), VmiAction::Pause)]
+    );
+}
