@@ -92,6 +92,17 @@ pub fn server_tls(source: &CertSource) -> Result<ServerTls, TlsError> {
 /// Like [`server_tls`], and when `client_ca` is given, every client must present a certificate
 /// signed by it.
 pub fn server_tls_verifying(source: &CertSource, client_ca: Option<&Path>) -> Result<ServerTls, TlsError> {
+    build_server_tls(source, client_ca, true)
+}
+
+/// Like [`server_tls`], and when `client_ca` is given, a client may present a certificate, which
+/// must then be signed by it (Go's `VerifyClientCertIfGiven`): the caller learns from the
+/// connection whether one was presented.
+pub fn server_tls_verifying_optional(source: &CertSource, client_ca: Option<&Path>) -> Result<ServerTls, TlsError> {
+    build_server_tls(source, client_ca, false)
+}
+
+fn build_server_tls(source: &CertSource, client_ca: Option<&Path>, required: bool) -> Result<ServerTls, TlsError> {
     install_crypto_provider();
     let (chain, key, cert_pem) = match source {
         CertSource::Files { cert, key } => {
@@ -116,12 +127,16 @@ pub fn server_tls_verifying(source: &CertSource, client_ca: Option<&Path>) -> Re
     let builder = match client_ca {
         None => builder.with_no_client_auth(),
         Some(ca) => {
-            let verifier = rustls::server::WebPkiClientVerifier::builder(Arc::new(roots(ca)?))
-                .build()
-                .map_err(|e| TlsError::Cert {
-                    path: ca.to_owned(),
-                    message: e.to_string(),
-                })?;
+            let verifier = rustls::server::WebPkiClientVerifier::builder(Arc::new(roots(ca)?));
+            let verifier = if required {
+                verifier
+            } else {
+                verifier.allow_unauthenticated()
+            };
+            let verifier = verifier.build().map_err(|e| TlsError::Cert {
+                path: ca.to_owned(),
+                message: e.to_string(),
+            })?;
             builder.with_client_cert_verifier(verifier)
         }
     };

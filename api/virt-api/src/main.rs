@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use virt_api::cluster::HandlerConnector;
 use virt_api::run::{ApiConfig, run};
+use virt_api::subresources::authorize::Authentication;
 use virt_api::tls::CertSource;
 
 /// virt-api's flags.
@@ -44,6 +45,14 @@ struct Args {
     /// The client certificate's key (PEM).
     #[arg(long, requires = "handler_client_cert_file")]
     handler_client_key_file: Option<PathBuf>,
+    /// The aggregation layer's request-header CA (the `requestheader-client-ca-file` of the
+    /// `kube-system/extension-apiserver-authentication` ConfigMap): subresource callers must
+    /// present a certificate it signed, and a SubjectAccessReview decides for their user.
+    #[arg(long, conflicts_with = "disable_authorization")]
+    requestheader_client_ca_file: Option<PathBuf>,
+    /// Serve the subresources to anyone, without authentication (local use only).
+    #[arg(long)]
+    disable_authorization: bool,
     /// Log verbosity (upstream's `-v`); `RUST_LOG` overrides it.
     #[arg(short = 'v', default_value_t = 2)]
     verbosity: u8,
@@ -74,15 +83,20 @@ async fn serve(args: Args) -> anyhow::Result<()> {
             .zip(args.handler_client_key_file.as_deref()),
     )?;
     let stop = control_loop::process::stop_on_signals()?;
-    run(
-        ApiConfig {
-            listen: args.listen,
-            cert,
-            install_namespace: args.install_namespace,
-            node,
-        },
-        stop,
-    )
-    .await?;
+    let authentication = if args.disable_authorization {
+        tracing::warn!("subresource requests are not authenticated: --disable-authorization is for local use only");
+        Authentication::Disabled
+    } else {
+        Authentication::FrontProxy
+    };
+    let config = ApiConfig {
+        listen: args.listen,
+        cert,
+        install_namespace: args.install_namespace,
+        node,
+        requestheader_ca: args.requestheader_client_ca_file,
+        authentication,
+    };
+    run(config, stop).await?;
     Ok(())
 }

@@ -16,7 +16,8 @@ use tokio_util::sync::CancellationToken;
 use crate::admission::AdmissionContext;
 use crate::cluster::{HandlerConnector, KubeSubresourceCluster};
 use crate::server::{AppState, router, serve};
-use crate::tls::{CertSource, server_tls};
+use crate::subresources::authorize::Authentication;
+use crate::tls::{CertSource, server_tls_verifying_optional};
 
 /// How virt-api runs.
 #[derive(Clone, Debug)]
@@ -29,6 +30,11 @@ pub struct ApiConfig {
     pub install_namespace: String,
     /// How virt-api reaches the handlers.
     pub node: HandlerConnector,
+    /// The aggregation layer's request-header CA; subresource callers must present a certificate
+    /// it signed. `None` with `authentication: Disabled` is for local use only.
+    pub requestheader_ca: Option<std::path::PathBuf>,
+    /// Whether subresource requests are authenticated and authorized.
+    pub authentication: Authentication,
 }
 
 /// Why virt-api could not start.
@@ -54,7 +60,7 @@ type KubeState = AppState<KubeSubresourceCluster, HandlerConnector>;
 
 /// Serves until `stop` is cancelled.
 pub async fn run(config: ApiConfig, stop: CancellationToken) -> Result<(), RunError> {
-    let tls = server_tls(&config.cert)?;
+    let tls = server_tls_verifying_optional(&config.cert, config.requestheader_ca.as_deref())?;
     let listener = std::net::TcpListener::bind(config.listen).map_err(|source| RunError::Listen {
         address: config.listen,
         source,
@@ -65,6 +71,7 @@ pub async fn run(config: ApiConfig, stop: CancellationToken) -> Result<(), RunEr
     };
     let state: Arc<KubeState> = Arc::new(AppState::new(
         context,
+        config.authentication,
         Arc::new(SystemClock),
         Arc::new(config.node.clone()),
         "connecting",

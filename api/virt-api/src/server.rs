@@ -11,16 +11,20 @@ use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
+use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
 use kubevirt_api::clock::Clock;
 use tokio_util::sync::CancellationToken;
 
 use crate::admission::{self, AdmissionContext, Webhook};
 use crate::cluster::{NodeConnector, SubresourceCluster};
+use crate::subresources::authorize::{Authentication, PeerCertificate};
 use crate::subresources::{ApiStatus, discovery, routes};
 
 /// Everything the handlers share.
 pub struct AppState<C, N> {
     admission: RwLock<AdmissionContext>,
+    /// How subresource requests are authenticated.
+    pub authentication: Authentication,
     clock: Arc<dyn Clock>,
     cluster: RwLock<Result<Arc<C>, String>>,
     /// The node connection for pause, unpause and console.
@@ -35,9 +39,16 @@ impl<C, N> std::fmt::Debug for AppState<C, N> {
 
 impl<C: SubresourceCluster, N: NodeConnector> AppState<C, N> {
     /// A state with no cluster yet; `why` says so in every 503.
-    pub fn new(admission: AdmissionContext, clock: Arc<dyn Clock>, node: Arc<N>, why: &str) -> Self {
+    pub fn new(
+        admission: AdmissionContext,
+        authentication: Authentication,
+        clock: Arc<dyn Clock>,
+        node: Arc<N>,
+        why: &str,
+    ) -> Self {
         Self {
             admission: RwLock::new(admission),
+            authentication,
             clock,
             cluster: RwLock::new(Err(why.to_owned())),
             node,
@@ -162,8 +173,36 @@ pub async fn serve(
         stop.cancelled().await;
         shutdown.graceful_shutdown(Some(std::time::Duration::from_secs(5)));
     });
-    axum_server::from_tcp_rustls(listener, axum_server::tls_rustls::RustlsConfig::from_config(tls))?
+    let acceptor = PeerAcceptor(RustlsAcceptor::new(RustlsConfig::from_config(tls)));
+    axum_server::from_tcp(listener)?
+        .acceptor(acceptor)
         .handle(handle)
         .serve(app.into_make_service())
         .await
+}
+
+/// The TLS acceptor that tells each request whether its client presented a verified certificate.
+#[derive(Clone, Debug)]
+struct PeerAcceptor(RustlsAcceptor);
+
+impl<I, S> axum_server::accept::Accept<I, S> for PeerAcceptor
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    S: Send + 'static,
+{
+    type Stream = tokio_rustls::server::TlsStream<I>;
+    type Service = axum::middleware::AddExtension<S, PeerCertificate>;
+    type Future = futures::future::BoxFuture<'static, std::io::Result<(Self::Stream, Self::Service)>>;
+
+    fn accept(&self, stream: I, service: S) -> Self::Future {
+        let acceptor = self.0.clone();
+        Box::pin(async move {
+            let (stream, service) = acceptor.accept(stream, service).await?;
+            let presented = stream.get_ref().1.peer_certificates().is_some_and(|c| !c.is_empty());
+            Ok((
+                stream,
+                tower::Layer::layer(&axum::Extension(PeerCertificate(presented)), service),
+            ))
+        })
+    }
 }

@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use virt_api::admission::AdmissionContext;
 use virt_api::cluster::{FAKE_CONSOLE_BANNER, FakeNodeConnector, FakeSubresourceCluster};
 use virt_api::server::{AppState, router, serve};
+use virt_api::subresources::authorize::Authentication;
 use virt_api::tls::{CertSource, server_tls};
 
 struct Server {
@@ -39,6 +40,7 @@ fn start() -> Server {
     let clock = Arc::new(ManualClock::new("2026-11-22T00:00:00Z".parse().expect("time")));
     let state = Arc::new(AppState::new(
         context,
+        Authentication::Disabled,
         clock,
         Arc::new(FakeNodeConnector::default()),
         "none",

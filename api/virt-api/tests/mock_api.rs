@@ -17,6 +17,7 @@ use tower::ServiceExt as _;
 use virt_api::admission::AdmissionContext;
 use virt_api::cluster::{FakeNodeConnector, KubeSubresourceCluster, VmiAction};
 use virt_api::server::{AppState, router};
+use virt_api::subresources::authorize::{Authentication, PeerCertificate};
 
 /// One request the mock API server received.
 #[derive(Debug, PartialEq)]
@@ -110,6 +111,7 @@ fn app(client: kube::Client) -> Arc<State> {
     let clock = Arc::new(ManualClock::new("2026-11-22T00:00:00Z".parse().expect("time")));
     let state = Arc::new(AppState::new(
         context,
+        Authentication::Disabled,
         clock,
         Arc::new(FakeNodeConnector::default()),
         "none",
@@ -268,5 +270,45 @@ async fn pause_finds_the_nodes_handler_pod() {
     assert_eq!(
         state.node.calls(),
         [("10.1.2.3".to_owned(), "default/vm".to_owned(), VmiAction::Pause)]
+    );
+}
+
+#[tokio::test]
+async fn authorization_asks_the_api_server_with_a_subject_access_review() {
+    let allowed = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": {},
+                         "status": {"allowed": false, "reason": "no RBAC policy matched"}});
+    let (client, log) = api_server(vec![(201, allowed)]);
+    let context = AdmissionContext {
+        config: ClusterConfig::default(),
+        install_namespace: "kubevirt".to_owned(),
+    };
+    let clock = Arc::new(ManualClock::new("2026-11-22T00:00:00Z".parse().expect("time")));
+    let state: Arc<State> = Arc::new(AppState::new(
+        context,
+        Authentication::FrontProxy,
+        clock,
+        Arc::new(FakeNodeConnector::default()),
+        "none",
+    ));
+    state.set_cluster(Arc::new(KubeSubresourceCluster::new(client, "kubevirt".to_owned())));
+    let mut request = Request::builder()
+        .method(Method::PUT)
+        .uri(format!("{SUB}/virtualmachines/vm/stop"))
+        .header("X-Remote-User", "bob")
+        .header("X-Remote-Group", "system:authenticated")
+        .body(AxumBody::empty())
+        .expect("request");
+    request.extensions_mut().insert(PeerCertificate(true));
+    let response = router(state).oneshot(request).await.expect("infallible");
+    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+    let log = log.lock().expect("log");
+    assert_eq!(log.len(), 1, "nothing is read before the caller is authorized");
+    assert_eq!(log[0].method, "POST");
+    assert_eq!(log[0].path, "/apis/authorization.k8s.io/v1/subjectaccessreviews?");
+    assert_eq!(
+        log[0].body["spec"],
+        json!({"user": "bob", "groups": ["system:authenticated"], "extra": {},
+               "resourceAttributes": {"namespace": "default", "verb": "update", "group": "subresources.kubevirt.io",
+                   "version": "v1", "resource": "virtualmachines", "subresource": "stop", "name": "vm"}})
     );
 }

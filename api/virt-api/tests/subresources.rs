@@ -15,6 +15,7 @@ use tower::ServiceExt as _;
 use virt_api::admission::AdmissionContext;
 use virt_api::cluster::{FakeNodeConnector, FakeSubresourceCluster, PatchTarget, Recorded, VmiAction};
 use virt_api::server::{AppState, router};
+use virt_api::subresources::authorize::Authentication;
 
 type State = AppState<FakeSubresourceCluster, FakeNodeConnector>;
 
@@ -31,6 +32,7 @@ fn harness() -> Harness {
     let clock = Arc::new(ManualClock::new("2026-11-22T00:00:00Z".parse().expect("time")));
     let state = Arc::new(AppState::new(
         context,
+        Authentication::Disabled,
         clock,
         Arc::new(FakeNodeConnector::default()),
         "not yet",
@@ -434,6 +436,7 @@ async fn without_a_cluster_the_subresources_answer_503_and_discovery_still_works
     let clock = Arc::new(ManualClock::new("2026-11-22T00:00:00Z".parse().expect("time")));
     let state: Arc<State> = Arc::new(AppState::new(
         context,
+        Authentication::Disabled,
         clock,
         Arc::new(FakeNodeConnector::default()),
         "no kubeconfig",

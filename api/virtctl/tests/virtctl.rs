@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use virt_api::admission::AdmissionContext;
 use virt_api::cluster::{FAKE_CONSOLE_BANNER, FakeNodeConnector, FakeSubresourceCluster, VmiAction};
 use virt_api::server::{AppState, router, serve};
+use virt_api::subresources::authorize::Authentication;
 use virt_api::tls::{CertSource, server_tls};
 
 struct Fixture {
@@ -36,6 +37,7 @@ fn fixture() -> Fixture {
     let clock = Arc::new(ManualClock::new("2026-11-22T00:00:00Z".parse().expect("time")));
     let state = Arc::new(AppState::new(
         context,
+        Authentication::Disabled,
         clock,
         Arc::new(FakeNodeConnector::default()),
         "none",

@@ -39,6 +39,8 @@ struct State {
     vmis: BTreeMap<String, Value>,
     handlers: BTreeMap<String, String>,
     writes: Vec<Recorded>,
+    denied_users: Vec<String>,
+    reviews: Vec<Value>,
 }
 
 /// The fake API server.
@@ -117,6 +119,17 @@ impl FakeSubresourceCluster {
         self.lock().handlers.insert(node.to_owned(), address.to_owned());
     }
 
+    /// SubjectAccessReviews for `user` are denied from now on.
+    pub fn deny_user(&self, user: &str) {
+        self.lock().denied_users.push(user.to_owned());
+    }
+
+    /// Every SubjectAccessReview spec asked, in order.
+    #[must_use]
+    pub fn reviews(&self) -> Vec<Value> {
+        self.lock().reviews.clone()
+    }
+
     /// The stored VM, as JSON.
     #[must_use]
     pub fn vm(&self, ns: &str, name: &str) -> Option<Value> {
@@ -188,6 +201,17 @@ impl SubresourceCluster for FakeSubresourceCluster {
             dry_run,
         });
         Ok(())
+    }
+
+    async fn review_access(&self, spec: &Value) -> Result<Result<(), String>, ClusterError> {
+        let mut state = self.lock();
+        state.reviews.push(spec.clone());
+        let user = spec["user"].as_str().unwrap_or_default();
+        Ok(if state.denied_users.iter().any(|u| u == user) {
+            Err(format!("{user} may not"))
+        } else {
+            Ok(())
+        })
     }
 
     async fn handler_address(&self, node: &str) -> Result<Option<String>, ClusterError> {

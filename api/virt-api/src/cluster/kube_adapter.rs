@@ -1,5 +1,6 @@
 //! [`SubresourceCluster`] over kube-rs.
 
+use k8s_openapi::api::authorization::v1::SubjectAccessReview;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kubevirt_api::v1::{VirtualMachine, VirtualMachineInstance};
@@ -118,6 +119,24 @@ impl SubresourceCluster for KubeSubresourceCluster {
             Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
             Err(e) => Err(failed(&format!("delete pod {ns}/{name}"), &e)),
         }
+    }
+
+    async fn review_access(&self, spec: &Value) -> Result<Result<(), String>, ClusterError> {
+        let review: SubjectAccessReview = serde_json::from_value(serde_json::json!({
+            "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec
+        }))
+        .map_err(|e| ClusterError::Failed(format!("bad SubjectAccessReview: {e}")))?;
+        let api: Api<SubjectAccessReview> = Api::all(self.client.clone());
+        let answer = api
+            .create(&kube::api::PostParams::default(), &review)
+            .await
+            .map_err(|e| failed("create a SubjectAccessReview", &e))?;
+        let status = answer.status.unwrap_or_default();
+        Ok(if status.allowed {
+            Ok(())
+        } else {
+            Err(status.reason.unwrap_or_default())
+        })
     }
 
     async fn handler_address(&self, node: &str) -> Result<Option<String>, ClusterError> {

@@ -65,6 +65,8 @@ pub trait SubresourceCluster: Send + Sync + 'static {
         vmi_uid: &str,
         dry_run: bool,
     ) -> impl Future<Output = Result<(), ClusterError>> + Send;
+    /// Asks the API server whether the SubjectAccessReview `spec` is allowed; the reason when not.
+    fn review_access(&self, spec: &Value) -> impl Future<Output = Result<Result<(), String>, ClusterError>> + Send;
     /// The pod IP of the virt-handler on `node`, when one runs there.
     fn handler_address(&self, node: &str) -> impl Future<Output = Result<Option<String>, ClusterError>> + Send;
 }

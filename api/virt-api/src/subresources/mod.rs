@@ -1,6 +1,7 @@
 //! The `subresources.kubevirt.io` API: discovery, and the start, stop, restart, pause, unpause and
 //! console subresources. [`lifecycle`] decides, [`routes`] reads and writes through the traits.
 
+pub mod authorize;
 pub mod discovery;
 pub mod lifecycle;
 pub(crate) mod routes;

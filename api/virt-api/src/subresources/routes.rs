@@ -6,11 +6,12 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use kubevirt_api::v1::{PauseOptions, RestartOptions, StartOptions, StopOptions, is_dry_run};
 use serde::de::DeserializeOwned;
 
+use super::authorize::{self, Authentication, PeerCertificate};
 use super::discovery::VERSIONS;
 use super::lifecycle::{self, Plan};
 use super::status::{ApiStatus, VM, VMI};
@@ -93,13 +94,61 @@ async fn execute<C: SubresourceCluster>(
     Ok(())
 }
 
+/// What authorization looks at in a request.
+pub(crate) struct Caller {
+    method: Method,
+    path: String,
+    headers: HeaderMap,
+    peer: bool,
+}
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Caller {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut http::request::Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(Self {
+            method: parts.method.clone(),
+            path: parts.uri.path().to_owned(),
+            headers: parts.headers.clone(),
+            peer: parts.extensions.get::<PeerCertificate>().is_some_and(|p| p.0),
+        })
+    }
+}
+
+/// Authenticates and authorizes a subresource request (401 when refused, as upstream).
+async fn authorize<C: SubresourceCluster, N: NodeConnector>(
+    state: &AppState<C, N>,
+    cluster: &C,
+    caller: &Caller,
+) -> Result<(), ApiStatus> {
+    if state.authentication == Authentication::Disabled || authorize::needs_no_authorization(&caller.path) {
+        return Ok(());
+    }
+    let unauthorized = |reason: String| ApiStatus {
+        code: 401,
+        reason: "Unauthorized",
+        message: format!("unauthorized: {reason}"),
+        details: None,
+    };
+    if !caller.peer {
+        return Err(unauthorized("request is not authenticated".to_owned()));
+    }
+    let spec = authorize::review_spec(&caller.method, &caller.path, &caller.headers).map_err(unauthorized)?;
+    match cluster.review_access(&spec).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(reason)) => Err(unauthorized(reason)),
+        Err(e) => Err(ApiStatus::internal(&e)),
+    }
+}
+
 /// `PUT /apis/subresources.kubevirt.io/{version}/namespaces/{ns}/virtualmachines/{name}/{action}`.
 pub(crate) async fn vm_action<C: SubresourceCluster, N: NodeConnector>(
     State(state): State<Arc<AppState<C, N>>>,
     Path((version, ns, name, action)): Path<(String, String, String, String)>,
+    caller: Caller,
     body: Bytes,
 ) -> Response {
-    match vm_action_inner(&state, &version, &ns, &name, &action, &body).await {
+    match vm_action_inner(&state, &caller, &version, &ns, &name, &action, &body).await {
         Ok(()) => StatusCode::ACCEPTED.into_response(),
         Err(status) => status.into_response(),
     }
@@ -114,6 +163,7 @@ enum Options {
 
 async fn vm_action_inner<C: SubresourceCluster, N: NodeConnector>(
     state: &AppState<C, N>,
+    caller: &Caller,
     version: &str,
     ns: &str,
     name: &str,
@@ -136,6 +186,7 @@ async fn vm_action_inner<C: SubresourceCluster, N: NodeConnector>(
         }
     };
     let cluster = state.cluster()?;
+    authorize(state, cluster.as_ref(), caller).await?;
     let vm = cluster
         .get_vm(ns, name)
         .await
@@ -161,6 +212,7 @@ async fn vm_action_inner<C: SubresourceCluster, N: NodeConnector>(
 pub(crate) async fn vmi_action<C: SubresourceCluster, N: NodeConnector>(
     State(state): State<Arc<AppState<C, N>>>,
     Path((version, ns, name, action)): Path<(String, String, String, String)>,
+    caller: Caller,
     body: Bytes,
 ) -> Response {
     let result = async {
@@ -176,6 +228,7 @@ pub(crate) async fn vmi_action<C: SubresourceCluster, N: NodeConnector>(
         };
         let options: PauseOptions = decode_body(&body)?;
         let cluster = state.cluster()?;
+        authorize(&state, cluster.as_ref(), &caller).await?;
         let vmi = cluster
             .get_vmi(&ns, &name)
             .await
@@ -225,11 +278,13 @@ async fn handler_of<C: SubresourceCluster>(
 pub(crate) async fn console<C: SubresourceCluster, N: NodeConnector>(
     State(state): State<Arc<AppState<C, N>>>,
     Path((version, ns, name)): Path<(String, String, String)>,
+    caller: Caller,
     upgrade: WebSocketUpgrade,
 ) -> Response {
     let stream = async {
         check_version(&version)?;
         let cluster = state.cluster()?;
+        authorize(&state, cluster.as_ref(), &caller).await?;
         let vmi = cluster
             .get_vmi(&ns, &name)
             .await
