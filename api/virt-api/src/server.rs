@@ -16,7 +16,7 @@ use kubevirt_api::clock::Clock;
 use tokio_util::sync::CancellationToken;
 
 use crate::admission::{self, AdmissionContext, Webhook};
-use crate::cluster::{NodeConnector, SubresourceCluster};
+use crate::cluster::{FakeNodeConnector, FakeSubresourceCluster, NodeConnector, SubresourceCluster};
 use crate::subresources::authorize::{Authentication, PeerCertificate};
 use crate::subresources::{ApiStatus, discovery, routes};
 
@@ -53,6 +53,20 @@ impl<C: SubresourceCluster, N: NodeConnector> AppState<C, N> {
             cluster: RwLock::new(Err(why.to_owned())),
             node,
         }
+    }
+
+    /// A state with upstream's default cluster configuration, KubeVirt in namespace `kubevirt`,
+    /// a clock stopped at 2026-11-22T00:00:00Z and no cluster yet: for tests and demonstrations.
+    #[must_use]
+    pub fn with_defaults(authentication: Authentication, node: Arc<N>) -> Self {
+        let context = AdmissionContext {
+            config: kubevirt_api::v1::ClusterConfig::default(),
+            install_namespace: "kubevirt".to_owned(),
+        };
+        let start = k8s_openapi::jiff::Timestamp::from_second(1_795_305_600)
+            .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
+        let clock = Arc::new(kubevirt_api::clock::ManualClock::new(start));
+        Self::new(context, authentication, clock, node, "none")
     }
 
     /// The cluster is reachable now.
@@ -157,6 +171,33 @@ pub fn router<C: SubresourceCluster, N: NodeConnector>(state: Arc<AppState<C, N>
         )
         .route("/healthz", get(|| async { "ok" }))
         .route("/version", get(|| async { json(&version_info()) }))
+}
+
+/// An app on the in-memory cluster and node fakes (see [`AppState::with_defaults`]): for tests,
+/// benchmarks and demonstrations.
+#[must_use]
+pub fn fake_app(
+    authentication: Authentication,
+) -> (
+    Arc<AppState<FakeSubresourceCluster, FakeNodeConnector>>,
+    Arc<FakeSubresourceCluster>,
+) {
+    let state = Arc::new(AppState::with_defaults(
+        authentication,
+        Arc::new(FakeNodeConnector::default()),
+    ));
+    let cluster = Arc::new(FakeSubresourceCluster::default());
+    state.set_cluster(cluster.clone());
+    (state, cluster)
+}
+
+/// Serves `app` over TLS on a free loopback port until the returned token is cancelled.
+pub fn serve_on_loopback(app: Router, tls: Arc<rustls::ServerConfig>) -> std::io::Result<(u16, CancellationToken)> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let port = listener.local_addr()?.port();
+    let stop = CancellationToken::new();
+    tokio::spawn(serve(listener, tls, app, stop.clone()));
+    Ok((port, stop))
 }
 
 /// Serves `app` over TLS on `listener` until `stop` is cancelled.

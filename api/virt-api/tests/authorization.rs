@@ -9,15 +9,12 @@ use std::sync::Arc;
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
-use kubevirt_api::clock::ManualClock;
-use kubevirt_api::v1::ClusterConfig;
 use pretty_assertions::assert_eq;
 use rustls_pki_types::pem::PemObject as _;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use virt_api::admission::AdmissionContext;
-use virt_api::cluster::{FakeNodeConnector, FakeSubresourceCluster};
-use virt_api::server::{AppState, router, serve};
+use virt_api::cluster::FakeSubresourceCluster;
+use virt_api::server::{fake_app, router, serve_on_loopback};
 use virt_api::subresources::authorize::Authentication;
 use virt_api::tls::{CertSource, server_tls_verifying_optional};
 
@@ -52,27 +49,11 @@ fn start(dir: &Path) -> Server {
         Some(&dir.join("requestheader-ca.crt")),
     )
     .expect("tls");
-    let context = AdmissionContext {
-        config: ClusterConfig::default(),
-        install_namespace: "kubevirt".to_owned(),
-    };
-    let clock = Arc::new(ManualClock::new("2026-11-22T00:00:00Z".parse().expect("time")));
-    let state = Arc::new(AppState::new(
-        context,
-        Authentication::FrontProxy,
-        clock,
-        Arc::new(FakeNodeConnector::default()),
-        "none",
-    ));
-    let cluster = Arc::new(FakeSubresourceCluster::default());
+    let (state, cluster) = fake_app(Authentication::FrontProxy);
     cluster.put_vm(json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
         "metadata": {"name": "vm", "namespace": "ns"},
         "spec": {"runStrategy": "Halted", "template": {"spec": {"domain": {"devices": {}}}}}}));
-    state.set_cluster(cluster.clone());
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    let stop = CancellationToken::new();
-    tokio::spawn(serve(listener, tls.config, router(state), stop.clone()));
+    let (port, stop) = serve_on_loopback(router(state), tls.config).expect("serve");
     Server {
         port,
         server_cert: tls.cert_pem,

@@ -6,17 +6,14 @@ use std::process::Command;
 use std::sync::Arc;
 
 use futures::{SinkExt as _, StreamExt as _};
-use kubevirt_api::clock::ManualClock;
-use kubevirt_api::v1::ClusterConfig;
 use pretty_assertions::assert_eq;
 use rustls_pki_types::pem::PemObject as _;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 use tokio_util::sync::CancellationToken;
-use virt_api::admission::AdmissionContext;
-use virt_api::cluster::{FAKE_CONSOLE_BANNER, FakeNodeConnector, FakeSubresourceCluster};
-use virt_api::server::{AppState, router, serve};
+use virt_api::cluster::{FAKE_CONSOLE_BANNER, FakeSubresourceCluster};
+use virt_api::server::{fake_app, router, serve_on_loopback};
 use virt_api::subresources::authorize::Authentication;
 use virt_api::tls::{CertSource, server_tls};
 
@@ -25,7 +22,6 @@ struct Server {
     cert_pem: String,
     cluster: Arc<FakeSubresourceCluster>,
     stop: CancellationToken,
-    task: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
 fn start() -> Server {
@@ -33,37 +29,13 @@ fn start() -> Server {
         names: vec!["127.0.0.1".to_owned(), "localhost".to_owned()],
     })
     .expect("tls");
-    let context = AdmissionContext {
-        config: ClusterConfig::default(),
-        install_namespace: "kubevirt".to_owned(),
-    };
-    let clock = Arc::new(ManualClock::new("2026-11-22T00:00:00Z".parse().expect("time")));
-    let state = Arc::new(AppState::new(
-        context,
-        Authentication::Disabled,
-        clock,
-        Arc::new(FakeNodeConnector::default()),
-        "none",
-    ));
-    let cluster = Arc::new(FakeSubresourceCluster::default());
-    state.set_cluster(cluster.clone());
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    let stop = CancellationToken::new();
-    let task = tokio::spawn(serve(listener, tls.config, router(state), stop.clone()));
+    let (state, cluster) = fake_app(Authentication::Disabled);
+    let (port, stop) = serve_on_loopback(router(state), tls.config).expect("serve");
     Server {
         port,
         cert_pem: tls.cert_pem,
         cluster,
         stop,
-        task,
-    }
-}
-
-impl Server {
-    async fn shutdown(self) {
-        self.stop.cancel();
-        self.task.await.expect("join").expect("served");
     }
 }
 
@@ -163,7 +135,7 @@ async fn kubectl_reads_discovery_starts_a_vm_and_calls_a_webhook() {
         answer["response"]["status"]["details"]["causes"][0]["field"],
         "spec.domain.devices.disks[0].name"
     );
-    server.shutdown().await;
+    server.stop.cancel();
 }
 
 #[tokio::test]
@@ -218,5 +190,5 @@ async fn the_console_is_a_websocket_piped_to_the_node() {
     let echoed = socket.next().await.expect("message").expect("ok");
     assert_eq!(echoed.into_data().as_ref(), b"echo me");
     socket.close(None).await.expect("close");
-    server.shutdown().await;
+    server.stop.cancel();
 }

@@ -9,12 +9,9 @@ use axum::body::Body as AxumBody;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::BodyExt as _;
 use kube::client::Body;
-use kubevirt_api::clock::ManualClock;
-use kubevirt_api::v1::ClusterConfig;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
-use virt_api::admission::AdmissionContext;
 use virt_api::cluster::{FakeNodeConnector, KubeSubresourceCluster, VmiAction};
 use virt_api::server::{AppState, router};
 use virt_api::subresources::authorize::{Authentication, PeerCertificate};
@@ -103,21 +100,17 @@ fn vmi(phase: &str) -> Value {
 
 type State = AppState<KubeSubresourceCluster, FakeNodeConnector>;
 
-fn app(client: kube::Client) -> Arc<State> {
-    let context = AdmissionContext {
-        config: ClusterConfig::default(),
-        install_namespace: "kubevirt".to_owned(),
-    };
-    let clock = Arc::new(ManualClock::new("2026-11-22T00:00:00Z".parse().expect("time")));
-    let state = Arc::new(AppState::new(
-        context,
-        Authentication::Disabled,
-        clock,
+fn app_with(client: kube::Client, authentication: Authentication) -> Arc<State> {
+    let state = Arc::new(AppState::with_defaults(
+        authentication,
         Arc::new(FakeNodeConnector::default()),
-        "none",
     ));
     state.set_cluster(Arc::new(KubeSubresourceCluster::new(client, "kubevirt".to_owned())));
     state
+}
+
+fn app(client: kube::Client) -> Arc<State> {
+    app_with(client, Authentication::Disabled)
 }
 
 async fn put(state: &Arc<State>, path: &str, body: &str) -> (StatusCode, Value) {
@@ -278,19 +271,7 @@ async fn authorization_asks_the_api_server_with_a_subject_access_review() {
     let allowed = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": {},
                          "status": {"allowed": false, "reason": "no RBAC policy matched"}});
     let (client, log) = api_server(vec![(201, allowed)]);
-    let context = AdmissionContext {
-        config: ClusterConfig::default(),
-        install_namespace: "kubevirt".to_owned(),
-    };
-    let clock = Arc::new(ManualClock::new("2026-11-22T00:00:00Z".parse().expect("time")));
-    let state: Arc<State> = Arc::new(AppState::new(
-        context,
-        Authentication::FrontProxy,
-        clock,
-        Arc::new(FakeNodeConnector::default()),
-        "none",
-    ));
-    state.set_cluster(Arc::new(KubeSubresourceCluster::new(client, "kubevirt".to_owned())));
+    let state = app_with(client, Authentication::FrontProxy);
     let mut request = Request::builder()
         .method(Method::PUT)
         .uri(format!("{SUB}/virtualmachines/vm/stop"))

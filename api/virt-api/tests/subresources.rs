@@ -7,14 +7,11 @@ use std::sync::Arc;
 use axum::body::Body;
 use http::{Method, Request, StatusCode};
 use http_body_util::BodyExt as _;
-use kubevirt_api::clock::ManualClock;
-use kubevirt_api::v1::ClusterConfig;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
-use virt_api::admission::AdmissionContext;
 use virt_api::cluster::{FakeNodeConnector, FakeSubresourceCluster, PatchTarget, Recorded, VmiAction};
-use virt_api::server::{AppState, router};
+use virt_api::server::{AppState, fake_app, router};
 use virt_api::subresources::authorize::Authentication;
 
 type State = AppState<FakeSubresourceCluster, FakeNodeConnector>;
@@ -25,20 +22,7 @@ struct Harness {
 }
 
 fn harness() -> Harness {
-    let context = AdmissionContext {
-        config: ClusterConfig::default(),
-        install_namespace: "kubevirt".to_owned(),
-    };
-    let clock = Arc::new(ManualClock::new("2026-11-22T00:00:00Z".parse().expect("time")));
-    let state = Arc::new(AppState::new(
-        context,
-        Authentication::Disabled,
-        clock,
-        Arc::new(FakeNodeConnector::default()),
-        "not yet",
-    ));
-    let cluster = Arc::new(FakeSubresourceCluster::default());
-    state.set_cluster(cluster.clone());
+    let (state, cluster) = fake_app(Authentication::Disabled);
     Harness { cluster, state }
 }
 
@@ -429,17 +413,9 @@ async fn pause_and_unpause_go_to_the_nodes_handler() {
 
 #[tokio::test]
 async fn without_a_cluster_the_subresources_answer_503_and_discovery_still_works() {
-    let context = AdmissionContext {
-        config: ClusterConfig::default(),
-        install_namespace: "kubevirt".to_owned(),
-    };
-    let clock = Arc::new(ManualClock::new("2026-11-22T00:00:00Z".parse().expect("time")));
-    let state: Arc<State> = Arc::new(AppState::new(
-        context,
+    let state: Arc<State> = Arc::new(AppState::with_defaults(
         Authentication::Disabled,
-        clock,
         Arc::new(FakeNodeConnector::default()),
-        "no kubeconfig",
     ));
     let h = Harness {
         cluster: Arc::new(FakeSubresourceCluster::default()),
@@ -449,7 +425,7 @@ async fn without_a_cluster_the_subresources_answer_503_and_discovery_still_works
     assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(
         message(&body),
-        "virt-api is not connected to a Kubernetes API server: no kubeconfig"
+        "virt-api is not connected to a Kubernetes API server: none"
     );
 
     let (code, body) = h.send(Method::GET, "/apis/subresources.kubevirt.io/v1", "").await;

@@ -7,14 +7,11 @@ use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 
 use base64::Engine as _;
-use kubevirt_api::clock::ManualClock;
-use kubevirt_api::v1::ClusterConfig;
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-use virt_api::admission::AdmissionContext;
 use virt_api::cluster::{FAKE_CONSOLE_BANNER, FakeNodeConnector, FakeSubresourceCluster, VmiAction};
-use virt_api::server::{AppState, router, serve};
+use virt_api::server::{AppState, fake_app, router, serve_on_loopback};
 use virt_api::subresources::authorize::Authentication;
 use virt_api::tls::{CertSource, server_tls};
 
@@ -30,24 +27,8 @@ fn fixture() -> Fixture {
         names: vec!["127.0.0.1".to_owned()],
     })
     .expect("tls");
-    let context = AdmissionContext {
-        config: ClusterConfig::default(),
-        install_namespace: "kubevirt".to_owned(),
-    };
-    let clock = Arc::new(ManualClock::new("2026-11-22T00:00:00Z".parse().expect("time")));
-    let state = Arc::new(AppState::new(
-        context,
-        Authentication::Disabled,
-        clock,
-        Arc::new(FakeNodeConnector::default()),
-        "none",
-    ));
-    let cluster = Arc::new(FakeSubresourceCluster::default());
-    state.set_cluster(cluster.clone());
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    let stop = CancellationToken::new();
-    tokio::spawn(serve(listener, tls.config, router(state.clone()), stop.clone()));
+    let (state, cluster) = fake_app(Authentication::Disabled);
+    let (port, stop) = serve_on_loopback(router(state.clone()), tls.config).expect("serve");
     let ca = base64::engine::general_purpose::STANDARD.encode(tls.cert_pem.as_bytes());
     let mut kubeconfig = tempfile::NamedTempFile::new().expect("kubeconfig");
     write!(

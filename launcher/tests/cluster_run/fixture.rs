@@ -45,6 +45,17 @@ pub async fn wait_until<T>(what: &str, timeout: Duration, mut check: impl AsyncF
     }
 }
 
+/// Waits up to 60 s for the guest's boot marker in the serial log under the private dir `private`.
+pub async fn wait_for_guest_marker(private: &Path, uid: &str) {
+    let serial_log = private.join(uid).join("virt-serial0-log");
+    wait_until("the guest marker", Duration::from_secs(60), async || {
+        std::fs::read_to_string(&serial_log)
+            .ok()
+            .filter(|log| log.contains("KUBEVIRT-RS-GUEST-READY"))
+    })
+    .await;
+}
+
 /// Ends the launcher this test started (by pid) if the test fails before it does.
 pub struct Stopper(pub u32);
 

@@ -16,7 +16,7 @@ use cmd_protocol::notify::notify_server::{Notify, NotifyServer};
 use cmd_protocol::notify::{DomainEventRequest, K8sEventRequest, NotifyInfoRequest, NotifyInfoResponse, Response};
 use cmd_protocol::sockets::READY_SOCKET;
 use cmd_protocol::transport::CmdClient;
-use fixture::{PodDirs, Stopper, assert_stops_cleanly, spawn_launcher, testguest, wait_until};
+use fixture::{PodDirs, Stopper, assert_stops_cleanly, spawn_launcher, testguest, wait_for_guest_marker, wait_until};
 
 const UID: &str = "6a1b2c3d-4e5f-4071-8293-a4b5c6d7e8f9";
 
@@ -126,13 +126,7 @@ async fn a_handler_client_drives_the_test_guest_through_the_command_socket() {
     client.ping().await.expect("ping");
 
     client.sync(vmi_request()).await.expect("sync");
-    let serial_log = private.join(UID).join("virt-serial0-log");
-    wait_until("guest marker", Duration::from_secs(60), async || {
-        std::fs::read_to_string(&serial_log)
-            .ok()
-            .filter(|log| log.contains("KUBEVIRT-RS-GUEST-READY"))
-    })
-    .await;
+    wait_for_guest_marker(&private, UID).await;
     let running = domain(&mut client).await.expect("a domain");
     assert_eq!(running.status.status, "Running");
     assert_eq!(running.metadata.name, "default_testguest");

@@ -10,7 +10,7 @@ use kubevirt_api::v1::VirtualMachineInstancePhase as Phase;
 use virt_api::cluster::{HandlerConnector, NodeConnector, NodeError, VmiAction};
 use virt_handler::node::ConsoleServerConfig;
 
-use super::fixture::{Stopper, assert_stops_cleanly, spawn_launcher, wait_until};
+use super::fixture::{Stopper, assert_stops_cleanly, spawn_launcher, wait_for_guest_marker, wait_until};
 use super::with_handler::{World, free_port};
 
 /// A CA, virt-handler's serving certificate (for the name `virt-handler`) and virt-api's client
@@ -66,13 +66,7 @@ async fn virt_api_pauses_unpauses_and_attaches_the_console_through_the_handler()
     world.api.apply(vmi);
     let (stop, handler) = world.start_handler_with(config);
     world.wait_for_phase(Phase::Running, Duration::from_secs(120)).await;
-    let serial_log = dirs.private.join(uid).join("virt-serial0-log");
-    wait_until("the guest marker", Duration::from_secs(60), async || {
-        std::fs::read_to_string(&serial_log)
-            .ok()
-            .filter(|log| log.contains("KUBEVIRT-RS-GUEST-READY"))
-    })
-    .await;
+    wait_for_guest_marker(&dirs.private, uid).await;
 
     let address = listen.ip().to_string();
     let node = HandlerConnector::new(

@@ -15,7 +15,10 @@ use virt_handler::node::NodeConfig;
 use virt_handler::reconciler::ReconcilerConfig;
 use virt_handler::runner::RunOptions;
 
-use super::fixture::{PodDirs, Stopper, assert_stops_cleanly, processes_under, spawn_launcher, testguest, wait_until};
+use super::fixture::{
+    PodDirs, Stopper, assert_stops_cleanly, processes_under, spawn_launcher, testguest, wait_for_guest_marker,
+    wait_until,
+};
 
 pub(super) const NODE: &str = "node01";
 pub(super) const POD: &str = "pod1";
@@ -286,13 +289,7 @@ async fn a_deleted_vmi_shuts_down_gracefully_succeeds_and_is_cleaned_up() {
     world.api.apply(vmi);
     let (stop, handler) = world.start_handler();
     world.wait_for_phase(Phase::Running, Duration::from_secs(120)).await;
-    let serial_log = dirs.private.join(uid).join("virt-serial0-log");
-    wait_until("the guest marker", Duration::from_secs(60), async || {
-        std::fs::read_to_string(&serial_log)
-            .ok()
-            .filter(|log| log.contains("KUBEVIRT-RS-GUEST-READY"))
-    })
-    .await;
+    wait_for_guest_marker(&dirs.private, uid).await;
 
     // Deletion: the API server sets the deletion timestamp (a finalizer holds the object).
     world.api.modify(&world.key, |vmi| {

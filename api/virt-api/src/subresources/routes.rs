@@ -227,13 +227,7 @@ pub(crate) async fn vmi_action<C: SubresourceCluster, N: NodeConnector>(
             }
         };
         let options: PauseOptions = decode_body(&body)?;
-        let cluster = state.cluster()?;
-        authorize(&state, cluster.as_ref(), &caller).await?;
-        let vmi = cluster
-            .get_vmi(&ns, &name)
-            .await
-            .map_err(|e| read_failed(&e))?
-            .ok_or_else(|| ApiStatus::not_found(VMI, &name))?;
+        let (cluster, vmi) = authorized_vmi(&state, &caller, &ns, &name).await?;
         match action {
             VmiAction::Pause => lifecycle::check_pause(&vmi)?,
             VmiAction::Unpause => lifecycle::check_unpause(&vmi)?,
@@ -253,6 +247,23 @@ pub(crate) async fn vmi_action<C: SubresourceCluster, N: NodeConnector>(
         Ok(()) => StatusCode::ACCEPTED.into_response(),
         Err(status) => status.into_response(),
     }
+}
+
+/// The cluster, once the caller is authorized, and the VMI the request is about (404 when none).
+async fn authorized_vmi<C: SubresourceCluster, N: NodeConnector>(
+    state: &AppState<C, N>,
+    caller: &Caller,
+    ns: &str,
+    name: &str,
+) -> Result<(Arc<C>, kubevirt_api::v1::VirtualMachineInstance), ApiStatus> {
+    let cluster = state.cluster()?;
+    authorize(state, cluster.as_ref(), caller).await?;
+    let vmi = cluster
+        .get_vmi(ns, name)
+        .await
+        .map_err(|e| read_failed(&e))?
+        .ok_or_else(|| ApiStatus::not_found(VMI, name))?;
+    Ok((cluster, vmi))
 }
 
 async fn handler_of<C: SubresourceCluster>(
@@ -283,13 +294,7 @@ pub(crate) async fn console<C: SubresourceCluster, N: NodeConnector>(
 ) -> Response {
     let stream = async {
         check_version(&version)?;
-        let cluster = state.cluster()?;
-        authorize(&state, cluster.as_ref(), &caller).await?;
-        let vmi = cluster
-            .get_vmi(&ns, &name)
-            .await
-            .map_err(|e| read_failed(&e))?
-            .ok_or_else(|| ApiStatus::not_found(VMI, &name))?;
+        let (cluster, vmi) = authorized_vmi(&state, &caller, &ns, &name).await?;
         lifecycle::check_console(&vmi)?;
         let address = handler_of(cluster.as_ref(), &vmi).await?;
         state
