@@ -293,3 +293,20 @@ async fn authorization_asks_the_api_server_with_a_subject_access_review() {
                    "version": "v1", "resource": "virtualmachines", "subresource": "stop", "name": "vm"}})
     );
 }
+
+#[tokio::test]
+async fn unpause_reads_the_vmi_and_finds_the_nodes_handler_pod() {
+    let handlers = json!({"apiVersion": "v1", "kind": "PodList", "metadata": {},
+                          "items": [{"metadata": {"name": "virt-handler-y"}, "status": {"podIP": "10.1.2.4"}}]});
+    let mut paused = vmi("Running");
+    paused["status"]["conditions"] = json!([{"type": "Paused", "status": "True"}]);
+    let (client, log) = api_server(vec![(200, paused), (200, handlers)]);
+    let state = app(client);
+    let (code, _) = put(&state, &format!("{SUB}/virtualmachineinstances/vm/unpause"), "{}").await;
+    assert_eq!(code, StatusCode::ACCEPTED);
+    assert_eq!(log.lock().expect("log")[0], seen("GET", VMIS, "", Value::Null));
+    assert_eq!(
+        state.node.calls(),
+        [("10.1.2.4".to_owned(), "default/vm".to_owned(), VmiAction::Unpause)]
+    );
+}
