@@ -20,6 +20,15 @@ pub enum CertSource {
         /// `tls.key`.
         key: PathBuf,
     },
+    /// PEM text held in memory (for example read from a Secret); `origin` names it in errors.
+    Pem {
+        /// Where the text came from, e.g. `secret kubevirt/kubevirt-virt-api-certs`.
+        origin: String,
+        /// The certificate chain.
+        cert: String,
+        /// Its private key.
+        key: String,
+    },
     /// A certificate made now, for these DNS names and IP addresses.
     SelfSigned {
         /// Subject alternative names.
@@ -43,6 +52,14 @@ pub enum TlsError {
     Key {
         /// The file.
         path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+    /// PEM text in memory is not a certificate or key.
+    #[error("{origin}: {message}")]
+    Pem {
+        /// Where the text came from.
+        origin: String,
         /// What went wrong.
         message: String,
     },
@@ -103,6 +120,64 @@ pub fn server_tls_verifying_optional(source: &CertSource, client_ca: Option<&Pat
 }
 
 fn build_server_tls(source: &CertSource, client_ca: Option<&Path>, required: bool) -> Result<ServerTls, TlsError> {
+    let roots = client_ca
+        .map(|ca| roots(ca).map(|r| (r, ca.display().to_string())))
+        .transpose()?;
+    build_server_tls_with(source, roots, required)
+}
+
+/// Like [`server_tls_verifying_optional`], with the client CA as PEM text (`origin` names it).
+pub fn server_tls_verifying_optional_pem(
+    source: &CertSource,
+    client_ca: Option<(&str, &str)>,
+) -> Result<ServerTls, TlsError> {
+    let roots = client_ca
+        .map(|(origin, pem)| roots_from_pem(origin, pem).map(|r| (r, origin.to_owned())))
+        .transpose()?;
+    build_server_tls_with(source, roots, false)
+}
+
+fn pem_error(origin: &str, message: impl std::fmt::Display) -> TlsError {
+    TlsError::Pem {
+        origin: origin.to_owned(),
+        message: message.to_string(),
+    }
+}
+
+fn chain_from_pem(origin: &str, pem: &str) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let chain = CertificateDer::pem_slice_iter(pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| pem_error(origin, e))?;
+    if chain.is_empty() {
+        return Err(pem_error(origin, "no CERTIFICATE block"));
+    }
+    Ok(chain)
+}
+
+fn roots_from_pem(origin: &str, pem: &str) -> Result<rustls::RootCertStore, TlsError> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in chain_from_pem(origin, pem)? {
+        roots.add(cert).map_err(|e| pem_error(origin, e))?;
+    }
+    Ok(roots)
+}
+
+/// A client configuration from PEM text: trust `ca`, present `cert` with `key`.
+pub fn client_tls_pem(origin: &str, ca: &str, cert: &str, key: &str) -> Result<Arc<rustls::ClientConfig>, TlsError> {
+    install_crypto_provider();
+    let chain = chain_from_pem(origin, cert)?;
+    let key = PrivateKeyDer::from_pem_slice(key.as_bytes()).map_err(|e| pem_error(origin, e))?;
+    let config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots_from_pem(origin, ca)?)
+        .with_client_auth_cert(chain, key)?;
+    Ok(Arc::new(config))
+}
+
+fn build_server_tls_with(
+    source: &CertSource,
+    client_ca: Option<(rustls::RootCertStore, String)>,
+    required: bool,
+) -> Result<ServerTls, TlsError> {
     install_crypto_provider();
     let (chain, key, cert_pem) = match source {
         CertSource::Files { cert, key } => {
@@ -117,6 +192,11 @@ fn build_server_tls(source: &CertSource, client_ca: Option<&Path>, required: boo
             })?;
             (chain, private, pem)
         }
+        CertSource::Pem { origin, cert, key } => {
+            let chain = chain_from_pem(origin, cert)?;
+            let private = PrivateKeyDer::from_pem_slice(key.as_bytes()).map_err(|e| pem_error(origin, e))?;
+            (chain, private, cert.clone())
+        }
         CertSource::SelfSigned { names } => {
             let made = rcgen::generate_simple_self_signed(names.clone())?;
             let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(made.signing_key.serialize_der()));
@@ -126,17 +206,14 @@ fn build_server_tls(source: &CertSource, client_ca: Option<&Path>, required: boo
     let builder = ServerConfig::builder();
     let builder = match client_ca {
         None => builder.with_no_client_auth(),
-        Some(ca) => {
-            let verifier = rustls::server::WebPkiClientVerifier::builder(Arc::new(roots(ca)?));
+        Some((roots, origin)) => {
+            let verifier = rustls::server::WebPkiClientVerifier::builder(Arc::new(roots));
             let verifier = if required {
                 verifier
             } else {
                 verifier.allow_unauthenticated()
             };
-            let verifier = verifier.build().map_err(|e| TlsError::Cert {
-                path: ca.to_owned(),
-                message: e.to_string(),
-            })?;
+            let verifier = verifier.build().map_err(|e| pem_error(&origin, e))?;
             builder.with_client_cert_verifier(verifier)
         }
     };

@@ -13,3 +13,4 @@ pub mod run;
 pub mod server;
 pub mod subresources;
 pub use control_loop::tls;
+pub mod certificates;

@@ -30,6 +30,11 @@ struct Args {
     /// Make a self-signed certificate at start, for local use.
     #[arg(long)]
     self_signed: bool,
+    /// Keep the certificates in the cluster: make them (or read them) in the Secrets
+    /// `kubevirt-virt-api-certs` and `kubevirt-virt-handler-certs`, and put the CA into the
+    /// webhook configurations and APIServices (see docs/install.md).
+    #[arg(long, conflicts_with_all = ["tls_cert_file", "self_signed"])]
+    cluster_certificates: bool,
     /// KubeVirt's namespace: its service accounts are trusted, its virt-handlers are dialled.
     #[arg(long, env = "POD_NAMESPACE", default_value = "kubevirt")]
     install_namespace: String,
@@ -64,16 +69,21 @@ fn main() -> ExitCode {
 }
 
 async fn serve(args: Args) -> anyhow::Result<()> {
-    let cert = match (args.tls_cert_file, args.tls_key_file, args.self_signed) {
-        (Some(cert), Some(key), false) => CertSource::Files { cert, key },
-        (None, None, true) => CertSource::SelfSigned {
+    let cert = match (
+        args.tls_cert_file,
+        args.tls_key_file,
+        args.self_signed || args.cluster_certificates,
+    ) {
+        (None, None, true) if args.cluster_certificates => None,
+        (Some(cert), Some(key), false) => Some(CertSource::Files { cert, key }),
+        (None, None, true) => Some(CertSource::SelfSigned {
             names: vec![
                 "localhost".to_owned(),
                 "127.0.0.1".to_owned(),
                 args.listen.ip().to_string(),
             ],
-        },
-        _ => anyhow::bail!("give either --tls-cert-file and --tls-key-file, or --self-signed"),
+        }),
+        _ => anyhow::bail!("give either --tls-cert-file and --tls-key-file, --self-signed, or --cluster-certificates"),
     };
     let node = HandlerConnector::new(
         args.console_server_port,

@@ -14,18 +14,20 @@ use kubevirt_api::v1::{ClusterConfig, KubeVirt};
 use tokio_util::sync::CancellationToken;
 
 use crate::admission::AdmissionContext;
+use crate::certificates;
 use crate::cluster::{HandlerConnector, KubeSubresourceCluster};
 use crate::server::{AppState, router, serve};
 use crate::subresources::authorize::Authentication;
-use crate::tls::{CertSource, server_tls_verifying_optional};
+use crate::tls::{CertSource, ServerTls, server_tls_verifying_optional, server_tls_verifying_optional_pem};
 
 /// How virt-api runs.
 #[derive(Clone, Debug)]
 pub struct ApiConfig {
     /// Address to listen on.
     pub listen: SocketAddr,
-    /// Where the serving certificate comes from.
-    pub cert: CertSource,
+    /// Where the serving certificate comes from; `None`: from the cluster (see
+    /// [`crate::certificates`]), which is then awaited before serving.
+    pub cert: Option<CertSource>,
     /// KubeVirt's namespace.
     pub install_namespace: String,
     /// How virt-api reaches the handlers.
@@ -43,6 +45,12 @@ pub enum RunError {
     /// TLS could not be set up.
     #[error(transparent)]
     Tls(#[from] crate::tls::TlsError),
+    /// The cluster's certificates could not be set up.
+    #[error(transparent)]
+    Certificates(#[from] crate::certificates::CertificateError),
+    /// Stopped before the cluster could be reached.
+    #[error("stopped before the Kubernetes API server could be reached")]
+    Stopped,
     /// The address could not be bound.
     #[error("cannot listen on {address}: {source}")]
     Listen {
@@ -60,7 +68,13 @@ type KubeState = AppState<KubeSubresourceCluster, HandlerConnector>;
 
 /// Serves until `stop` is cancelled.
 pub async fn run(config: ApiConfig, stop: CancellationToken) -> Result<(), RunError> {
-    let tls = server_tls_verifying_optional(&config.cert, config.requestheader_ca.as_deref())?;
+    let (tls, node) = match &config.cert {
+        Some(source) => (
+            server_tls_verifying_optional(source, config.requestheader_ca.as_deref())?,
+            config.node.clone(),
+        ),
+        None => cluster_tls(&config, &stop).await?,
+    };
     let listener = std::net::TcpListener::bind(config.listen).map_err(|source| RunError::Listen {
         address: config.listen,
         source,
@@ -73,7 +87,7 @@ pub async fn run(config: ApiConfig, stop: CancellationToken) -> Result<(), RunEr
         context,
         config.authentication,
         Arc::new(SystemClock),
-        Arc::new(config.node.clone()),
+        Arc::new(node),
         "connecting",
     ));
     tracing::info!(address = %config.listen, "virt-api serving HTTPS");
@@ -82,6 +96,42 @@ pub async fn run(config: ApiConfig, stop: CancellationToken) -> Result<(), RunEr
     stop.cancel();
     let _ = connector.await;
     served.map_err(RunError::Serve)
+}
+
+/// The certificates kept in the cluster: waits for the API server, then makes or reads them,
+/// publishes the CA and reads the request-header CA (unless a file was given).
+async fn cluster_tls(config: &ApiConfig, stop: &CancellationToken) -> Result<(ServerTls, HandlerConnector), RunError> {
+    let client = loop {
+        match kube::Client::try_default().await {
+            Ok(client) => break client,
+            Err(e) => tracing::warn!(error = %e, "waiting for the Kubernetes API server to read the certificates"),
+        }
+        tokio::select! {
+            () = stop.cancelled() => return Err(RunError::Stopped),
+            () = tokio::time::sleep(Duration::from_secs(2)) => {}
+        }
+    };
+    let namespace = &config.install_namespace;
+    let made = certificates::ensure(&client, namespace).await?;
+    certificates::publish_ca_bundle(&client, &made.ca_cert).await?;
+    let origin = format!("secret {namespace}/{}", certificates::API_SECRET);
+    let source = CertSource::Pem {
+        origin: origin.clone(),
+        cert: made.serving.0.clone(),
+        key: made.serving.1.clone(),
+    };
+    let tls = if let Some(path) = &config.requestheader_ca {
+        server_tls_verifying_optional(&source, Some(path))?
+    } else {
+        let ca = certificates::requestheader_ca(&client).await?;
+        if ca.is_none() {
+            tracing::warn!("the cluster has no request-header CA: subresource requests cannot be authenticated");
+        }
+        let origin = "configmap kube-system/extension-apiserver-authentication";
+        server_tls_verifying_optional_pem(&source, ca.as_deref().map(|ca| (origin, ca)))?
+    };
+    let node = HandlerConnector::from_pem(config.node.port(), &origin, &made.ca_cert, &made.client)?;
+    Ok((tls, node))
 }
 
 /// Connects to the API server, retrying every few seconds, then follows the KubeVirt CR.

@@ -118,6 +118,19 @@ impl HandlerConnector {
         Ok(Self { port, tls })
     }
 
+    /// Handlers listen on `port`; verified against `ca`, presenting `client` (certificate, key),
+    /// all PEM text from `origin`.
+    pub fn from_pem(port: u16, origin: &str, ca: &str, client: &(String, String)) -> Result<Self, TlsError> {
+        let tls = crate::tls::client_tls_pem(origin, ca, &client.0, &client.1)?;
+        Ok(Self { port, tls: Some(tls) })
+    }
+
+    /// The handlers' console server port.
+    #[must_use]
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
     async fn connect(&self, address: &str) -> Result<TlsStream<TcpStream>, NodeError> {
         let unreachable = |message: String| NodeError::Unreachable {
             address: format!("{address}:{}", self.port),
