@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use axum::body::Body as AxumBody;
+use base64::Engine as _;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::BodyExt as _;
 use kube::client::Body;
@@ -312,7 +313,6 @@ async fn unpause_reads_the_vmi_and_finds_the_nodes_handler_pod() {
 }
 
 fn secret_data(value: &Value) -> std::collections::BTreeMap<String, String> {
-    use base64::Engine as _;
     value["data"]
         .as_object()
         .map(|data| {
@@ -412,7 +412,6 @@ async fn a_fresh_cluster_gets_a_ca_the_certificates_and_the_ca_bundles() {
         !handler_secret.contains_key("ca.key"),
         "the handler never sees the CA's key"
     );
-    use base64::Engine as _;
     let bundle = base64::engine::general_purpose::STANDARD.encode(&made.ca_cert);
     assert_eq!(log[5].content_type, JSON_PATCH);
     assert_eq!(log[5].body.as_array().map(Vec::len), Some(2));
@@ -426,7 +425,6 @@ async fn a_fresh_cluster_gets_a_ca_the_certificates_and_the_ca_bundles() {
 #[tokio::test]
 async fn a_replica_that_loses_the_race_uses_the_winners_certificates() {
     let winner = virt_api::certificates::issue("kubevirt").expect("issue");
-    use base64::Engine as _;
     let encode = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
     let stored = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "kubevirt-virt-api-certs"}, "data": {
         "ca.crt": encode(&winner.ca_cert), "ca.key": encode(&winner.ca_key),
