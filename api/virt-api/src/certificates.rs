@@ -296,11 +296,11 @@ mod tests {
     async fn handshake(server: Arc<rustls::ServerConfig>, client: Arc<rustls::ClientConfig>, name: &str) -> bool {
         let (a, b) = tokio::io::duplex(16 * 1024);
         let name = ServerName::try_from(name.to_owned()).expect("name");
-        let (served, connected) = tokio::join!(
+        let (accepted, connected) = tokio::join!(
             tokio_rustls::TlsAcceptor::from(server).accept(a),
             tokio_rustls::TlsConnector::from(client).connect(name, b)
         );
-        served.is_ok() && connected.is_ok()
+        accepted.is_ok() && connected.is_ok()
     }
 
     #[tokio::test]
