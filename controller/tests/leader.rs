@@ -1,6 +1,9 @@
 //! Leader election against a mock API server that keeps one Lease the way the API server does:
 //! a replica alone creates the Lease, takes it and says so on its channel.
 
+#[path = "../../tests/support/rbac.rs"]
+mod rbac;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -40,6 +43,11 @@ async fn a_lone_replica_creates_the_lease_and_leads() {
     tokio::spawn(async move {
         while let Some((request, send)) = handle.next_request().await {
             let (method, path) = (request.method().to_string(), request.uri().path().to_owned());
+            if let Some(refusal) = rbac::forbidden("kubevirt-controller", &method, request.uri()) {
+                seen.lock().expect("paths").push(format!("FORBIDDEN {method} {path}"));
+                send.send_response(respond(403, &refusal));
+                continue;
+            }
             let bytes = request.into_body().collect_bytes().await.expect("body");
             let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
             seen.lock().expect("paths").push(format!("{method} {path}"));

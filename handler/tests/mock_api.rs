@@ -18,6 +18,9 @@ use virt_handler::launchers::FakeLaunchers;
 use virt_handler::notify_server::DomainNotification;
 use virt_handler::reconciler::{Reconciler, ReconcilerConfig};
 
+#[path = "../../tests/support/rbac.rs"]
+mod rbac;
+
 const NODE: &str = "node01";
 const UID: &str = "5b2c8a8e-2d4f-4d6e-9a51-0c6f1e2d3a4b";
 
@@ -39,6 +42,19 @@ fn api_server() -> (kube::Client, Arc<Mutex<Vec<Seen>>>) {
         while let Some((request, respond)) = handle.next_request().await {
             let method = request.method().to_string();
             let path = request.uri().path().to_owned();
+            if let Some(refusal) = rbac::forbidden("kubevirt-handler", &method, request.uri()) {
+                record.lock().expect("seen").push(Seen {
+                    method,
+                    path,
+                    body: refusal.clone(),
+                });
+                let response = Response::builder()
+                    .status(403)
+                    .body(Body::from(refusal.to_string().into_bytes()))
+                    .expect("response");
+                respond.send_response(response);
+                continue;
+            }
             let bytes = request.into_body().collect_bytes().await.expect("body");
             let body: Value = if bytes.is_empty() {
                 Value::Null

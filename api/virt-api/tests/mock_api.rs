@@ -17,6 +17,9 @@ use virt_api::cluster::{FakeNodeConnector, KubeSubresourceCluster, VmiAction};
 use virt_api::server::{AppState, router};
 use virt_api::subresources::authorize::{Authentication, PeerCertificate};
 
+#[path = "../../../tests/support/rbac.rs"]
+mod rbac;
+
 /// One request the mock API server received.
 #[derive(Debug, PartialEq)]
 struct Seen {
@@ -441,4 +444,53 @@ async fn a_replica_that_loses_the_race_uses_the_winners_certificates() {
         .await
         .expect("certificates");
     assert_eq!(made, winner);
+}
+
+#[test]
+fn the_rbac_check_refuses_what_the_roles_do_not_grant() {
+    let uri = |s: &str| s.parse::<http::Uri>().expect("uri");
+    let delete_pod = uri("/api/v1/namespaces/default/pods/virt-launcher-x");
+    assert_eq!(rbac::forbidden("kubevirt-apiserver", "DELETE", &delete_pod), None);
+    assert!(rbac::forbidden("kubevirt-handler", "DELETE", &delete_pod).is_some());
+    let watch =
+        rbac::attributes("GET", &uri("/apis/kubevirt.io/v1/virtualmachineinstances?&watch=true")).expect("attributes");
+    assert_eq!(watch.verb, "watch");
+    let status = rbac::attributes(
+        "PUT",
+        &uri("/apis/kubevirt.io/v1/namespaces/ns/virtualmachineinstances/v/status"),
+    )
+    .expect("attributes");
+    assert_eq!(
+        (status.verb.as_str(), status.resource.as_str()),
+        ("update", "virtualmachineinstances/status")
+    );
+    // Names and namespaces count: only virt-api's own webhook configuration, and only its own Secrets.
+    let other_webhook = uri("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/someone-else");
+    assert!(rbac::forbidden("kubevirt-apiserver", "PATCH", &other_webhook).is_some());
+    assert!(
+        rbac::forbidden(
+            "kubevirt-apiserver",
+            "GET",
+            &uri("/api/v1/namespaces/default/secrets/x")
+        )
+        .is_some()
+    );
+    assert_eq!(
+        rbac::forbidden(
+            "kubevirt-apiserver",
+            "GET",
+            &uri("/api/v1/namespaces/kubevirt/secrets/x")
+        ),
+        None
+    );
+    let lease = uri("/apis/coordination.k8s.io/v1/namespaces/kubevirt/leases/virt-controller");
+    assert_eq!(rbac::forbidden("kubevirt-controller", "PUT", &lease), None);
+    assert!(
+        rbac::forbidden(
+            "kubevirt-controller",
+            "PUT",
+            &uri("/apis/coordination.k8s.io/v1/namespaces/other/leases/x")
+        )
+        .is_some()
+    );
 }

@@ -8,6 +8,9 @@ use http::{Request, Response};
 use kube::client::Body;
 use serde_json::Value;
 
+#[path = "../../../tests/support/rbac.rs"]
+mod rbac;
+
 pub type Log = Arc<Mutex<Vec<(String, String, Value)>>>;
 
 /// A client on a mock API server, and the log of what it received.
@@ -18,6 +21,16 @@ pub fn api_server(mut answers: VecDeque<Value>) -> (kube::Client, Log) {
     tokio::spawn(async move {
         while let Some((request, respond)) = handle.next_request().await {
             let (method, path) = (request.method().to_string(), request.uri().path().to_owned());
+            if let Some(refusal) = rbac::forbidden("kubevirt-controller", &method, request.uri()) {
+                record.lock().expect("log").push((method, path, refusal.clone()));
+                respond.send_response(
+                    Response::builder()
+                        .status(403)
+                        .body(Body::from(refusal.to_string().into_bytes()))
+                        .expect("response"),
+                );
+                continue;
+            }
             let bytes = request.into_body().collect_bytes().await.expect("body");
             let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
             let answer = answers.pop_front().unwrap_or_else(|| body.clone());
