@@ -38,3 +38,16 @@ fn no_reachable_api_server_is_a_clear_error() {
         "{stderr}"
     );
 }
+
+#[path = "../../tests/support/install.rs"]
+mod install;
+
+#[test]
+fn the_install_manifests_arguments_are_accepted() {
+    let mut args = install::container_args("virt-controller.yaml", "virt-controller", &[]);
+    args.retain(|a| !a.starts_with("--port="));
+    let output = controller().args(&args).args(["--port", "0"]).output().expect("run");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("cannot reach the Kubernetes API"), "{stderr}");
+}

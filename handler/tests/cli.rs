@@ -64,3 +64,19 @@ fn a_console_key_without_its_certificate_is_a_usage_error() {
         .expect("run");
     assert_eq!(output.status.code(), Some(2));
 }
+
+#[path = "../../tests/support/install.rs"]
+mod install;
+
+#[test]
+fn the_install_manifests_arguments_are_accepted() {
+    let env = [("NODE_NAME", "node01"), ("MY_POD_IP", "10.0.0.5")];
+    let args = install::container_args("virt-handler.yaml", "virt-handler", &env);
+    let output = handler().args(&args).output().expect("run");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("cannot read the TLS certificate /etc/virt-handler/servercertificates/"),
+        "the arguments parse and the mounted certificate is looked for: {stderr}"
+    );
+}
