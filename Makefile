@@ -5,7 +5,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 VMI ?= manifests/examples/vmi-testguest.yaml
 
-.PHONY: all deps guest build run test fmt lint unit crds bench
+.PHONY: all deps guest build run test fmt lint unit crds bench images test-images
 
 all: build
 
@@ -31,7 +31,15 @@ unit:
 	$(CARGO) test --workspace
 
 test: guest
-	$(MAKE) --no-print-directory fmt lint unit
+	$(MAKE) --no-print-directory fmt lint unit test-images
+
+# The four container images from release binaries (scripts/build-images.sh; docs/install.md).
+images:
+	scripts/build-images.sh --profile release
+
+# Build the images from the test build and boot the test guest in the launcher image.
+test-images: guest
+	scripts/test-images.sh
 
 crds:
 	$(CARGO) run -q -p kubevirt-api --bin crdgen

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Builds the four container images with Debian's buildah (vfs storage), as root:
+#   localhost/kubevirt-rs/{virt-launcher,virt-handler,virt-controller,virt-api}:latest
+#
+#   scripts/build-images.sh [--profile release|debug] [--tag TAG]
+#
+# No base image can be pulled, so every image is built FROM scratch: the launcher on a minimal
+# Debian 12 root made with debootstrap (cached in $KUBEVIRT_RS_CACHE/rootfs), the others from
+# their binary and the libraries it links. Idempotent; prints each image's size.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+die() { echo "build-images: $*" >&2; exit 1; }
+profile=release
+tag=latest
+while (($#)); do
+    case "$1" in
+        --profile) profile=${2:?}; shift 2 ;;
+        --tag) tag=${2:?}; shift 2 ;;
+        *) die "unknown argument $1" ;;
+    esac
+done
+[ "$(id -u)" = 0 ] || die "run as root (debootstrap and buildah need it)"
+
+packages=(buildah podman runc debootstrap)
+missing=()
+for pkg in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'ok installed' || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+    echo "build-images: installing ${missing[*]}"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >/dev/null
+fi
+export CONTAINERS_CONF="$PWD/images/containers.conf"
+buildah() { command buildah --storage-driver vfs "$@"; }
+
+cache=${KUBEVIRT_RS_CACHE:-/var/cache/kubevirt-rs}
+work=$cache/image-build
+mkdir -p "$work"
+
+if [ "$profile" = release ]; then
+    cargo build -q --release -p virt-launcher -p virt-handler -p virt-controller -p virt-api
+    bin=target/release
+else
+    cargo build -q -p virt-launcher -p virt-handler -p virt-controller -p virt-api
+    bin=target/debug
+fi
+
+# 1. The launcher's Debian root, made once per package list.
+debs=libvirt-daemon,libvirt-daemon-driver-qemu,qemu-system-x86,qemu-utils,ovmf
+rootfs=$cache/rootfs/launcher-$(echo "$debs" | sha256sum | cut -c1-12)
+if [ ! -e "$rootfs/.complete" ]; then
+    echo "build-images: debootstrap bookworm ($debs)"
+    rm -rf "$rootfs.tmp"
+    debootstrap --variant=minbase --include="$debs" bookworm "$rootfs.tmp" http://deb.debian.org/debian >"$work/debootstrap.log" 2>&1 \
+        || die "debootstrap failed: see $work/debootstrap.log"
+    # What a VM never needs: documentation, manuals, locales, package caches.
+    rm -rf "$rootfs.tmp"/usr/share/{doc,man,info,locale,lintian} "$rootfs.tmp"/var/cache/apt/* "$rootfs.tmp"/var/lib/apt/lists/*
+    touch "$rootfs.tmp/.complete"
+    rm -rf "$rootfs"
+    mv "$rootfs.tmp" "$rootfs"
+fi
+
+# 2. Each image's context: root/ holds what the image contains.
+context() { rm -rf "$work/$1"; mkdir -p "$work/$1/root/usr/bin"; cp "images/$1/Containerfile" "$work/$1/"; }
+
+# A binary and the libraries it links, at the same paths.
+copy_with_libraries() {
+    local binary=$1 root=$2
+    install -m 0755 "$binary" "$root/usr/bin/"
+    ldd "$binary" | awk '/=> \// {print $3} /^[[:space:]]*\// {print $1}' | while read -r lib; do
+        mkdir -p "$root$(dirname "$lib")"
+        cp -L "$lib" "$root$lib"
+    done
+    mkdir -p "$root/tmp" "$root/etc"
+    chmod 1777 "$root/tmp"
+    echo "root:x:0:0:root:/root:/sbin/nologin" >"$root/etc/passwd"
+    echo "kubevirt:x:1001:1001::/:/sbin/nologin" >>"$root/etc/passwd"
+}
+
+for component in virt-handler virt-controller virt-api; do
+    context "$component"
+    copy_with_libraries "$bin/$component" "$work/$component/root"
+done
+
+context virt-launcher
+cp -a "$rootfs/." "$work/virt-launcher/root/"
+rm -f "$work/virt-launcher/root/.complete"
+# libvirt resolves its compiled-in QEMU user and group at start, before reading qemu.conf (which
+# makes the launcher's QEMU run as root); Debian creates them in libvirt-daemon-system, which the
+# image does not need.
+root=$work/virt-launcher/root
+grep -q '^kvm:' "$root/etc/group" || echo 'kvm:x:107:' >>"$root/etc/group"
+grep -q '^libvirt-qemu:' "$root/etc/group" || echo 'libvirt-qemu:x:64055:libvirt-qemu' >>"$root/etc/group"
+grep -q '^libvirt-qemu:' "$root/etc/passwd" \
+    || echo 'libvirt-qemu:x:64055:107:Libvirt Qemu,,,:/var/lib/libvirt:/usr/sbin/nologin' >>"$root/etc/passwd"
+# The launcher mounts its private libvirt configuration and state over these.
+mkdir -p "$work/virt-launcher/root"/{etc/libvirt,var/lib/libvirt,var/cache/libvirt,var/log/libvirt,var/cache/kubevirt-rs/libvirt}
+install -m 0755 "$bin/virt-launcher" "$work/virt-launcher/root/usr/bin/"
+
+for component in virt-launcher virt-handler virt-controller virt-api; do
+    image=localhost/kubevirt-rs/$component:$tag
+    buildah bud --quiet --layers=false -f "$work/$component/Containerfile" -t "$image" "$work/$component" >/dev/null
+    size=$(buildah inspect --format '{{.FromImage}}' "$image" >/dev/null 2>&1; command podman --storage-driver vfs image inspect --format '{{.Size}}' "$image")
+    printf 'build-images: %-45s %6d MiB\n' "$image" $((size / 1024 / 1024))
+done
