@@ -78,6 +78,40 @@ copy_with_libraries() {
     echo "kubevirt:x:1001:1001::/:/sbin/nologin" >>"$root/etc/passwd"
 }
 
+# 3. The launcher image's QEMU capabilities cache: boot a diskless VM once in the image (libvirt
+# probes QEMU and the launcher records the binaries), then keep the container's cache as a layer.
+warm_capabilities_cache() {
+    local image=$1 name=kubevirt-rs-warm-cache-$$ vmi="$work/warm-cache.yaml"
+    cat >"$vmi" <<'VMI'
+apiVersion: kubevirt.io/v1
+kind: VirtualMachineInstance
+metadata:
+  name: warm-cache
+spec:
+  terminationGracePeriodSeconds: 0
+  domain:
+    resources:
+      requests:
+        memory: 32Mi
+    devices:
+      autoattachGraphicsDevice: false
+      autoattachPodInterface: false
+      autoattachSerialConsole: false
+VMI
+    command podman --storage-driver vfs rm -f "$name" >/dev/null 2>&1 || true
+    command podman --storage-driver vfs run -d --privileged --name "$name" -v "$vmi:/warm-cache.yaml:ro" \
+        "$image" run --vmi /warm-cache.yaml --force-emulation >/dev/null
+    local started=
+    for _ in $(seq 1 120); do
+        if [[ "$(command podman --storage-driver vfs logs "$name" 2>&1)" == *"domain started"* ]]; then started=1; break; fi
+        sleep 0.5
+    done
+    command podman --storage-driver vfs stop -t 30 "$name" >/dev/null
+    [ -n "$started" ] || die "warming the capabilities cache failed: $(command podman --storage-driver vfs logs "$name" 2>&1 | tail -3)"
+    command podman --storage-driver vfs commit --quiet "$name" "$image" >/dev/null
+    command podman --storage-driver vfs rm -f "$name" >/dev/null
+}
+
 for component in virt-handler virt-controller virt-api; do
     context "$component"
     copy_with_libraries "$bin/$component" "$work/$component/root"
@@ -101,6 +135,7 @@ install -m 0755 "$bin/virt-launcher" "$work/virt-launcher/root/usr/bin/"
 for component in virt-launcher virt-handler virt-controller virt-api; do
     image=localhost/kubevirt-rs/$component:$tag
     buildah bud --quiet --layers=false -f "$work/$component/Containerfile" -t "$image" "$work/$component" >/dev/null
+    [ "$component" = virt-launcher ] && warm_capabilities_cache "$image"
     size=$(buildah inspect --format '{{.FromImage}}' "$image" >/dev/null 2>&1; command podman --storage-driver vfs image inspect --format '{{.Size}}' "$image")
     printf 'build-images: %-45s %6d MiB\n' "$image" $((size / 1024 / 1024))
 done

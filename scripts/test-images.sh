@@ -38,6 +38,8 @@ for _ in $(seq 1 120); do
 done
 [[ "$(logs)" == *KUBEVIRT-RS-GUEST-READY* ]] || fail "no guest marker within 60 s"
 say "the launcher image booted the test guest"
+[[ "$(logs)" == *"capabilities cache carried over"* ]] || fail "the image's warm capabilities cache was not used"
+say "the image's warm capabilities cache was used"
 start=$(date +%s.%N)
 podman stop -t 40 "$name" >/dev/null
 took=$(echo "$(date +%s.%N) - $start" | bc)

@@ -252,7 +252,11 @@ async fn run_with(prelude: &Prelude, reaper: &Reaper) -> Result<VirtualMachineIn
                 "connected to the private libvirt"
             );
             let paused = prelude.vmi.spec.start_strategy.as_deref() == Some("Paused");
-            boot_and_supervise(&manager, xml, paused, &prelude.runtime, &mut events, &mut stops, policy).await
+            let booted = Booted {
+                daemons: &daemons,
+                runtime: &prelude.runtime,
+            };
+            boot_and_supervise(&manager, xml, paused, &booted, &mut events, &mut stops, policy).await
         }
     };
     teardown(&manager, &domain.name).await;
@@ -263,11 +267,17 @@ async fn run_with(prelude: &Prelude, reaper: &Reaper) -> Result<VirtualMachineIn
     outcome
 }
 
+/// What a booted domain is supervised with.
+struct Booted<'a> {
+    daemons: &'a LibvirtDaemons,
+    runtime: &'a RuntimeDir,
+}
+
 async fn boot_and_supervise(
     manager: &LibvirtDomainManager,
     xml: String,
     paused: bool,
-    runtime: &RuntimeDir,
+    booted: &Booted<'_>,
     events: &mut UnboundedReceiver<LifecycleEvent>,
     stops: &mut StopSignals,
     policy: Policy,
@@ -276,7 +286,8 @@ async fn boot_and_supervise(
     tracing::debug!("domain defined");
     manager.start(paused).await?;
     info!(paused, "domain started");
-    let console = console::spawn(runtime.serial_socket());
+    booted.daemons.record_capabilities();
+    let console = console::spawn(booted.runtime.serial_socket());
     let phase = supervise(manager, events, stops, policy).await;
     console.abort();
     Ok(phase?)

@@ -111,6 +111,12 @@ pub const SYSTEM_DRIVER_DIR: &str = "/usr/lib/x86_64-linux-gnu/libvirt/connectio
 /// The only driver a launcher's daemon needs.
 const QEMU_DRIVER: &str = "libvirt_driver_qemu.so";
 
+/// The driver modules a launcher's libvirtd loads, at their real paths.
+#[must_use]
+pub fn loaded_drivers() -> Vec<PathBuf> {
+    vec![Path::new(SYSTEM_DRIVER_DIR).join(QEMU_DRIVER)]
+}
+
 /// Makes libvirtd load only its QEMU driver: a directory with a link to that one module, named by
 /// `LIBVIRT_DRIVER_DIR`. The network, storage, node-device, interface, nwfilter and secret drivers
 /// (and their libraries) are never loaded, which keeps the daemon small and its start short.
@@ -222,6 +228,18 @@ impl LibvirtDaemons {
     /// Starts virtlogd and libvirtd (their configuration was written by [`write_configs`] before
     /// the mount namespace was set up) and waits until libvirtd accepts connections.
     pub async fn start(reaper: &Reaper, paths: &DaemonPaths, timeout: Duration) -> Result<Self, DaemonError> {
+        // Inside the launcher's mount namespace the persistent cache is at libvirt's own path.
+        let cache = Path::new(super::namespace::LIBVIRT_CACHE_DIR);
+        match super::caps_cache::refresh(cache, &loaded_drivers()) {
+            Ok(super::caps_cache::Refresh::Refreshed(files)) if files > 0 => {
+                tracing::info!(
+                    files,
+                    "capabilities cache carried over: its ctimes refreshed for these binaries"
+                );
+            }
+            Ok(outcome) => tracing::debug!(?outcome, "capabilities cache"),
+            Err(e) => tracing::warn!(error = %e, "cannot refresh the capabilities cache; libvirt may probe QEMU again"),
+        }
         let stopping = CancellationToken::new();
         let virtlogd_pid = paths.pid_file("virtlogd");
         let virtlogd = supervise(reaper.clone(), "virtlogd", stopping.clone(), move || {
@@ -253,6 +271,15 @@ impl LibvirtDaemons {
         };
         daemons.wait_for_socket(timeout).await?;
         Ok(daemons)
+    }
+
+    /// Records, once a domain runs, the binaries the capabilities cache was made with, so that a
+    /// copy of the cache (in an image) stays valid: see [`super::caps_cache`].
+    pub fn record_capabilities(&self) {
+        let cache = Path::new(super::namespace::LIBVIRT_CACHE_DIR);
+        if let Err(e) = super::caps_cache::record(cache, &loaded_drivers()) {
+            tracing::warn!(error = %e, "cannot record the capabilities cache's binaries");
+        }
     }
 
     async fn wait_for_socket(&self, timeout: Duration) -> Result<(), DaemonError> {
