@@ -17,7 +17,12 @@ scripts/build-images.sh --profile debug
 export CONTAINERS_CONF="$PWD/images/containers.conf"
 podman() { command podman --storage-driver vfs "$@"; }
 name=kubevirt-rs-test-launcher-$$
-cleanup() { podman rm -f "$name" >/dev/null 2>&1 || true; }
+pod=kubevirt-rs-test-pod-$$
+share=$(mktemp -d /tmp/kubevirt-rs-share.XXXXXX)
+cleanup() {
+    podman rm -f "$name" "$pod" >/dev/null 2>&1 || true
+    rm -rf "$share"
+}
 trap cleanup EXIT
 
 for component in virt-handler virt-controller virt-api; do
@@ -47,3 +52,21 @@ code=$(podman inspect --format '{{.State.ExitCode}}' "$name")
 [ "$code" = 0 ] || fail "the launcher exited $code after podman stop"
 [[ "$(logs)" == *KUBEVIRT-RS-GUEST-POWEROFF* ]] || fail "the guest did not power off (no graceful stop)"
 say "podman stop: the guest powered off and the launcher exited 0 in ${took} s"
+
+# Cluster mode as in a launcher pod: not privileged (podman's default capabilities plus SYS_NICE,
+# as virt-controller renders the pod), libvirt used in place: the daemons start and the command
+# socket is served in the share directory.
+podman run -d --name "$pod" --cap-add SYS_NICE -v "$share:/var/run/kubevirt" localhost/kubevirt-rs/virt-launcher:latest \
+    --name testguest --namespace default --uid 6a1b2c3d-4e5f-4071-8293-a4b5c6d7e8f9 --kubevirt-share-dir /var/run/kubevirt \
+    --ephemeral-disk-dir /var/run/kubevirt-ephemeral-disks --container-disk-dir /var/run/kubevirt/container-disks \
+    --grace-period-seconds 30 --force-emulation --container-libvirt >/dev/null
+for _ in $(seq 1 80); do
+    [ -S "$share/sockets/launcher-sock" ] && break
+    sleep 0.25
+done
+[ -S "$share/sockets/launcher-sock" ] || fail "the unprivileged launcher serves no command socket: $(podman logs "$pod" 2>&1 | tail -3)"
+podman stop -t 30 "$pod" >/dev/null
+code=$(podman inspect --format '{{.State.ExitCode}}' "$pod")
+[ "$code" = 0 ] || fail "the unprivileged launcher exited $code"
+[ ! -e "$share/sockets/launcher-sock" ] || fail "the launcher left its socket behind"
+say "the launcher image in cluster mode, unprivileged as in a pod, served its command socket and stopped cleanly"

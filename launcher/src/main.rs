@@ -61,6 +61,10 @@ struct ClusterArgs {
     /// Persistent libvirt capabilities cache.
     #[arg(long = "libvirt-cache-dir", id = "cluster_libvirt_cache_dir", value_name = "DIR")]
     libvirt_cache_dir: Option<PathBuf>,
+    /// Use libvirt's directories in place instead of a private mount namespace: the launcher runs
+    /// in a container of its own (virt-controller's pod sets it); not an upstream flag.
+    #[arg(long)]
+    container_libvirt: bool,
     /// The launcher's own container image, reported to virt-handler; virt-controller's pod sets it.
     #[arg(long, env = "KUBEVIRT_LAUNCHER_IMAGE", value_name = "IMAGE")]
     launcher_image: Option<String>,
@@ -191,5 +195,6 @@ fn cluster(args: ClusterArgs) -> ExitCode {
             .libvirt_cache_dir
             .unwrap_or_else(|| PathBuf::from(run::DEFAULT_CACHE_DIR)),
         launcher_image: args.launcher_image,
+        container_libvirt: args.container_libvirt,
     })
 }

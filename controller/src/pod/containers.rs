@@ -88,6 +88,8 @@ pub fn compute(
         "0".to_owned(),
         "--ovmf-path".to_owned(),
         "/usr/share/OVMF".to_owned(),
+        // The pod is the launcher's sandbox: libvirt's directories are used in place.
+        "--container-libvirt".to_owned(),
     ];
     if config.use_emulation {
         args.push("--allow-emulation".to_owned());

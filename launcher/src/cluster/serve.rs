@@ -29,7 +29,7 @@ use crate::libvirt::{DomainManager, LibvirtDomainManager, LifecycleEvent};
 use crate::local::lifecycle::Policy;
 use crate::local::run::{StopSignals, StopSource as _, supervise, teardown};
 use crate::supervisor::daemons::{DaemonPaths, LibvirtDaemons, write_configs};
-use crate::supervisor::namespace::enter_private_libvirt_namespace;
+use crate::supervisor::namespace::{adopt_container_libvirt, enter_private_libvirt_namespace};
 use crate::supervisor::reaper::{Reaper, ToolRunner};
 
 /// How long libvirtd may take to open its socket.
@@ -56,6 +56,9 @@ pub struct ServeOptions {
     pub cache_dir: PathBuf,
     /// The launcher's container image, reported in every domain snapshot.
     pub launcher_image: Option<String>,
+    /// The launcher has a container of its own: libvirt's directories are used in place, with no
+    /// private mount namespace (which would need `CAP_SYS_ADMIN`).
+    pub container_libvirt: bool,
 }
 
 impl ServeOptions {
@@ -121,8 +124,12 @@ pub fn main(options: &ServeOptions) -> ExitCode {
     let prepared = write_configs(&paths)
         .map_err(|e| format!("{:#}", anyhow::Error::from(e)))
         .and_then(|()| {
-            enter_private_libvirt_namespace(&paths.config_dir(), &options.cache_dir)
-                .map_err(|e| format!("{:#}", anyhow::Error::from(e)))
+            let prepared = if options.container_libvirt {
+                adopt_container_libvirt(&paths.config_dir(), &options.cache_dir)
+            } else {
+                enter_private_libvirt_namespace(&paths.config_dir(), &options.cache_dir)
+            };
+            prepared.map_err(|e| format!("{:#}", anyhow::Error::from(e)))
         });
     if let Err(message) = prepared {
         return fail(&message, 1);

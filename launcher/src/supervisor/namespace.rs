@@ -104,3 +104,46 @@ pub fn enter_private_libvirt_namespace(config_dir: &Path, cache_dir: &Path) -> R
     }
     Ok(())
 }
+
+/// In a container of its own (a launcher pod) the launcher's view of libvirt's directories is
+/// already private, and creating a mount namespace would need `CAP_SYS_ADMIN` and a runtime profile
+/// that allows mounts. There the configuration is copied into libvirt's own directory and the
+/// persistent cache is reached through a link at libvirt's cache path.
+pub fn adopt_container_libvirt(config_dir: &Path, cache_dir: &Path) -> Result<(), NamespaceError> {
+    let io = |path: &Path| {
+        let path = path.to_owned();
+        move |source| NamespaceError::Create { path, source }
+    };
+    let target = Path::new(LIBVIRT_CONFIG_DIR);
+    create(target)?;
+    for entry in std::fs::read_dir(config_dir).map_err(io(config_dir))? {
+        let entry = entry.map_err(io(config_dir))?;
+        std::fs::copy(entry.path(), target.join(entry.file_name())).map_err(io(target))?;
+    }
+    create(cache_dir)?;
+    let libvirt_cache = Path::new(LIBVIRT_CACHE_DIR);
+    let same = std::fs::canonicalize(cache_dir).ok() == std::fs::canonicalize(libvirt_cache).ok();
+    if !same {
+        let empty = std::fs::read_dir(libvirt_cache)
+            .map(|mut d| d.next().is_none())
+            .unwrap_or(true);
+        if !empty {
+            // Something else already lives there: leave it, libvirt probes into it.
+            return finish_state_dirs();
+        }
+        let _ = std::fs::remove_dir(libvirt_cache);
+        let _ = std::fs::remove_file(libvirt_cache);
+        std::os::unix::fs::symlink(cache_dir, libvirt_cache).map_err(io(libvirt_cache))?;
+    }
+    finish_state_dirs()
+}
+
+fn finish_state_dirs() -> Result<(), NamespaceError> {
+    for dir in PRIVATE_STATE_DIRS
+        .iter()
+        .chain(&["/var/lib/libvirt/qemu", "/var/log/libvirt/qemu", "/run/libvirt/qemu"])
+    {
+        create(Path::new(dir))?;
+    }
+    Ok(())
+}
