@@ -124,9 +124,7 @@ pub fn adopt_container_libvirt(config_dir: &Path, cache_dir: &Path) -> Result<()
     let libvirt_cache = Path::new(LIBVIRT_CACHE_DIR);
     let same = std::fs::canonicalize(cache_dir).ok() == std::fs::canonicalize(libvirt_cache).ok();
     if !same {
-        let empty = std::fs::read_dir(libvirt_cache)
-            .map(|mut d| d.next().is_none())
-            .unwrap_or(true);
+        let empty = std::fs::read_dir(libvirt_cache).map_or(true, |mut d| d.next().is_none());
         if !empty {
             // Something else already lives there: leave it, libvirt probes into it.
             return finish_state_dirs();
