@@ -14,6 +14,8 @@ packages=(
     libxml2-utils
     # the test guest and cloud-init ISOs
     busybox-static cpio xz-utils genisoimage
+    # pod networking: veth, bridges and taps (ip), NAT (nft), forwarding (sysctl), namespaces (nsenter)
+    iproute2 nftables procps util-linux
 )
 
 missing=()

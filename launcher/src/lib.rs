@@ -3,7 +3,6 @@
 
 pub mod cluster;
 pub mod commands;
-pub mod dhcp;
 pub mod domain;
 pub mod fixtures;
 pub mod fuzzing;

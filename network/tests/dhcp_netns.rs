@@ -8,7 +8,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
-use virt_launcher::dhcp::{LEASE_SECONDS, Lease, server};
+use pod_network::dhcp::{LEASE_SECONDS, Lease, server};
 
 /// This test's namespace and veth pair, removed on drop.
 struct Wire {

@@ -1,0 +1,139 @@
+//! The seam to the system: commands (`ip`, `nft`, `sysctl`) run inside a network namespace, named
+//! by a path to it (`/proc/<pid>/ns/net`, or an open descriptor's `/proc/<pid>/fd/<n>`).
+//! [`SystemCommands`] runs them through `nsenter`; [`RecordingCommands`] records them for tests and
+//! answers from a script.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+
+/// A command that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    /// It could not be started.
+    #[error("cannot run {program}: {source}")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// It exited non-zero.
+    #[error("{program} {args} failed in {netns}: {stderr}")]
+    Failed {
+        /// The program.
+        program: String,
+        /// Its arguments.
+        args: String,
+        /// The namespace.
+        netns: String,
+        /// What it printed.
+        stderr: String,
+    },
+}
+
+/// Runs a program inside a network namespace and returns its standard output.
+pub trait NetworkCommands: Send + Sync {
+    /// Runs `program args` in `netns`, with `stdin` as its input.
+    ///
+    /// # Errors
+    /// [`CommandError`] when it cannot start or exits non-zero.
+    fn run(&self, netns: &Path, program: &str, args: &[&str], stdin: Option<&str>) -> Result<String, CommandError>;
+}
+
+/// Runs commands for real, through `nsenter --net=<path>`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SystemCommands;
+
+impl NetworkCommands for SystemCommands {
+    fn run(&self, netns: &Path, program: &str, args: &[&str], stdin: Option<&str>) -> Result<String, CommandError> {
+        let spawn = |source| CommandError::Spawn {
+            program: program.to_owned(),
+            source,
+        };
+        let mut child = Command::new("nsenter")
+            .arg(format!("--net={}", netns.display()))
+            .arg("--")
+            .arg(program)
+            .args(args)
+            .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(spawn)?;
+        if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+            pipe.write_all(text.as_bytes()).map_err(spawn)?;
+        }
+        let output = child.wait_with_output().map_err(spawn)?;
+        if !output.status.success() {
+            return Err(CommandError::Failed {
+                program: program.to_owned(),
+                args: args.join(" "),
+                netns: netns.display().to_string(),
+                stderr: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+            });
+        }
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    }
+}
+
+/// One recorded command.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Recorded {
+    /// The namespace.
+    pub netns: PathBuf,
+    /// Program and arguments.
+    pub argv: Vec<String>,
+    /// Its input.
+    pub stdin: Option<String>,
+}
+
+/// A fake: records every command and answers with the first scripted reply whose prefix matches
+/// the command line (`""` when none does); a reply of `Err(text)` makes the command fail.
+#[derive(Debug, Default)]
+pub struct RecordingCommands {
+    replies: Vec<(String, Result<String, String>)>,
+    recorded: Mutex<Vec<Recorded>>,
+}
+
+impl RecordingCommands {
+    /// Answers commands starting with `prefix` (program and arguments joined by spaces).
+    #[must_use]
+    pub fn reply(mut self, prefix: &str, reply: Result<&str, &str>) -> Self {
+        self.replies
+            .push((prefix.to_owned(), reply.map(str::to_owned).map_err(str::to_owned)));
+        self
+    }
+
+    /// What was run, in order.
+    #[must_use]
+    pub fn recorded(&self) -> Vec<Recorded> {
+        self.recorded.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+}
+
+impl NetworkCommands for RecordingCommands {
+    fn run(&self, netns: &Path, program: &str, args: &[&str], stdin: Option<&str>) -> Result<String, CommandError> {
+        let mut argv = vec![program.to_owned()];
+        argv.extend(args.iter().map(|a| (*a).to_owned()));
+        let line = argv.join(" ");
+        if let Ok(mut recorded) = self.recorded.lock() {
+            recorded.push(Recorded {
+                netns: netns.to_owned(),
+                argv,
+                stdin: stdin.map(str::to_owned),
+            });
+        }
+        match self.replies.iter().find(|(prefix, _)| line.starts_with(prefix.as_str())) {
+            Some((_, Ok(out))) => Ok(out.clone()),
+            Some((_, Err(stderr))) => Err(CommandError::Failed {
+                program: program.to_owned(),
+                args: args.join(" "),
+                netns: netns.display().to_string(),
+                stderr: stderr.clone(),
+            }),
+            None => Ok(String::new()),
+        }
+    }
+}

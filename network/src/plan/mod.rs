@@ -1,0 +1,436 @@
+//! The network plan: what the pod's network namespace and the guest get, decided from the VMI and
+//! what was observed of the pod, with no side effects. [`plan`] decides; [`render`] turns a plan
+//! into the `ip -batch` script and the nftables ruleset that build it.
+//!
+//! Upstream's two bindings for the pod network (launcher.md §1.3):
+//! - **masquerade**: the guest sits behind NAT on a private subnet (`vmNetworkCIDR`, default
+//!   10.0.2.0/24: gateway 10.0.2.1 on the in-pod bridge `k6t-eth0`, guest 10.0.2.2); the pod's
+//!   ports are forwarded to it, all of them when `ports` is empty.
+//! - **bridge**: the pod interface joins the bridge and the guest takes over its address and MAC;
+//!   the pod interface gets a new MAC and the bridge a link-local address to serve DHCP from.
+
+pub mod render;
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+
+use kubevirt_api::v1::{Interface, VirtualMachineInstance};
+
+use crate::dhcp::Lease;
+
+/// Upstream's in-pod bridge name prefix (`k6t-` + the pod interface name).
+pub const BRIDGE_PREFIX: &str = "k6t-";
+/// The tap device behind the pod network's interface.
+pub const POD_TAP: &str = "tap0";
+/// Upstream's default masquerade subnet (`DefaultVMCIDR`).
+pub const DEFAULT_VM_CIDR: &str = "10.0.2.0/24";
+/// The link-local address upstream gives the bridge of a bridge binding, to serve DHCP from.
+pub const BRIDGE_FAKE_ADDRESS: Ipv4Addr = Ipv4Addr::new(169, 254, 75, 10);
+/// The nftables table that holds a masquerade binding's rules.
+pub const NAT_TABLE: &str = "kubevirt_nat";
+
+/// An IPv4 address with its prefix length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ipv4Cidr {
+    /// The address.
+    pub address: Ipv4Addr,
+    /// The prefix length, 0–32.
+    pub prefix: u8,
+}
+
+impl std::fmt::Display for Ipv4Cidr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.address, self.prefix)
+    }
+}
+
+impl Ipv4Cidr {
+    /// Parses `a.b.c.d/n`.
+    #[must_use]
+    pub fn parse(text: &str) -> Option<Self> {
+        let (address, prefix) = text.split_once('/')?;
+        let prefix: u8 = prefix.parse().ok()?;
+        (prefix <= 32).then_some(())?;
+        Some(Self {
+            address: address.parse().ok()?,
+            prefix,
+        })
+    }
+
+    /// The `n`-th address of this network (0 is the network address itself).
+    #[must_use]
+    pub fn host(&self, n: u32) -> Ipv4Addr {
+        let mask = if self.prefix == 0 {
+            0
+        } else {
+            u32::MAX << (32 - u32::from(self.prefix))
+        };
+        Ipv4Addr::from((u32::from(self.address) & mask).wrapping_add(n))
+    }
+}
+
+/// What was observed of the pod's network interface.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodInterface {
+    /// Its name, `eth0` in a pod.
+    pub name: String,
+    /// Its MAC address.
+    pub mac: [u8; 6],
+    /// Its MTU.
+    pub mtu: u16,
+    /// Its IPv4 address.
+    pub address: Option<Ipv4Cidr>,
+    /// The default gateway through it.
+    pub gateway: Option<Ipv4Addr>,
+}
+
+/// The pod's resolv.conf, as far as the guest needs it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Resolv {
+    /// IPv4 name servers.
+    pub nameservers: Vec<Ipv4Addr>,
+    /// Search domains.
+    pub search: Vec<String>,
+}
+
+impl Resolv {
+    /// Reads `nameserver` and `search` lines; anything else is ignored.
+    #[must_use]
+    pub fn parse(text: &str) -> Self {
+        let mut resolv = Self::default();
+        for line in text.lines() {
+            let mut words = line.split_whitespace();
+            match words.next() {
+                Some("nameserver") => resolv
+                    .nameservers
+                    .extend(words.next().and_then(|w| w.parse::<Ipv4Addr>().ok())),
+                Some("search" | "domain") => resolv.search = words.map(str::to_owned).collect(),
+                _ => {}
+            }
+        }
+        resolv
+    }
+}
+
+/// The pod network's binding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Binding {
+    /// NAT behind the bridge.
+    Masquerade,
+    /// The guest takes over the pod's address.
+    Bridge,
+}
+
+/// A port forwarded to the guest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ForwardedPort {
+    /// `tcp` or `udp`.
+    pub protocol: &'static str,
+    /// The port.
+    pub port: u16,
+}
+
+/// How the pod network's interface is wired.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InterfacePlan {
+    /// The VMI interface's name.
+    pub name: String,
+    /// Its binding.
+    pub binding: Binding,
+    /// The pod interface.
+    pub pod_interface: String,
+    /// The in-pod bridge.
+    pub bridge: String,
+    /// The bridge's own address.
+    pub bridge_address: Ipv4Cidr,
+    /// The tap device QEMU uses.
+    pub tap: String,
+    /// Queues of a multi-queue tap, when the interface is multi-queue.
+    pub tap_queues: Option<u32>,
+    /// The guest's MAC address.
+    pub guest_mac: [u8; 6],
+    /// The pod interface's new MAC (bridge binding: the guest took the old one).
+    pub pod_new_mac: Option<[u8; 6]>,
+    /// The pod address the bridge binding moves to the guest.
+    pub pod_address: Option<Ipv4Cidr>,
+    /// MTU of the tap and bridge, from the pod interface.
+    pub mtu: u16,
+    /// Forwarded ports (masquerade); empty forwards everything.
+    pub ports: Vec<ForwardedPort>,
+    /// What the DHCP server tells the guest.
+    pub lease: Lease,
+}
+
+/// The pod network's wiring; `None` when the VMI does not use the pod network.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NetworkPlan {
+    /// The interface on the pod network.
+    pub pod: Option<InterfacePlan>,
+}
+
+/// A spec the network setup cannot build.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct PlanError {
+    /// The field path, e.g. `spec.domain.devices.interfaces[0].ports[1].port`.
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+fn invalid(field: impl Into<String>, message: impl Into<String>) -> PlanError {
+    PlanError {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+/// Parses `aa:bb:cc:dd:ee:ff` (or with dashes).
+#[must_use]
+pub fn parse_mac(text: &str) -> Option<[u8; 6]> {
+    let parts: Vec<&str> = text.split([':', '-']).collect();
+    if parts.len() != 6 {
+        return None;
+    }
+    let mut mac = [0_u8; 6];
+    for (byte, part) in mac.iter_mut().zip(parts) {
+        if part.len() != 2 {
+            return None;
+        }
+        *byte = u8::from_str_radix(part, 16).ok()?;
+    }
+    Some(mac)
+}
+
+/// `aa:bb:cc:dd:ee:ff`.
+#[must_use]
+pub fn format_mac(mac: [u8; 6]) -> String {
+    mac.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+}
+
+/// A stable, locally administered unicast MAC derived from `seed`.
+#[must_use]
+pub fn derived_mac(seed: &str) -> [u8; 6] {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(seed.as_bytes());
+    [0x02, digest[0], digest[1], digest[2], digest[3], digest[4]]
+}
+
+fn check_interfaces(vmi: &VirtualMachineInstance) -> Result<(), PlanError> {
+    let pod_networks: Vec<&str> = vmi
+        .spec
+        .networks
+        .iter()
+        .filter(|n| n.pod.is_some())
+        .map(|n| n.name.as_str())
+        .collect();
+    let mut macs: BTreeMap<[u8; 6], usize> = BTreeMap::new();
+    for (i, iface) in vmi.spec.domain.devices.interfaces.iter().enumerate() {
+        let here = format!("spec.domain.devices.interfaces[{i}]");
+        let on_pod = pod_networks.contains(&iface.name.as_str());
+        if iface.bridge.is_some() && !on_pod {
+            return Err(invalid(
+                format!("{here}.bridge"),
+                "the bridge binding needs the pod network (Multus networks are not supported)",
+            ));
+        }
+        if iface.masquerade.is_some() && !on_pod {
+            return Err(invalid(
+                format!("{here}.masquerade"),
+                "Masquerade interface only implemented with pod network",
+            ));
+        }
+        for (j, port) in iface.ports.iter().enumerate() {
+            if !(1..=65535).contains(&port.port) {
+                return Err(invalid(
+                    format!("{here}.ports[{j}].port"),
+                    format!("Port field must be in range 0 < x < 65536 (got {}).", port.port),
+                ));
+            }
+            if let Some(protocol) = port.protocol.as_deref().filter(|p| !p.is_empty())
+                && !["TCP", "UDP"].contains(&protocol.to_ascii_uppercase().as_str())
+            {
+                return Err(invalid(
+                    format!("{here}.ports[{j}].protocol"),
+                    "Unknown protocol, only TCP or UDP allowed",
+                ));
+            }
+        }
+        if let Some(text) = iface.mac_address.as_deref().filter(|m| !m.is_empty()) {
+            let Some(mac) = parse_mac(text) else {
+                return Err(invalid(
+                    format!("{here}.macAddress"),
+                    format!("interface {} has malformed MAC address ({text}).", iface.name),
+                ));
+            };
+            if let Some(first) = macs.insert(mac, i) {
+                return Err(invalid(
+                    format!("{here}.macAddress"),
+                    format!(
+                        "interface {} has duplicate MAC address ({text}), already used by interfaces[{first}].",
+                        iface.name
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn forwarded_ports(iface: &Interface) -> Vec<ForwardedPort> {
+    let mut ports: Vec<ForwardedPort> = iface
+        .ports
+        .iter()
+        .filter_map(|p| {
+            let protocol = if p.protocol.as_deref().is_some_and(|p| p.eq_ignore_ascii_case("udp")) {
+                "udp"
+            } else {
+                "tcp"
+            };
+            Some(ForwardedPort {
+                protocol,
+                port: u16::try_from(p.port).ok()?,
+            })
+        })
+        .collect();
+    ports.sort_unstable();
+    ports.dedup();
+    ports
+}
+
+/// The guest's vCPUs from its topology (1 when unset).
+fn vcpus(vmi: &VirtualMachineInstance) -> u32 {
+    vmi.spec.domain.cpu.as_ref().map_or(1, |cpu| {
+        cpu.sockets
+            .unwrap_or(1)
+            .saturating_mul(cpu.cores.unwrap_or(1))
+            .saturating_mul(cpu.threads.unwrap_or(1))
+    })
+}
+
+/// Upstream's guest hostname: `spec.hostname`, else the VMI's name, cut to 63 characters.
+fn hostname(vmi: &VirtualMachineInstance) -> Option<String> {
+    let name = vmi
+        .spec
+        .hostname
+        .clone()
+        .filter(|h| !h.is_empty())
+        .or_else(|| vmi.metadata.name.clone())?;
+    Some(name.chars().take(63).collect())
+}
+
+/// Decides the pod network's wiring for `vmi`, given its pod interface and resolv.conf.
+///
+/// # Errors
+/// A [`PlanError`] naming the field when the interfaces cannot be built: a bridge or masquerade
+/// binding off the pod network, a port out of range, an unknown protocol, a malformed or duplicate
+/// MAC, a `vmNetworkCIDR` that is not an IPv4 CIDR, or a bridge binding on a pod interface with no
+/// IPv4 address.
+pub fn plan(vmi: &VirtualMachineInstance, pod: &PodInterface, resolv: &Resolv) -> Result<NetworkPlan, PlanError> {
+    check_interfaces(vmi)?;
+    let pod_network = vmi.spec.networks.iter().position(|n| n.pod.is_some());
+    let Some((index, iface)) = pod_network.and_then(|n| {
+        let name = &vmi.spec.networks[n].name;
+        vmi.spec
+            .domain
+            .devices
+            .interfaces
+            .iter()
+            .enumerate()
+            .find(|(_, i)| &i.name == name && i.state.as_deref() != Some("absent"))
+    }) else {
+        return Ok(NetworkPlan::default());
+    };
+    let here = format!("spec.domain.devices.interfaces[{index}]");
+    let binding = match (iface.masquerade.is_some(), iface.bridge.is_some()) {
+        (true, false) => Binding::Masquerade,
+        (false, true) => Binding::Bridge,
+        _ => {
+            return Err(invalid(
+                &here,
+                "the pod network's interface needs the masquerade or the bridge binding",
+            ));
+        }
+    };
+    let spec_mac = iface.mac_address.as_deref().and_then(parse_mac);
+    let uid = vmi.metadata.uid.as_deref().or(vmi.metadata.name.as_deref()).unwrap_or("");
+    let tap_queues = (vmi.spec.domain.devices.network_interface_multiqueue == Some(true)
+        && iface.model.as_deref().is_none_or(|m| m.is_empty() || m == "virtio"))
+    .then(|| vcpus(vmi).clamp(1, 256));
+    let bridge = format!("{BRIDGE_PREFIX}{}", pod.name);
+    let common = |lease: Lease, bridge_address: Ipv4Cidr| InterfacePlan {
+        name: iface.name.clone(),
+        binding,
+        pod_interface: pod.name.clone(),
+        bridge: bridge.clone(),
+        bridge_address,
+        tap: POD_TAP.to_owned(),
+        tap_queues,
+        guest_mac: lease.mac,
+        pod_new_mac: None,
+        pod_address: None,
+        mtu: pod.mtu,
+        ports: forwarded_ports(iface),
+        lease,
+    };
+    let lease = |mac, address: Ipv4Cidr, gateway, server| Lease {
+        mac,
+        address: address.address,
+        prefix: address.prefix,
+        gateway,
+        server,
+        dns: resolv.nameservers.clone(),
+        search: resolv.search.clone(),
+        hostname: hostname(vmi),
+        mtu: Some(pod.mtu),
+    };
+    let plan = match binding {
+        Binding::Masquerade => {
+            let network = &vmi.spec.networks[pod_network.unwrap_or_default()];
+            let cidr_text = network
+                .pod
+                .as_ref()
+                .and_then(|p| p.vm_network_cidr.clone())
+                .filter(|c| !c.is_empty())
+                .unwrap_or_else(|| DEFAULT_VM_CIDR.to_owned());
+            let cidr = Ipv4Cidr::parse(&cidr_text).filter(|c| c.prefix <= 30).ok_or_else(|| {
+                invalid(
+                    format!("spec.networks[{}].pod.vmNetworkCIDR", pod_network.unwrap_or_default()),
+                    format!("{cidr_text} is not an IPv4 CIDR with room for a gateway and a guest"),
+                )
+            })?;
+            let gateway = Ipv4Cidr {
+                address: cidr.host(1),
+                prefix: cidr.prefix,
+            };
+            let guest = Ipv4Cidr {
+                address: cidr.host(2),
+                prefix: cidr.prefix,
+            };
+            let mac = spec_mac.unwrap_or_else(|| derived_mac(&format!("{uid}/{}", iface.name)));
+            common(lease(mac, guest, Some(gateway.address), gateway.address), gateway)
+        }
+        Binding::Bridge => {
+            let address = pod.address.ok_or_else(|| {
+                invalid(
+                    format!("{here}.bridge"),
+                    format!("the pod interface {} has no IPv4 address to hand to the guest", pod.name),
+                )
+            })?;
+            let mac = spec_mac.unwrap_or(pod.mac);
+            let fake = Ipv4Cidr {
+                address: BRIDGE_FAKE_ADDRESS,
+                prefix: 32,
+            };
+            let mut out = common(lease(mac, address, pod.gateway, BRIDGE_FAKE_ADDRESS), fake);
+            out.pod_new_mac = Some(derived_mac(&format!("{uid}/{}/pod", iface.name)));
+            out.pod_address = Some(address);
+            out.ports = Vec::new();
+            out
+        }
+    };
+    Ok(NetworkPlan { pod: Some(plan) })
+}
+
+#[cfg(test)]
+mod tests;
