@@ -3,9 +3,9 @@
 //! [`SystemCommands`] runs them through `nsenter`; [`RecordingCommands`] records them for tests and
 //! answers from a script.
 
-use std::io::Write as _;
+use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 
 /// A command that failed.
@@ -42,11 +42,40 @@ pub trait NetworkCommands: Send + Sync {
     fn run(&self, netns: &Path, program: &str, args: &[&str], stdin: Option<&str>) -> Result<String, CommandError>;
 }
 
+/// How a finished child's exit status is collected: by `wait` normally, or by whoever reaps the
+/// process's children (the launcher is a child subreaper that reaps everything itself).
+pub trait ExitWaiter: Send + Sync {
+    /// Waits for `child`, whose pipes are already drained, and says whether it succeeded.
+    ///
+    /// # Errors
+    /// The error of waiting.
+    fn wait(&self, child: Child) -> std::io::Result<bool>;
+}
+
+/// Collects the status with `Child::wait`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StdWaiter;
+
+impl ExitWaiter for StdWaiter {
+    fn wait(&self, mut child: Child) -> std::io::Result<bool> {
+        child.wait().map(|status| status.success())
+    }
+}
+
 /// Runs commands for real, through `nsenter --net=<path>`.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct SystemCommands;
+pub struct SystemCommands<W = StdWaiter> {
+    waiter: W,
+}
 
-impl NetworkCommands for SystemCommands {
+impl<W: ExitWaiter> SystemCommands<W> {
+    /// Commands whose exit status `waiter` collects.
+    pub const fn with_waiter(waiter: W) -> Self {
+        Self { waiter }
+    }
+}
+
+impl<W: ExitWaiter> NetworkCommands for SystemCommands<W> {
     fn run(&self, netns: &Path, program: &str, args: &[&str], stdin: Option<&str>) -> Result<String, CommandError> {
         let spawn = |source| CommandError::Spawn {
             program: program.to_owned(),
@@ -65,16 +94,28 @@ impl NetworkCommands for SystemCommands {
         if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
             pipe.write_all(text.as_bytes()).map_err(spawn)?;
         }
-        let output = child.wait_with_output().map_err(spawn)?;
-        if !output.status.success() {
+        let stderr = child.stderr.take();
+        let stderr_reader = std::thread::spawn(move || {
+            let mut text = String::new();
+            if let Some(mut pipe) = stderr {
+                let _ = pipe.read_to_string(&mut text);
+            }
+            text
+        });
+        let mut stdout = String::new();
+        if let Some(mut pipe) = child.stdout.take() {
+            pipe.read_to_string(&mut stdout).map_err(spawn)?;
+        }
+        let stderr = stderr_reader.join().unwrap_or_default();
+        if !self.waiter.wait(child).map_err(spawn)? {
             return Err(CommandError::Failed {
                 program: program.to_owned(),
                 args: args.join(" "),
                 netns: netns.display().to_string(),
-                stderr: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+                stderr: stderr.trim().to_owned(),
             });
         }
-        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+        Ok(stdout)
     }
 }
 
@@ -125,7 +166,11 @@ impl NetworkCommands for RecordingCommands {
                 stdin: stdin.map(str::to_owned),
             });
         }
-        match self.replies.iter().find(|(prefix, _)| line.starts_with(prefix.as_str())) {
+        match self
+            .replies
+            .iter()
+            .find(|(prefix, _)| line.starts_with(prefix.as_str()))
+        {
             Some((_, Ok(out))) => Ok(out.clone()),
             Some((_, Err(stderr))) => Err(CommandError::Failed {
                 program: program.to_owned(),

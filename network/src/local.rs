@@ -202,9 +202,7 @@ pub fn disconnect(commands: &dyn NetworkCommands, namespace: &PrivateNamespace, 
     let exists = commands
         .run(&host, "ip", &["link", "show", "dev", &link.host_interface], None)
         .is_ok();
-    if exists
-        && let Err(e) = commands.run(&host, "ip", &["link", "del", "dev", &link.host_interface], None)
-    {
+    if exists && let Err(e) = commands.run(&host, "ip", &["link", "del", "dev", &link.host_interface], None) {
         warn!(error = %e, "cannot remove the VM's host link");
     }
 }
@@ -215,13 +213,19 @@ mod tests {
 
     #[test]
     fn the_first_free_slash_30_of_the_pool_is_chosen() {
-        assert_eq!(choose_subnet(&[]).map(|s| s.to_string()).as_deref(), Some("10.222.0.0/30"));
+        assert_eq!(
+            choose_subnet(&[]).map(|s| s.to_string()).as_deref(),
+            Some("10.222.0.0/30")
+        );
         let used = [
             Ipv4Addr::new(10, 222, 0, 1),
             Ipv4Addr::new(10, 222, 0, 6),
             Ipv4Addr::new(192, 168, 1, 4),
         ];
-        assert_eq!(choose_subnet(&used).map(|s| s.to_string()).as_deref(), Some("10.222.0.8/30"));
+        assert_eq!(
+            choose_subnet(&used).map(|s| s.to_string()).as_deref(),
+            Some("10.222.0.8/30")
+        );
         let everything: Vec<Ipv4Addr> = (0..16384_u32)
             .map(|i| Ipv4Addr::from(u32::from(LOCAL_POOL.address) + i * 4 + 1))
             .collect();

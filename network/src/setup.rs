@@ -68,16 +68,12 @@ pub fn parse_pod_interface(name: &str, address_json: &str, routes_json: &str) ->
         .as_deref()
         .and_then(parse_mac)
         .ok_or_else(|| observe("it has no Ethernet address".to_owned()))?;
-    let address = link
-        .addr_info
-        .iter()
-        .filter(|a| a.family == "inet")
-        .find_map(|a| {
-            Some(Ipv4Cidr {
-                address: a.local.as_deref()?.parse().ok()?,
-                prefix: a.prefixlen?,
-            })
-        });
+    let address = link.addr_info.iter().filter(|a| a.family == "inet").find_map(|a| {
+        Some(Ipv4Cidr {
+            address: a.local.as_deref()?.parse().ok()?,
+            prefix: a.prefixlen?,
+        })
+    });
     let routes: Vec<IpRoute> = serde_json::from_str(routes_json).map_err(|e| observe(e.to_string()))?;
     let gateway = routes
         .iter()
@@ -112,7 +108,11 @@ pub fn observe_pod_interface(
 /// # Errors
 /// [`SetupError::Command`] naming the command that failed.
 #[instrument(skip_all, fields(interface = %plan.name, binding = ?plan.binding, netns = %netns.display()))]
-pub fn set_up_pod_network(commands: &dyn NetworkCommands, netns: &Path, plan: &InterfacePlan) -> Result<(), SetupError> {
+pub fn set_up_pod_network(
+    commands: &dyn NetworkCommands,
+    netns: &Path,
+    plan: &InterfacePlan,
+) -> Result<(), SetupError> {
     if plan.binding == Binding::Masquerade {
         commands.run(netns, "sysctl", &["-q", "-w", "net.ipv4.ip_forward=1"], None)?;
     }
@@ -173,10 +173,7 @@ mod tests {
         set_up_pod_network(&commands, netns, &plan).expect("setup");
         let recorded = commands.recorded();
         let argv: Vec<String> = recorded.iter().map(|r| r.argv.join(" ")).collect();
-        assert_eq!(
-            argv,
-            ["sysctl -q -w net.ipv4.ip_forward=1", "ip -batch -", "nft -f -"]
-        );
+        assert_eq!(argv, ["sysctl -q -w net.ipv4.ip_forward=1", "ip -batch -", "nft -f -"]);
         assert!(recorded.iter().all(|r| r.netns == netns));
         assert_eq!(recorded[1].stdin.as_deref(), Some(ip_batch(&plan).as_str()));
         assert_eq!(recorded[2].stdin, nft_ruleset(&plan));

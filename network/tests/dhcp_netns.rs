@@ -7,8 +7,8 @@ use std::net::Ipv4Addr;
 use std::process::Command;
 use std::time::Duration;
 
-use tokio_util::sync::CancellationToken;
 use pod_network::dhcp::{LEASE_SECONDS, Lease, server};
+use tokio_util::sync::CancellationToken;
 
 /// This test's namespace and veth pair, removed on drop.
 struct Wire {

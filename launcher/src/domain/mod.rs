@@ -6,5 +6,5 @@
 pub mod convert;
 pub mod model;
 
-pub use convert::{ConvertContext, ConvertError, DomainType, InterfaceTaps, PathLayout, render};
+pub use convert::{ConvertContext, ConvertError, DomainType, InterfaceLink, InterfaceTaps, PathLayout, render};
 pub use model::Domain;

@@ -3,6 +3,7 @@
 
 pub mod console;
 pub mod lifecycle;
+pub mod network;
 pub mod run;
 pub mod runtime_dir;
 pub mod volumes;

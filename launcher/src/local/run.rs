@@ -9,12 +9,14 @@
 //!    runtime directory.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use kubevirt_api::domain_state::DomainState;
 use kubevirt_api::v1::{VirtualMachineInstance, VirtualMachineInstancePhase};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+use pod_network::local::PrivateNamespace;
 use tokio::signal::unix::{Signal as SignalStream, SignalKind, signal};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::time::Instant;
@@ -22,6 +24,7 @@ use tracing::{info, instrument, warn};
 
 use super::console;
 use super::lifecycle::{self, Observation, Plan, Policy, StopProgress};
+use super::network::{self, LocalNetwork, NetworkError};
 use super::runtime_dir::{RuntimeDir, RuntimeDirError};
 use super::volumes::{self, PrepareError};
 use crate::commands::render::{EmulationFlags, RenderError, ensure_uid, load_vmi};
@@ -96,6 +99,17 @@ pub enum RunError {
     /// Signal handlers.
     #[error("cannot install signal handlers")]
     Signals(#[source] std::io::Error),
+    /// The interfaces cannot be wired.
+    #[error("{path}: {source}")]
+    NetworkSpec {
+        /// The manifest.
+        path: String,
+        /// What is wrong.
+        source: pod_network::plan::PlanError,
+    },
+    /// The pod network.
+    #[error(transparent)]
+    Network(#[from] NetworkError),
 }
 
 impl RunError {
@@ -103,7 +117,7 @@ impl RunError {
     #[must_use]
     pub fn exit_code(&self) -> u8 {
         match self {
-            Self::Manifest(_) | Self::Convert { .. } => 2,
+            Self::Manifest(_) | Self::Convert { .. } | Self::NetworkSpec { .. } => 2,
             Self::Prepare { source, .. } if source.is_bad_input() => 2,
             _ => 1,
         }
@@ -118,6 +132,7 @@ pub struct Prelude {
     options: RunOptions,
     domain_type: DomainType,
     runtime: RuntimeDir,
+    network_namespace: Option<Arc<PrivateNamespace>>,
 }
 
 /// The synchronous first step; must run before any thread (tokio included) is started.
@@ -142,6 +157,10 @@ pub fn prepare_process(options: RunOptions) -> Result<Prelude, RunError> {
         &ConvertContext::assuming_container_disk_format(domain_type, &vmi, "raw"),
     )
     .map_err(convert)?;
+    pod_network::plan::check_interfaces(&vmi).map_err(|source| RunError::NetworkSpec {
+        path: path.clone(),
+        source,
+    })?;
     let uid = vmi.metadata.uid.clone().unwrap_or_default();
     let runtime = RuntimeDir::new(&options.runtime_root, &uid)?;
     // Every volume is checked (images found, kinds supported) before anything is created.
@@ -153,28 +172,30 @@ pub fn prepare_process(options: RunOptions) -> Result<Prelude, RunError> {
     let entered = write_configs(&runtime.daemon_paths())
         .map_err(RunError::from)
         .and_then(|()| {
-            Ok(enter_private_libvirt_namespace(
-                &runtime.daemon_paths().config_dir(),
-                &options.cache_dir,
-            )?)
+            enter_private_libvirt_namespace(&runtime.daemon_paths().config_dir(), &options.cache_dir)?;
+            Ok(network::enter_namespace(&vmi)?)
         });
-    if let Err(e) = entered {
-        let _ = runtime.remove();
-        return Err(e);
-    }
+    let network_namespace = match entered {
+        Ok(namespace) => namespace.map(Arc::new),
+        Err(e) => {
+            let _ = runtime.remove();
+            return Err(e);
+        }
+    };
     Ok(Prelude {
         vmi,
         volumes,
         options,
         domain_type,
         runtime,
+        network_namespace,
     })
 }
 
 /// The asynchronous rest: runs the VM and always cleans up. Returns the VM's final phase.
 pub async fn run(prelude: Prelude) -> Result<VirtualMachineInstancePhase, RunError> {
     let result = match Reaper::install() {
-        Ok(reaper) => run_with(&prelude, &reaper).await,
+        Ok(reaper) => run_networked(&prelude, &reaper).await,
         Err(e) => Err(e.into()),
     };
     if let Err(e) = prelude.runtime.remove() {
@@ -205,16 +226,37 @@ impl StopSignals {
     }
 }
 
+/// Sets up the pod network (when the VMI uses it) around [`run_with`], and always takes it down.
+async fn run_networked(prelude: &Prelude, reaper: &Reaper) -> Result<VirtualMachineInstancePhase, RunError> {
+    let Some(namespace) = &prelude.network_namespace else {
+        return run_with(prelude, reaper, None).await;
+    };
+    let network = LocalNetwork::start(namespace, &prelude.vmi, reaper).await?;
+    eprintln!("virt-launcher: {}", network.describe());
+    let result = run_with(prelude, reaper, Some(&network)).await;
+    network.stop(namespace, reaper).await;
+    result
+}
+
 #[instrument(skip_all, fields(vmi = %prelude.vmi.key()))]
-async fn run_with(prelude: &Prelude, reaper: &Reaper) -> Result<VirtualMachineInstancePhase, RunError> {
+async fn run_with(
+    prelude: &Prelude,
+    reaper: &Reaper,
+    network: Option<&LocalNetwork>,
+) -> Result<VirtualMachineInstancePhase, RunError> {
     let mut stops = StopSignals::install()?;
     let path = prelude.options.vmi_path.display().to_string();
     let ctx = ConvertContext {
         domain_type: prelude.domain_type,
         layout: prelude.runtime.layout(),
         container_disk_formats: prelude.volumes.container_disk_formats.clone(),
-        // No pod network in local mode yet: libvirt provides plain taps.
-        interface_taps: InterfaceTaps::LibvirtManaged,
+        // The pod network's tap is made by the network setup; without one, libvirt makes plain taps.
+        interface_taps: if network.is_some() {
+            InterfaceTaps::PreCreated
+        } else {
+            InterfaceTaps::LibvirtManaged
+        },
+        interface_links: network.map(LocalNetwork::interface_links).unwrap_or_default(),
         ..ConvertContext::default()
     };
     let domain = render(&prelude.vmi, &ctx).map_err(|source| RunError::Convert {

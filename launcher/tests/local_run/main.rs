@@ -4,6 +4,7 @@
 //! Needs root, the packages `make deps` installs and the guest `make guest` builds.
 
 mod harness;
+mod network;
 
 use std::time::Duration;
 
@@ -11,7 +12,7 @@ use harness::{Launcher, example, require_test_guest, serial, testguest_replacing
 use nix::sys::signal::Signal;
 
 /// Generous: the first boot on a fresh machine waits out libvirt's ~8 s capability probe.
-const BOOT_TIMEOUT: Duration = Duration::from_secs(90);
+pub(crate) const BOOT_TIMEOUT: Duration = Duration::from_secs(90);
 
 fn boot(manifest: &std::path::Path) -> Launcher {
     let mut launcher = Launcher::spawn(manifest);

@@ -172,7 +172,7 @@ pub struct NetworkPlan {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: {message}")]
 pub struct PlanError {
-    /// The field path, e.g. `spec.domain.devices.interfaces[0].ports[1].port`.
+    /// The field path, e.g. `spec.domain.devices.interfaces[0].ports[1]`.
     pub field: String,
     /// What is wrong.
     pub message: String,
@@ -216,7 +216,11 @@ pub fn derived_mac(seed: &str) -> [u8; 6] {
     [0x02, digest[0], digest[1], digest[2], digest[3], digest[4]]
 }
 
-fn check_interfaces(vmi: &VirtualMachineInstance) -> Result<(), PlanError> {
+/// Checks what the network setup relies on, before anything is created.
+///
+/// # Errors
+/// A [`PlanError`] naming the first bad field.
+pub fn check_interfaces(vmi: &VirtualMachineInstance) -> Result<(), PlanError> {
     let pod_networks: Vec<&str> = vmi
         .spec
         .networks
@@ -243,7 +247,7 @@ fn check_interfaces(vmi: &VirtualMachineInstance) -> Result<(), PlanError> {
         for (j, port) in iface.ports.iter().enumerate() {
             if !(1..=65535).contains(&port.port) {
                 return Err(invalid(
-                    format!("{here}.ports[{j}].port"),
+                    format!("{here}.ports[{j}]"),
                     format!("Port field must be in range 0 < x < 65536 (got {}).", port.port),
                 ));
             }
@@ -319,6 +323,19 @@ fn hostname(vmi: &VirtualMachineInstance) -> Option<String> {
     Some(name.chars().take(63).collect())
 }
 
+/// Whether `vmi` has an interface (not `state: absent`) on the pod network.
+#[must_use]
+pub fn uses_pod_network(vmi: &VirtualMachineInstance) -> bool {
+    vmi.spec.networks.iter().filter(|n| n.pod.is_some()).any(|n| {
+        vmi.spec
+            .domain
+            .devices
+            .interfaces
+            .iter()
+            .any(|i| i.name == n.name && i.state.as_deref() != Some("absent"))
+    })
+}
+
 /// Decides the pod network's wiring for `vmi`, given its pod interface and resolv.conf.
 ///
 /// # Errors
@@ -353,7 +370,12 @@ pub fn plan(vmi: &VirtualMachineInstance, pod: &PodInterface, resolv: &Resolv) -
         }
     };
     let spec_mac = iface.mac_address.as_deref().and_then(parse_mac);
-    let uid = vmi.metadata.uid.as_deref().or(vmi.metadata.name.as_deref()).unwrap_or("");
+    let uid = vmi
+        .metadata
+        .uid
+        .as_deref()
+        .or(vmi.metadata.name.as_deref())
+        .unwrap_or("");
     let tap_queues = (vmi.spec.domain.devices.network_interface_multiqueue == Some(true)
         && iface.model.as_deref().is_none_or(|m| m.is_empty() || m == "virtio"))
     .then(|| vcpus(vmi).clamp(1, 256));
@@ -414,7 +436,10 @@ pub fn plan(vmi: &VirtualMachineInstance, pod: &PodInterface, resolv: &Resolv) -
             let address = pod.address.ok_or_else(|| {
                 invalid(
                     format!("{here}.bridge"),
-                    format!("the pod interface {} has no IPv4 address to hand to the guest", pod.name),
+                    format!(
+                        "the pod interface {} has no IPv4 address to hand to the guest",
+                        pod.name
+                    ),
                 )
             })?;
             let mac = spec_mac.unwrap_or(pod.mac);

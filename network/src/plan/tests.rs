@@ -29,7 +29,9 @@ fn pod() -> PodInterface {
 }
 
 fn resolv() -> Resolv {
-    Resolv::parse("# pod\nsearch default.svc.cluster.local svc.cluster.local\nnameserver 10.96.0.10\nnameserver fd00::10\noptions ndots:5\n")
+    Resolv::parse(
+        "# pod\nsearch default.svc.cluster.local svc.cluster.local\nnameserver 10.96.0.10\nnameserver fd00::10\noptions ndots:5\n",
+    )
 }
 
 #[test]
@@ -82,10 +84,22 @@ fn masquerade_gets_upstreams_subnet_a_stable_mac_and_its_ports() {
          link set dev k6t-eth0 up\n"
     );
     let rules = nft_ruleset(&plan).expect("masquerade has NAT rules");
-    assert!(rules.contains("iifname \"eth0\" tcp dport 80 dnat to 10.0.2.2\n"), "{rules}");
-    assert!(rules.contains("iifname \"eth0\" udp dport 53 dnat to 10.0.2.2\n"), "{rules}");
-    assert!(rules.contains("ip saddr 10.0.2.2 oifname \"eth0\" masquerade\n"), "{rules}");
-    assert!(!rules.contains("iifname \"eth0\" dnat"), "only the listed ports: {rules}");
+    assert!(
+        rules.contains("iifname \"eth0\" tcp dport 80 dnat to 10.0.2.2\n"),
+        "{rules}"
+    );
+    assert!(
+        rules.contains("iifname \"eth0\" udp dport 53 dnat to 10.0.2.2\n"),
+        "{rules}"
+    );
+    assert!(
+        rules.contains("ip saddr 10.0.2.2 oifname \"eth0\" masquerade\n"),
+        "{rules}"
+    );
+    assert!(
+        !rules.contains("iifname \"eth0\" dnat"),
+        "only the listed ports: {rules}"
+    );
 }
 
 #[test]
@@ -146,7 +160,10 @@ fn multiqueue_virtio_gets_a_multi_queue_tap() {
 fn no_pod_interface_needs_no_plan() {
     let vmi = vmi("        []", "    []");
     assert_eq!(plan(&vmi, &pod(), &resolv()), Ok(NetworkPlan::default()));
-    let absent = self::vmi("      - name: default\n        masquerade: {}\n        state: absent", POD);
+    let absent = self::vmi(
+        "      - name: default\n        masquerade: {}\n        state: absent",
+        POD,
+    );
     assert_eq!(plan(&absent, &pod(), &resolv()), Ok(NetworkPlan::default()));
 }
 
@@ -167,12 +184,12 @@ fn bad_interface_specs_are_rejected_with_their_field_path() {
         (
             "      - name: default\n        masquerade: {}\n        ports:\n          - port: 80\n          - port: 70000",
             POD,
-            "spec.domain.devices.interfaces[0].ports[1].port",
+            "spec.domain.devices.interfaces[0].ports[1]",
         ),
         (
             "      - name: default\n        masquerade: {}\n        ports:\n          - port: 0",
             POD,
-            "spec.domain.devices.interfaces[0].ports[0].port",
+            "spec.domain.devices.interfaces[0].ports[0]",
         ),
         (
             "      - name: default\n        masquerade: {}\n        ports:\n          - port: 80\n            protocol: SCTP",
@@ -204,11 +221,13 @@ fn bad_interface_specs_are_rejected_with_their_field_path() {
         let error = plan(&vmi(interfaces, networks), &pod(), &resolv()).expect_err(field);
         assert_eq!(error.field, field, "{error}");
     }
-    let no_address = PodInterface {
-        address: None,
-        ..pod()
-    };
-    let error = plan(&vmi("      - name: default\n        bridge: {}", POD), &no_address, &resolv()).expect_err("no address");
+    let no_address = PodInterface { address: None, ..pod() };
+    let error = plan(
+        &vmi("      - name: default\n        bridge: {}", POD),
+        &no_address,
+        &resolv(),
+    )
+    .expect_err("no address");
     assert_eq!(error.field, "spec.domain.devices.interfaces[0].bridge");
 }
 

@@ -10,9 +10,9 @@ use std::fmt::Write as _;
 use kubevirt_api::v1::{Interface as SpecInterface, Network, VirtualMachineInstance};
 
 use super::error::interface_field;
-use super::{BootOrders, ConvertError, InterfaceTaps, pci_address, virtio_model};
+use super::{BootOrders, ConvertError, InterfaceLink, InterfaceTaps, pci_address, virtio_model};
 use crate::domain::model::{
-    AcpiIndex, Alias, Boot, Domain, Interface, InterfaceDriver, InterfaceTarget, Mac, Rom, State, TypeAttr,
+    AcpiIndex, Alias, Boot, Domain, Interface, InterfaceDriver, InterfaceTarget, Mac, Mtu, Rom, State, TypeAttr,
 };
 
 /// NIC models libvirt and QEMU offer on x86_64.
@@ -121,6 +121,7 @@ pub fn apply(
     vmi: &VirtualMachineInstance,
     vcpus: u32,
     taps: InterfaceTaps,
+    links: &BTreeMap<String, InterfaceLink>,
     boot_orders: &mut BootOrders,
     domain: &mut Domain,
 ) -> Result<(), ConvertError> {
@@ -207,6 +208,12 @@ pub fn apply(
             alias: Some(Alias::user(&iface.name)),
             ..Interface::default()
         };
+        if let Some(link) = links.get(&iface.name) {
+            out.mac = Some(Mac {
+                address: link.mac.clone(),
+            });
+            out.mtu = Some(Mtu { size: link.mtu });
+        }
         if let Some(pci) = iface.pci_address.as_deref().filter(|p| !p.is_empty()) {
             out.address = Some(pci_address(pci, &format!("{field}.pciAddress"))?);
         }

@@ -128,6 +128,17 @@ pub struct ConvertContext {
     pub container_disk_sources: BTreeMap<String, String>,
     /// Who provides the interfaces' tap devices.
     pub interface_taps: InterfaceTaps,
+    /// MAC and MTU the pod network's setup chose, by interface name.
+    pub interface_links: BTreeMap<String, InterfaceLink>,
+}
+
+/// What the network setup chose for one interface (upstream's phase 2 fills these in).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InterfaceLink {
+    /// The guest's MAC address.
+    pub mac: String,
+    /// The link MTU.
+    pub mtu: u32,
 }
 
 impl Default for ConvertContext {
@@ -145,6 +156,7 @@ impl Default for ConvertContext {
             container_disk_formats: BTreeMap::new(),
             container_disk_sources: BTreeMap::new(),
             interface_taps: InterfaceTaps::PreCreated,
+            interface_links: BTreeMap::new(),
         }
     }
 }
@@ -315,7 +327,14 @@ pub fn render(vmi: &VirtualMachineInstance, ctx: &ConvertContext) -> Result<Doma
     platform::apply_features(vmi, &mut domain)?;
     let mut boot_orders = BootOrders::default();
     let disk_needs = disks::apply(vmi, ctx, topology.vcpus(), &mut boot_orders, &mut domain)?;
-    interfaces::apply(vmi, topology.vcpus(), ctx.interface_taps, &mut boot_orders, &mut domain)?;
+    interfaces::apply(
+        vmi,
+        topology.vcpus(),
+        ctx.interface_taps,
+        &ctx.interface_links,
+        &mut boot_orders,
+        &mut domain,
+    )?;
     devices::apply(vmi, ctx, topology.vcpus(), &disk_needs, &mut domain)?;
     Ok(domain)
 }
