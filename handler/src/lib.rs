@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod node;
 pub mod notify_server;
 pub mod plan;
+pub mod pod_network;
 pub mod reconciler;
 pub mod runner;
 pub mod status;

@@ -9,4 +9,5 @@ pub mod fuzzing;
 pub mod image_store;
 pub mod libvirt;
 pub mod local;
+pub mod pod_network;
 pub mod supervisor;

@@ -68,6 +68,14 @@ pub struct SystemCommands<W = StdWaiter> {
     waiter: W,
 }
 
+impl SystemCommands {
+    /// Commands whose exit status `wait` collects.
+    #[must_use]
+    pub const fn new() -> Self {
+        Self { waiter: StdWaiter }
+    }
+}
+
 impl<W: ExitWaiter> SystemCommands<W> {
     /// Commands whose exit status `waiter` collects.
     pub const fn with_waiter(waiter: W) -> Self {

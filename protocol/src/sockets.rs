@@ -22,6 +22,11 @@ pub const NOTIFY_PIPE: &str = "domain-notify-pipe.sock";
 pub const HANDLER_NOTIFY_SOCKET: &str = "domain-notify.sock";
 /// The guest's serial console socket, in the VMI's private directory (`<private>/<uid>/`).
 pub const SERIAL_SOCKET: &str = "virt-serial0";
+/// What virt-handler observed of the pod interface before wiring the pod network, in the VMI's
+/// private directory; the launcher plans its DHCP lease from it.
+pub const POD_INTERFACE_CACHE: &str = "pod-interface.json";
+/// Written by virt-handler once the pod network is wired, beside [`POD_INTERFACE_CACHE`].
+pub const POD_NETWORK_READY: &str = "pod-network-ready";
 /// The longest path `connect(2)` takes in a `sockaddr_un`, less its NUL.
 const SUN_PATH_MAX: usize = 107;
 
@@ -29,11 +34,17 @@ const SUN_PATH_MAX: usize = 107;
 /// `<pods>/<podUID>/volumes/kubernetes.io~empty-dir/private/<vmiUID>/virt-serial0`.
 #[must_use]
 pub fn serial_socket_on_host(pods_dir: &Path, pod_uid: &str, vmi_uid: &str) -> PathBuf {
+    vmi_private_dir_on_host(pods_dir, pod_uid, vmi_uid).join(SERIAL_SOCKET)
+}
+
+/// The VMI's private directory as the handler sees it:
+/// `<pods>/<podUID>/volumes/kubernetes.io~empty-dir/private/<vmiUID>`.
+#[must_use]
+pub fn vmi_private_dir_on_host(pods_dir: &Path, pod_uid: &str, vmi_uid: &str) -> PathBuf {
     pods_dir
         .join(pod_uid)
         .join("volumes/kubernetes.io~empty-dir/private")
         .join(vmi_uid)
-        .join(SERIAL_SOCKET)
 }
 
 /// Connects to the unix socket at `path`, however long. The kubelet's pod paths are longer than a

@@ -46,6 +46,9 @@ pub enum LauncherError {
     /// The VMI could not be encoded.
     #[error("cannot encode the VMI: {0}")]
     Encode(#[from] serde_json::Error),
+    /// The pod network could not be wired.
+    #[error(transparent)]
+    Network(#[from] crate::pod_network::WireError),
     /// A simulated launcher is gone.
     #[error("no launcher at {0}")]
     Gone(PathBuf),

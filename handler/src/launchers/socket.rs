@@ -12,6 +12,7 @@ use cmd_protocol::sockets::{self, FindSocketError};
 use cmd_protocol::stats::DomainStats;
 use cmd_protocol::transport::CmdClient;
 use kubevirt_api::v1::VirtualMachineInstance;
+use pod_network::commands::SystemCommands;
 use tracing::warn;
 
 use super::{LauncherError, Launchers, NotifyPipe, Presence};
@@ -72,6 +73,39 @@ impl SocketLaunchers {
         let client = CmdClient::connect(socket).await?;
         self.held().clients.insert(socket.to_owned(), client.clone());
         Ok(client)
+    }
+
+    /// The VMI's private directory in the pod that owns `socket`.
+    fn private_dir(&self, socket: &Path, vmi: &VirtualMachineInstance) -> Option<PathBuf> {
+        let uid = vmi.metadata.uid.as_deref()?;
+        vmi.status
+            .as_ref()?
+            .active_pods
+            .iter()
+            .filter(|(_, node)| **node == self.node)
+            .find(|(pod, _)| socket.starts_with(sockets::socket_dir_on_host(&self.pods_dir, pod)))
+            .map(|(pod, _)| sockets::vmi_private_dir_on_host(&self.pods_dir, pod, uid))
+    }
+
+    /// Phase 1 of the pod network, before the launcher's first Sync ([`crate::pod_network`]).
+    async fn wire_pod_network(&self, socket: &Path, vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
+        if !pod_network::plan::uses_pod_network(vmi) {
+            return Ok(());
+        }
+        let private = self.private_dir(socket, vmi).ok_or_else(|| LauncherError::Invalid {
+            socket: socket.to_owned(),
+            what: "pod",
+            message: "the socket belongs to none of the VMI's active pods on this node".to_owned(),
+        })?;
+        if private.join(sockets::POD_NETWORK_READY).exists() {
+            return Ok(());
+        }
+        let netns = crate::pod_network::launcher_netns(socket).await?;
+        let vmi = vmi.clone();
+        tokio::task::spawn_blocking(move || crate::pod_network::wire(&SystemCommands::new(), &netns, &private, &vmi))
+            .await
+            .map_err(|_| LauncherError::Network(crate::pod_network::WireError::Interrupted))??;
+        Ok(())
     }
 
     /// Runs `call` on the socket's client; a failure drops the client so the next call reconnects.
@@ -145,6 +179,7 @@ impl Launchers for SocketLaunchers {
     }
 
     async fn sync(&self, socket: &Path, vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
+        self.wire_pod_network(socket, vmi).await?;
         let request = vmi_request(vmi)?;
         self.with_client(socket, async |mut c| c.sync(request).await).await
     }

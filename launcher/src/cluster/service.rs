@@ -9,6 +9,7 @@ use cmd_protocol::cmd::{DomainResponse, DomainStatsResponse, EmptyRequest, Guest
 use cmd_protocol::cmd_info::cmd_info_server::CmdInfo;
 use cmd_protocol::cmd_info::{CmdInfoRequest, CmdInfoResponse};
 use cmd_protocol::domain::{DomainMetadata, DomainSnapshot, DomainStatusSnapshot};
+use cmd_protocol::sockets;
 use cmd_protocol::version::SUPPORTED_CMD_VERSIONS;
 use kubevirt_api::domain_state::DomainState;
 use kubevirt_api::v1::VirtualMachineInstance;
@@ -17,9 +18,10 @@ use tracing::{info, instrument};
 
 use super::pod_volumes::plan_in_pod;
 use super::snapshot::summarize;
-use crate::domain::{ConvertContext, render};
+use crate::domain::{ConvertContext, InterfaceLink, render};
 use crate::libvirt::{DomainManager, DomainStatus};
 use crate::local::volumes;
+use crate::pod_network::{self, DhcpServer, PodNetworkError, interface_links};
 use crate::supervisor::reaper::ToolRunner;
 
 /// What the service remembers about its VMI between calls.
@@ -38,6 +40,7 @@ pub struct LauncherService<M, R> {
     launcher_image: Option<String>,
     remembered: Arc<Mutex<Remembered>>,
     sync: tokio::sync::Mutex<()>,
+    dhcp: Mutex<Option<DhcpServer>>,
 }
 
 type Reply<T> = Result<tonic::Response<T>, Status>;
@@ -70,6 +73,7 @@ impl<M: DomainManager + 'static, R: ToolRunner + 'static> LauncherService<M, R> 
             launcher_image: None,
             remembered: Arc::default(),
             sync: tokio::sync::Mutex::new(()),
+            dhcp: Mutex::new(None),
         }
     }
 
@@ -114,6 +118,32 @@ impl<M: DomainManager + 'static, R: ToolRunner + 'static> LauncherService<M, R> 
         ctx
     }
 
+    /// Phase 2 of the pod network: the plan from virt-handler's cache, and its DHCP server (started
+    /// once). Returns the MAC and MTU for the domain.
+    fn serve_pod_network(
+        &self,
+        vmi: &VirtualMachineInstance,
+        private: &std::path::Path,
+    ) -> Result<BTreeMap<String, InterfaceLink>, Status> {
+        let plan = pod_network::from_handler_cache(
+            vmi,
+            &private.join(sockets::POD_INTERFACE_CACHE),
+            &private.join(sockets::POD_NETWORK_READY),
+        )
+        .map_err(|e| match e {
+            PodNetworkError::NotReady { .. } => Status::unavailable(e.to_string()),
+            PodNetworkError::Plan(_) => Status::invalid_argument(e.to_string()),
+            PodNetworkError::Cache { .. } | PodNetworkError::Dhcp(_) => internal(e),
+        })?;
+        if let Some(plan) = &plan {
+            let mut dhcp = self.dhcp.lock().unwrap_or_else(PoisonError::into_inner);
+            if dhcp.is_none() {
+                *dhcp = Some(DhcpServer::start(plan).map_err(internal)?);
+            }
+        }
+        Ok(interface_links(plan.as_ref()))
+    }
+
     /// Defines the domain if it does not exist, then starts it if it is down and the VMI has not
     /// run yet. Idempotent.
     #[instrument(skip_all, fields(vmi = %vmi.key()))]
@@ -141,6 +171,7 @@ impl<M: DomainManager + 'static, R: ToolRunner + 'static> LauncherService<M, R> 
             volumes::apply(&pod.plan.steps, &self.tools).await.map_err(internal)?;
             ctx.container_disk_formats = pod.plan.container_disk_formats;
             ctx.block_volumes = pod.block_volumes;
+            ctx.interface_links = self.serve_pod_network(&vmi, std::path::Path::new(&private))?;
             let domain = render(&vmi, &ctx).map_err(|e| Status::invalid_argument(e.to_string()))?;
             let xml = domain.to_xml().map_err(internal)?;
             self.manager.define(xml).await.map_err(internal)?;

@@ -9,19 +9,15 @@ use std::sync::Arc;
 
 use kubevirt_api::v1::VirtualMachineInstance;
 use pod_network::commands::{ExitWaiter, NetworkCommands, SystemCommands};
-use pod_network::dhcp::server;
+use pod_network::dhcp::server::ServerError;
 use pod_network::local::{HostLink, LocalError, POD_INTERFACE, PrivateNamespace, connect_to_host, disconnect};
 use pod_network::plan::{Binding, InterfacePlan, PlanError, Resolv, format_mac, plan};
 use pod_network::setup::{SetupError, observe_pod_interface, set_up_pod_network};
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
-use tracing::{info, instrument, warn};
+use tracing::{instrument, warn};
 
 use crate::domain::InterfaceLink;
+use crate::pod_network::{DhcpServer, RESOLV_CONF, interface_links};
 use crate::supervisor::reaper::Reaper;
-
-/// Where the guest's DNS settings come from.
-const RESOLV_CONF: &str = "/etc/resolv.conf";
 
 /// Why the local network could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -37,7 +33,7 @@ pub enum NetworkError {
     Plan(#[from] PlanError),
     /// The DHCP server.
     #[error(transparent)]
-    Dhcp(#[from] server::ServerError),
+    Dhcp(#[from] ServerError),
     /// A blocking step panicked or was cancelled.
     #[error("the network setup was interrupted")]
     Interrupted,
@@ -73,7 +69,7 @@ fn commands(reaper: &Reaper) -> SystemCommands<ReaperWaiter> {
 pub struct LocalNetwork {
     link: HostLink,
     plan: Option<InterfacePlan>,
-    dhcp: Option<(CancellationToken, JoinHandle<usize>)>,
+    dhcp: Option<DhcpServer>,
 }
 
 /// Enters the VM's namespace when `vmi` uses the pod network. Must run before any thread starts.
@@ -107,16 +103,13 @@ impl LocalNetwork {
         let (link, plan) = built?;
         let mut network = Self { link, plan, dhcp: None };
         if let Some(plan) = &network.plan {
-            let socket = match server::bind(&plan.bridge) {
-                Ok(socket) => socket,
+            match DhcpServer::start(plan) {
+                Ok(server) => network.dhcp = Some(server),
                 Err(e) => {
                     network.stop(namespace, reaper).await;
                     return Err(e.into());
                 }
-            };
-            let stop = CancellationToken::new();
-            let task = tokio::spawn(server::serve(socket, plan.lease.clone(), stop.clone()));
-            network.dhcp = Some((stop, task));
+            }
         }
         Ok(network)
     }
@@ -124,18 +117,7 @@ impl LocalNetwork {
     /// MAC and MTU of the pod network's interface, for the domain.
     #[must_use]
     pub fn interface_links(&self) -> BTreeMap<String, InterfaceLink> {
-        self.plan
-            .iter()
-            .map(|p| {
-                (
-                    p.name.clone(),
-                    InterfaceLink {
-                        mac: format_mac(p.guest_mac),
-                        mtu: u32::from(p.mtu),
-                    },
-                )
-            })
-            .collect()
+        interface_links(self.plan.as_ref())
     }
 
     /// One line for the terminal: where the VM can be reached.
@@ -170,12 +152,8 @@ impl LocalNetwork {
 
     /// Stops the DHCP server and removes the host link.
     pub async fn stop(self, namespace: &Arc<PrivateNamespace>, reaper: &Reaper) {
-        if let Some((stop, task)) = self.dhcp {
-            stop.cancel();
-            match task.await {
-                Ok(replies) => info!(replies, "DHCP server stopped"),
-                Err(e) => warn!(error = %e, "the DHCP server ended abnormally"),
-            }
+        if let Some(server) = self.dhcp {
+            server.stop().await;
         }
         let ns = Arc::clone(namespace);
         let link = self.link;

@@ -24,7 +24,14 @@ pub fn store_file(path: &str) -> PathBuf {
 
 /// The test guest's VMI with `name` and `uid`.
 pub fn testguest(name: &str, uid: &str) -> VirtualMachineInstance {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/examples/vmi-testguest.yaml");
+    example_vmi("vmi-testguest.yaml", name, uid)
+}
+
+/// The example `file` with `name` and `uid`.
+pub fn example_vmi(file: &str, name: &str, uid: &str) -> VirtualMachineInstance {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../manifests/examples")
+        .join(file);
     let mut vmi = Manifest::from_path(&path)
         .and_then(|m| m.into_vmi(&path))
         .expect("example");
@@ -98,7 +105,24 @@ impl PodDirs {
 
 /// Starts the launcher in cluster mode for the VMI `name`/`uid` with virt-controller's flags.
 pub fn spawn_launcher(dirs: &PodDirs, name: &str, uid: &str) -> std::process::Child {
-    Command::new(env!("CARGO_BIN_EXE_virt-launcher"))
+    spawn_launcher_in(dirs, name, uid, None)
+}
+
+/// [`spawn_launcher`] inside the network namespace at `netns` (a pod's), when given; `nsenter`
+/// execs the launcher, so the child's pid is the launcher's.
+pub fn spawn_launcher_in(dirs: &PodDirs, name: &str, uid: &str, netns: Option<&Path>) -> std::process::Child {
+    let mut command = match netns {
+        Some(netns) => {
+            let mut command = Command::new("nsenter");
+            command
+                .arg(format!("--net={}", netns.display()))
+                .arg("--")
+                .arg(env!("CARGO_BIN_EXE_virt-launcher"));
+            command
+        }
+        None => Command::new(env!("CARGO_BIN_EXE_virt-launcher")),
+    };
+    command
         .args(["--name", name, "--namespace", "default", "--uid", uid])
         .args(["--grace-period-seconds", "30", "--force-emulation"])
         .arg("--kubevirt-share-dir")

@@ -30,7 +30,7 @@ pub const BRIDGE_FAKE_ADDRESS: Ipv4Addr = Ipv4Addr::new(169, 254, 75, 10);
 pub const NAT_TABLE: &str = "kubevirt_nat";
 
 /// An IPv4 address with its prefix length.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Ipv4Cidr {
     /// The address.
     pub address: Ipv4Addr,
@@ -70,7 +70,8 @@ impl Ipv4Cidr {
 }
 
 /// What was observed of the pod's network interface.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct PodInterface {
     /// Its name, `eth0` in a pod.
     pub name: String,

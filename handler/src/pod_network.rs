@@ -1,0 +1,216 @@
+//! Phase 1 of pod networking, as upstream's virt-handler does it: before the first Sync, inside
+//! the launcher pod's network namespace (found through the launcher's pid), observe the pod
+//! interface, cache the observation in the VMI's private directory for the launcher's DHCP server,
+//! then build the binding (bridge, tap, NAT rules). A marker beside the cache makes it happen once
+//! per pod, across handler restarts.
+
+use std::path::{Path, PathBuf};
+
+use cmd_protocol::sockets::{POD_INTERFACE_CACHE, POD_NETWORK_READY};
+use kubevirt_api::v1::VirtualMachineInstance;
+use pod_network::commands::NetworkCommands;
+use pod_network::plan::{PlanError, PodInterface, Resolv, plan, uses_pod_network};
+use pod_network::setup::{SetupError, observe_pod_interface, set_up_pod_network};
+use tracing::{info, instrument};
+
+/// The pod interface the CNI plugin creates.
+pub const POD_INTERFACE: &str = "eth0";
+
+/// Why the pod network could not be wired.
+#[derive(Debug, thiserror::Error)]
+pub enum WireError {
+    /// The launcher's pid is unknown.
+    #[error("cannot find the launcher's process behind {socket}: {message}")]
+    LauncherPid {
+        /// The command socket.
+        socket: PathBuf,
+        /// Why.
+        message: String,
+    },
+    /// Observing or building.
+    #[error(transparent)]
+    Setup(#[from] SetupError),
+    /// The spec cannot be built.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// The cache or the marker.
+    #[error("cannot write {path}: {source}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The blocking work was cancelled or panicked.
+    #[error("wiring the pod network was interrupted")]
+    Interrupted,
+    /// The cache is unreadable.
+    #[error("cannot read {path}: {message}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        message: String,
+    },
+}
+
+fn write_atomically(path: &Path, contents: &[u8]) -> Result<(), WireError> {
+    let error = |source| WireError::Write {
+        path: path.to_owned(),
+        source,
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(error)?;
+    }
+    let temporary = path.with_extension("tmp");
+    std::fs::write(&temporary, contents).map_err(error)?;
+    std::fs::rename(&temporary, path).map_err(error)
+}
+
+/// Wires `vmi`'s pod network in `netns` unless it is done already; `private` is the VMI's private
+/// directory as this process sees it. Returns whether anything was done.
+///
+/// # Errors
+/// [`WireError`] naming what failed; the cache keeps the first observation, so a retry plans
+/// from the pod interface as it was before the wiring touched it.
+#[instrument(skip_all, fields(vmi = %vmi.key(), netns = %netns.display()))]
+pub fn wire(
+    commands: &dyn NetworkCommands,
+    netns: &Path,
+    private: &Path,
+    vmi: &VirtualMachineInstance,
+) -> Result<bool, WireError> {
+    if !uses_pod_network(vmi) || private.join(POD_NETWORK_READY).exists() {
+        return Ok(false);
+    }
+    let cache = private.join(POD_INTERFACE_CACHE);
+    let pod: PodInterface = if cache.exists() {
+        let text = std::fs::read_to_string(&cache).map_err(|e| WireError::Read {
+            path: cache.clone(),
+            message: e.to_string(),
+        })?;
+        serde_json::from_str(&text).map_err(|e| WireError::Read {
+            path: cache.clone(),
+            message: e.to_string(),
+        })?
+    } else {
+        let pod = observe_pod_interface(commands, netns, POD_INTERFACE)?;
+        let json = serde_json::to_vec_pretty(&pod).map_err(|e| WireError::Read {
+            path: cache.clone(),
+            message: e.to_string(),
+        })?;
+        write_atomically(&cache, &json)?;
+        pod
+    };
+    // DNS settings only matter to the launcher's lease; the wiring does not use them.
+    if let Some(plan) = plan(vmi, &pod, &Resolv::default())?.pod {
+        set_up_pod_network(commands, netns, &plan)?;
+        info!(binding = ?plan.binding, guest = %plan.lease.address, "pod network wired");
+    }
+    write_atomically(&private.join(POD_NETWORK_READY), b"")?;
+    Ok(true)
+}
+
+/// The network namespace of the launcher serving `socket`, through its peer credentials.
+///
+/// # Errors
+/// [`WireError::LauncherPid`] when the socket cannot be reached or names no process.
+pub async fn launcher_netns(socket: &Path) -> Result<PathBuf, WireError> {
+    let error = |message: String| WireError::LauncherPid {
+        socket: socket.to_owned(),
+        message,
+    };
+    let stream = cmd_protocol::sockets::connect_unix(socket)
+        .await
+        .map_err(|e| error(e.to_string()))?;
+    let pid = stream
+        .peer_cred()
+        .map_err(|e| error(e.to_string()))?
+        .pid()
+        .filter(|pid| *pid > 0)
+        .ok_or_else(|| error("the socket's peer has no pid".to_owned()))?;
+    Ok(PathBuf::from(format!("/proc/{pid}/ns/net")))
+}
+
+#[cfg(test)]
+mod tests {
+    use pod_network::commands::RecordingCommands;
+
+    use super::*;
+
+    const ADDRESSES: &str = r#"[{"ifname":"eth0","mtu":1450,"address":"0a:58:0a:f4:00:05","addr_info":[{"family":"inet","local":"10.244.0.5","prefixlen":24}]}]"#;
+    const ROUTES: &str = r#"[{"dst":"default","gateway":"10.244.0.1","dev":"eth0"}]"#;
+
+    fn vmi(binding: &str) -> VirtualMachineInstance {
+        serde_saphyr::from_str(&format!(
+            "apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\nmetadata:\n  name: v\n  namespace: default\nspec:\n  domain:\n    devices:\n      interfaces:\n      - name: default\n        {binding}: {{}}\n  networks:\n  - name: default\n    pod: {{}}\n"
+        ))
+        .expect("vmi")
+    }
+
+    fn commands() -> RecordingCommands {
+        RecordingCommands::default()
+            .reply("ip -j address show dev eth0", Ok(ADDRESSES))
+            .reply("ip -j -4 route show default", Ok(ROUTES))
+    }
+
+    fn argv(commands: &RecordingCommands) -> Vec<String> {
+        commands.recorded().iter().map(|r| r.argv.join(" ")).collect()
+    }
+
+    #[test]
+    fn the_first_sync_observes_caches_and_wires_then_never_again() {
+        let private = tempfile::tempdir().expect("tempdir");
+        let netns = Path::new("/proc/77/ns/net");
+        let commands = commands();
+        assert!(wire(&commands, netns, private.path(), &vmi("bridge")).expect("wire"));
+        assert_eq!(
+            argv(&commands),
+            [
+                "ip -j address show dev eth0",
+                "ip -j -4 route show default",
+                "ip -batch -"
+            ]
+        );
+        assert!(commands.recorded().iter().all(|r| r.netns == netns));
+        let cached: PodInterface =
+            serde_json::from_slice(&std::fs::read(private.path().join(POD_INTERFACE_CACHE)).expect("cache"))
+                .expect("cache parses");
+        assert_eq!(cached.address.map(|a| a.to_string()).as_deref(), Some("10.244.0.5/24"));
+        assert!(private.path().join(POD_NETWORK_READY).exists());
+
+        let again = self::commands();
+        assert!(!wire(&again, netns, private.path(), &vmi("bridge")).expect("wire"));
+        assert!(again.recorded().is_empty(), "nothing is run twice");
+    }
+
+    #[test]
+    fn a_retry_after_a_failure_plans_from_the_cached_observation() {
+        let private = tempfile::tempdir().expect("tempdir");
+        let netns = Path::new("/proc/77/ns/net");
+        let failing = commands().reply("nft", Err("Error: Could not process rule"));
+        let error = wire(&failing, netns, private.path(), &vmi("masquerade")).expect_err("nft fails");
+        assert!(error.to_string().contains("Could not process rule"), "{error}");
+        assert!(!private.path().join(POD_NETWORK_READY).exists());
+
+        // The pod interface now looks different, but the cache is what counts.
+        let retry = RecordingCommands::default();
+        assert!(wire(&retry, netns, private.path(), &vmi("masquerade")).expect("retry"));
+        assert_eq!(
+            argv(&retry),
+            ["sysctl -q -w net.ipv4.ip_forward=1", "ip -batch -", "nft -f -"]
+        );
+    }
+
+    #[test]
+    fn a_vmi_without_the_pod_network_needs_nothing() {
+        let private = tempfile::tempdir().expect("tempdir");
+        let mut vmi = vmi("masquerade");
+        vmi.spec.networks.clear();
+        vmi.spec.domain.devices.interfaces.clear();
+        let commands = commands();
+        assert!(!wire(&commands, Path::new("/proc/77/ns/net"), private.path(), &vmi).expect("wire"));
+        assert!(commands.recorded().is_empty());
+        assert!(!private.path().join(POD_NETWORK_READY).exists());
+    }
+}

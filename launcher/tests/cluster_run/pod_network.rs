@@ -1,0 +1,161 @@
+//! The pod network in cluster mode, end to end: a network namespace of this test's own stands in
+//! for the pod the CNI plugin made (eth0 with an address and a default route, a veth to the host);
+//! the launcher runs inside it; virt-handler wires the binding there before its first Sync; the
+//! launcher serves DHCP; the guest gets its lease, reaches its gateway, and the host reaches the
+//! guest's web server. Afterwards nothing of it is left.
+
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use kubevirt_api::v1::VirtualMachineInstancePhase as Phase;
+
+use super::fixture::{Stopper, assert_stops_cleanly, example_vmi, spawn_launcher_in, wait_until};
+use super::with_handler::World;
+
+/// The "pod": a named namespace with eth0 on a /30 whose other end is on the host.
+struct FakePod {
+    name: String,
+    host_interface: String,
+    address: Ipv4Addr,
+    gateway: Ipv4Addr,
+}
+
+fn ip(args: &[&str]) {
+    let status = Command::new("ip").args(args).status().expect("ip runs");
+    assert!(status.success(), "ip {}", args.join(" "));
+}
+
+impl FakePod {
+    fn new(slot: u32) -> Self {
+        let id = std::process::id();
+        let base = u32::from(Ipv4Addr::new(10, 221, 0, 0)) + ((id % 4000) * 8 + slot * 4);
+        let pod = Self {
+            name: format!("kvrs-pod-{id}-{slot}"),
+            host_interface: format!("kvp{id}{slot}"),
+            address: Ipv4Addr::from(base + 2),
+            gateway: Ipv4Addr::from(base + 1),
+        };
+        ip(&["netns", "add", &pod.name]);
+        ip(&[
+            "link",
+            "add",
+            &pod.host_interface,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "eth0",
+            "netns",
+            &pod.name,
+        ]);
+        ip(&[
+            "address",
+            "add",
+            &format!("{}/30", pod.gateway),
+            "dev",
+            &pod.host_interface,
+        ]);
+        ip(&["link", "set", &pod.host_interface, "up"]);
+        let inside = |args: &[&str]| {
+            let mut all = vec!["-n", pod.name.as_str()];
+            all.extend_from_slice(args);
+            ip(&all);
+        };
+        inside(&["link", "set", "lo", "up"]);
+        inside(&["address", "add", &format!("{}/30", pod.address), "dev", "eth0"]);
+        inside(&["link", "set", "eth0", "up"]);
+        inside(&["route", "add", "default", "via", &pod.gateway.to_string()]);
+        pod
+    }
+
+    fn path(&self) -> PathBuf {
+        Path::new("/run/netns").join(&self.name)
+    }
+}
+
+impl Drop for FakePod {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.name]).status();
+        let _ = Command::new("ip").args(["link", "del", &self.host_interface]).output();
+    }
+}
+
+async fn http_get(address: Ipv4Addr, path: &str) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let connect = tokio::net::TcpStream::connect((address, 80));
+    let mut stream = tokio::time::timeout(Duration::from_secs(10), connect)
+        .await
+        .expect("connect in time")
+        .expect("connect");
+    let request = format!("GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.expect("request");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.expect("response");
+    response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default()
+}
+
+async fn run_binding(example: &str, slot: u32, uid: &str, expect_lease: impl Fn(&FakePod) -> String) {
+    let pod = FakePod::new(slot);
+    let name = example.trim_start_matches("vmi-").trim_end_matches(".yaml");
+    let (world, dirs, mut vmi) = World::new(name, uid);
+    let networked = example_vmi(example, name, uid);
+    vmi.spec.networks = networked.spec.networks;
+    vmi.spec.domain.devices.interfaces = networked.spec.domain.devices.interfaces;
+    vmi.spec.domain.devices.autoattach_pod_interface = None;
+    let launcher = spawn_launcher_in(&dirs, name, uid, Some(&pod.path()));
+    let _stopper = Stopper(launcher.id());
+    world.api.apply(vmi);
+    let (stop, handler) = world.start_handler();
+    world.wait_for_phase(Phase::Running, Duration::from_secs(120)).await;
+
+    let serial_log = dirs.private.join(uid).join("virt-serial0-log");
+    let lease = expect_lease(&pod);
+    let log = wait_until("the guest's lease and gateway", Duration::from_secs(60), async || {
+        std::fs::read_to_string(&serial_log)
+            .ok()
+            .filter(|log| log.contains("KUBEVIRT-RS-GUEST-GATEWAY-REACHED"))
+    })
+    .await;
+    assert!(log.contains(&lease), "expected {lease:?} in:\n{log}");
+    assert_eq!(http_get(pod.address, "/").await.trim(), "KUBEVIRT-RS-GUEST-HTTP");
+    let cache = dirs.private.join(uid).join(cmd_protocol::sockets::POD_INTERFACE_CACHE);
+    let cached = std::fs::read_to_string(&cache).expect("the handler's cache");
+    assert!(cached.contains(&pod.address.to_string()), "{cached}");
+
+    stop.cancel();
+    handler.await.expect("handler stopped");
+    assert_stops_cleanly(launcher, world.root.path(), &world.socket());
+    drop(pod);
+    let left = Command::new("ip")
+        .args(["link", "show", "dev", &format!("kvp{}{slot}", std::process::id())])
+        .output()
+        .expect("ip");
+    assert!(!left.status.success(), "the pod's host link is gone with its namespace");
+}
+
+#[tokio::test]
+async fn the_handler_wires_masquerade_and_the_launcher_serves_the_lease() {
+    run_binding(
+        "vmi-testguest-masquerade.yaml",
+        0,
+        "5e6f7a8b-9c0d-4e1f-a2b3-c4d5e6f7a801",
+        |_| "KUBEVIRT-RS-GUEST-IP eth0 10.0.2.2/24 gateway 10.0.2.1 mtu 1500".to_owned(),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn the_handler_wires_bridge_and_the_guest_takes_the_pod_address() {
+    run_binding(
+        "vmi-testguest-bridge.yaml",
+        1,
+        "5e6f7a8b-9c0d-4e1f-a2b3-c4d5e6f7a802",
+        |pod| format!("KUBEVIRT-RS-GUEST-IP eth0 {}/30 gateway {}", pod.address, pod.gateway),
+    )
+    .await;
+}
