@@ -23,3 +23,6 @@ cargo run -q --release -p kubevirt-tests --bin bench-controller -- --vmis 10000
 # virt-api: admission latency at 1000 requests/s on loopback.
 cargo build --release -p virt-api
 cargo run -q --release -p kubevirt-tests --bin bench-virt-api -- --virt-api target/release/virt-api
+
+# Pod networking: DHCP lease time and guest -> host throughput, masquerade and bridge.
+cargo run -q --release -p kubevirt-tests --bin bench-network -- --launcher target/release/virt-launcher --runs 3

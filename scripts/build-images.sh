@@ -116,6 +116,11 @@ for component in virt-handler virt-controller virt-api; do
     context "$component"
     copy_with_libraries "$bin/$component" "$work/$component/root"
 done
+# virt-handler wires pod networks inside launcher pods' network namespaces with these tools.
+for tool in nsenter ip nft sysctl; do
+    path=$(PATH=/usr/sbin:/usr/bin:/sbin:/bin command -v "$tool") || die "$tool is missing: run scripts/install-deps.sh"
+    copy_with_libraries "$path" "$work/virt-handler/root"
+done
 
 context virt-launcher
 cp -a "$rootfs/." "$work/virt-launcher/root/"

@@ -31,6 +31,15 @@ for component in virt-handler virt-controller virt-api; do
     say "$component image runs: $out"
 done
 
+# The handler's network tools work in the image (in a namespace of the container's own).
+handler_tool() { podman run --rm -i --network none --cap-add NET_ADMIN --entrypoint "$1" localhost/kubevirt-rs/virt-handler:latest "${@:2}"; }
+out=$(handler_tool /usr/bin/ip -j link show 2>&1) && [[ "$out" == *'"ifname":"lo"'* ]] || fail "ip in the handler image: $out"
+out=$(printf 'table ip kubevirt_nat {\n\tchain prerouting {\n\t\ttype nat hook prerouting priority dstnat; policy accept;\n\t\tiifname "eth0" tcp dport 80 dnat to 10.0.2.2\n\t}\n}\n' \
+    | handler_tool /usr/bin/nft -f - 2>&1) || fail "nft in the handler image: $out"
+out=$(handler_tool /usr/bin/sysctl -n net.ipv4.ip_forward 2>&1) && [[ "$out" =~ ^[01]$ ]] || fail "sysctl in the handler image: $out"
+out=$(handler_tool /usr/bin/nsenter --version 2>&1) || fail "nsenter in the handler image: $out"
+say "the handler image's network tools (ip, nft, sysctl, nsenter) work"
+
 store=${KUBEVIRT_RS_IMAGE_STORE:-/var/lib/kubevirt-rs/images}
 podman run -d --privileged --name "$name" -v "$store:$store:ro" -v "$PWD/manifests/examples:/manifests:ro" \
     localhost/kubevirt-rs/virt-launcher:latest run --vmi /manifests/vmi-testguest.yaml --force-emulation >/dev/null
