@@ -164,13 +164,13 @@ impl RecordingCommands {
 
 impl NetworkCommands for RecordingCommands {
     fn run(&self, netns: &Path, program: &str, args: &[&str], stdin: Option<&str>) -> Result<String, CommandError> {
-        let mut argv = vec![program.to_owned()];
-        argv.extend(args.iter().map(|a| (*a).to_owned()));
-        let line = argv.join(" ");
+        let mut words = vec![program.to_owned()];
+        words.extend(args.iter().map(|a| (*a).to_owned()));
+        let line = words.join(" ");
         if let Ok(mut recorded) = self.recorded.lock() {
             recorded.push(Recorded {
                 netns: netns.to_owned(),
-                argv,
+                argv: words,
                 stdin: stdin.map(str::to_owned),
             });
         }

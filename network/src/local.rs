@@ -237,7 +237,7 @@ mod tests {
         let json = r#"[{"ifindex":1,"ifname":"lo","addr_info":[{"family":"inet","local":"127.0.0.1","prefixlen":8}]},{"ifindex":7,"ifname":"kv-9","addr_info":[{"family":"inet","local":"10.222.0.1","prefixlen":30}]}]"#;
         assert_eq!(
             parse_addresses(json).expect("parse"),
-            [Ipv4Addr::new(127, 0, 0, 1), Ipv4Addr::new(10, 222, 0, 1)]
+            [Ipv4Addr::LOCALHOST, Ipv4Addr::new(10, 222, 0, 1)]
         );
         assert!(parse_addresses("nope").is_err());
     }

@@ -89,7 +89,7 @@ fn download(address: Ipv4Addr, mib: u32) -> anyhow::Result<f64> {
 }
 
 fn run_once(launcher: &str, manifest: &str, mib: u32) -> anyhow::Result<Sample> {
-    let launched = Instant::now();
+    let spawned_at = Instant::now();
     let mut child = Command::new(launcher)
         .args(["run", "--force-emulation", "--vmi", manifest])
         .env("RUST_LOG", "info")
@@ -117,7 +117,7 @@ fn run_once(launcher: &str, manifest: &str, mib: u32) -> anyhow::Result<Sample> 
     Ok(Sample {
         lease_after_nic: leased - nic_up,
         lease_after_domain_start: leased - started,
-        lease_after_launch: leased - launched,
+        lease_after_launch: leased - spawned_at,
         mbit_per_s,
     })
 }

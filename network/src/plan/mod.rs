@@ -337,6 +337,27 @@ pub fn uses_pod_network(vmi: &VirtualMachineInstance) -> bool {
     })
 }
 
+/// The gateway and guest addresses of a masquerade binding on `spec.networks[index]`.
+fn masquerade_subnet(vmi: &VirtualMachineInstance, index: usize) -> Result<(Ipv4Cidr, Ipv4Cidr), PlanError> {
+    let cidr_text = vmi.spec.networks[index]
+        .pod
+        .as_ref()
+        .and_then(|p| p.vm_network_cidr.clone())
+        .filter(|c| !c.is_empty())
+        .unwrap_or_else(|| DEFAULT_VM_CIDR.to_owned());
+    let cidr = Ipv4Cidr::parse(&cidr_text).filter(|c| c.prefix <= 30).ok_or_else(|| {
+        invalid(
+            format!("spec.networks[{index}].pod.vmNetworkCIDR"),
+            format!("{cidr_text} is not an IPv4 CIDR with room for a gateway and a guest"),
+        )
+    })?;
+    let at = |n| Ipv4Cidr {
+        address: cidr.host(n),
+        prefix: cidr.prefix,
+    };
+    Ok((at(1), at(2)))
+}
+
 /// Decides the pod network's wiring for `vmi`, given its pod interface and resolv.conf.
 ///
 /// # Errors
@@ -409,27 +430,7 @@ pub fn plan(vmi: &VirtualMachineInstance, pod: &PodInterface, resolv: &Resolv) -
     };
     let plan = match binding {
         Binding::Masquerade => {
-            let network = &vmi.spec.networks[pod_network.unwrap_or_default()];
-            let cidr_text = network
-                .pod
-                .as_ref()
-                .and_then(|p| p.vm_network_cidr.clone())
-                .filter(|c| !c.is_empty())
-                .unwrap_or_else(|| DEFAULT_VM_CIDR.to_owned());
-            let cidr = Ipv4Cidr::parse(&cidr_text).filter(|c| c.prefix <= 30).ok_or_else(|| {
-                invalid(
-                    format!("spec.networks[{}].pod.vmNetworkCIDR", pod_network.unwrap_or_default()),
-                    format!("{cidr_text} is not an IPv4 CIDR with room for a gateway and a guest"),
-                )
-            })?;
-            let gateway = Ipv4Cidr {
-                address: cidr.host(1),
-                prefix: cidr.prefix,
-            };
-            let guest = Ipv4Cidr {
-                address: cidr.host(2),
-                prefix: cidr.prefix,
-            };
+            let (gateway, guest) = masquerade_subnet(vmi, pod_network.unwrap_or_default())?;
             let mac = spec_mac.unwrap_or_else(|| derived_mac(&format!("{uid}/{}", iface.name)));
             common(lease(mac, guest, Some(gateway.address), gateway.address), gateway)
         }

@@ -116,6 +116,18 @@ pub fn tap_name(network: &Network) -> String {
     }
 }
 
+/// The interface's `state`: `up` (when unset), `down` or `absent`.
+fn link_state<'a>(iface: &'a SpecInterface, field: &str) -> Result<&'a str, ConvertError> {
+    match iface.state.as_deref().unwrap_or("up") {
+        "" => Ok("up"),
+        state @ ("up" | "down" | "absent") => Ok(state),
+        other => Err(ConvertError::invalid(
+            format!("{field}.state"),
+            format!("state {other} is not one of up, down, absent"),
+        )),
+    }
+}
+
 /// Renders every interface that is not `state: absent`.
 pub fn apply(
     vmi: &VirtualMachineInstance,
@@ -159,16 +171,9 @@ pub fn apply(
                 "Masquerade interface only implemented with pod network",
             ));
         }
-        let state = iface.state.as_deref().unwrap_or("up");
-        match state {
-            "absent" => continue,
-            "up" | "down" | "" => {}
-            other => {
-                return Err(ConvertError::invalid(
-                    format!("{field}.state"),
-                    format!("state {other} is not one of up, down, absent"),
-                ));
-            }
+        let state = link_state(iface, &field)?;
+        if state == "absent" {
+            continue;
         }
         let model = checked_model(iface, &field)?;
         let is_virtio = model == "virtio";
