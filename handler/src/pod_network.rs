@@ -169,7 +169,8 @@ mod tests {
             [
                 "ip -j address show dev eth0",
                 "ip -j -4 route show default",
-                "ip -batch -"
+                "ip -batch -",
+                "nft -f -"
             ]
         );
         assert!(commands.recorded().iter().all(|r| r.netns == netns));

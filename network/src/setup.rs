@@ -103,7 +103,7 @@ pub fn observe_pod_interface(
 }
 
 /// Builds `plan` in `netns`: forwarding on (masquerade), the bridge, the tap and the addresses,
-/// then the NAT rules.
+/// then the nftables rules.
 ///
 /// # Errors
 /// [`SetupError::Command`] naming the command that failed.
@@ -117,9 +117,7 @@ pub fn set_up_pod_network(
         commands.run(netns, "sysctl", &["-q", "-w", "net.ipv4.ip_forward=1"], None)?;
     }
     commands.run(netns, "ip", &["-batch", "-"], Some(&ip_batch(plan)))?;
-    if let Some(rules) = nft_ruleset(plan) {
-        commands.run(netns, "nft", &["-f", "-"], Some(&rules))?;
-    }
+    commands.run(netns, "nft", &["-f", "-"], Some(&nft_ruleset(plan)))?;
     info!(guest = %plan.lease.address, tap = %plan.tap, "pod network ready");
     Ok(())
 }
@@ -176,7 +174,7 @@ mod tests {
         assert_eq!(argv, ["sysctl -q -w net.ipv4.ip_forward=1", "ip -batch -", "nft -f -"]);
         assert!(recorded.iter().all(|r| r.netns == netns));
         assert_eq!(recorded[1].stdin.as_deref(), Some(ip_batch(&plan).as_str()));
-        assert_eq!(recorded[2].stdin, nft_ruleset(&plan));
+        assert_eq!(recorded[2].stdin, Some(nft_ruleset(&plan)));
     }
 
     #[test]

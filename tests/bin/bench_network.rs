@@ -182,7 +182,12 @@ fn main() -> anyhow::Result<()> {
         writeln!(
             body,
             "| {binding} | {:.0} ms | {:.2} s | {:.2} s | {:.0} Mbit/s |",
-            median(samples.iter().map(|s| s.lease_after_nic.as_secs_f64() * 1000.0).collect()),
+            median(
+                samples
+                    .iter()
+                    .map(|s| s.lease_after_nic.as_secs_f64() * 1000.0)
+                    .collect()
+            ),
             median(
                 samples
                     .iter()

@@ -65,7 +65,8 @@ impl FakePod {
         };
         inside(&["link", "set", "lo", "up"]);
         inside(&["address", "add", &format!("{}/30", pod.address), "dev", "eth0"]);
-        inside(&["link", "set", "eth0", "up"]);
+        // A CNI-like MTU below 1500, which the guest must get.
+        inside(&["link", "set", "eth0", "mtu", "1400", "up"]);
         inside(&["route", "add", "default", "via", &pod.gateway.to_string()]);
         pod
     }
@@ -144,7 +145,7 @@ async fn the_handler_wires_masquerade_and_the_launcher_serves_the_lease() {
         "vmi-testguest-masquerade.yaml",
         0,
         "5e6f7a8b-9c0d-4e1f-a2b3-c4d5e6f7a801",
-        |_| "KUBEVIRT-RS-GUEST-IP eth0 10.0.2.2/24 gateway 10.0.2.1 mtu 1500".to_owned(),
+        |_| "KUBEVIRT-RS-GUEST-IP eth0 10.0.2.2/24 gateway 10.0.2.1 mtu 1400".to_owned(),
     )
     .await;
 }
@@ -155,7 +156,12 @@ async fn the_handler_wires_bridge_and_the_guest_takes_the_pod_address() {
         "vmi-testguest-bridge.yaml",
         1,
         "5e6f7a8b-9c0d-4e1f-a2b3-c4d5e6f7a802",
-        |pod| format!("KUBEVIRT-RS-GUEST-IP eth0 {}/30 gateway {}", pod.address, pod.gateway),
+        |pod| {
+            format!(
+                "KUBEVIRT-RS-GUEST-IP eth0 {}/30 gateway {} mtu 1400",
+                pod.address, pod.gateway
+            )
+        },
     )
     .await;
 }

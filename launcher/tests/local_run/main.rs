@@ -318,6 +318,8 @@ fn the_guest_sees_a_virtio_nic_with_the_mac_address_from_the_spec() {
         "no NIC in the guest:\n{}",
         launcher.stdout()
     );
+    // The DHCP server answers that MAC, and only that one.
+    launcher.wait_for_console("KUBEVIRT-RS-GUEST-IP eth0 10.0.2.2/24 gateway 10.0.2.1", BOOT_TIMEOUT);
     let daemons = daemons(&launcher);
     assert_eq!(
         launcher.stop_with(Signal::SIGTERM).code(),

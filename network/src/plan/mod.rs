@@ -28,6 +28,8 @@ pub const DEFAULT_VM_CIDR: &str = "10.0.2.0/24";
 pub const BRIDGE_FAKE_ADDRESS: Ipv4Addr = Ipv4Addr::new(169, 254, 75, 10);
 /// The nftables table that holds a masquerade binding's rules.
 pub const NAT_TABLE: &str = "kubevirt_nat";
+/// The nftables table (bridge family) that keeps a bridge binding's DHCP inside the pod.
+pub const DHCP_TABLE: &str = "kubevirt_dhcp";
 
 /// An IPv4 address with its prefix length.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

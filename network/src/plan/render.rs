@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::{Binding, InterfacePlan, NAT_TABLE, format_mac};
+use super::{Binding, DHCP_TABLE, InterfacePlan, NAT_TABLE, format_mac};
 
 /// The `ip -batch` script that builds the bridge, the tap and the addresses.
 #[must_use]
@@ -50,14 +50,23 @@ pub fn ip_batch(plan: &InterfacePlan) -> String {
     script
 }
 
-/// The nftables ruleset of a masquerade binding: the pod's ports are forwarded to the guest (all
-/// of them when the interface lists none) and the guest's traffic leaves with the pod's address.
-/// `None` for a bridge binding, which needs no NAT.
+/// The nftables ruleset of a binding.
+///
+/// - masquerade: the pod's ports are forwarded to the guest (all of them when the interface lists
+///   none) and the guest's traffic leaves with the pod's address;
+/// - bridge: DHCP stays between the guest and the launcher. The bridge also holds the pod
+///   interface, so without these rules the guest's requests would reach the pod network and the
+///   launcher's replies would leave through it, and anyone on the pod network could ask the
+///   launcher for the guest's lease.
 #[must_use]
-pub fn nft_ruleset(plan: &InterfacePlan) -> Option<String> {
-    if plan.binding != Binding::Masquerade {
-        return None;
+pub fn nft_ruleset(plan: &InterfacePlan) -> String {
+    match plan.binding {
+        Binding::Masquerade => masquerade_rules(plan),
+        Binding::Bridge => bridge_dhcp_rules(plan),
     }
+}
+
+fn masquerade_rules(plan: &InterfacePlan) -> String {
     let guest = plan.lease.address;
     let pod = &plan.pod_interface;
     let mut rules = String::new();
@@ -83,5 +92,29 @@ pub fn nft_ruleset(plan: &InterfacePlan) -> Option<String> {
     let _ = writeln!(rules, "\t\tip saddr {guest} oifname \"{pod}\" masquerade");
     let _ = writeln!(rules, "\t}}");
     let _ = writeln!(rules, "}}");
-    Some(rules)
+    rules
+}
+
+fn bridge_dhcp_rules(plan: &InterfacePlan) -> String {
+    let pod = &plan.pod_interface;
+    let tap = &plan.tap;
+    let mut rules = String::new();
+    let _ = writeln!(rules, "add table bridge {DHCP_TABLE}");
+    let _ = writeln!(rules, "delete table bridge {DHCP_TABLE}");
+    let _ = writeln!(rules, "table bridge {DHCP_TABLE} {{");
+    for (chain, rule) in [
+        ("input", format!("iifname \"{pod}\" udp dport 67 drop")),
+        (
+            "forward",
+            format!("iifname \"{tap}\" oifname \"{pod}\" udp dport 67 drop"),
+        ),
+        ("output", format!("oifname \"{pod}\" udp sport 67 drop")),
+    ] {
+        let _ = writeln!(rules, "\tchain {chain} {{");
+        let _ = writeln!(rules, "\t\ttype filter hook {chain} priority filter; policy accept;");
+        let _ = writeln!(rules, "\t\t{rule}");
+        let _ = writeln!(rules, "\t}}");
+    }
+    let _ = writeln!(rules, "}}");
+    rules
 }
