@@ -132,29 +132,55 @@ fn bridge_hands_the_pod_address_to_the_guest() {
 fn a_bad_interface_spec_is_rejected_with_its_field_and_creates_nothing() {
     let _serial = serial();
     require_test_guest();
-    let cases = [
-        ("port: 80", "port: 70000", "spec.domain.devices.interfaces[0].ports[0]"),
+    const PORTS: &str = "          ports:\n            - name: http\n              port: 80\n";
+    const POD: &str = "    - name: default\n      pod: {}\n";
+    let with_multus = format!("{POD}    - name: blue\n      multus:\n        networkName: blue\n");
+    let second = |binding: &str, mac: &str| format!("{PORTS}        - name: blue\n          {binding}: {{}}\n{mac}");
+    let mac = "          macAddress: 02:00:00:00:00:01\n";
+    let cases: Vec<(Vec<(&str, String)>, &str)> = vec![
         (
-            "masquerade: {}",
-            "masquerade: {}\n          macAddress: 02:00:00:00:00:zz",
+            vec![("port: 80", "port: 70000".to_owned())],
+            "spec.domain.devices.interfaces[0].ports[0]",
+        ),
+        (
+            vec![(
+                "masquerade: {}",
+                "masquerade: {}\n          macAddress: 02:00:00:00:00:zz".to_owned(),
+            )],
             "spec.domain.devices.interfaces[0].macAddress",
         ),
         (
-            "    - name: default\n      pod: {}",
-            "    - name: default\n      multus:\n        networkName: blue",
+            vec![(
+                POD,
+                "    - name: default\n      multus:\n        networkName: blue\n".to_owned(),
+            )],
             "spec.domain.devices.interfaces[0].masquerade",
         ),
+        (
+            vec![(PORTS, second("bridge", "")), (POD, with_multus.clone())],
+            "spec.domain.devices.interfaces[1].bridge",
+        ),
+        (
+            vec![
+                (PORTS, format!("{mac}{}", second("bridge", mac))),
+                (POD, with_multus.clone()),
+            ],
+            "spec.domain.devices.interfaces[1].macAddress",
+        ),
     ];
-    for (from, to, field) in cases {
+    for (edits, field) in cases {
         let dir = tempfile::tempdir().expect("tempdir");
         let manifest = testguest_variant(dir.path(), |_| {
-            let text = std::fs::read_to_string(example("vmi-testguest-masquerade.yaml")).expect("example");
-            assert!(text.contains(from), "{from}");
-            text.replace(from, to)
+            let mut text = std::fs::read_to_string(example("vmi-testguest-masquerade.yaml")).expect("example");
+            for (from, to) in &edits {
+                assert!(text.contains(from), "{from}");
+                text = text.replacen(from, to, 1);
+            }
+            text
         });
         let mut launcher = Launcher::spawn(&manifest);
         let status = launcher.wait_exit(Duration::from_secs(20));
-        assert_eq!(status.code(), Some(2), "{}", launcher.stderr());
+        assert_eq!(status.code(), Some(2), "{field}: {}", launcher.stderr());
         assert!(launcher.stderr().contains(field), "{field}: {}", launcher.stderr());
         assert!(!host_link_exists(launcher.pid()));
         launcher.assert_nothing_left(&[]);

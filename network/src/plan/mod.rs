@@ -231,7 +231,28 @@ pub fn check_interfaces(vmi: &VirtualMachineInstance) -> Result<(), PlanError> {
         .filter(|n| n.pod.is_some())
         .map(|n| n.name.as_str())
         .collect();
+    // MACs first: a duplicate is the same mistake whatever binding the second interface has.
     let mut macs: BTreeMap<[u8; 6], usize> = BTreeMap::new();
+    for (i, iface) in vmi.spec.domain.devices.interfaces.iter().enumerate() {
+        let here = format!("spec.domain.devices.interfaces[{i}]");
+        if let Some(text) = iface.mac_address.as_deref().filter(|m| !m.is_empty()) {
+            let Some(mac) = parse_mac(text) else {
+                return Err(invalid(
+                    format!("{here}.macAddress"),
+                    format!("interface {} has malformed MAC address ({text}).", iface.name),
+                ));
+            };
+            if let Some(first) = macs.insert(mac, i) {
+                return Err(invalid(
+                    format!("{here}.macAddress"),
+                    format!(
+                        "interface {} has duplicate MAC address ({text}), already used by interfaces[{first}].",
+                        iface.name
+                    ),
+                ));
+            }
+        }
+    }
     for (i, iface) in vmi.spec.domain.devices.interfaces.iter().enumerate() {
         let here = format!("spec.domain.devices.interfaces[{i}]");
         let on_pod = pod_networks.contains(&iface.name.as_str());
@@ -260,23 +281,6 @@ pub fn check_interfaces(vmi: &VirtualMachineInstance) -> Result<(), PlanError> {
                 return Err(invalid(
                     format!("{here}.ports[{j}].protocol"),
                     "Unknown protocol, only TCP or UDP allowed",
-                ));
-            }
-        }
-        if let Some(text) = iface.mac_address.as_deref().filter(|m| !m.is_empty()) {
-            let Some(mac) = parse_mac(text) else {
-                return Err(invalid(
-                    format!("{here}.macAddress"),
-                    format!("interface {} has malformed MAC address ({text}).", iface.name),
-                ));
-            };
-            if let Some(first) = macs.insert(mac, i) {
-                return Err(invalid(
-                    format!("{here}.macAddress"),
-                    format!(
-                        "interface {} has duplicate MAC address ({text}), already used by interfaces[{first}].",
-                        iface.name
-                    ),
                 ));
             }
         }
