@@ -3,6 +3,7 @@
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -36,9 +37,11 @@ pub struct Launcher {
     pub runtime_root: tempfile::TempDir,
     stdout: Arc<Mutex<String>>,
     stderr: Arc<Mutex<String>>,
+    /// How many of the two streams reached their end.
+    drained: Arc<AtomicUsize>,
 }
 
-fn collect(stream: impl std::io::Read + Send + 'static, into: Arc<Mutex<String>>) {
+fn collect(stream: impl std::io::Read + Send + 'static, into: Arc<Mutex<String>>, drained: Arc<AtomicUsize>) {
     std::thread::spawn(move || {
         let mut reader = BufReader::new(stream);
         let mut line = Vec::new();
@@ -46,6 +49,7 @@ fn collect(stream: impl std::io::Read + Send + 'static, into: Arc<Mutex<String>>
             into.lock().expect("buffer").push_str(&String::from_utf8_lossy(&line));
             line.clear();
         }
+        drained.fetch_add(1, Ordering::SeqCst);
     });
 }
 
@@ -68,13 +72,15 @@ impl Launcher {
             .spawn()
             .expect("start virt-launcher");
         let (stdout, stderr) = (Arc::new(Mutex::new(String::new())), Arc::new(Mutex::new(String::new())));
-        collect(child.stdout.take().expect("stdout"), stdout.clone());
-        collect(child.stderr.take().expect("stderr"), stderr.clone());
+        let drained = Arc::new(AtomicUsize::new(0));
+        collect(child.stdout.take().expect("stdout"), stdout.clone(), drained.clone());
+        collect(child.stderr.take().expect("stderr"), stderr.clone(), drained.clone());
         Self {
             child,
             runtime_root,
             stdout,
             stderr,
+            drained,
         }
     }
 
@@ -135,11 +141,16 @@ impl Launcher {
         self.wait_exit(Duration::from_secs(30))
     }
 
-    /// Waits for the launcher to exit.
+    /// Waits for the launcher to exit, then (briefly) for its output to be read to the end: the
+    /// readers may still be behind when the process is gone.
     pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
         let begin = Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().expect("wait") {
+                let exited = Instant::now();
+                while self.drained.load(Ordering::SeqCst) < 2 && exited.elapsed() < Duration::from_secs(2) {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
                 return status;
             }
             if begin.elapsed() > timeout {
