@@ -130,10 +130,10 @@ fn bridge_hands_the_pod_address_to_the_guest() {
 
 #[test]
 fn a_bad_interface_spec_is_rejected_with_its_field_and_creates_nothing() {
-    let _serial = serial();
-    require_test_guest();
     const PORTS: &str = "          ports:\n            - name: http\n              port: 80\n";
     const POD: &str = "    - name: default\n      pod: {}\n";
+    let _serial = serial();
+    require_test_guest();
     let with_multus = format!("{POD}    - name: blue\n      multus:\n        networkName: blue\n");
     let second = |binding: &str, mac: &str| format!("{PORTS}        - name: blue\n          {binding}: {{}}\n{mac}");
     let mac = "          macAddress: 02:00:00:00:00:01\n";
