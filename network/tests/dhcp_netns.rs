@@ -7,7 +7,8 @@ use std::net::Ipv4Addr;
 use std::process::Command;
 use std::time::Duration;
 
-use pod_network::dhcp::{LEASE_SECONDS, Lease, server};
+use pod_network::dhcp::packet::code;
+use pod_network::dhcp::{LEASE_SECONDS, Lease, StaticRoute, server};
 use tokio_util::sync::CancellationToken;
 
 /// This test's namespace and veth pair, removed on drop.
@@ -70,13 +71,9 @@ fn usable() -> bool {
     root && tools
 }
 
-#[tokio::test]
-async fn udhcpc_gets_the_whole_lease_and_reaches_its_gateway() {
-    if !usable() {
-        return;
-    }
-    let wire = Wire::new().expect("the test's namespace and veth pair");
-    let lease = Lease {
+/// A lease with every option the server sends.
+fn full_lease() -> Lease {
+    Lease {
         mac: [0x02, 0x00, 0x00, 0x12, 0x34, 0x56],
         address: Ipv4Addr::new(10, 0, 2, 2),
         prefix: 24,
@@ -86,7 +83,29 @@ async fn udhcpc_gets_the_whole_lease_and_reaches_its_gateway() {
         search: vec!["default.svc.cluster.local".to_owned(), "svc.cluster.local".to_owned()],
         hostname: Some("testguest".to_owned()),
         mtu: Some(1450),
-    };
+        routes: vec![
+            StaticRoute {
+                destination: Ipv4Addr::new(10, 0, 2, 1),
+                prefix: 32,
+                gateway: Ipv4Addr::UNSPECIFIED,
+            },
+            StaticRoute {
+                destination: Ipv4Addr::UNSPECIFIED,
+                prefix: 0,
+                gateway: Ipv4Addr::new(10, 0, 2, 1),
+            },
+        ],
+        extra: vec![(code::NTP_SERVERS, vec![10, 96, 0, 123])],
+    }
+}
+
+#[tokio::test]
+async fn udhcpc_gets_the_whole_lease_and_reaches_its_gateway() {
+    if !usable() {
+        return;
+    }
+    let wire = Wire::new().expect("the test's namespace and veth pair");
+    let lease = full_lease();
     let socket = server::bind(&wire.host).expect("bind to the host end");
     let stop = CancellationToken::new();
     let served = tokio::spawn(server::serve(socket, lease, stop.clone()));
@@ -109,7 +128,18 @@ async fn udhcpc_gets_the_whole_lease_and_reaches_its_gateway() {
             .args([
                 "netns", "exec", &namespace, "busybox", "udhcpc", "-i", &guest, "-q", "-n", "-t", "5", "-T", "1",
             ])
-            .args(["-O", "mtu", "-O", "search", "-s", &script_path])
+            .args([
+                "-O",
+                "mtu",
+                "-O",
+                "search",
+                "-O",
+                "staticroutes",
+                "-O",
+                "ntpsrv",
+                "-s",
+                &script_path,
+            ])
             .output()
     })
     .await
@@ -138,6 +168,8 @@ async fn udhcpc_gets_the_whole_lease_and_reaches_its_gateway() {
     assert_eq!(get("mtu"), "1450");
     assert_eq!(get("lease"), LEASE_SECONDS.to_string());
     assert_eq!(get("serverid"), "10.0.2.1");
+    assert_eq!(get("staticroutes"), "10.0.2.1/32 0.0.0.0 0.0.0.0/0 10.0.2.1");
+    assert_eq!(get("ntpsrv"), "10.96.0.123");
     assert!(
         wire.exec(&["busybox", "ping", "-c", "1", "-W", "2", "10.0.2.1"]),
         "the guest reaches its gateway"

@@ -28,14 +28,64 @@ fn ip(args: &[&str]) {
 }
 
 impl FakePod {
+    /// A pod with eth0 on a /30 shared with the host end, MTU 1400.
     fn new(slot: u32) -> Self {
+        let pod = Self::named(slot, false);
+        ip(&[
+            "address",
+            "add",
+            &format!("{}/30", pod.gateway),
+            "dev",
+            &pod.host_interface,
+        ]);
+        pod.inside(&["address", "add", &format!("{}/30", pod.address), "dev", "eth0"]);
+        pod.inside(&["route", "add", "default", "via", &pod.gateway.to_string()]);
+        pod
+    }
+
+    /// A pod as Calico makes them: a /32 address, the gateway 169.254.1.1 reachable only through
+    /// a link route, answered by proxy ARP on the host end, which has no address.
+    fn calico(slot: u32) -> Self {
+        let pod = Self::named(slot, true);
+        let proxy_arp = format!("net.ipv4.conf.{}.proxy_arp=1", pod.host_interface);
+        let status = Command::new("sysctl")
+            .args(["-q", "-w", &proxy_arp])
+            .status()
+            .expect("sysctl");
+        assert!(status.success(), "{proxy_arp}");
+        ip(&[
+            "route",
+            "add",
+            &format!("{}/32", pod.address),
+            "dev",
+            &pod.host_interface,
+        ]);
+        pod.inside(&["address", "add", &format!("{}/32", pod.address), "dev", "eth0"]);
+        pod.inside(&["route", "add", &pod.gateway.to_string(), "dev", "eth0", "scope", "link"]);
+        pod.inside(&[
+            "route",
+            "add",
+            "default",
+            "via",
+            &pod.gateway.to_string(),
+            "dev",
+            "eth0",
+        ]);
+        pod
+    }
+
+    fn named(slot: u32, calico: bool) -> Self {
         let id = std::process::id();
-        let base = u32::from(Ipv4Addr::new(10, 221, 0, 0)) + ((id % 4000) * 8 + slot * 4);
+        let base = u32::from(Ipv4Addr::new(10, 221, 0, 0)) + ((id % 4000) * 16 + slot * 4);
         let pod = Self {
             name: format!("kvrs-pod-{id}-{slot}"),
             host_interface: format!("kvp{id}{slot}"),
             address: Ipv4Addr::from(base + 2),
-            gateway: Ipv4Addr::from(base + 1),
+            gateway: if calico {
+                Ipv4Addr::new(169, 254, 1, 1)
+            } else {
+                Ipv4Addr::from(base + 1)
+            },
         };
         ip(&["netns", "add", &pod.name]);
         ip(&[
@@ -50,25 +100,17 @@ impl FakePod {
             "netns",
             &pod.name,
         ]);
-        ip(&[
-            "address",
-            "add",
-            &format!("{}/30", pod.gateway),
-            "dev",
-            &pod.host_interface,
-        ]);
         ip(&["link", "set", &pod.host_interface, "up"]);
-        let inside = |args: &[&str]| {
-            let mut all = vec!["-n", pod.name.as_str()];
-            all.extend_from_slice(args);
-            ip(&all);
-        };
-        inside(&["link", "set", "lo", "up"]);
-        inside(&["address", "add", &format!("{}/30", pod.address), "dev", "eth0"]);
+        pod.inside(&["link", "set", "lo", "up"]);
         // A CNI-like MTU below 1500, which the guest must get.
-        inside(&["link", "set", "eth0", "mtu", "1400", "up"]);
-        inside(&["route", "add", "default", "via", &pod.gateway.to_string()]);
+        pod.inside(&["link", "set", "eth0", "mtu", "1400", "up"]);
         pod
+    }
+
+    fn inside(&self, args: &[&str]) {
+        let mut all = vec!["-n", self.name.as_str()];
+        all.extend_from_slice(args);
+        ip(&all);
     }
 
     fn path(&self) -> PathBuf {
@@ -100,8 +142,9 @@ async fn http_get(address: Ipv4Addr, path: &str) -> String {
         .unwrap_or_default()
 }
 
-async fn run_binding(example: &str, slot: u32, uid: &str, expect_lease: impl Fn(&FakePod) -> String) {
-    let pod = FakePod::new(slot);
+/// Runs `example` in `pod` under the real handler; the guest's console must show `lease` then
+/// `marker`, and the host must reach the guest's web server at the pod address.
+async fn run_binding(example: &str, pod: FakePod, uid: &str, lease: &str, marker: &str) {
     let name = example.trim_start_matches("vmi-").trim_end_matches(".yaml");
     let (world, dirs, mut vmi) = World::new(name, uid);
     let networked = example_vmi(example, name, uid);
@@ -115,14 +158,13 @@ async fn run_binding(example: &str, slot: u32, uid: &str, expect_lease: impl Fn(
     world.wait_for_phase(Phase::Running, Duration::from_secs(120)).await;
 
     let serial_log = dirs.private.join(uid).join("virt-serial0-log");
-    let lease = expect_lease(&pod);
-    let log = wait_until("the guest's lease and gateway", Duration::from_secs(60), async || {
+    let log = wait_until("the guest's lease", Duration::from_secs(60), async || {
         std::fs::read_to_string(&serial_log)
             .ok()
-            .filter(|log| log.contains("KUBEVIRT-RS-GUEST-GATEWAY-REACHED"))
+            .filter(|log| log.contains(marker))
     })
     .await;
-    assert!(log.contains(&lease), "expected {lease:?} in:\n{log}");
+    assert!(log.contains(lease), "expected {lease:?} in:\n{log}");
     assert_eq!(http_get(pod.address, "/").await.trim(), "KUBEVIRT-RS-GUEST-HTTP");
     let cache = dirs.private.join(uid).join(cmd_protocol::sockets::POD_INTERFACE_CACHE);
     let cached = std::fs::read_to_string(&cache).expect("the handler's cache");
@@ -131,9 +173,10 @@ async fn run_binding(example: &str, slot: u32, uid: &str, expect_lease: impl Fn(
     stop.cancel();
     handler.await.expect("handler stopped");
     assert_stops_cleanly(launcher, world.root.path(), &world.socket());
+    let host_interface = pod.host_interface.clone();
     drop(pod);
     let left = Command::new("ip")
-        .args(["link", "show", "dev", &format!("kvp{}{slot}", std::process::id())])
+        .args(["link", "show", "dev", &host_interface])
         .output()
         .expect("ip");
     assert!(!left.status.success(), "the pod's host link is gone with its namespace");
@@ -143,25 +186,47 @@ async fn run_binding(example: &str, slot: u32, uid: &str, expect_lease: impl Fn(
 async fn the_handler_wires_masquerade_and_the_launcher_serves_the_lease() {
     run_binding(
         "vmi-testguest-masquerade.yaml",
-        0,
+        FakePod::new(0),
         "5e6f7a8b-9c0d-4e1f-a2b3-c4d5e6f7a801",
-        |_| "KUBEVIRT-RS-GUEST-IP eth0 10.0.2.2/24 gateway 10.0.2.1 mtu 1400".to_owned(),
+        "KUBEVIRT-RS-GUEST-IP eth0 10.0.2.2/24 gateway 10.0.2.1 mtu 1400",
+        "KUBEVIRT-RS-GUEST-GATEWAY-REACHED 10.0.2.1",
     )
     .await;
 }
 
 #[tokio::test]
 async fn the_handler_wires_bridge_and_the_guest_takes_the_pod_address() {
+    let pod = FakePod::new(1);
+    let lease = format!(
+        "KUBEVIRT-RS-GUEST-IP eth0 {}/30 gateway {} mtu 1400",
+        pod.address, pod.gateway
+    );
+    let marker = format!("KUBEVIRT-RS-GUEST-GATEWAY-REACHED {}", pod.gateway);
     run_binding(
         "vmi-testguest-bridge.yaml",
-        1,
+        pod,
         "5e6f7a8b-9c0d-4e1f-a2b3-c4d5e6f7a802",
-        |pod| {
-            format!(
-                "KUBEVIRT-RS-GUEST-IP eth0 {}/30 gateway {} mtu 1400",
-                pod.address, pod.gateway
-            )
-        },
+        &lease,
+        &marker,
+    )
+    .await;
+}
+
+/// With a /32 pod address the guest reaches its gateway only through the classless static routes
+/// (option 121) the launcher sends; the host's request is answered only if the guest has them.
+#[tokio::test]
+async fn bridge_on_a_calico_like_slash_32_pod_routes_through_option_121() {
+    let pod = FakePod::calico(2);
+    let lease = format!(
+        "KUBEVIRT-RS-GUEST-IP eth0 {}/32 gateway 169.254.1.1 mtu 1400",
+        pod.address
+    );
+    run_binding(
+        "vmi-testguest-bridge.yaml",
+        pod,
+        "5e6f7a8b-9c0d-4e1f-a2b3-c4d5e6f7a803",
+        &lease,
+        "KUBEVIRT-RS-GUEST-IP",
     )
     .await;
 }

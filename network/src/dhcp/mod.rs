@@ -34,6 +34,36 @@ pub struct Lease {
     pub hostname: Option<String>,
     /// The interface MTU.
     pub mtu: Option<u16>,
+    /// Classless static routes (option 121); when present the guest ignores the router option, so
+    /// they include the default route.
+    pub routes: Vec<StaticRoute>,
+    /// Further options, from the interface's `dhcpOptions`: code and value.
+    pub extra: Vec<(u8, Vec<u8>)>,
+}
+
+/// One classless static route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StaticRoute {
+    /// The destination network.
+    pub destination: Ipv4Addr,
+    /// Its prefix length.
+    pub prefix: u8,
+    /// The next hop; 0.0.0.0 for a route on the link itself.
+    pub gateway: Ipv4Addr,
+}
+
+/// RFC 3442's encoding: for each route, the prefix length, the significant octets of the
+/// destination, then the gateway.
+#[must_use]
+pub fn encode_routes(routes: &[StaticRoute]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for route in routes {
+        let prefix = route.prefix.min(32);
+        out.push(prefix);
+        out.extend_from_slice(&route.destination.octets()[..usize::from(prefix.div_ceil(8))]);
+        out.extend_from_slice(&route.gateway.octets());
+    }
+    out
 }
 
 impl Lease {
@@ -101,6 +131,12 @@ impl Lease {
         if let Some(mtu) = self.mtu {
             reply.options.push((code::MTU, mtu.to_be_bytes().to_vec()));
         }
+        if !self.routes.is_empty() {
+            reply
+                .options
+                .push((code::CLASSLESS_ROUTES, encode_routes(&self.routes)));
+        }
+        reply.options.extend(self.extra.iter().cloned());
         reply
     }
 }
@@ -155,7 +191,42 @@ mod tests {
             search: vec!["default.svc.cluster.local".to_owned(), "svc.cluster.local".to_owned()],
             hostname: Some("testguest".to_owned()),
             mtu: Some(1450),
+            routes: Vec::new(),
+            extra: vec![(code::BOOT_FILE_NAME, b"pxelinux.0".to_vec())],
         }
+    }
+
+    #[test]
+    fn static_routes_use_rfc_3442_significant_octets() {
+        let routes = [
+            StaticRoute {
+                destination: Ipv4Addr::new(169, 254, 1, 1),
+                prefix: 32,
+                gateway: Ipv4Addr::UNSPECIFIED,
+            },
+            StaticRoute {
+                destination: Ipv4Addr::UNSPECIFIED,
+                prefix: 0,
+                gateway: Ipv4Addr::new(169, 254, 1, 1),
+            },
+            StaticRoute {
+                destination: Ipv4Addr::new(10, 17, 0, 0),
+                prefix: 12,
+                gateway: Ipv4Addr::new(10, 0, 0, 1),
+            },
+        ];
+        assert_eq!(
+            encode_routes(&routes),
+            [
+                32, 169, 254, 1, 1, 0, 0, 0, 0, //
+                0, 169, 254, 1, 1, //
+                12, 10, 17, 10, 0, 0, 1
+            ]
+        );
+        let mut lease = lease();
+        lease.routes = routes.to_vec();
+        let offer = respond(&lease, &request(MessageType::Discover, MAC, vec![])).expect("offer");
+        assert_eq!(offer.option(code::CLASSLESS_ROUTES), Some(&encode_routes(&routes)[..]));
     }
 
     fn request(kind: MessageType, mac: [u8; 6], extra: Vec<(u8, Vec<u8>)>) -> Packet {
@@ -195,6 +266,8 @@ mod tests {
         assert_eq!(offer.option(code::HOSTNAME), Some(&b"testguest"[..]));
         assert_eq!(offer.option(code::DOMAIN_NAME), Some(&b"default.svc.cluster.local"[..]));
         assert_eq!(offer.option(code::MTU), Some(&1450_u16.to_be_bytes()[..]));
+        assert_eq!(offer.option(code::BOOT_FILE_NAME), Some(&b"pxelinux.0"[..]));
+        assert_eq!(offer.option(code::CLASSLESS_ROUTES), None, "no routes, no option 121");
         let search = offer.option(code::DOMAIN_SEARCH).expect("search");
         assert_eq!(&search[..9], b"\x07default\x03", "RFC 3397 labels");
     }

@@ -36,8 +36,16 @@ pub mod code {
     pub const MESSAGE_TYPE: u8 = 53;
     /// Server identifier.
     pub const SERVER_ID: u8 = 54;
+    /// NTP servers.
+    pub const NTP_SERVERS: u8 = 42;
+    /// TFTP server name.
+    pub const TFTP_SERVER_NAME: u8 = 66;
+    /// Boot file name.
+    pub const BOOT_FILE_NAME: u8 = 67;
     /// Domain search list (RFC 3397).
     pub const DOMAIN_SEARCH: u8 = 119;
+    /// Classless static routes (RFC 3442).
+    pub const CLASSLESS_ROUTES: u8 = 121;
     /// End.
     pub const END: u8 = 255;
 }

@@ -264,3 +264,88 @@ fn cidrs_parse_and_count_hosts() {
     assert_eq!(Ipv4Cidr::parse("10.0.2.0"), None);
     assert_eq!(Ipv4Cidr::parse("fd00::/64"), None);
 }
+
+#[test]
+fn a_slash_32_pod_address_gets_routes_to_its_gateway() {
+    let calico = PodInterface {
+        address: Some(Ipv4Cidr {
+            address: Ipv4Addr::new(10, 244, 3, 7),
+            prefix: 32,
+        }),
+        gateway: Some(Ipv4Addr::new(169, 254, 1, 1)),
+        ..pod()
+    };
+    let vmi = vmi("      - name: default\n        bridge: {}", POD);
+    let plan = plan(&vmi, &calico, &resolv()).expect("plan").pod.expect("pod");
+    assert_eq!(
+        plan.lease.routes,
+        vec![
+            crate::dhcp::StaticRoute {
+                destination: Ipv4Addr::new(169, 254, 1, 1),
+                prefix: 32,
+                gateway: Ipv4Addr::UNSPECIFIED
+            },
+            crate::dhcp::StaticRoute {
+                destination: Ipv4Addr::UNSPECIFIED,
+                prefix: 0,
+                gateway: Ipv4Addr::new(169, 254, 1, 1)
+            },
+        ]
+    );
+    let on_link = plan_of_bridge_on(&pod());
+    assert!(
+        on_link.lease.routes.is_empty(),
+        "a gateway in the subnet needs no routes"
+    );
+}
+
+fn plan_of_bridge_on(pod: &PodInterface) -> InterfacePlan {
+    let vmi = vmi("      - name: default\n        bridge: {}", POD);
+    plan(&vmi, pod, &resolv()).expect("plan").pod.expect("pod")
+}
+
+#[test]
+fn dhcp_options_become_extra_options() {
+    let vmi = vmi(
+        "      - name: default\n        masquerade: {}\n        dhcpOptions:\n          bootFileName: pxelinux.0\n          tftpServerName: tftp.example\n          ntpServers: [10.0.0.5, 10.0.0.6]\n          privateOptions:\n            - option: 240\n              value: extra",
+        POD,
+    );
+    let plan = plan(&vmi, &pod(), &resolv()).expect("plan").pod.expect("pod");
+    assert_eq!(
+        plan.lease.extra,
+        vec![
+            (42, vec![10, 0, 0, 5, 10, 0, 0, 6]),
+            (66, b"tftp.example".to_vec()),
+            (67, b"pxelinux.0".to_vec()),
+            (240, b"extra".to_vec()),
+        ]
+    );
+}
+
+#[test]
+fn bad_dhcp_options_are_rejected_with_their_field_path() {
+    let base = "      - name: default\n        masquerade: {}\n        dhcpOptions:\n";
+    let long = "x".repeat(256);
+    let cases = [
+        (
+            "          ntpServers: [10.0.0.5, ntp.example]".to_owned(),
+            "spec.domain.devices.interfaces[0].dhcpOptions.ntpServers[1]",
+        ),
+        (
+            "          privateOptions:\n            - option: 100\n              value: x".to_owned(),
+            "spec.domain.devices.interfaces[0].dhcpOptions.privateOptions[0].option",
+        ),
+        (
+            "          privateOptions:\n            - option: 240\n              value: x\n            - option: 240\n              value: y".to_owned(),
+            "spec.domain.devices.interfaces[0].dhcpOptions.privateOptions[1].option",
+        ),
+        (
+            format!("          bootFileName: {long}"),
+            "spec.domain.devices.interfaces[0].dhcpOptions.bootFileName",
+        ),
+    ];
+    for (options, field) in cases {
+        let error = plan(&vmi(&format!("{base}{options}"), POD), &pod(), &resolv()).expect_err(field);
+        assert_eq!(error.field, field, "{error}");
+    }
+}
