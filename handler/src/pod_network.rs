@@ -4,6 +4,7 @@
 //! then build the binding (bridge, tap, NAT rules). A marker beside the cache makes it happen once
 //! per pod, across handler restarts.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use cmd_protocol::sockets::{POD_INTERFACE_CACHE, POD_NETWORK_READY};
@@ -111,6 +112,39 @@ pub fn wire(
     Ok(true)
 }
 
+/// The pod addresses of `vmi`'s pod-network interface, from the cache in its private directory
+/// (`private`), keyed by the interface's name; empty until the pod network is wired.
+#[must_use]
+pub fn cached_pod_addresses(private: &Path, vmi: &VirtualMachineInstance) -> BTreeMap<String, Vec<String>> {
+    if !private.join(POD_NETWORK_READY).exists() {
+        return BTreeMap::new();
+    }
+    let Some(pod) = std::fs::read(private.join(POD_INTERFACE_CACHE))
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<PodInterface>(&bytes).ok())
+    else {
+        return BTreeMap::new();
+    };
+    let Some(address) = pod.address else {
+        return BTreeMap::new();
+    };
+    let pod_networks: Vec<&str> = vmi
+        .spec
+        .networks
+        .iter()
+        .filter(|n| n.pod.is_some())
+        .map(|n| n.name.as_str())
+        .collect();
+    vmi.spec
+        .domain
+        .devices
+        .interfaces
+        .iter()
+        .filter(|i| pod_networks.contains(&i.name.as_str()))
+        .map(|i| (i.name.clone(), vec![address.address.to_string()]))
+        .collect()
+}
+
 /// The network namespace of the launcher serving `socket`, through its peer credentials.
 ///
 /// # Errors
@@ -179,6 +213,10 @@ mod tests {
                 .expect("cache parses");
         assert_eq!(cached.address.map(|a| a.to_string()).as_deref(), Some("10.244.0.5/24"));
         assert!(private.path().join(POD_NETWORK_READY).exists());
+        assert_eq!(
+            cached_pod_addresses(private.path(), &vmi("bridge")),
+            BTreeMap::from([("default".to_owned(), vec!["10.244.0.5".to_owned()])])
+        );
 
         let again = self::commands();
         assert!(!wire(&again, netns, private.path(), &vmi("bridge")).expect("wire"));
@@ -193,6 +231,10 @@ mod tests {
         let error = wire(&failing, netns, private.path(), &vmi("masquerade")).expect_err("nft fails");
         assert!(error.to_string().contains("Could not process rule"), "{error}");
         assert!(!private.path().join(POD_NETWORK_READY).exists());
+        assert!(
+            cached_pod_addresses(private.path(), &vmi("masquerade")).is_empty(),
+            "no addresses before the wiring is done"
+        );
 
         // The pod interface now looks different, but the cache is what counts.
         let retry = RecordingCommands::default();

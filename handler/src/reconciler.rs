@@ -376,17 +376,24 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
 
     /// Computes and writes the status when it changed; returns a retry delay on failure.
     async fn write_status(&self, key: &str, launcher: LauncherState) -> Option<Duration> {
-        let (vmi, domain) = {
+        let (vmi, domain, socket) = {
             let known = self.known();
-            (known.vmis.get(key).cloned()?, known.domains.get(key).cloned())
+            (
+                known.vmis.get(key).cloned()?,
+                known.domains.get(key).cloned(),
+                known.sockets.get(key).cloned(),
+            )
         };
+        let pod_addresses = socket
+            .map(|socket| self.launchers.pod_addresses(&socket, &vmi))
+            .unwrap_or_default();
         let view = match launcher {
             LauncherState::Ready => LauncherView::Responsive,
             LauncherState::Starting => LauncherView::Starting,
             LauncherState::Absent | LauncherState::Unresponsive => LauncherView::Unresponsive,
         };
         let now = Time(self.clock.now());
-        let status = next_status(&vmi, &self.config.node, domain.as_ref(), view, &now);
+        let status = next_status(&vmi, &self.config.node, domain.as_ref(), view, &now, &pod_addresses);
         if vmi.status.as_ref() == Some(&status) {
             return None;
         }

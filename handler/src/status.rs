@@ -2,6 +2,8 @@
 //! the Paused condition, the node name and machine type, and a transition timestamp per phase
 //! change. Pure: the caller passes the time and what it observed.
 
+use std::collections::BTreeMap;
+
 use cmd_protocol::domain::DomainSnapshot;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kubevirt_api::domain_state::{DomainState, StateReason, phase_for_domain};
@@ -86,10 +88,12 @@ fn set_condition(
 }
 
 /// The interfaces the domain reports, merged into what the status already knows (addresses
-/// learnt elsewhere are kept).
+/// learnt elsewhere are kept), with the pod's addresses for the pod network's interface, as
+/// upstream reports them without a guest agent.
 fn interfaces(
     known: &[VirtualMachineInstanceNetworkInterface],
     domain: &DomainSnapshot,
+    pod_addresses: &BTreeMap<String, Vec<String>>,
 ) -> Vec<VirtualMachineInstanceNetworkInterface> {
     domain
         .spec
@@ -104,6 +108,10 @@ fn interfaces(
             status.name = Some(iface.name.clone());
             status.mac.clone_from(&iface.mac);
             status.info_source = Some(INFO_SOURCE_DOMAIN.to_owned());
+            if let Some(addresses) = pod_addresses.get(&iface.name).filter(|a| !a.is_empty()) {
+                status.ip_address = addresses.first().cloned();
+                status.ip_addresses.clone_from(addresses);
+            }
             status
         })
         .collect()
@@ -122,6 +130,7 @@ pub fn next_status(
     domain: Option<&DomainSnapshot>,
     launcher: LauncherView,
     now: &Time,
+    pod_addresses: &BTreeMap<String, Vec<String>>,
 ) -> VirtualMachineInstanceStatus {
     let mut status = vmi.status.clone().unwrap_or_default();
     let current = status.phase.unwrap_or_default();
@@ -151,7 +160,7 @@ pub fn next_status(
             });
         }
         if !domain.spec.interfaces.is_empty() {
-            status.interfaces = interfaces(&status.interfaces, domain);
+            status.interfaces = interfaces(&status.interfaces, domain, pod_addresses);
         }
         if let Some(image) = domain.metadata.launcher_image.clone() {
             status.launcher_container_image_version = Some(image);
@@ -291,7 +300,14 @@ mod tests {
         };
         let now = Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
         let paused = domain(DomainState::Paused, StateReason::User);
-        let status = next_status(&vmi, "node1", Some(&paused), LauncherView::Responsive, &now);
+        let status = next_status(
+            &vmi,
+            "node1",
+            Some(&paused),
+            LauncherView::Responsive,
+            &now,
+            &BTreeMap::new(),
+        );
         assert_eq!(status.phase, Some(Phase::Running));
         assert_eq!(status.phase_transition_timestamps.len(), 1);
         assert_eq!(status.node_name.as_deref(), Some("node1"));
@@ -306,8 +322,47 @@ mod tests {
             .expect("Paused condition");
         assert_eq!(condition.reason.as_deref(), Some("PausedByUser"));
 
-        let unresponsive = next_status(&vmi, "node1", None, LauncherView::Unresponsive, &now);
+        let unresponsive = next_status(&vmi, "node1", None, LauncherView::Unresponsive, &now, &BTreeMap::new());
         assert_eq!(unresponsive.phase, Some(Phase::Failed));
         assert_eq!(unresponsive.reason.as_deref(), Some("LauncherUnresponsive"));
+    }
+
+    #[test]
+    fn the_pod_network_interface_reports_the_pod_address() {
+        let vmi = VirtualMachineInstance {
+            status: Some(VirtualMachineInstanceStatus {
+                phase: Some(Phase::Running),
+                ..Default::default()
+            }),
+            ..VirtualMachineInstance::default()
+        };
+        let mut running = domain(DomainState::Running, StateReason::Unknown);
+        running.spec.interfaces = vec![
+            cmd_protocol::domain::DomainInterface {
+                name: "default".to_owned(),
+                mac: Some("02:00:00:aa:bb:cc".to_owned()),
+            },
+            cmd_protocol::domain::DomainInterface {
+                name: "blue".to_owned(),
+                mac: Some("02:00:00:aa:bb:cd".to_owned()),
+            },
+        ];
+        let addresses = BTreeMap::from([("default".to_owned(), vec!["10.244.0.5".to_owned()])]);
+        let now = Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
+        let status = next_status(
+            &vmi,
+            "node1",
+            Some(&running),
+            LauncherView::Responsive,
+            &now,
+            &addresses,
+        );
+        let default = &status.interfaces[0];
+        assert_eq!(default.name.as_deref(), Some("default"));
+        assert_eq!(default.ip_address.as_deref(), Some("10.244.0.5"));
+        assert_eq!(default.ip_addresses, ["10.244.0.5"]);
+        assert_eq!(default.mac.as_deref(), Some("02:00:00:aa:bb:cc"));
+        assert_eq!(default.info_source.as_deref(), Some("domain"));
+        assert_eq!(status.interfaces[1].ip_address, None, "not on the pod network");
     }
 }

@@ -1,6 +1,7 @@
 //! Launchers simulated in memory: each holds one domain that follows the commands at once and
 //! reports every change as a domain event, as a real launcher's notify client would.
 
+use std::collections::BTreeMap;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
@@ -230,4 +231,9 @@ impl Launchers for FakeLaunchers {
     }
 
     fn forget(&self, _socket: &Path) {}
+
+    /// Simulated launchers have no pod network.
+    fn pod_addresses(&self, _socket: &Path, _vmi: &VirtualMachineInstance) -> BTreeMap<String, Vec<String>> {
+        BTreeMap::new()
+    }
 }

@@ -6,6 +6,7 @@ mod fake;
 mod notify_pipe;
 mod socket;
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 
@@ -106,4 +107,7 @@ pub trait Launchers: Send + Sync + 'static {
     fn is_unresponsive(&self, socket: &Path) -> bool;
     /// Releases what the handler holds for the launcher (client connection, notify pipe).
     fn forget(&self, socket: &Path);
+    /// The pod's addresses behind each of `vmi`'s interfaces on the pod network, by interface
+    /// name, as observed when the pod network was wired; empty where nothing was wired.
+    fn pod_addresses(&self, socket: &Path, vmi: &VirtualMachineInstance) -> BTreeMap<String, Vec<String>>;
 }

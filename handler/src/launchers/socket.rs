@@ -2,7 +2,7 @@
 //! active pods and the kubelet's pods directory, clients are kept per socket, and a notify pipe is
 //! placed in each launcher pod the first time its socket is found.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
@@ -234,5 +234,12 @@ impl Launchers for SocketLaunchers {
         let mut held = self.held();
         held.clients.remove(socket);
         held.pipes.remove(socket);
+    }
+
+    fn pod_addresses(&self, socket: &Path, vmi: &VirtualMachineInstance) -> BTreeMap<String, Vec<String>> {
+        let Some(private) = self.private_dir(socket, vmi) else {
+            return BTreeMap::new();
+        };
+        crate::pod_network::cached_pod_addresses(&private, vmi)
     }
 }

@@ -166,6 +166,26 @@ async fn run_binding(example: &str, pod: FakePod, uid: &str, lease: &str, marker
     .await;
     assert!(log.contains(lease), "expected {lease:?} in:\n{log}");
     assert_eq!(http_get(pod.address, "/").await.trim(), "KUBEVIRT-RS-GUEST-HTTP");
+    let reported = wait_until(
+        "the pod address in the VMI status",
+        Duration::from_secs(30),
+        async || {
+            world
+                .api
+                .vmi(&world.key)?
+                .status?
+                .interfaces
+                .first()?
+                .ip_address
+                .clone()
+        },
+    )
+    .await;
+    assert_eq!(
+        reported,
+        pod.address.to_string(),
+        "status.interfaces[0].ipAddress is the pod's"
+    );
     let cache = dirs.private.join(uid).join(cmd_protocol::sockets::POD_INTERFACE_CACHE);
     let cached = std::fs::read_to_string(&cache).expect("the handler's cache");
     assert!(cached.contains(&pod.address.to_string()), "{cached}");
