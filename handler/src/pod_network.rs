@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use cmd_protocol::sockets::{POD_INTERFACE_CACHE, POD_NETWORK_READY};
 use kubevirt_api::v1::VirtualMachineInstance;
 use pod_network::commands::NetworkCommands;
-use pod_network::plan::{PlanError, PodInterface, Resolv, plan, uses_pod_network};
+use pod_network::plan::{PlanError, PodInterface, Resolv, plan, pod_network_interfaces, uses_pod_network};
 use pod_network::setup::{SetupError, observe_pod_interface, set_up_pod_network};
 use tracing::{info, instrument};
 
@@ -128,19 +128,7 @@ pub fn cached_pod_addresses(private: &Path, vmi: &VirtualMachineInstance) -> BTr
     let Some(address) = pod.address else {
         return BTreeMap::new();
     };
-    let pod_networks: Vec<&str> = vmi
-        .spec
-        .networks
-        .iter()
-        .filter(|n| n.pod.is_some())
-        .map(|n| n.name.as_str())
-        .collect();
-    vmi.spec
-        .domain
-        .devices
-        .interfaces
-        .iter()
-        .filter(|i| pod_networks.contains(&i.name.as_str()))
+    pod_network_interfaces(vmi)
         .map(|i| (i.name.clone(), vec![address.address.to_string()]))
         .collect()
 }

@@ -220,18 +220,34 @@ pub fn derived_mac(seed: &str) -> [u8; 6] {
     [0x02, digest[0], digest[1], digest[2], digest[3], digest[4]]
 }
 
+/// The names of `vmi`'s networks of the pod kind.
+#[must_use]
+pub fn pod_network_names(vmi: &VirtualMachineInstance) -> Vec<&str> {
+    vmi.spec
+        .networks
+        .iter()
+        .filter(|n| n.pod.is_some())
+        .map(|n| n.name.as_str())
+        .collect()
+}
+
+/// `vmi`'s interfaces on the pod network (whatever their state).
+pub fn pod_network_interfaces(vmi: &VirtualMachineInstance) -> impl Iterator<Item = &Interface> {
+    let names = pod_network_names(vmi);
+    vmi.spec
+        .domain
+        .devices
+        .interfaces
+        .iter()
+        .filter(move |i| names.contains(&i.name.as_str()))
+}
+
 /// Checks what the network setup relies on, before anything is created.
 ///
 /// # Errors
 /// A [`PlanError`] naming the first bad field.
 pub fn check_interfaces(vmi: &VirtualMachineInstance) -> Result<(), PlanError> {
-    let pod_networks: Vec<&str> = vmi
-        .spec
-        .networks
-        .iter()
-        .filter(|n| n.pod.is_some())
-        .map(|n| n.name.as_str())
-        .collect();
+    let pod_networks = pod_network_names(vmi);
     // MACs first: a duplicate is the same mistake whatever binding the second interface has.
     let mut macs: BTreeMap<[u8; 6], usize> = BTreeMap::new();
     for (i, iface) in vmi.spec.domain.devices.interfaces.iter().enumerate() {
@@ -447,14 +463,7 @@ fn hostname(vmi: &VirtualMachineInstance) -> Option<String> {
 /// Whether `vmi` has an interface (not `state: absent`) on the pod network.
 #[must_use]
 pub fn uses_pod_network(vmi: &VirtualMachineInstance) -> bool {
-    vmi.spec.networks.iter().filter(|n| n.pod.is_some()).any(|n| {
-        vmi.spec
-            .domain
-            .devices
-            .interfaces
-            .iter()
-            .any(|i| i.name == n.name && i.state.as_deref() != Some("absent"))
-    })
+    pod_network_interfaces(vmi).any(|i| i.state.as_deref() != Some("absent"))
 }
 
 /// The gateway and guest addresses of a masquerade binding on `spec.networks[index]`.
