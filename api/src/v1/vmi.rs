@@ -94,6 +94,17 @@ impl VirtualMachineInstance {
         )
     }
 
+    /// `spec.domain.firmware.kernelBoot.container`: the image the kernel and initrd come from.
+    #[must_use]
+    pub fn kernel_boot_container(&self) -> Option<&super::KernelBootContainer> {
+        self.spec
+            .domain
+            .firmware
+            .as_ref()
+            .and_then(|f| f.kernel_boot.as_ref())
+            .and_then(|k| k.container.as_ref())
+    }
+
     /// `spec.terminationGracePeriodSeconds`, or upstream's default of 30.
     #[must_use]
     pub fn termination_grace_period_seconds(&self) -> i64 {

@@ -155,14 +155,7 @@ fn served_images(vmi: &VirtualMachineInstance) -> Vec<ServedImage> {
             })
         })
         .collect();
-    if let Some(container) = vmi
-        .spec
-        .domain
-        .firmware
-        .as_ref()
-        .and_then(|f| f.kernel_boot.as_ref())
-        .and_then(|k| k.container.as_ref())
-    {
+    if let Some(container) = vmi.kernel_boot_container() {
         images.push(ServedImage {
             name: "kernel-boot".to_owned(),
             file: "kernel-boot".to_owned(),

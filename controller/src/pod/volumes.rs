@@ -44,12 +44,7 @@ pub fn has_container_disks(vmi: &VirtualMachineInstance) -> bool {
 /// Whether the VMI boots a kernel from a container image.
 #[must_use]
 pub fn has_kernel_boot_container(vmi: &VirtualMachineInstance) -> bool {
-    vmi.spec
-        .domain
-        .firmware
-        .as_ref()
-        .and_then(|f| f.kernel_boot.as_ref())
-        .is_some_and(|k| k.container.is_some())
+    vmi.kernel_boot_container().is_some()
 }
 
 /// The pod's volumes and the `compute` container's mounts.

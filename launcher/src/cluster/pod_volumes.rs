@@ -156,13 +156,7 @@ fn container_disk_step(
 
 /// The kernel-boot sidecar puts the kernel and initrd under `<container disks>/kernel-boot/`.
 fn check_kernel_boot(vmi: &VirtualMachineInstance, layout: &PathLayout) -> Result<(), PrepareError> {
-    let container = vmi
-        .spec
-        .domain
-        .firmware
-        .as_ref()
-        .and_then(|f| f.kernel_boot.as_ref())
-        .and_then(|k| k.container.as_ref());
+    let container = vmi.kernel_boot_container();
     let Some(container) = container else { return Ok(()) };
     for (key, path) in [
         ("kernelPath", &container.kernel_path),

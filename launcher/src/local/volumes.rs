@@ -288,14 +288,7 @@ fn kernel_boot_links(
     layout: &PathLayout,
     store: &ImageStore,
 ) -> Result<Vec<Step>, PrepareError> {
-    let Some(container) = vmi
-        .spec
-        .domain
-        .firmware
-        .as_ref()
-        .and_then(|f| f.kernel_boot.as_ref())
-        .and_then(|k| k.container.as_ref())
-    else {
+    let Some(container) = vmi.kernel_boot_container() else {
         return Ok(Vec::new());
     };
     let field = "spec.domain.firmware.kernelBoot.container";
