@@ -116,7 +116,7 @@ pub fn wire(
 /// (`private`), keyed by the interface's name; empty until the pod network is wired.
 #[must_use]
 pub fn cached_pod_addresses(private: &Path, vmi: &VirtualMachineInstance) -> BTreeMap<String, Vec<String>> {
-    if !private.join(POD_NETWORK_READY).exists() {
+    if !uses_pod_network(vmi) || !private.join(POD_NETWORK_READY).exists() {
         return BTreeMap::new();
     }
     let Some(pod) = std::fs::read(private.join(POD_INTERFACE_CACHE))

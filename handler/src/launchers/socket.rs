@@ -21,6 +21,8 @@ use super::{LauncherError, Launchers, NotifyPipe, Presence};
 struct Held {
     clients: HashMap<PathBuf, CmdClient>,
     pipes: HashMap<PathBuf, NotifyPipe>,
+    /// Pod addresses read once the pod network is wired; they do not change for the pod's life.
+    pod_addresses: HashMap<PathBuf, BTreeMap<String, Vec<String>>>,
 }
 
 /// The real adapter.
@@ -234,12 +236,20 @@ impl Launchers for SocketLaunchers {
         let mut held = self.held();
         held.clients.remove(socket);
         held.pipes.remove(socket);
+        held.pod_addresses.remove(socket);
     }
 
     fn pod_addresses(&self, socket: &Path, vmi: &VirtualMachineInstance) -> BTreeMap<String, Vec<String>> {
+        if let Some(known) = self.held().pod_addresses.get(socket) {
+            return known.clone();
+        }
         let Some(private) = self.private_dir(socket, vmi) else {
             return BTreeMap::new();
         };
-        crate::pod_network::cached_pod_addresses(&private, vmi)
+        let addresses = crate::pod_network::cached_pod_addresses(&private, vmi);
+        if !addresses.is_empty() {
+            self.held().pod_addresses.insert(socket.to_owned(), addresses.clone());
+        }
+        addresses
     }
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use kubevirt_api::v1::VirtualMachineInstancePhase as Phase;
 
 use super::fixture::{Stopper, assert_stops_cleanly, example_vmi, spawn_launcher_in, wait_until};
-use super::with_handler::World;
+use super::with_handler::{World, http_get};
 
 /// The "pod": a named namespace with eth0 on a /30 whose other end is on the host.
 struct FakePod {
@@ -125,23 +125,6 @@ impl Drop for FakePod {
     }
 }
 
-async fn http_get(address: Ipv4Addr, path: &str) -> String {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let connect = tokio::net::TcpStream::connect((address, 80));
-    let mut stream = tokio::time::timeout(Duration::from_secs(10), connect)
-        .await
-        .expect("connect in time")
-        .expect("connect");
-    let request = format!("GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.expect("request");
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.expect("response");
-    response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default()
-}
-
 /// Runs `example` in `pod` under the real handler; the guest's console must show `lease` then
 /// `marker`, and the host must reach the guest's web server at the pod address.
 async fn run_binding(example: &str, pod: FakePod, uid: &str, lease: &str, marker: &str) {
@@ -165,7 +148,10 @@ async fn run_binding(example: &str, pod: FakePod, uid: &str, lease: &str, marker
     })
     .await;
     assert!(log.contains(lease), "expected {lease:?} in:\n{log}");
-    assert_eq!(http_get(pod.address, "/").await.trim(), "KUBEVIRT-RS-GUEST-HTTP");
+    let (_, body) = tokio::time::timeout(Duration::from_secs(20), http_get((pod.address, 80).into(), "/"))
+        .await
+        .expect("the guest answers in time");
+    assert_eq!(body.trim(), "KUBEVIRT-RS-GUEST-HTTP");
     let reported = wait_until(
         "the pod address in the VMI status",
         Duration::from_secs(30),

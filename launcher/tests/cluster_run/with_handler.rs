@@ -158,7 +158,7 @@ pub(super) fn free_port() -> std::net::SocketAddr {
 }
 
 /// `GET path` over plain HTTP/1.1; the status line and the body.
-async fn http_get(addr: std::net::SocketAddr, path: &str) -> (String, String) {
+pub(super) async fn http_get(addr: std::net::SocketAddr, path: &str) -> (String, String) {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
     let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
