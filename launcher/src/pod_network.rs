@@ -51,7 +51,7 @@ pub fn interface_links(plan: Option<&InterfacePlan>) -> BTreeMap<String, Interfa
             (
                 p.name.clone(),
                 InterfaceLink {
-                    mac: format_mac(p.guest_mac),
+                    mac: format_mac(p.guest_mac()),
                     mtu: u32::from(p.mtu),
                 },
             )

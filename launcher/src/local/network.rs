@@ -129,7 +129,7 @@ impl LocalNetwork {
             Some(plan) if plan.binding == Binding::Bridge => {
                 format!(
                     "network: bridge, the VM is at {pod} (MAC {})",
-                    format_mac(plan.guest_mac)
+                    format_mac(plan.guest_mac())
                 )
             }
             Some(plan) => {

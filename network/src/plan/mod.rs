@@ -151,18 +151,31 @@ pub struct InterfacePlan {
     pub tap: String,
     /// Queues of a multi-queue tap, when the interface is multi-queue.
     pub tap_queues: Option<u32>,
-    /// The guest's MAC address.
-    pub guest_mac: [u8; 6],
     /// The pod interface's new MAC (bridge binding: the guest took the old one).
     pub pod_new_mac: Option<[u8; 6]>,
-    /// The pod address the bridge binding moves to the guest.
-    pub pod_address: Option<Ipv4Cidr>,
     /// MTU of the tap and bridge, from the pod interface.
     pub mtu: u16,
     /// Forwarded ports (masquerade); empty forwards everything.
     pub ports: Vec<ForwardedPort>,
     /// What the DHCP server tells the guest.
     pub lease: Lease,
+}
+
+impl InterfacePlan {
+    /// The guest's MAC address (the one its lease is for).
+    #[must_use]
+    pub fn guest_mac(&self) -> [u8; 6] {
+        self.lease.mac
+    }
+
+    /// The pod address a bridge binding moves to the guest.
+    #[must_use]
+    pub fn moved_pod_address(&self) -> Option<Ipv4Cidr> {
+        (self.binding == Binding::Bridge).then_some(Ipv4Cidr {
+            address: self.lease.address,
+            prefix: self.lease.prefix,
+        })
+    }
 }
 
 /// The pod network's wiring; `None` when the VMI does not use the pod network.
@@ -539,9 +552,7 @@ pub fn plan(vmi: &VirtualMachineInstance, pod: &PodInterface, resolv: &Resolv) -
         bridge_address,
         tap: POD_TAP.to_owned(),
         tap_queues,
-        guest_mac: lease.mac,
         pod_new_mac: None,
-        pod_address: None,
         mtu: pod.mtu,
         ports: forwarded_ports(iface),
         lease,
@@ -584,7 +595,6 @@ pub fn plan(vmi: &VirtualMachineInstance, pod: &PodInterface, resolv: &Resolv) -
             lease.routes = routes_to_gateway(address, pod.gateway);
             let mut out = common(lease, fake);
             out.pod_new_mac = Some(derived_mac(&format!("{uid}/{}/pod", iface.name)));
-            out.pod_address = Some(address);
             out.ports = Vec::new();
             out
         }

@@ -22,7 +22,7 @@ pub fn ip_batch(plan: &InterfacePlan) -> String {
         script.push('\n');
     };
     if plan.binding == Binding::Bridge {
-        if let Some(address) = plan.pod_address {
+        if let Some(address) = plan.moved_pod_address() {
             line(format!("address del {address} dev {pod}"));
         }
         line(format!("link set dev {pod} down"));

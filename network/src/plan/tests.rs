@@ -59,8 +59,8 @@ fn masquerade_gets_upstreams_subnet_a_stable_mac_and_its_ports() {
     assert_eq!(plan.lease.dns, vec![Ipv4Addr::new(10, 96, 0, 10)]);
     assert_eq!(plan.lease.hostname.as_deref(), Some("testvmi"));
     assert_eq!(plan.lease.mtu, Some(1450));
-    assert_eq!(plan.guest_mac[0], 0x02, "locally administered");
-    assert_eq!(plan.guest_mac, derived_mac("1234/default"), "stable across restarts");
+    assert_eq!(plan.guest_mac()[0], 0x02, "locally administered");
+    assert_eq!(plan.guest_mac(), derived_mac("1234/default"), "stable across restarts");
     assert_eq!(
         plan.ports,
         vec![
@@ -109,7 +109,7 @@ fn masquerade_without_ports_forwards_everything_and_honours_mac_and_cidr() {
         "  - name: default\n    pod:\n      vmNetworkCIDR: 192.168.50.0/28",
     );
     let plan = plan(&vmi, &pod(), &resolv()).expect("plan").pod.expect("pod");
-    assert_eq!(plan.guest_mac, [2, 0, 0, 0xaa, 0xbb, 0xcc]);
+    assert_eq!(plan.guest_mac(), [2, 0, 0, 0xaa, 0xbb, 0xcc]);
     assert_eq!(plan.lease.address, Ipv4Addr::new(192, 168, 50, 2));
     assert_eq!(plan.bridge_address.to_string(), "192.168.50.1/28");
     let rules = nft_ruleset(&plan);
@@ -121,7 +121,7 @@ fn bridge_hands_the_pod_address_and_mac_to_the_guest() {
     let vmi = vmi("      - name: default\n        bridge: {}", POD);
     let plan = plan(&vmi, &pod(), &resolv()).expect("plan").pod.expect("pod");
     assert_eq!(plan.binding, Binding::Bridge);
-    assert_eq!(plan.guest_mac, pod().mac);
+    assert_eq!(plan.guest_mac(), pod().mac);
     assert_ne!(plan.pod_new_mac, Some(pod().mac));
     assert_eq!(plan.lease.address, Ipv4Addr::new(10, 244, 0, 5));
     assert_eq!(plan.lease.prefix, 24);
