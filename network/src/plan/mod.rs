@@ -9,15 +9,18 @@
 //! - **bridge**: the pod interface joins the bridge and the guest takes over its address and MAC;
 //!   the pod interface gets a new MAC and the bridge a link-local address to serve DHCP from.
 
+mod checks;
+mod lease_options;
 pub mod render;
 
-use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
 use kubevirt_api::v1::{Interface, VirtualMachineInstance};
 
-use crate::dhcp::packet::code;
-use crate::dhcp::{Lease, StaticRoute};
+pub use checks::check_interfaces;
+use lease_options::{extra_options, routes_to_gateway};
+
+use crate::dhcp::Lease;
 
 /// Upstream's in-pod bridge name prefix (`k6t-` + the pod interface name).
 pub const BRIDGE_PREFIX: &str = "k6t-";
@@ -255,70 +258,6 @@ pub fn pod_network_interfaces(vmi: &VirtualMachineInstance) -> impl Iterator<Ite
         .filter(move |i| names.contains(&i.name.as_str()))
 }
 
-/// Checks what the network setup relies on, before anything is created.
-///
-/// # Errors
-/// A [`PlanError`] naming the first bad field.
-pub fn check_interfaces(vmi: &VirtualMachineInstance) -> Result<(), PlanError> {
-    let pod_networks = pod_network_names(vmi);
-    // MACs first: a duplicate is the same mistake whatever binding the second interface has.
-    let mut macs: BTreeMap<[u8; 6], usize> = BTreeMap::new();
-    for (i, iface) in vmi.spec.domain.devices.interfaces.iter().enumerate() {
-        let here = format!("spec.domain.devices.interfaces[{i}]");
-        if let Some(text) = iface.mac_address.as_deref().filter(|m| !m.is_empty()) {
-            let Some(mac) = parse_mac(text) else {
-                return Err(invalid(
-                    format!("{here}.macAddress"),
-                    format!("interface {} has malformed MAC address ({text}).", iface.name),
-                ));
-            };
-            if let Some(first) = macs.insert(mac, i) {
-                return Err(invalid(
-                    format!("{here}.macAddress"),
-                    format!(
-                        "interface {} has duplicate MAC address ({text}), already used by interfaces[{first}].",
-                        iface.name
-                    ),
-                ));
-            }
-        }
-    }
-    for (i, iface) in vmi.spec.domain.devices.interfaces.iter().enumerate() {
-        let here = format!("spec.domain.devices.interfaces[{i}]");
-        let on_pod = pod_networks.contains(&iface.name.as_str());
-        check_dhcp_options(iface, &here)?;
-        if iface.bridge.is_some() && !on_pod {
-            return Err(invalid(
-                format!("{here}.bridge"),
-                "the bridge binding needs the pod network (Multus networks are not supported)",
-            ));
-        }
-        if iface.masquerade.is_some() && !on_pod {
-            return Err(invalid(
-                format!("{here}.masquerade"),
-                "Masquerade interface only implemented with pod network",
-            ));
-        }
-        for (j, port) in iface.ports.iter().enumerate() {
-            if !(1..=65535).contains(&port.port) {
-                return Err(invalid(
-                    format!("{here}.ports[{j}]"),
-                    format!("Port field must be in range 0 < x < 65536 (got {}).", port.port),
-                ));
-            }
-            if let Some(protocol) = port.protocol.as_deref().filter(|p| !p.is_empty())
-                && !["TCP", "UDP"].contains(&protocol.to_ascii_uppercase().as_str())
-            {
-                return Err(invalid(
-                    format!("{here}.ports[{j}].protocol"),
-                    "Unknown protocol, only TCP or UDP allowed",
-                ));
-            }
-        }
-    }
-    Ok(())
-}
-
 fn forwarded_ports(iface: &Interface) -> Vec<ForwardedPort> {
     let mut ports: Vec<ForwardedPort> = iface
         .ports
@@ -338,118 +277,6 @@ fn forwarded_ports(iface: &Interface) -> Vec<ForwardedPort> {
     ports.sort_unstable();
     ports.dedup();
     ports
-}
-
-/// A gateway outside the pod's subnet (a /32 pod address behind 169.254.1.1, as Calico does) is
-/// reachable only through a route to it on the link: RFC 3442 routes carry that route and the
-/// default route (a client that gets them ignores the router option).
-fn routes_to_gateway(address: Ipv4Cidr, gateway: Option<Ipv4Addr>) -> Vec<StaticRoute> {
-    let Some(gateway) = gateway else {
-        return Vec::new();
-    };
-    let subnet = Ipv4Cidr {
-        address: gateway,
-        prefix: address.prefix,
-    };
-    if subnet.host(0) == address.host(0) && address.prefix < 32 {
-        return Vec::new();
-    }
-    vec![
-        StaticRoute {
-            destination: gateway,
-            prefix: 32,
-            gateway: Ipv4Addr::UNSPECIFIED,
-        },
-        StaticRoute {
-            destination: Ipv4Addr::UNSPECIFIED,
-            prefix: 0,
-            gateway,
-        },
-    ]
-}
-
-/// The interface's `dhcpOptions` as DHCP options (checked by [`check_interfaces`]).
-fn extra_options(iface: &Interface) -> Vec<(u8, Vec<u8>)> {
-    let Some(options) = &iface.dhcp_options else {
-        return Vec::new();
-    };
-    let mut extra = Vec::new();
-    let ntp: Vec<u8> = options
-        .ntp_servers
-        .iter()
-        .filter_map(|s| s.parse::<Ipv4Addr>().ok())
-        .flat_map(|a| a.octets())
-        .collect();
-    if !ntp.is_empty() {
-        extra.push((code::NTP_SERVERS, ntp));
-    }
-    if let Some(name) = options.tftp_server_name.as_deref().filter(|n| !n.is_empty()) {
-        extra.push((code::TFTP_SERVER_NAME, name.as_bytes().to_vec()));
-    }
-    if let Some(file) = options.boot_file_name.as_deref().filter(|n| !n.is_empty()) {
-        extra.push((code::BOOT_FILE_NAME, file.as_bytes().to_vec()));
-    }
-    for private in &options.private_options {
-        if let Ok(option) = u8::try_from(private.option) {
-            extra.push((option, private.value.as_bytes().to_vec()));
-        }
-    }
-    extra
-}
-
-/// `dhcpOptions` the server can send: private options 224–254, each once; IPv4 NTP servers;
-/// values that fit an option (255 bytes).
-fn check_dhcp_options(iface: &Interface, here: &str) -> Result<(), PlanError> {
-    let Some(options) = &iface.dhcp_options else {
-        return Ok(());
-    };
-    let here = format!("{here}.dhcpOptions");
-    let too_long = |field: String, value: &str| {
-        (value.len() > 255).then(|| invalid(field, "a DHCP option holds at most 255 bytes"))
-    };
-    for (field, value) in [
-        ("tftpServerName", options.tftp_server_name.as_deref()),
-        ("bootFileName", options.boot_file_name.as_deref()),
-    ] {
-        if let Some(error) = value.and_then(|v| too_long(format!("{here}.{field}"), v)) {
-            return Err(error);
-        }
-    }
-    if options.ntp_servers.len() > 63 {
-        return Err(invalid(
-            format!("{here}.ntpServers"),
-            "at most 63 NTP servers fit an option",
-        ));
-    }
-    for (k, server) in options.ntp_servers.iter().enumerate() {
-        if server.parse::<Ipv4Addr>().is_err() {
-            return Err(invalid(
-                format!("{here}.ntpServers[{k}]"),
-                format!("{server} is not an IPv4 address"),
-            ));
-        }
-    }
-    let mut seen = Vec::new();
-    for (k, private) in options.private_options.iter().enumerate() {
-        let field = format!("{here}.privateOptions[{k}]");
-        if !(224..=254).contains(&private.option) {
-            return Err(invalid(
-                format!("{field}.option"),
-                "provided DHCPPrivateOptions are out of range, must be in range 224 to 254",
-            ));
-        }
-        if seen.contains(&private.option) {
-            return Err(invalid(
-                format!("{field}.option"),
-                format!("you have provided duplicate DHCPPrivateOptions ({})", private.option),
-            ));
-        }
-        seen.push(private.option);
-        if let Some(error) = too_long(format!("{field}.value"), &private.value) {
-            return Err(error);
-        }
-    }
-    Ok(())
 }
 
 /// The guest's vCPUs from its topology (1 when unset).
