@@ -31,6 +31,21 @@ fn daemons(launcher: &Launcher) -> Vec<u32> {
     pids
 }
 
+/// The private libvirtd serves one client and one VM: its RPC pools start one thread each and the
+/// main pool grows to four at most (libvirt's defaults start five in each, up to twenty, and each
+/// thread costs a stack and a malloc arena).
+fn assert_worker_pools_sized_for_one_vm(libvirtd: u32) {
+    let mut names = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{libvirtd}/task")).expect("libvirtd's threads") {
+        let comm = task.expect("a thread").path().join("comm");
+        names.push(std::fs::read_to_string(comm).unwrap_or_default().trim().to_owned());
+    }
+    let count = |pool: &str| names.iter().filter(|name| name.as_str() == pool).count();
+    assert!((1..=4).contains(&count("rpc-libvirtd")), "libvirtd's threads: {names:?}");
+    assert_eq!(count("prio-rpc-libvir"), 1, "libvirtd's threads: {names:?}");
+    assert_eq!(count("rpc-admin"), 1, "libvirtd's threads: {names:?}");
+}
+
 #[test]
 fn the_test_guest_boots_to_its_marker_and_sigterm_shuts_it_down_gracefully() {
     let _serial = serial();
@@ -45,6 +60,7 @@ fn the_test_guest_boots_to_its_marker_and_sigterm_shuts_it_down_gracefully() {
     );
     let daemons = daemons(&launcher);
     assert!(launcher.qemu_pid().is_some(), "no QEMU found");
+    assert_worker_pools_sized_for_one_vm(launcher.children_named("libvirtd")[0]);
     let status = launcher.stop_with(Signal::SIGTERM);
     assert_eq!(
         status.code(),
