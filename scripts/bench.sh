@@ -12,7 +12,9 @@ cargo run -q -p kubevirt-tests --bin bench-report -- \
 # virt-launcher: boot, memory and stop against raw QEMU with the test guest.
 tests/guest/build-testguest.sh
 cargo build --release -p virt-launcher
-cargo run -q --release -p kubevirt-tests --bin bench-launcher -- --launcher target/release/virt-launcher --runs 5
+cargo build --release -p kubevirt-tests --bin bench-libvirt-client
+cargo run -q --release -p kubevirt-tests --bin bench-launcher -- --launcher target/release/virt-launcher \
+    --libvirt-client target/release/bench-libvirt-client --runs 5
 
 # virt-handler: 1000 VMIs on one node with fake launchers.
 cargo run -q --release -p kubevirt-tests --bin bench-handler -- --vmis 1000

@@ -2,6 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
+pub mod process_memory;
+
 /// The repository root.
 #[must_use]
 pub fn repo_root() -> PathBuf {

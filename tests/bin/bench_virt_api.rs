@@ -152,17 +152,6 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[index]
 }
 
-fn rss_of(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
 /// The BENCHMARKS.md section.
 fn report(
     latencies: &[Duration],
@@ -274,7 +263,12 @@ fn main() -> anyhow::Result<()> {
         let begin = Instant::now();
         let total = usize::try_from(u64::from(rate) * seconds)?;
         let (latencies, lateness) = drive(port, &tls, rate, total).await?;
-        Ok((latencies, lateness, rss_of(server.0.id()), begin.elapsed()))
+        Ok((
+            latencies,
+            lateness,
+            kubevirt_tests::process_memory::resident(&server.0.id().to_string()).rss_kib,
+            begin.elapsed(),
+        ))
     })?;
     drop(server);
 

@@ -41,7 +41,10 @@ fn assert_worker_pools_sized_for_one_vm(libvirtd: u32) {
         names.push(std::fs::read_to_string(comm).unwrap_or_default().trim().to_owned());
     }
     let count = |pool: &str| names.iter().filter(|name| name.as_str() == pool).count();
-    assert!((1..=4).contains(&count("rpc-libvirtd")), "libvirtd's threads: {names:?}");
+    assert!(
+        (1..=4).contains(&count("rpc-libvirtd")),
+        "libvirtd's threads: {names:?}"
+    );
     assert_eq!(count("prio-rpc-libvir"), 1, "libvirtd's threads: {names:?}");
     assert_eq!(count("rpc-admin"), 1, "libvirtd's threads: {names:?}");
 }
