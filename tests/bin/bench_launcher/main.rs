@@ -21,7 +21,9 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use kubevirt_tests::process_memory::{Resident, RssBreakdown, resident, rss_breakdown};
+use memory::{MemoryAtMarker, RSS_NOTE, memory_at_marker, memory_rows};
+
+mod memory;
 
 const MARKER: &str = "KUBEVIRT-RS-GUEST-READY";
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -87,58 +89,6 @@ fn until_marker(mut command: Command) -> anyhow::Result<(Child, Duration, f64)> 
         bail!("no marker within {TIMEOUT:?}");
     };
     Ok((child, started.elapsed(), uptime))
-}
-
-/// Runs `bench-libvirt-client` against the launcher's private libvirtd (its socket is under the
-/// runtime directory) and returns the client's memory once it is connected.
-fn bare_client(args: &Args, runtime_dir: &Path) -> anyhow::Result<Resident> {
-    let sockets: Vec<PathBuf> = std::fs::read_dir(runtime_dir)?
-        .filter_map(Result::ok)
-        .map(|vmi| vmi.path().join("l/sock/libvirt-sock"))
-        .filter(|socket| socket.exists())
-        .collect();
-    let [socket] = sockets.as_slice() else {
-        bail!(
-            "expected one libvirtd socket under {}, found {sockets:?}",
-            runtime_dir.display()
-        );
-    };
-    let out = Command::new(&args.libvirt_client)
-        .arg(format!("qemu+unix:///system?socket={}", socket.display()))
-        .output()
-        .with_context(|| format!("cannot run {}", args.libvirt_client.display()))?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let value =
-        |name: &str| -> Option<u64> { text.split_whitespace().find_map(|w| w.strip_prefix(name)?.parse().ok()) };
-    match (out.status.success(), value("rss="), value("pss=")) {
-        (true, Some(rss_kib), Some(pss_kib)) => Ok(Resident { rss_kib, pss_kib }),
-        _ => bail!(
-            "bench-libvirt-client failed: {}{}",
-            text,
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    }
-}
-
-fn children_named(parent: u32, names: &[&str]) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(Result::ok)
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let Some(close) = stat.rfind(')') else { return false };
-            let comm = stat.find('(').map(|o| &stat[o + 1..close]).unwrap_or_default();
-            let ppid: u32 = stat[close + 2..]
-                .split(' ')
-                .nth(1)
-                .and_then(|p| p.parse().ok())
-                .unwrap_or(0);
-            ppid == parent && names.contains(&comm)
-        })
-        .collect()
 }
 
 fn signal(pid: u32, signal: &str) {
@@ -226,7 +176,7 @@ fn launcher(args: &Args, manifest: &Path, cache: Option<&Path>, scratch: &Path) 
     let (mut child, to_marker, guest_uptime) = until_marker(command)?;
     let pid = child.id();
     // Measured before the launcher is stopped, which happens whether or not this succeeds.
-    let memory = memory_at_marker(args, pid, scratch);
+    let memory = memory_at_marker(&args.libvirt_client, pid, scratch);
     let asked = Instant::now();
     signal(pid, "TERM");
     let status = child.wait()?;
@@ -239,31 +189,6 @@ fn launcher(args: &Args, manifest: &Path, cache: Option<&Path>, scratch: &Path) 
         guest_uptime,
         memory: memory?,
         stop,
-    })
-}
-
-struct MemoryAtMarker {
-    launcher: Resident,
-    launcher_pages: RssBreakdown,
-    libvirtd: Resident,
-    virtlogd: Resident,
-    bare_client: Resident,
-}
-
-fn memory_at_marker(args: &Args, launcher: u32, scratch: &Path) -> anyhow::Result<MemoryAtMarker> {
-    let daemon = |name: &str| -> anyhow::Result<Resident> {
-        let pids = children_named(launcher, &[name]);
-        let [daemon] = pids.as_slice() else {
-            bail!("expected one {name} under the launcher, found {pids:?}");
-        };
-        Ok(resident(&daemon.to_string()))
-    };
-    Ok(MemoryAtMarker {
-        launcher: resident(&launcher.to_string()),
-        launcher_pages: rss_breakdown(launcher),
-        libvirtd: daemon("libvirtd")?,
-        virtlogd: daemon("virtlogd")?,
-        bare_client: bare_client(args, scratch)?,
     })
 }
 
@@ -327,96 +252,6 @@ fn measure(args: &Args, files: &GuestFiles, default: &Path, matched: &Path, scra
     }
     Ok(series)
 }
-
-/// One figure of a run's memory, in KiB.
-type MemoryField = fn(&MemoryAtMarker) -> u64;
-
-/// The memory rows: the launcher's RSS and where its pages come from, the daemons, and the same
-/// sums with the smallest `virt`-crate client in the launcher's place.
-fn memory_rows(all: &[&LauncherRun], row: &mut impl FnMut(&str, String, &str, Option<bool>)) {
-    let mem = |f: MemoryField| median(all.iter().map(|r| mib(f(&r.memory))).collect());
-    let launcher_rss = mem(|m| m.launcher.rss_kib);
-    let total_rss = mem(|m| m.launcher.rss_kib + m.libvirtd.rss_kib + m.virtlogd.rss_kib);
-    let bare_rss = mem(|m| m.bare_client.rss_kib);
-    let bare_total_rss = mem(|m| m.bare_client.rss_kib + m.libvirtd.rss_kib + m.virtlogd.rss_kib);
-    row(
-        "launcher RSS",
-        format!("{launcher_rss:.1} MiB"),
-        "≤ 10 MiB",
-        Some(launcher_rss <= 10.0),
-    );
-    let parts: [(&str, MemoryField); 4] = [
-        ("libvirt.so and the libraries it loads", |m| {
-            m.launcher_pages.other_libraries_kib
-        }),
-        ("the virt-launcher executable", |m| m.launcher_pages.executable_kib),
-        ("libc, libm, libgcc_s and the loader", |m| {
-            m.launcher_pages.c_runtime_kib
-        }),
-        ("heap, stacks: pages not mapped from a file", |m| {
-            m.launcher_pages.anonymous_kib
-        }),
-    ];
-    for (part, kib) in parts {
-        row(
-            &format!("&nbsp;&nbsp;of which {part}"),
-            format!("{:.1} MiB", mem(kib)),
-            "",
-            None,
-        );
-    }
-    row(
-        "smallest `virt`-crate client: connect, list domains (`bench-libvirt-client`)",
-        format!("{bare_rss:.1} MiB"),
-        "(floor under the `virt` crate)",
-        None,
-    );
-    row(
-        "libvirtd / virtlogd RSS",
-        format!(
-            "{:.1} MiB / {:.1} MiB",
-            mem(|m| m.libvirtd.rss_kib),
-            mem(|m| m.virtlogd.rss_kib)
-        ),
-        "",
-        None,
-    );
-    row(
-        "launcher + libvirtd + virtlogd RSS",
-        format!("{total_rss:.1} MiB"),
-        "≤ 60 MiB (upstream ~228 MiB)",
-        Some(total_rss <= 60.0),
-    );
-    row(
-        "smallest client + libvirtd + virtlogd RSS",
-        format!("{bare_total_rss:.1} MiB"),
-        "(floor under the `virt` crate)",
-        None,
-    );
-    row(
-        "launcher PSS",
-        format!("{:.1} MiB", mem(|m| m.launcher.pss_kib)),
-        "(shared pages split)",
-        None,
-    );
-    row(
-        "launcher + libvirtd + virtlogd PSS",
-        format!(
-            "{:.1} MiB",
-            mem(|m| m.launcher.pss_kib + m.libvirtd.pss_kib + m.virtlogd.pss_kib)
-        ),
-        "(shared pages split)",
-        None,
-    );
-}
-
-/// Why RSS and PSS differ so much for these processes, and what the floor rows mean.
-const RSS_NOTE: &str = "\nRSS counts every shared-library page in full in every process that maps it; PSS splits \
-     shared pages between the processes that map them. The issue asks for libvirt through the `virt` crate, so the \
-     launcher links libvirt.so, and the loader maps it with its TLS, crypto, SSH, XML, ICU and GLib libraries \
-     (about 50 of them) in every process that links it: the launcher, libvirtd and virtlogd. The floor rows measure \
-     `bench-libvirt-client`, a program that does nothing but connect to the same libvirtd through the `virt` crate \
-     and list its domains: no launcher can link libvirt.so and use less.\n";
 
 fn report(args: &Args, series: &Series) -> String {
     let med = |runs: &[LauncherRun], f: fn(&LauncherRun) -> f64| median(runs.iter().map(f).collect());
@@ -484,7 +319,7 @@ fn report(args: &Args, series: &Series) -> String {
         Some(cold_s - raw_s <= 1.0),
     );
     let all: Vec<&LauncherRun> = series.matched.iter().chain(&series.default).collect();
-    memory_rows(&all, &mut row);
+    memory_rows(&all.iter().map(|r| &r.memory).collect::<Vec<_>>(), &mut row);
     let stop_s = median(all.iter().map(|r| r.stop.as_secs_f64()).collect());
     row(
         "SIGTERM to exit (guest powers off on ACPI)",
