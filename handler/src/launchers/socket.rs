@@ -2,7 +2,7 @@
 //! active pods and the kubelet's pods directory, clients are kept per socket, and a notify pipe is
 //! placed in each launcher pod the first time its socket is found.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
@@ -21,6 +21,8 @@ use super::{LauncherError, Launchers, NotifyPipe, Presence};
 struct Held {
     clients: HashMap<PathBuf, CmdClient>,
     pipes: HashMap<PathBuf, NotifyPipe>,
+    /// Sockets whose pod network is wired, so that a sync checks no file once it is.
+    wired: HashSet<PathBuf>,
     /// Pod addresses read once the pod network is wired; they do not change for the pod's life.
     pod_addresses: HashMap<PathBuf, BTreeMap<String, Vec<String>>>,
 }
@@ -91,7 +93,7 @@ impl SocketLaunchers {
 
     /// Phase 1 of the pod network, before the launcher's first Sync ([`crate::pod_network`]).
     async fn wire_pod_network(&self, socket: &Path, vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
-        if !pod_network::plan::uses_pod_network(vmi) {
+        if !pod_network::plan::uses_pod_network(vmi) || self.held().wired.contains(socket) {
             return Ok(());
         }
         let private = self.private_dir(socket, vmi).ok_or_else(|| LauncherError::Invalid {
@@ -99,14 +101,16 @@ impl SocketLaunchers {
             what: "pod",
             message: "the socket belongs to none of the VMI's active pods on this node".to_owned(),
         })?;
-        if private.join(sockets::POD_NETWORK_READY).exists() {
-            return Ok(());
-        }
-        let netns = crate::pod_network::launcher_netns(socket).await?;
-        let vmi = vmi.clone();
-        tokio::task::spawn_blocking(move || crate::pod_network::wire(&SystemCommands::new(), &netns, &private, &vmi))
+        if !private.join(sockets::POD_NETWORK_READY).exists() {
+            let netns = crate::pod_network::launcher_netns(socket).await?;
+            let vmi = vmi.clone();
+            tokio::task::spawn_blocking(move || {
+                crate::pod_network::wire(&SystemCommands::new(), &netns, &private, &vmi)
+            })
             .await
             .map_err(|_| LauncherError::Network(crate::pod_network::WireError::Interrupted))??;
+        }
+        self.held().wired.insert(socket.to_owned());
         Ok(())
     }
 
@@ -236,6 +240,7 @@ impl Launchers for SocketLaunchers {
         let mut held = self.held();
         held.clients.remove(socket);
         held.pipes.remove(socket);
+        held.wired.remove(socket);
         held.pod_addresses.remove(socket);
     }
 
