@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use cmd_protocol::sockets::{POD_INTERFACE_CACHE, POD_NETWORK_READY};
 use kubevirt_api::v1::VirtualMachineInstance;
 use pod_network::commands::NetworkCommands;
-use pod_network::plan::{PlanError, PodInterface, Resolv, plan, pod_network_interfaces, uses_pod_network};
+use pod_network::handover::{HandoverError, read_observation, write_atomically, write_observation};
+use pod_network::plan::{PlanError, Resolv, plan, pod_network_interfaces, uses_pod_network};
 use pod_network::setup::{SetupError, observe_pod_interface, set_up_pod_network};
 use tracing::{info, instrument};
 
@@ -35,37 +36,11 @@ pub enum WireError {
     #[error(transparent)]
     Plan(#[from] PlanError),
     /// The cache or the marker.
-    #[error("cannot write {path}: {source}")]
-    Write {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Handover(#[from] HandoverError),
     /// The blocking work was cancelled or panicked.
     #[error("wiring the pod network was interrupted")]
     Interrupted,
-    /// The cache is unreadable.
-    #[error("cannot read {path}: {message}")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        message: String,
-    },
-}
-
-fn write_atomically(path: &Path, contents: &[u8]) -> Result<(), WireError> {
-    let error = |source| WireError::Write {
-        path: path.to_owned(),
-        source,
-    };
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(error)?;
-    }
-    let temporary = path.with_extension("tmp");
-    std::fs::write(&temporary, contents).map_err(error)?;
-    std::fs::rename(&temporary, path).map_err(error)
 }
 
 /// Wires `vmi`'s pod network in `netns` unless it is done already; `private` is the VMI's private
@@ -85,22 +60,11 @@ pub fn wire(
         return Ok(false);
     }
     let cache = private.join(POD_INTERFACE_CACHE);
-    let pod: PodInterface = if cache.exists() {
-        let text = std::fs::read_to_string(&cache).map_err(|e| WireError::Read {
-            path: cache.clone(),
-            message: e.to_string(),
-        })?;
-        serde_json::from_str(&text).map_err(|e| WireError::Read {
-            path: cache.clone(),
-            message: e.to_string(),
-        })?
+    let pod = if cache.exists() {
+        read_observation(&cache)?
     } else {
         let pod = observe_pod_interface(commands, netns, POD_INTERFACE)?;
-        let json = serde_json::to_vec_pretty(&pod).map_err(|e| WireError::Read {
-            path: cache.clone(),
-            message: e.to_string(),
-        })?;
-        write_atomically(&cache, &json)?;
+        write_observation(&cache, &pod)?;
         pod
     };
     // DNS settings only matter to the launcher's lease; the wiring does not use them.
@@ -119,13 +83,10 @@ pub fn cached_pod_addresses(private: &Path, vmi: &VirtualMachineInstance) -> BTr
     if !uses_pod_network(vmi) || !private.join(POD_NETWORK_READY).exists() {
         return BTreeMap::new();
     }
-    let Some(pod) = std::fs::read(private.join(POD_INTERFACE_CACHE))
+    let Some(address) = read_observation(&private.join(POD_INTERFACE_CACHE))
         .ok()
-        .and_then(|bytes| serde_json::from_slice::<PodInterface>(&bytes).ok())
+        .and_then(|pod| pod.address)
     else {
-        return BTreeMap::new();
-    };
-    let Some(address) = pod.address else {
         return BTreeMap::new();
     };
     pod_network_interfaces(vmi)
@@ -196,9 +157,7 @@ mod tests {
             ]
         );
         assert!(commands.recorded().iter().all(|r| r.netns == netns));
-        let cached: PodInterface =
-            serde_json::from_slice(&std::fs::read(private.path().join(POD_INTERFACE_CACHE)).expect("cache"))
-                .expect("cache parses");
+        let cached = read_observation(&private.path().join(POD_INTERFACE_CACHE)).expect("cache parses");
         assert_eq!(cached.address.map(|a| a.to_string()).as_deref(), Some("10.244.0.5/24"));
         assert!(private.path().join(POD_NETWORK_READY).exists());
         assert_eq!(

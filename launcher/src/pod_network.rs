@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 
 use kubevirt_api::v1::VirtualMachineInstance;
 use pod_network::dhcp::server::{self, ServerError};
-use pod_network::plan::{InterfacePlan, PlanError, PodInterface, Resolv, format_mac, plan};
+use pod_network::handover::{HandoverError, read_observation};
+use pod_network::plan::{InterfacePlan, PlanError, Resolv, format_mac, plan};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -28,13 +29,8 @@ pub enum PodNetworkError {
         path: PathBuf,
     },
     /// The cache is unreadable.
-    #[error("cannot read {path}: {message}")]
-    Cache {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        message: String,
-    },
+    #[error(transparent)]
+    Cache(#[from] HandoverError),
     /// The spec cannot be built.
     #[error(transparent)]
     Plan(#[from] PlanError),
@@ -76,14 +72,7 @@ pub fn from_handler_cache(
     if !ready.exists() {
         return Err(PodNetworkError::NotReady { path: ready.to_owned() });
     }
-    let text = std::fs::read_to_string(cache).map_err(|e| PodNetworkError::Cache {
-        path: cache.to_owned(),
-        message: e.to_string(),
-    })?;
-    let pod: PodInterface = serde_json::from_str(&text).map_err(|e| PodNetworkError::Cache {
-        path: cache.to_owned(),
-        message: e.to_string(),
-    })?;
+    let pod = read_observation(cache)?;
     let resolv = Resolv::parse(&std::fs::read_to_string(RESOLV_CONF).unwrap_or_default());
     Ok(plan(vmi, &pod, &resolv)?.pod)
 }

@@ -10,11 +10,13 @@
 //!   `ip -batch` and nftables input;
 //! - [`commands`]: the seam to `ip`, `nft` and `sysctl` inside a namespace, real and fake;
 //! - [`setup`]: observing the pod interface and building a plan;
+//! - [`handover`]: the observation virt-handler caches for the launcher, and the ready marker;
 //! - [`local`]: local mode's namespace and veth link to the host;
 //! - [`dhcp`]: the DHCP server.
 
 pub mod commands;
 pub mod dhcp;
+pub mod handover;
 pub mod local;
 pub mod plan;
 pub mod setup;

@@ -133,7 +133,7 @@ impl<M: DomainManager + 'static, R: ToolRunner + 'static> LauncherService<M, R> 
         .map_err(|e| match e {
             PodNetworkError::NotReady { .. } => Status::unavailable(e.to_string()),
             PodNetworkError::Plan(_) => Status::invalid_argument(e.to_string()),
-            PodNetworkError::Cache { .. } | PodNetworkError::Dhcp(_) => internal(e),
+            PodNetworkError::Cache(_) | PodNetworkError::Dhcp(_) => internal(e),
         })?;
         if let Some(plan) = &plan {
             let mut dhcp = self.dhcp.lock().unwrap_or_else(PoisonError::into_inner);
