@@ -198,6 +198,21 @@ pub struct I6300Esb {
     pub action: Option<String>,
 }
 
+/// Parses a MAC address as `macAddress` takes it: six pairs of hex digits separated by `:` or `-`.
+#[must_use]
+pub fn parse_mac_address(text: &str) -> Option<[u8; 6]> {
+    let mut mac = [0_u8; 6];
+    let mut parts = text.split([':', '-']);
+    for byte in &mut mac {
+        let part = parts.next()?;
+        if part.len() != 2 || !part.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        *byte = u8::from_str_radix(part, 16).ok()?;
+    }
+    parts.next().is_none().then_some(mac)
+}
+
 /// One entry of `spec.domain.devices.interfaces`. Exactly one binding method is set.
 #[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -356,4 +371,31 @@ pub struct Video {
     /// Video model, e.g. `vga`, `bochs` or `virtio`.
     #[serde(rename = "type")]
     pub video_type: Option<String>,
+}
+
+#[cfg(test)]
+mod mac_tests {
+    use super::parse_mac_address;
+
+    #[test]
+    fn a_mac_address_is_six_hex_pairs_with_colons_or_dashes() {
+        assert_eq!(
+            parse_mac_address("02:AB:cd:00:11:ff"),
+            Some([2, 0xab, 0xcd, 0, 0x11, 0xff])
+        );
+        assert_eq!(
+            parse_mac_address("02-ab-cd-00-11-ff"),
+            Some([2, 0xab, 0xcd, 0, 0x11, 0xff])
+        );
+        for bad in [
+            "02:ab:cd:00:11",
+            "02:ab:cd:00:11:ff:00",
+            "02:ab:cd:00:11:fff",
+            "zz:ab:cd:00:11:ff",
+            "+2:ab:cd:00:11:ff",
+            "",
+        ] {
+            assert_eq!(parse_mac_address(bad), None, "{bad}");
+        }
+    }
 }

@@ -4,18 +4,9 @@
 use std::collections::HashSet;
 
 use super::{Cause, CauseType, cause};
-use crate::v1::{ClusterConfig, VirtualMachineInstanceSpec};
+use crate::v1::{ClusterConfig, VirtualMachineInstanceSpec, parse_mac_address};
 
 const MODELS: [&str; 7] = ["e1000", "e1000e", "igb", "ne2k_pci", "pcnet", "rtl8139", "virtio"];
-
-/// Six hex octets separated by `:` or `-`.
-fn is_mac(text: &str) -> bool {
-    let parts: Vec<&str> = text.split([':', '-']).collect();
-    parts.len() == 6
-        && parts
-            .iter()
-            .all(|p| p.len() == 2 && p.bytes().all(|b| b.is_ascii_hexdigit()))
-}
 
 /// An IANA service name: ≤ 15 lower-case letters, digits and single inner hyphens, one letter at least.
 fn is_port_name(name: &str) -> bool {
@@ -46,7 +37,7 @@ pub(super) fn check_interfaces(
     for (i, iface) in spec.domain.devices.interfaces.iter().enumerate() {
         let here = format!("{base}.domain.devices.interfaces[{i}]");
         if let Some(mac) = iface.mac_address.as_deref().filter(|m| !m.is_empty())
-            && !is_mac(mac)
+            && parse_mac_address(mac).is_none()
         {
             causes.push(cause(
                 CauseType::Invalid,
@@ -119,10 +110,10 @@ pub(super) fn check_interfaces(
             }
         }
     }
-    let mut macs: HashSet<String> = HashSet::new();
+    let mut macs: HashSet<[u8; 6]> = HashSet::new();
     for (i, iface) in spec.domain.devices.interfaces.iter().enumerate() {
-        if let Some(mac) = iface.mac_address.as_deref().filter(|m| is_mac(m))
-            && !macs.insert(mac.to_ascii_lowercase().replace('-', ":"))
+        if let Some(mac) = iface.mac_address.as_deref()
+            && parse_mac_address(mac).is_some_and(|parsed| !macs.insert(parsed))
         {
             causes.push(cause(
                 CauseType::Duplicate,

@@ -205,22 +205,8 @@ fn invalid(field: impl Into<String>, message: impl Into<String>) -> PlanError {
     }
 }
 
-/// Parses `aa:bb:cc:dd:ee:ff` (or with dashes).
-#[must_use]
-pub fn parse_mac(text: &str) -> Option<[u8; 6]> {
-    let parts: Vec<&str> = text.split([':', '-']).collect();
-    if parts.len() != 6 {
-        return None;
-    }
-    let mut mac = [0_u8; 6];
-    for (byte, part) in mac.iter_mut().zip(parts) {
-        if part.len() != 2 {
-            return None;
-        }
-        *byte = u8::from_str_radix(part, 16).ok()?;
-    }
-    Some(mac)
-}
+/// Parses `aa:bb:cc:dd:ee:ff` (or with dashes), as `macAddress` takes it.
+pub use kubevirt_api::v1::parse_mac_address as parse_mac;
 
 /// `aa:bb:cc:dd:ee:ff`.
 #[must_use]
