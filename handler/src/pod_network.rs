@@ -12,11 +12,8 @@ use kubevirt_api::v1::VirtualMachineInstance;
 use pod_network::commands::NetworkCommands;
 use pod_network::handover::{HandoverError, read_observation, write_atomically, write_observation};
 use pod_network::plan::{PlanError, Resolv, plan, pod_network_interfaces, uses_pod_network};
-use pod_network::setup::{SetupError, observe_pod_interface, set_up_pod_network};
+use pod_network::setup::{POD_INTERFACE, SetupError, observe_pod_interface, set_up_pod_network};
 use tracing::{info, instrument};
-
-/// The pod interface the CNI plugin creates.
-pub const POD_INTERFACE: &str = "eth0";
 
 /// Why the pod network could not be wired.
 #[derive(Debug, thiserror::Error)]

@@ -19,6 +19,12 @@ use crate::domain::InterfaceLink;
 /// Where the guest's DNS settings come from: the pod's resolv.conf.
 pub const RESOLV_CONF: &str = "/etc/resolv.conf";
 
+/// The pod's DNS settings for the guest's lease; none when resolv.conf cannot be read.
+#[must_use]
+pub fn pod_resolv() -> Resolv {
+    Resolv::parse(&std::fs::read_to_string(RESOLV_CONF).unwrap_or_default())
+}
+
 /// Why the pod network's plan is not available.
 #[derive(Debug, thiserror::Error)]
 pub enum PodNetworkError {
@@ -73,8 +79,7 @@ pub fn from_handler_cache(
         return Err(PodNetworkError::NotReady { path: ready.to_owned() });
     }
     let pod = read_observation(cache)?;
-    let resolv = Resolv::parse(&std::fs::read_to_string(RESOLV_CONF).unwrap_or_default());
-    Ok(plan(vmi, &pod, &resolv)?.pod)
+    Ok(plan(vmi, &pod, &pod_resolv())?.pod)
 }
 
 /// The DHCP server for one guest, on its bridge.

@@ -17,6 +17,7 @@ use tracing::{info, warn};
 
 use crate::commands::{CommandError, NetworkCommands};
 use crate::plan::Ipv4Cidr;
+use crate::setup::POD_INTERFACE;
 
 /// The pool local pod links are taken from.
 pub const LOCAL_POOL: Ipv4Cidr = Ipv4Cidr {
@@ -25,8 +26,6 @@ pub const LOCAL_POOL: Ipv4Cidr = Ipv4Cidr {
 };
 /// Serializes subnet choices between launchers on one machine.
 pub const LOCK_FILE: &str = "/run/kubevirt-rs/local-network.lock";
-/// The name of the pod end, as in a pod.
-pub const POD_INTERFACE: &str = "eth0";
 
 /// Why the local network could not be made.
 #[derive(Debug, thiserror::Error)]

@@ -11,6 +11,9 @@ use crate::commands::{CommandError, NetworkCommands};
 use crate::plan::render::{ip_batch, nft_ruleset};
 use crate::plan::{Binding, InterfacePlan, Ipv4Cidr, PodInterface, parse_mac};
 
+/// The pod's network interface, as the CNI plugin names it in a pod (and local mode in its namespace).
+pub const POD_INTERFACE: &str = "eth0";
+
 /// Why the pod network could not be observed or set up.
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {

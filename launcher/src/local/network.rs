@@ -10,13 +10,13 @@ use std::sync::Arc;
 use kubevirt_api::v1::VirtualMachineInstance;
 use pod_network::commands::{ExitWaiter, NetworkCommands, SystemCommands};
 use pod_network::dhcp::server::ServerError;
-use pod_network::local::{HostLink, LocalError, POD_INTERFACE, PrivateNamespace, connect_to_host, disconnect};
-use pod_network::plan::{Binding, InterfacePlan, PlanError, Resolv, format_mac, plan};
-use pod_network::setup::{SetupError, observe_pod_interface, set_up_pod_network};
+use pod_network::local::{HostLink, LocalError, PrivateNamespace, connect_to_host, disconnect};
+use pod_network::plan::{Binding, InterfacePlan, PlanError, format_mac, plan};
+use pod_network::setup::{POD_INTERFACE, SetupError, observe_pod_interface, set_up_pod_network};
 use tracing::{instrument, warn};
 
 use crate::domain::InterfaceLink;
-use crate::pod_network::{DhcpServer, RESOLV_CONF, interface_links};
+use crate::pod_network::{DhcpServer, interface_links, pod_resolv};
 use crate::supervisor::reaper::Reaper;
 
 /// Why the local network could not be set up.
@@ -174,8 +174,7 @@ fn build(
     let link = connect_to_host(commands, namespace)?;
     let planned = (|| {
         let pod = observe_pod_interface(commands, &namespace.own_path(), POD_INTERFACE)?;
-        let resolv = Resolv::parse(&std::fs::read_to_string(RESOLV_CONF).unwrap_or_default());
-        let plan = plan(vmi, &pod, &resolv)?.pod;
+        let plan = plan(vmi, &pod, &pod_resolv())?.pod;
         if let Some(plan) = &plan {
             set_up_pod_network(commands, &namespace.own_path(), plan)?;
         }
