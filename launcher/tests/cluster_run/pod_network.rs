@@ -45,14 +45,20 @@ impl FakePod {
 
     /// A pod as Calico makes them: a /32 address, the gateway 169.254.1.1 reachable only through
     /// a link route, answered by proxy ARP on the host end, which has no address.
+    ///
+    /// The kernel answers ARP by proxy only on an interface that forwards, so the host end gets
+    /// forwarding of its own, as Calico sets it on its `cali*` links. Both settings belong to the
+    /// host end and go with it; the host's `net.ipv4.ip_forward` is neither read nor changed.
     fn calico(slot: u32) -> Self {
         let pod = Self::named(slot, true);
-        let proxy_arp = format!("net.ipv4.conf.{}.proxy_arp=1", pod.host_interface);
-        let status = Command::new("sysctl")
-            .args(["-q", "-w", &proxy_arp])
-            .status()
-            .expect("sysctl");
-        assert!(status.success(), "{proxy_arp}");
+        for setting in ["proxy_arp", "forwarding"] {
+            let assignment = format!("net.ipv4.conf.{}.{setting}=1", pod.host_interface);
+            let status = Command::new("sysctl")
+                .args(["-q", "-w", &assignment])
+                .status()
+                .expect("sysctl");
+            assert!(status.success(), "{assignment}");
+        }
         ip(&[
             "route",
             "add",
