@@ -45,6 +45,10 @@ pub mod annotations {
     pub const STORAGE_OBSERVED_API_VERSION: &str = "kubevirt.io/storage-observed-api-version";
     /// On launcher pods: the container `kubectl logs` and `exec` pick.
     pub const DEFAULT_CONTAINER: &str = "kubectl.kubernetes.io/default-container";
+    /// kubevirt-rs only, on the `KubeVirt` resource: `"true"` makes every launcher emulate (TCG)
+    /// even where `/dev/kvm` exists, for nodes whose `/dev/kvm` cannot run guests (nested
+    /// virtualization). Upstream's `useEmulation` only falls back where `/dev/kvm` is missing.
+    pub const FORCE_EMULATION: &str = "kubevirt-rs.io/force-emulation";
 }
 
 /// Finalizers.

@@ -11,7 +11,7 @@ use control_loop::http::Endpoints;
 use kubevirt_api::clock::{Clock, SystemClock};
 use tokio_util::sync::CancellationToken;
 use virt_controller::cluster_api::{ControllerApi, KubeControllerApi};
-use virt_controller::pod::PodConfig;
+use virt_controller::pod::{Emulation, PodConfig};
 use virt_controller::runner::{Controllers, run};
 use virt_controller::vm_controller::VmController;
 use virt_controller::vmi_controller::VmiController;
@@ -117,7 +117,9 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let mut config = PodConfig::new(&args.launcher_image);
     config.image_pull_policy.clone_from(&args.image_pull_policy);
     config.qemu_timeout_seconds = args.qemu_timeout_seconds;
-    config.use_emulation = args.use_emulation;
+    if args.use_emulation {
+        config.emulation = Emulation::WhereKvmIsMissing;
+    }
     let (leading, _always) = leadership(&client, &args).await?;
     let api = KubeControllerApi::new(client);
     let controllers = Arc::new(Controllers {

@@ -112,7 +112,7 @@ pub async fn run<A: ControllerApi, K: Clock>(
             }
             Some(event) = kubevirt_events.next() => match event {
                 Ok(Event::Apply(kubevirt) | Event::InitApply(kubevirt)) => {
-                    controllers.vmis.set_cluster_configuration(kubevirt.spec.configuration.as_ref());
+                    controllers.vmis.set_cluster_configuration(Some(&kubevirt));
                 }
                 Ok(Event::Delete(_)) => controllers.vmis.set_cluster_configuration(None),
                 Ok(Event::Init | Event::InitDone) => {}

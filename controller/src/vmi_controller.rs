@@ -118,8 +118,8 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
 
     /// Applies the `KubeVirt` resource's configuration (or, with `None`, the defaults) to the
     /// pods rendered from now on.
-    pub fn set_cluster_configuration(&self, configuration: Option<&kubevirt_api::v1::KubeVirtConfiguration>) {
-        *self.config.lock().unwrap_or_else(PoisonError::into_inner) = self.base_config.with_cluster(configuration);
+    pub fn set_cluster_configuration(&self, kubevirt: Option<&kubevirt_api::v1::KubeVirt>) {
+        *self.config.lock().unwrap_or_else(PoisonError::into_inner) = self.base_config.with_cluster(kubevirt);
     }
 
     /// The pod configuration in effect.

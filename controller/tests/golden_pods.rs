@@ -6,13 +6,19 @@ use std::path::Path;
 
 use kubevirt_api::v1::VirtualMachineInstance;
 use pretty_assertions::assert_eq;
-use virt_controller::pod::{PodConfig, render_launcher_pod};
+use virt_controller::pod::{Emulation, PodConfig, render_launcher_pod};
 
 const LAUNCHER_IMAGE: &str = "registry.example/kubevirt-rs/virt-launcher:v0.1.0";
 
 fn config_for(case: &str) -> PodConfig {
     let mut config = PodConfig::new(LAUNCHER_IMAGE);
-    config.use_emulation = case.starts_with("emulation");
+    config.emulation = if case.starts_with("emulation") {
+        Emulation::WhereKvmIsMissing
+    } else if case.starts_with("forced-emulation") {
+        Emulation::Forced
+    } else {
+        Emulation::Off
+    };
     config
 }
 
@@ -60,5 +66,8 @@ fn every_vmi_renders_its_golden_pod() {
             .expect("golden YAML");
         assert_eq!(rendered, golden, "{case}");
     }
-    assert_eq!(cases, 5, "minimal, emulation, many disks, hugepages, EFI");
+    assert_eq!(
+        cases, 6,
+        "minimal, emulation, forced emulation, many disks, hugepages, EFI"
+    );
 }

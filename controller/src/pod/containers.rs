@@ -91,8 +91,8 @@ pub fn compute(
         // The pod is the launcher's sandbox: libvirt's directories are used in place.
         "--container-libvirt".to_owned(),
     ];
-    if config.use_emulation {
-        args.push("--allow-emulation".to_owned());
+    if let Some(flag) = config.emulation.launcher_flag() {
+        args.push(flag.to_owned());
     }
     Container {
         name: "compute".to_owned(),

@@ -21,8 +21,8 @@ pub struct PodConfig {
     pub launcher_image: String,
     /// Pull policy of the launcher and disk images.
     pub image_pull_policy: String,
-    /// `developerConfiguration.useEmulation`: no `/dev/kvm`, the launcher gets `--allow-emulation`.
-    pub use_emulation: bool,
+    /// Whether launchers may or must emulate instead of using `/dev/kvm`.
+    pub emulation: Emulation,
     /// Base of `--qemu-timeout`, in seconds.
     pub qemu_timeout_seconds: u64,
     /// vCPUs per requested host CPU (`developerConfiguration.cpuAllocationRatio`).
@@ -43,7 +43,7 @@ impl PodConfig {
         Self {
             launcher_image: launcher_image.to_owned(),
             image_pull_policy: "IfNotPresent".to_owned(),
-            use_emulation: false,
+            emulation: Emulation::Off,
             qemu_timeout_seconds: 240,
             cpu_allocation_ratio: 10,
             additional_guest_memory_overhead_ratio: None,
@@ -53,19 +53,61 @@ impl PodConfig {
     }
 
     /// This configuration with the `KubeVirt` resource's settings (upstream's defaults where it
-    /// sets none): useEmulation, memoryOvercommit, cpuAllocationRatio and the overhead ratio.
+    /// sets none): useEmulation (and our force-emulation annotation), memoryOvercommit,
+    /// cpuAllocationRatio and the overhead ratio.
     #[must_use]
-    pub fn with_cluster(&self, configuration: Option<&kubevirt_api::v1::KubeVirtConfiguration>) -> Self {
+    pub fn with_cluster(&self, kubevirt: Option<&kubevirt_api::v1::KubeVirt>) -> Self {
+        let configuration = kubevirt.and_then(|k| k.spec.configuration.as_ref());
         let cluster = kubevirt_api::v1::ClusterConfig::from_configuration(configuration);
         let developer = configuration.and_then(|c| c.developer_configuration.as_ref());
+        let forced = kubevirt
+            .and_then(|k| k.metadata.annotations.as_ref())
+            .and_then(|a| a.get(annotations::FORCE_EMULATION))
+            .is_some_and(|v| v == "true");
         Self {
-            use_emulation: cluster.use_emulation,
+            emulation: match (forced, cluster.use_emulation) {
+                (true, _) => Emulation::Forced,
+                (false, true) => Emulation::WhereKvmIsMissing,
+                (false, false) => Emulation::Off,
+            },
             memory_overcommit: cluster.memory_overcommit.max(1),
             cpu_allocation_ratio: developer.and_then(|d| d.cpu_allocation_ratio).unwrap_or(10),
             additional_guest_memory_overhead_ratio: configuration
                 .and_then(|c| c.additional_guest_memory_overhead_ratio.as_deref())
                 .and_then(|r| r.parse().ok()),
             ..self.clone()
+        }
+    }
+}
+
+/// Whether launchers emulate (TCG) instead of running guests on `/dev/kvm`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Emulation {
+    /// KVM only: launcher pods request `/dev/kvm`.
+    #[default]
+    Off,
+    /// Upstream's `useEmulation`: no `/dev/kvm` request; the launcher emulates where `/dev/kvm`
+    /// is missing (`--allow-emulation`).
+    WhereKvmIsMissing,
+    /// The `kubevirt-rs.io/force-emulation` annotation: no `/dev/kvm` request; the launcher
+    /// emulates even where `/dev/kvm` exists (`--force-emulation`).
+    Forced,
+}
+
+impl Emulation {
+    /// Whether launcher pods request `/dev/kvm` (and vhost-net).
+    #[must_use]
+    pub fn requests_kvm(self) -> bool {
+        self == Self::Off
+    }
+
+    /// The launcher's flag.
+    #[must_use]
+    pub fn launcher_flag(self) -> Option<&'static str> {
+        match self {
+            Self::Off => None,
+            Self::WhereKvmIsMissing => Some("--allow-emulation"),
+            Self::Forced => Some("--force-emulation"),
         }
     }
 }
@@ -193,20 +235,31 @@ pub fn render_launcher_pod(vmi: &VirtualMachineInstance, config: &PodConfig) -> 
 
 #[cfg(test)]
 mod tests {
-    use kubevirt_api::v1::KubeVirtConfiguration;
+    use kubevirt_api::v1::KubeVirt;
 
     use super::*;
+
+    fn kubevirt(annotations: &serde_json::Value, configuration: &serde_json::Value) -> KubeVirt {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
+            "metadata": {"name": "kubevirt", "namespace": "kubevirt", "annotations": annotations},
+            "spec": {"configuration": configuration}
+        }))
+        .expect("KubeVirt")
+    }
 
     #[test]
     fn the_kubevirt_configuration_sets_emulation_overcommit_and_ratios() {
         let base = PodConfig::new("image");
-        let configuration: KubeVirtConfiguration = serde_json::from_value(serde_json::json!({
-            "developerConfiguration": {"useEmulation": true, "memoryOvercommit": 150, "cpuAllocationRatio": 4},
-            "additionalGuestMemoryOverheadRatio": "1.5"
-        }))
-        .expect("configuration");
-        let configured = base.with_cluster(Some(&configuration));
-        assert!(configured.use_emulation);
+        let kubevirt = kubevirt(
+            &serde_json::json!({}),
+            &serde_json::json!({
+                "developerConfiguration": {"useEmulation": true, "memoryOvercommit": 150, "cpuAllocationRatio": 4},
+                "additionalGuestMemoryOverheadRatio": "1.5"
+            }),
+        );
+        let configured = base.with_cluster(Some(&kubevirt));
+        assert_eq!(configured.emulation, Emulation::WhereKvmIsMissing);
         assert_eq!(
             (configured.memory_overcommit, configured.cpu_allocation_ratio),
             (150, 4)
@@ -217,6 +270,34 @@ mod tests {
             configured.with_cluster(None),
             base,
             "no configuration: upstream's defaults"
+        );
+    }
+
+    #[test]
+    fn the_force_emulation_annotation_forces_tcg_with_or_without_use_emulation() {
+        let base = PodConfig::new("image");
+        let forced = serde_json::json!({"kubevirt-rs.io/force-emulation": "true"});
+        for use_emulation in [false, true] {
+            let configuration = serde_json::json!({"developerConfiguration": {"useEmulation": use_emulation}});
+            let configured = base.with_cluster(Some(&kubevirt(&forced, &configuration)));
+            assert_eq!(configured.emulation, Emulation::Forced, "useEmulation {use_emulation}");
+        }
+        let other_value = kubevirt(
+            &serde_json::json!({"kubevirt-rs.io/force-emulation": "yes"}),
+            &serde_json::json!({}),
+        );
+        assert_eq!(base.with_cluster(Some(&other_value)).emulation, Emulation::Off);
+        let flags: Vec<_> = [Emulation::Off, Emulation::WhereKvmIsMissing, Emulation::Forced]
+            .into_iter()
+            .map(|e| (e.requests_kvm(), e.launcher_flag()))
+            .collect();
+        assert_eq!(
+            flags,
+            [
+                (true, None),
+                (false, Some("--allow-emulation")),
+                (false, Some("--force-emulation"))
+            ]
         );
     }
 

@@ -108,12 +108,12 @@ pub fn compute_resources(vmi: &VirtualMachineInstance, config: &PodConfig) -> Re
     if limits.contains_key("ephemeral-storage") {
         add(&mut limits, "ephemeral-storage", EPHEMERAL_STORAGE);
     }
-    if !config.use_emulation {
+    if config.emulation.requests_kvm() {
         limits.insert(KVM.to_owned(), Quantity("1".to_owned()));
     }
     if has_pod_interface(vmi) {
         limits.insert(TUN.to_owned(), Quantity("1".to_owned()));
-        if !config.use_emulation && has_virtio_nic(vmi) {
+        if config.emulation.requests_kvm() && has_virtio_nic(vmi) {
             limits.insert(VHOST_NET.to_owned(), Quantity("1".to_owned()));
         }
     }
