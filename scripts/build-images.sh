@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Builds the four container images with Debian's buildah (vfs storage), as root:
 #   localhost/kubevirt-rs/{virt-launcher,virt-handler,virt-controller,virt-api}:latest
+# The launcher image also carries container-disk, built statically: the launcher pod's init
+# container copies it into containerDisk sidecars, whose images hold nothing else.
 #
 #   scripts/build-images.sh [--profile release|debug] [--tag TAG]
 #
 # No base image can be pulled, so every image is built FROM scratch: the launcher on a minimal
 # Debian 12 root made with debootstrap (cached in $KUBEVIRT_RS_CACHE/rootfs), the others from
-# their binary and the libraries it links. Idempotent; prints each image's size.
+# their binary and the libraries it links. Idempotent: an image whose inputs (binaries, files,
+# this script) are unchanged is kept; a rebuilt image replaces the old one. Prints each size.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -45,6 +48,12 @@ else
     cargo build -q -p virt-launcher -p virt-handler -p virt-controller -p virt-api
     bin=target/debug
 fi
+# container-disk runs in images that hold no C library: linked statically, for this target only,
+# so the flag reaches neither build scripts nor proc macros.
+static_target=x86_64-unknown-linux-gnu
+RUSTFLAGS="-C target-feature=+crt-static" cargo build -q --profile "$([ "$profile" = release ] && echo release || echo dev)" \
+    -p container-disk --bin container-disk --target "$static_target"
+container_disk=target/$static_target/$profile/container-disk
 
 # 1. The launcher's Debian root, made once per package list.
 debs=libvirt-daemon,libvirt-daemon-driver-qemu,qemu-system-x86,qemu-utils,ovmf
@@ -112,35 +121,63 @@ VMI
     command podman --storage-driver vfs rm -f "$name" >/dev/null
 }
 
-for component in virt-handler virt-controller virt-api; do
-    context "$component"
-    copy_with_libraries "$bin/$component" "$work/$component/root"
-done
-# virt-handler wires pod networks inside launcher pods' network namespaces with these tools.
-for tool in nsenter ip nft sysctl; do
-    path=$(PATH=/usr/sbin:/usr/bin:/sbin:/bin command -v "$tool") || die "$tool is missing: run scripts/install-deps.sh"
-    copy_with_libraries "$path" "$work/virt-handler/root"
-done
+context_virt-controller() { context virt-controller; copy_with_libraries "$bin/virt-controller" "$work/virt-controller/root"; }
+context_virt-api() { context virt-api; copy_with_libraries "$bin/virt-api" "$work/virt-api/root"; }
+context_virt-handler() {
+    context virt-handler
+    copy_with_libraries "$bin/virt-handler" "$work/virt-handler/root"
+    # virt-handler wires pod networks inside launcher pods' network namespaces with these tools.
+    for tool in nsenter ip nft sysctl; do
+        path=$(PATH=/usr/sbin:/usr/bin:/sbin:/bin command -v "$tool") || die "$tool is missing: run scripts/install-deps.sh"
+        copy_with_libraries "$path" "$work/virt-handler/root"
+    done
+}
 
-context virt-launcher
-cp -a "$rootfs/." "$work/virt-launcher/root/"
-rm -f "$work/virt-launcher/root/.complete"
-# libvirt resolves its compiled-in QEMU user and group at start, before reading qemu.conf (which
-# makes the launcher's QEMU run as root); Debian creates them in libvirt-daemon-system, which the
-# image does not need.
-root=$work/virt-launcher/root
-grep -q '^kvm:' "$root/etc/group" || echo 'kvm:x:107:' >>"$root/etc/group"
-grep -q '^libvirt-qemu:' "$root/etc/group" || echo 'libvirt-qemu:x:64055:libvirt-qemu' >>"$root/etc/group"
-grep -q '^libvirt-qemu:' "$root/etc/passwd" \
-    || echo 'libvirt-qemu:x:64055:107:Libvirt Qemu,,,:/var/lib/libvirt:/usr/sbin/nologin' >>"$root/etc/passwd"
-# The launcher mounts its private libvirt configuration and state over these.
-mkdir -p "$work/virt-launcher/root"/{etc/libvirt,var/lib/libvirt,var/cache/libvirt,var/log/libvirt,var/cache/kubevirt-rs/libvirt}
-install -m 0755 "$bin/virt-launcher" "$work/virt-launcher/root/usr/bin/"
+context_virt-launcher() {
+    context virt-launcher
+    cp -a "$rootfs/." "$work/virt-launcher/root/"
+    rm -f "$work/virt-launcher/root/.complete"
+    # libvirt resolves its compiled-in QEMU user and group at start, before reading qemu.conf (which
+    # makes the launcher's QEMU run as root); Debian creates them in libvirt-daemon-system, which the
+    # image does not need.
+    root=$work/virt-launcher/root
+    grep -q '^kvm:' "$root/etc/group" || echo 'kvm:x:107:' >>"$root/etc/group"
+    grep -q '^libvirt-qemu:' "$root/etc/group" || echo 'libvirt-qemu:x:64055:libvirt-qemu' >>"$root/etc/group"
+    grep -q '^libvirt-qemu:' "$root/etc/passwd" \
+        || echo 'libvirt-qemu:x:64055:107:Libvirt Qemu,,,:/var/lib/libvirt:/usr/sbin/nologin' >>"$root/etc/passwd"
+    # The launcher mounts its private libvirt configuration and state over these.
+    mkdir -p "$work/virt-launcher/root"/{etc/libvirt,var/lib/libvirt,var/cache/libvirt,var/log/libvirt,var/cache/kubevirt-rs/libvirt}
+    install -m 0755 "$bin/virt-launcher" "$work/virt-launcher/root/usr/bin/"
+    install -m 0755 "$container_disk" "$work/virt-launcher/root/usr/bin/container-disk"
+}
+
+# What an image is made of; an image labelled with the same digest is up to date.
+inputs_of() {
+    local component=$1
+    {
+        sha256sum "$0" "images/$component/Containerfile" "$bin/$component"
+        case "$component" in
+            virt-launcher) echo "$rootfs"; sha256sum "$container_disk" ;;
+            virt-handler) for tool in nsenter ip nft sysctl; do sha256sum "$(PATH=/usr/sbin:/usr/bin:/sbin:/bin command -v "$tool")"; done ;;
+        esac
+    } | sha256sum | cut -c1-32
+}
 
 for component in virt-launcher virt-handler virt-controller virt-api; do
     image=localhost/kubevirt-rs/$component:$tag
-    buildah bud --quiet --layers=false -f "$work/$component/Containerfile" -t "$image" "$work/$component" >/dev/null
-    [ "$component" = virt-launcher ] && warm_capabilities_cache "$image"
+    inputs=$(inputs_of "$component")
+    old=$(command podman --storage-driver vfs image inspect --format '{{.Id}} {{index .Labels "io.kubevirt-rs.inputs"}}' "$image" 2>/dev/null || true)
+    if [ "${old#* }" = "$inputs" ]; then
+        printf 'build-images: %-45s up to date\n' "$image"
+        continue
+    fi
+    "context_$component"
+    buildah bud --quiet --layers=false --label "io.kubevirt-rs.inputs=$inputs" -f "$work/$component/Containerfile" \
+        -t "$image" "$work/$component" >/dev/null
+    if [ "$component" = virt-launcher ]; then warm_capabilities_cache "$image"; fi
+    # The image this one replaces, now untagged, would otherwise stay in the store.
+    if [ -n "$old" ]; then command podman --storage-driver vfs rmi "${old%% *}" >/dev/null 2>&1 || true; fi
+    rm -rf "$work/$component"
     size=$(buildah inspect --format '{{.FromImage}}' "$image" >/dev/null 2>&1; command podman --storage-driver vfs image inspect --format '{{.Size}}' "$image")
     printf 'build-images: %-45s %6d MiB\n' "$image" $((size / 1024 / 1024))
 done
