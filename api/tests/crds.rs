@@ -155,3 +155,88 @@ fn every_crd_schema_is_structural() {
         }
     }
 }
+
+/// The fields `schema` requires that `object` lacks, by path: what the API server refuses with
+/// "Required value" (found on a real cluster, where the status of every VMI was refused).
+fn missing_required(schema: &Value, object: &Value, path: &str, missing: &mut Vec<String>) {
+    match object {
+        Value::Object(fields) => {
+            if let Some(Value::Array(required)) = schema.get("required") {
+                for name in required.iter().filter_map(Value::as_str) {
+                    if !fields.contains_key(name) {
+                        missing.push(format!("{path}.{name}"));
+                    }
+                }
+            }
+            if let Some(Value::Object(properties)) = schema.get("properties") {
+                for (name, value) in fields {
+                    if let Some(child) = properties.get(name) {
+                        missing_required(child, value, &format!("{path}.{name}"), missing);
+                    }
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items") {
+                for (index, item) in items.iter().enumerate() {
+                    missing_required(item_schema, item, &format!("{path}[{index}]"), missing);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn schema_of(plural: &str) -> Value {
+    let crd = crd_named(plural);
+    let schema = crd.spec.versions[0]
+        .schema
+        .as_ref()
+        .and_then(|s| s.open_api_v3_schema.as_ref())
+        .expect("schema");
+    serde_json::to_value(schema).expect("schema as JSON")
+}
+
+#[test]
+fn examples_and_the_statuses_the_components_write_carry_every_required_field() {
+    let mut objects: Vec<(String, Value)> = Vec::new();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/examples");
+    for entry in std::fs::read_dir(&examples).expect("examples") {
+        let path = entry.expect("entry").path();
+        let text = std::fs::read_to_string(&path).expect("read example");
+        let object: Value = serde_saphyr::from_str(&text).expect("example YAML");
+        objects.push((path.display().to_string(), object));
+    }
+    // The first status writes: virt-controller's phase on a VMI and printable status on a VM.
+    objects.push((
+        "VMI with the controller's first status".to_owned(),
+        serde_json::json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance", "metadata": {"name": "a"},
+            "spec": {"domain": {"devices": {}}},
+            "status": {"phase": "Scheduling", "volumeStatus": [{"name": "d", "target": ""}]}
+        }),
+    ));
+    objects.push((
+        "VM with a template without metadata and the controller's first status".to_owned(),
+        serde_json::json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": {"name": "a"},
+            "spec": {
+                "runStrategy": "Halted",
+                "template": {"spec": {"domain": {"devices": {}}}},
+                "dataVolumeTemplates": [{"spec": {"source": {"blank": {}}}}]
+            },
+            "status": {"printableStatus": "Stopped"}
+        }),
+    ));
+    let mut missing = Vec::new();
+    for (name, object) in &objects {
+        let plural = match object["kind"].as_str() {
+            Some("VirtualMachine") => "virtualmachines",
+            Some("VirtualMachineInstance") => "virtualmachineinstances",
+            other => panic!("{name}: unexpected kind {other:?}"),
+        };
+        missing_required(&schema_of(plural), object, name, &mut missing);
+    }
+    assert!(missing.is_empty(), "required by the CRDs but absent: {missing:#?}");
+    assert!(objects.len() > 10, "the examples were read");
+}

@@ -38,9 +38,11 @@ pub struct VirtualMachineSpec {
     /// `Always`, `RerunOnFailure`, `Manual`, `Halted`, `Once` or `WaitAsReceiver`.
     pub run_strategy: Option<String>,
     /// Instance type to take the hardware from.
+    #[serde(default)]
     #[schemars(schema_with = "crate::schema::preserve_unknown_object")]
     pub instancetype: Option<serde_json::Value>,
     /// Preference to take defaults from.
+    #[serde(default)]
     #[schemars(schema_with = "crate::schema::preserve_unknown_object")]
     pub preference: Option<serde_json::Value>,
     /// The VMI to create.
@@ -58,6 +60,7 @@ pub struct VirtualMachineSpec {
 #[serde(rename_all = "camelCase")]
 pub struct VirtualMachineInstanceTemplateSpec {
     /// Labels and annotations copied to the VMI.
+    #[serde(default)]
     #[schemars(schema_with = "crate::schema::preserve_unknown_object")]
     pub metadata: Option<ObjectMeta>,
     /// The VMI spec.
@@ -74,12 +77,14 @@ pub struct DataVolumeTemplateSpec {
     /// `DataVolume`.
     pub kind: Option<String>,
     /// Name and labels of the DataVolume.
+    #[serde(default)]
     #[schemars(schema_with = "crate::schema::preserve_unknown_object")]
     pub metadata: Option<ObjectMeta>,
     /// CDI `DataVolumeSpec`.
     #[schemars(schema_with = "crate::schema::preserve_unknown_object")]
     pub spec: serde_json::Value,
     /// CDI `DataVolumeStatus`.
+    #[serde(default)]
     #[schemars(schema_with = "crate::schema::preserve_unknown_object")]
     pub status: Option<serde_json::Value>,
 }
@@ -116,6 +121,7 @@ pub struct VirtualMachineStatus {
     /// Crash-loop backoff state.
     pub start_failure: Option<VirtualMachineStartFailure>,
     /// Memory dump request state.
+    #[serde(default)]
     #[schemars(schema_with = "crate::schema::preserve_unknown_object")]
     pub memory_dump_request: Option<serde_json::Value>,
     /// Generation of the VM the current VMI was created from.

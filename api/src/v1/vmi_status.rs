@@ -32,6 +32,7 @@ pub struct VirtualMachineInstanceStatus {
     #[serde(rename = "guestOSInfo")]
     pub guest_os_info: Option<GuestOsInfo>,
     /// Live-migration state.
+    #[serde(default)]
     #[schemars(schema_with = "crate::schema::preserve_unknown_object")]
     pub migration_state: Option<serde_json::Value>,
     /// `BlockMigration` or `LiveMigration`.
@@ -51,6 +52,7 @@ pub struct VirtualMachineInstanceStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub volume_status: Vec<VolumeStatus>,
     /// Kernel-boot image state.
+    #[serde(default)]
     #[schemars(schema_with = "crate::schema::preserve_unknown_object")]
     pub kernel_boot_status: Option<serde_json::Value>,
     /// File system freeze state of the guest.
@@ -248,17 +250,21 @@ pub struct VolumeStatus {
     /// Human-readable message.
     pub message: Option<String>,
     /// Information about the PVC.
+    #[serde(default)]
     #[schemars(schema_with = "crate::schema::preserve_unknown_object")]
     pub persistent_volume_claim_info: Option<serde_json::Value>,
     /// Hotplug attachment pod.
+    #[serde(default)]
     #[schemars(schema_with = "crate::schema::preserve_unknown_object")]
     pub hotplug_volume: Option<serde_json::Value>,
     /// Size in bytes.
     pub size: Option<i64>,
     /// Memory dump state.
+    #[serde(default)]
     #[schemars(schema_with = "crate::schema::preserve_unknown_object")]
     pub memory_dump_volume: Option<serde_json::Value>,
     /// Container disk checksum.
+    #[serde(default)]
     #[schemars(schema_with = "crate::schema::preserve_unknown_object")]
     pub container_disk_volume: Option<serde_json::Value>,
 }
