@@ -47,12 +47,13 @@ pub fn vmi_private_dir_on_host(pods_dir: &Path, pod_uid: &str, vmi_uid: &str) ->
         .join(vmi_uid)
 }
 
-/// Connects to the unix socket at `path`, however long. The kubelet's pod paths are longer than a
-/// `sockaddr_un` holds, so a long path is reached through its directory, opened first, as
-/// `/proc/self/fd/<fd>/<name>`.
-pub async fn connect_unix(path: &Path) -> std::io::Result<tokio::net::UnixStream> {
+/// The address to `connect(2)` or `bind(2)` for the unix socket at `path`, however long. The
+/// kubelet's pod paths are longer than a `sockaddr_un` holds, so a long path is reached through
+/// its directory, opened first, as `/proc/self/fd/<fd>/<name>`; keep the returned directory open
+/// until connected or bound.
+fn short_address(path: &Path) -> std::io::Result<(Option<std::fs::File>, PathBuf)> {
     if path.as_os_str().len() <= SUN_PATH_MAX {
-        return tokio::net::UnixStream::connect(path).await;
+        return Ok((None, path.to_owned()));
     }
     let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
         return Err(std::io::Error::new(
@@ -62,9 +63,42 @@ pub async fn connect_unix(path: &Path) -> std::io::Result<tokio::net::UnixStream
     };
     let dir = std::fs::File::open(dir)?;
     let short = PathBuf::from(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&dir))).join(name);
+    Ok((Some(dir), short))
+}
+
+/// Connects to the unix socket at `path`, however long ([`short_address`]).
+pub async fn connect_unix(path: &Path) -> std::io::Result<tokio::net::UnixStream> {
+    let (dir, short) = short_address(path)?;
     let stream = tokio::net::UnixStream::connect(&short).await;
     drop(dir);
     stream
+}
+
+/// Listens on a unix socket at `path`, however long ([`short_address`]); the caller removes a
+/// stale socket first. Needs a tokio runtime.
+pub fn bind_unix(path: &Path) -> std::io::Result<tokio::net::UnixListener> {
+    let (dir, short) = short_address(path)?;
+    let listener = tokio::net::UnixListener::bind(&short);
+    drop(dir);
+    listener
+}
+
+/// [`connect_unix`] for blocking code.
+pub fn connect_unix_blocking(path: &Path) -> std::io::Result<std::os::unix::net::UnixStream> {
+    let (dir, short) = short_address(path)?;
+    let stream = std::os::unix::net::UnixStream::connect(&short);
+    drop(dir);
+    stream
+}
+
+/// The pod's `container-disks` emptyDir as the handler sees it, where the containerDisk sidecars
+/// serve their sockets and the images are mounted for the launcher:
+/// `<pods>/<podUID>/volumes/kubernetes.io~empty-dir/container-disks`.
+#[must_use]
+pub fn container_disk_dir_on_host(pods_dir: &Path, pod_uid: &str) -> PathBuf {
+    pods_dir
+        .join(pod_uid)
+        .join("volumes/kubernetes.io~empty-dir/container-disks")
 }
 
 /// The pod's socket directory as the handler sees it: `<pods>/<podUID>/volumes/kubernetes.io~empty-dir/sockets`.

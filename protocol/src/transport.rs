@@ -5,7 +5,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use hyper_util::rt::TokioIo;
-use tokio::net::UnixListener;
 use tokio_stream::wrappers::UnixListenerStream;
 use tonic::transport::{Channel, Endpoint};
 
@@ -70,7 +69,9 @@ pub fn listen(path: &Path) -> Result<UnixListenerStream, TransportError> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(listen_error)?;
     }
-    Ok(UnixListenerStream::new(UnixListener::bind(path).map_err(listen_error)?))
+    Ok(UnixListenerStream::new(
+        crate::sockets::bind_unix(path).map_err(listen_error)?,
+    ))
 }
 
 /// Connects a gRPC channel to the unix socket at `path`.

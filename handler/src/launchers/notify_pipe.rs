@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use tokio::net::{UnixListener, UnixStream};
+use tokio::net::UnixStream;
 use tracing::debug;
 
 /// A running pipe; dropping it stops forwarding and removes the socket.
@@ -21,7 +21,8 @@ impl NotifyPipe {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
             _ => {}
         }
-        let listener = UnixListener::bind(path)?;
+        // The kubelet's pod paths are longer than a socket address holds.
+        let listener = cmd_protocol::sockets::bind_unix(path)?;
         let server = server.to_owned();
         let task = tokio::spawn(async move {
             while let Ok((mut inbound, _)) = listener.accept().await {
@@ -61,8 +62,32 @@ impl Drop for NotifyPipe {
 #[cfg(test)]
 mod tests {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    use tokio::net::UnixListener;
 
     use super::*;
+
+    /// The kubelet's pod paths (`/var/lib/kubelet/pods/<uid>/volumes/kubernetes.io~empty-dir/
+    /// public/domain-notify-pipe.sock`) are longer than a socket address holds; found on a real
+    /// cluster, where no launcher event reached the handler.
+    #[tokio::test]
+    async fn a_pipe_is_placed_at_a_path_longer_than_a_socket_address() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let pod = dir
+            .path()
+            .join("pods/8dd79512-5122-434b-9d03-75802874d9b3/volumes/kubernetes.io~empty-dir/public");
+        std::fs::create_dir_all(&pod).expect("pod dir");
+        let server_path = dir.path().join("server.sock");
+        let server = UnixListener::bind(&server_path).expect("server");
+        let pipe_path = pod.join("domain-notify-pipe.sock");
+        assert!(pipe_path.as_os_str().len() > 108, "{}", pipe_path.display());
+        let pipe = NotifyPipe::start(&pipe_path, &server_path).expect("pipe at a long path");
+        let mut client = cmd_protocol::sockets::connect_unix(pipe.path()).await.expect("connect");
+        client.write_all(b"ping").await.expect("write");
+        let (mut conn, _) = server.accept().await.expect("forwarded");
+        let mut buf = [0_u8; 4];
+        conn.read_exact(&mut buf).await.expect("read");
+        assert_eq!(&buf, b"ping");
+    }
 
     #[tokio::test]
     async fn bytes_go_both_ways_and_drop_removes_the_socket() {
