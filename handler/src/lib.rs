@@ -11,11 +11,13 @@
 pub mod clock;
 pub mod cluster_api;
 pub mod console_server;
+pub mod container_disks;
 pub mod decide;
 pub mod heartbeat;
 pub mod launchers;
 pub mod metrics;
 pub mod node;
+pub mod node_mounts;
 pub mod notify_server;
 pub mod plan;
 pub mod pod_network;

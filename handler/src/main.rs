@@ -66,6 +66,11 @@ struct Args {
 }
 
 fn main() -> ExitCode {
+    // The mount helper enters the node's mount namespace, which only a process without threads can.
+    let raw: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Some(code) = virt_handler::node_mounts::run_helper(&raw) {
+        return code;
+    }
     let args = Args::parse();
     control_loop::process::main("virt-handler", args.verbosity, serve(args))
 }
@@ -101,6 +106,8 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let stop = control_loop::process::stop_on_signals().context("cannot watch SIGTERM")?;
     let config = NodeConfig {
         console,
+        node_process: PathBuf::from("/proc/1"),
+        mount_helper: std::env::current_exe().context("cannot find this binary for the mount helper")?,
         reconciler: ReconcilerConfig::for_node(&args.hostname_override),
         node: args.hostname_override,
         share_dir: args.kubevirt_share_dir,

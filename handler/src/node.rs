@@ -13,6 +13,7 @@ use tracing::{info, warn};
 use crate::clock::{Clock, SystemClock};
 use crate::cluster_api::ClusterApi;
 use crate::launchers::{Launchers, SocketLaunchers};
+use crate::node_mounts::HostMounts;
 use crate::notify_server::NotifySink;
 use crate::reconciler::{Reconciler, ReconcilerConfig};
 use crate::runner::{RunOptions, channels};
@@ -41,6 +42,11 @@ pub struct NodeConfig {
     pub reconciler: ReconcilerConfig,
     /// The console server (pause, unpause, serial console for virt-api); `None` serves none.
     pub console: Option<ConsoleServerConfig>,
+    /// A process in the node's mount namespace (`/proc/1`: the handler runs with `hostPID`),
+    /// where containerDisk images are mounted for launchers.
+    pub node_process: PathBuf,
+    /// The binary that makes those mounts ([`crate::node_mounts::run_helper`]): this one.
+    pub mount_helper: PathBuf,
 }
 
 /// Where and how the console server listens.
@@ -117,7 +123,8 @@ pub async fn run<C: ClusterApi + Clone>(config: NodeConfig, api: C, stop: Cancel
         },
         stop.clone(),
     ));
-    let launchers = SocketLaunchers::new(&config.node, &config.pods_dir, &notify_socket);
+    let mounts = Arc::new(HostMounts::new(&config.node_process, &config.mount_helper));
+    let launchers = SocketLaunchers::new(&config.node, &config.pods_dir, &notify_socket, mounts);
     let reconciler = Arc::new(Reconciler::new(
         config.reconciler.clone(),
         api.clone(),

@@ -248,6 +248,11 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
                 .apply(key, *step, &vmi, socket.as_ref(), domain.is_none(), now)
                 .await
             {
+                if error.is_still_starting() {
+                    debug!(vmi = %key, reason = %error, "the launcher pod is still starting");
+                    requeue = Some(crate::plan::STARTING_RETRY);
+                    break;
+                }
                 warn!(vmi = %key, step = ?step, error = %error, "step failed");
                 if *step == Step::Sync {
                     self.record(key, VmiEvent::warning("SyncFailed", error.to_string()))
@@ -334,6 +339,7 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
         now: Timestamp,
     ) -> Result<(), LauncherError> {
         if step == Step::Cleanup {
+            self.launchers.release_volumes(vmi).await?;
             self.cleanup(key);
             return Ok(());
         }

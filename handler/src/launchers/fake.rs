@@ -232,6 +232,11 @@ impl Launchers for FakeLaunchers {
 
     fn forget(&self, _socket: &Path) {}
 
+    /// Simulated launchers have no pods to mount into.
+    async fn release_volumes(&self, _vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
+        Ok(())
+    }
+
     /// Simulated launchers have no pod network.
     fn pod_addresses(&self, _socket: &Path, _vmi: &VirtualMachineInstance) -> BTreeMap<String, Vec<String>> {
         BTreeMap::new()

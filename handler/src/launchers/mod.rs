@@ -50,9 +50,30 @@ pub enum LauncherError {
     /// The pod network could not be wired.
     #[error(transparent)]
     Network(#[from] crate::pod_network::WireError),
+    /// The containerDisk or kernel-boot images could not be mounted for the launcher.
+    #[error(transparent)]
+    ContainerDisk(#[from] crate::container_disks::ProvideError),
+    /// The images could not be unmounted from the launcher's pod.
+    #[error(transparent)]
+    Unmount(#[from] crate::node_mounts::MountError),
+    /// Blocking work was cancelled or panicked.
+    #[error("{0} was interrupted")]
+    Interrupted(&'static str),
     /// A simulated launcher is gone.
     #[error("no launcher at {0}")]
     Gone(PathBuf),
+}
+
+impl LauncherError {
+    /// Whether the launcher's pod is still starting (a sidecar has not started yet): not a
+    /// failure, try again shortly.
+    #[must_use]
+    pub fn is_still_starting(&self) -> bool {
+        matches!(
+            self,
+            Self::ContainerDisk(crate::container_disks::ProvideError::NotStarted { .. })
+        )
+    }
 }
 
 /// The commands virt-handler sends to launchers.
@@ -107,6 +128,9 @@ pub trait Launchers: Send + Sync + 'static {
     fn is_unresponsive(&self, socket: &Path) -> bool;
     /// Releases what the handler holds for the launcher (client connection, notify pipe).
     fn forget(&self, socket: &Path);
+    /// Removes what the handler mounted into `vmi`'s launcher pods on this node (containerDisk
+    /// and kernel-boot images), so that the kubelet can remove the pods' volumes.
+    fn release_volumes(&self, vmi: &VirtualMachineInstance) -> impl Future<Output = Result<(), LauncherError>> + Send;
     /// The pod's addresses behind each of `vmi`'s interfaces on the pod network, by interface
     /// name, as observed when the pod network was wired; empty where nothing was wired.
     fn pod_addresses(&self, socket: &Path, vmi: &VirtualMachineInstance) -> BTreeMap<String, Vec<String>>;

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use cmd_protocol::cmd::{Vmi, VmiRequest};
 use cmd_protocol::domain::DomainSnapshot;
@@ -16,6 +16,8 @@ use pod_network::commands::SystemCommands;
 use tracing::warn;
 
 use super::{LauncherError, Launchers, NotifyPipe, Presence};
+use crate::container_disks;
+use crate::node_mounts::NodeMounts;
 
 #[derive(Debug, Default)]
 struct Held {
@@ -23,6 +25,8 @@ struct Held {
     pipes: HashMap<PathBuf, NotifyPipe>,
     /// Sockets whose pod network is wired, so that a sync checks no file once it is.
     wired: HashSet<PathBuf>,
+    /// Sockets whose pod has its containerDisk and kernel-boot images mounted.
+    disks_provided: HashSet<PathBuf>,
     /// Pod addresses read once the pod network is wired; they do not change for the pod's life.
     pod_addresses: HashMap<PathBuf, BTreeMap<String, Vec<String>>>,
 }
@@ -33,17 +37,26 @@ pub struct SocketLaunchers {
     node: String,
     pods_dir: PathBuf,
     notify_server: PathBuf,
+    mounts: Arc<dyn NodeMounts>,
     held: Mutex<Held>,
 }
 
+impl std::fmt::Debug for dyn NodeMounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("NodeMounts")
+    }
+}
+
 impl SocketLaunchers {
-    /// Launchers of `node`, whose pods are under `pods_dir`; their events go to `notify_server`.
+    /// Launchers of `node`, whose pods are under `pods_dir`; their events go to `notify_server`,
+    /// and their containerDisk images are mounted through `mounts`.
     #[must_use]
-    pub fn new(node: &str, pods_dir: &Path, notify_server: &Path) -> Self {
+    pub fn new(node: &str, pods_dir: &Path, notify_server: &Path, mounts: Arc<dyn NodeMounts>) -> Self {
         Self {
             node: node.to_owned(),
             pods_dir: pods_dir.to_owned(),
             notify_server: notify_server.to_owned(),
+            mounts,
             held: Mutex::default(),
         }
     }
@@ -79,16 +92,46 @@ impl SocketLaunchers {
         Ok(client)
     }
 
+    /// The VMI's pods on this node, by UID.
+    fn pods_here<'a>(&'a self, vmi: &'a VirtualMachineInstance) -> impl Iterator<Item = &'a str> {
+        vmi.status
+            .iter()
+            .flat_map(|s| s.active_pods.iter())
+            .filter(|(_, node)| **node == self.node)
+            .map(|(pod, _)| pod.as_str())
+    }
+
+    /// The UID of the VMI's pod that owns `socket`.
+    fn pod_of<'a>(&'a self, socket: &Path, vmi: &'a VirtualMachineInstance) -> Result<&'a str, LauncherError> {
+        self.pods_here(vmi)
+            .find(|pod| socket.starts_with(sockets::socket_dir_on_host(&self.pods_dir, pod)))
+            .ok_or_else(|| LauncherError::Invalid {
+                socket: socket.to_owned(),
+                what: "pod",
+                message: "the socket belongs to none of the VMI's active pods on this node".to_owned(),
+            })
+    }
+
     /// The VMI's private directory in the pod that owns `socket`.
     fn private_dir(&self, socket: &Path, vmi: &VirtualMachineInstance) -> Option<PathBuf> {
         let uid = vmi.metadata.uid.as_deref()?;
-        vmi.status
-            .as_ref()?
-            .active_pods
-            .iter()
-            .filter(|(_, node)| **node == self.node)
-            .find(|(pod, _)| socket.starts_with(sockets::socket_dir_on_host(&self.pods_dir, pod)))
-            .map(|(pod, _)| sockets::vmi_private_dir_on_host(&self.pods_dir, pod, uid))
+        let pod = self.pod_of(socket, vmi).ok()?;
+        Some(sockets::vmi_private_dir_on_host(&self.pods_dir, pod, uid))
+    }
+
+    /// Mounts the VMI's containerDisk and kernel-boot images into the pod that owns `socket`,
+    /// before the launcher's first Sync ([`crate::container_disks`]).
+    async fn provide_container_disks(&self, socket: &Path, vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
+        if container_disks::images(vmi).is_empty() || self.held().disks_provided.contains(socket) {
+            return Ok(());
+        }
+        let dir = sockets::container_disk_dir_on_host(&self.pods_dir, self.pod_of(socket, vmi)?);
+        let (mounts, vmi) = (self.mounts.clone(), vmi.clone());
+        tokio::task::spawn_blocking(move || container_disks::provide(mounts.as_ref(), Path::new("/proc"), &dir, &vmi))
+            .await
+            .map_err(|_| LauncherError::Interrupted("mounting the containerDisk images"))??;
+        self.held().disks_provided.insert(socket.to_owned());
+        Ok(())
     }
 
     /// Phase 1 of the pod network, before the launcher's first Sync ([`crate::pod_network`]).
@@ -96,11 +139,8 @@ impl SocketLaunchers {
         if !pod_network::plan::uses_pod_network(vmi) || self.held().wired.contains(socket) {
             return Ok(());
         }
-        let private = self.private_dir(socket, vmi).ok_or_else(|| LauncherError::Invalid {
-            socket: socket.to_owned(),
-            what: "pod",
-            message: "the socket belongs to none of the VMI's active pods on this node".to_owned(),
-        })?;
+        let uid = vmi.metadata.uid.as_deref().unwrap_or_default();
+        let private = sockets::vmi_private_dir_on_host(&self.pods_dir, self.pod_of(socket, vmi)?, uid);
         if !private.join(sockets::POD_NETWORK_READY).exists() {
             let netns = crate::pod_network::launcher_netns(socket).await?;
             let vmi = vmi.clone();
@@ -185,6 +225,7 @@ impl Launchers for SocketLaunchers {
     }
 
     async fn sync(&self, socket: &Path, vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
+        self.provide_container_disks(socket, vmi).await?;
         self.wire_pod_network(socket, vmi).await?;
         let request = vmi_request(vmi)?;
         self.with_client(socket, async |mut c| c.sync(request).await).await
@@ -241,7 +282,23 @@ impl Launchers for SocketLaunchers {
         held.clients.remove(socket);
         held.pipes.remove(socket);
         held.wired.remove(socket);
+        held.disks_provided.remove(socket);
         held.pod_addresses.remove(socket);
+    }
+
+    async fn release_volumes(&self, vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
+        let dirs: Vec<PathBuf> = self
+            .pods_here(vmi)
+            .map(|pod| sockets::container_disk_dir_on_host(&self.pods_dir, pod))
+            .collect();
+        let mounts = self.mounts.clone();
+        tokio::task::spawn_blocking(move || {
+            dirs.iter()
+                .try_for_each(|dir| container_disks::release(mounts.as_ref(), dir))
+        })
+        .await
+        .map_err(|_| LauncherError::Interrupted("unmounting the containerDisk images"))??;
+        Ok(())
     }
 
     fn pod_addresses(&self, socket: &Path, vmi: &VirtualMachineInstance) -> BTreeMap<String, Vec<String>> {

@@ -50,6 +50,8 @@ impl World {
         // (QEMU's socket paths must fit a sockaddr_un).
         std::fs::create_dir_all(&dirs.private).expect("private dir");
         std::os::unix::fs::symlink(&dirs.private, empty_dirs.join("private")).expect("private");
+        // The images in place, as virt-handler mounts them from the sidecars in a cluster.
+        std::os::unix::fs::symlink(&dirs.disks, empty_dirs.join("container-disks")).expect("container disks");
         let mut vmi = testguest(name, uid);
         vmi.metadata
             .labels
@@ -83,6 +85,8 @@ impl World {
             run: RunOptions::default(),
             reconciler: ReconcilerConfig::for_node(NODE),
             console: None,
+            node_process: PathBuf::from("/proc/1"),
+            mount_helper: PathBuf::from("/nonexistent/the-images-are-in-place"),
         }
     }
 

@@ -1,0 +1,262 @@
+use std::collections::BTreeMap;
+use std::os::unix::net::UnixListener;
+
+use super::*;
+use crate::node_mounts::fake::FakeMounts;
+
+fn vmi(value: serde_json::Value) -> VirtualMachineInstance {
+    serde_json::from_value(value).expect("VMI")
+}
+
+fn testguest() -> VirtualMachineInstance {
+    vmi(serde_json::json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+        "metadata": {"name": "testguest", "namespace": "default", "uid": "u"},
+        "spec": {
+            "domain": {
+                "devices": {},
+                "firmware": {"kernelBoot": {"container": {
+                    "image": "testguest", "kernelPath": "/boot/vmlinuz", "initrdPath": "/boot/initrd.img"
+                }}}
+            },
+            "volumes": [
+                {"name": "cloudinit", "cloudInitNoCloud": {"userData": "#cloud-config"}},
+                {"name": "containerdisk", "containerDisk": {"image": "testguest"}},
+                {"name": "named", "containerDisk": {"image": "other", "path": "/images/other.raw"}}
+            ]
+        }
+    }))
+}
+
+/// A sidecar stand-in: this test process listens on the socket, so the peer is this process, and
+/// `proc/<own pid>/root` is the image.
+struct Pod {
+    _tmp: tempfile::TempDir,
+    proc: PathBuf,
+    dir: PathBuf,
+    image: PathBuf,
+    listeners: Vec<UnixListener>,
+}
+
+fn pod() -> Pod {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let proc = tmp.path().join("proc");
+    let image = proc.join(std::process::id().to_string()).join("root");
+    let dir = tmp.path().join("container-disks");
+    std::fs::create_dir_all(&dir).expect("dir");
+    std::fs::create_dir_all(image.join("disk")).expect("disk dir");
+    Pod {
+        proc,
+        dir,
+        image,
+        _tmp: tmp,
+        listeners: Vec::new(),
+    }
+}
+
+impl Pod {
+    fn serve(&mut self, socket: &str) {
+        self.listeners
+            .push(UnixListener::bind(self.dir.join(socket)).expect("listen"));
+    }
+
+    fn file(&self, path: &str) {
+        let path = self.image.join(path.trim_start_matches('/'));
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("dirs");
+        std::fs::write(path, b"data").expect("file");
+    }
+}
+
+fn own_root(node_root: &str) -> FakeMounts {
+    let pid = i32::try_from(std::process::id()).expect("pid");
+    FakeMounts {
+        roots: BTreeMap::from([(pid, PathBuf::from(node_root))]),
+        ..FakeMounts::default()
+    }
+}
+
+#[test]
+fn each_container_disk_and_the_kernel_boot_files_get_a_mount_point_named_as_the_sidecar() {
+    let file = |file: FileInImage, target: &str, field: &str| ImageFile {
+        file,
+        target: PathBuf::from(target),
+        field: field.to_owned(),
+    };
+    let kernel_boot = "spec.domain.firmware.kernelBoot.container";
+    assert_eq!(
+        images(&testguest()),
+        vec![
+            ServedImage {
+                field: "spec.volumes[1].containerDisk".to_owned(),
+                socket: PathBuf::from("disk_1.sock"),
+                files: vec![file(
+                    FileInImage::OnlyFileIn(PathBuf::from("/disk")),
+                    "disk_1.img",
+                    "spec.volumes[1].containerDisk.path"
+                )]
+            },
+            ServedImage {
+                field: "spec.volumes[2].containerDisk".to_owned(),
+                socket: PathBuf::from("disk_2.sock"),
+                files: vec![file(
+                    FileInImage::Path(PathBuf::from("/images/other.raw")),
+                    "disk_2.img",
+                    "spec.volumes[2].containerDisk.path"
+                )]
+            },
+            ServedImage {
+                field: kernel_boot.to_owned(),
+                socket: PathBuf::from("kernel-boot.sock"),
+                files: vec![
+                    file(
+                        FileInImage::Path(PathBuf::from("/boot/vmlinuz")),
+                        "kernel-boot/vmlinuz",
+                        &format!("{kernel_boot}.kernelPath")
+                    ),
+                    file(
+                        FileInImage::Path(PathBuf::from("/boot/initrd.img")),
+                        "kernel-boot/initrd.img",
+                        &format!("{kernel_boot}.initrdPath")
+                    ),
+                ]
+            },
+        ]
+    );
+}
+
+#[test]
+fn a_vmi_without_images_needs_no_sidecar() {
+    let plain = vmi(serde_json::json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+        "metadata": {"name": "plain"}, "spec": {"domain": {"devices": {}}}
+    }));
+    assert!(images(&plain).is_empty());
+    let mounts = FakeMounts::default();
+    provide(&mounts, Path::new("/nonexistent"), Path::new("/nonexistent"), &plain).expect("nothing to do");
+    assert!(mounts.mounts().is_empty());
+}
+
+#[test]
+fn the_images_are_mounted_from_the_sidecars_root_as_the_node_sees_it() {
+    let mut pod = pod();
+    for socket in ["disk_1.sock", "disk_2.sock", "kernel-boot.sock"] {
+        pod.serve(socket);
+    }
+    pod.file("/disk/testguest.qcow2");
+    pod.file("/images/other.raw");
+    pod.file("/boot/vmlinuz");
+    pod.file("/boot/initrd.img");
+    let mounts = own_root("/run/containerd/task/rootfs");
+    provide(&mounts, &pod.proc, &pod.dir, &testguest()).expect("provided");
+    let node = Path::new("/run/containerd/task/rootfs");
+    assert_eq!(
+        mounts.mounts(),
+        BTreeMap::from([
+            (pod.dir.join("disk_1.img"), node.join("disk/testguest.qcow2")),
+            (pod.dir.join("disk_2.img"), node.join("images/other.raw")),
+            (pod.dir.join("kernel-boot/initrd.img"), node.join("boot/initrd.img")),
+            (pod.dir.join("kernel-boot/vmlinuz"), node.join("boot/vmlinuz")),
+        ])
+    );
+    assert!(
+        pod.dir.join("kernel-boot/vmlinuz").is_file(),
+        "the mount point is a file"
+    );
+    // Again, with the sidecars gone: what is mounted stays, nothing is asked again.
+    let pod_dir = pod.dir.clone();
+    pod.listeners.clear();
+    provide(&mounts, Path::new("/nonexistent"), &pod_dir, &testguest()).expect("idempotent");
+    release(&mounts, &pod_dir).expect("released");
+    assert!(mounts.mounts().is_empty(), "every mount is removed");
+}
+
+#[test]
+fn a_sidecar_that_has_not_started_is_reported_as_such() {
+    let pod = pod();
+    let error = provide(&own_root("/r"), &pod.proc, &pod.dir, &testguest()).expect_err("no socket");
+    assert!(matches!(error, ProvideError::NotStarted { .. }), "{error}");
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "the sidecar of spec.volumes[1].containerDisk has not started yet (no {})",
+            pod.dir.join("disk_1.sock").display()
+        )
+    );
+}
+
+fn single_disk(path: Option<&str>) -> VirtualMachineInstance {
+    let mut disk = serde_json::json!({"image": "img"});
+    if let Some(path) = path {
+        disk["path"] = path.into();
+    }
+    vmi(serde_json::json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+        "metadata": {"name": "one"},
+        "spec": {"domain": {"devices": {}}, "volumes": [{"name": "d", "containerDisk": disk}]}
+    }))
+}
+
+fn provide_one(pod: &mut Pod, path: Option<&str>) -> Result<BTreeMap<PathBuf, PathBuf>, String> {
+    pod.serve("disk_0.sock");
+    let mounts = own_root("/node");
+    provide(&mounts, &pod.proc, &pod.dir, &single_disk(path)).map_err(|e| e.to_string())?;
+    Ok(mounts.mounts())
+}
+
+#[test]
+fn images_that_do_not_hold_one_plain_disk_are_refused_with_the_field() {
+    let field = "spec.volumes[0].containerDisk.path";
+    let mut empty = pod();
+    assert_eq!(
+        provide_one(&mut empty, None),
+        Err(format!("{field}: /disk in the image holds no disk"))
+    );
+    let mut two = pod();
+    two.file("/disk/a.qcow2");
+    two.file("/disk/b.qcow2");
+    assert_eq!(
+        provide_one(&mut two, None),
+        Err(format!(
+            "{field}: /disk in the image holds more than one file: name the disk in path"
+        ))
+    );
+    let mut linked = pod();
+    std::os::unix::fs::symlink("/etc/shadow", linked.image.join("disk/disk.img")).expect("symlink");
+    assert_eq!(
+        provide_one(&mut linked, None),
+        Err(format!(
+            "{field}: /disk/disk.img in the image is or passes through a symbolic link"
+        ))
+    );
+    let mut through_link = pod();
+    through_link.file("/real/disk.img");
+    std::os::unix::fs::symlink("real", through_link.image.join("linked")).expect("symlink");
+    assert_eq!(
+        provide_one(&mut through_link, Some("/linked/disk.img")),
+        Err(format!(
+            "{field}: /linked/disk.img in the image is or passes through a symbolic link"
+        ))
+    );
+    let mut escaping = pod();
+    assert_eq!(
+        provide_one(&mut escaping, Some("/disk/../../etc/passwd")),
+        Err(format!(
+            "{field}: /disk/../../etc/passwd is not an absolute path without .."
+        ))
+    );
+    let mut directory = pod();
+    directory.file("/images/x/y");
+    assert_eq!(
+        provide_one(&mut directory, Some("/images/x")),
+        Err(format!("{field}: /images/x in the image is not a file"))
+    );
+    let mut named = pod();
+    named.file("/images/disk.raw");
+    assert_eq!(
+        provide_one(&mut named, Some("/images/disk.raw")),
+        Ok(BTreeMap::from([(
+            named.dir.join("disk_0.img"),
+            PathBuf::from("/node/images/disk.raw")
+        )]))
+    );
+}
