@@ -123,12 +123,17 @@ const EXIT_BAD_INPUT: u8 = 2;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_env("VIRT_LAUNCHER_LOG").unwrap_or_else(|_| EnvFilter::new("info")))
         .with_writer(std::io::stderr)
         // A broken stderr (the log reader went away) must not panic the launcher mid-cleanup.
-        .log_internal_errors(false)
-        .init();
+        .log_internal_errors(false);
+    // In a launcher pod the logs are JSON, as the other components'; on a terminal, text.
+    if cli.command.is_none() {
+        logs.json().init();
+    } else {
+        logs.init();
+    }
     let Some(command) = cli.command else {
         return cluster(cli.cluster);
     };

@@ -6,7 +6,9 @@
 //!    `<share dir>/sockets/launcher-init-sock` and rename it to `launcher-sock` once serving.
 //!    Every lifecycle event goes to virt-handler as a domain snapshot ([`super::notify`]).
 //! 3. On SIGTERM or SIGINT: stop the domain gracefully (ACPI every 5 s for the grace period, then
-//!    destroy), undefine it, stop the daemons, remove the sockets.
+//!    destroy) while still serving virt-handler, which writes the VMI's final phase from the
+//!    stopped domain and then deletes it; after that (or [`HANDOVER_WINDOW`]) undefine what is
+//!    left, send the last domain events, stop the daemons, remove the sockets.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -19,13 +21,14 @@ use cmd_protocol::domain::{DomainMetadata, DomainSnapshot};
 use cmd_protocol::sockets::{INIT_SOCKET, READY_SOCKET, mark_ready};
 use cmd_protocol::transport::listen;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::notify::{Notifier, event_type};
 use super::service::{LauncherInfo, LauncherService};
 use crate::commands::process::{self, fail};
 use crate::domain::{ConvertContext, DomainType, PathLayout};
-use crate::libvirt::{DomainManager, LibvirtDomainManager, LifecycleEvent};
+use crate::libvirt::{DomainManager, DomainStatus, LibvirtDomainManager, LifecycleEvent};
 use crate::local::lifecycle::Policy;
 use crate::local::run::{StopSignals, StopSource as _, supervise, teardown};
 use crate::supervisor::daemons::{DaemonPaths, LibvirtDaemons, write_configs};
@@ -34,6 +37,12 @@ use crate::supervisor::reaper::{Reaper, ToolRunner};
 
 /// How long libvirtd may take to open its socket.
 const SOCKET_TIMEOUT: Duration = Duration::from_secs(30);
+/// After a stop, how long the stopped domain waits for virt-handler to write the VMI's final
+/// phase and delete it. Exiting first would leave the handler with a launcher gone before its
+/// domain's end was seen, which it reports as a failure (found on a real cluster).
+pub const HANDOVER_WINDOW: Duration = Duration::from_secs(10);
+/// How long the last domain events may take to reach virt-handler at exit.
+const LAST_EVENTS_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The flags virt-controller passes (upstream's names), plus where local state goes.
 #[derive(Clone, Debug)]
@@ -91,16 +100,24 @@ impl ServeOptions {
 }
 
 /// Forwards lifecycle events to the graceful-stop loop and, as domain snapshots, to virt-handler.
+/// When `finish` is cancelled it sends what is still queued and a last event saying the domain
+/// is gone, then returns.
 fn forward_events<M: DomainManager + 'static, R: ToolRunner + 'static>(
     options: &ServeOptions,
     service: Arc<LauncherService<M, R>>,
     mut events: UnboundedReceiver<LifecycleEvent>,
     to_stop_loop: UnboundedSender<LifecycleEvent>,
+    finish: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
     let mut notifier = Notifier::new(options.notify_socket());
     let options = options.clone();
     tokio::spawn(async move {
-        while let Some(event) = events.recv().await {
+        loop {
+            let event = tokio::select! {
+                event = events.recv() => event,
+                () = finish.cancelled() => events.try_recv().ok(),
+            };
+            let Some(event) = event else { break };
             let _ = to_stop_loop.send(event);
             let (snapshot, kind) = match service.snapshot().await {
                 // VIR_DOMAIN_EVENT_DEFINED and _STARTED announce the domain; the rest modify it.
@@ -114,7 +131,25 @@ fn forward_events<M: DomainManager + 'static, R: ToolRunner + 'static>(
             };
             let _ = notifier.send(&snapshot, kind).await;
         }
+        let _ = notifier.send(&options.gone(), event_type::MODIFIED).await;
     })
+}
+
+/// Waits until the stopped domain is deleted (virt-handler's Delete, once it wrote the final
+/// phase), at most `window`.
+async fn wait_for_handover<M: DomainManager>(manager: &M, window: Duration) {
+    let deadline = tokio::time::Instant::now() + window;
+    while tokio::time::Instant::now() < deadline {
+        if matches!(manager.status().await, Ok(status) if status == DomainStatus::NON_EXISTENT) {
+            info!("virt-handler deleted the stopped domain");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    warn!(
+        window_s = window.as_secs(),
+        "virt-handler did not delete the stopped domain in time"
+    );
 }
 
 /// Serves until SIGTERM; never panics, always cleans up.
@@ -173,7 +208,8 @@ async fn serve(options: &ServeOptions, paths: &DaemonPaths) -> Result<(), String
                 .with_launcher_image(options.launcher_image.clone()),
         );
         let (to_stop_loop, mut events) = tokio::sync::mpsc::unbounded_channel();
-        let forwarder = forward_events(options, service.clone(), lifecycle, to_stop_loop);
+        let finish = CancellationToken::new();
+        let forwarder = forward_events(options, service.clone(), lifecycle, to_stop_loop, finish.clone());
         let incoming = listen(&options.socket_dir().join(INIT_SOCKET)).map_err(|e| error(&e))?;
         let server = tokio::spawn(
             tonic::transport::Server::builder()
@@ -185,7 +221,6 @@ async fn serve(options: &ServeOptions, paths: &DaemonPaths) -> Result<(), String
         info!(socket = %options.socket_dir().join(READY_SOCKET).display(), "serving commands");
         stops.next_stop().await;
         info!("stop requested; stopping the domain gracefully");
-        server.abort();
         let policy = Policy {
             grace: Duration::from_secs(options.grace_period_seconds),
             has_acpi: true,
@@ -195,8 +230,16 @@ async fn serve(options: &ServeOptions, paths: &DaemonPaths) -> Result<(), String
         if let Err(e) = supervise(manager.as_ref(), &mut events, &mut stop_now, policy).await {
             warn!(error = %e, "graceful stop failed");
         }
+        // Without the notify pipe virt-handler places, no handler watches this launcher.
+        if options.notify_socket().exists() {
+            wait_for_handover(manager.as_ref(), HANDOVER_WINDOW).await;
+        }
+        server.abort();
         teardown(manager.as_ref(), &domain_name).await;
-        forwarder.abort();
+        finish.cancel();
+        if tokio::time::timeout(LAST_EVENTS_TIMEOUT, forwarder).await.is_err() {
+            warn!("the last domain events did not reach virt-handler in time");
+        }
         Ok::<(), String>(())
     }
     .await;
