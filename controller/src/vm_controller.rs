@@ -157,7 +157,7 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
         if !has_finalizer(&vm.metadata, finalizers::VM_CONTROLLER) {
             match self.api.patch_vm(&current, finalizers_patch(&vm.metadata, true)).await {
                 Ok(stored) => current = stored,
-                Err(_) => return Some(RETRY),
+                Err(error) => return Some(retry_after(key, "add the finalizer", &error)),
             }
         }
         let strategy = match vm.spec.effective_run_strategy() {
@@ -196,7 +196,7 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
             current.status = Some(status);
             match self.api.update_vm_status(&current).await {
                 Ok(stored) => current = stored,
-                Err(_) => return Some(RETRY),
+                Err(error) => return Some(retry_after(key, "write the status", &error)),
             }
         }
         self.known().vms.insert(key.to_owned(), Arc::new(current));
@@ -240,7 +240,10 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
                 let patch = json!({"spec": {"runStrategy": "Always", "running": null}});
                 match self.api.patch_vm(current, patch).await {
                     Ok(stored) => *current = stored,
-                    Err(_) => return Err(()),
+                    Err(error) => {
+                        retry_after(key, "switch the run strategy to Always", &error);
+                        return Err(());
+                    }
                 }
             }
             Action::WaitForBackoff => requeue = backoff,
@@ -298,4 +301,10 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
         }
         Ok(())
     }
+}
+
+/// Logs why a write failed, with the VM; returns the retry delay.
+fn retry_after(key: &str, what: &str, error: &ApiError) -> Duration {
+    tracing::warn!(vm = %key, error = %error, "cannot {what}; retrying");
+    RETRY
 }

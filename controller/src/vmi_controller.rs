@@ -249,7 +249,7 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
                 if let Err(error) = self.api.delete_pod(&namespace, name).await {
                     self.known().expectations.deletion_observed(key);
                     if !matches!(error, ApiError::NotFound(_)) {
-                        return Some(RETRY);
+                        return Some(retry_after(key, &format!("delete pod {name}"), &error));
                     }
                 }
             }
@@ -257,14 +257,14 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
         if let Some(patch) = metadata_patch(&current, &plan) {
             match self.api.patch_vmi_metadata(&current, patch).await {
                 Ok(stored) => *current = stored,
-                Err(_) => return Some(RETRY),
+                Err(error) => return Some(retry_after(key, "patch the labels and finalizers", &error)),
             }
         }
         if let Some(status) = plan.status {
             current.status = Some(status);
             match self.api.update_vmi_status(&current).await {
                 Ok(stored) => *current = stored,
-                Err(_) => return Some(RETRY),
+                Err(error) => return Some(retry_after(key, "write the status", &error)),
             }
         }
         if current.metadata.resource_version != vmi.metadata.resource_version {
@@ -298,4 +298,10 @@ fn metadata_patch(vmi: &VirtualMachineInstance, plan: &crate::vmi_lifecycle::Pla
         changed = true;
     }
     changed.then_some(patch)
+}
+
+/// Logs why a write failed, with the VMI; returns the retry delay.
+fn retry_after(key: &str, what: &str, error: &ApiError) -> Duration {
+    tracing::warn!(vmi = %key, error = %error, "cannot {what}; retrying");
+    RETRY
 }
