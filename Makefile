@@ -5,7 +5,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 VMI ?= manifests/examples/vmi-testguest.yaml
 
-.PHONY: all deps guest build run test fmt lint unit crds bench images test-images
+.PHONY: all deps guest build run test fmt lint unit crds bench images test-images cluster cluster-down
 
 all: build
 
@@ -46,3 +46,11 @@ crds:
 
 bench: guest
 	scripts/bench.sh
+
+# A single-node Kubernetes built from upstream (cluster/), with kubevirt-rs installed on it as
+# docs/install.md says; `make cluster-down` removes it. See docs/cluster.md.
+cluster: guest
+	cluster/up.sh
+
+cluster-down:
+	cluster/down.sh

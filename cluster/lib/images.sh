@@ -1,0 +1,79 @@
+# The images the cluster runs, built with buildah and copied into each node's containerd (no
+# registry serves them) (sourced by up.sh):
+#   localhost/kubevirt-rs/{virt-launcher,virt-handler,virt-controller,virt-api}:latest
+#       the four component images (scripts/build-images.sh)
+#   localhost/kubevirt-rs/testguest:latest
+#       the test guest as a containerDisk, as upstream builds them: FROM scratch with the qcow2 under
+#       /disk/, and the kernel and initrd under /boot/ for kernel boot
+#   localhost/kubevirt-rs/testclient:latest
+#       busybox, for pods that talk to guests in the tests
+#   registry.k8s.io/pause:<version>
+#       the pod sandbox, upstream's pause built by cluster/build.sh
+
+export CONTAINERS_CONF=$CLUSTER_REPO/images/containers.conf
+podman_vfs() { command podman --storage-driver vfs "$@"; }
+buildah_vfs() { command buildah --storage-driver vfs "$@"; }
+
+# build_scratch_image NAME ENTRYPOINT FILE:PATH_IN_IMAGE...: a FROM-scratch image of these files,
+# rebuilt only when one of them changed (their digest is the image's label).
+build_scratch_image() {
+    local image=$1 entrypoint=$2
+    shift 2
+    local inputs
+    inputs=$(for file in "$@"; do sha256sum "${file%%:*}" | cut -c1-64; echo "${file#*:}"; done | sha256sum | cut -c1-32)
+    if [ "$(podman_vfs image inspect --format '{{index .Labels "io.kubevirt-rs.inputs"}}' "$image" 2>/dev/null)" = "$inputs" ]; then
+        return 0
+    fi
+    local container
+    container=$(buildah_vfs from scratch)
+    for file in "$@"; do
+        buildah_vfs copy --quiet "$container" "${file%%:*}" "${file#*:}" >/dev/null
+    done
+    [ -z "$entrypoint" ] || buildah_vfs config --entrypoint "[\"$entrypoint\"]" "$container"
+    buildah_vfs config --label "io.kubevirt-rs.inputs=$inputs" "$container"
+    buildah_vfs commit --quiet --rm "$container" "$image" >/dev/null
+    say "built $image"
+}
+
+build_cluster_images() {
+    local profile=$1
+    "$CLUSTER_REPO/scripts/build-images.sh" --profile "$profile"
+    local guest=${KUBEVIRT_RS_IMAGE_STORE:-/var/lib/kubevirt-rs/images}/localhost/kubevirt-rs/testguest/latest
+    [ -f "$guest/disk/testguest.qcow2" ] || die "the test guest is not built: run make guest"
+    build_scratch_image localhost/kubevirt-rs/testguest:latest "" \
+        "$guest/disk/testguest.qcow2:/disk/testguest.qcow2" \
+        "$guest/boot/vmlinuz:/boot/vmlinuz" "$guest/boot/initrd.img:/boot/initrd.img"
+    build_scratch_image localhost/kubevirt-rs/testclient:latest /bin/busybox /bin/busybox:/bin/busybox
+    build_scratch_image "registry.k8s.io/pause:$(cat "$CLUSTER_BIN/pause.version")" /pause "$CLUSTER_BIN/pause:/pause"
+}
+
+cluster_images() {
+    echo localhost/kubevirt-rs/virt-launcher:latest localhost/kubevirt-rs/virt-handler:latest
+    echo localhost/kubevirt-rs/virt-controller:latest localhost/kubevirt-rs/virt-api:latest
+    echo localhost/kubevirt-rs/testguest:latest localhost/kubevirt-rs/testclient:latest
+    echo "registry.k8s.io/pause:$(cat "$CLUSTER_BIN/pause.version")"
+}
+
+# import_images N: copies every image whose ID changed into node N's containerd, and lists them in
+# CHANGED_IMAGES.
+CHANGED_IMAGES=
+import_images() {
+    local n=$1 stamps
+    stamps=$(node_dir "$n")/images
+    mkdir -p "$stamps"
+    for image in $(cluster_images); do
+        local id stamp=$stamps/${image//[\/:]/_}
+        id=$(podman_vfs image inspect --format '{{.Id}}' "$image") || die "image $image is missing"
+        [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$id" ] && continue
+        local archive
+        archive=$(mktemp "${TMPDIR:-/tmp}/kubevirt-rs-image.XXXXXX")
+        podman_vfs save --quiet --format docker-archive -o "$archive" "$image" >/dev/null 2>&1 \
+            || { rm -f "$archive"; die "podman save $image failed"; }
+        ctr --address "$(node_containerd_socket "$n")" -n k8s.io images import "$archive" >/dev/null \
+            || { rm -f "$archive"; die "importing $image into $(node_name "$n") failed"; }
+        rm -f "$archive"
+        echo "$id" >"$stamp"
+        CHANGED_IMAGES+=" $image"
+        say "$(node_name "$n"): imported $image"
+    done
+}
