@@ -112,8 +112,14 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
         match event {
             Event::Apply(vmi) | Event::InitApply(vmi) => {
                 let key = vmi.key();
-                if !known.vmis.contains_key(&key) {
+                let previous = known.vmis.get(&key).and_then(Compact::get);
+                if previous.is_none() {
                     known.expectations.creation_observed(&key);
+                }
+                let was_deleting = previous.is_some_and(|p| p.metadata.deletion_timestamp.is_some());
+                // A deletion shows as the deletion mark (finalizers keep the VMI), as for pods.
+                if vmi.metadata.deletion_timestamp.is_some() && !was_deleting {
+                    known.expectations.deletion_observed(&key);
                 }
                 known.vmis.insert(key.clone(), Compact::new(&vmi));
                 vec![key]

@@ -227,3 +227,44 @@ async fn a_failed_create_is_reported_in_the_failure_condition() {
         ("True", Some("FailedCreate"))
     );
 }
+
+/// A restart deletes the VMI, which the API server keeps while the VM controller's finalizer is
+/// on it: the marked deletion is the deletion the controller expected, so it releases the
+/// finalizer once the VMI is final and starts a new one. On a real cluster the expectation waited
+/// for the VMI to vanish, which the finalizer prevented, and the VM stayed Stopping.
+#[tokio::test]
+async fn a_restart_releases_the_deleted_vmi_and_starts_a_new_one() {
+    let (controller, api, _) = controller();
+    api.apply_vm(vm("Always"));
+    settle(&controller, &api).await;
+    let first = api.vmi(KEY).expect("started");
+    set_phase(&api, Phase::Running, true);
+    settle(&controller, &api).await;
+    api.modify_vm(KEY, |vm| {
+        vm.status.get_or_insert_default().state_change_requests = vec![
+            VirtualMachineStateChangeRequest {
+                action: "Stop".to_owned(),
+                uid: first.metadata.uid.clone(),
+                ..VirtualMachineStateChangeRequest::default()
+            },
+            VirtualMachineStateChangeRequest {
+                action: "Start".to_owned(),
+                ..VirtualMachineStateChangeRequest::default()
+            },
+        ];
+    });
+    settle(&controller, &api).await;
+    let deleting = api.vmi(KEY).expect("kept by the VM controller's finalizer");
+    assert!(deleting.metadata.deletion_timestamp.is_some(), "deleted");
+    // virt-handler writes the final phase once the guest is down.
+    set_phase(&api, Phase::Succeeded, false);
+    for _ in 0..4 {
+        settle(&controller, &api).await;
+        if api.vmi(KEY).is_none() {
+            controller.on_vmi_event(Event::Delete(deleted_vmi()));
+        }
+    }
+    let second = api.vmi(KEY).expect("a new VMI");
+    assert_ne!(second.metadata.uid, first.metadata.uid, "a new VMI uid");
+    assert!(second.metadata.deletion_timestamp.is_none());
+}
