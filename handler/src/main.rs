@@ -108,6 +108,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         console,
         node_process: PathBuf::from("/proc/1"),
         mount_helper: std::env::current_exe().context("cannot find this binary for the mount helper")?,
+        device_plugin_dir: Some(args.kubelet_root.join("device-plugins")),
         reconciler: ReconcilerConfig::for_node(&args.hostname_override),
         node: args.hostname_override,
         share_dir: args.kubevirt_share_dir,

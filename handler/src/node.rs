@@ -47,6 +47,9 @@ pub struct NodeConfig {
     pub node_process: PathBuf,
     /// The binary that makes those mounts ([`crate::node_mounts::run_helper`]): this one.
     pub mount_helper: PathBuf,
+    /// The kubelet's device-plugins directory, where the kvm, tun and vhost-net plugins register
+    /// ([`crate::device_plugins`]); `None` runs none.
+    pub device_plugin_dir: Option<PathBuf>,
 }
 
 /// Where and how the console server listens.
@@ -172,10 +175,14 @@ pub async fn run<C: ClusterApi + Clone>(config: NodeConfig, api: C, stop: Cancel
         );
         tokio::spawn(async move { crate::heartbeat::run(&api, &SystemClock, &node, &state, every, stop).await })
     };
+    let device_plugins = config
+        .device_plugin_dir
+        .clone()
+        .map(|dir| tokio::spawn(crate::device_plugins::run(dir, PathBuf::from("/"), stop.clone())));
     info!(node = %config.node, notify = %notify_socket.display(), "virt-handler running");
     let vmis = api.watch_vmis(&config.node);
     crate::runner::run(reconciler, vmis, inputs, config.run, stop.clone()).await;
-    for task in [Some(notify), http, console].into_iter().flatten() {
+    for task in [Some(notify), http, console, device_plugins].into_iter().flatten() {
         if let Err(error) = task.await {
             warn!(error = %error, "a handler task failed");
         }

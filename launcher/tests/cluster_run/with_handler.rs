@@ -87,6 +87,7 @@ impl World {
             console: None,
             node_process: PathBuf::from("/proc/1"),
             mount_helper: PathBuf::from("/nonexistent/the-images-are-in-place"),
+            device_plugin_dir: None,
         }
     }
 
