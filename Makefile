@@ -5,7 +5,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 VMI ?= manifests/examples/vmi-testguest.yaml
 
-.PHONY: all deps guest build run test fmt lint unit crds bench images test-images cluster cluster-down
+.PHONY: all deps guest build run test fmt lint unit crds bench images test-images cluster cluster-down e2e kubernetes
 
 all: build
 
@@ -27,11 +27,13 @@ fmt:
 lint:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-unit:
-	$(CARGO) test --workspace
+# Golden files are compared, never rewritten, whatever the environment says. The kubectl tests
+# use the kubectl built with the test cluster's binaries.
+unit: kubernetes
+	env -u KUBEVIRT_RS_UPDATE_GOLDEN $(CARGO) test --workspace
 
 test: guest
-	$(MAKE) --no-print-directory fmt lint unit test-images
+	$(MAKE) --no-print-directory fmt lint unit test-images e2e
 
 # The four container images from release binaries (scripts/build-images.sh; docs/install.md).
 images:
@@ -54,3 +56,11 @@ cluster: guest
 
 cluster-down:
 	cluster/down.sh
+
+# The test cluster's binaries (Kubernetes, etcd, pause) from upstream's Go modules.
+kubernetes:
+	cluster/build.sh
+
+# The end-to-end tests on the test cluster (brought up first, and down after unless it ran).
+e2e: guest
+	env -u KUBEVIRT_RS_UPDATE_GOLDEN scripts/test-cluster.sh

@@ -10,6 +10,28 @@ pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// The kubectl the test cluster's build makes (`cluster/build.sh`, which `make test` runs before
+/// the tests), or `$KUBECTL`.
+///
+/// # Panics
+/// When there is none, saying how to get one.
+#[must_use]
+pub fn kubectl_binary() -> PathBuf {
+    let path = std::env::var_os("KUBECTL").map_or_else(
+        || {
+            let cache = std::env::var_os("KUBEVIRT_RS_CACHE").unwrap_or_else(|| "/var/cache/kubevirt-rs".into());
+            Path::new(&cache).join("cluster/bin/kubectl")
+        },
+        PathBuf::from,
+    );
+    assert!(
+        path.exists(),
+        "no kubectl at {}: run cluster/build.sh (make test does) or set KUBECTL",
+        path.display()
+    );
+    path
+}
+
 /// Every file under `manifests/examples/`, sorted.
 #[must_use]
 pub fn example_manifests() -> Vec<PathBuf> {

@@ -57,18 +57,19 @@ impl Drop for Wire {
     }
 }
 
-fn usable() -> bool {
-    let root = nix::unistd::Uid::effective().is_root();
-    let tools = ["ip", "busybox"].iter().all(|t| {
-        Command::new("sh")
-            .args(["-c", &format!("command -v {t}")])
+/// The test needs root and the tools `make deps` installs; without them it fails, saying so.
+fn assert_usable() {
+    assert!(
+        nix::unistd::Uid::effective().is_root(),
+        "the DHCP test needs root (network namespaces)"
+    );
+    for tool in ["ip", "busybox"] {
+        let found = Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
             .output()
-            .is_ok_and(|o| o.status.success())
-    });
-    if !(root && tools) {
-        eprintln!("SKIPPED: the DHCP test needs root, iproute2 and busybox");
+            .is_ok_and(|o| o.status.success());
+        assert!(found, "the DHCP test needs {tool}: run `make deps`");
     }
-    root && tools
 }
 
 /// A lease with every option the server sends.
@@ -101,9 +102,7 @@ fn full_lease() -> Lease {
 
 #[tokio::test]
 async fn udhcpc_gets_the_whole_lease_and_reaches_its_gateway() {
-    if !usable() {
-        return;
-    }
+    assert_usable();
     let wire = Wire::new().expect("the test's namespace and veth pair");
     let lease = full_lease();
     let socket = server::bind(&wire.host).expect("bind to the host end");

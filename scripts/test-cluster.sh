@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The end-to-end tier of `make test`: brings the test cluster up (cluster/up.sh builds what is
+# missing and refreshes images that changed), runs tests/tests/cluster against it, and takes the
+# cluster down again unless it was already running before. Needs root, as the cluster does.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+say() { echo "test-cluster: $*"; }
+[ "$(id -u)" = 0 ] || { say "FAILED: the test cluster needs root"; exit 1; }
+cluster_dir=${KUBEVIRT_RS_CLUSTER_DIR:-/var/lib/kubevirt-rs/cluster}
+was_running=
+if [ -f "$cluster_dir/pids/kube-apiserver.pid" ] && kill -0 "$(cat "$cluster_dir/pids/kube-apiserver.pid")" 2>/dev/null; then
+    was_running=1
+fi
+finish() {
+    if [ -z "$was_running" ]; then
+        cluster/down.sh || say "cluster/down.sh failed"
+    fi
+}
+trap finish EXIT
+
+cluster/up.sh
+cargo build -q -p virtctl
+say "running the end-to-end tests"
+cargo test -p kubevirt-tests --test cluster -- --ignored --test-threads=1

@@ -1,0 +1,242 @@
+//! Faults a real node sees: QEMU killed inside the launcher pod, virt-handler's pod deleted (the
+//! DaemonSet's next pod re-adopts the VMI), virt-controller's pod deleted in the middle of a start
+//! (the VMI still starts exactly once), and a rolling update of the virt-handler DaemonSet.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use super::support::{
+    Cleanup, console, example, field, get, kubectl, kubectl_command, kubectl_ok, qemu_of, wait_for, wait_for_phase,
+};
+use super::vmi::launcher_pod;
+
+fn vmi_uid(name: &str) -> String {
+    get("vmi", name, "default").map_or_else(String::new, |vmi| field(&vmi, "metadata.uid"))
+}
+
+fn handler_pod() -> String {
+    kubectl_ok(&[
+        "-n",
+        "kubevirt",
+        "get",
+        "pods",
+        "-l",
+        "kubevirt.io=virt-handler",
+        "-o",
+        "jsonpath={.items[0].metadata.name}",
+    ])
+}
+
+/// The guest answers on its console, so it was not disturbed.
+fn assert_guest_answers(name: &str) {
+    let output = console(name, "\necho STILL-$((40+2))", 2);
+    assert!(output.contains("STILL-42"), "the guest still answers: {output}");
+}
+
+#[test]
+#[ignore = "needs the test cluster: make cluster"]
+fn killing_qemu_in_the_launcher_pod_fails_the_vmi_and_an_always_vm_gets_a_new_one() {
+    let mut cleanup = Cleanup::new();
+    cleanup.apply("vm", "e2e-crash", &example("vm-testguest.yaml", "e2e-crash"));
+    wait_for_phase("e2e-crash", "Running", Duration::from_secs(120));
+    let first = vmi_uid("e2e-crash");
+    let (pod, _) = launcher_pod("e2e-crash");
+    // Inside the pod's compute container, as a user with kubectl exec would.
+    let kill = "for p in /proc/[0-9]*; do case \"$(readlink \"$p/exe\")\" in *qemu-system*) kill -9 \"${p#/proc/}\";; esac; done";
+    let killed_at = std::time::Instant::now();
+    kubectl_ok(&["exec", &pod, "-c", "compute", "--", "bash", "-c", kill]);
+    wait_for("the VMI to fail", Duration::from_secs(20), || {
+        let vmi = get("vmi", "e2e-crash", "default")?;
+        (field(&vmi, "metadata.uid") == first && field(&vmi, "status.phase") == "Failed").then_some(())
+    });
+    assert!(killed_at.elapsed() < Duration::from_secs(20), "Failed within seconds");
+    wait_for("a new VMI running", Duration::from_secs(180), || {
+        let uid = vmi_uid("e2e-crash");
+        (!uid.is_empty() && uid != first && super::support::vmi_phase("e2e-crash") == "Running").then_some(())
+    });
+}
+
+#[test]
+#[ignore = "needs the test cluster: make cluster"]
+fn a_new_virt_handler_pod_re_adopts_a_running_vmi_without_disturbing_the_guest() {
+    let mut cleanup = Cleanup::new();
+    cleanup.apply("vmi", "e2e-adopt", &example("vmi-testguest.yaml", "e2e-adopt"));
+    wait_for_phase("e2e-adopt", "Running", Duration::from_secs(120));
+    let qemu = qemu_of("e2e-adopt").expect("QEMU runs").pid;
+    let old = handler_pod();
+    kubectl_ok(&["-n", "kubevirt", "delete", "pod", &old, "--wait=true", "--timeout=120s"]);
+    kubectl_ok(&[
+        "-n",
+        "kubevirt",
+        "rollout",
+        "status",
+        "daemonset/virt-handler",
+        "--timeout=120s",
+    ]);
+    assert_ne!(handler_pod(), old, "the DaemonSet made a new pod");
+    assert_eq!(qemu_of("e2e-adopt").map(|p| p.pid), Some(qemu), "the same QEMU runs");
+    assert_eq!(super::support::vmi_phase("e2e-adopt"), "Running");
+    // The new handler serves the console and pause: it knows the launcher.
+    assert_guest_answers("e2e-adopt");
+    super::support::virtctl_ok(&["pause", "vmi", "e2e-adopt"]);
+    wait_for("the new handler to report the pause", Duration::from_secs(30), || {
+        let vmi = get("vmi", "e2e-adopt", "default")?;
+        vmi["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .any(|c| c["type"] == "Paused" && c["status"] == "True")
+            .then_some(())
+    });
+    super::support::virtctl_ok(&["unpause", "vmi", "e2e-adopt"]);
+}
+
+#[test]
+#[ignore = "needs the test cluster: make cluster"]
+fn a_vmi_starts_exactly_once_when_virt_controller_is_deleted_during_the_start() {
+    let mut cleanup = Cleanup::new();
+    // Every launcher pod created in the test, seen through a watch.
+    let mut watch = kubectl_command(&[
+        "get",
+        "pods",
+        "-l",
+        "kubevirt.io=virt-launcher",
+        "-w",
+        "-o",
+        "jsonpath={.metadata.uid} {.metadata.labels.kubevirt\\.io/domain}{.metadata.annotations.kubevirt\\.io/domain}{\"\\n\"}",
+    ])
+    .stdout(std::process::Stdio::piped())
+    .spawn()
+    .expect("watch pods");
+    std::thread::sleep(Duration::from_millis(500));
+    let leader = kubectl_ok(&[
+        "-n",
+        "kubevirt",
+        "get",
+        "lease",
+        "virt-controller",
+        "-o",
+        "jsonpath={.spec.holderIdentity}",
+    ]);
+    cleanup.apply("vmi", "e2e-once", &example("vmi-testguest.yaml", "e2e-once"));
+    // The leader goes while it starts the VMI (the pod create may or may not have been sent).
+    let _ = kubectl(&["-n", "kubevirt", "delete", "pod", leader.trim(), "--wait=false"]);
+    wait_for_phase("e2e-once", "Running", Duration::from_secs(240));
+    std::thread::sleep(Duration::from_secs(5));
+    let _ = watch.kill();
+    let seen = String::from_utf8_lossy(&watch.wait_with_output().expect("watch output").stdout).into_owned();
+    let pods: BTreeSet<&str> = seen
+        .lines()
+        .filter(|l| l.ends_with(" e2e-once"))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(pods.len(), 1, "exactly one launcher pod for the VMI: {seen}");
+    let (_, uid) = launcher_pod("e2e-once");
+    assert!(pods.contains(uid.as_str()));
+    kubectl_ok(&[
+        "-n",
+        "kubevirt",
+        "wait",
+        "--for=jsonpath={.status.readyReplicas}=1",
+        "deployment/virt-controller",
+        "--timeout=120s",
+    ]);
+}
+
+#[test]
+#[ignore = "needs the test cluster: make cluster"]
+fn a_rolling_update_of_virt_handler_leaves_running_vmis_undisturbed() {
+    let mut cleanup = Cleanup::new();
+    cleanup.apply("vmi", "e2e-roll", &example("vmi-testguest.yaml", "e2e-roll"));
+    wait_for_phase("e2e-roll", "Running", Duration::from_secs(120));
+    let qemu = qemu_of("e2e-roll").expect("QEMU runs").pid;
+    let image = kubectl_ok(&[
+        "-n",
+        "kubevirt",
+        "get",
+        "daemonset",
+        "virt-handler",
+        "-o",
+        "jsonpath={.spec.template.spec.containers[0].image}",
+    ]);
+    // The same image under a new tag, as a release would bring, in the node's image store.
+    let updated = "localhost/kubevirt-rs/virt-handler:e2e-rolling-update";
+    let socket = "/var/lib/kubevirt-rs/cluster/nodes/node1/run/containerd/containerd.sock";
+    let tagged = std::process::Command::new("ctr")
+        .args([
+            "--address",
+            socket,
+            "-n",
+            "k8s.io",
+            "images",
+            "tag",
+            "--force",
+            &image,
+            updated,
+        ])
+        .output()
+        .expect("ctr");
+    assert!(
+        tagged.status.success(),
+        "ctr images tag: {}",
+        String::from_utf8_lossy(&tagged.stderr)
+    );
+    let old = handler_pod();
+    kubectl_ok(&[
+        "-n",
+        "kubevirt",
+        "set",
+        "image",
+        "daemonset/virt-handler",
+        &format!("virt-handler={updated}"),
+    ]);
+    let rolled = kubectl(&[
+        "-n",
+        "kubevirt",
+        "rollout",
+        "status",
+        "daemonset/virt-handler",
+        "--timeout=180s",
+    ]);
+    // Back to the installed image whatever happened, so other tests see the cluster as installed.
+    let restore = || {
+        kubectl_ok(&[
+            "-n",
+            "kubevirt",
+            "set",
+            "image",
+            "daemonset/virt-handler",
+            &format!("virt-handler={image}"),
+        ]);
+        kubectl_ok(&[
+            "-n",
+            "kubevirt",
+            "rollout",
+            "status",
+            "daemonset/virt-handler",
+            "--timeout=180s",
+        ]);
+    };
+    let new = handler_pod();
+    let new_image = kubectl_ok(&[
+        "-n",
+        "kubevirt",
+        "get",
+        "pod",
+        &new,
+        "-o",
+        "jsonpath={.spec.containers[0].image}",
+    ]);
+    let unchanged = qemu_of("e2e-roll").map(|p| p.pid);
+    let phase = super::support::vmi_phase("e2e-roll");
+    restore();
+    assert!(
+        rolled.status.success(),
+        "the DaemonSet rolled: {}",
+        String::from_utf8_lossy(&rolled.stderr)
+    );
+    assert_ne!(new, old, "a new handler pod");
+    assert_eq!(new_image, updated, "the new pod runs the new tag");
+    assert_eq!(unchanged, Some(qemu), "the same QEMU runs");
+    assert_eq!(phase, "Running");
+    assert_guest_answers("e2e-roll");
+}

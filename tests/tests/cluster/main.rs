@@ -1,0 +1,15 @@
+//! End to end on the test cluster (`make cluster`: Kubernetes built from upstream, kubevirt-rs
+//! installed with `kubectl apply -k manifests/install`). Everything goes through the real API
+//! server, webhooks, aggregation layer, scheduler, kubelet, containerd and garbage collector, as a
+//! user's kubectl and virtctl do. Each test cleans up what it made.
+//!
+//! They need the cluster, so they are ignored by a plain `cargo test`; `make test` brings the
+//! cluster up and runs them (scripts/test-cluster.sh):
+//! `cargo test -p kubevirt-tests --test cluster -- --ignored --test-threads=1`.
+
+mod admission;
+mod faults;
+mod install;
+mod support;
+mod vm;
+mod vmi;

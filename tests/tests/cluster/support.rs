@@ -1,0 +1,286 @@
+//! The test cluster as the tests reach it: kubectl and virtctl against its API server, its node's
+//! processes and mounts through /proc, and objects that are deleted when a test ends.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// Where `make cluster` keeps its state.
+fn cluster_dir() -> PathBuf {
+    std::env::var_os("KUBEVIRT_RS_CLUSTER_DIR")
+        .map_or_else(|| PathBuf::from("/var/lib/kubevirt-rs/cluster"), PathBuf::from)
+}
+
+fn kubectl_binary() -> PathBuf {
+    kubevirt_tests::kubectl_binary()
+}
+
+fn virtctl_binary() -> PathBuf {
+    std::env::var_os("VIRTCTL").map_or_else(
+        || kubevirt_tests::repo_root().join("target/debug/virtctl"),
+        PathBuf::from,
+    )
+}
+
+/// The admin kubeconfig of the running cluster; panics with what to run when there is none.
+pub fn kubeconfig() -> PathBuf {
+    let kubeconfig = cluster_dir().join("admin.kubeconfig");
+    assert!(
+        kubeconfig.exists(),
+        "no test cluster at {}: run `make cluster` first (make test does)",
+        cluster_dir().display()
+    );
+    assert!(
+        virtctl_binary().exists(),
+        "no virtctl at {}: run `cargo build -p virtctl`",
+        virtctl_binary().display()
+    );
+    kubeconfig
+}
+
+fn run(binary: &Path, args: &[&str], stdin: Option<&str>) -> Output {
+    let mut command = Command::new(binary);
+    command
+        .env("KUBECONFIG", kubeconfig())
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = command
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", binary.display()));
+    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        std::io::Write::write_all(&mut pipe, text.as_bytes()).expect("write stdin");
+    }
+    drop(child.stdin.take());
+    child.wait_with_output().expect("wait")
+}
+
+/// `kubectl ARGS` as a command to spawn (for watches), with the cluster's kubeconfig.
+pub fn kubectl_command(args: &[&str]) -> Command {
+    let mut command = Command::new(kubectl_binary());
+    command.env("KUBECONFIG", kubeconfig()).args(args);
+    command
+}
+
+/// `kubectl ARGS`, whatever its outcome.
+pub fn kubectl(args: &[&str]) -> Output {
+    run(&kubectl_binary(), args, None)
+}
+
+/// `kubectl ARGS` with `stdin`, whatever its outcome.
+pub fn kubectl_stdin(args: &[&str], stdin: &str) -> Output {
+    run(&kubectl_binary(), args, Some(stdin))
+}
+
+/// `kubectl ARGS`, which must succeed; its stdout.
+pub fn kubectl_ok(args: &[&str]) -> String {
+    text_of(&kubectl(args), &format!("kubectl {}", args.join(" ")))
+}
+
+/// `virtctl ARGS`, which must succeed; its stdout.
+pub fn virtctl_ok(args: &[&str]) -> String {
+    text_of(
+        &run(&virtctl_binary(), args, None),
+        &format!("virtctl {}", args.join(" ")),
+    )
+}
+
+fn text_of(output: &Output, what: &str) -> String {
+    assert!(
+        output.status.success(),
+        "{what} failed ({}): {}{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// An object as JSON, or `None` when it does not exist.
+pub fn get(kind: &str, name: &str, namespace: &str) -> Option<Value> {
+    let output = kubectl(&["-n", namespace, "get", kind, name, "-o", "json", "--ignore-not-found"]);
+    let text = text_of(&output, &format!("kubectl get {kind} {name}"));
+    (!text.trim().is_empty()).then(|| serde_json::from_str(&text).expect("kubectl JSON"))
+}
+
+/// The value at a path of dotted keys (numbers index arrays), as text (empty when absent).
+pub fn field(object: &Value, path: &str) -> String {
+    let value = path.split('.').fold(object, |v, key| match key.parse::<usize>() {
+        Ok(index) if v.is_array() => &v[index],
+        _ => &v[key],
+    });
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// Polls `probe` every 200 ms until it returns `Some`, for at most `timeout`; panics naming
+/// `what` was expected, with `probe`'s last observation from `describe`.
+pub fn wait_for<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = probe() {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "expected {what} within {timeout:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The phase of VMI `name`, empty when it has none or is gone.
+pub fn vmi_phase(name: &str) -> String {
+    get("vmi", name, "default").map_or_else(String::new, |v| field(&v, "status.phase"))
+}
+
+/// Waits until VMI `name` is in `phase`; panics naming the phase it was in.
+pub fn wait_for_phase(name: &str, phase: &str, timeout: Duration) -> Value {
+    let mut last = String::new();
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(vmi) = get("vmi", name, "default") {
+            last = field(&vmi, "status.phase");
+            if last == phase {
+                return vmi;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "expected VMI {name} to be {phase} within {timeout:?}; it is {last:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// An example manifest with its name (and its app label) replaced by `name`.
+pub fn example(file: &str, name: &str) -> String {
+    let text = std::fs::read_to_string(kubevirt_tests::repo_root().join("manifests/examples").join(file))
+        .unwrap_or_else(|e| panic!("{file}: {e}"));
+    let original = text
+        .lines()
+        .find_map(|l| l.strip_prefix("  name: "))
+        .unwrap_or_else(|| panic!("{file} has no metadata.name"))
+        .to_owned();
+    text.replace(&format!("name: {original}\n"), &format!("name: {name}\n"))
+        .replace(&format!("app: {original}\n"), &format!("app: {name}\n"))
+}
+
+/// Objects a test created, deleted (and waited for) when the test ends, however it ends.
+pub struct Cleanup(Vec<(String, String, String)>);
+
+impl Cleanup {
+    /// Nothing to clean yet.
+    pub fn new() -> Self {
+        Self(Vec::new())
+    }
+
+    /// `kubectl apply` of `yaml`, deleted at the end as `kind/name` in `namespace`.
+    pub fn apply(&mut self, kind: &str, name: &str, yaml: &str) {
+        self.0.push((kind.to_owned(), name.to_owned(), "default".to_owned()));
+        let output = kubectl_stdin(&["apply", "-f", "-"], yaml);
+        text_of(&output, &format!("kubectl apply of {kind} {name}"));
+    }
+
+    /// Deletes `kind/name` at the end too.
+    pub fn track(&mut self, kind: &str, name: &str) {
+        self.0.push((kind.to_owned(), name.to_owned(), "default".to_owned()));
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for (kind, name, namespace) in self.0.iter().rev() {
+            let _ = kubectl(&[
+                "-n",
+                namespace,
+                "delete",
+                kind,
+                name,
+                "--ignore-not-found",
+                "--timeout=90s",
+            ]);
+        }
+    }
+}
+
+/// A process of the node, from /proc (the node's PID namespace is inside the host's).
+#[derive(Clone, Debug)]
+pub struct NodeProcess {
+    /// Its pid, as the host sees it.
+    pub pid: u32,
+    /// Its command line, arguments joined by spaces.
+    pub cmdline: String,
+    /// Its cgroups, as in /proc/<pid>/cgroup.
+    pub cgroups: String,
+}
+
+/// Every process whose command line contains `needle`.
+pub fn processes(needle: &str) -> Vec<NodeProcess> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let cmdline = String::from_utf8_lossy(&raw).replace('\0', " ");
+            let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+            cmdline
+                .contains(needle)
+                .then_some(NodeProcess { pid, cmdline, cgroups })
+        })
+        .collect()
+}
+
+/// The processes of the pod with `uid` (by the pod's cgroups).
+pub fn pod_processes(uid: &str) -> Vec<NodeProcess> {
+    processes("")
+        .into_iter()
+        .filter(|p| p.cgroups.contains(&format!("pod{uid}")))
+        .collect()
+}
+
+/// QEMU of VMI `name` (its `-name guest=default_<name>`).
+pub fn qemu_of(name: &str) -> Option<NodeProcess> {
+    processes(&format!("guest=default_{name},"))
+        .into_iter()
+        .find(|p| p.cmdline.contains("qemu-system"))
+}
+
+/// The node's mount table (its init's mountinfo).
+pub fn node_mounts() -> String {
+    let init = processes("node-init.sh node1")
+        .into_iter()
+        .map(|p| p.pid)
+        .min()
+        .expect("node1's init runs");
+    std::fs::read_to_string(format!("/proc/{init}/mountinfo")).expect("node mountinfo")
+}
+
+/// Types `input` on VMI `name`'s serial console (virtctl console) and returns what it printed
+/// within `seconds`.
+pub fn console(name: &str, input: &str, seconds: u64) -> String {
+    let mut child = Command::new(virtctl_binary())
+        .env("KUBECONFIG", kubeconfig())
+        .args(["console", name])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("virtctl console");
+    let mut stdin = child.stdin.take().expect("stdin");
+    std::thread::sleep(Duration::from_secs(2));
+    for line in input.lines() {
+        std::io::Write::write_all(&mut stdin, format!("{line}\n").as_bytes()).expect("type");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    std::thread::sleep(Duration::from_secs(seconds));
+    let _ = child.kill();
+    let output = child.wait_with_output().expect("console output");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
