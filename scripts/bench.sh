@@ -28,3 +28,7 @@ cargo run -q --release -p kubevirt-tests --bin bench-virt-api -- --virt-api targ
 
 # Pod networking: DHCP lease time and guest -> host throughput, masquerade and bridge.
 cargo run -q --release -p kubevirt-tests --bin bench-network -- --launcher target/release/virt-launcher --runs 3
+
+
+# kubevirt-rs on a real Kubernetes: the test cluster (make cluster) with the release images.
+scripts/bench-cluster.sh

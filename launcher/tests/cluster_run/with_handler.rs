@@ -329,3 +329,51 @@ async fn a_deleted_vmi_shuts_down_gracefully_succeeds_and_is_cleaned_up() {
     assert!(!world.root.path().join("h/domain-notify.sock").exists());
     assert_stops_cleanly(launcher, world.root.path(), &world.socket());
 }
+
+/// As on a real cluster, where virt-controller deletes the launcher pod as soon as the VMI is
+/// deleted: the launcher gets SIGTERM together with the deletion, stops the guest, and stays until
+/// the handler has written Succeeded and deleted the domain. Found on a real cluster, where the
+/// launcher exited first and the VMI ended Failed.
+#[tokio::test]
+async fn a_vmi_deleted_together_with_its_pod_still_ends_succeeded() {
+    let uid = "2e3f4a5b-6c7d-4e8f-9a0b-b1c2d3e4f5a6";
+    let (world, dirs, vmi) = World::new("podgone", uid);
+    let mut launcher = spawn_launcher(&dirs, "podgone", uid);
+    let _stopper = Stopper(launcher.id());
+    world.api.apply(vmi);
+    let (stop, handler) = world.start_handler();
+    world.wait_for_phase(Phase::Running, Duration::from_secs(120)).await;
+    wait_for_guest_marker(&dirs.private, uid).await;
+
+    // The API server is slow for a moment: the handler's next status writes fail and are retried
+    // a second apart, so the guest is down well before the final phase can be written.
+    world.api.fail_status_writes(3);
+    world.api.modify(&world.key, |vmi| {
+        vmi.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::now(),
+        ));
+    });
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(launcher.id()).expect("pid")),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("SIGTERM, as the kubelet sends it");
+    world.wait_for_phase(Phase::Succeeded, Duration::from_secs(30)).await;
+    let succeeded_at = std::time::Instant::now();
+    let exited = loop {
+        if let Some(status) = launcher.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(
+            succeeded_at.elapsed() < Duration::from_secs(8),
+            "the launcher waits for the handler's Delete, not for its 10 s window"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(exited.success(), "{exited}");
+    assert_ne!(world.phase(), Some(Phase::Failed));
+    stop.cancel();
+    handler.await.expect("handler stopped");
+    let left = super::fixture::processes_under(world.root.path());
+    assert!(left.is_empty(), "processes left behind: {left:?}");
+}

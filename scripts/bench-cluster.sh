@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# kubevirt-rs on the test cluster (make cluster) with the release images: bring-up times (a cold
+# one with an empty Go build cache, which also times the Kubernetes build, then a warm one), VMI
+# start, API requests per start and memory (tests/bin/bench_cluster), written to the `cluster`
+# section of BENCHMARKS.md. Any running test cluster is taken down first, and the cluster is taken
+# down at the end.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+scripts/build-images.sh --profile release
+cargo build -q --release -p kubevirt-tests --bin bench-cluster
+cluster/down.sh
+cold=$(mktemp -d /tmp/kubevirt-rs-cold-cluster.XXXXXX)
+trap 'cluster/down.sh; rm -rf "$cold"' EXIT
+started=$(date +%s)
+KUBEVIRT_RS_PROFILE=release KUBEVIRT_RS_CLUSTER_BIN="$cold/bin" GOCACHE="$cold/go-build" cluster/up.sh | tee "$cold/up.log"
+cold_seconds=$(($(date +%s) - started))
+build_seconds=$(sed -n 's/^cluster: built in \([0-9]*\) s.*/\1/p' "$cold/up.log")
+cluster/down.sh
+rm -rf "$cold"
+started=$(date +%s)
+KUBEVIRT_RS_PROFILE=release cluster/up.sh
+warm_seconds=$(($(date +%s) - started))
+target/release/bench-cluster --kubectl /var/cache/kubevirt-rs/cluster/bin/kubectl --runs 10 \
+    --build-seconds "$build_seconds" --cold-cluster-seconds "$cold_seconds" --warm-cluster-seconds "$warm_seconds"

@@ -1,0 +1,332 @@
+//! kubevirt-rs on the test cluster (`make cluster`): how long a VMI takes from `kubectl create` to
+//! Running, split into the control plane, the pod's start and the domain's start, for VMIs
+//! started one after another and all at once; the API requests a start costs, from the API
+//! server's audit log; the memory of the components and of a launcher pod. Writes the `cluster`
+//! section of BENCHMARKS.md.
+//!
+//! bench-cluster --kubectl PATH [--runs 10] [--cluster-dir DIR] [--build-seconds N]
+//!     [--cold-cluster-seconds N] [--warm-cluster-seconds N] [--output BENCHMARKS.md]
+
+mod audit;
+mod memory;
+mod watch;
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, SystemTime};
+
+use anyhow::{Context, bail};
+
+use crate::watch::PhaseWatch;
+
+struct Args {
+    kubectl: PathBuf,
+    runs: usize,
+    cluster_dir: PathBuf,
+    build_seconds: Option<u64>,
+    cold_cluster_seconds: Option<u64>,
+    warm_cluster_seconds: Option<u64>,
+    output: PathBuf,
+}
+
+fn parse_args() -> anyhow::Result<Args> {
+    let mut args = Args {
+        kubectl: PathBuf::new(),
+        runs: 10,
+        cluster_dir: PathBuf::from("/var/lib/kubevirt-rs/cluster"),
+        build_seconds: None,
+        cold_cluster_seconds: None,
+        warm_cluster_seconds: None,
+        output: PathBuf::from("BENCHMARKS.md"),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let value = it.next().with_context(|| format!("{flag} needs a value"))?;
+        match flag.as_str() {
+            "--kubectl" => args.kubectl = value.into(),
+            "--runs" => args.runs = value.parse().context("--runs")?,
+            "--cluster-dir" => args.cluster_dir = value.into(),
+            "--build-seconds" => args.build_seconds = Some(value.parse().context("--build-seconds")?),
+            "--cold-cluster-seconds" => {
+                args.cold_cluster_seconds = Some(value.parse().context("--cold-cluster-seconds")?);
+            }
+            "--warm-cluster-seconds" => {
+                args.warm_cluster_seconds = Some(value.parse().context("--warm-cluster-seconds")?);
+            }
+            "--output" => args.output = value.into(),
+            other => bail!("unknown flag {other}"),
+        }
+    }
+    if args.kubectl.as_os_str().is_empty() {
+        bail!("--kubectl is required");
+    }
+    Ok(args)
+}
+
+/// kubectl against the test cluster.
+struct Kubectl {
+    binary: PathBuf,
+    kubeconfig: PathBuf,
+}
+
+impl Kubectl {
+    fn run(&self, args: &[&str], stdin: Option<&str>) -> anyhow::Result<String> {
+        let mut child = Command::new(&self.binary)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .context("kubectl")?;
+        if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+            std::io::Write::write_all(&mut pipe, text.as_bytes()).context("kubectl stdin")?;
+        }
+        drop(child.stdin.take());
+        let output = child.wait_with_output().context("kubectl")?;
+        if !output.status.success() {
+            bail!(
+                "kubectl {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&output.stderr).trim()
+            );
+        }
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    }
+}
+
+/// The test guest VMI named `name`.
+fn vmi_manifest(name: &str) -> anyhow::Result<String> {
+    let path = kubevirt_tests::repo_root().join("manifests/examples/vmi-testguest.yaml");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("read {}", path.display()))?;
+    Ok(text.replace("  name: testguest\n", &format!("  name: {name}\n")))
+}
+
+fn since(from: SystemTime, to: SystemTime) -> Duration {
+    to.duration_since(from).unwrap_or_default()
+}
+
+/// One VMI's start, split.
+#[derive(Clone, Copy, Debug, Default)]
+struct Start {
+    total: Duration,
+    control_plane: Duration,
+    pod_start: Duration,
+    domain_start: Duration,
+    guest_boot: Duration,
+}
+
+/// The wall-clock time of the launcher's "serving commands" log line (its socket is ready).
+fn launcher_ready(kubectl: &Kubectl, vmi_uid: &str) -> anyhow::Result<SystemTime> {
+    let selector = format!("kubevirt.io/created-by={vmi_uid}");
+    let logs = kubectl.run(&["logs", "-l", &selector, "-c", "compute", "--tail=-1"], None)?;
+    for line in logs.lines() {
+        let Ok(entry) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        if entry["fields"]["message"] == "serving commands" {
+            let at: k8s_openapi::jiff::Timestamp = entry["timestamp"]
+                .as_str()
+                .context("timestamp")?
+                .parse()
+                .context("launcher log timestamp")?;
+            let nanos = u64::try_from(at.as_nanosecond()).context("timestamp")?;
+            return Ok(SystemTime::UNIX_EPOCH + Duration::from_nanos(nanos));
+        }
+    }
+    bail!("the launcher of VMI {vmi_uid} logged no \"serving commands\"")
+}
+
+/// The guest's uptime at its marker (its own boot), from the serial log on the node.
+fn guest_boot(cluster_dir: &Path, vmi_uid: &str) -> anyhow::Result<Duration> {
+    let pods = cluster_dir.join("nodes/node1/kubelet/pods");
+    for _ in 0..100 {
+        for pod in std::fs::read_dir(&pods).context("pods dir")?.filter_map(Result::ok) {
+            let log = pod
+                .path()
+                .join("volumes/kubernetes.io~empty-dir/private")
+                .join(vmi_uid)
+                .join("virt-serial0-log");
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            if let Some(uptime) = text
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("KUBEVIRT-RS-GUEST-UPTIME "))
+                .and_then(|s| s.trim().parse::<f64>().ok())
+            {
+                return Ok(Duration::from_secs_f64(uptime));
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    bail!("no guest marker in the serial log of VMI {vmi_uid}")
+}
+
+fn start_of(kubectl: &Kubectl, watch: &PhaseWatch, cluster_dir: &Path, name: &str) -> anyhow::Result<Start> {
+    let created = watch.when(name, "").context("created")?;
+    let scheduled = watch.when(name, "Scheduled").context("Scheduled")?;
+    let running = watch.when(name, "Running").context("Running")?;
+    let uid = watch.uid(name).context("uid")?;
+    let ready = launcher_ready(kubectl, &uid)?;
+    Ok(Start {
+        total: since(created, running),
+        control_plane: since(created, scheduled),
+        pod_start: since(scheduled, ready),
+        domain_start: since(ready, running),
+        guest_boot: guest_boot(cluster_dir, &uid)?,
+    })
+}
+
+fn delete_all(kubectl: &Kubectl, names: &[String]) -> anyhow::Result<()> {
+    let mut args = vec!["delete", "vmi", "--timeout=180s"];
+    args.extend(names.iter().map(String::as_str));
+    kubectl.run(&args, None)?;
+    Ok(())
+}
+
+fn stats(values: &[Duration]) -> (Duration, Duration) {
+    let mut sorted = values.to_vec();
+    sorted.sort();
+    let p50 = sorted.get(sorted.len() / 2).copied().unwrap_or_default();
+    (p50, sorted.last().copied().unwrap_or_default())
+}
+
+fn ms(d: Duration) -> String {
+    format!("{} ms", d.as_millis())
+}
+
+fn table_row(out: &mut String, label: &str, starts: &[Start], pick: fn(&Start) -> Duration) {
+    let values: Vec<Duration> = starts.iter().map(pick).collect();
+    let (p50, max) = stats(&values);
+    let _ = writeln!(out, "| {label} | {} | {} |", ms(p50), ms(max));
+}
+
+fn start_table(title: &str, starts: &[Start]) -> String {
+    let mut out = format!(
+        "**{title}** ({} VMIs)\n\n| span | p50 | max |\n|---|---|---|\n",
+        starts.len()
+    );
+    table_row(&mut out, "created -> Running", starts, |s| s.total);
+    table_row(&mut out, "control plane: created -> Scheduled", starts, |s| {
+        s.control_plane
+    });
+    table_row(&mut out, "pod start: Scheduled -> launcher serving", starts, |s| {
+        s.pod_start
+    });
+    table_row(&mut out, "domain start: launcher serving -> Running", starts, |s| {
+        s.domain_start
+    });
+    table_row(
+        &mut out,
+        "the guest's own boot (kernel to its marker, its uptime)",
+        starts,
+        |s| s.guest_boot,
+    );
+    out.push('\n');
+    out
+}
+
+fn run(args: &Args) -> anyhow::Result<String> {
+    let kubectl = Kubectl {
+        binary: args.kubectl.clone(),
+        kubeconfig: args.cluster_dir.join("admin.kubeconfig"),
+    };
+    kubectl
+        .run(&["get", "--raw", "/readyz"], None)
+        .context("no test cluster: run make cluster")?;
+    let watch = PhaseWatch::start(&kubectl.binary, &kubectl.kubeconfig)?;
+    let timeout = Duration::from_secs(300);
+
+    // One after another: each VMI starts alone, so its API requests can be told apart.
+    let mut sequential = Vec::new();
+    let mut requests = audit::Counts::new();
+    let audit_log = args.cluster_dir.join("audit/audit.log");
+    let sequential_names: Vec<String> = (0..args.runs).map(|i| format!("bench-seq-{i}")).collect();
+    for name in &sequential_names {
+        kubectl.run(&["create", "-f", "-"], Some(&vmi_manifest(name)?))?;
+        watch.wait_running(std::slice::from_ref(name), timeout)?;
+        let start = start_of(&kubectl, &watch, &args.cluster_dir, name)?;
+        sequential.push(start);
+        // The audit log is written as requests complete: give the last ones a moment.
+        std::thread::sleep(Duration::from_secs(2));
+        let created = watch.when(name, "").context("created")?;
+        let running = watch.when(name, "Running").context("running")?;
+        for (key, n) in audit::count(
+            &audit_log,
+            created - Duration::from_millis(500),
+            running + Duration::from_secs(1),
+        )? {
+            *requests.entry(key).or_default() += n;
+        }
+    }
+    delete_all(&kubectl, &sequential_names)?;
+
+    // All at once.
+    let together: Vec<String> = (0..args.runs).map(|i| format!("bench-par-{i}")).collect();
+    let all: Vec<String> = together
+        .iter()
+        .map(|n| vmi_manifest(n))
+        .collect::<anyhow::Result<_>>()?;
+    kubectl.run(&["create", "-f", "-"], Some(&all.join("\n---\n")))?;
+    watch.wait_running(&together, timeout)?;
+    let concurrent: Vec<Start> = together
+        .iter()
+        .map(|n| start_of(&kubectl, &watch, &args.cluster_dir, n))
+        .collect::<anyhow::Result<_>>()?;
+
+    // Memory, with this many VMIs running.
+    let memory = memory::report(&together)?;
+    delete_all(&kubectl, &together)?;
+
+    let mut out = format!(
+        "## kubevirt-rs on a real Kubernetes (make cluster)\n\nMeasured by `bench-cluster` on the test cluster \
+         (Kubernetes 1.34.4 built from upstream, one node, containerd, guests under TCG) with the release images, {}.\n\n",
+        kubevirt_tests::machine_description()
+    );
+    out.push_str(&start_table("VMI created -> Running, one after another", &sequential));
+    out.push_str(&start_table("VMI created -> Running, all created at once", &concurrent));
+    out.push_str(&requests_table(&requests, args.runs));
+    out.push_str(&memory);
+    out.push_str(&times_table(args));
+    Ok(out)
+}
+
+fn requests_table(requests: &audit::Counts, runs: usize) -> String {
+    let mut out = String::from(
+        "**API requests per VMI start** (the API server's audit log, between the VMI's creation and Running, by kubevirt-rs components about the namespace's VMIs, pods and events; average over the sequential starts)\n\n| component | request | per start |\n|---|---|---|\n",
+    );
+    let mut writes = 0.0;
+    let runs_f = f64::from(u32::try_from(runs.max(1)).unwrap_or(1));
+    for ((component, request), count) in requests {
+        let per = f64::from(u32::try_from(*count).unwrap_or(u32::MAX)) / runs_f;
+        if !request.starts_with("get ") && !request.starts_with("list ") {
+            writes += per;
+        }
+        let _ = writeln!(out, "| {component} | {request} | {per:.1} |");
+    }
+    let _ = writeln!(
+        out,
+        "| all | writes (create, update, patch, delete) | {writes:.1} |\n\nUpstream KubeVirt sends about 19 PUTs per VMI start; ratio {:.2}.\n",
+        writes / 19.0
+    );
+    out
+}
+
+fn times_table(args: &Args) -> String {
+    let show = |value: Option<u64>| value.map_or_else(|| "not measured".to_owned(), |s| format!("{s} s"));
+    format!(
+        "**Times**\n\n| what | time |\n|---|---|\n| cold build of the Kubernetes binaries and etcd (empty Go build cache) | {} |\n| cold `make cluster` (no cluster binaries, empty Go build cache; images built) | {} |\n| warm `make cluster` (everything cached, no cluster running) | {} |\n\n",
+        show(args.build_seconds),
+        show(args.cold_cluster_seconds),
+        show(args.warm_cluster_seconds)
+    )
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = parse_args()?;
+    let section = run(&args)?;
+    print!("{section}");
+    kubevirt_tests::replace_markdown_section(&args.output, "cluster", &section)
+        .with_context(|| format!("write {}", args.output.display()))?;
+    Ok(())
+}
