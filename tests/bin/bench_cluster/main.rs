@@ -164,9 +164,9 @@ fn guest_boot(cluster_dir: &Path, vmi_uid: &str) -> anyhow::Result<Duration> {
 
 fn start_of(kubectl: &Kubectl, watch: &PhaseWatch, cluster_dir: &Path, name: &str) -> anyhow::Result<Start> {
     let created = watch.when(name, "").context("created")?;
-    let scheduled = watch.when(name, "Scheduled").context("Scheduled")?;
     let running = watch.when(name, "Running").context("Running")?;
     let uid = watch.uid(name).context("uid")?;
+    let scheduled = watch.pod_bound(&uid).context("the launcher pod bound to a node")?;
     let ready = launcher_ready(kubectl, &uid)?;
     Ok(Start {
         total: since(created, running),
@@ -207,10 +207,13 @@ fn start_table(title: &str, starts: &[Start]) -> String {
         starts.len()
     );
     table_row(&mut out, "created -> Running", starts, |s| s.total);
-    table_row(&mut out, "control plane: created -> Scheduled", starts, |s| {
-        s.control_plane
-    });
-    table_row(&mut out, "pod start: Scheduled -> launcher serving", starts, |s| {
+    table_row(
+        &mut out,
+        "control plane: created -> launcher pod scheduled",
+        starts,
+        |s| s.control_plane,
+    );
+    table_row(&mut out, "pod start: pod scheduled -> launcher serving", starts, |s| {
         s.pod_start
     });
     table_row(&mut out, "domain start: launcher serving -> Running", starts, |s| {

@@ -94,19 +94,26 @@ pub fn report(running: &[String]) -> anyhow::Result<String> {
     .unwrap_or(0);
     let _ = writeln!(
         out,
-        "| one launcher pod's cgroup, less its QEMU's RSS ({} - {}) | {} |",
-        mib(usage),
-        mib(qemu_rss),
-        mib(usage.saturating_sub(qemu_rss))
+        "| one launcher pod's memory cgroup (memory.usage_in_bytes) | {} |",
+        mib(usage)
     );
     let _ = writeln!(
         out,
-        "| the same in anonymous memory only (cgroup total_rss {} less QEMU's RssAnon {}; the page cache of {} left out) | {} |",
+        "| of which its QEMU (RSS; TCG, 256 MiB guest) | {} |",
+        mib(qemu_rss)
+    );
+    let _ = writeln!(
+        out,
+        "| **the pod less its QEMU, anonymous memory** (cgroup total_rss {} less QEMU's RssAnon {}): launcher, libvirtd, virtlogd, sidecars, pause | **{}** |",
         mib(anon),
         mib(qemu_anon),
-        mib(cache),
         mib(anon.saturating_sub(qemu_anon))
     );
-    let _ = writeln!(out, "| QEMU of that VMI (TCG, 256 MiB guest) | {} |\n", mib(qemu_rss));
+    let _ = writeln!(
+        out,
+        "| the pod less its QEMU, all charged memory (usage less QEMU's RSS; the page cache of {} is in the usage, and QEMU's shared file pages are charged to whoever read them first) | {} |\n",
+        mib(cache),
+        mib(usage.saturating_sub(qemu_rss))
+    );
     Ok(out)
 }

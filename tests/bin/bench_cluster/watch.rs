@@ -1,5 +1,6 @@
-//! When each VMI was first seen in each phase: `kubectl get vmi -w -o json`, read as it streams,
-//! with the wall-clock time of each object's arrival.
+//! When each VMI was first seen in each phase, and when its launcher pod was first seen bound to a
+//! node: `kubectl get ... -w -o json`, read as it streams, with the wall-clock time of each
+//! object's arrival.
 
 use std::collections::BTreeMap;
 use std::io::BufReader;
@@ -14,48 +15,94 @@ use serde_json::Value;
 /// First sightings: VMI name -> phase ("" for created) -> when.
 pub type Sightings = BTreeMap<String, BTreeMap<String, SystemTime>>;
 
-/// A running watch of the default namespace's VMIs.
+/// Running watches of the default namespace's VMIs and launcher pods.
 pub struct PhaseWatch {
-    child: Child,
+    children: Vec<Child>,
     seen: Arc<Mutex<Sightings>>,
     uids: Arc<Mutex<BTreeMap<String, String>>>,
+    bound: Arc<Mutex<BTreeMap<String, SystemTime>>>,
+}
+
+/// Runs `kubectl get <what> -w -o json` and calls `record` with each object as it arrives.
+fn spawn_watch(
+    kubectl: &Path,
+    kubeconfig: &Path,
+    args: &[&str],
+    mut record: impl FnMut(&Value, SystemTime) + Send + 'static,
+) -> anyhow::Result<Child> {
+    let mut child = Command::new(kubectl)
+        .env("KUBECONFIG", kubeconfig)
+        .args(args)
+        .args(["-n", "default", "-w", "-o", "json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("kubectl get -w")?;
+    let stdout = child.stdout.take().context("watch stdout")?;
+    std::thread::spawn(move || {
+        let stream = serde_json::Deserializer::from_reader(BufReader::new(stdout)).into_iter::<Value>();
+        for object in stream.map_while(Result::ok) {
+            record(&object, SystemTime::now());
+        }
+    });
+    Ok(child)
 }
 
 impl PhaseWatch {
-    /// Starts `kubectl get vmi -w`.
+    /// Starts watching the VMIs and the launcher pods.
     pub fn start(kubectl: &Path, kubeconfig: &Path) -> anyhow::Result<Self> {
-        let mut child = Command::new(kubectl)
-            .env("KUBECONFIG", kubeconfig)
-            .args(["get", "vmi", "-n", "default", "-w", "-o", "json"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("kubectl get vmi -w")?;
-        let stdout = child.stdout.take().context("watch stdout")?;
         let seen: Arc<Mutex<Sightings>> = Arc::default();
         let uids: Arc<Mutex<BTreeMap<String, String>>> = Arc::default();
-        let (seen_in, uids_in) = (seen.clone(), uids.clone());
-        std::thread::spawn(move || {
-            let stream = serde_json::Deserializer::from_reader(BufReader::new(stdout)).into_iter::<Value>();
-            for object in stream.map_while(Result::ok) {
-                let now = SystemTime::now();
-                let name = object["metadata"]["name"].as_str().unwrap_or_default().to_owned();
-                let phase = object["status"]["phase"].as_str().unwrap_or_default().to_owned();
-                if let Some(uid) = object["metadata"]["uid"].as_str() {
-                    uids_in
+        let bound: Arc<Mutex<BTreeMap<String, SystemTime>>> = Arc::default();
+        let (seen_in, uids_in, bound_in) = (seen.clone(), uids.clone(), bound.clone());
+        let vmis = spawn_watch(kubectl, kubeconfig, &["get", "vmi"], move |object, now| {
+            let name = object["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+            let phase = object["status"]["phase"].as_str().unwrap_or_default().to_owned();
+            if let Some(uid) = object["metadata"]["uid"].as_str() {
+                uids_in
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(name.clone(), uid.to_owned());
+            }
+            let mut seen = seen_in.lock().unwrap_or_else(PoisonError::into_inner);
+            let phases = seen.entry(name).or_default();
+            phases.entry(String::new()).or_insert(now);
+            phases.entry(phase).or_insert(now);
+        })?;
+        let pods = spawn_watch(
+            kubectl,
+            kubeconfig,
+            &["get", "pods", "-l", "kubevirt.io=virt-launcher"],
+            move |object, now| {
+                let vmi_uid = object["metadata"]["labels"]["kubevirt.io/created-by"]
+                    .as_str()
+                    .unwrap_or_default();
+                if object["spec"]["nodeName"].as_str().is_some_and(|n| !n.is_empty()) {
+                    bound_in
                         .lock()
                         .unwrap_or_else(PoisonError::into_inner)
-                        .insert(name.clone(), uid.to_owned());
+                        .entry(vmi_uid.to_owned())
+                        .or_insert(now);
                 }
-                let mut seen = seen_in.lock().unwrap_or_else(PoisonError::into_inner);
-                let phases = seen.entry(name).or_default();
-                phases.entry(String::new()).or_insert(now);
-                phases.entry(phase).or_insert(now);
-            }
-        });
-        // The watch lists what exists first; give it a moment to be established.
+            },
+        )?;
+        // The watches list what exists first; give them a moment to be established.
         std::thread::sleep(Duration::from_millis(700));
-        Ok(Self { child, seen, uids })
+        Ok(Self {
+            children: vec![vmis, pods],
+            seen,
+            uids,
+            bound,
+        })
+    }
+
+    /// When the launcher pod of the VMI with `uid` was first seen bound to a node.
+    pub fn pod_bound(&self, vmi_uid: &str) -> Option<SystemTime> {
+        self.bound
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(vmi_uid)
+            .copied()
     }
 
     /// When VMI `name` was first seen in `phase` ("" for its creation).
@@ -93,7 +140,9 @@ impl PhaseWatch {
 
 impl Drop for PhaseWatch {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        for child in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
