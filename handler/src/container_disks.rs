@@ -11,6 +11,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
+use cmd_protocol::sockets;
 use kubevirt_api::v1::VirtualMachineInstance;
 
 use crate::node_mounts::{MountError, NodeMounts};
@@ -44,14 +45,6 @@ pub enum ProvideError {
         field: String,
         /// What is wrong.
         message: String,
-    },
-    /// A mount point could not be made.
-    #[error("cannot create {path}: {source}")]
-    MountPoint {
-        /// The mount point.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
     },
     /// Mounting failed.
     #[error(transparent)]
@@ -91,8 +84,11 @@ pub struct ServedImage {
 
 /// The images `vmi`'s launcher needs from sidecars, with the names virt-controller gives the
 /// sidecars' copy paths (`disk_<index in spec.volumes>`, `kernel-boot`).
-#[must_use]
-pub fn images(vmi: &VirtualMachineInstance) -> Vec<ServedImage> {
+///
+/// # Errors
+/// [`ProvideError::Image`] for a kernel or initrd path that names no file, or two that would
+/// share one mount point (the launcher finds them by file name).
+pub fn images(vmi: &VirtualMachineInstance) -> Result<Vec<ServedImage>, ProvideError> {
     let mut images: Vec<ServedImage> = vmi
         .spec
         .volumes
@@ -118,37 +114,54 @@ pub fn images(vmi: &VirtualMachineInstance) -> Vec<ServedImage> {
         .collect();
     if let Some(container) = vmi.kernel_boot_container() {
         let field = "spec.domain.firmware.kernelBoot.container".to_owned();
-        let files = [
+        let mut files: Vec<ImageFile> = Vec::new();
+        for (key, path) in [
             ("kernelPath", &container.kernel_path),
             ("initrdPath", &container.initrd_path),
-        ]
-        .into_iter()
-        .filter_map(|(key, path)| {
-            let path = PathBuf::from(path.as_deref()?);
-            Some(ImageFile {
-                target: Path::new("kernel-boot").join(path.file_name()?),
+        ] {
+            let Some(path) = path.as_deref().map(PathBuf::from) else {
+                continue;
+            };
+            let file_field = format!("{field}.{key}");
+            let name = path
+                .file_name()
+                .ok_or_else(|| image_error(&file_field, format!("{} names no file", path.display())))?;
+            let target = Path::new("kernel-boot").join(name);
+            if files.iter().any(|f| f.target == target) {
+                return Err(image_error(
+                    &file_field,
+                    format!(
+                        "{} has the file name of the kernel, and the launcher finds both by file name",
+                        path.display()
+                    ),
+                ));
+            }
+            files.push(ImageFile {
+                target,
                 file: FileInImage::Path(path),
-                field: format!("{field}.{key}"),
-            })
-        })
-        .collect();
+                field: file_field,
+            });
+        }
         images.push(ServedImage {
             field,
             socket: PathBuf::from("kernel-boot.sock"),
             files,
         });
     }
-    images
+    Ok(images)
 }
 
-/// `path` inside the root at `root`, refusing anything that could lead out of it: a relative or
-/// `..` component, or a symbolic link anywhere on the way (the node would follow it in its own
-/// namespace). Returns the path relative to the root.
+/// `path` inside the root at `root`, refusing anything that could lead out of it: a relative path,
+/// a `..` component, or a symbolic link anywhere on the way. Returns the path relative to the
+/// root. (The mount helper walks it again, the same way, when it mounts.)
 fn resolve_in_image(root: &Path, path: &Path, field: &str) -> Result<PathBuf, ProvideError> {
     let refuse = |message: String| ProvideError::Image {
         field: field.to_owned(),
         message,
     };
+    if !path.has_root() {
+        return Err(refuse(format!("{} is not an absolute path", path.display())));
+    }
     let mut relative = PathBuf::new();
     for component in path.components() {
         match component {
@@ -181,10 +194,9 @@ fn locate(root: &Path, file: &FileInImage, field: &str) -> Result<PathBuf, Provi
         FileInImage::Path(path) => resolve_in_image(root, path, field),
         FileInImage::OnlyFileIn(dir) => {
             let inside = resolve_dir(root, dir, field)?;
-            let entries: Vec<_> = std::fs::read_dir(root.join(&inside))
-                .map_err(|e| image_error(field, format!("{} in the image: {e}", dir.display())))?
-                .filter_map(Result::ok)
-                .collect();
+            let entries = std::fs::read_dir(root.join(&inside))
+                .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+                .map_err(|e| image_error(field, format!("{} in the image: {e}", dir.display())))?;
             match entries.as_slice() {
                 [only] => resolve_in_image(root, &dir.join(only.file_name()), field),
                 [] => Err(image_error(
@@ -236,7 +248,8 @@ fn peer_pid(socket: &Path) -> Result<i32, ProvideError> {
 }
 
 /// Whether the launcher finds an image at `target` already: a mount, or a file with data (an
-/// empty file is a mount point still waiting for its mount).
+/// empty file is a mount point still waiting for its mount). A symbolic link the pod made counts
+/// when it leads to data: it can only lead within the pod's own view of its files.
 fn is_provided(target: &Path, mounted: &[PathBuf]) -> bool {
     mounted.iter().any(|m| m == target) || std::fs::metadata(target).is_ok_and(|m| m.len() > 0)
 }
@@ -254,7 +267,7 @@ pub fn provide(
     dir: &Path,
     vmi: &VirtualMachineInstance,
 ) -> Result<(), ProvideError> {
-    let images = images(vmi);
+    let images = images(vmi)?;
     if images.is_empty() {
         return Ok(());
     }
@@ -280,23 +293,8 @@ pub fn provide(
         let root_in_node = mounts.root_in_node(pid)?;
         for ImageFile { file, target, field } in pending {
             let relative = locate(&root_seen_here, file, field)?;
-            let target = dir.join(target);
-            if let Some(parent) = target.parent() {
-                std::fs::create_dir_all(parent).map_err(|source| ProvideError::MountPoint {
-                    path: parent.to_owned(),
-                    source,
-                })?;
-            }
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&target)
-                .map_err(|source| ProvideError::MountPoint {
-                    path: target.clone(),
-                    source,
-                })?;
-            mounts.bind_read_only(&root_in_node.join(&relative), &target)?;
-            tracing::info!(vmi = %vmi.key(), field = %field, target = %target.display(), "mounted from the image");
+            mounts.bind_read_only(&root_in_node, &relative, dir, target)?;
+            tracing::info!(vmi = %vmi.key(), field = %field, target = %dir.join(target).display(), "mounted from the image");
         }
     }
     Ok(())
@@ -312,6 +310,36 @@ pub fn release(mounts: &dyn NodeMounts, dir: &Path) -> Result<(), MountError> {
         tracing::info!(target = %target.display(), "unmounted");
     }
     Ok(())
+}
+
+/// Unmounts the images of pods whose launcher is gone (no command socket any more), which a
+/// handler that was down while their VMI went away could not release. Returns how many.
+///
+/// # Errors
+/// [`MountError`] from reading the node's mounts or from the first unmount that failed.
+pub fn release_orphans(mounts: &dyn NodeMounts, pods_dir: &Path) -> Result<usize, MountError> {
+    let mut released = 0;
+    for target in mounts.mounted_under(pods_dir)? {
+        let Some(pod) = target
+            .strip_prefix(pods_dir)
+            .ok()
+            .and_then(|rest| rest.components().next())
+            .and_then(|c| c.as_os_str().to_str())
+        else {
+            continue;
+        };
+        if !target.starts_with(sockets::container_disk_dir_on_host(pods_dir, pod)) {
+            continue;
+        }
+        let socket_dir = sockets::socket_dir_on_host(pods_dir, pod);
+        if socket_dir.join(sockets::READY_SOCKET).exists() || socket_dir.join(sockets::INIT_SOCKET).exists() {
+            continue;
+        }
+        mounts.unmount(&target)?;
+        tracing::info!(target = %target.display(), "unmounted the image of a launcher that is gone");
+        released += 1;
+    }
+    Ok(released)
 }
 
 #[cfg(test)]

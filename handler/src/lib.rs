@@ -17,6 +17,7 @@ pub mod device_plugins;
 pub mod heartbeat;
 pub mod launchers;
 pub mod metrics;
+pub mod mount_helper;
 pub mod node;
 pub mod node_mounts;
 pub mod notify_server;

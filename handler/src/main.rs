@@ -68,7 +68,7 @@ struct Args {
 fn main() -> ExitCode {
     // The mount helper enters the node's mount namespace, which only a process without threads can.
     let raw: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if let Some(code) = virt_handler::node_mounts::run_helper(&raw) {
+    if let Some(code) = virt_handler::mount_helper::run_helper(&raw) {
         return code;
     }
     let args = Args::parse();

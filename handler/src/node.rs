@@ -13,7 +13,7 @@ use tracing::{info, warn};
 use crate::clock::{Clock, SystemClock};
 use crate::cluster_api::ClusterApi;
 use crate::launchers::{Launchers, SocketLaunchers};
-use crate::node_mounts::HostMounts;
+use crate::node_mounts::{HostMounts, NodeMounts};
 use crate::notify_server::NotifySink;
 use crate::reconciler::{Reconciler, ReconcilerConfig};
 use crate::runner::{RunOptions, channels};
@@ -45,7 +45,7 @@ pub struct NodeConfig {
     /// A process in the node's mount namespace (`/proc/1`: the handler runs with `hostPID`),
     /// where containerDisk images are mounted for launchers.
     pub node_process: PathBuf,
-    /// The binary that makes those mounts ([`crate::node_mounts::run_helper`]): this one.
+    /// The binary that makes those mounts ([`crate::mount_helper`]): this one.
     pub mount_helper: PathBuf,
     /// The kubelet's device-plugins directory, where the kvm, tun and vhost-net plugins register
     /// ([`crate::device_plugins`]); `None` runs none.
@@ -102,6 +102,31 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Endpoints for NodeEndpoints<C, L, K>
     }
 }
 
+/// How often images left mounted for launchers that are gone are looked for.
+const ORPHANED_IMAGES_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Releases containerDisk images mounted for launchers that are gone, at start and then every
+/// [`ORPHANED_IMAGES_INTERVAL`], until `stop`.
+async fn release_orphaned_images(mounts: Arc<dyn NodeMounts>, pods_dir: PathBuf, stop: CancellationToken) {
+    loop {
+        let (mounts, pods_dir_now) = (mounts.clone(), pods_dir.clone());
+        match tokio::task::spawn_blocking(move || {
+            crate::container_disks::release_orphans(mounts.as_ref(), &pods_dir_now)
+        })
+        .await
+        {
+            Ok(Ok(0)) => {}
+            Ok(Ok(released)) => info!(released, "released images of launchers that are gone"),
+            Ok(Err(error)) => warn!(error = %error, "cannot release the images of launchers that are gone"),
+            Err(error) => warn!(error = %error, "the image release task failed"),
+        }
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(ORPHANED_IMAGES_INTERVAL) => {}
+        }
+    }
+}
+
 /// Runs virt-handler for `config.node` until `stop`; everything it started is stopped and its
 /// sockets are removed when it returns.
 pub async fn run<C: ClusterApi + Clone>(config: NodeConfig, api: C, stop: CancellationToken) -> Result<(), NodeError> {
@@ -126,7 +151,12 @@ pub async fn run<C: ClusterApi + Clone>(config: NodeConfig, api: C, stop: Cancel
         },
         stop.clone(),
     ));
-    let mounts = Arc::new(HostMounts::new(&config.node_process, &config.mount_helper));
+    let mounts: Arc<dyn NodeMounts> = Arc::new(HostMounts::new(&config.node_process, &config.mount_helper));
+    let orphans = tokio::spawn(release_orphaned_images(
+        mounts.clone(),
+        config.pods_dir.clone(),
+        stop.clone(),
+    ));
     let launchers = SocketLaunchers::new(&config.node, &config.pods_dir, &notify_socket, mounts);
     let reconciler = Arc::new(Reconciler::new(
         config.reconciler.clone(),
@@ -182,7 +212,10 @@ pub async fn run<C: ClusterApi + Clone>(config: NodeConfig, api: C, stop: Cancel
     info!(node = %config.node, notify = %notify_socket.display(), "virt-handler running");
     let vmis = api.watch_vmis(&config.node);
     crate::runner::run(reconciler, vmis, inputs, config.run, stop.clone()).await;
-    for task in [Some(notify), http, console, device_plugins].into_iter().flatten() {
+    for task in [Some(notify), http, console, device_plugins, Some(orphans)]
+        .into_iter()
+        .flatten()
+    {
         if let Err(error) = task.await {
             warn!(error = %error, "a handler task failed");
         }

@@ -1,17 +1,17 @@
 //! Mounts in the node's mount namespace, where the kubelet and the container runtime mount pod
 //! volumes and container root file systems. virt-handler runs in a pod of its own, and the kernel
 //! bind-mounts only within one namespace, so each mount is made by a short-lived copy of this
-//! binary that enters the node's namespace first ([`run_helper`], as upstream's `virt-chroot`).
+//! binary that enters the node's namespace first ([`crate::mount_helper`], as upstream's
+//! `virt-chroot`).
 //!
 //! [`NodeMounts`] is the seam: [`HostMounts`] is the real adapter, and the tests use a recording
 //! fake. The parsing of `/proc/<pid>/mountinfo` is pure and tested here.
 
 use std::ffi::OsString;
+use std::os::unix::ffi::OsStringExt as _;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
-/// The first argument that turns the handler binary into the mount helper.
-pub const HELPER_COMMAND: &str = "node-mount";
+use crate::mount_helper::HELPER_COMMAND;
 
 /// Why a mount could not be made or read.
 #[derive(Debug, thiserror::Error)]
@@ -50,11 +50,13 @@ pub trait NodeMounts: Send + Sync + 'static {
     /// [`MountError`] when the process or the node's mount table cannot be read, or the root is
     /// not there.
     fn root_in_node(&self, pid: i32) -> Result<PathBuf, MountError>;
-    /// Bind-mounts `source` onto `target` read-only, both paths as the node sees them.
+    /// Bind-mounts the file `file` of the container root `root` onto `target` under `dir`,
+    /// read-only; `root` and `dir` as the node sees them, `file` and `target` within them, each
+    /// reached without following a symbolic link (both are under a pod's control).
     ///
     /// # Errors
-    /// [`MountError::Helper`] with the kernel's message.
-    fn bind_read_only(&self, source: &Path, target: &Path) -> Result<(), MountError>;
+    /// [`MountError::Helper`] with the reason.
+    fn bind_read_only(&self, root: &Path, file: &Path, dir: &Path, target: &Path) -> Result<(), MountError>;
     /// Unmounts `target` (lazily: a file QEMU still holds stays usable to it).
     ///
     /// # Errors
@@ -124,12 +126,15 @@ impl NodeMounts for HostMounts {
         find_root_in(&own, &self.node_mountinfo()?).ok_or(MountError::RootNotFound { pid })
     }
 
-    fn bind_read_only(&self, source: &Path, target: &Path) -> Result<(), MountError> {
-        self.run(
-            "bind",
-            &["bind".as_ref(), source.as_os_str(), target.as_os_str()],
-            target,
-        )
+    fn bind_read_only(&self, root: &Path, file: &Path, dir: &Path, target: &Path) -> Result<(), MountError> {
+        let args = [
+            "bind".as_ref(),
+            root.as_os_str(),
+            file.as_os_str(),
+            dir.as_os_str(),
+            target.as_os_str(),
+        ];
+        self.run("bind", &args, &dir.join(target))
     }
 
     fn unmount(&self, target: &Path) -> Result<(), MountError> {
@@ -170,7 +175,7 @@ fn unescape(field: &str) -> PathBuf {
             }
         }
     }
-    PathBuf::from(OsString::from(String::from_utf8_lossy(&out).into_owned()))
+    PathBuf::from(OsString::from_vec(out))
 }
 
 fn parse_mountinfo(text: &str) -> Vec<MountLine> {
@@ -215,58 +220,6 @@ fn mount_points_under(node: &str, dir: &Path) -> Vec<PathBuf> {
     points
 }
 
-/// When the arguments ask for the mount helper (`node-mount NAMESPACE bind SOURCE TARGET` or
-/// `node-mount NAMESPACE unmount TARGET`), enters the namespace, does it and returns the exit
-/// code; otherwise `None`. Must run before any thread starts: a process with threads cannot
-/// change its mount namespace.
-#[must_use]
-pub fn run_helper(args: &[OsString]) -> Option<ExitCode> {
-    if args.get(1).and_then(|a| a.to_str()) != Some(HELPER_COMMAND) {
-        return None;
-    }
-    Some(match helper(&args[2..]) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("{message}");
-            ExitCode::FAILURE
-        }
-    })
-}
-
-fn helper(args: &[OsString]) -> Result<(), String> {
-    use nix::mount::{MntFlags, MsFlags, mount, umount2};
-    let strings: Vec<&std::ffi::OsStr> = args.iter().map(OsString::as_os_str).collect();
-    let (namespace, rest) = strings.split_first().ok_or("node-mount: no namespace given")?;
-    let namespace_file =
-        std::fs::File::open(namespace).map_err(|e| format!("cannot open {}: {e}", Path::new(namespace).display()))?;
-    nix::sched::setns(namespace_file, nix::sched::CloneFlags::CLONE_NEWNS).map_err(|e| {
-        format!(
-            "cannot enter the mount namespace {}: {e}",
-            Path::new(namespace).display()
-        )
-    })?;
-    match rest {
-        [command, source, target] if *command == "bind" => {
-            mount(Some(*source), *target, None::<&str>, MsFlags::MS_BIND, None::<&str>).map_err(|e| {
-                format!(
-                    "bind {} on {}: {e}",
-                    Path::new(source).display(),
-                    Path::new(target).display()
-                )
-            })?;
-            let read_only = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY;
-            mount(None::<&str>, *target, None::<&str>, read_only, None::<&str>).map_err(|e| {
-                let _ = umount2(*target, MntFlags::MNT_DETACH);
-                format!("remount {} read-only: {e}", Path::new(target).display())
-            })
-        }
-        [command, target] if *command == "unmount" => {
-            umount2(*target, MntFlags::MNT_DETACH).map_err(|e| format!("unmount {}: {e}", Path::new(target).display()))
-        }
-        _ => Err("node-mount: usage: node-mount NAMESPACE bind SOURCE TARGET | unmount TARGET".to_owned()),
-    }
-}
-
 #[cfg(test)]
 pub mod fake {
     //! A node whose mounts are recorded, not made.
@@ -298,11 +251,11 @@ pub mod fake {
             self.roots.get(&pid).cloned().ok_or(MountError::RootNotFound { pid })
         }
 
-        fn bind_read_only(&self, source: &Path, target: &Path) -> Result<(), MountError> {
+        fn bind_read_only(&self, root: &Path, file: &Path, dir: &Path, target: &Path) -> Result<(), MountError> {
             self.mounts
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .insert(target.to_owned(), source.to_owned());
+                .insert(dir.join(target), root.join(file));
             Ok(())
         }
 
@@ -369,24 +322,5 @@ mod tests {
         assert_eq!(unescape("/a\\040b\\011c\\\\d"), PathBuf::from("/a b\tc\\\\d"));
         assert_eq!(unescape("/a\\134b"), PathBuf::from("/a\\b"));
         assert_eq!(unescape("/tail\\04"), PathBuf::from("/tail\\04"));
-    }
-
-    #[test]
-    fn other_arguments_are_not_the_helper() {
-        let args: Vec<OsString> = ["virt-handler", "--port", "8443"].iter().map(OsString::from).collect();
-        assert!(run_helper(&args).is_none());
-    }
-
-    #[test]
-    fn the_helper_refuses_a_missing_namespace_with_its_path() {
-        let args: Vec<OsString> = ["/nonexistent/ns/mnt", "unmount", "/x"]
-            .iter()
-            .map(OsString::from)
-            .collect();
-        assert_eq!(
-            helper(&args),
-            Err("cannot open /nonexistent/ns/mnt: No such file or directory (os error 2)".to_owned())
-        );
-        assert_eq!(helper(&[]), Err("node-mount: no namespace given".to_owned()));
     }
 }

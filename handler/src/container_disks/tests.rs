@@ -84,7 +84,7 @@ fn each_container_disk_and_the_kernel_boot_files_get_a_mount_point_named_as_the_
     };
     let kernel_boot = "spec.domain.firmware.kernelBoot.container";
     assert_eq!(
-        images(&testguest()),
+        images(&testguest()).expect("images"),
         vec![
             ServedImage {
                 field: "spec.volumes[1].containerDisk".to_owned(),
@@ -130,7 +130,7 @@ fn a_vmi_without_images_needs_no_sidecar() {
         "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
         "metadata": {"name": "plain"}, "spec": {"domain": {"devices": {}}}
     }));
-    assert!(images(&plain).is_empty());
+    assert!(images(&plain).expect("images").is_empty());
     let mounts = FakeMounts::default();
     provide(&mounts, Path::new("/nonexistent"), Path::new("/nonexistent"), &plain).expect("nothing to do");
     assert!(mounts.mounts().is_empty());
@@ -157,10 +157,6 @@ fn the_images_are_mounted_from_the_sidecars_root_as_the_node_sees_it() {
             (pod.dir.join("kernel-boot/initrd.img"), node.join("boot/initrd.img")),
             (pod.dir.join("kernel-boot/vmlinuz"), node.join("boot/vmlinuz")),
         ])
-    );
-    assert!(
-        pod.dir.join("kernel-boot/vmlinuz").is_file(),
-        "the mount point is a file"
     );
     // Again, with the sidecars gone: what is mounted stays, nothing is asked again.
     let pod_dir = pod.dir.clone();
@@ -258,5 +254,68 @@ fn images_that_do_not_hold_one_plain_disk_are_refused_with_the_field() {
             named.dir.join("disk_0.img"),
             PathBuf::from("/node/images/disk.raw")
         )]))
+    );
+}
+
+#[test]
+fn kernel_boot_paths_must_name_distinct_files() {
+    let with_paths = |kernel: &str, initrd: &str| {
+        let mut vmi = testguest();
+        let container = vmi
+            .spec
+            .domain
+            .firmware
+            .as_mut()
+            .and_then(|f| f.kernel_boot.as_mut())
+            .and_then(|k| k.container.as_mut())
+            .expect("kernel boot container");
+        container.kernel_path = Some(kernel.to_owned());
+        container.initrd_path = Some(initrd.to_owned());
+        images(&vmi).map(|_| ()).map_err(|e| e.to_string())
+    };
+    let field = "spec.domain.firmware.kernelBoot.container";
+    assert_eq!(
+        with_paths("/", "/boot/initrd.img"),
+        Err(format!("{field}.kernelPath: / names no file"))
+    );
+    assert_eq!(
+        with_paths("/boot/a/vmlinuz", "/boot/b/vmlinuz"),
+        Err(format!(
+            "{field}.initrdPath: /boot/b/vmlinuz has the file name of the kernel, and the launcher finds both by file name"
+        ))
+    );
+    assert_eq!(with_paths("/boot/vmlinuz", "/boot/initrd.img"), Ok(()));
+}
+
+#[test]
+fn only_the_images_of_pods_without_a_launcher_socket_are_orphans() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let pods = tmp.path().join("pods");
+    let live = sockets::container_disk_dir_on_host(&pods, "live");
+    let gone = sockets::container_disk_dir_on_host(&pods, "gone");
+    std::fs::create_dir_all(sockets::socket_dir_on_host(&pods, "live")).expect("socket dir");
+    std::fs::write(
+        sockets::socket_dir_on_host(&pods, "live").join(sockets::READY_SOCKET),
+        b"",
+    )
+    .expect("socket");
+    let mounts = FakeMounts::default();
+    for dir in [&live, &gone] {
+        mounts
+            .bind_read_only(Path::new("/root"), Path::new("disk/x"), dir, Path::new("disk_0.img"))
+            .expect("mount");
+    }
+    let other = pods.join("gone/volumes/kubernetes.io~secret/token");
+    mounts
+        .mounts
+        .lock()
+        .expect("lock")
+        .insert(other.clone(), PathBuf::from("/tmpfs"));
+    assert_eq!(release_orphans(&mounts, &pods).expect("released"), 1);
+    let left: std::collections::BTreeSet<PathBuf> = mounts.mounts().into_keys().collect();
+    assert_eq!(
+        left,
+        [live.join("disk_0.img"), other].into(),
+        "the live pod's image and other volumes stay"
     );
 }

@@ -122,7 +122,7 @@ impl SocketLaunchers {
     /// Mounts the VMI's containerDisk and kernel-boot images into the pod that owns `socket`,
     /// before the launcher's first Sync ([`crate::container_disks`]).
     async fn provide_container_disks(&self, socket: &Path, vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
-        if container_disks::images(vmi).is_empty() || self.held().disks_provided.contains(socket) {
+        if container_disks::images(vmi)?.is_empty() || self.held().disks_provided.contains(socket) {
             return Ok(());
         }
         let dir = sockets::container_disk_dir_on_host(&self.pods_dir, self.pod_of(socket, vmi)?);
@@ -139,7 +139,11 @@ impl SocketLaunchers {
         if !pod_network::plan::uses_pod_network(vmi) || self.held().wired.contains(socket) {
             return Ok(());
         }
-        let uid = vmi.metadata.uid.as_deref().unwrap_or_default();
+        let uid = vmi.metadata.uid.as_deref().ok_or_else(|| LauncherError::Invalid {
+            socket: socket.to_owned(),
+            what: "VMI",
+            message: "the VMI has no UID".to_owned(),
+        })?;
         let private = sockets::vmi_private_dir_on_host(&self.pods_dir, self.pod_of(socket, vmi)?, uid);
         if !private.join(sockets::POD_NETWORK_READY).exists() {
             let netns = crate::pod_network::launcher_netns(socket).await?;
