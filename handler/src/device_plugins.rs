@@ -112,6 +112,9 @@ pub fn allocation(device: &HostDevice, request: &api::AllocateRequest) -> api::A
 struct Plugin {
     device: HostDevice,
     health: watch::Receiver<bool>,
+    /// Ends the kubelet's `ListAndWatch` streams when this plugin stops serving, so that the
+    /// server's graceful shutdown does not wait for them.
+    serving: CancellationToken,
 }
 
 type DeviceStream = Pin<Box<dyn Stream<Item = Result<api::ListAndWatchResponse, Status>> + Send>>;
@@ -134,6 +137,7 @@ impl DevicePlugin for Plugin {
         let device = self.device;
         let stream = tokio_stream::wrappers::WatchStream::new(self.health.clone())
             .map(move |healthy| Ok(device_list(&device, healthy)));
+        let stream = futures::StreamExt::take_until(stream, self.serving.clone().cancelled_owned());
         Ok(Response::new(Box::pin(stream)))
     }
 
@@ -225,6 +229,7 @@ fn serve(
     let plugin = Plugin {
         device: *device,
         health,
+        serving: serving.clone(),
     };
     tokio::spawn(
         tonic::transport::Server::builder()
