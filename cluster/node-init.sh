@@ -23,7 +23,8 @@ done
 
 # sysfs shows the network devices of the namespace that mounts it: mount one for the node's
 # network, keeping the host's cgroup hierarchies under it.
-cgroups=$(mktemp -d /run/kubevirt-rs-node-cgroup.XXXXXX)
+cgroups=$dir/cgroup-hierarchies
+mkdir -p "$cgroups"
 mount --rbind /sys/fs/cgroup "$cgroups"
 mount -t sysfs sysfs /sys
 mount --move "$cgroups" /sys/fs/cgroup

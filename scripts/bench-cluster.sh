@@ -18,6 +18,7 @@ cold_seconds=$(($(date +%s) - started))
 build_seconds=$(sed -n 's/^cluster: built in \([0-9]*\) s.*/\1/p' "$cold/up.log")
 cluster/down.sh
 rm -rf "$cold"
+cluster/build.sh
 started=$(date +%s)
 KUBEVIRT_RS_PROFILE=release cluster/up.sh
 warm_seconds=$(($(date +%s) - started))

@@ -32,7 +32,9 @@ for pkg in "${packages[@]}"; do
 done
 if ((${#missing[@]})); then
     echo "build-images: installing ${missing[*]}"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >/dev/null
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q >/dev/null || die "apt-get update failed"
+    apt-get install -y -q "${missing[@]}" >/dev/null || die "apt-get install ${missing[*]} failed"
 fi
 export CONTAINERS_CONF="$PWD/images/containers.conf"
 buildah() { command buildah --storage-driver vfs "$@"; }

@@ -5,11 +5,12 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+# shellcheck source=cluster/lib/common.sh
+source cluster/lib/common.sh
 say() { echo "test-cluster: $*"; }
 [ "$(id -u)" = 0 ] || { say "FAILED: the test cluster needs root"; exit 1; }
-cluster_dir=${KUBEVIRT_RS_CLUSTER_DIR:-/var/lib/kubevirt-rs/cluster}
 was_running=
-if [ -f "$cluster_dir/pids/kube-apiserver.pid" ] && kill -0 "$(cat "$cluster_dir/pids/kube-apiserver.pid")" 2>/dev/null; then
+if running_pid "$CLUSTER_PIDS/kube-apiserver.pid" >/dev/null; then
     was_running=1
 fi
 finish() {

@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
+pub mod node_processes;
 pub mod process_memory;
 
 /// The repository root.

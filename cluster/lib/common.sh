@@ -29,7 +29,7 @@ SERVICE_CIDR=10.96.0.0/16
 KUBERNETES_SERVICE_IP=10.96.0.1
 POD_CIDR=10.244.0.0/16
 APISERVER_PORT=6443
-ETCD_CLIENT_URL=http://127.0.0.1:2379
+ETCD_CLIENT_URL=https://127.0.0.1:2379
 
 say() { echo "cluster: $*"; }
 die() { echo "cluster: $*" >&2; exit 1; }
@@ -70,12 +70,23 @@ wait_for() {
     say "$what"
 }
 
-# A pid file's process, when it still runs.
+# When process PID started (clock ticks after boot): with its pid, it names the process across
+# pid reuse and reboots.
+process_start() {
+    local stat
+    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+    stat=${stat##*) }
+    # shellcheck disable=SC2086
+    set -- $stat
+    echo "${20}"
+}
+
+# A pid file's process ("PID START"), when that process still runs.
 running_pid() {
-    local file=$1 pid
+    local file=$1 pid start
     [ -f "$file" ] || return 1
-    pid=$(cat "$file")
-    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && echo "$pid"
+    read -r pid start <"$file" || return 1
+    [ -n "$pid" ] && [ -n "$start" ] && [ "$(process_start "$pid")" = "$start" ] && echo "$pid"
 }
 
 # start_daemon NAME COMMAND...: runs COMMAND in its own session, logging to logs/NAME.log, and
@@ -88,7 +99,7 @@ start_daemon() {
     fi
     mkdir -p "$CLUSTER_LOGS" "$CLUSTER_PIDS"
     setsid "$@" >>"$CLUSTER_LOGS/$name.log" 2>&1 </dev/null &
-    echo $! >"$CLUSTER_PIDS/$name.pid"
+    echo "$! $(process_start $!)" >"$CLUSTER_PIDS/$name.pid"
 }
 
 # stop_daemon NAME: SIGTERM, then SIGKILL after 10 s.

@@ -15,6 +15,8 @@ start_etcd() {
     chmod 700 "$CLUSTER_DIR/etcd"
     start_daemon etcd "$CLUSTER_BIN/etcd" --name kubevirt-rs --data-dir "$CLUSTER_DIR/etcd" \
         --listen-client-urls "$ETCD_CLIENT_URL" --advertise-client-urls "$ETCD_CLIENT_URL" \
+        --cert-file "$CLUSTER_PKI/etcd.crt" --key-file "$CLUSTER_PKI/etcd.key" \
+        --client-cert-auth --trusted-ca-file "$CLUSTER_PKI/etcd-ca.crt" \
         --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
         --initial-cluster kubevirt-rs=http://127.0.0.1:2380 --listen-metrics-urls http://127.0.0.1:2381 \
         --log-level warn
@@ -43,7 +45,8 @@ start_apiserver() {
     local pki=$CLUSTER_PKI
     start_daemon kube-apiserver "$CLUSTER_BIN/kube-apiserver" \
         --bind-address "$CLUSTER_HOST_IP" --secure-port "$APISERVER_PORT" --advertise-address "$CLUSTER_HOST_IP" \
-        --etcd-servers "$ETCD_CLIENT_URL" \
+        --etcd-servers "$ETCD_CLIENT_URL" --etcd-cafile "$pki/etcd-ca.crt" \
+        --etcd-certfile "$pki/apiserver-etcd-client.crt" --etcd-keyfile "$pki/apiserver-etcd-client.key" \
         --service-cluster-ip-range "$SERVICE_CIDR" --service-node-port-range 30000-32767 \
         --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
         --client-ca-file "$pki/ca.crt" \

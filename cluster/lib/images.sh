@@ -17,8 +17,11 @@ buildah_vfs() { command buildah --storage-driver vfs "$@"; }
 # build_scratch_image NAME ENTRYPOINT FILE:PATH_IN_IMAGE...: a FROM-scratch image of these files,
 # rebuilt only when one of them changed (their digest is the image's label).
 build_scratch_image() {
-    local image=$1 entrypoint=$2
+    local image=$1 entrypoint=$2 file
     shift 2
+    for file in "$@"; do
+        [ -f "${file%%:*}" ] || die "$image: ${file%%:*} is missing"
+    done
     local inputs
     inputs=$(for file in "$@"; do sha256sum "${file%%:*}" | cut -c1-64; echo "${file#*:}"; done | sha256sum | cut -c1-32)
     if [ "$(podman_vfs image inspect --format '{{index .Labels "io.kubevirt-rs.inputs"}}' "$image" 2>/dev/null)" = "$inputs" ]; then
@@ -26,12 +29,17 @@ build_scratch_image() {
     fi
     local container
     container=$(buildah_vfs from scratch)
-    for file in "$@"; do
-        buildah_vfs copy --quiet "$container" "${file%%:*}" "${file#*:}" >/dev/null
-    done
-    [ -z "$entrypoint" ] || buildah_vfs config --entrypoint "[\"$entrypoint\"]" "$container"
-    buildah_vfs config --label "io.kubevirt-rs.inputs=$inputs" "$container"
-    buildah_vfs commit --quiet --rm "$container" "$image" >/dev/null
+    if ! (
+        for file in "$@"; do
+            buildah_vfs copy --quiet "$container" "${file%%:*}" "${file#*:}" >/dev/null || exit 1
+        done
+        if [ -n "$entrypoint" ]; then buildah_vfs config --entrypoint "[\"$entrypoint\"]" "$container" || exit 1; fi
+        buildah_vfs config --label "io.kubevirt-rs.inputs=$inputs" "$container" &&
+            buildah_vfs commit --quiet --rm "$container" "$image" >/dev/null
+    ); then
+        buildah_vfs rm "$container" >/dev/null 2>&1 || true
+        die "building $image failed"
+    fi
     say "built $image"
 }
 
@@ -54,9 +62,7 @@ cluster_images() {
     echo "registry.k8s.io/pause:$(cat "$CLUSTER_BIN/pause.version")"
 }
 
-# import_images N: copies every image whose ID changed into node N's containerd, and lists them in
-# CHANGED_IMAGES.
-CHANGED_IMAGES=
+# import_images N: copies every image whose ID changed into node N's containerd.
 import_images() {
     local n=$1 stamps
     stamps=$(node_dir "$n")/images
@@ -73,7 +79,6 @@ import_images() {
             || { rm -f "$archive"; die "importing $image into $(node_name "$n") failed"; }
         rm -f "$archive"
         echo "$id" >"$stamp"
-        CHANGED_IMAGES+=" $image"
         say "$(node_name "$n"): imported $image"
     done
 }

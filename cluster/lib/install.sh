@@ -1,8 +1,7 @@
 # Installs kubevirt-rs on the cluster as docs/install.md tells users (sourced by up.sh).
 
 install_kubevirt() {
-    local k=(kubectl_admin) installed=
-    "${k[@]}" get namespace kubevirt >/dev/null 2>&1 && installed=1
+    local k=(kubectl_admin)
     # The KubeVirt object waits for its CRD: the first apply may refuse it, the second takes it.
     "${k[@]}" apply -k "$CLUSTER_REPO/manifests/install" >"$CLUSTER_LOGS/install.log" 2>&1 || true
     wait_for "the CRDs are Established" 60 "${k[@]}" wait --for=condition=Established --timeout=1s \
@@ -13,7 +12,7 @@ install_kubevirt() {
     # This machine's /dev/kvm cannot run guests: emulate, as docs/install.md shows.
     "${k[@]}" -n kubevirt annotate --overwrite kubevirt kubevirt kubevirt-rs.io/force-emulation=true >/dev/null \
         || die "turning on emulation failed"
-    [ -z "$installed" ] || restart_changed_components
+    restart_changed_components
     wait_for "virt-api, virt-controller and virt-handler are Ready" 300 kubevirt_is_ready \
         || die "kubevirt-rs did not become Ready: $("${k[@]}" -n kubevirt get pods -o wide 2>&1)"
     wait_for "the subresources.kubevirt.io APIServices are Available" 120 "${k[@]}" wait --for=condition=Available \
@@ -21,23 +20,32 @@ install_kubevirt() {
         || die "the APIServices are not Available: $("${k[@]}" get apiservice v1.subresources.kubevirt.io -o yaml 2>&1 | tail -8)"
 }
 
-# Only the leading virt-controller is Ready: its readiness is /leader, as upstream's.
+# Ready, and every rollout finished. Only the leading virt-controller is Ready: its readiness is
+# /leader, as upstream's.
 kubevirt_is_ready() {
-    kubectl_admin -n kubevirt rollout status --timeout=1s deployment/virt-api daemonset/virt-handler &&
-        kubectl_admin -n kubevirt wait --timeout=1s --for=jsonpath='{.status.readyReplicas}'=1 deployment/virt-controller
+    kubectl_admin -n kubevirt rollout status --timeout=1s deployment/virt-api daemonset/virt-handler || return 1
+    local state
+    state=$(kubectl_admin -n kubevirt get deployment virt-controller -o \
+        jsonpath='{.metadata.generation} {.status.observedGeneration} {.spec.replicas} {.status.updatedReplicas} {.status.readyReplicas}') || return 1
+    # shellcheck disable=SC2086
+    set -- $state
+    [ "$#" = 5 ] && [ "$1" = "$2" ] && [ "$3" = "$4" ] && [ "$5" = 1 ]
 }
 
-# A component whose image import_images replaced runs the new one after a restart.
+# A component whose pods run another image than the one in the local store (it was rebuilt and
+# copied to the node) is restarted.
 restart_changed_components() {
-    local image component
-    for image in ${CHANGED_IMAGES:-}; do
-        component=${image#localhost/kubevirt-rs/}
-        component=${component%%:*}
-        case "$component" in
-            virt-api | virt-controller) kubectl_admin -n kubevirt rollout restart "deployment/$component" >/dev/null ;;
-            virt-handler) kubectl_admin -n kubevirt rollout restart daemonset/virt-handler >/dev/null ;;
-            *) continue ;;
-        esac
-        say "restarted $component for its new image"
+    local component kind ids wanted
+    for component in virt-api virt-controller virt-handler; do
+        kind=deployment
+        [ "$component" = virt-handler ] && kind=daemonset
+        wanted=sha256:$(podman_vfs image inspect --format '{{.Id}}' "localhost/kubevirt-rs/$component:latest") \
+            || die "image localhost/kubevirt-rs/$component:latest is missing"
+        ids=$(kubectl_admin -n kubevirt get pods -l "kubevirt.io=$component" \
+            -o jsonpath='{range .items[*]}{.status.containerStatuses[0].imageID}{"\n"}{end}')
+        if grep -qv "^$wanted\$" <<<"$ids"; then
+            kubectl_admin -n kubevirt rollout restart "$kind/$component" >/dev/null
+            say "restarted $component for its new image"
+        fi
     done
 }

@@ -131,7 +131,7 @@ start_node_network() {
     netns=$(node_netns "$n")
     veth=$(node_host_veth "$n")
     ip=$(node_ip "$n")
-    ip netns list | grep -qw "^$netns" || ip netns add "$netns"
+    [ -e "/run/netns/$netns" ] || ip netns add "$netns"
     if ! ip link show "$veth" >/dev/null 2>&1; then
         ip link add "$veth" type veth peer name eth0 netns "$netns"
     fi
@@ -207,24 +207,41 @@ stop_node() {
     remove_cgroup_tree "$(node_cgroup_root "$n")"
 }
 
-# The kubelet puts its pods under a cgroup that must exist in every hierarchy; a new cpuset cgroup
-# takes its CPUs and memory nodes from its parent's.
-make_cgroup_root() {
-    local root=$1
+# The cgroup hierarchies: the unified one on cgroup v2, one per controller on v1 (the v1 machines
+# this project runs on also mount an empty unified hierarchy, which the kubelet does not use).
+cgroup_hierarchies() {
+    if [ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ]; then
+        echo /sys/fs/cgroup/
+        return
+    fi
     for hierarchy in /sys/fs/cgroup/*/; do
-        [ "$hierarchy" = /sys/fs/cgroup/unified/ ] && continue
+        [ "$hierarchy" = /sys/fs/cgroup/unified/ ] || echo "$hierarchy"
+    done
+}
+
+# The kubelet puts its pods under a cgroup that must exist in every hierarchy; a new v1 cpuset
+# cgroup takes its CPUs and memory nodes from its parent's, and on v2 the controllers the kubelet
+# uses are enabled for it.
+make_cgroup_root() {
+    local root=$1 hierarchy
+    for hierarchy in $(cgroup_hierarchies); do
         mkdir -p "$hierarchy${root#/}"
-        if [ -f "$hierarchy/cpuset.cpus" ]; then
+        if [ -f "$hierarchy/cpuset.cpus" ] && [ ! -f "$hierarchy/cgroup.controllers" ]; then
             cat "$hierarchy/cpuset.cpus" >"$hierarchy${root#/}/cpuset.cpus"
             cat "$hierarchy/cpuset.mems" >"$hierarchy${root#/}/cpuset.mems"
+        fi
+        if [ -f "$hierarchy/cgroup.controllers" ]; then
+            local controllers=()
+            for controller in $(cat "$hierarchy${root#/}/cgroup.controllers"); do controllers+=("+$controller"); done
+            ((${#controllers[@]} == 0)) || echo "${controllers[*]}" >"$hierarchy${root#/}/cgroup.subtree_control"
         fi
     done
 }
 
 # Removes an empty cgroup tree from every hierarchy, deepest first.
 remove_cgroup_tree() {
-    local root=$1
-    for hierarchy in /sys/fs/cgroup/*/; do
+    local root=$1 hierarchy
+    for hierarchy in $(cgroup_hierarchies); do
         [ -d "$hierarchy${root#/}" ] || continue
         find "$hierarchy${root#/}" -depth -type d -exec rmdir {} + 2>/dev/null || true
     done

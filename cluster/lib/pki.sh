@@ -3,6 +3,8 @@
 #
 #   ca              signs every client and serving certificate (the API server's client CA)
 #   front-proxy-ca  signs front-proxy-client, which the aggregation layer presents to virt-api
+#   etcd-ca         signs etcd's serving certificate and the API server's client certificate for
+#                   it: nothing else may talk to etcd
 #   sa.key, sa.pub  sign and check service-account tokens
 
 # new_key FILE: an ECDSA P-256 key.
@@ -60,6 +62,9 @@ make_pki() {
     chmod 700 "$CLUSTER_PKI"
     new_ca ca "/CN=kubevirt-rs-cluster-ca"
     new_ca front-proxy-ca "/CN=kubevirt-rs-front-proxy-ca"
+    new_ca etcd-ca "/CN=kubevirt-rs-etcd-ca"
+    new_cert etcd etcd-ca "/CN=etcd" serverAuth "IP:127.0.0.1,DNS:localhost"
+    new_cert apiserver-etcd-client etcd-ca "/CN=kube-apiserver-etcd-client" clientAuth
     local apiserver_sans="IP:$CLUSTER_HOST_IP,IP:$KUBERNETES_SERVICE_IP,IP:127.0.0.1,DNS:localhost,DNS:kubernetes"
     apiserver_sans+=",DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
     new_cert apiserver ca "/CN=kube-apiserver" serverAuth "$apiserver_sans"

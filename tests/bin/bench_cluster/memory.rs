@@ -6,48 +6,64 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use kubevirt_tests::node_processes;
 use kubevirt_tests::process_memory::{field_kib, resident};
 
-/// Pids whose first argument's file name is `program`.
-fn pids_of(program: &str) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(Result::ok)
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let first = cmdline.split(|b| *b == 0).next().unwrap_or_default();
-            Path::new(&*String::from_utf8_lossy(first))
-                .file_name()
-                .is_some_and(|n| n == program)
-        })
-        .collect()
+/// A pod's memory cgroup, as cgroup v1 (the `memory` hierarchy) or v2 (unified) names its files.
+struct PodMemory {
+    dir: PathBuf,
+    unified: bool,
 }
 
-/// The QEMU of VMI `name`.
-fn qemu_of(name: &str) -> Option<u32> {
-    let needle = format!("guest=default_{name},");
-    pids_of("qemu-system-x86_64").into_iter().find(|pid| {
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        String::from_utf8_lossy(&cmdline).contains(&needle)
-    })
-}
-
-/// The memory cgroup of the pod a process runs in (the parent of its container's cgroup).
-fn pod_memory_cgroup(pid: u32) -> anyhow::Result<PathBuf> {
-    let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).context("cgroup")?;
-    let container = cgroups
-        .lines()
-        .find_map(|l| {
-            let mut parts = l.splitn(3, ':');
-            let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-            controllers.split(',').any(|c| c == "memory").then(|| path.to_owned())
+impl PodMemory {
+    /// The memory cgroup of the pod a process runs in (the parent of its container's cgroup).
+    fn of(pid: u32) -> anyhow::Result<Self> {
+        let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).context("cgroup")?;
+        let (container, unified) = cgroups
+            .lines()
+            .find_map(|l| {
+                let mut parts = l.splitn(3, ':');
+                let (id, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+                if controllers.split(',').any(|c| c == "memory") {
+                    Some((path.to_owned(), false))
+                } else {
+                    (id == "0" && controllers.is_empty()).then(|| (path.to_owned(), true))
+                }
+            })
+            .context("no memory cgroup")?;
+        let pod = Path::new(&container).parent().context("no pod cgroup")?;
+        let base = if unified {
+            "/sys/fs/cgroup"
+        } else {
+            "/sys/fs/cgroup/memory"
+        };
+        Ok(Self {
+            dir: Path::new(base).join(pod.strip_prefix("/").unwrap_or(pod)),
+            unified,
         })
-        .context("no memory cgroup")?;
-    let pod = Path::new(&container).parent().context("no pod cgroup")?;
-    Ok(Path::new("/sys/fs/cgroup/memory").join(pod.strip_prefix("/").unwrap_or(pod)))
+    }
+
+    fn read(&self, file: &str) -> anyhow::Result<String> {
+        std::fs::read_to_string(self.dir.join(file)).with_context(|| format!("{}/{file}", self.dir.display()))
+    }
+
+    /// Charged memory, anonymous memory and page cache, in KiB.
+    fn usage_anon_cache(&self) -> anyhow::Result<(u64, u64, u64)> {
+        let (usage_file, anon_key, cache_key) = if self.unified {
+            ("memory.current", "anon ", "file ")
+        } else {
+            ("memory.usage_in_bytes", "total_rss ", "total_cache ")
+        };
+        let usage = self.read(usage_file)?.trim().parse::<u64>().context("usage")? / 1024;
+        let stat = self.read("memory.stat")?;
+        let kib = |key: &str| {
+            stat.lines()
+                .find_map(|l| l.strip_prefix(key)?.trim().parse::<u64>().ok())
+                .unwrap_or(0)
+                / 1024
+        };
+        Ok((usage, kib(anon_key), kib(cache_key)))
+    }
 }
 
 fn mib(kib: u64) -> String {
@@ -58,7 +74,7 @@ fn mib(kib: u64) -> String {
 pub fn report(running: &[String]) -> anyhow::Result<String> {
     let mut out = String::from("**Memory on the node**\n\n| what | resident |\n|---|---|\n");
     for component in ["virt-api", "virt-controller", "virt-handler"] {
-        let pids = pids_of(component);
+        let pids: Vec<u32> = node_processes::of_program(component).iter().map(|p| p.pid).collect();
         let rss: Vec<String> = pids.iter().map(|p| mib(resident(&p.to_string()).rss_kib)).collect();
         let _ = writeln!(
             out,
@@ -69,24 +85,11 @@ pub fn report(running: &[String]) -> anyhow::Result<String> {
         );
     }
     let name = running.first().context("no VMI running")?;
-    let qemu = qemu_of(name).with_context(|| format!("no QEMU for {name}"))?;
+    let qemu = node_processes::qemu_of(name)
+        .with_context(|| format!("no QEMU for {name}"))?
+        .pid;
     let qemu_rss = resident(&qemu.to_string()).rss_kib;
-    let cgroup = pod_memory_cgroup(qemu)?;
-    let usage = std::fs::read_to_string(cgroup.join("memory.usage_in_bytes"))
-        .context("memory.usage_in_bytes")?
-        .trim()
-        .parse::<u64>()
-        .context("usage")?
-        / 1024;
-    let stat = std::fs::read_to_string(cgroup.join("memory.stat")).context("memory.stat")?;
-    let stat_kib = |key: &str| {
-        stat.lines()
-            .find_map(|l| l.strip_prefix(key)?.trim().parse::<u64>().ok())
-            .unwrap_or(0)
-            / 1024
-    };
-    let anon = stat_kib("total_rss ");
-    let cache = stat_kib("total_cache ");
+    let (usage, anon, cache) = PodMemory::of(qemu)?.usage_anon_cache()?;
     let qemu_anon = field_kib(
         &std::fs::read_to_string(format!("/proc/{qemu}/status")).unwrap_or_default(),
         "RssAnon:",
@@ -94,7 +97,7 @@ pub fn report(running: &[String]) -> anyhow::Result<String> {
     .unwrap_or(0);
     let _ = writeln!(
         out,
-        "| one launcher pod's memory cgroup (memory.usage_in_bytes) | {} |",
+        "| one launcher pod's memory cgroup (all it is charged) | {} |",
         mib(usage)
     );
     let _ = writeln!(
@@ -104,7 +107,7 @@ pub fn report(running: &[String]) -> anyhow::Result<String> {
     );
     let _ = writeln!(
         out,
-        "| **the pod less its QEMU, anonymous memory** (cgroup total_rss {} less QEMU's RssAnon {}): launcher, libvirtd, virtlogd, sidecars, pause | **{}** |",
+        "| **the pod less its QEMU, anonymous memory** (the cgroup's {} less QEMU's RssAnon {}): launcher, libvirtd, virtlogd, sidecars, pause | **{}** |",
         mib(anon),
         mib(qemu_anon),
         mib(anon.saturating_sub(qemu_anon))

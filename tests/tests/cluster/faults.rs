@@ -6,31 +6,38 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use super::support::{
-    Cleanup, console, example, field, get, kubectl, kubectl_command, kubectl_ok, qemu_of, wait_for, wait_for_phase,
+    Cleanup, cluster_dir, console_until, example, field, get, kubectl, kubectl_command, kubectl_ok, qemu_of, vmi_uid,
+    wait_for, wait_for_phase,
 };
 use super::vmi::launcher_pod;
 
-fn vmi_uid(name: &str) -> String {
-    get("vmi", name, "default").map_or_else(String::new, |vmi| field(&vmi, "metadata.uid"))
-}
-
+/// The Ready virt-handler pod (the node has one).
 fn handler_pod() -> String {
-    kubectl_ok(&[
-        "-n",
-        "kubevirt",
-        "get",
-        "pods",
-        "-l",
-        "kubevirt.io=virt-handler",
-        "-o",
-        "jsonpath={.items[0].metadata.name}",
-    ])
+    wait_for("a Ready virt-handler pod", Duration::from_secs(180), || {
+        let pods = kubectl_ok(&[
+            "-n",
+            "kubevirt",
+            "get",
+            "pods",
+            "-l",
+            "kubevirt.io=virt-handler",
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.name} {.metadata.deletionTimestamp} {.status.conditions[?(@.type=='Ready')].status}{\"\n\"}{end}",
+        ]);
+        let ready: Vec<&str> = pods
+            .lines()
+            .filter_map(|l| {
+                let fields: Vec<&str> = l.split_whitespace().collect();
+                (fields.len() == 2 && fields[1] == "True").then_some(fields[0])
+            })
+            .collect();
+        (ready.len() == 1).then(|| ready[0].to_owned())
+    })
 }
 
 /// The guest answers on its console, so it was not disturbed.
 fn assert_guest_answers(name: &str) {
-    let output = console(name, "\necho STILL-$((40+2))", 2);
-    assert!(output.contains("STILL-42"), "the guest still answers: {output}");
+    console_until(name, "\necho STILL-$((40+2))", "STILL-42", Duration::from_secs(30));
 }
 
 #[test]
@@ -119,7 +126,8 @@ fn a_vmi_starts_exactly_once_when_virt_controller_is_deleted_during_the_start() 
     ]);
     cleanup.apply("vmi", "e2e-once", &example("vmi-testguest.yaml", "e2e-once"));
     // The leader goes while it starts the VMI (the pod create may or may not have been sent).
-    let _ = kubectl(&["-n", "kubevirt", "delete", "pod", leader.trim(), "--wait=false"]);
+    assert!(!leader.trim().is_empty(), "the virt-controller Lease names its holder");
+    kubectl_ok(&["-n", "kubevirt", "delete", "pod", leader.trim(), "--wait=false"]);
     wait_for_phase("e2e-once", "Running", Duration::from_secs(240));
     std::thread::sleep(Duration::from_secs(5));
     let _ = watch.kill();
@@ -142,6 +150,41 @@ fn a_vmi_starts_exactly_once_when_virt_controller_is_deleted_during_the_start() 
     ]);
 }
 
+/// `ctr` against the node's containerd, in Kubernetes' namespace.
+fn ctr(args: &[&str]) -> std::process::Output {
+    let socket = cluster_dir().join("nodes/node1/run/containerd/containerd.sock");
+    std::process::Command::new("ctr")
+        .arg("--address")
+        .arg(socket)
+        .args(["-n", "k8s.io"])
+        .args(args)
+        .output()
+        .expect("ctr runs")
+}
+
+/// Puts virt-handler back on the installed image and removes the test's tag, however the test
+/// ends, so the other tests see the cluster as installed.
+struct RestoreHandlerImage {
+    installed: String,
+    tag: &'static str,
+}
+
+impl Drop for RestoreHandlerImage {
+    fn drop(&mut self) {
+        let installed = format!("virt-handler={}", self.installed);
+        let _ = kubectl(&["-n", "kubevirt", "set", "image", "daemonset/virt-handler", &installed]);
+        let _ = kubectl(&[
+            "-n",
+            "kubevirt",
+            "rollout",
+            "status",
+            "daemonset/virt-handler",
+            "--timeout=180s",
+        ]);
+        let _ = ctr(&["images", "rm", self.tag]);
+    }
+}
+
 #[test]
 #[ignore = "needs the test cluster: make cluster"]
 fn a_rolling_update_of_virt_handler_leaves_running_vmis_undisturbed() {
@@ -149,7 +192,7 @@ fn a_rolling_update_of_virt_handler_leaves_running_vmis_undisturbed() {
     cleanup.apply("vmi", "e2e-roll", &example("vmi-testguest.yaml", "e2e-roll"));
     wait_for_phase("e2e-roll", "Running", Duration::from_secs(120));
     let qemu = qemu_of("e2e-roll").expect("QEMU runs").pid;
-    let image = kubectl_ok(&[
+    let installed = kubectl_ok(&[
         "-n",
         "kubevirt",
         "get",
@@ -160,26 +203,16 @@ fn a_rolling_update_of_virt_handler_leaves_running_vmis_undisturbed() {
     ]);
     // The same image under a new tag, as a release would bring, in the node's image store.
     let updated = "localhost/kubevirt-rs/virt-handler:e2e-rolling-update";
-    let socket = "/var/lib/kubevirt-rs/cluster/nodes/node1/run/containerd/containerd.sock";
-    let tagged = std::process::Command::new("ctr")
-        .args([
-            "--address",
-            socket,
-            "-n",
-            "k8s.io",
-            "images",
-            "tag",
-            "--force",
-            &image,
-            updated,
-        ])
-        .output()
-        .expect("ctr");
+    let tagged = ctr(&["images", "tag", "--force", &installed, updated]);
     assert!(
         tagged.status.success(),
         "ctr images tag: {}",
         String::from_utf8_lossy(&tagged.stderr)
     );
+    let _restore = RestoreHandlerImage {
+        installed,
+        tag: updated,
+    };
     let old = handler_pod();
     kubectl_ok(&[
         "-n",
@@ -189,7 +222,7 @@ fn a_rolling_update_of_virt_handler_leaves_running_vmis_undisturbed() {
         "daemonset/virt-handler",
         &format!("virt-handler={updated}"),
     ]);
-    let rolled = kubectl(&[
+    kubectl_ok(&[
         "-n",
         "kubevirt",
         "rollout",
@@ -197,26 +230,8 @@ fn a_rolling_update_of_virt_handler_leaves_running_vmis_undisturbed() {
         "daemonset/virt-handler",
         "--timeout=180s",
     ]);
-    // Back to the installed image whatever happened, so other tests see the cluster as installed.
-    let restore = || {
-        kubectl_ok(&[
-            "-n",
-            "kubevirt",
-            "set",
-            "image",
-            "daemonset/virt-handler",
-            &format!("virt-handler={image}"),
-        ]);
-        kubectl_ok(&[
-            "-n",
-            "kubevirt",
-            "rollout",
-            "status",
-            "daemonset/virt-handler",
-            "--timeout=180s",
-        ]);
-    };
     let new = handler_pod();
+    assert_ne!(new, old, "a new handler pod");
     let new_image = kubectl_ok(&[
         "-n",
         "kubevirt",
@@ -226,17 +241,8 @@ fn a_rolling_update_of_virt_handler_leaves_running_vmis_undisturbed() {
         "-o",
         "jsonpath={.spec.containers[0].image}",
     ]);
-    let unchanged = qemu_of("e2e-roll").map(|p| p.pid);
-    let phase = super::support::vmi_phase("e2e-roll");
-    restore();
-    assert!(
-        rolled.status.success(),
-        "the DaemonSet rolled: {}",
-        String::from_utf8_lossy(&rolled.stderr)
-    );
-    assert_ne!(new, old, "a new handler pod");
     assert_eq!(new_image, updated, "the new pod runs the new tag");
-    assert_eq!(unchanged, Some(qemu), "the same QEMU runs");
-    assert_eq!(phase, "Running");
+    assert_eq!(qemu_of("e2e-roll").map(|p| p.pid), Some(qemu), "the same QEMU runs");
+    assert_eq!(super::support::vmi_phase("e2e-roll"), "Running");
     assert_guest_answers("e2e-roll");
 }

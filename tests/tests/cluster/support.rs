@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 /// Where `make cluster` keeps its state.
-fn cluster_dir() -> PathBuf {
+pub fn cluster_dir() -> PathBuf {
     std::env::var_os("KUBEVIRT_RS_CLUSTER_DIR")
         .map_or_else(|| PathBuf::from("/var/lib/kubevirt-rs/cluster"), PathBuf::from)
 }
@@ -132,6 +132,11 @@ pub fn wait_for<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> Opt
     }
 }
 
+/// The UID of VMI `name`, empty when it is gone.
+pub fn vmi_uid(name: &str) -> String {
+    get("vmi", name, "default").map_or_else(String::new, |vmi| field(&vmi, "metadata.uid"))
+}
+
 /// The phase of VMI `name`, empty when it has none or is gone.
 pub fn vmi_phase(name: &str) -> String {
     get("vmi", name, "default").map_or_else(String::new, |v| field(&v, "status.phase"))
@@ -178,11 +183,14 @@ impl Cleanup {
         Self(Vec::new())
     }
 
-    /// `kubectl apply` of `yaml`, deleted at the end as `kind/name` in `namespace`.
+    /// Creates `yaml` (`kubectl create`, after deleting what an aborted earlier run may have
+    /// left under the name), deleted at the end as `kind/name`.
     pub fn apply(&mut self, kind: &str, name: &str, yaml: &str) {
         self.0.push((kind.to_owned(), name.to_owned(), "default".to_owned()));
-        let output = kubectl_stdin(&["apply", "-f", "-"], yaml);
-        text_of(&output, &format!("kubectl apply of {kind} {name}"));
+        let leftover = kubectl(&["delete", kind, name, "--ignore-not-found", "--timeout=120s"]);
+        text_of(&leftover, &format!("kubectl delete of a leftover {kind} {name}"));
+        let output = kubectl_stdin(&["create", "-f", "-"], yaml);
+        text_of(&output, &format!("kubectl create of {kind} {name}"));
     }
 
     /// Deletes `kind/name` at the end too.
@@ -207,59 +215,38 @@ impl Drop for Cleanup {
     }
 }
 
-/// A process of the node, from /proc (the node's PID namespace is inside the host's).
-#[derive(Clone, Debug)]
-pub struct NodeProcess {
-    /// Its pid, as the host sees it.
-    pub pid: u32,
-    /// Its command line, arguments joined by spaces.
-    pub cmdline: String,
-    /// Its cgroups, as in /proc/<pid>/cgroup.
-    pub cgroups: String,
-}
-
-/// Every process whose command line contains `needle`.
-pub fn processes(needle: &str) -> Vec<NodeProcess> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(Result::ok)
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter_map(|pid| {
-            let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-            let cmdline = String::from_utf8_lossy(&raw).replace('\0', " ");
-            let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
-            cmdline
-                .contains(needle)
-                .then_some(NodeProcess { pid, cmdline, cgroups })
-        })
-        .collect()
-}
+pub use kubevirt_tests::node_processes::{Process as NodeProcess, qemu_of};
 
 /// The processes of the pod with `uid` (by the pod's cgroups).
 pub fn pod_processes(uid: &str) -> Vec<NodeProcess> {
-    processes("")
+    kubevirt_tests::node_processes::all()
         .into_iter()
         .filter(|p| p.cgroups.contains(&format!("pod{uid}")))
         .collect()
 }
 
-/// QEMU of VMI `name` (its `-name guest=default_<name>`).
-pub fn qemu_of(name: &str) -> Option<NodeProcess> {
-    processes(&format!("guest=default_{name},"))
-        .into_iter()
-        .find(|p| p.cmdline.contains("qemu-system"))
-}
-
 /// The node's mount table (its init's mountinfo).
 pub fn node_mounts() -> String {
-    let init = processes("node-init.sh node1")
+    let init = kubevirt_tests::node_processes::matching("node-init.sh node1")
         .into_iter()
         .map(|p| p.pid)
         .min()
         .expect("node1's init runs");
     std::fs::read_to_string(format!("/proc/{init}/mountinfo")).expect("node mountinfo")
+}
+
+/// Types `input` on VMI `name`'s serial console until its output contains `expected` (a guest
+/// under TCG may still be booting), for at most `timeout`; returns the output that did.
+pub fn console_until(name: &str, input: &str, expected: &str, timeout: Duration) -> String {
+    let mut last = String::new();
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        last = console(name, input, 2);
+        if last.contains(expected) {
+            return last;
+        }
+    }
+    panic!("expected {expected:?} on the console of {name} within {timeout:?}; it printed: {last}")
 }
 
 /// Types `input` on VMI `name`'s serial console (virtctl console) and returns what it printed

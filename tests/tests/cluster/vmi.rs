@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use super::support::{
-    Cleanup, console, example, field, get, kubectl, kubectl_command, kubectl_ok, node_mounts, pod_processes, qemu_of,
-    wait_for, wait_for_phase,
+    Cleanup, console_until, example, field, get, kubectl, kubectl_command, kubectl_ok, node_mounts, pod_processes,
+    qemu_of, wait_for, wait_for_phase,
 };
 
 /// The launcher pod of VMI `name`: (pod name, pod uid).
@@ -41,10 +41,11 @@ fn a_vmi_runs_answers_on_its_console_and_leaves_nothing_behind_when_deleted() {
 
     // virtctl console: kubectl's credentials, the API server's aggregation layer, virt-api,
     // virt-handler's console server, the guest's serial port.
-    let output = console("e2e-vmi", "\necho CONSOLE-$((6*7))", 3);
-    assert!(
-        output.contains("CONSOLE-42"),
-        "the guest's shell answers on the console: {output}"
+    console_until(
+        "e2e-vmi",
+        "\necho CONSOLE-$((6*7))",
+        "CONSOLE-42",
+        Duration::from_secs(60),
     );
 
     // kubectl delete: the guest powers off (Succeeded), the pod goes, the node is clean.
@@ -54,6 +55,8 @@ fn a_vmi_runs_answers_on_its_console_and_leaves_nothing_behind_when_deleted() {
         .expect("watch");
     std::thread::sleep(Duration::from_millis(500));
     kubectl_ok(&["delete", "vmi", "e2e-vmi", "--timeout=90s"]);
+    // The watch prints the last phases a moment after the deletion completes.
+    std::thread::sleep(Duration::from_secs(1));
     let mut watch = watch;
     let _ = watch.kill();
     let phases = String::from_utf8_lossy(&watch.wait_with_output().expect("watch output").stdout).into_owned();
@@ -100,11 +103,12 @@ fn masquerade_gives_the_guest_a_lease_and_a_pod_reaches_its_web_server() {
         "the VMI reports its pod address: {address:?}"
     );
     // The guest took its lease from the launcher's DHCP server: masquerade's 10.0.2.2.
-    let output = wait_for("the guest's lease", Duration::from_secs(60), || {
-        let output = console("e2e-masquerade", "\nip -4 addr show eth0", 2);
-        output.contains("inet 10.0.2.2/24").then_some(output)
-    });
-    assert!(output.contains("10.0.2.2"), "{output}");
+    console_until(
+        "e2e-masquerade",
+        "\nip -4 addr show eth0",
+        "inet 10.0.2.2/24",
+        Duration::from_secs(60),
+    );
     // A pod on the cluster network reaches the guest's web server through the pod's address.
     cleanup.track("pod", "e2e-client");
     let script = format!(
