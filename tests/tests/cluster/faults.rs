@@ -22,7 +22,7 @@ fn handler_pod() -> String {
             "-l",
             "kubevirt.io=virt-handler",
             "-o",
-            "jsonpath={range .items[*]}{.metadata.name} {.metadata.deletionTimestamp} {.status.conditions[?(@.type=='Ready')].status}{\"\n\"}{end}",
+            "jsonpath={range .items[*]}{.metadata.name} {.metadata.deletionTimestamp} {.status.conditions[?(@.type=='Ready')].status}{\"\\n\"}{end}",
         ]);
         let ready: Vec<&str> = pods
             .lines()
