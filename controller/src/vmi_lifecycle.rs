@@ -137,8 +137,11 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
     let unprocessed = matches!(phase, Phase::Unset | Phase::Pending);
 
     if is_deleting || phase.is_final() {
-        // Finished or deleted: its pods go (the launcher stops the guest gracefully on SIGTERM).
-        plan.delete_pods = live_pods.iter().map(|p| p.name.clone()).collect();
+        // Finished or deleted: its pods go (the launcher stops the guest gracefully on SIGTERM),
+        // once: not again while a deletion already sent is not seen yet.
+        if observed.expectations_satisfied {
+            plan.delete_pods = live_pods.iter().map(|p| p.name.clone()).collect();
+        }
         if is_deleting && unprocessed {
             fail(&mut status, REASON_DELETED, now);
         } else if is_deleting && phase == Phase::Scheduling {
@@ -329,6 +332,16 @@ mod tests {
         terminating.is_terminating = true;
         let running_deleted = observe(&vmi(Phase::Running, true, true), vec![terminating]);
         assert!(running_deleted.delete_pods.is_empty(), "already terminating");
+        let waiting = plan(&Observed {
+            vmi: &done,
+            pods: vec![pod("Running", true, Some("n"))],
+            expectations_satisfied: false,
+            now: Time(Timestamp::from_second(1_800_000_000).expect("time")),
+        });
+        assert!(
+            waiting.delete_pods.is_empty(),
+            "a deletion sent but not seen yet is not sent again"
+        );
         assert!(!running_deleted.remove_finalizer, "the handler finishes the VMI first");
     }
 }

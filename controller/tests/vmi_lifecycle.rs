@@ -189,3 +189,37 @@ async fn a_deleted_vmi_loses_its_pod_and_then_its_finalizer() {
         "stopping costs the pod delete (above) and one finalizer patch"
     );
 }
+
+/// The controller looks at a final VMI again before the watch shows its pod terminating (the
+/// handler's status write and the controller's own arrive first): the pod is deleted once, and
+/// the finalizer goes once the pod is gone. On a real cluster the pod was deleted twice, the
+/// second deletion was never observed, and the VMI kept its finalizer for the expectations'
+/// five minutes.
+#[tokio::test]
+async fn a_final_vmis_pod_is_deleted_once_even_when_the_controller_looks_again_first() {
+    let (controller, api) = controller();
+    api.apply_vmi(vmi());
+    settle(&controller, &api).await;
+    let pod = api.pod_keys().remove(0);
+    api.run_pod(&pod, "node01");
+    settle(&controller, &api).await;
+    api.modify_vmi(KEY, |v| v.status.get_or_insert_default().phase = Some(Phase::Succeeded));
+    for _ in 0..2 {
+        controller.on_vmi_event(Event::Apply(api.vmi(KEY).expect("VMI")));
+        controller.reconcile(KEY).await;
+    }
+    let deletes = |api: &FakeControllerApi| {
+        api.writes()
+            .iter()
+            .filter(|w| **w == Write::DeletePod(pod.clone()))
+            .count()
+    };
+    assert_eq!(deletes(&api), 1, "the pod is deleted once");
+    settle(&controller, &api).await;
+    api.remove_pod(&pod);
+    controller.on_pod_event(Event::Delete(api_pod_stub(&pod)));
+    settle(&controller, &api).await;
+    assert_eq!(deletes(&api), 1);
+    let finalizers = api.vmi(KEY).and_then(|v| v.metadata.finalizers).unwrap_or_default();
+    assert!(finalizers.is_empty(), "the finalizer is released: {finalizers:?}");
+}
