@@ -40,7 +40,7 @@ out=$(handler_tool /usr/bin/nsenter --version 2>&1) || fail "nsenter in the hand
 say "the handler image's network tools (ip, nft, sysctl, nsenter) work"
 
 store=${KUBEVIRT_RS_IMAGE_STORE:-/var/lib/kubevirt-rs/images}
-podman run -d --privileged --name "$name" -v "$store:$store:ro" -v "$PWD/manifests/examples:/manifests:ro" \
+podman run -d --privileged --name "$name" -e KUBEVIRT_RS_IMAGE_STORE="$store" -v "$store:$store:ro" -v "$PWD/manifests/examples:/manifests:ro" \
     localhost/kubevirt-rs/virt-launcher:latest run --vmi /manifests/vmi-testguest.yaml --force-emulation >/dev/null
 # Logs are read whole before grep: with pipefail, grep -q closing the pipe early fails the pipe.
 logs() { podman logs "$name" 2>&1; }
