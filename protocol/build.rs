@@ -1,4 +1,5 @@
-//! Compiles the protocol's .proto files with protox (no protoc needed, deps.md P16).
+//! Compiles the protocol's .proto files with protox, so no protoc binary is needed
+//! (docs/dependencies.md, "protox instead of protoc").
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let files = ["proto/cmd.proto", "proto/info.proto", "proto/notify.proto"];

@@ -7,7 +7,7 @@ die() { echo "install-deps: $*" >&2; exit 1; }
 
 packages=(
     # build
-    gcc make pkg-config libvirt-dev
+    gcc binutils make pkg-config libvirt-dev
     # run: a private libvirt daemon (libvirtd + virtlogd), QEMU and firmware
     libvirt-daemon-system libvirt-clients qemu-system-x86 qemu-utils ovmf
     # virt-xml-validate needs xmllint

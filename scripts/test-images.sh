@@ -13,6 +13,13 @@ if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
 fi
 scripts/build-images.sh --profile debug
 
+# The shipped binaries carry none of the test doubles (they sit behind the `testing` feature).
+for binary in virt-launcher virt-handler virt-controller virt-api; do
+    doubles=$(strings "target/debug/$binary" | grep -oE 'Fake[A-Z][A-Za-z]+|RecordingCommands|ManualClock' | sort -u | tr '\n' ' ' || true)
+    [ -z "$doubles" ] || fail "$binary contains test doubles: $doubles"
+done
+say "the four binaries carry no test doubles"
+
 export CONTAINERS_CONF="$PWD/images/containers.conf"
 podman() { command podman --storage-driver vfs "$@"; }
 name=kubevirt-rs-test-launcher-$$

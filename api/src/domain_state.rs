@@ -1,7 +1,8 @@
 //! Domain states and reasons as KubeVirt names them, and the VMI phase each one means.
 //!
-//! The launcher maps libvirt's numeric state and reason into these (launcher.md §4.1), and the
-//! phase decision (§4.2) is shared by local mode and virt-handler, which must not link libvirt.
+//! The launcher maps libvirt's numeric state and reason into these (as upstream's
+//! `pkg/virt-launcher/virtwrap/util/libvirt_helper.go` does), and the phase decision is shared by
+//! local mode and virt-handler, which must not link libvirt.
 //! Both mappings are exhaustive matches, tested as full tables.
 
 use std::fmt;

@@ -1,6 +1,6 @@
-//! One invalid case per rule of controlplane.md §4.4 beyond the structural ones (those are in
-//! `validation.rs`): each asserts the cause's kind and exact field path, and that the same spec
-//! without the fault is valid.
+//! One invalid case per rule of upstream's VMI and VM admitters beyond the structural ones (those
+//! are in `validation.rs`): each asserts the cause's kind and exact field path, and that the same
+//! spec without the fault is valid.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kubevirt_api::v1::{ClusterConfig, VirtualMachine, VirtualMachineInstance};

@@ -1,7 +1,7 @@
 //! TLS for virt-api and virt-handler's console server: a certificate and key from PEM files (the
 //! cluster's certificate secrets), or a self-signed one made at start for local use; optionally
 //! requiring client certificates signed by a CA, as virt-handler requires of virt-api. rustls with
-//! the ring provider only (deps.md P15).
+//! the ring provider only (docs/dependencies.md, "ring only").
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

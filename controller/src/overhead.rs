@@ -1,5 +1,6 @@
 //! The launcher pod's memory overhead: what virt-launcher, its libvirt daemons and QEMU need on
-//! top of the guest's memory (upstream's `GetMemoryOverhead`, launcher.md §6). Pure.
+//! top of the guest's memory (upstream's `GetMemoryOverhead`, formerly in
+//! `pkg/virt-controller/services/renderresources.go`). Pure.
 
 use kubevirt_api::quantity;
 use kubevirt_api::v1::VirtualMachineInstance;
@@ -137,7 +138,7 @@ mod tests {
 
     #[test]
     fn upstreams_worked_example_is_280_mi() {
-        // amd64, 2 Gi guest, 2 cores, graphics on, nothing else (launcher.md §6): 4 Mi page tables
+        // amd64, 2 Gi guest, 2 cores, graphics on, nothing else: 4 Mi page tables
         // + 220 Mi fixed + 16 Mi vCPUs + 8 Mi IOThread + 32 Mi video.
         let example = vmi(&serde_json::json!({"domain": {
             "cpu": {"cores": 2},

@@ -1,5 +1,5 @@
-//! A VM's `status.printableStatus` (controlplane.md §2.5, first match wins) and its crash-loop
-//! backoff (§2.6). Pure.
+//! A VM's `status.printableStatus` (upstream's `setPrintableStatus`, first match wins) and its
+//! crash-loop backoff (upstream's `calculateStartBackoffTime`). Pure.
 
 use std::time::Duration;
 

@@ -1,5 +1,6 @@
-//! What the VM controller does with a VM's VMI, by run strategy (controlplane.md §2.1–2.2): create
-//! it, delete it, or leave it, and which state-change request is consumed. Pure.
+//! What the VM controller does with a VM's VMI, by run strategy and state-change requests
+//! (upstream's `pkg/virt-controller/watch/vm/vm.go`): create it, delete it, or leave it, and which
+//! state-change request is consumed. Pure.
 
 use kubevirt_api::v1::{RunStrategy, VirtualMachineInstancePhase as Phase};
 
@@ -225,7 +226,7 @@ mod tests {
         ]
     }
 
-    /// The table of controlplane.md §2.1, row by row, written out by VMI state.
+    /// Upstream's run-strategy table, row by row, written out by VMI state.
     fn expected(
         strategy: RunStrategy,
         recorded: Option<RunStrategy>,

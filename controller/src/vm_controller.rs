@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kube::runtime::watcher::Event;
 use kubevirt_api::clock::Clock;
@@ -16,11 +16,9 @@ use serde_json::json;
 use crate::cluster_api::{ApiError, ControllerApi};
 use crate::compact::Compact;
 use crate::expectations::Expectations;
+use crate::reconcile_error::{RETRY, ReconcileError, cannot, log_and_retry};
 use crate::run_strategy::{Action, Observed, VmiView, decide};
 use crate::vm_status::{backing_off, first_request, next_vm_status, vmi_from_vm};
-
-/// Retry delay after a failed write.
-pub const RETRY: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Default)]
 struct Known {
@@ -134,16 +132,26 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
         }
     }
 
-    /// Reconciles one VM; returns when to look again.
+    /// Reconciles one VM; returns when to look again. A write that fails is logged with its
+    /// cause and retried.
+    #[tracing::instrument(skip_all, fields(vm = %key))]
     pub async fn reconcile(&self, key: &str) -> Option<Duration> {
+        self.try_reconcile(key)
+            .await
+            .unwrap_or_else(|error| Some(log_and_retry(&error)))
+    }
+
+    async fn try_reconcile(&self, key: &str) -> Result<Option<Duration>, ReconcileError> {
         let (vm, vmi, satisfied) = {
             let known = self.known();
-            let vm = known.vms.get(key)?.clone();
+            let Some(vm) = known.vms.get(key).cloned() else {
+                return Ok(None);
+            };
             let vmi = known.vmis.get(key).and_then(Compact::get);
-            (vm, vmi, known.expectations.satisfied(key, Instant::now()))
+            (vm, vmi, known.expectations.satisfied(key, self.clock.now()))
         };
         if !satisfied {
-            return None;
+            return Ok(None);
         }
         let vmi = vmi.filter(|v| {
             v.metadata
@@ -151,26 +159,27 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
                 .as_ref()
                 .is_some_and(|o| o.iter().any(|r| Some(&r.uid) == vm.metadata.uid.as_ref()))
         });
-        if let Some(vmi) = &vmi
-            && self.release_vmi(vmi).await.is_err()
-        {
-            return Some(RETRY);
+        if let Some(vmi) = &vmi {
+            self.release_vmi(vmi)
+                .await
+                .map_err(cannot("release the VM controller's finalizer on the VMI"))?;
         }
         let mut current = vm.as_ref().clone();
         if vm.metadata.deletion_timestamp.is_some() {
-            return self.finish_deletion(key, &current, vmi.as_ref()).await;
+            return self.finish_deletion(key, &current, vmi.as_ref()).await.map(|()| None);
         }
         if !has_finalizer(&vm.metadata, finalizers::VM_CONTROLLER) {
-            match self.api.patch_vm(&current, finalizers_patch(&vm.metadata, true)).await {
-                Ok(stored) => current = stored,
-                Err(error) => return Some(retry_after(key, "add the finalizer", &error)),
-            }
+            current = self
+                .api
+                .patch_vm(&current, finalizers_patch(&vm.metadata, true))
+                .await
+                .map_err(cannot("add the finalizer"))?;
         }
         let strategy = match vm.spec.effective_run_strategy() {
             Ok(strategy) => strategy,
             Err(error) => {
-                tracing::warn!(vm = %key, error = %error, "invalid run strategy");
-                return None;
+                tracing::warn!(error = %error, "invalid run strategy");
+                return Ok(None);
             }
         };
         let now = self.clock.now();
@@ -191,25 +200,24 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
             backing_off: backoff.is_some(),
         };
         let decision = decide(&observed);
-        let Ok(Applied { requeue, failure }) = self.apply(key, decision.action, &vm, &mut current, backoff).await
-        else {
-            return Some(RETRY);
-        };
+        let Applied { requeue, failure } = self.apply(key, decision.action, &vm, &mut current, backoff).await?;
         let jitter = f64::from(now.subsec_nanosecond().unsigned_abs() % 1000) / 1000.0;
         let mut status = next_vm_status(&current, strategy, vmi.as_ref(), &decision, now, jitter);
         crate::vm_status::set_failure(&mut status, failure, now);
         if current.status.as_ref() != Some(&status) {
             current.status = Some(status);
-            match self.api.update_vm_status(&current).await {
-                Ok(stored) => current = stored,
-                Err(error) => return Some(retry_after(key, "write the status", &error)),
-            }
+            current = self
+                .api
+                .update_vm_status(&current)
+                .await
+                .map_err(cannot("write the status"))?;
         }
         self.known().vms.insert(key.to_owned(), Arc::new(current));
-        requeue
+        Ok(requeue)
     }
 
-    /// Carries out the decided action; `Err` when the VM itself could not be written (retry).
+    /// Carries out the decided action. A VMI that cannot be created or deleted is reported in the
+    /// VM's status (`failure`) and retried; `Err` when the VM itself could not be written.
     async fn apply(
         &self,
         key: &str,
@@ -217,25 +225,27 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
         vm: &VirtualMachine,
         current: &mut VirtualMachine,
         backoff: Option<Duration>,
-    ) -> Result<Applied, ()> {
+    ) -> Result<Applied, ReconcileError> {
         let namespace = vm.metadata.namespace.clone().unwrap_or_else(|| "default".to_owned());
         let name = vm.metadata.name.clone().unwrap_or_default();
         let mut requeue = None;
         let mut failure = None;
         match action {
             Action::Create { paused } => {
-                self.known().expectations.expect_creation(key, Instant::now());
+                self.known().expectations.expect_creation(key, self.clock.now());
                 if let Err(error) = self.api.create_vmi(&vmi_from_vm(vm, paused)).await {
+                    tracing::warn!(error = %error, "cannot create the VMI; retrying");
                     self.known().expectations.creation_observed(key);
                     failure = Some(("FailedCreate", error.to_string()));
                     requeue = Some(RETRY);
                 }
             }
             Action::Delete => {
-                self.known().expectations.expect_deletions(key, 1, Instant::now());
+                self.known().expectations.expect_deletions(key, 1, self.clock.now());
                 match self.api.delete_vmi(&namespace, &name).await {
                     Ok(()) | Err(ApiError::NotFound(_)) => {}
                     Err(error) => {
+                        tracing::warn!(error = %error, "cannot delete the VMI; retrying");
                         self.known().expectations.deletion_observed(key);
                         failure = Some(("FailedDelete", error.to_string()));
                         requeue = Some(RETRY);
@@ -244,13 +254,11 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
             }
             Action::SwitchToAlways => {
                 let patch = json!({"spec": {"runStrategy": "Always", "running": null}});
-                match self.api.patch_vm(current, patch).await {
-                    Ok(stored) => *current = stored,
-                    Err(error) => {
-                        retry_after(key, "switch the run strategy to Always", &error);
-                        return Err(());
-                    }
-                }
+                *current = self
+                    .api
+                    .patch_vm(current, patch)
+                    .await
+                    .map_err(cannot("switch the run strategy to Always"))?;
             }
             Action::WaitForBackoff => requeue = backoff,
             Action::Nothing => {}
@@ -264,30 +272,31 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
         key: &str,
         vm: &VirtualMachine,
         vmi: Option<&VirtualMachineInstance>,
-    ) -> Option<Duration> {
+    ) -> Result<(), ReconcileError> {
         match vmi {
             Some(vmi) if vmi.metadata.deletion_timestamp.is_none() => {
-                self.known().expectations.expect_deletions(key, 1, Instant::now());
+                self.known().expectations.expect_deletions(key, 1, self.clock.now());
                 let namespace = vm.metadata.namespace.clone().unwrap_or_else(|| "default".to_owned());
-                if self
+                match self
                     .api
                     .delete_vmi(&namespace, vm.metadata.name.as_deref().unwrap_or_default())
                     .await
-                    .is_err()
                 {
-                    self.known().expectations.deletion_observed(key);
-                    return Some(RETRY);
+                    Ok(()) => Ok(()),
+                    Err(error) => {
+                        self.known().expectations.deletion_observed(key);
+                        Err(ReconcileError::new("delete the VMI of the deleted VM", error))
+                    }
                 }
-                None
             }
             None if has_finalizer(&vm.metadata, finalizers::VM_CONTROLLER) => self
                 .api
                 .patch_vm(vm, finalizers_patch(&vm.metadata, false))
                 .await
-                .err()
-                .map(|_| RETRY),
+                .map(drop)
+                .map_err(cannot("remove the VM's finalizer")),
             // The VMI is on its way out, or nothing is left to do.
-            Some(_) | None => None,
+            Some(_) | None => Ok(()),
         }
     }
 
@@ -307,10 +316,4 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
         }
         Ok(())
     }
-}
-
-/// Logs why a write failed, with the VM; returns the retry delay.
-fn retry_after(key: &str, what: &str, error: &ApiError) -> Duration {
-    tracing::warn!(vm = %key, error = %error, "cannot {what}; retrying");
-    RETRY
 }

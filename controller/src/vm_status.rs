@@ -1,7 +1,7 @@
-//! What the VM controller writes: the VMI it creates from a VM's template (controlplane.md §2.3)
-//! and the VM's status (§2.4): created, ready, printableStatus, runStrategy, the state-change
-//! requests, the start-failure record behind the crash-loop backoff, and the conditions.
-//! Pure.
+//! What the VM controller writes, as upstream's `pkg/virt-controller/watch/vm/vm.go` does: the VMI
+//! it creates from a VM's template (`setupVMIFromVM`) and the VM's status (`updateStatus`):
+//! created, ready, printableStatus, runStrategy, the state-change requests, the start-failure
+//! record behind the crash-loop backoff, and the conditions. Pure.
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -18,10 +18,8 @@ use crate::cluster_api::{ApiError, ControllerApi};
 use crate::compact::Compact;
 use crate::expectations::Expectations;
 use crate::pod::{PodConfig, render_launcher_pod};
+use crate::reconcile_error::{ReconcileError, cannot, log_and_retry};
 use crate::vmi_lifecycle::{Observed, PodView, plan};
-
-/// Retry delay after a failed write.
-pub const RETRY: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Default)]
 struct Known {
@@ -194,17 +192,27 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
         vec![key]
     }
 
-    /// Reconciles one VMI; returns when to look again.
+    /// Reconciles one VMI; returns when to look again. A write that fails is logged with its
+    /// cause and retried.
+    #[tracing::instrument(skip_all, fields(vmi = %key))]
     pub async fn reconcile(&self, key: &str) -> Option<Duration> {
+        self.try_reconcile(key)
+            .await
+            .unwrap_or_else(|error| Some(log_and_retry(&error)))
+    }
+
+    async fn try_reconcile(&self, key: &str) -> Result<Option<Duration>, ReconcileError> {
         let (vmi, pods, satisfied) = {
             let known = self.known();
-            let vmi = Box::new(known.vmis.get(key)?.vmi.get()?);
+            let Some(vmi) = known.vmis.get(key).and_then(|k| k.vmi.get()).map(Box::new) else {
+                return Ok(None);
+            };
             let pods: Vec<PodView> = known
                 .pods
                 .get(key)
                 .map(|p| p.values().cloned().collect())
                 .unwrap_or_default();
-            (vmi, pods, known.expectations.satisfied(key, Instant::now()))
+            (vmi, pods, known.expectations.satisfied(key, self.clock.now()))
         };
         let plan = plan(&Observed {
             vmi: &vmi,
@@ -217,7 +225,7 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
         if plan.create_pod {
             match render_launcher_pod(&vmi, &self.pod_config()).map(Box::new) {
                 Ok(pod) => {
-                    self.known().expectations.expect_creation(key, Instant::now());
+                    self.known().expectations.expect_creation(key, self.clock.now());
                     match self.api.create_pod(&namespace, &pod).await {
                         Ok(created) => {
                             let message = format!(
@@ -231,46 +239,51 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
                             self.known().expectations.creation_observed(key);
                             self.event(&current, "Warning", "FailedCreate", &error.to_string())
                                 .await;
-                            return Some(RETRY);
+                            return Err(ReconcileError::new("create the launcher pod", error));
                         }
                     }
                 }
                 Err(error) => {
+                    // The VMI itself cannot be rendered: retrying does not help, a change of
+                    // the VMI or the configuration does.
+                    tracing::warn!(error = %error, "cannot render the launcher pod");
                     self.event(&current, "Warning", "FailedCreate", &error.to_string())
                         .await;
-                    return None;
+                    return Ok(None);
                 }
             }
         }
         if !plan.delete_pods.is_empty() {
             let count = u32::try_from(plan.delete_pods.len()).unwrap_or(u32::MAX);
-            self.known().expectations.expect_deletions(key, count, Instant::now());
+            self.known().expectations.expect_deletions(key, count, self.clock.now());
             for name in &plan.delete_pods {
                 if let Err(error) = self.api.delete_pod(&namespace, name).await {
                     self.known().expectations.deletion_observed(key);
                     if !matches!(error, ApiError::NotFound(_)) {
-                        return Some(retry_after(key, &format!("delete pod {name}"), &error));
+                        return Err(ReconcileError::new(format!("delete pod {name}"), error));
                     }
                 }
             }
         }
         if let Some(patch) = metadata_patch(&current, &plan) {
-            match self.api.patch_vmi_metadata(&current, patch).await {
-                Ok(stored) => *current = stored,
-                Err(error) => return Some(retry_after(key, "patch the labels and finalizers", &error)),
-            }
+            *current = self
+                .api
+                .patch_vmi_metadata(&current, patch)
+                .await
+                .map_err(cannot("patch the labels and finalizers"))?;
         }
         if let Some(status) = plan.status {
             current.status = Some(status);
-            match self.api.update_vmi_status(&current).await {
-                Ok(stored) => *current = stored,
-                Err(error) => return Some(retry_after(key, "write the status", &error)),
-            }
+            *current = self
+                .api
+                .update_vmi_status(&current)
+                .await
+                .map_err(cannot("write the status"))?;
         }
         if current.metadata.resource_version != vmi.metadata.resource_version {
             self.known().vmis.insert(key.to_owned(), KnownVmi::new(&current));
         }
-        None
+        Ok(None)
     }
 
     async fn event(&self, vmi: &VirtualMachineInstance, kind: &'static str, reason: &str, message: &str) {
@@ -298,10 +311,4 @@ fn metadata_patch(vmi: &VirtualMachineInstance, plan: &crate::vmi_lifecycle::Pla
         changed = true;
     }
     changed.then_some(patch)
-}
-
-/// Logs why a write failed, with the VMI; returns the retry delay.
-fn retry_after(key: &str, what: &str, error: &ApiError) -> Duration {
-    tracing::warn!(vmi = %key, error = %error, "cannot {what}; retrying");
-    RETRY
 }

@@ -1,7 +1,7 @@
-//! The VMI controller's decision for one VMI (controlplane.md §1.2, §1.5): create its launcher
-//! pod, move it through Pending, Scheduling and Scheduled, fail it when its pod fails or vanishes
-//! before the handler takes over, delete pods of VMIs that are finished or deleted, and release
-//! the VMI's finalizer once its pods are gone. Pure: the reconciler applies the plan.
+//! The VMI controller's decision for one VMI: its phase step ([`crate::vmi_phase`]) carried into
+//! the status (the pod to create, the node label), the pods of VMIs that are finished or deleted
+//! to delete, and the finalizer to release once its pods are gone. Pure: the reconciler applies
+//! the plan.
 
 use std::collections::BTreeMap;
 
@@ -11,6 +11,8 @@ use kubevirt_api::v1::{
     VirtualMachineInstancePhase as Phase, VirtualMachineInstanceStatus,
 };
 use kubevirt_api::well_known::{conditions, finalizers, labels};
+
+use crate::vmi_phase::{PhaseStep, PodState, phase_step};
 
 /// A launcher pod of the VMI, as the controller sees it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -49,13 +51,6 @@ pub struct Observed<'a> {
     /// Now.
     pub now: Time,
 }
-
-/// `status.reason` of a VMI whose pod failed before the VM ran.
-pub const REASON_POD_FAILED: &str = "PodFailed";
-/// `status.reason` of a VMI whose pod vanished.
-pub const REASON_POD_NOT_EXISTS: &str = "PodNotExists";
-/// `status.reason` of a VMI deleted before it was scheduled.
-pub const REASON_DELETED: &str = "Deleted";
 
 /// The plan for one VMI.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -123,6 +118,18 @@ fn pod_scheduled_condition(status: &mut VirtualMachineInstanceStatus, pod: Optio
     }
 }
 
+/// What the phase decision sees of the pods: the first live one decides, terminating ones only
+/// count as "not absent".
+fn pod_state(pods: &[PodView], live: Option<&PodView>) -> PodState {
+    match live {
+        None if pods.is_empty() => PodState::Absent,
+        None => PodState::Terminating,
+        Some(pod) if pod.is_down() => PodState::Down,
+        Some(pod) if pod.is_compute_ready && pod.phase == "Running" && pod.node.is_some() => PodState::Ready,
+        Some(_) => PodState::Starting,
+    }
+}
+
 /// Decides what to do for one VMI.
 #[must_use]
 pub fn plan(observed: &Observed<'_>) -> Plan {
@@ -132,61 +139,57 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
     let phase = current.phase.unwrap_or_default();
     let mut status = current.clone();
     let mut plan = Plan::default();
-    let live_pods: Vec<&PodView> = observed.pods.iter().filter(|p| !p.is_terminating).collect();
+    let live_pod = observed.pods.iter().find(|p| !p.is_terminating);
     let is_deleting = vmi.metadata.deletion_timestamp.is_some();
-    let unprocessed = matches!(phase, Phase::Unset | Phase::Pending);
+    let pod = pod_state(&observed.pods, live_pod);
+
+    match phase_step(phase, pod, is_deleting, observed.expectations_satisfied) {
+        PhaseStep::Stay => {}
+        PhaseStep::CreatePod => {
+            plan.create_pod = true;
+            enter(&mut status, Phase::Pending, now);
+            enter(&mut status, Phase::Scheduling, now);
+        }
+        PhaseStep::Schedule => {
+            enter(&mut status, Phase::Pending, now);
+            enter(&mut status, Phase::Scheduling, now);
+        }
+        PhaseStep::Scheduled => {
+            if let Some(node) = live_pod.and_then(|p| p.node.as_ref()) {
+                let labelled = vmi
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(labels::NODE_NAME))
+                    .is_some_and(|n| n == node);
+                if !labelled {
+                    plan.node_label = Some(node.clone());
+                }
+                status.node_name = Some(node.clone());
+                enter(&mut status, Phase::Scheduled, now);
+            }
+        }
+        PhaseStep::Fail(reason) => fail(&mut status, reason, now),
+    }
 
     if is_deleting || phase.is_final() {
         // Finished or deleted: its pods go (the launcher stops the guest gracefully on SIGTERM),
         // once: not again while a deletion already sent is not seen yet.
         if observed.expectations_satisfied {
-            plan.delete_pods = live_pods.iter().map(|p| p.name.clone()).collect();
-        }
-        if is_deleting && unprocessed {
-            fail(&mut status, REASON_DELETED, now);
-        } else if is_deleting && phase == Phase::Scheduling {
-            fail(&mut status, REASON_POD_FAILED, now);
+            plan.delete_pods = observed
+                .pods
+                .iter()
+                .filter(|p| !p.is_terminating)
+                .map(|p| p.name.clone())
+                .collect();
         }
         let final_now = status.phase.is_some_and(Phase::is_final);
         plan.remove_finalizer =
             final_now && observed.pods.is_empty() && observed.expectations_satisfied && has_finalizer(vmi);
     } else {
         plan.add_finalizer = !has_finalizer(vmi);
-        let pod = live_pods.first().copied();
-        match (phase, pod) {
-            (Phase::Unset | Phase::Pending, None) if observed.expectations_satisfied && observed.pods.is_empty() => {
-                // The pod is created now; the VMI moves on in the same write.
-                plan.create_pod = true;
-                enter(&mut status, Phase::Pending, now);
-                enter(&mut status, Phase::Scheduling, now);
-            }
-            (Phase::Unset | Phase::Pending, Some(_)) => {
-                enter(&mut status, Phase::Pending, now);
-                enter(&mut status, Phase::Scheduling, now);
-            }
-            (Phase::Scheduling, Some(pod)) if pod.is_down() => fail(&mut status, REASON_POD_FAILED, now),
-            (Phase::Scheduling, Some(pod)) => {
-                pod_scheduled_condition(&mut status, Some(pod), now);
-                if let (true, Some(node)) = (pod.is_compute_ready && pod.phase == "Running", pod.node.as_ref()) {
-                    let labelled = vmi
-                        .metadata
-                        .labels
-                        .as_ref()
-                        .and_then(|l| l.get(labels::NODE_NAME))
-                        .is_some_and(|n| n == node);
-                    if !labelled {
-                        plan.node_label = Some(node.clone());
-                    }
-                    status.node_name = Some(node.clone());
-                    enter(&mut status, Phase::Scheduled, now);
-                }
-            }
-            (Phase::Scheduling | Phase::Scheduled | Phase::Running, None)
-                if observed.expectations_satisfied && observed.pods.is_empty() =>
-            {
-                fail(&mut status, REASON_POD_NOT_EXISTS, now);
-            }
-            _ => {}
+        if phase == Phase::Scheduling && matches!(pod, PodState::Starting | PodState::Ready) {
+            pod_scheduled_condition(&mut status, live_pod, now);
         }
         status.active_pods = observed
             .pods
@@ -205,6 +208,7 @@ mod tests {
     use k8s_openapi::jiff::Timestamp;
 
     use super::*;
+    use crate::vmi_phase::{REASON_POD_FAILED, REASON_POD_NOT_EXISTS};
 
     fn vmi(phase: Phase, deleting: bool, finalizer: bool) -> VirtualMachineInstance {
         let mut vmi = VirtualMachineInstance::default();

@@ -223,3 +223,43 @@ async fn a_final_vmis_pod_is_deleted_once_even_when_the_controller_looks_again_f
     let finalizers = api.vmi(KEY).and_then(|v| v.metadata.finalizers).unwrap_or_default();
     assert!(finalizers.is_empty(), "the finalizer is released: {finalizers:?}");
 }
+
+/// Expectations read time from the controller's clock: a pod deletion whose watch event never
+/// arrives holds the VMI for upstream's five minutes on that clock, then the deletion is sent again.
+#[tokio::test]
+async fn a_pod_deletion_the_watch_never_shows_is_sent_again_once_the_expectations_expire() {
+    let api = FakeControllerApi::new();
+    let clock = Arc::new(ManualClock::new(
+        "2026-11-21T10:00:00Z".parse::<Timestamp>().expect("time"),
+    ));
+    let controller = VmiController::new(
+        api.clone(),
+        clock.clone(),
+        PodConfig::new("registry.example/virt-launcher:v0.1.0"),
+    );
+    api.apply_vmi(vmi());
+    settle(&controller, &api).await;
+    let pod = api.pod_keys().remove(0);
+    api.run_pod(&pod, "node01");
+    settle(&controller, &api).await;
+    api.modify_vmi(KEY, |v| v.status.get_or_insert_default().phase = Some(Phase::Succeeded));
+    controller.on_vmi_event(Event::Apply(api.vmi(KEY).expect("VMI")));
+    let deletes = |api: &FakeControllerApi| {
+        api.writes()
+            .iter()
+            .filter(|w| **w == Write::DeletePod(pod.clone()))
+            .count()
+    };
+    controller.reconcile(KEY).await;
+    assert_eq!(deletes(&api), 1);
+    clock.advance(std::time::Duration::from_secs(299));
+    controller.reconcile(KEY).await;
+    assert_eq!(deletes(&api), 1, "the deletion is still expected after 299 s");
+    clock.advance(std::time::Duration::from_secs(1));
+    controller.reconcile(KEY).await;
+    assert_eq!(
+        deletes(&api),
+        2,
+        "after 300 s the expectation expired and the pod is deleted again"
+    );
+}

@@ -1,8 +1,13 @@
 //! What virt-handler does for one VMI on its node: a pure decision from the VMI and the domain
-//! its launcher reports (upstream's `defaultExecute`, controlplane.md §3.3).
+//! its launcher reports (upstream's `defaultExecute` in `pkg/virt-handler/vm.go`).
 //!
 //! Priority, as upstream: shutdown > delete > cleanup > update. Migration-specific actions
 //! (force-ignore, irrecoverable post-copy destroy) are not modelled yet.
+//!
+//! Upstream's launcher, on SIGTERM, only marks its domain for a graceful shutdown and the handler
+//! then stops it. Ours stops its guest itself (ACPI for the grace period, then kill; see the
+//! launcher's `cluster::serve`), so the table has no "marked for graceful shutdown" column: a
+//! domain whose pod is deleted simply goes Shutoff and the VMI follows on Update.
 
 use kubevirt_api::domain_state::DomainState;
 use kubevirt_api::v1::VirtualMachineInstancePhase;
@@ -30,8 +35,6 @@ pub enum DomainView {
     Present {
         /// Its state.
         state: DomainState,
-        /// The launcher got SIGTERM (its pod is being deleted) and asks for a graceful shutdown.
-        is_marked_for_graceful_shutdown: bool,
     },
 }
 
@@ -90,17 +93,7 @@ pub fn decide(vmi: VmiView, domain: DomainView) -> Action {
     if phase.is_final() {
         return if exists { Action::Delete } else { Action::Cleanup };
     }
-    match domain {
-        DomainView::Present {
-            is_marked_for_graceful_shutdown: true,
-            ..
-        } if alive => Action::Shutdown,
-        DomainView::Present {
-            is_marked_for_graceful_shutdown: true,
-            ..
-        } => Action::Delete,
-        DomainView::Present { .. } | DomainView::Missing => Action::Update,
-    }
+    Action::Update
 }
 
 #[cfg(test)]
@@ -112,33 +105,22 @@ mod tests {
         VmiView::Present { phase, is_deleting }
     }
 
-    fn domain(state: DomainState, marked: bool) -> DomainView {
-        DomainView::Present {
-            state,
-            is_marked_for_graceful_shutdown: marked,
-        }
+    fn domain(state: DomainState) -> DomainView {
+        DomainView::Present { state }
     }
 
     #[test]
     fn upstreams_rows() {
         use DomainState::{Running, Shutoff};
-        assert_eq!(
-            decide(present(Phase::Running, false), domain(Running, true)),
-            Action::Shutdown
-        );
-        assert_eq!(
-            decide(present(Phase::Running, false), domain(Shutoff, true)),
-            Action::Delete
-        );
-        assert_eq!(decide(VmiView::Missing, domain(Running, false)), Action::Shutdown);
-        assert_eq!(decide(VmiView::Missing, domain(Shutoff, false)), Action::Delete);
+        // A domain its launcher stopped (the pod was deleted) is synced: the VMI gets its final
+        // phase on Update, and is deleted on the next pass.
+        assert_eq!(decide(present(Phase::Running, false), domain(Shutoff)), Action::Update);
+        assert_eq!(decide(VmiView::Missing, domain(Running)), Action::Shutdown);
+        assert_eq!(decide(VmiView::Missing, domain(Shutoff)), Action::Delete);
         assert_eq!(decide(VmiView::Missing, DomainView::Missing), Action::Cleanup);
+        assert_eq!(decide(present(Phase::Running, true), domain(Running)), Action::Shutdown);
         assert_eq!(
-            decide(present(Phase::Running, true), domain(Running, false)),
-            Action::Shutdown
-        );
-        assert_eq!(
-            decide(present(Phase::Succeeded, false), domain(Shutoff, false)),
+            decide(present(Phase::Succeeded, false), domain(Shutoff)),
             Action::Delete
         );
         assert_eq!(
@@ -149,10 +131,7 @@ mod tests {
             decide(present(Phase::Scheduled, false), DomainView::Missing),
             Action::Update
         );
-        assert_eq!(
-            decide(present(Phase::Running, false), domain(Running, false)),
-            Action::Update
-        );
+        assert_eq!(decide(present(Phase::Running, false), domain(Running)), Action::Update);
     }
 
     /// Every VMI view x every domain view, against the table written out independently.
@@ -166,9 +145,7 @@ mod tests {
         }
         let mut domains = vec![DomainView::Missing];
         for state in DomainState::ALL {
-            for marked in [false, true] {
-                domains.push(domain(state, marked));
-            }
+            domains.push(domain(state));
         }
         for vmi in &vmis {
             for dom in &domains {
@@ -201,19 +178,7 @@ mod tests {
                             Action::Cleanup
                         }
                     }
-                    VmiView::Present { .. } => match dom {
-                        DomainView::Present {
-                            is_marked_for_graceful_shutdown: true,
-                            ..
-                        } => {
-                            if alive {
-                                Action::Shutdown
-                            } else {
-                                Action::Delete
-                            }
-                        }
-                        _ => Action::Update,
-                    },
+                    VmiView::Present { .. } => Action::Update,
                 };
                 assert_eq!(decide(*vmi, *dom), expected, "{vmi:?} {dom:?}");
             }

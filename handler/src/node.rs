@@ -157,7 +157,8 @@ pub async fn run<C: ClusterApi + Clone>(config: NodeConfig, api: C, stop: Cancel
         config.pods_dir.clone(),
         stop.clone(),
     ));
-    let launchers = SocketLaunchers::new(&config.node, &config.pods_dir, &notify_socket, mounts);
+    let network = Arc::new(pod_network::commands::SystemCommands::new());
+    let launchers = SocketLaunchers::new(&config.node, &config.pods_dir, &notify_socket, mounts, network);
     let reconciler = Arc::new(Reconciler::new(
         config.reconciler.clone(),
         api.clone(),

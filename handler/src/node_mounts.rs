@@ -220,7 +220,7 @@ fn mount_points_under(node: &str, dir: &Path) -> Vec<PathBuf> {
     points
 }
 
-#[cfg(test)]
+#[cfg(any(test, feature = "testing"))]
 pub mod fake {
     //! A node whose mounts are recorded, not made.
 

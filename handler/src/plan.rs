@@ -45,11 +45,16 @@ pub struct Observation<'a> {
     pub now: Timestamp,
     /// When this handler last pressed the power button for the VMI.
     pub last_acpi: Option<Timestamp>,
+    /// The launcher pod's network is wired for the VMI (phase 1 of the pod network is done).
+    pub pod_network_wired: bool,
 }
 
 /// One step of a plan, in order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Step {
+    /// Phase 1 of the pod network, in the launcher pod's network namespace, before its first
+    /// Sync ([`crate::pod_network`]).
+    WirePodNetwork,
     /// `SyncVirtualMachine`.
     Sync,
     /// `ShutdownVirtualMachine` (ACPI).
@@ -82,7 +87,6 @@ fn domain_view(domain: Option<&DomainSnapshot>) -> DomainView {
         Some(d) if (d.status.state(), d.status.reason()) != (DomainState::NoState, StateReason::NonExistent) => {
             DomainView::Present {
                 state: d.status.state(),
-                is_marked_for_graceful_shutdown: false,
             }
         }
         _ => DomainView::Missing,
@@ -155,7 +159,7 @@ pub fn plan(observed: &Observation<'_>) -> Plan {
                     plan.steps.push(Step::Kill);
                     plan.events.push(VmiEvent::normal("Deleted", "Signaled Deletion"));
                 }
-                Step::Sync | Step::Delete | Step::Cleanup => {}
+                Step::WirePodNetwork | Step::Sync | Step::Delete | Step::Cleanup => {}
             }
             plan.requeue = requeue;
         }
@@ -175,7 +179,12 @@ pub fn plan(observed: &Observation<'_>) -> Plan {
         },
         Action::Cleanup => plan.steps.push(Step::Cleanup),
         Action::Update => match observed.launcher {
-            LauncherState::Ready => plan.steps.push(Step::Sync),
+            LauncherState::Ready => {
+                if !observed.pod_network_wired && pod_network::plan::uses_pod_network(observed.vmi) {
+                    plan.steps.push(Step::WirePodNetwork);
+                }
+                plan.steps.push(Step::Sync);
+            }
             LauncherState::Starting => plan.requeue = Some(STARTING_RETRY),
             LauncherState::Absent | LauncherState::Unresponsive => {}
         },
@@ -251,6 +260,7 @@ mod tests {
             launcher: LauncherState::Ready,
             now: at(0),
             last_acpi: None,
+            pod_network_wired: false,
         }
     }
 
@@ -263,6 +273,40 @@ mod tests {
         for phase in [Phase::Unset, Phase::Pending, Phase::Scheduling] {
             assert_eq!(plan(&observe(&vmi(phase, false), None)), Plan::default(), "{phase:?}");
         }
+    }
+
+    #[test]
+    fn the_pod_network_is_wired_before_the_first_sync_and_only_until_it_is() {
+        let mut on_pod_network = vmi(Phase::Scheduled, false);
+        on_pod_network.spec.networks = vec![kubevirt_api::v1::Network {
+            name: "default".to_owned(),
+            pod: Some(kubevirt_api::v1::PodNetwork::default()),
+            ..kubevirt_api::v1::Network::default()
+        }];
+        on_pod_network.spec.domain.devices.interfaces = vec![kubevirt_api::v1::Interface {
+            name: "default".to_owned(),
+            masquerade: Some(kubevirt_api::v1::EmptyObject::default()),
+            ..kubevirt_api::v1::Interface::default()
+        }];
+        assert_eq!(
+            plan(&observe(&on_pod_network, None)).steps,
+            vec![Step::WirePodNetwork, Step::Sync]
+        );
+        let wired = Observation {
+            pod_network_wired: true,
+            ..observe(&on_pod_network, None)
+        };
+        assert_eq!(plan(&wired).steps, vec![Step::Sync]);
+        let starting = Observation {
+            launcher: LauncherState::Starting,
+            ..observe(&on_pod_network, None)
+        };
+        assert!(
+            plan(&starting).steps.is_empty(),
+            "nothing to wire into before the launcher serves"
+        );
+        let without = vmi(Phase::Scheduled, false);
+        assert_eq!(plan(&observe(&without, None)).steps, vec![Step::Sync]);
     }
 
     #[test]

@@ -231,6 +231,9 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
             }
             (known.domains.get(key).cloned(), known.last_acpi.get(key).copied())
         };
+        let pod_network_wired = socket
+            .as_ref()
+            .is_some_and(|s| self.launchers.is_pod_network_wired(s, &vmi));
         let plan = plan(&Observation {
             vmi: &vmi,
             vmi_gone,
@@ -238,6 +241,7 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
             launcher,
             now,
             last_acpi,
+            pod_network_wired,
         });
         let mut requeue = plan.requeue;
         for event in plan.events {
@@ -345,6 +349,7 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
         }
         let Some(socket) = socket else { return Ok(()) };
         match step {
+            Step::WirePodNetwork => self.launchers.wire_pod_network(socket, vmi).await?,
             Step::Sync => {
                 self.launchers.sync(socket, vmi).await?;
                 if had_no_domain {

@@ -1,6 +1,7 @@
-//! The VMI status virt-handler writes: the phase computed from the domain (controlplane.md §3.4),
-//! the Paused condition, the node name and machine type, and a transition timestamp per phase
-//! change. Pure: the caller passes the time and what it observed.
+//! The VMI status virt-handler writes: the phase computed from the domain (upstream's
+//! `calculateVmPhaseForStatusReason` in `pkg/virt-handler/vm.go`), the Paused condition, the node
+//! name and machine type, and a transition timestamp per phase change. Pure: the caller passes the
+//! time and what it observed.
 
 use std::collections::BTreeMap;
 

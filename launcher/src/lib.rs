@@ -4,7 +4,9 @@
 pub mod cluster;
 pub mod commands;
 pub mod domain;
+#[cfg(any(test, feature = "testing"))]
 pub mod fixtures;
+#[cfg(any(test, feature = "testing"))]
 pub mod fuzzing;
 pub mod image_store;
 pub mod libvirt;

@@ -200,3 +200,40 @@ async fn get_domain_stats_reports_a_running_domain_and_nothing_without_one() {
     let stats: cmd_protocol::stats::DomainStats = serde_json::from_str(&json).expect("stats JSON");
     assert_eq!(stats.vcpus, 1);
 }
+
+#[tokio::test]
+async fn a_stop_presses_the_power_button_only_for_a_domain_with_acpi() {
+    use cmd_protocol::cmd::cmd_server::Cmd as _;
+    for (features, has_acpi) in [
+        (serde_json::json!({"acpi": {}}), true),
+        (serde_json::json!({"acpi": {"enabled": false}}), false),
+    ] {
+        let root = tempfile::tempdir().expect("tempdir");
+        let (events, _) = tokio::sync::mpsc::unbounded_channel();
+        let manager = Arc::new(FakeDomainManager::new(AcpiBehaviour::PowerOff, events));
+        let base = ConvertContext {
+            domain_type: DomainType::Qemu,
+            layout: layout(root.path()),
+            ..ConvertContext::default()
+        };
+        let service = LauncherService::new(manager, DirectRunner, base);
+        let mut sync = request(&scratch(), None);
+        let mut vmi: serde_json::Value =
+            serde_json::from_slice(&sync.vmi.as_ref().expect("vmi").vmi_json).expect("json");
+        vmi["spec"]["domain"]["features"] = features;
+        sync.vmi = Some(Vmi {
+            vmi_json: serde_json::to_vec(&vmi).expect("json"),
+        });
+        service
+            .sync_virtual_machine(tonic::Request::new(sync))
+            .await
+            .expect("sync");
+        let policy = service.stop_policy(std::time::Duration::from_secs(20)).await;
+        assert_eq!(
+            policy.has_acpi, has_acpi,
+            "features {}",
+            vmi["spec"]["domain"]["features"]
+        );
+        assert_eq!(policy.grace, std::time::Duration::from_secs(20));
+    }
+}

@@ -4,9 +4,8 @@
 //! answers from a script.
 
 use std::io::{Read as _, Write as _};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
 
 /// A command that failed.
 #[derive(Debug, thiserror::Error)]
@@ -127,66 +126,78 @@ impl<W: ExitWaiter> NetworkCommands for SystemCommands<W> {
     }
 }
 
-/// One recorded command.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Recorded {
-    /// The namespace.
-    pub netns: PathBuf,
-    /// Program and arguments.
-    pub argv: Vec<String>,
-    /// Its input.
-    pub stdin: Option<String>,
-}
+#[cfg(any(test, feature = "testing"))]
+pub use recording::{Recorded, RecordingCommands};
 
-/// A fake: records every command and answers with the first scripted reply whose prefix matches
-/// the command line (`""` when none does); a reply of `Err(text)` makes the command fail.
-#[derive(Debug, Default)]
-pub struct RecordingCommands {
-    replies: Vec<(String, Result<String, String>)>,
-    recorded: Mutex<Vec<Recorded>>,
-}
+/// The recording fake, behind the `testing` feature.
+#[cfg(any(test, feature = "testing"))]
+mod recording {
+    use std::path::{Path, PathBuf};
+    use std::sync::Mutex;
 
-impl RecordingCommands {
-    /// Answers commands starting with `prefix` (program and arguments joined by spaces).
-    #[must_use]
-    pub fn reply(mut self, prefix: &str, reply: Result<&str, &str>) -> Self {
-        self.replies
-            .push((prefix.to_owned(), reply.map(str::to_owned).map_err(str::to_owned)));
-        self
+    use super::{CommandError, NetworkCommands};
+
+    /// One recorded command.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct Recorded {
+        /// The namespace.
+        pub netns: PathBuf,
+        /// Program and arguments.
+        pub argv: Vec<String>,
+        /// Its input.
+        pub stdin: Option<String>,
     }
 
-    /// What was run, in order.
-    #[must_use]
-    pub fn recorded(&self) -> Vec<Recorded> {
-        self.recorded.lock().map(|r| r.clone()).unwrap_or_default()
+    /// A fake: records every command and answers with the first scripted reply whose prefix matches
+    /// the command line (`""` when none does); a reply of `Err(text)` makes the command fail.
+    #[derive(Debug, Default)]
+    pub struct RecordingCommands {
+        replies: Vec<(String, Result<String, String>)>,
+        recorded: Mutex<Vec<Recorded>>,
     }
-}
 
-impl NetworkCommands for RecordingCommands {
-    fn run(&self, netns: &Path, program: &str, args: &[&str], stdin: Option<&str>) -> Result<String, CommandError> {
-        let mut words = vec![program.to_owned()];
-        words.extend(args.iter().map(|a| (*a).to_owned()));
-        let line = words.join(" ");
-        if let Ok(mut recorded) = self.recorded.lock() {
-            recorded.push(Recorded {
-                netns: netns.to_owned(),
-                argv: words,
-                stdin: stdin.map(str::to_owned),
-            });
+    impl RecordingCommands {
+        /// Answers commands starting with `prefix` (program and arguments joined by spaces).
+        #[must_use]
+        pub fn reply(mut self, prefix: &str, reply: Result<&str, &str>) -> Self {
+            self.replies
+                .push((prefix.to_owned(), reply.map(str::to_owned).map_err(str::to_owned)));
+            self
         }
-        match self
-            .replies
-            .iter()
-            .find(|(prefix, _)| line.starts_with(prefix.as_str()))
-        {
-            Some((_, Ok(out))) => Ok(out.clone()),
-            Some((_, Err(stderr))) => Err(CommandError::Failed {
-                program: program.to_owned(),
-                args: args.join(" "),
-                netns: netns.display().to_string(),
-                stderr: stderr.clone(),
-            }),
-            None => Ok(String::new()),
+
+        /// What was run, in order.
+        #[must_use]
+        pub fn recorded(&self) -> Vec<Recorded> {
+            self.recorded.lock().map(|r| r.clone()).unwrap_or_default()
+        }
+    }
+
+    impl NetworkCommands for RecordingCommands {
+        fn run(&self, netns: &Path, program: &str, args: &[&str], stdin: Option<&str>) -> Result<String, CommandError> {
+            let mut words = vec![program.to_owned()];
+            words.extend(args.iter().map(|a| (*a).to_owned()));
+            let line = words.join(" ");
+            if let Ok(mut recorded) = self.recorded.lock() {
+                recorded.push(Recorded {
+                    netns: netns.to_owned(),
+                    argv: words,
+                    stdin: stdin.map(str::to_owned),
+                });
+            }
+            match self
+                .replies
+                .iter()
+                .find(|(prefix, _)| line.starts_with(prefix.as_str()))
+            {
+                Some((_, Ok(out))) => Ok(out.clone()),
+                Some((_, Err(stderr))) => Err(CommandError::Failed {
+                    program: program.to_owned(),
+                    args: args.join(" "),
+                    netns: netns.display().to_string(),
+                    stderr: stderr.clone(),
+                }),
+                None => Ok(String::new()),
+            }
         }
     }
 }

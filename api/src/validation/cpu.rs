@@ -1,5 +1,4 @@
-//! CPU, hugepage, machine-type and architecture rules (controlplane.md §4.4 rules 23, 25–31, 35
-//! and 56).
+//! CPU, hugepage, machine-type and architecture rules of upstream's VMI admitter.
 
 use std::collections::BTreeMap;
 

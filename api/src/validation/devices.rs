@@ -1,6 +1,6 @@
-//! Device rules (controlplane.md §4.4 rules 40–43 and 58, and the per-disk checks): disk bus,
-//! cache, I/O mode, error policy, serial, PCI address and block size; inputs, IOThreads, sound,
-//! bootloader and kernel boot; and the devices that need a feature gate.
+//! Device rules of upstream's VMI admitter, including its per-disk checks: disk bus, cache, I/O
+//! mode, error policy, serial, PCI address and block size; inputs, IOThreads, sound, bootloader and
+//! kernel boot; and the devices that need a feature gate.
 
 use super::{Cause, CauseType, cause};
 use crate::v1::{ClusterConfig, Disk, VirtualMachineInstanceSpec};

@@ -1,5 +1,5 @@
-//! Guest-facing rules (controlplane.md §4.4 rules 37, 38 and 44–46): probes, SEV launch
-//! security, the pod's DNS settings and access credentials.
+//! Guest-facing rules of upstream's VMI admitter: probes, SEV launch security, the pod's DNS
+//! settings and access credentials.
 
 use serde_json::Value;
 

@@ -1,5 +1,5 @@
-//! Interface rules (controlplane.md §4.4 rules 48, 52 and 53): MAC addresses, forwarded ports,
-//! bindings the cluster permits, and NIC models.
+//! Interface rules of upstream's VMI admitter: MAC addresses, forwarded ports, bindings the
+//! cluster permits, and NIC models.
 
 use std::collections::HashSet;
 

@@ -1,5 +1,7 @@
-//! Admission validation of VMIs and VMs (controlplane.md §4.4): each rule returns causes with
-//! upstream's field path and message, which virt-api's validating webhooks return as a 422.
+//! Admission validation of VMIs and VMs, as upstream's admitters do it
+//! (`pkg/virt-api/webhooks/validating-webhook/admitters/vmi-create-admitter.go`, `vms-admitter.go`
+//! and the network admitter): each rule returns causes with upstream's field path and message,
+//! which virt-api's validating webhooks return as a 422.
 //! Pure: the cluster configuration (feature gates, permitted bindings) comes in as an argument.
 
 mod cpu;

@@ -1,5 +1,5 @@
-//! The structural rules: disks, volumes, boot order, memory, names, networks, start and eviction
-//! strategy (controlplane.md §4.4 rules 1–9, 20–22, 24, 32–34, 36, 39, 47, 49–51).
+//! The structural rules of upstream's VMI admitter: disks, volumes, boot order, memory, names,
+//! networks, start and eviction strategy.
 
 use std::collections::{BTreeMap, HashMap};
 

@@ -1,6 +1,5 @@
-//! Volume rules (controlplane.md §4.4 rules 10–19 and 57): cloud-init data sizes and sources,
-//! hostDisk, config volumes, single-instance volumes, LUN and downwardMetrics targets, and
-//! containerDisk paths.
+//! Volume rules of upstream's VMI admitter: cloud-init data sizes and sources, hostDisk, config
+//! volumes, single-instance volumes, LUN and downwardMetrics targets, and containerDisk paths.
 
 use super::{Cause, CauseType, cause};
 use crate::v1::{CloudInitSource, ClusterConfig, VirtualMachineInstanceSpec};

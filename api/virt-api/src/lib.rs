@@ -7,6 +7,7 @@
 //! connections sit behind traits in [`cluster`].
 
 pub mod admission;
+pub mod app_state;
 pub mod cluster;
 pub mod defaults;
 pub mod run;

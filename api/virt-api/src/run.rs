@@ -14,9 +14,10 @@ use kubevirt_api::v1::{ClusterConfig, KubeVirt};
 use tokio_util::sync::CancellationToken;
 
 use crate::admission::AdmissionContext;
+use crate::app_state::AppState;
 use crate::certificates;
 use crate::cluster::{HandlerConnector, KubeSubresourceCluster};
-use crate::server::{AppState, router, serve};
+use crate::server::{router, serve};
 use crate::subresources::authorize::Authentication;
 use crate::tls::{CertSource, ServerTls, server_tls_verifying_optional, server_tls_verifying_optional_pem};
 

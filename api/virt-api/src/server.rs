@@ -3,7 +3,7 @@
 //! routes that need it answer 503.
 
 use std::net::SocketAddr;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, PoisonError};
 
 use axum::Router;
 use axum::body::Bytes;
@@ -12,92 +12,17 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
-use kubevirt_api::clock::Clock;
 use tokio_util::sync::CancellationToken;
 
-use crate::admission::{self, AdmissionContext, Webhook};
-use crate::cluster::{FakeNodeConnector, FakeSubresourceCluster, NodeConnector, SubresourceCluster};
-use crate::subresources::authorize::{Authentication, PeerCertificate};
+use crate::admission::{self, Webhook};
+use crate::app_state::AppState;
+#[cfg(any(test, feature = "testing"))]
+use crate::cluster::{FakeNodeConnector, FakeSubresourceCluster};
+use crate::cluster::{NodeConnector, SubresourceCluster};
+#[cfg(any(test, feature = "testing"))]
+use crate::subresources::authorize::Authentication;
+use crate::subresources::authorize::PeerCertificate;
 use crate::subresources::{ApiStatus, discovery, routes};
-
-/// Everything the handlers share.
-pub struct AppState<C, N> {
-    admission: RwLock<AdmissionContext>,
-    /// How subresource requests are authenticated.
-    pub authentication: Authentication,
-    clock: Arc<dyn Clock>,
-    cluster: RwLock<Result<Arc<C>, String>>,
-    /// The node connection for pause, unpause and console.
-    pub node: Arc<N>,
-}
-
-impl<C, N> std::fmt::Debug for AppState<C, N> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AppState").finish_non_exhaustive()
-    }
-}
-
-impl<C: SubresourceCluster, N: NodeConnector> AppState<C, N> {
-    /// A state with no cluster yet; `why` says so in every 503.
-    pub fn new(
-        admission: AdmissionContext,
-        authentication: Authentication,
-        clock: Arc<dyn Clock>,
-        node: Arc<N>,
-        why: &str,
-    ) -> Self {
-        Self {
-            admission: RwLock::new(admission),
-            authentication,
-            clock,
-            cluster: RwLock::new(Err(why.to_owned())),
-            node,
-        }
-    }
-
-    /// A state with upstream's default cluster configuration, KubeVirt in namespace `kubevirt`,
-    /// a clock stopped at 2026-11-22T00:00:00Z and no cluster yet: for tests and demonstrations.
-    #[must_use]
-    pub fn with_defaults(authentication: Authentication, node: Arc<N>) -> Self {
-        let context = AdmissionContext {
-            config: kubevirt_api::v1::ClusterConfig::default(),
-            install_namespace: "kubevirt".to_owned(),
-        };
-        let start = k8s_openapi::jiff::Timestamp::from_second(1_795_305_600)
-            .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
-        let clock = Arc::new(kubevirt_api::clock::ManualClock::new(start));
-        Self::new(context, authentication, clock, node, "none")
-    }
-
-    /// The cluster is reachable now.
-    pub fn set_cluster(&self, cluster: Arc<C>) {
-        *self.cluster.write().unwrap_or_else(PoisonError::into_inner) = Ok(cluster);
-    }
-
-    /// The cluster is not reachable, because `why`.
-    pub fn set_cluster_unavailable(&self, why: &str) {
-        let mut slot = self.cluster.write().unwrap_or_else(PoisonError::into_inner);
-        if slot.is_err() {
-            *slot = Err(why.to_owned());
-        }
-    }
-
-    /// Replaces the cluster configuration the webhooks apply.
-    pub fn set_config(&self, config: kubevirt_api::v1::ClusterConfig) {
-        self.admission.write().unwrap_or_else(PoisonError::into_inner).config = config;
-    }
-
-    /// The cluster, or the 503 that says why there is none.
-    pub(crate) fn cluster(&self) -> Result<Arc<C>, ApiStatus> {
-        self.cluster
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-            .map_err(|why| {
-                ApiStatus::unavailable(format!("virt-api is not connected to a Kubernetes API server: {why}"))
-            })
-    }
-}
 
 fn json(value: &serde_json::Value) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], value.to_string()).into_response()
@@ -173,6 +98,7 @@ pub fn router<C: SubresourceCluster, N: NodeConnector>(state: Arc<AppState<C, N>
         .route("/version", get(|| async { json(&version_info()) }))
 }
 
+#[cfg(any(test, feature = "testing"))]
 /// An app on the in-memory cluster and node fakes (see [`AppState::with_defaults`]): for tests,
 /// benchmarks and demonstrations.
 #[must_use]

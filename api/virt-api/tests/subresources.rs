@@ -10,8 +10,9 @@ use http_body_util::BodyExt as _;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
+use virt_api::app_state::AppState;
 use virt_api::cluster::{FakeNodeConnector, FakeSubresourceCluster, PatchTarget, Recorded, VmiAction};
-use virt_api::server::{AppState, fake_app, router};
+use virt_api::server::{fake_app, router};
 use virt_api::subresources::authorize::Authentication;
 
 type State = AppState<FakeSubresourceCluster, FakeNodeConnector>;

@@ -10,8 +10,9 @@ use base64::Engine as _;
 use pretty_assertions::assert_eq;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
+use virt_api::app_state::AppState;
 use virt_api::cluster::{FAKE_CONSOLE_BANNER, FakeNodeConnector, FakeSubresourceCluster, VmiAction};
-use virt_api::server::{AppState, fake_app, router, serve_on_loopback};
+use virt_api::server::{fake_app, router, serve_on_loopback};
 use virt_api::subresources::authorize::Authentication;
 use virt_api::tls::{CertSource, server_tls};
 

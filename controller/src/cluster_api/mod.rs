@@ -3,11 +3,13 @@
 //! [`KubeControllerApi`] talks to an API server; [`FakeControllerApi`] keeps objects in memory and
 //! counts every write.
 
+#[cfg(any(test, feature = "testing"))]
 mod fake;
 mod kube_adapter;
 
 use std::future::Future;
 
+#[cfg(any(test, feature = "testing"))]
 pub use fake::{FakeControllerApi, Write};
 use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::Pod;

@@ -1,5 +1,6 @@
-//! The virt-launcher Pod of a VMI, rendered as upstream renders it (controlplane.md §1.3–1.4):
-//! identity, the `compute` container and the disk sidecars, resources, volumes and placement.
+//! The virt-launcher Pod of a VMI, rendered as upstream's `pkg/virt-controller/services/template.go`
+//! and `renderresources.go` render it: identity, the `compute` container and the disk sidecars,
+//! resources, volumes and placement.
 //! Pure: the same VMI and configuration always give the same Pod.
 
 mod containers;

@@ -1,6 +1,7 @@
-//! The `compute` container's resources (controlplane.md §1.4): the VMI's requests and limits, the
-//! memory overhead, a CPU request per vCPU, ephemeral storage for logs, and the device-plugin
-//! resources that give it /dev/kvm, /dev/net/tun and /dev/vhost-net.
+//! The `compute` container's resources (upstream's
+//! `pkg/virt-controller/services/renderresources.go`): the VMI's requests and limits, the memory
+//! overhead, a CPU request per vCPU, ephemeral storage for logs, and the device-plugin resources
+//! that give it /dev/kvm, /dev/net/tun and /dev/vhost-net.
 
 use std::collections::BTreeMap;
 

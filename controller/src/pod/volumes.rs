@@ -1,5 +1,6 @@
-//! The launcher pod's volumes and the `compute` container's mounts (controlplane.md §1.3): the
-//! emptyDirs the launcher works in, and one pod volume per VMI volume that needs the kubelet.
+//! The launcher pod's volumes and the `compute` container's mounts (upstream's
+//! `renderLaunchManifest`): the emptyDirs the launcher works in, and one pod volume per VMI volume
+//! that needs the kubelet.
 
 use k8s_openapi::api::core::v1::{
     EmptyDirVolumeSource, HostPathVolumeSource, PersistentVolumeClaimVolumeSource, Volume, VolumeMount,

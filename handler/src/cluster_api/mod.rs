@@ -2,11 +2,13 @@
 //! full status writes, node patches and events. [`KubeClusterApi`] talks to an API server through
 //! kube-rs; [`FakeClusterApi`] keeps everything in memory for tests and benchmarks.
 
+#[cfg(any(test, feature = "testing"))]
 mod fake;
 mod kube_adapter;
 
 use std::future::Future;
 
+#[cfg(any(test, feature = "testing"))]
 pub use fake::{FakeClusterApi, Write};
 use futures::stream::BoxStream;
 use kube::runtime::watcher;

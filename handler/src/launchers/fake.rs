@@ -21,6 +21,8 @@ struct Fleet {
     domains: HashMap<PathBuf, Option<DomainSnapshot>>,
     unresponsive: Vec<PathBuf>,
     commands: HashMap<&'static str, usize>,
+    /// Sockets whose (simulated) pod network is wired.
+    wired: Vec<PathBuf>,
 }
 
 /// The fake fleet.
@@ -60,7 +62,8 @@ impl FakeLaunchers {
         self.fleet().domains.remove(&Self::socket_of(uid));
     }
 
-    /// How many times the command `name` (`sync`, `shutdown`, `kill`, `delete`) was sent.
+    /// How many times the command `name` (`sync`, `shutdown`, `kill`, `delete`,
+    /// `wire_pod_network`) was sent.
     #[must_use]
     pub fn command_count(&self, name: &str) -> usize {
         self.fleet().commands.get(name).copied().unwrap_or(0)
@@ -126,6 +129,21 @@ impl Launchers for FakeLaunchers {
         } else {
             Presence::Absent
         }
+    }
+
+    fn is_pod_network_wired(&self, socket: &Path, _vmi: &VirtualMachineInstance) -> bool {
+        self.fleet().wired.iter().any(|s| s == socket)
+    }
+
+    /// Simulated pods have no network namespace: the wiring is only recorded.
+    async fn wire_pod_network(&self, socket: &Path, _vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
+        let mut fleet = self.fleet();
+        *fleet.commands.entry("wire_pod_network").or_default() += 1;
+        if !fleet.domains.contains_key(socket) {
+            return Err(LauncherError::Gone(socket.to_owned()));
+        }
+        fleet.wired.push(socket.to_owned());
+        Ok(())
     }
 
     async fn ping(&self, socket: &Path) -> Result<(), LauncherError> {

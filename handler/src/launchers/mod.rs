@@ -2,6 +2,7 @@
 //! virt-handler sends it. [`SocketLaunchers`] speaks the command protocol over each pod's unix
 //! socket; [`FakeLaunchers`] simulates launchers in memory for benchmarks and tests.
 
+#[cfg(any(test, feature = "testing"))]
 mod fake;
 mod notify_pipe;
 mod socket;
@@ -12,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use cmd_protocol::domain::DomainSnapshot;
 use cmd_protocol::stats::DomainStats;
+#[cfg(any(test, feature = "testing"))]
 pub use fake::FakeLaunchers;
 use kubevirt_api::v1::VirtualMachineInstance;
 pub use notify_pipe::NotifyPipe;
@@ -82,6 +84,14 @@ pub trait Launchers: Send + Sync + 'static {
     fn locate(&self, vmi: &VirtualMachineInstance) -> Presence;
     /// Health check.
     fn ping(&self, socket: &Path) -> impl Future<Output = Result<(), LauncherError>> + Send;
+    /// Whether phase 1 of `vmi`'s pod network is done in the pod that owns `socket`.
+    fn is_pod_network_wired(&self, socket: &Path, vmi: &VirtualMachineInstance) -> bool;
+    /// Wires `vmi`'s pod network in the pod that owns `socket` (phase 1, [`crate::pod_network`]).
+    fn wire_pod_network(
+        &self,
+        socket: &Path,
+        vmi: &VirtualMachineInstance,
+    ) -> impl Future<Output = Result<(), LauncherError>> + Send;
     /// Defines and starts the domain if needed (idempotent).
     fn sync(
         &self,

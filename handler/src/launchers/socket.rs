@@ -12,7 +12,7 @@ use cmd_protocol::sockets::{self, FindSocketError};
 use cmd_protocol::stats::DomainStats;
 use cmd_protocol::transport::CmdClient;
 use kubevirt_api::v1::VirtualMachineInstance;
-use pod_network::commands::SystemCommands;
+use pod_network::commands::NetworkCommands;
 use tracing::warn;
 
 use super::{LauncherError, Launchers, NotifyPipe, Presence};
@@ -32,12 +32,12 @@ struct Held {
 }
 
 /// The real adapter.
-#[derive(Debug)]
 pub struct SocketLaunchers {
     node: String,
     pods_dir: PathBuf,
     notify_server: PathBuf,
     mounts: Arc<dyn NodeMounts>,
+    network: Arc<dyn NetworkCommands>,
     held: Mutex<Held>,
 }
 
@@ -47,16 +47,33 @@ impl std::fmt::Debug for dyn NodeMounts {
     }
 }
 
+impl std::fmt::Debug for SocketLaunchers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SocketLaunchers")
+            .field("node", &self.node)
+            .field("pods_dir", &self.pods_dir)
+            .finish_non_exhaustive()
+    }
+}
+
 impl SocketLaunchers {
     /// Launchers of `node`, whose pods are under `pods_dir`; their events go to `notify_server`,
-    /// and their containerDisk images are mounted through `mounts`.
+    /// their containerDisk images are mounted through `mounts` and their pod network is wired
+    /// with `network`.
     #[must_use]
-    pub fn new(node: &str, pods_dir: &Path, notify_server: &Path, mounts: Arc<dyn NodeMounts>) -> Self {
+    pub fn new(
+        node: &str,
+        pods_dir: &Path,
+        notify_server: &Path,
+        mounts: Arc<dyn NodeMounts>,
+        network: Arc<dyn NetworkCommands>,
+    ) -> Self {
         Self {
             node: node.to_owned(),
             pods_dir: pods_dir.to_owned(),
             notify_server: notify_server.to_owned(),
             mounts,
+            network,
             held: Mutex::default(),
         }
     }
@@ -134,30 +151,6 @@ impl SocketLaunchers {
         Ok(())
     }
 
-    /// Phase 1 of the pod network, before the launcher's first Sync ([`crate::pod_network`]).
-    async fn wire_pod_network(&self, socket: &Path, vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
-        if !pod_network::plan::uses_pod_network(vmi) || self.held().wired.contains(socket) {
-            return Ok(());
-        }
-        let uid = vmi.metadata.uid.as_deref().ok_or_else(|| LauncherError::Invalid {
-            socket: socket.to_owned(),
-            what: "VMI",
-            message: "the VMI has no UID".to_owned(),
-        })?;
-        let private = sockets::vmi_private_dir_on_host(&self.pods_dir, self.pod_of(socket, vmi)?, uid);
-        if !private.join(sockets::POD_NETWORK_READY).exists() {
-            let netns = crate::pod_network::launcher_netns(socket).await?;
-            let vmi = vmi.clone();
-            tokio::task::spawn_blocking(move || {
-                crate::pod_network::wire(&SystemCommands::new(), &netns, &private, &vmi)
-            })
-            .await
-            .map_err(|_| LauncherError::Network(crate::pod_network::WireError::Interrupted))??;
-        }
-        self.held().wired.insert(socket.to_owned());
-        Ok(())
-    }
-
     /// Runs `call` on the socket's client; a failure drops the client so the next call reconnects.
     async fn with_client<T, F>(&self, socket: &Path, call: impl FnOnce(CmdClient) -> F) -> Result<T, LauncherError>
     where
@@ -228,9 +221,42 @@ impl Launchers for SocketLaunchers {
         self.with_client(socket, async |mut c| c.ping().await).await
     }
 
+    fn is_pod_network_wired(&self, socket: &Path, vmi: &VirtualMachineInstance) -> bool {
+        if self.held().wired.contains(socket) {
+            return true;
+        }
+        // A restarted handler finds the marker the first wiring left in the pod.
+        let marked = vmi.metadata.uid.as_deref().is_some_and(|uid| {
+            self.pod_of(socket, vmi).is_ok_and(|pod| {
+                sockets::vmi_private_dir_on_host(&self.pods_dir, pod, uid)
+                    .join(sockets::POD_NETWORK_READY)
+                    .exists()
+            })
+        });
+        if marked {
+            self.held().wired.insert(socket.to_owned());
+        }
+        marked
+    }
+
+    async fn wire_pod_network(&self, socket: &Path, vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
+        let uid = vmi.metadata.uid.as_deref().ok_or_else(|| LauncherError::Invalid {
+            socket: socket.to_owned(),
+            what: "VMI",
+            message: "the VMI has no UID".to_owned(),
+        })?;
+        let private = sockets::vmi_private_dir_on_host(&self.pods_dir, self.pod_of(socket, vmi)?, uid);
+        let netns = crate::pod_network::launcher_netns(socket).await?;
+        let (network, vmi) = (self.network.clone(), vmi.clone());
+        tokio::task::spawn_blocking(move || crate::pod_network::wire(network.as_ref(), &netns, &private, &vmi))
+            .await
+            .map_err(|_| LauncherError::Network(crate::pod_network::WireError::Interrupted))??;
+        self.held().wired.insert(socket.to_owned());
+        Ok(())
+    }
+
     async fn sync(&self, socket: &Path, vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
         self.provide_container_disks(socket, vmi).await?;
-        self.wire_pod_network(socket, vmi).await?;
         let request = vmi_request(vmi)?;
         self.with_client(socket, async |mut c| c.sync(request).await).await
     }

@@ -29,7 +29,6 @@ use super::service::{LauncherInfo, LauncherService};
 use crate::commands::process::{self, fail};
 use crate::domain::{ConvertContext, DomainType, PathLayout};
 use crate::libvirt::{DomainManager, DomainStatus, LibvirtDomainManager, LifecycleEvent};
-use crate::local::lifecycle::Policy;
 use crate::local::run::{StopSignals, StopSource as _, supervise, teardown};
 use crate::supervisor::daemons::{DaemonPaths, LibvirtDaemons, write_configs};
 use crate::supervisor::namespace::{adopt_container_libvirt, enter_private_libvirt_namespace};
@@ -215,7 +214,7 @@ async fn serve(options: &ServeOptions, paths: &DaemonPaths) -> Result<(), String
         let incoming = listen(&options.socket_dir().join(INIT_SOCKET)).map_err(|e| error(&e))?;
         let server = tokio::spawn(
             tonic::transport::Server::builder()
-                .add_service(CmdServer::from_arc(service))
+                .add_service(CmdServer::from_arc(service.clone()))
                 .add_service(CmdInfoServer::new(LauncherInfo))
                 .serve_with_incoming(incoming),
         );
@@ -223,10 +222,9 @@ async fn serve(options: &ServeOptions, paths: &DaemonPaths) -> Result<(), String
         info!(socket = %options.socket_dir().join(READY_SOCKET).display(), "serving commands");
         stops.next_stop().await;
         info!("stop requested; stopping the domain gracefully");
-        let policy = Policy {
-            grace: Duration::from_secs(options.grace_period_seconds),
-            has_acpi: true,
-        };
+        let policy = service
+            .stop_policy(Duration::from_secs(options.grace_period_seconds))
+            .await;
         let (stop, mut stop_now) = tokio::sync::mpsc::unbounded_channel();
         let _ = stop.send(());
         if let Err(e) = supervise(manager.as_ref(), &mut events, &mut stop_now, policy).await {

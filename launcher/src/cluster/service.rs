@@ -20,6 +20,7 @@ use super::pod_volumes::plan_in_pod;
 use super::snapshot::summarize;
 use crate::domain::{ConvertContext, InterfaceLink, render};
 use crate::libvirt::{DomainManager, DomainStatus};
+use crate::local::lifecycle::Policy;
 use crate::local::volumes;
 use crate::pod_network::{self, DhcpServer, PodNetworkError, interface_links};
 use crate::supervisor::reaper::ToolRunner;
@@ -190,6 +191,19 @@ impl<M: DomainManager + 'static, R: ToolRunner + 'static> LauncherService<M, R> 
         }
         self.remembered().vmi = Some(vmi);
         Ok(())
+    }
+
+    /// How a stop request (SIGTERM) stops the domain: within `grace`, with the power button only
+    /// when the defined domain has ACPI; without ACPI it is killed at once, as in local mode. A
+    /// domain whose XML cannot be read is assumed to have ACPI: the grace period then ends in a
+    /// kill anyway.
+    pub async fn stop_policy(&self, grace: std::time::Duration) -> Policy {
+        let has_acpi = self
+            .manager
+            .live_xml()
+            .await
+            .map_or(true, |xml| summarize(&xml).has_acpi);
+        Policy { grace, has_acpi }
     }
 
     /// The domain as the handler sees it.

@@ -1,5 +1,6 @@
 //! The real [`DomainManager`]: libvirt calls block, so one dedicated thread owns the connection and
-//! runs them in order, and a second thread runs libvirt's event loop (deps.md P3, P4).
+//! runs them in order, and a second thread runs libvirt's event loop (docs/dependencies.md,
+//! "libvirt's event loop" and "libvirt calls block").
 //!
 //! When the daemon dies and the supervisor restarts it, the next call finds the connection dead,
 //! reconnects (re-registering for events) and retries once; the running domain is unaffected.

@@ -1,5 +1,6 @@
-//! The few libvirt calls the `virt` crate does not wrap (deps.md P2): lifecycle event registration
-//! and the raw domain state. This is the only module with `unsafe` code.
+//! The few libvirt calls the `virt` crate does not wrap (docs/dependencies.md, "What virt does not
+//! wrap"): lifecycle event registration and the raw domain state. This is the only module with
+//! `unsafe` code.
 #![allow(unsafe_code)]
 
 use std::os::raw::{c_int, c_void};

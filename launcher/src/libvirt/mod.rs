@@ -2,6 +2,7 @@
 //! over the `virt` crate ([`LibvirtDomainManager`]) and an in-memory fake ([`FakeDomainManager`]).
 
 mod adapter;
+#[cfg(any(test, feature = "testing"))]
 mod fake;
 pub mod ffi;
 pub mod vcpu_threads;
@@ -10,6 +11,7 @@ use std::future::Future;
 
 pub use adapter::LibvirtDomainManager;
 pub use cmd_protocol::stats::DomainStats;
+#[cfg(any(test, feature = "testing"))]
 pub use fake::{AcpiBehaviour, FakeDomainManager};
 pub use ffi::LifecycleEvent;
 use kubevirt_api::domain_state::{DomainState, StateReason};

@@ -1,8 +1,8 @@
 //! What the launcher does next for its running domain: a pure decision from what it observed.
 //!
-//! Graceful stop follows upstream's contract (launcher.md §4.3): press the ACPI power button, press
-//! it again at most every 5 s while the grace period lasts (a booting guest can miss the first
-//! press), then destroy. The domain's state decides when the VM is over and with which phase.
+//! Graceful stop follows upstream's contract (virt-handler's `helperVmShutdown` in
+//! `pkg/virt-handler/vm.go`): press the ACPI power button, press it again at most every 5 s while
+//! the grace period lasts (a booting guest can miss the first press), then destroy. The domain's state decides when the VM is over and with which phase.
 
 use std::time::Duration;
 

@@ -2,10 +2,11 @@
 //!
 //! Debian 12 has only the monolithic libvirtd, which keeps its state in fixed paths under
 //! `/run/libvirt`, `/var/lib/libvirt` and `/var/log/libvirt`. A second daemon beside the system's
-//! needs its own view of those (deps.md §4): the launcher unshares its mount namespace, puts tmpfs
-//! over them, and bind-mounts its own configuration over `/etc/libvirt` and a persistent
-//! capabilities cache over `/var/cache/libvirt`. The daemons it starts inherit that view; nothing
-//! outside the launcher sees it, and it disappears with the launcher.
+//! needs its own view of those (docs/dependencies.md, "A private libvirtd needs its own mount
+//! namespace"): the launcher unshares its mount namespace, puts tmpfs over them, and bind-mounts
+//! its own configuration over `/etc/libvirt` and a persistent capabilities cache over
+//! `/var/cache/libvirt`. The daemons it starts inherit that view; nothing outside the launcher
+//! sees it, and it disappears with the launcher.
 
 use std::path::{Path, PathBuf};
 

@@ -1,9 +1,9 @@
 //! The launcher is a child subreaper and reaps every exited descendant at once.
 //!
 //! libvirt daemonizes QEMU, so QEMU is re-parented to the nearest subreaper: us. libvirt notices
-//! that QEMU is gone only once its zombie is reaped (deps.md P10), so reaping immediately turns a
-//! ~1.5 s stop into ~0.2 s. Because this reaps *every* child with `waitpid(-1)`, all children of the
-//! launcher must be spawned with `std::process::Command` and awaited through [`Reaper::wait`] —
+//! that QEMU is gone only once its zombie is reaped (docs/dependencies.md, "Reap QEMU at once"),
+//! so reaping immediately turns a ~1.5 s stop into ~0.2 s. Because this reaps *every* child with
+//! `waitpid(-1)`, all children of the launcher must be spawned with `std::process::Command` and awaited through [`Reaper::wait`] —
 //! never `Child::wait` or `tokio::process`, whose exit statuses this would steal.
 
 use std::collections::HashMap;

@@ -1,7 +1,7 @@
 //! The launcher's DHCP server: it answers only its own guest, on the guest's tap, with the address
 //! the network binding gives it (10.0.2.2/24 behind gateway 10.0.2.1 for masquerade, the pod's own
 //! address for bridge), the DNS servers and search domains of the pod's resolv.conf, the hostname
-//! and the MTU (controlplane.md §3, launcher.md §1.3). [`respond`] decides, [`server`] serves.
+//! and the MTU, as upstream's `pkg/network/dhcp` does. [`respond`] decides, [`server`] serves.
 
 pub mod packet;
 pub mod server;
@@ -337,9 +337,36 @@ mod tests {
 
     proptest::proptest! {
         #[test]
+        // The same properties as the `decode_dhcp` fuzz target (fuzz/), on stable.
         fn any_bytes_parse_or_fail_cleanly(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..600)) {
             if let Ok(p) = Packet::parse(&bytes) {
+                let again = Packet::parse(&p.to_bytes());
+                proptest::prop_assert_eq!(again.as_ref(), Ok(&p));
                 let _ = respond(&lease(), &p);
+            }
+        }
+
+        #[test]
+        fn any_request_from_the_guest_gets_an_answer_that_decodes(
+            options in proptest::collection::vec(
+                (1_u8..255, proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40)), 0..12),
+            kind in 1_u8..9,
+        ) {
+            let mut bytes = vec![0_u8; 236];
+            bytes[0] = packet::BOOT_REQUEST;
+            bytes[28..34].copy_from_slice(&MAC);
+            bytes.extend_from_slice(&[99, 130, 83, 99, code::MESSAGE_TYPE, 1, kind]);
+            for (code, value) in &options {
+                bytes.push(*code);
+                bytes.push(u8::try_from(value.len()).unwrap_or(0));
+                bytes.extend_from_slice(value);
+            }
+            bytes.push(code::END);
+            let request = Packet::parse(&bytes).expect("a well-formed request");
+            let again = Packet::parse(&request.to_bytes());
+            proptest::prop_assert_eq!(again.as_ref(), Ok(&request));
+            if let Some(reply) = respond(&lease(), &request) {
+                proptest::prop_assert!(Packet::parse(&reply.to_bytes()).is_ok());
             }
         }
     }

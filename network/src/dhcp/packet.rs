@@ -202,6 +202,10 @@ impl Packet {
         out[28..44].copy_from_slice(&self.chaddr);
         out.extend_from_slice(&MAGIC_COOKIE);
         for (code, value) in &self.options {
+            if value.is_empty() {
+                // A zero-length option (RFC 2132 allows them, e.g. rapid commit) is kept.
+                out.extend_from_slice(&[*code, 0]);
+            }
             for chunk in value.chunks(255) {
                 out.push(*code);
                 out.push(u8::try_from(chunk.len()).unwrap_or(u8::MAX));

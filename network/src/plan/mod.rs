@@ -2,7 +2,7 @@
 //! what was observed of the pod, with no side effects. [`plan`] decides; [`render`] turns a plan
 //! into the `ip -batch` script and the nftables ruleset that build it.
 //!
-//! Upstream's two bindings for the pod network (launcher.md §1.3):
+//! Upstream's two bindings for the pod network (its `pkg/network`):
 //! - **masquerade**: the guest sits behind NAT on a private subnet (`vmNetworkCIDR`, default
 //!   10.0.2.0/24: gateway 10.0.2.1 on the in-pod bridge `k6t-eth0`, guest 10.0.2.2); the pod's
 //!   ports are forwarded to it, all of them when `ports` is empty.

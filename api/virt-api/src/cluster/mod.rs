@@ -2,14 +2,18 @@
 //! with [`KubeSubresourceCluster`] and the in-memory [`FakeSubresourceCluster`]) and the
 //! virt-handler of a node ([`NodeConnector`], for pause, unpause and the console).
 
+#[cfg(any(test, feature = "testing"))]
 mod fake;
+#[cfg(any(test, feature = "testing"))]
 mod fake_node;
 mod kube_adapter;
 mod node;
 
 use std::future::Future;
 
+#[cfg(any(test, feature = "testing"))]
 pub use fake::{FakeSubresourceCluster, Recorded};
+#[cfg(any(test, feature = "testing"))]
 pub use fake_node::{FAKE_CONSOLE_BANNER, FakeNodeConnector, NodeCall};
 pub use kube_adapter::KubeSubresourceCluster;
 use kubevirt_api::v1::{VirtualMachine, VirtualMachineInstance};

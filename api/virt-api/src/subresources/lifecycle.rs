@@ -1,7 +1,7 @@
 //! What a start, stop, restart, pause or unpause request changes, decided from the VM and its VMI
-//! as read (controlplane.md §4.2, upstream's `rest/lifecycle.go`). Pure: each function returns
-//! the writes to make, as JSON patches with `test` operations so that a concurrent change makes
-//! the write fail with a conflict instead of being overwritten.
+//! as read (upstream's `pkg/virt-api/rest/lifecycle.go`). Pure: each function returns the writes
+//! to make, as JSON patches with `test` operations so that a concurrent change makes the write fail
+//! with a conflict instead of being overwritten.
 
 use std::collections::BTreeMap;
 

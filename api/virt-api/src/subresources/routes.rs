@@ -15,8 +15,8 @@ use super::authorize::{self, Authentication, PeerCertificate};
 use super::discovery::VERSIONS;
 use super::lifecycle::{self, Plan};
 use super::status::{ApiStatus, VM, VMI};
+use crate::app_state::AppState;
 use crate::cluster::{ClusterError, ConsoleStream, NodeConnector, PatchTarget, SubresourceCluster, VmiAction};
-use crate::server::AppState;
 
 /// The subprotocol KubeVirt's console clients ask for.
 pub const CONSOLE_SUBPROTOCOL: &str = "plain.kubevirt.io";
