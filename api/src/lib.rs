@@ -8,6 +8,7 @@
 pub mod clock;
 pub mod crd;
 pub mod domain_state;
+pub mod error_report;
 pub mod events;
 pub mod graceful_stop;
 pub mod manifest;

@@ -36,7 +36,7 @@ where
     match runtime.block_on(work) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("{name}: error: {e:#}");
+            eprintln!("{name}: error: {}", kubevirt_api::error_report::one_line(e.as_ref()));
             ExitCode::FAILURE
         }
     }

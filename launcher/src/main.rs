@@ -144,7 +144,7 @@ fn main() -> ExitCode {
                 ExitCode::SUCCESS
             }
             Err(error) => {
-                eprintln!("virt-launcher: error: {:#}", anyhow::Error::from(error));
+                eprintln!("virt-launcher: error: {}", kubevirt_api::error_report::one_line(&error));
                 ExitCode::from(EXIT_BAD_INPUT)
             }
         },

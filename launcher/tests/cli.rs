@@ -80,6 +80,13 @@ fn assert_bad_input(out: &Output, expected: &[&str]) {
     for part in expected {
         assert!(stderr.contains(part), "stderr {stderr:?} lacks {part:?}");
     }
+    // The error and each of its causes are said once, however the libraries chain them.
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("virt-launcher: error: "))
+        .expect("an error line");
+    let cause = line.rsplit(": ").next().unwrap_or_default();
+    assert_eq!(line.matches(cause).count(), 1, "the cause repeats: {line:?}");
 }
 
 #[test]

@@ -23,7 +23,7 @@ fn main() -> ExitCode {
         }
         Ok(None) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("virtctl: error: {e}");
+            eprintln!("virtctl: error: {}", kubevirt_api::error_report::one_line(&e));
             ExitCode::FAILURE
         }
     }

@@ -26,6 +26,8 @@ use tracing::{info, warn};
 
 use super::notify::{Notifier, event_type};
 use super::service::{LauncherInfo, LauncherService};
+use kubevirt_api::error_report::one_line;
+
 use crate::commands::process::{self, fail};
 use crate::domain::{ConvertContext, DomainType, PathLayout};
 use crate::libvirt::{DomainManager, DomainStatus, LibvirtDomainManager, LifecycleEvent};
@@ -157,16 +159,14 @@ async fn wait_for_handover<M: DomainManager>(manager: &M, window: Duration) {
 #[must_use]
 pub fn main(options: &ServeOptions) -> ExitCode {
     let paths = options.daemon_paths();
-    let prepared = write_configs(&paths)
-        .map_err(|e| format!("{:#}", anyhow::Error::from(e)))
-        .and_then(|()| {
-            let prepared = if options.container_libvirt {
-                adopt_container_libvirt(&paths.config_dir(), &options.cache_dir)
-            } else {
-                enter_private_libvirt_namespace(&paths.config_dir(), &options.cache_dir)
-            };
-            prepared.map_err(|e| format!("{:#}", anyhow::Error::from(e)))
-        });
+    let prepared = write_configs(&paths).map_err(|e| one_line(&e)).and_then(|()| {
+        let prepared = if options.container_libvirt {
+            adopt_container_libvirt(&paths.config_dir(), &options.cache_dir)
+        } else {
+            enter_private_libvirt_namespace(&paths.config_dir(), &options.cache_dir)
+        };
+        prepared.map_err(|e| one_line(&e))
+    });
     if let Err(message) = prepared {
         return fail(&message, 1);
     }

@@ -60,7 +60,7 @@ pub fn main(args: RunArgs) -> ExitCode {
         }
         Err(e) => {
             let code = e.exit_code();
-            fail(&format!("{:#}", anyhow::Error::from(e)), code)
+            fail(&kubevirt_api::error_report::one_line(&e), code)
         }
     }
 }
