@@ -4,6 +4,7 @@
 pub mod cluster;
 pub mod commands;
 pub mod domain;
+pub mod emulation;
 #[cfg(any(test, feature = "testing"))]
 pub mod fixtures;
 #[cfg(any(test, feature = "testing"))]
@@ -13,3 +14,4 @@ pub mod libvirt;
 pub mod local;
 pub mod pod_network;
 pub mod supervisor;
+pub mod volumes;

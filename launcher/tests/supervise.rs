@@ -7,8 +7,8 @@ use kubevirt_api::domain_state::StateReason;
 use kubevirt_api::v1::VirtualMachineInstancePhase::{Failed, Succeeded};
 use tokio::sync::mpsc::unbounded_channel;
 use virt_launcher::libvirt::{AcpiBehaviour, DomainManager, FakeDomainManager};
-use virt_launcher::local::lifecycle::Policy;
-use virt_launcher::local::run::supervise;
+use virt_launcher::supervisor::lifecycle::Policy;
+use virt_launcher::supervisor::supervise::supervise;
 
 const POLICY: Policy = Policy {
     grace: Duration::from_secs(12),

@@ -10,7 +10,7 @@ use kubevirt_api::v1::{VirtualMachineInstance, VolumeSource};
 
 use crate::domain::PathLayout;
 use crate::image_store::image_format;
-use crate::local::volumes::{Plan, PrepareError, Step, host_disk_step, io, nocloud_step, volume_error};
+use crate::volumes::{Plan, PrepareError, Step, host_disk_step, io, nocloud_step, volume_error};
 
 /// Volumes planned for a pod, and which claims are block devices.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

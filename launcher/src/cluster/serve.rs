@@ -31,10 +31,10 @@ use kubevirt_api::error_report::one_line;
 use crate::commands::process::{self, fail};
 use crate::domain::{ConvertContext, DomainType, PathLayout};
 use crate::libvirt::{DomainManager, DomainStatus, LibvirtDomainManager, LifecycleEvent};
-use crate::local::run::{StopSignals, StopSource as _, supervise, teardown};
 use crate::supervisor::daemons::{DaemonPaths, LibvirtDaemons, write_configs};
 use crate::supervisor::namespace::{adopt_container_libvirt, enter_private_libvirt_namespace};
 use crate::supervisor::reaper::{Reaper, ToolRunner};
+use crate::supervisor::supervise::{StopSignals, StopSource as _, supervise, teardown};
 
 /// How long libvirtd may take to open its socket.
 const SOCKET_TIMEOUT: Duration = Duration::from_secs(30);

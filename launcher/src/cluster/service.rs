@@ -20,10 +20,10 @@ use super::pod_volumes::plan_in_pod;
 use super::snapshot::summarize;
 use crate::domain::{ConvertContext, InterfaceLink, render};
 use crate::libvirt::{DomainManager, DomainStatus};
-use crate::local::lifecycle::Policy;
-use crate::local::volumes;
 use crate::pod_network::{self, DhcpServer, PodNetworkError, interface_links};
+use crate::supervisor::lifecycle::Policy;
 use crate::supervisor::reaper::ToolRunner;
+use crate::volumes;
 
 /// What the service remembers about its VMI between calls.
 #[derive(Debug, Default)]

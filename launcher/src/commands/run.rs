@@ -9,7 +9,7 @@ use std::time::Duration;
 use kubevirt_api::v1::VirtualMachineInstancePhase;
 
 use super::process::{self, fail};
-use super::render::EmulationFlags;
+use crate::emulation::EmulationFlags;
 use crate::image_store::ImageStore;
 use crate::local::run::{RunOptions, prepare_process, run};
 use crate::local::runtime_dir::DEFAULT_RUNTIME_ROOT;

@@ -12,37 +12,31 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kubevirt_api::domain_state::DomainState;
 use kubevirt_api::v1::{VirtualMachineInstance, VirtualMachineInstancePhase};
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
 use pod_network::local::PrivateNamespace;
-use tokio::signal::unix::{Signal as SignalStream, SignalKind, signal};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::time::Instant;
 use tracing::{info, instrument, warn};
 
 use super::console;
-use super::lifecycle::{self, Observation, Plan, Policy, StopProgress};
+use super::manifest::load_vmi;
 use super::network::{self, LocalNetwork, NetworkError};
 use super::runtime_dir::{RuntimeDir, RuntimeDirError};
-use super::volumes::{self, PrepareError};
-use crate::commands::render::{EmulationFlags, RenderError, ensure_uid, load_vmi};
 use crate::domain::{ConvertContext, ConvertError, DomainType, InterfaceTaps, render};
+use crate::emulation::EmulationFlags;
 use crate::image_store::ImageStore;
-use crate::libvirt::{DomainError, DomainManager, DomainStatus, LibvirtDomainManager, LifecycleEvent};
+use crate::libvirt::{DomainError, DomainManager, LibvirtDomainManager, LifecycleEvent};
 use crate::supervisor::daemons::{DaemonError, LibvirtDaemons, write_configs};
+use crate::supervisor::lifecycle::Policy;
 use crate::supervisor::namespace::{NamespaceError, enter_private_libvirt_namespace};
 use crate::supervisor::reaper::{Reaper, ReaperError};
+use crate::supervisor::supervise::{StopSignals, supervise, teardown};
+use crate::volumes::{self, PrepareError};
 
-/// How often the domain is re-read when no event arrives (a safety net for missed events).
-const POLL_INTERVAL: Duration = Duration::from_secs(1);
 /// How long libvirtd may take to open its socket.
 const SOCKET_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long the first connection may take (a cold capability probe takes ~8 s).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(120);
-/// How long the domain may stay unreachable (libvirtd restarting) before the run gives up.
-const UNREACHABLE_LIMIT: Duration = Duration::from_secs(30);
 
 /// Where a local run keeps its files.
 #[derive(Clone, Debug)]
@@ -64,7 +58,10 @@ pub struct RunOptions {
 pub enum RunError {
     /// The manifest is invalid.
     #[error(transparent)]
-    Manifest(#[from] RenderError),
+    Manifest(#[from] kubevirt_api::ManifestError),
+    /// The domain could not be written as XML.
+    #[error(transparent)]
+    Xml(#[from] crate::domain::model::XmlError),
     /// The VMI cannot become a domain.
     #[error("{path}: {source}")]
     Convert {
@@ -117,7 +114,7 @@ impl RunError {
     #[must_use]
     pub fn exit_code(&self) -> u8 {
         match self {
-            Self::Manifest(_) | Self::Convert { .. } | Self::NetworkSpec { .. } => 2,
+            Self::Manifest(_) | Self::Xml(_) | Self::Convert { .. } | Self::NetworkSpec { .. } => 2,
             Self::Prepare { source, .. } if source.is_bad_input() => 2,
             _ => 1,
         }
@@ -137,20 +134,13 @@ pub struct Prelude {
 
 /// The synchronous first step; must run before any thread (tokio included) is started.
 pub fn prepare_process(options: RunOptions) -> Result<Prelude, RunError> {
-    let mut vmi = load_vmi(&options.vmi_path).map_err(RenderError::from)?;
-    ensure_uid(&mut vmi);
+    let vmi = load_vmi(&options.vmi_path)?;
     let path = options.vmi_path.display().to_string();
     let convert = |source| RunError::Convert {
         path: path.clone(),
         source,
     };
-    let is_kvm_present = std::path::Path::new("/dev/kvm").exists();
-    let domain_type = DomainType::decide(
-        is_kvm_present,
-        options.flags.allow_emulation,
-        options.flags.force_emulation,
-    )
-    .map_err(convert)?;
+    let domain_type = options.flags.domain_type().map_err(convert)?;
     // Check the spec before creating anything: containerDisk formats are placeholders here.
     render(
         &vmi,
@@ -204,28 +194,6 @@ pub async fn run(prelude: Prelude) -> Result<VirtualMachineInstancePhase, RunErr
     result
 }
 
-/// Stop requests: SIGTERM and SIGINT.
-pub(crate) struct StopSignals {
-    term: SignalStream,
-    interrupt: SignalStream,
-}
-
-impl StopSignals {
-    pub(crate) fn install() -> Result<Self, RunError> {
-        Ok(Self {
-            term: signal(SignalKind::terminate()).map_err(RunError::Signals)?,
-            interrupt: signal(SignalKind::interrupt()).map_err(RunError::Signals)?,
-        })
-    }
-
-    async fn recv(&mut self) {
-        tokio::select! {
-            _ = self.term.recv() => {}
-            _ = self.interrupt.recv() => {}
-        }
-    }
-}
-
 /// Sets up the pod network (when the VMI uses it) around [`run_with`], and always takes it down.
 async fn run_networked(prelude: &Prelude, reaper: &Reaper) -> Result<VirtualMachineInstancePhase, RunError> {
     let Some(namespace) = &prelude.network_namespace else {
@@ -244,7 +212,7 @@ async fn run_with(
     reaper: &Reaper,
     network: Option<&LocalNetwork>,
 ) -> Result<VirtualMachineInstancePhase, RunError> {
-    let mut stops = StopSignals::install()?;
+    let mut stops = StopSignals::install().map_err(RunError::Signals)?;
     let path = prelude.options.vmi_path.display().to_string();
     let ctx = ConvertContext {
         domain_type: prelude.domain_type,
@@ -263,7 +231,7 @@ async fn run_with(
         path: path.clone(),
         source,
     })?;
-    let xml = domain.to_xml().map_err(RenderError::from)?;
+    let xml = domain.to_xml()?;
     let policy = Policy {
         grace: Duration::from_secs(u64::try_from(prelude.vmi.termination_grace_period_seconds()).unwrap_or(0)),
         has_acpi: domain.features.as_ref().is_some_and(|f| f.acpi.is_some()),
@@ -315,8 +283,8 @@ struct Booted<'a> {
     runtime: &'a RuntimeDir,
 }
 
-async fn boot_and_supervise(
-    manager: &LibvirtDomainManager,
+async fn boot_and_supervise<M: DomainManager>(
+    manager: &M,
     xml: String,
     paused: bool,
     booted: &Booted<'_>,
@@ -333,146 +301,4 @@ async fn boot_and_supervise(
     let phase = supervise(manager, events, stops, policy).await;
     console.abort();
     Ok(phase?)
-}
-
-/// Drives the domain until it is over, following [`lifecycle::decide`].
-pub async fn supervise<M: DomainManager>(
-    manager: &M,
-    events: &mut UnboundedReceiver<LifecycleEvent>,
-    stops: &mut (impl StopSource + ?Sized),
-    policy: Policy,
-) -> Result<VirtualMachineInstancePhase, DomainError> {
-    let mut stop: Option<(Instant, Option<Instant>, bool)> = None;
-    let mut unreachable_since: Option<Instant> = None;
-    let mut are_events_closed = false;
-    loop {
-        let status = match manager.status().await {
-            Ok(status) => {
-                unreachable_since = None;
-                status
-            }
-            Err(e) => {
-                // libvirtd may be restarting; the adapter reconnects on the next call.
-                let since = *unreachable_since.get_or_insert_with(Instant::now);
-                if since.elapsed() > UNREACHABLE_LIMIT {
-                    return Err(e);
-                }
-                warn!(error = %e, "cannot read the domain state; retrying");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        let now = Instant::now();
-        let progress = stop.map(|(asked, last_acpi, destroyed)| StopProgress {
-            elapsed: now - asked,
-            since_last_acpi: last_acpi.map(|t| now - t),
-            is_destroy_sent: destroyed,
-        });
-        match lifecycle::decide(&Observation { status, stop: progress }, &policy) {
-            Plan::Finish(phase) => {
-                info!(%phase, state = %status.state, reason = %status.reason, "domain is over");
-                return Ok(phase);
-            }
-            Plan::SendAcpiShutdown => {
-                info!("pressing the ACPI power button");
-                if let Err(e) = manager.shutdown().await {
-                    warn!(error = %e, "ACPI shutdown failed");
-                }
-                if let Some(s) = stop.as_mut() {
-                    s.1 = Some(Instant::now());
-                }
-            }
-            Plan::Destroy => {
-                info!("destroying the domain");
-                if let Err(e) = manager.destroy().await {
-                    warn!(error = %e, "destroy failed");
-                }
-                if let Some(s) = stop.as_mut() {
-                    s.2 = true;
-                }
-            }
-            Plan::Wait(timeout) => {
-                let timeout = timeout.unwrap_or(POLL_INTERVAL).min(POLL_INTERVAL);
-                tokio::select! {
-                    event = events.recv(), if !are_events_closed => are_events_closed = event.is_none(),
-                    () = stops.next_stop() => {
-                        match stop.as_mut() {
-                            None => {
-                                info!(grace_s = policy.grace.as_secs(), "stop requested");
-                                stop = Some((Instant::now(), None, false));
-                            }
-                            // A second request cuts the grace period short.
-                            Some(s) if !s.2 => s.0 = Instant::now().checked_sub(policy.grace).unwrap_or(s.0),
-                            Some(_) => {}
-                        }
-                    }
-                    () = tokio::time::sleep(timeout) => {}
-                }
-            }
-        }
-    }
-}
-
-/// Where stop requests come from: signals in production, a channel in tests.
-pub trait StopSource {
-    /// Resolves when a stop is requested.
-    fn next_stop(&mut self) -> impl std::future::Future<Output = ()> + Send;
-}
-
-impl StopSource for StopSignals {
-    async fn next_stop(&mut self) {
-        self.recv().await;
-    }
-}
-
-impl StopSource for tokio::sync::mpsc::UnboundedReceiver<()> {
-    async fn next_stop(&mut self) {
-        if self.recv().await.is_none() {
-            std::future::pending::<()>().await;
-        }
-    }
-}
-
-/// Leaves nothing running: destroys a live domain, undefines it, and as a last resort kills a
-/// QEMU that libvirt no longer tracks.
-pub(crate) async fn teardown(manager: &LibvirtDomainManager, name: &str) {
-    let pid_file = PathBuf::from(format!("/run/libvirt/qemu/{name}.pid"));
-    let qemu_pid = std::fs::read_to_string(&pid_file)
-        .ok()
-        .and_then(|p| p.trim().parse::<i32>().ok());
-    match manager.status().await {
-        Ok(status)
-            if matches!(
-                status.state,
-                DomainState::Running
-                    | DomainState::Paused
-                    | DomainState::Blocked
-                    | DomainState::ShuttingDown
-                    | DomainState::PmSuspended
-            ) =>
-        {
-            if let Err(e) = manager.destroy().await {
-                warn!(error = %e, "destroy during teardown failed");
-            }
-        }
-        Ok(_) => {}
-        Err(e) => warn!(error = %e, "cannot read the domain state during teardown"),
-    }
-    match manager.status().await {
-        Ok(status) if status != DomainStatus::NON_EXISTENT => {
-            if let Err(e) = manager.undefine().await {
-                warn!(error = %e, "undefine failed");
-            }
-        }
-        _ => {}
-    }
-    if let Some(pid) = qemu_pid.filter(|p| *p > 0) {
-        // Only a process that is still this domain's QEMU (pids get reused).
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let is_our_qemu = String::from_utf8_lossy(&cmdline).contains(&format!("guest={name}"));
-        if is_our_qemu && kill(Pid::from_raw(pid), None).is_ok() {
-            warn!(pid, "QEMU outlived its domain; killing it");
-            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-        }
-    }
 }

@@ -1,7 +1,11 @@
-//! The launcher's process supervision: reaping every child at once, a private mount namespace for
-//! libvirt, and the libvirt daemons it starts, watches and restarts.
+//! Supervising libvirt and QEMU, shared by local and cluster mode: reaping every child at once, a
+//! private mount namespace for libvirt, the libvirt daemons it starts, watches and restarts, and
+//! the domain's lifecycle: the stop decision ([`lifecycle`]) and the loop that carries it out
+//! ([`supervise`]).
 
 pub mod caps_cache;
 pub mod daemons;
+pub mod lifecycle;
 pub mod namespace;
 pub mod reaper;
+pub mod supervise;
