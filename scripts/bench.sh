@@ -4,7 +4,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # virt-launcher: VMI -> domain XML.
-cargo bench -p virt-launcher --bench render -- --warm-up-time 2 --measurement-time 5
+cargo bench -p domain-xml --bench render -- --warm-up-time 2 --measurement-time 5
 cargo run -q -p kubevirt-tests --bin bench-report -- \
     --section render --title "VMI -> libvirt domain XML (virt-launcher render)" \
     --bench render_minimal_vmi:20000 --bench render_large_vmi:200000

@@ -2,5 +2,5 @@
 #![no_main]
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    virt_launcher::fuzzing::render_untrusted(data);
+    domain_xml::fuzzing::render_untrusted(data);
 });

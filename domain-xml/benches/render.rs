@@ -2,9 +2,9 @@
 //! device kind). Targets on the 2-core reference machine: median <= 20 us and <= 200 us.
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use domain_xml::fixtures::{large_vmi, minimal_vmi, vmi};
+use domain_xml::{ConvertContext, DomainType, render};
 use std::hint::black_box;
-use virt_launcher::domain::{ConvertContext, DomainType, render};
-use virt_launcher::fixtures::{large_vmi, minimal_vmi, vmi};
 
 fn context(vmi: &kubevirt_api::v1::VirtualMachineInstance) -> ConvertContext {
     ConvertContext::assuming_container_disk_format(DomainType::Qemu, vmi, "qcow2")

@@ -11,7 +11,7 @@ use kubevirt_api::v1::{Interface as SpecInterface, Network, VirtualMachineInstan
 
 use super::error::interface_field;
 use super::{BootOrders, ConvertError, InterfaceLink, InterfaceTaps, pci_address, virtio_model};
-use crate::domain::model::{
+use crate::model::{
     AcpiIndex, Alias, Boot, Domain, Interface, InterfaceDriver, InterfaceTarget, Mac, Mtu, Rom, State, TypeAttr,
 };
 

@@ -2,10 +2,10 @@
 //! pieces (valid and invalid buses, sources, quantities, topologies, features), and rendering must
 //! return either a domain or an error.
 
+use domain_xml::{ConvertContext, DomainType, render};
 use kubevirt_api::v1::VirtualMachineInstance;
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use virt_launcher::domain::{ConvertContext, DomainType, render};
 
 fn maybe(value: impl Strategy<Value = Value>) -> impl Strategy<Value = Value> {
     prop_oneof![Just(Value::Null), value]
@@ -221,13 +221,13 @@ fn the_fuzz_body_survives_its_seed_corpus() {
         }
     }
     for seed in &seeds {
-        virt_launcher::fuzzing::render_untrusted(seed);
+        domain_xml::fuzzing::render_untrusted(seed);
         // Truncations and byte flips of each seed, as a fuzzer's first mutations would be.
         for cut in (0..seed.len()).step_by(97) {
-            virt_launcher::fuzzing::render_untrusted(&seed[..cut]);
+            domain_xml::fuzzing::render_untrusted(&seed[..cut]);
             let mut flipped = seed.clone();
             flipped[cut] ^= 0x20;
-            virt_launcher::fuzzing::render_untrusted(&flipped);
+            domain_xml::fuzzing::render_untrusted(&flipped);
         }
     }
     assert!(seeds.len() > 40);
@@ -235,11 +235,8 @@ fn the_fuzz_body_survives_its_seed_corpus() {
 
 #[test]
 fn the_benchmark_fixtures_render() {
-    for value in [
-        virt_launcher::fixtures::minimal_vmi(),
-        virt_launcher::fixtures::large_vmi(),
-    ] {
-        let vmi = virt_launcher::fixtures::vmi(value);
+    for value in [domain_xml::fixtures::minimal_vmi(), domain_xml::fixtures::large_vmi()] {
+        let vmi = domain_xml::fixtures::vmi(value);
         let ctx = ConvertContext::assuming_container_disk_format(DomainType::Qemu, &vmi, "qcow2");
         let domain = render(&vmi, &ctx).unwrap_or_else(|e| panic!("{e}"));
         let dir = tempfile::tempdir().expect("tempdir");

@@ -6,7 +6,7 @@ use kubevirt_api::v1::VirtualMachineInstance;
 use kubevirt_api::well_known::annotations;
 
 use super::ConvertError;
-use crate::domain::model::{
+use crate::model::{
     CpuNuma, Domain, Empty, MaxMemory, MemoryBacking, MemoryDevice, MemoryTarget, NumaCell, ScaledInteger, TypeAttr,
 };
 

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use kubevirt_api::Manifest;
 
-use crate::domain::{ConvertContext, DomainType, render};
+use crate::{ConvertContext, DomainType, render};
 
 /// Parses `data` as a manifest and renders it. Any outcome but a panic is acceptable.
 pub fn render_untrusted(data: &[u8]) {

@@ -25,7 +25,7 @@ pub use error::ConvertError;
 pub use interfaces::tap_name;
 pub use layout::PathLayout;
 
-use crate::domain::model::{Address, Devices, Domain, QEMU_NAMESPACE, ScaledInteger, Vcpu};
+use crate::model::{Address, Devices, Domain, QEMU_NAMESPACE, ScaledInteger, Vcpu};
 
 /// libvirt's `<domain type>`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

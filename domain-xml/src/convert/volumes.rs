@@ -5,7 +5,7 @@ use std::path::Path;
 use kubevirt_api::v1::{VirtualMachineInstance, Volume, VolumeSource, VolumeSourceError};
 
 use super::{ConvertContext, ConvertError};
-use crate::domain::model::{BackingStore, DiskSource, TypeAttr};
+use crate::model::{BackingStore, DiskSource, TypeAttr};
 
 /// How a volume appears as a libvirt disk: `<disk type>`, driver format, source and backing store.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -5,7 +5,7 @@ use std::path::Path;
 use kubevirt_api::v1::{FeatureState, VirtualMachineInstance};
 
 use super::{ConvertContext, ConvertError};
-use crate::domain::model::{
+use crate::model::{
     BootMenu, Domain, GracePeriodMetadata, KUBEVIRT_NAMESPACE, KubeVirtMetadata, Loader, Metadata, Nvram, Os, OsBios,
     OsType, Smbios, Sysinfo, SysinfoBlock, SysinfoEntry,
 };

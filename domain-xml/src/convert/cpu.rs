@@ -4,7 +4,7 @@ use kubevirt_api::quantity::ParsedQuantity;
 use kubevirt_api::v1::VirtualMachineInstanceSpec;
 
 use super::ConvertError;
-use crate::domain::model::{self, Cpu, CpuFeature, CpuModel, Domain, Vcpu, VcpuEntry, Vcpus};
+use crate::model::{self, Cpu, CpuFeature, CpuModel, Domain, Vcpu, VcpuEntry, Vcpus};
 
 /// The most vCPUs a q35 guest can have with QEMU 7.2.
 pub const MAX_VCPUS: u32 = 288;

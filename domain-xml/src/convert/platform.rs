@@ -3,7 +3,7 @@
 use kubevirt_api::v1::{FeatureState, VirtualMachineInstance};
 
 use super::ConvertError;
-use crate::domain::model::{
+use crate::model::{
     Apic, Clock, ClockTimer, Domain, Empty, Features, Hyperv, KvmFeatures, Spinlocks, State, Stimer, VendorId,
 };
 

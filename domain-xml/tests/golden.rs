@@ -8,11 +8,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use domain_xml::{ConvertContext, Domain, DomainType, render};
 use kubevirt_api::Manifest;
 use kubevirt_api::v1::VirtualMachineInstance;
 use pretty_assertions::assert_eq;
 use serde::Deserialize;
-use virt_launcher::domain::{ConvertContext, Domain, DomainType, render};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -7,7 +7,7 @@ use kubevirt_api::v1::{Disk as SpecDisk, VirtualMachineInstance};
 use super::error::disk_field;
 use super::volumes::{VolumeDisk, volume_disk};
 use super::{BootOrders, ConvertContext, ConvertError, pci_address, virtio_model};
-use crate::domain::model::{
+use crate::model::{
     Address, Alias, BlockIo, Boot, Disk, DiskDriver, DiskSource, DiskTarget, Domain, Empty, Reservations, UnixSource,
 };
 

@@ -5,7 +5,7 @@ use kubevirt_api::v1::{Devices as SpecDevices, VirtualMachineInstance};
 
 use super::disks::DiskNeeds;
 use super::{ConvertContext, ConvertError, virtio_model};
-use crate::domain::model::{
+use crate::model::{
     Alias, BalloonStats, Channel, ChannelTarget, Console, Controller, ControllerDriver, Devices, Domain, Graphics,
     GraphicsListen, Input, Log, Memballoon, Redirdev, Rng, RngBackend, Serial, SerialTarget, Sound, Tpm, TpmBackend,
     UnixSource, Video, VideoModel, Vsock, VsockCid, Watchdog,
