@@ -1,6 +1,6 @@
 //! virt-handler on a node, assembled: the notify server, the launchers behind their sockets, the
 //! reconcile loop, the heartbeat and the HTTP endpoint, all stopped by one token. Generic over the
-//! API side, so tests run the whole handler against [`crate::cluster_api::FakeClusterApi`].
+//! API side, so tests run the whole handler against `FakeClusterApi`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -53,7 +53,7 @@ pub struct Observation<'a> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Step {
     /// Phase 1 of the pod network, in the launcher pod's network namespace, before its first
-    /// Sync ([`crate::pod_network`]).
+    /// Sync ([`crate::network_wiring`]).
     WirePodNetwork,
     /// `SyncVirtualMachine`.
     Sync,

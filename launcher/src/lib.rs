@@ -6,9 +6,9 @@ pub mod commands;
 /// The VMI -> domain conversion, its own crate so it builds and tests without libvirt.
 pub use domain_xml as domain;
 pub mod emulation;
+pub mod guest_network;
 pub mod image_store;
 pub mod libvirt;
 pub mod local;
-pub mod pod_network;
 pub mod supervisor;
 pub mod volumes;

@@ -1,7 +1,7 @@
 //! The seam to the system: commands (`ip`, `nft`, `sysctl`) run inside a network namespace, named
 //! by a path to it (`/proc/<pid>/ns/net`, or an open descriptor's `/proc/<pid>/fd/<n>`).
-//! [`SystemCommands`] runs them through `nsenter`; [`RecordingCommands`] records them for tests and
-//! answers from a script.
+//! [`SystemCommands`] runs them through `nsenter`; `RecordingCommands` (feature `testing`) records
+//! them for tests and answers from a script.
 
 use std::io::{Read as _, Write as _};
 use std::path::Path;

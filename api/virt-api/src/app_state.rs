@@ -7,7 +7,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 use kubevirt_api::clock::Clock;
 
 use crate::admission::AdmissionContext;
-use crate::cluster::{NodeConnector, SubresourceCluster};
+use crate::backends::{NodeConnector, SubresourceCluster};
 use crate::subresources::ApiStatus;
 use crate::subresources::authorize::Authentication;
 

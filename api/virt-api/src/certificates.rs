@@ -109,7 +109,7 @@ pub fn issue(namespace: &str) -> Result<Certificates, CertificateError> {
 /// virt-handler's serving certificate, signed by the CA of `certificates`.
 pub fn handler_certificate(certificates: &Certificates) -> Result<(String, String), CertificateError> {
     Ok(sign(
-        vec![crate::cluster::HANDLER_SERVER_NAME.to_owned()],
+        vec![crate::backends::HANDLER_SERVER_NAME.to_owned()],
         &issuer(&certificates.ca_key)?,
     )?)
 }

@@ -4,11 +4,11 @@
 //! crate while only virt-api needs an HTTPS server, TLS certificates and a websocket proxy.
 //! The behaviour is in pure modules: [`defaults`] and [`admission`] answer AdmissionReviews,
 //! [`subresources`] decides what a start, stop or restart changes; the kube API and the node
-//! connections sit behind traits in [`cluster`].
+//! connections sit behind traits in [`backends`].
 
 pub mod admission;
 pub mod app_state;
-pub mod cluster;
+pub mod backends;
 pub mod defaults;
 pub mod run;
 pub mod server;

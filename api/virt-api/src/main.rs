@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use virt_api::cluster::HandlerConnector;
+use virt_api::backends::HandlerConnector;
 use virt_api::run::{ApiConfig, run};
 use virt_api::subresources::authorize::Authentication;
 use virt_api::tls::CertSource;

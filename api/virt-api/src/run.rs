@@ -15,8 +15,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::admission::AdmissionContext;
 use crate::app_state::AppState;
+use crate::backends::{HandlerConnector, KubeSubresourceCluster};
 use crate::certificates;
-use crate::cluster::{HandlerConnector, KubeSubresourceCluster};
 use crate::server::{router, serve};
 use crate::subresources::authorize::Authentication;
 use crate::tls::{CertSource, ServerTls, server_tls_verifying_optional, server_tls_verifying_optional_pem};

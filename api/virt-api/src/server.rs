@@ -17,8 +17,8 @@ use tokio_util::sync::CancellationToken;
 use crate::admission::{self, Webhook};
 use crate::app_state::AppState;
 #[cfg(any(test, feature = "testing"))]
-use crate::cluster::{FakeNodeConnector, FakeSubresourceCluster};
-use crate::cluster::{NodeConnector, SubresourceCluster};
+use crate::backends::{FakeNodeConnector, FakeSubresourceCluster};
+use crate::backends::{NodeConnector, SubresourceCluster};
 #[cfg(any(test, feature = "testing"))]
 use crate::subresources::authorize::Authentication;
 use crate::subresources::authorize::PeerCertificate;

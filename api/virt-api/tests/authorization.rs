@@ -13,7 +13,7 @@ use pretty_assertions::assert_eq;
 use rustls_pki_types::pem::PemObject as _;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-use virt_api::cluster::FakeSubresourceCluster;
+use virt_api::backends::FakeSubresourceCluster;
 use virt_api::server::{fake_app, router, serve_on_loopback};
 use virt_api::subresources::authorize::Authentication;
 use virt_api::tls::{CertSource, server_tls_verifying_optional};

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 use tokio_util::sync::CancellationToken;
-use virt_api::cluster::{FAKE_CONSOLE_BANNER, FakeSubresourceCluster};
+use virt_api::backends::{FAKE_CONSOLE_BANNER, FakeSubresourceCluster};
 use virt_api::server::{fake_app, router, serve_on_loopback};
 use virt_api::subresources::authorize::Authentication;
 use virt_api::tls::{CertSource, server_tls};

@@ -14,7 +14,7 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
 use virt_api::app_state::AppState;
-use virt_api::cluster::{FakeNodeConnector, KubeSubresourceCluster, VmiAction};
+use virt_api::backends::{FakeNodeConnector, KubeSubresourceCluster, VmiAction};
 use virt_api::server::router;
 use virt_api::subresources::authorize::{Authentication, PeerCertificate};
 

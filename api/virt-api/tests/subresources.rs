@@ -11,7 +11,7 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
 use virt_api::app_state::AppState;
-use virt_api::cluster::{FakeNodeConnector, FakeSubresourceCluster, PatchTarget, Recorded, VmiAction};
+use virt_api::backends::{FakeNodeConnector, FakeSubresourceCluster, PatchTarget, Recorded, VmiAction};
 use virt_api::server::{fake_app, router};
 use virt_api::subresources::authorize::Authentication;
 

@@ -11,7 +11,7 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use virt_api::app_state::AppState;
-use virt_api::cluster::{FAKE_CONSOLE_BANNER, FakeNodeConnector, FakeSubresourceCluster, VmiAction};
+use virt_api::backends::{FAKE_CONSOLE_BANNER, FakeNodeConnector, FakeSubresourceCluster, VmiAction};
 use virt_api::server::{fake_app, router, serve_on_loopback};
 use virt_api::subresources::authorize::Authentication;
 use virt_api::tls::{CertSource, server_tls};

@@ -1,6 +1,6 @@
 //! The Kubernetes side of virt-controller behind one trait: watches of VMIs and launcher pods, pod
 //! creation and deletion, VMI metadata patches and status writes, and events.
-//! [`KubeControllerApi`] talks to an API server; [`FakeControllerApi`] keeps objects in memory and
+//! [`KubeControllerApi`] talks to an API server; `FakeControllerApi` (feature `testing`) keeps objects in memory and
 //! counts every write.
 
 #[cfg(any(test, feature = "testing"))]

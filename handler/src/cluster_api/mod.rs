@@ -1,6 +1,6 @@
 //! The Kubernetes side of virt-handler behind one trait: the VMIs of this node as a watch stream,
 //! full status writes, node patches and events. [`KubeClusterApi`] talks to an API server through
-//! kube-rs; [`FakeClusterApi`] keeps everything in memory for tests and benchmarks.
+//! kube-rs; `FakeClusterApi` (feature `testing`) keeps everything in memory for tests and benchmarks.
 
 #[cfg(any(test, feature = "testing"))]
 mod fake;

@@ -1,6 +1,6 @@
 //! The launchers of this node behind one trait: where a VMI's launcher is, and the commands
 //! virt-handler sends it. [`SocketLaunchers`] speaks the command protocol over each pod's unix
-//! socket; [`FakeLaunchers`] simulates launchers in memory for benchmarks and tests.
+//! socket; `FakeLaunchers` (feature `testing`) simulates launchers in memory for benchmarks and tests.
 
 #[cfg(any(test, feature = "testing"))]
 mod fake;
@@ -51,7 +51,7 @@ pub enum LauncherError {
     Encode(#[from] serde_json::Error),
     /// The pod network could not be wired.
     #[error(transparent)]
-    Network(#[from] crate::pod_network::WireError),
+    Network(#[from] crate::network_wiring::WireError),
     /// The containerDisk or kernel-boot images could not be mounted for the launcher.
     #[error(transparent)]
     ContainerDisk(#[from] crate::container_disks::ProvideError),
@@ -86,7 +86,7 @@ pub trait Launchers: Send + Sync + 'static {
     fn ping(&self, socket: &Path) -> impl Future<Output = Result<(), LauncherError>> + Send;
     /// Whether phase 1 of `vmi`'s pod network is done in the pod that owns `socket`.
     fn is_pod_network_wired(&self, socket: &Path, vmi: &VirtualMachineInstance) -> bool;
-    /// Wires `vmi`'s pod network in the pod that owns `socket` (phase 1, [`crate::pod_network`]).
+    /// Wires `vmi`'s pod network in the pod that owns `socket` (phase 1, [`crate::network_wiring`]).
     fn wire_pod_network(
         &self,
         socket: &Path,

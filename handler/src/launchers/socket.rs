@@ -246,11 +246,11 @@ impl Launchers for SocketLaunchers {
             message: "the VMI has no UID".to_owned(),
         })?;
         let private = sockets::vmi_private_dir_on_host(&self.pods_dir, self.pod_of(socket, vmi)?, uid);
-        let netns = crate::pod_network::launcher_netns(socket).await?;
+        let netns = crate::network_wiring::launcher_netns(socket).await?;
         let (network, vmi) = (self.network.clone(), vmi.clone());
-        tokio::task::spawn_blocking(move || crate::pod_network::wire(network.as_ref(), &netns, &private, &vmi))
+        tokio::task::spawn_blocking(move || crate::network_wiring::wire(network.as_ref(), &netns, &private, &vmi))
             .await
-            .map_err(|_| LauncherError::Network(crate::pod_network::WireError::Interrupted))??;
+            .map_err(|_| LauncherError::Network(crate::network_wiring::WireError::Interrupted))??;
         self.held().wired.insert(socket.to_owned());
         Ok(())
     }
@@ -338,7 +338,7 @@ impl Launchers for SocketLaunchers {
         let Some(private) = self.private_dir(socket, vmi) else {
             return BTreeMap::new();
         };
-        let addresses = crate::pod_network::cached_pod_addresses(&private, vmi);
+        let addresses = crate::network_wiring::cached_pod_addresses(&private, vmi);
         if !addresses.is_empty() {
             self.held().pod_addresses.insert(socket.to_owned(), addresses.clone());
         }

@@ -41,7 +41,7 @@ const SOCKET_TIMEOUT: Duration = Duration::from_secs(30);
 /// After a stop, how long the stopped domain waits for virt-handler to write the VMI's final
 /// phase and delete it. Exiting first would leave the handler with a launcher gone before its
 /// domain's end was seen, which it reports as a failure (found on a real cluster).
-/// With [`LAST_EVENTS_TIMEOUT`] and the teardown it stays within the 15 s the launcher pod's grace
+/// With `LAST_EVENTS_TIMEOUT` and the teardown it stays within the 15 s the launcher pod's grace
 /// period gives beyond the launcher's own.
 pub const HANDOVER_WINDOW: Duration = Duration::from_secs(5);
 /// How long the last domain events may take to reach virt-handler at exit.

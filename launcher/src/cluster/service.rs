@@ -19,8 +19,8 @@ use tracing::{info, instrument};
 use super::pod_volumes::plan_in_pod;
 use super::snapshot::summarize;
 use crate::domain::{ConvertContext, InterfaceLink, render};
+use crate::guest_network::{self, DhcpServer, PodNetworkError, interface_links};
 use crate::libvirt::{DomainManager, DomainStatus};
-use crate::pod_network::{self, DhcpServer, PodNetworkError, interface_links};
 use crate::supervisor::lifecycle::Policy;
 use crate::supervisor::reaper::ToolRunner;
 use crate::volumes;
@@ -126,7 +126,7 @@ impl<M: DomainManager + 'static, R: ToolRunner + 'static> LauncherService<M, R> 
         vmi: &VirtualMachineInstance,
         private: &std::path::Path,
     ) -> Result<BTreeMap<String, InterfaceLink>, Status> {
-        let plan = pod_network::from_handler_cache(
+        let plan = guest_network::from_handler_cache(
             vmi,
             &private.join(sockets::POD_INTERFACE_CACHE),
             &private.join(sockets::POD_NETWORK_READY),

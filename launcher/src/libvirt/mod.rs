@@ -1,5 +1,5 @@
 //! libvirt behind a trait: [`DomainManager`] manages the launcher's one domain, with a real adapter
-//! over the `virt` crate ([`LibvirtDomainManager`]) and an in-memory fake ([`FakeDomainManager`]).
+//! over the `virt` crate ([`LibvirtDomainManager`]) and an in-memory fake (`FakeDomainManager`, feature `testing`).
 
 mod adapter;
 #[cfg(any(test, feature = "testing"))]

@@ -16,7 +16,7 @@ use pod_network::setup::{POD_INTERFACE, SetupError, observe_pod_interface, set_u
 use tracing::{instrument, warn};
 
 use crate::domain::InterfaceLink;
-use crate::pod_network::{DhcpServer, interface_links, pod_resolv};
+use crate::guest_network::{DhcpServer, interface_links, pod_resolv};
 use crate::supervisor::reaper::Reaper;
 
 /// Why the local network could not be set up.

@@ -4,7 +4,8 @@
 //!    runtime directory and the libvirt configuration, enter the private mount namespace.
 //! 2. [`run`] (on tokio): become the subreaper, prepare volumes, render the domain, start libvirtd
 //!    and virtlogd, define and start the domain, stream the console, and supervise the domain
-//!    until it ends or a signal asks it to stop ([`supervise`], driven by [`lifecycle::decide`]).
+//!    until it ends or a signal asks it to stop ([`crate::supervisor::supervise::supervise`], driven by
+//!    [`crate::supervisor::lifecycle::decide`]).
 //! 3. Always, whatever happened: destroy what still runs, undefine, stop the daemons, remove the
 //!    runtime directory.
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kubevirt_api::v1::VirtualMachineInstancePhase as Phase;
-use virt_api::cluster::{HandlerConnector, NodeConnector, NodeError, VmiAction};
+use virt_api::backends::{HandlerConnector, NodeConnector, NodeError, VmiAction};
 use virt_handler::node::ConsoleServerConfig;
 
 use super::fixture::{Stopper, assert_stops_cleanly, spawn_launcher, wait_for_guest_marker, wait_until};

@@ -1,5 +1,5 @@
 //! The `subresources.kubevirt.io` API: discovery, and the start, stop, restart, pause, unpause and
-//! console subresources. [`lifecycle`] decides, [`routes`] reads and writes through the traits.
+//! console subresources. [`lifecycle`] decides, `routes` reads and writes through the traits.
 
 pub mod authorize;
 pub mod discovery;

@@ -16,7 +16,7 @@ use super::discovery::VERSIONS;
 use super::lifecycle::{self, Plan};
 use super::status::{ApiStatus, VM, VMI};
 use crate::app_state::AppState;
-use crate::cluster::{ClusterError, ConsoleStream, NodeConnector, PatchTarget, SubresourceCluster, VmiAction};
+use crate::backends::{ClusterError, ConsoleStream, NodeConnector, PatchTarget, SubresourceCluster, VmiAction};
 
 /// The subprotocol KubeVirt's console clients ask for.
 pub const CONSOLE_SUBPROTOCOL: &str = "plain.kubevirt.io";

@@ -1,5 +1,5 @@
-//! What virt-api needs from the cluster, behind traits: the kube API ([`SubresourceCluster`],
-//! with [`KubeSubresourceCluster`] and the in-memory [`FakeSubresourceCluster`]) and the
+//! What virt-api talks to behind its routes (its backends), behind traits: the kube API ([`SubresourceCluster`],
+//! with [`KubeSubresourceCluster`] and the in-memory `FakeSubresourceCluster` (feature `testing`)) and the
 //! virt-handler of a node ([`NodeConnector`], for pause, unpause and the console).
 
 #[cfg(any(test, feature = "testing"))]
