@@ -13,7 +13,7 @@ deps:
 	@scripts/install-deps.sh
 
 guest: deps
-	@tests/guest/build-testguest.sh
+	@kubevirt-tests/guest/build-testguest.sh
 
 build: deps
 	$(CARGO) build --workspace --bins

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # kubevirt-rs on the test cluster (make cluster) with the release images: bring-up times (a cold
 # one with an empty Go build cache, which also times the Kubernetes build, then a warm one), VMI
-# start, API requests per start and memory (tests/bin/bench_cluster), written to the `cluster`
+# start, API requests per start and memory (kubevirt-tests/bin/bench_cluster), written to the `cluster`
 # section of BENCHMARKS.md. Any running test cluster is taken down first, and the cluster is taken
 # down at the end.
 set -euo pipefail

@@ -10,7 +10,7 @@ cargo run -q -p kubevirt-tests --bin bench-report -- \
     --bench render_minimal_vmi:20000 --bench render_large_vmi:200000
 
 # virt-launcher: boot, memory and stop against raw QEMU with the test guest.
-tests/guest/build-testguest.sh
+kubevirt-tests/guest/build-testguest.sh
 cargo build --release -p virt-launcher
 cargo build --release -p kubevirt-tests --bin bench-libvirt-client
 cargo run -q --release -p kubevirt-tests --bin bench-launcher -- --launcher target/release/virt-launcher \

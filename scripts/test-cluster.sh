@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The end-to-end tier of `make test`: brings the test cluster up (cluster/up.sh builds what is
-# missing and refreshes images that changed), runs tests/tests/cluster against it, and takes the
+# missing and refreshes images that changed), runs kubevirt-tests/tests/cluster against it, and takes the
 # cluster down again unless it was already running before. Needs root, as the cluster does.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

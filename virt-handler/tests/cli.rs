@@ -65,7 +65,7 @@ fn a_console_key_without_its_certificate_is_a_usage_error() {
     assert_eq!(output.status.code(), Some(2));
 }
 
-#[path = "../../tests/support/install.rs"]
+#[path = "../../kubevirt-tests/support/install.rs"]
 mod install;
 
 #[test]

@@ -285,7 +285,7 @@ fn explicit_values_are_kept_and_dependent_defaults_filled() {
 
 #[test]
 fn every_example_vmi_is_admitted_and_defaulted() {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../manifests/examples");
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/examples");
     let mut seen = 0;
     for entry in std::fs::read_dir(dir).expect("examples") {
         let path = entry.expect("entry").path();

@@ -8,7 +8,7 @@ use http::{Request, Response};
 use kube::client::Body;
 use serde_json::Value;
 
-#[path = "../../../tests/support/rbac.rs"]
+#[path = "../../../kubevirt-tests/support/rbac.rs"]
 mod rbac;
 
 pub type Log = Arc<Mutex<Vec<(String, String, Value)>>>;

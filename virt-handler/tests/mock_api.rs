@@ -18,7 +18,7 @@ use virt_handler::launchers::FakeLaunchers;
 use virt_handler::notify_server::DomainNotification;
 use virt_handler::reconciler::{Reconciler, ReconcilerConfig};
 
-#[path = "../../tests/support/rbac.rs"]
+#[path = "../../kubevirt-tests/support/rbac.rs"]
 mod rbac;
 
 const NODE: &str = "node01";

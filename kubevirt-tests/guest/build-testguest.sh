@@ -2,7 +2,7 @@
 # Builds the kubevirt-rs test guest from Debian packages and installs it into the local image store.
 #
 #   kernel     linux-image-cloud-amd64 (extracted with dpkg-deb -x, never installed)
-#   initramfs  busybox-static plus the kernel modules the guest needs, with tests/guest/init
+#   initramfs  busybox-static plus the kernel modules the guest needs, with kubevirt-tests/guest/init
 #   disk       a small qcow2 image made with qemu-img, whose first line is a label the guest prints
 #
 # Outputs, under $KUBEVIRT_RS_CACHE (default /var/cache/kubevirt-rs)/testguest:

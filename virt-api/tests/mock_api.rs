@@ -18,7 +18,7 @@ use virt_api::backends::{FakeNodeConnector, KubeSubresourceCluster, VmiAction};
 use virt_api::server::router;
 use virt_api::subresources::authorize::{Authentication, PeerCertificate};
 
-#[path = "../../../tests/support/rbac.rs"]
+#[path = "../../kubevirt-tests/support/rbac.rs"]
 mod rbac;
 
 /// One request the mock API server received.

@@ -39,7 +39,7 @@ fn no_reachable_api_server_is_a_clear_error() {
     );
 }
 
-#[path = "../../tests/support/install.rs"]
+#[path = "../../kubevirt-tests/support/install.rs"]
 mod install;
 
 #[test]

@@ -1,7 +1,7 @@
 //! Leader election against a mock API server that keeps one Lease the way the API server does:
 //! a replica alone creates the Lease, takes it and says so on its channel.
 
-#[path = "../../tests/support/rbac.rs"]
+#[path = "../../kubevirt-tests/support/rbac.rs"]
 mod rbac;
 
 use std::sync::{Arc, Mutex};

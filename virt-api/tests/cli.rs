@@ -5,7 +5,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-#[path = "../../../tests/support/install.rs"]
+#[path = "../../kubevirt-tests/support/install.rs"]
 mod install;
 
 fn virt_api() -> Command {
