@@ -15,8 +15,10 @@ deps:
 guest: deps
 	@kubevirt-tests/guest/build-testguest.sh
 
+# The shipped binaries only: building the whole workspace would turn on the `testing` feature
+# the benchmark programs need, and put the test doubles into them.
 build: deps
-	$(CARGO) build --workspace --bins
+	$(CARGO) build -p virt-launcher -p virt-handler -p virt-controller -p virt-api -p virtctl -p container-disk
 
 run: guest build
 	target/debug/virt-launcher run --vmi $(VMI) --force-emulation

@@ -14,8 +14,10 @@ fi
 scripts/build-images.sh --profile debug
 
 # The shipped binaries carry none of the test doubles (they sit behind the `testing` feature).
+command -v strings >/dev/null || fail "strings is missing (binutils): run make deps"
 for binary in virt-launcher virt-handler virt-controller virt-api; do
-    doubles=$(strings "target/debug/$binary" | grep -oE 'Fake[A-Z][A-Za-z]+|RecordingCommands|ManualClock' | sort -u | tr '\n' ' ' || true)
+    [ -f "target/debug/$binary" ] || fail "target/debug/$binary was not built"
+    doubles=$(strings "target/debug/$binary" | grep -oE 'Fake[A-Z][A-Za-z]+|RecordingCommands|ManualClock|DirectRunner' | sort -u | tr '\n' ' ' || true)
     [ -z "$doubles" ] || fail "$binary contains test doubles: $doubles"
 done
 say "the four binaries carry no test doubles"

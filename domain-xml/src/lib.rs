@@ -12,5 +12,7 @@ pub mod fixtures;
 pub mod fuzzing;
 pub mod model;
 
-pub use convert::{ConvertContext, ConvertError, DomainType, InterfaceLink, InterfaceTaps, PathLayout, render};
+pub use convert::{
+    ConvertContext, ConvertError, DomainType, InterfaceLink, InterfaceTaps, PathLayout, apply_interface_links, render,
+};
 pub use model::Domain;

@@ -2,7 +2,7 @@
 //! conversion context, and either an expected error or a `<case>.xml` beside it. Domains are
 //! compared semantically (parsed into the model), and every golden passes `virt-xml-validate`.
 //!
-//! `KUBEVIRT_RS_UPDATE_GOLDEN=1 cargo test -p virt-launcher --test golden` rewrites the XML files.
+//! `KUBEVIRT_RS_UPDATE_GOLDEN=1 cargo test -p domain-xml --test golden` rewrites the XML files.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

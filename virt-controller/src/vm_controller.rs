@@ -148,7 +148,7 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
                 return Ok(None);
             };
             let vmi = known.vmis.get(key).and_then(Compact::get);
-            (vm, vmi, known.expectations.satisfied(key, self.clock.now()))
+            (vm, vmi, known.expectations.satisfied(key, self.clock.monotonic()))
         };
         if !satisfied {
             return Ok(None);
@@ -232,7 +232,7 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
         let mut failure = None;
         match action {
             Action::Create { paused } => {
-                self.known().expectations.expect_creation(key, self.clock.now());
+                self.known().expectations.expect_creation(key, self.clock.monotonic());
                 if let Err(error) = self.api.create_vmi(&vmi_from_vm(vm, paused)).await {
                     tracing::warn!(error = %error, "cannot create the VMI; retrying");
                     self.known().expectations.creation_observed(key);
@@ -241,7 +241,9 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
                 }
             }
             Action::Delete => {
-                self.known().expectations.expect_deletions(key, 1, self.clock.now());
+                self.known()
+                    .expectations
+                    .expect_deletions(key, 1, self.clock.monotonic());
                 match self.api.delete_vmi(&namespace, &name).await {
                     Ok(()) | Err(ApiError::NotFound(_)) => {}
                     Err(error) => {
@@ -275,7 +277,9 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
     ) -> Result<(), ReconcileError> {
         match vmi {
             Some(vmi) if vmi.metadata.deletion_timestamp.is_none() => {
-                self.known().expectations.expect_deletions(key, 1, self.clock.now());
+                self.known()
+                    .expectations
+                    .expect_deletions(key, 1, self.clock.monotonic());
                 let namespace = vm.metadata.namespace.clone().unwrap_or_else(|| "default".to_owned());
                 match self
                     .api

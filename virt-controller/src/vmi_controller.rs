@@ -212,7 +212,7 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
                 .get(key)
                 .map(|p| p.values().cloned().collect())
                 .unwrap_or_default();
-            (vmi, pods, known.expectations.satisfied(key, self.clock.now()))
+            (vmi, pods, known.expectations.satisfied(key, self.clock.monotonic()))
         };
         let plan = plan(&Observed {
             vmi: &vmi,
@@ -225,7 +225,7 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
         if plan.create_pod {
             match render_launcher_pod(&vmi, &self.pod_config()).map(Box::new) {
                 Ok(pod) => {
-                    self.known().expectations.expect_creation(key, self.clock.now());
+                    self.known().expectations.expect_creation(key, self.clock.monotonic());
                     match self.api.create_pod(&namespace, &pod).await {
                         Ok(created) => {
                             let message = format!(
@@ -255,7 +255,9 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
         }
         if !plan.delete_pods.is_empty() {
             let count = u32::try_from(plan.delete_pods.len()).unwrap_or(u32::MAX);
-            self.known().expectations.expect_deletions(key, count, self.clock.now());
+            self.known()
+                .expectations
+                .expect_deletions(key, count, self.clock.monotonic());
             for name in &plan.delete_pods {
                 if let Err(error) = self.api.delete_pod(&namespace, name).await {
                     self.known().expectations.deletion_observed(key);

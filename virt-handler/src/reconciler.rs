@@ -258,7 +258,8 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
                     break;
                 }
                 warn!(vmi = %key, step = ?step, error = %error, "step failed");
-                if *step == Step::Sync {
+                // Wiring the pod network was part of Sync before it became a step of its own.
+                if matches!(*step, Step::Sync | Step::WirePodNetwork) {
                     self.record(key, VmiEvent::warning("SyncFailed", error.to_string()))
                         .await;
                 }

@@ -213,12 +213,6 @@ pub fn apply(
             alias: Some(Alias::user(&iface.name)),
             ..Interface::default()
         };
-        if let Some(link) = links.get(&iface.name) {
-            out.mac = Some(Mac {
-                address: link.mac.clone(),
-            });
-            out.mtu = Some(Mtu { size: link.mtu });
-        }
         if let Some(pci) = iface.pci_address.as_deref().filter(|p| !p.is_empty()) {
             out.address = Some(pci_address(pci, &format!("{field}.pciAddress"))?);
         }
@@ -230,5 +224,26 @@ pub fn apply(
         }
         domain.devices.interface.push(out);
     }
+    apply_links(domain, links);
     Ok(())
+}
+
+/// Gives each interface the MAC and MTU the pod network's setup chose for it (by the interface's
+/// name in the VMI): at render time, or on a domain rendered before the network was set up (local
+/// mode renders once, before it creates anything). Interfaces without a link keep what they have.
+pub fn apply_links(domain: &mut Domain, links: &BTreeMap<String, InterfaceLink>) {
+    for (name, link) in links {
+        let alias = Alias::user(name);
+        for out in domain
+            .devices
+            .interface
+            .iter_mut()
+            .filter(|i| i.alias.as_ref() == Some(&alias))
+        {
+            out.mac = Some(Mac {
+                address: link.mac.clone(),
+            });
+            out.mtu = Some(Mtu { size: link.mtu });
+        }
+    }
 }

@@ -22,7 +22,7 @@ use kubevirt_api::v1::{Devices as SpecDevices, VirtualMachineInstance};
 pub use cpu::Topology;
 pub use disks::device_suffix;
 pub use error::ConvertError;
-pub use interfaces::tap_name;
+pub use interfaces::{apply_links as apply_interface_links, tap_name};
 pub use layout::PathLayout;
 
 use crate::model::{Address, Devices, Domain, QEMU_NAMESPACE, ScaledInteger, Vcpu};

@@ -7,11 +7,18 @@ use kubevirt_api::v1::{Interface, VirtualMachineInstance};
 
 use super::{PlanError, invalid, parse_mac, pod_network_names};
 
+/// Proof that [`check_interfaces`] passed: [`super::plan_checked`] takes it and does not check
+/// again. Only [`check_interfaces`] makes one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CheckedInterfaces {
+    _made_by_check_interfaces: (),
+}
+
 /// Checks what the network setup relies on, before anything is created.
 ///
 /// # Errors
 /// A [`PlanError`] naming the first bad field.
-pub fn check_interfaces(vmi: &VirtualMachineInstance) -> Result<(), PlanError> {
+pub fn check_interfaces(vmi: &VirtualMachineInstance) -> Result<CheckedInterfaces, PlanError> {
     let pod_networks = pod_network_names(vmi);
     // MACs first: a duplicate is the same mistake whatever binding the second interface has.
     let mut macs: BTreeMap<[u8; 6], usize> = BTreeMap::new();
@@ -68,7 +75,9 @@ pub fn check_interfaces(vmi: &VirtualMachineInstance) -> Result<(), PlanError> {
             }
         }
     }
-    Ok(())
+    Ok(CheckedInterfaces {
+        _made_by_check_interfaces: (),
+    })
 }
 
 /// `dhcpOptions` the server can send: private options 224–254, each once; IPv4 NTP servers;

@@ -17,7 +17,7 @@ use std::net::Ipv4Addr;
 
 use kubevirt_api::v1::{Interface, VirtualMachineInstance};
 
-pub use checks::check_interfaces;
+pub use checks::{CheckedInterfaces, check_interfaces};
 use lease_options::{extra_options, routes_to_gateway};
 
 use crate::dhcp::Lease;
@@ -321,7 +321,21 @@ fn masquerade_subnet(vmi: &VirtualMachineInstance, index: usize) -> Result<(Ipv4
 /// MAC, a `vmNetworkCIDR` that is not an IPv4 CIDR, or a bridge binding on a pod interface with no
 /// IPv4 address.
 pub fn plan(vmi: &VirtualMachineInstance, pod: &PodInterface, resolv: &Resolv) -> Result<NetworkPlan, PlanError> {
-    check_interfaces(vmi)?;
+    plan_checked(check_interfaces(vmi)?, vmi, pod, resolv)
+}
+
+/// [`plan`] for a VMI whose interfaces [`check_interfaces`] already passed (`checked`), as local
+/// mode does before it creates anything: the checks are not made twice.
+///
+/// # Errors
+/// A [`PlanError`] naming the field, for what only the pod interface can tell: a bridge binding
+/// on a pod interface with no IPv4 address, a `vmNetworkCIDR` that is not an IPv4 CIDR.
+pub fn plan_checked(
+    _checked: CheckedInterfaces,
+    vmi: &VirtualMachineInstance,
+    pod: &PodInterface,
+    resolv: &Resolv,
+) -> Result<NetworkPlan, PlanError> {
     let pod_network = vmi.spec.networks.iter().position(|n| n.pod.is_some());
     let Some((index, iface)) = pod_network.and_then(|n| {
         let name = &vmi.spec.networks[n].name;

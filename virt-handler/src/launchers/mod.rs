@@ -1,6 +1,7 @@
 //! The launchers of this node behind one trait: where a VMI's launcher is, and the commands
 //! virt-handler sends it. [`SocketLaunchers`] speaks the command protocol over each pod's unix
-//! socket; `FakeLaunchers` (feature `testing`) simulates launchers in memory for benchmarks and tests.
+//! socket; `FakeLaunchers` (feature `testing`) simulates launchers in memory for benchmarks and
+//! tests.
 
 #[cfg(any(test, feature = "testing"))]
 mod fake;

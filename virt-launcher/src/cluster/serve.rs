@@ -187,9 +187,9 @@ pub fn main(options: &ServeOptions) -> ExitCode {
 }
 
 async fn serve(options: &ServeOptions, paths: &DaemonPaths) -> Result<(), String> {
-    let error = |e: &dyn std::fmt::Display| e.to_string();
+    let error = |e: &(dyn std::error::Error + 'static)| one_line(e);
     let reaper = Reaper::install().map_err(|e| error(&e))?;
-    let mut stops = StopSignals::install().map_err(|e| error(&e))?;
+    let mut stops = StopSignals::install().map_err(|e| format!("cannot install signal handlers: {}", one_line(&e)))?;
     let daemons = LibvirtDaemons::start(&reaper, paths, SOCKET_TIMEOUT)
         .await
         .map_err(|e| error(&e))?;

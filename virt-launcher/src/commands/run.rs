@@ -44,7 +44,7 @@ pub fn main(args: RunArgs) -> ExitCode {
     };
     let prelude = match prepare_process(options) {
         Ok(prelude) => prelude,
-        Err(e) => return fail(&e.to_string(), e.exit_code()),
+        Err(e) => return fail(&kubevirt_api::error_report::one_line(&e), e.exit_code()),
     };
     let runtime = match process::runtime() {
         Ok(runtime) => runtime,

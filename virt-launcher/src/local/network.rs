@@ -11,7 +11,7 @@ use kubevirt_api::v1::VirtualMachineInstance;
 use pod_network::commands::{ExitWaiter, NetworkCommands, SystemCommands};
 use pod_network::dhcp::server::ServerError;
 use pod_network::local::{HostLink, LocalError, PrivateNamespace, connect_to_host, disconnect};
-use pod_network::plan::{Binding, InterfacePlan, PlanError, format_mac, plan};
+use pod_network::plan::{Binding, CheckedInterfaces, InterfacePlan, PlanError, format_mac, plan_checked};
 use pod_network::setup::{POD_INTERFACE, SetupError, observe_pod_interface, set_up_pod_network};
 use tracing::{instrument, warn};
 
@@ -92,12 +92,13 @@ impl LocalNetwork {
     pub async fn start(
         namespace: &Arc<PrivateNamespace>,
         vmi: &VirtualMachineInstance,
+        checked: CheckedInterfaces,
         reaper: &Reaper,
     ) -> Result<Self, NetworkError> {
         let ns = Arc::clone(namespace);
         let vmi = vmi.clone();
         let commands = commands(reaper);
-        let built = tokio::task::spawn_blocking(move || build(&commands, &ns, &vmi))
+        let built = tokio::task::spawn_blocking(move || build(&commands, &ns, &vmi, checked))
             .await
             .map_err(|_| NetworkError::Interrupted)?;
         let (link, plan) = built?;
@@ -170,11 +171,12 @@ fn build(
     commands: &dyn NetworkCommands,
     namespace: &PrivateNamespace,
     vmi: &VirtualMachineInstance,
+    checked: CheckedInterfaces,
 ) -> Result<(HostLink, Option<InterfacePlan>), NetworkError> {
     let link = connect_to_host(commands, namespace)?;
     let planned = (|| {
         let pod = observe_pod_interface(commands, &namespace.own_path(), POD_INTERFACE)?;
-        let plan = plan(vmi, &pod, &pod_resolv())?.pod;
+        let plan = plan_checked(checked, vmi, &pod, &pod_resolv())?.pod;
         if let Some(plan) = &plan {
             set_up_pod_network(commands, &namespace.own_path(), plan)?;
         }

@@ -1,10 +1,13 @@
 //! One local run, start to exit:
 //!
-//! 1. [`prepare_process`] (before any thread exists): load and check the manifest, create the
-//!    runtime directory and the libvirt configuration, enter the private mount namespace.
-//! 2. [`run`] (on tokio): become the subreaper, prepare volumes, render the domain, start libvirtd
-//!    and virtlogd, define and start the domain, stream the console, and supervise the domain
-//!    until it ends or a signal asks it to stop ([`crate::supervisor::supervise::supervise`], driven by
+//! 1. [`prepare_process`] (before any thread exists): load the manifest and make the whole plan
+//!    (the volumes, the domain rendered once, the network spec checked), so that every check is
+//!    done before anything is created; then create the runtime directory and the libvirt
+//!    configuration and enter the private mount namespace.
+//! 2. [`run`] (on tokio): become the subreaper, prepare volumes, set the pod network's MAC and MTU
+//!    on the domain, start libvirtd and virtlogd, define and start the domain, stream the console,
+//!    and supervise the domain until it ends or a signal asks it to stop
+//!    ([`crate::supervisor::supervise::supervise`], driven by
 //!    [`crate::supervisor::lifecycle::decide`]).
 //! 3. Always, whatever happened: destroy what still runs, undefine, stop the daemons, remove the
 //!    runtime directory.
@@ -15,6 +18,7 @@ use std::time::Duration;
 
 use kubevirt_api::v1::{VirtualMachineInstance, VirtualMachineInstancePhase};
 use pod_network::local::PrivateNamespace;
+use pod_network::plan::CheckedInterfaces;
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::time::Instant;
 use tracing::{info, instrument, warn};
@@ -23,7 +27,7 @@ use super::console;
 use super::manifest::load_vmi;
 use super::network::{self, LocalNetwork, NetworkError};
 use super::runtime_dir::{RuntimeDir, RuntimeDirError};
-use crate::domain::{ConvertContext, ConvertError, DomainType, InterfaceTaps, render};
+use crate::domain::{ConvertContext, ConvertError, Domain, InterfaceTaps, apply_interface_links, render};
 use crate::emulation::EmulationFlags;
 use crate::image_store::ImageStore;
 use crate::libvirt::{DomainError, DomainManager, LibvirtDomainManager, LifecycleEvent};
@@ -127,8 +131,11 @@ impl RunError {
 pub struct Prelude {
     vmi: VirtualMachineInstance,
     volumes: volumes::Plan,
+    /// The domain, rendered once; the pod network's MAC and MTU are set on it once known.
+    domain: Domain,
+    /// The network spec, checked once; the network setup plans from it without checking again.
+    interfaces: CheckedInterfaces,
     options: RunOptions,
-    domain_type: DomainType,
     runtime: RuntimeDir,
     network_namespace: Option<Arc<PrivateNamespace>>,
 }
@@ -142,20 +149,29 @@ pub fn prepare_process(options: RunOptions) -> Result<Prelude, RunError> {
         source,
     };
     let domain_type = options.flags.domain_type().map_err(convert)?;
-    // Check the spec before creating anything: containerDisk formats are placeholders here.
-    render(
-        &vmi,
-        &ConvertContext::assuming_container_disk_format(domain_type, &vmi, "raw"),
-    )
-    .map_err(convert)?;
-    pod_network::plan::check_interfaces(&vmi).map_err(|source| RunError::NetworkSpec {
+    let uid = vmi.metadata.uid.clone().unwrap_or_default();
+    let runtime = RuntimeDir::new(&options.runtime_root, &uid)?;
+    // The whole plan is made, and so every check done, before anything is created: the volumes
+    // (images found, kinds supported), then the domain, rendered once, then the network spec.
+    let volumes = volumes::plan(&vmi, &runtime.layout(), &options.store).map_err(|source| RunError::Prepare {
         path: path.clone(),
         source,
     })?;
-    let uid = vmi.metadata.uid.clone().unwrap_or_default();
-    let runtime = RuntimeDir::new(&options.runtime_root, &uid)?;
-    // Every volume is checked (images found, kinds supported) before anything is created.
-    let volumes = volumes::plan(&vmi, &runtime.layout(), &options.store).map_err(|source| RunError::Prepare {
+    let uses_pod_network = pod_network::plan::uses_pod_network(&vmi);
+    let ctx = ConvertContext {
+        domain_type,
+        layout: runtime.layout(),
+        container_disk_formats: volumes.container_disk_formats.clone(),
+        // The pod network's tap is made by the network setup; without one, libvirt makes plain taps.
+        interface_taps: if uses_pod_network {
+            InterfaceTaps::PreCreated
+        } else {
+            InterfaceTaps::LibvirtManaged
+        },
+        ..ConvertContext::default()
+    };
+    let domain = render(&vmi, &ctx).map_err(convert)?;
+    let interfaces = pod_network::plan::check_interfaces(&vmi).map_err(|source| RunError::NetworkSpec {
         path: path.clone(),
         source,
     })?;
@@ -176,8 +192,9 @@ pub fn prepare_process(options: RunOptions) -> Result<Prelude, RunError> {
     Ok(Prelude {
         vmi,
         volumes,
+        domain,
+        interfaces,
         options,
-        domain_type,
         runtime,
         network_namespace,
     })
@@ -200,7 +217,7 @@ async fn run_networked(prelude: &Prelude, reaper: &Reaper) -> Result<VirtualMach
     let Some(namespace) = &prelude.network_namespace else {
         return run_with(prelude, reaper, None).await;
     };
-    let network = LocalNetwork::start(namespace, &prelude.vmi, reaper).await?;
+    let network = LocalNetwork::start(namespace, &prelude.vmi, prelude.interfaces, reaper).await?;
     eprintln!("virt-launcher: {}", network.describe());
     let result = run_with(prelude, reaper, Some(&network)).await;
     network.stop(namespace, reaper).await;
@@ -215,23 +232,10 @@ async fn run_with(
 ) -> Result<VirtualMachineInstancePhase, RunError> {
     let mut stops = StopSignals::install().map_err(RunError::Signals)?;
     let path = prelude.options.vmi_path.display().to_string();
-    let ctx = ConvertContext {
-        domain_type: prelude.domain_type,
-        layout: prelude.runtime.layout(),
-        container_disk_formats: prelude.volumes.container_disk_formats.clone(),
-        // The pod network's tap is made by the network setup; without one, libvirt makes plain taps.
-        interface_taps: if network.is_some() {
-            InterfaceTaps::PreCreated
-        } else {
-            InterfaceTaps::LibvirtManaged
-        },
-        interface_links: network.map(LocalNetwork::interface_links).unwrap_or_default(),
-        ..ConvertContext::default()
-    };
-    let domain = render(&prelude.vmi, &ctx).map_err(|source| RunError::Convert {
-        path: path.clone(),
-        source,
-    })?;
+    let mut domain = prelude.domain.clone();
+    if let Some(network) = network {
+        apply_interface_links(&mut domain, &network.interface_links());
+    }
     let xml = domain.to_xml()?;
     let policy = Policy {
         grace: Duration::from_secs(u64::try_from(prelude.vmi.termination_grace_period_seconds()).unwrap_or(0)),

@@ -2,7 +2,8 @@
 //!
 //! Graceful stop follows upstream's contract (virt-handler's `helperVmShutdown` in
 //! `pkg/virt-handler/vm.go`): press the ACPI power button, press it again at most every 5 s while
-//! the grace period lasts (a booting guest can miss the first press), then destroy. The domain's state decides when the VM is over and with which phase.
+//! the grace period lasts (a booting guest can miss the first press), then destroy. The domain's
+//! state decides when the VM is over and with which phase.
 
 use std::time::Duration;
 

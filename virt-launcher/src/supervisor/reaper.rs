@@ -3,8 +3,9 @@
 //! libvirt daemonizes QEMU, so QEMU is re-parented to the nearest subreaper: us. libvirt notices
 //! that QEMU is gone only once its zombie is reaped (docs/dependencies.md, "Reap QEMU at once"),
 //! so reaping immediately turns a ~1.5 s stop into ~0.2 s. Because this reaps *every* child with
-//! `waitpid(-1)`, all children of the launcher must be spawned with `std::process::Command` and awaited through [`Reaper::wait`] —
-//! never `Child::wait` or `tokio::process`, whose exit statuses this would steal.
+//! `waitpid(-1)`, all children of the launcher must be spawned with `std::process::Command` and
+//! awaited through [`Reaper::wait`], never `Child::wait` or `tokio::process`, whose exit statuses
+//! this would steal.
 
 use std::collections::HashMap;
 use std::process::{Command, Stdio};
@@ -188,9 +189,11 @@ impl ToolRunner for Reaper {
 
 /// Runs tools with `std::process::Command::output`; only correct in a process without a [`Reaper`]
 /// (which would take the exit statuses), i.e. in tests.
+#[cfg(any(test, feature = "testing"))]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct DirectRunner;
 
+#[cfg(any(test, feature = "testing"))]
 impl ToolRunner for DirectRunner {
     async fn run(&self, command: &mut Command) -> Result<(ProcessExit, String), ReaperError> {
         let program = command.get_program().to_string_lossy().into_owned();
