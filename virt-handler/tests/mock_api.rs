@@ -437,3 +437,49 @@ async fn a_launcher_that_stops_answering_turns_its_vmi_failed_with_a_reason() {
     assert_eq!(status["phase"], json!("Failed"));
     assert_eq!(status["reason"], json!("LauncherUnresponsive"));
 }
+
+/// Wiring the pod network is a step of its own, taken once before the first Sync of a VMI on the
+/// pod network, and never for a VMI without one.
+#[tokio::test]
+async fn the_pod_network_is_wired_once_before_the_first_sync() {
+    let (handler, mut domain_events, _clock, seen) = handler();
+    let key = "default/testvmi";
+    let mut on_pod_network = scheduled_vmi();
+    on_pod_network.spec.networks = vec![kubevirt_api::v1::Network {
+        name: "default".to_owned(),
+        pod: Some(kubevirt_api::v1::PodNetwork::default()),
+        ..kubevirt_api::v1::Network::default()
+    }];
+    on_pod_network.spec.domain.devices.interfaces = vec![kubevirt_api::v1::Interface {
+        name: "default".to_owned(),
+        masquerade: Some(kubevirt_api::v1::EmptyObject::default()),
+        ..kubevirt_api::v1::Interface::default()
+    }];
+    handler.on_vmi_event(Event::Apply(on_pod_network));
+    handler.reconcile(key).await;
+    let launchers = handler.launchers();
+    assert_eq!(
+        (
+            launchers.command_count("wire_pod_network"),
+            launchers.command_count("sync")
+        ),
+        (1, 1)
+    );
+    handler.on_domain_event(domain_events.try_recv().expect("ADDED"));
+    handler.reconcile(key).await;
+    assert_eq!(launchers.command_count("wire_pod_network"), 1, "wired once");
+    assert_eq!(launchers.command_count("sync"), 2);
+    taken(&seen);
+
+    let (plain, _events, _clock, _seen) = self::handler();
+    plain.on_vmi_event(Event::Apply(scheduled_vmi()));
+    plain.reconcile(key).await;
+    assert_eq!(
+        (
+            plain.launchers().command_count("wire_pod_network"),
+            plain.launchers().command_count("sync")
+        ),
+        (0, 1),
+        "no pod network, no wiring"
+    );
+}
