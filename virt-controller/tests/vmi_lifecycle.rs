@@ -36,16 +36,22 @@ fn vmi() -> VirtualMachineInstance {
 type Controller = VmiController<FakeControllerApi, Arc<ManualClock>>;
 
 fn controller() -> (Controller, FakeControllerApi) {
+    let (controller, api, _clock) = controller_and_clock();
+    (controller, api)
+}
+
+/// The controller, the fake API server and the clock the controller reads.
+fn controller_and_clock() -> (Controller, FakeControllerApi, Arc<ManualClock>) {
     let api = FakeControllerApi::new();
     let clock = Arc::new(ManualClock::new(
         "2026-11-21T10:00:00Z".parse::<Timestamp>().expect("time"),
     ));
     let controller = VmiController::new(
         api.clone(),
-        clock,
+        clock.clone(),
         PodConfig::new("registry.example/virt-launcher:v0.1.0"),
     );
-    (controller, api)
+    (controller, api, clock)
 }
 
 /// Applies what the fake API server's watches would deliver, then reconciles.
@@ -228,15 +234,7 @@ async fn a_final_vmis_pod_is_deleted_once_even_when_the_controller_looks_again_f
 /// arrives holds the VMI for upstream's five minutes on that clock, then the deletion is sent again.
 #[tokio::test]
 async fn a_pod_deletion_the_watch_never_shows_is_sent_again_once_the_expectations_expire() {
-    let api = FakeControllerApi::new();
-    let clock = Arc::new(ManualClock::new(
-        "2026-11-21T10:00:00Z".parse::<Timestamp>().expect("time"),
-    ));
-    let controller = VmiController::new(
-        api.clone(),
-        clock.clone(),
-        PodConfig::new("registry.example/virt-launcher:v0.1.0"),
-    );
+    let (controller, api, clock) = controller_and_clock();
     api.apply_vmi(vmi());
     settle(&controller, &api).await;
     let pod = api.pod_keys().remove(0);

@@ -191,3 +191,45 @@ async fn a_handler_client_drives_the_test_guest_through_the_command_socket() {
 
     assert_stops_cleanly(launcher, root.path(), &socket);
 }
+
+/// Cluster mode's stop on SIGTERM follows the domain: a guest without ACPI cannot hear the power
+/// button, so it is destroyed at once instead of after the 30 s grace period.
+#[tokio::test]
+async fn sigterm_destroys_a_domain_without_acpi_at_once() {
+    const NO_ACPI_UID: &str = "7b2c3d4e-5f60-4182-93a4-b5c6d7e8f901";
+    let root = tempfile::Builder::new()
+        .prefix("kc")
+        .tempdir_in("/tmp")
+        .expect("tempdir");
+    let (share, private) = (root.path().join("s"), root.path().join("p"));
+    let launcher = spawn_launcher(&PodDirs::new(root.path(), share.clone()), "testguest", NO_ACPI_UID);
+    let _stopper = Stopper(launcher.id());
+    let socket = share.join("sockets").join(READY_SOCKET);
+    wait_until("launcher socket", Duration::from_secs(90), async || {
+        socket.exists().then_some(())
+    })
+    .await;
+    let mut client = CmdClient::connect(&socket).await.expect("connect");
+    let mut vmi = testguest("testguest", NO_ACPI_UID);
+    vmi.spec.domain.features = Some(kubevirt_api::v1::Features {
+        acpi: Some(kubevirt_api::v1::FeatureState { enabled: Some(false) }),
+        ..kubevirt_api::v1::Features::default()
+    });
+    let request = VmiRequest {
+        vmi: Some(Vmi {
+            vmi_json: serde_json::to_vec(&vmi).expect("json"),
+        }),
+        options: None,
+    };
+    client.sync(request).await.expect("sync");
+    wait_for_guest_marker(&private, NO_ACPI_UID).await;
+    let running = domain(&mut client).await.expect("a domain");
+    assert!(!running.spec.has_acpi, "the domain has no ACPI: {:?}", running.spec);
+    let begin = std::time::Instant::now();
+    assert_stops_cleanly(launcher, root.path(), &socket);
+    assert!(
+        begin.elapsed() < Duration::from_secs(15),
+        "stopped after {:?}: the launcher waited for a power button the guest cannot hear",
+        begin.elapsed()
+    );
+}
