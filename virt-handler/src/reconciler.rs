@@ -231,9 +231,11 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
             }
             (known.domains.get(key).cloned(), known.last_acpi.get(key).copied())
         };
-        let pod_network_wired = socket
-            .as_ref()
-            .is_some_and(|s| self.launchers.is_pod_network_wired(s, &vmi));
+        // Asked only of VMIs on the pod network: the launchers may look at the pod's files.
+        let pod_network_wired = pod_network::plan::uses_pod_network(&vmi)
+            && socket
+                .as_ref()
+                .is_some_and(|s| self.launchers.is_pod_network_wired(s, &vmi));
         let plan = plan(&Observation {
             vmi: &vmi,
             vmi_gone,

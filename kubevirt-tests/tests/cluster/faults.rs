@@ -40,6 +40,23 @@ fn assert_guest_answers(name: &str) {
     console_until(name, "\necho STILL-$((40+2))", "STILL-42", Duration::from_secs(30));
 }
 
+/// The test guest `name` applied and Running, with the cleanup that deletes it and its QEMU's pid.
+fn running_test_guest(name: &str) -> (Cleanup, u32) {
+    let mut cleanup = Cleanup::new();
+    cleanup.apply("vmi", name, &example("vmi-testguest.yaml", name));
+    wait_for_phase(name, "Running", Duration::from_secs(120));
+    let qemu = qemu_of(name).expect("QEMU runs").pid;
+    (cleanup, qemu)
+}
+
+/// The guest `name` went through a handler change untouched: the same QEMU, still Running, and
+/// its console answers through the handler now running.
+fn assert_undisturbed(name: &str, qemu: u32) {
+    assert_eq!(qemu_of(name).map(|p| p.pid), Some(qemu), "the same QEMU runs");
+    assert_eq!(super::support::vmi_phase(name), "Running");
+    assert_guest_answers(name);
+}
+
 #[test]
 #[ignore = "needs the test cluster: make cluster"]
 fn killing_qemu_in_the_launcher_pod_fails_the_vmi_and_an_always_vm_gets_a_new_one() {
@@ -66,10 +83,7 @@ fn killing_qemu_in_the_launcher_pod_fails_the_vmi_and_an_always_vm_gets_a_new_on
 #[test]
 #[ignore = "needs the test cluster: make cluster"]
 fn a_new_virt_handler_pod_re_adopts_a_running_vmi_without_disturbing_the_guest() {
-    let mut cleanup = Cleanup::new();
-    cleanup.apply("vmi", "e2e-adopt", &example("vmi-testguest.yaml", "e2e-adopt"));
-    wait_for_phase("e2e-adopt", "Running", Duration::from_secs(120));
-    let qemu = qemu_of("e2e-adopt").expect("QEMU runs").pid;
+    let (_cleanup, qemu) = running_test_guest("e2e-adopt");
     let old = handler_pod();
     kubectl_ok(&["-n", "kubevirt", "delete", "pod", &old, "--wait=true", "--timeout=120s"]);
     kubectl_ok(&[
@@ -81,10 +95,8 @@ fn a_new_virt_handler_pod_re_adopts_a_running_vmi_without_disturbing_the_guest()
         "--timeout=120s",
     ]);
     assert_ne!(handler_pod(), old, "the DaemonSet made a new pod");
-    assert_eq!(qemu_of("e2e-adopt").map(|p| p.pid), Some(qemu), "the same QEMU runs");
-    assert_eq!(super::support::vmi_phase("e2e-adopt"), "Running");
     // The new handler serves the console and pause: it knows the launcher.
-    assert_guest_answers("e2e-adopt");
+    assert_undisturbed("e2e-adopt", qemu);
     super::support::virtctl_ok(&["pause", "vmi", "e2e-adopt"]);
     wait_for("the new handler to report the pause", Duration::from_secs(30), || {
         let vmi = get("vmi", "e2e-adopt", "default")?;
@@ -188,10 +200,7 @@ impl Drop for RestoreHandlerImage {
 #[test]
 #[ignore = "needs the test cluster: make cluster"]
 fn a_rolling_update_of_virt_handler_leaves_running_vmis_undisturbed() {
-    let mut cleanup = Cleanup::new();
-    cleanup.apply("vmi", "e2e-roll", &example("vmi-testguest.yaml", "e2e-roll"));
-    wait_for_phase("e2e-roll", "Running", Duration::from_secs(120));
-    let qemu = qemu_of("e2e-roll").expect("QEMU runs").pid;
+    let (_cleanup, qemu) = running_test_guest("e2e-roll");
     let installed = kubectl_ok(&[
         "-n",
         "kubevirt",
@@ -242,7 +251,5 @@ fn a_rolling_update_of_virt_handler_leaves_running_vmis_undisturbed() {
         "jsonpath={.spec.containers[0].image}",
     ]);
     assert_eq!(new_image, updated, "the new pod runs the new tag");
-    assert_eq!(qemu_of("e2e-roll").map(|p| p.pid), Some(qemu), "the same QEMU runs");
-    assert_eq!(super::support::vmi_phase("e2e-roll"), "Running");
-    assert_guest_answers("e2e-roll");
+    assert_undisturbed("e2e-roll", qemu);
 }
