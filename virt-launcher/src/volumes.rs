@@ -200,7 +200,8 @@ pub fn plan(vmi: &VirtualMachineInstance, layout: &PathLayout, store: &ImageStor
             | VolumeSource::DownwardApi(_)
             | VolumeSource::DownwardMetrics
             | VolumeSource::Sysprep(_)
-            | VolumeSource::MemoryDump(_) => {
+            | VolumeSource::MemoryDump(_)
+            | VolumeSource::ContainerPath(_) => {
                 return Err(volume_error(
                     &field,
                     format!(

@@ -206,7 +206,7 @@ pub fn apply_features(vmi: &VirtualMachineInstance, domain: &mut Domain) -> Resu
             }),
             frequencies: state(h.frequencies.as_ref()),
             reenlightenment: state(h.reenlightenment.as_ref()),
-            tlbflush: state(h.tlbflush.as_ref()),
+            tlbflush: h.tlbflush.as_ref().map(|t| State::on_off(t.is_enabled())),
             ipi: state(h.ipi.as_ref()),
             evmcs: state(h.evmcs.as_ref()),
         });

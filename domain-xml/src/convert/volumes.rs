@@ -156,5 +156,11 @@ pub fn volume_disk(
                 format!("memoryDump volume {name} receives memory dumps and cannot be attached as a disk"),
             ));
         }
+        VolumeSource::ContainerPath(_) => {
+            return Err(ConvertError::invalid(
+                &field,
+                format!("containerPath volume {name} is shared as a file system and cannot be attached as a disk"),
+            ));
+        }
     })
 }

@@ -35,8 +35,11 @@ pub struct DomainSpec {
     pub io_threads: Option<DiskIoThreads>,
     /// SMBIOS chassis information.
     pub chassis: Option<Chassis>,
-    /// Confidential-computing launch security (SEV).
-    pub launch_security: Option<LaunchSecurity>,
+    /// Confidential-computing launch security (SEV, SEV-SNP, TDX).
+    pub launch_security: Option<super::LaunchSecurity>,
+    /// `Reboot` (the default) lets the guest reboot; `Terminate` ends the VMI when the guest
+    /// reboots, so that a VM controller can start it again with its current spec.
+    pub reboot_policy: Option<String>,
 }
 
 /// `spec.domain.resources`. Quantities keep the string the user wrote.
@@ -124,6 +127,16 @@ pub struct Memory {
     pub guest: Option<Quantity>,
     /// Maximum guest memory, for memory hotplug.
     pub max_guest: Option<Quantity>,
+    /// Back guest memory with a file on a volume.
+    pub file_backed: Option<FileBacked>,
+}
+
+/// `spec.domain.memory.fileBacked`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FileBacked {
+    /// The volume (in `spec.volumes`) that holds the memory file.
+    pub volume_name: String,
 }
 
 /// `spec.domain.memory.hugepages`.
@@ -328,33 +341,4 @@ pub struct Chassis {
     pub asset: Option<String>,
     /// SKU.
     pub sku: Option<String>,
-}
-
-/// `spec.domain.launchSecurity`.
-#[serde_with::skip_serializing_none]
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct LaunchSecurity {
-    /// AMD Secure Encrypted Virtualization.
-    pub sev: Option<Sev>,
-}
-
-/// `spec.domain.launchSecurity.sev`.
-#[serde_with::skip_serializing_none]
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Sev {
-    /// Guest policy bits.
-    pub policy: Option<SevPolicy>,
-    /// Request remote attestation.
-    pub attestation: Option<EmptyObject>,
-}
-
-/// `spec.domain.launchSecurity.sev.policy`.
-#[serde_with::skip_serializing_none]
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct SevPolicy {
-    /// SEV-ES: encrypt the CPU register state too.
-    pub encrypted_state: Option<bool>,
 }

@@ -80,11 +80,32 @@ pub struct FeatureHyperv {
     /// Re-enlightenment on migration.
     pub reenlightenment: Option<FeatureState>,
     /// Paravirtual TLB flush.
-    pub tlbflush: Option<FeatureState>,
+    pub tlbflush: Option<TlbFlush>,
     /// Paravirtual IPI.
     pub ipi: Option<FeatureState>,
     /// Enlightened VMCS.
     pub evmcs: Option<FeatureState>,
+}
+
+/// `spec.domain.features.hyperv.tlbflush`.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TlbFlush {
+    /// Whether the feature is on; true when unset.
+    pub enabled: Option<bool>,
+    /// Direct TLB flush (needs `evmcs` in the guest).
+    pub direct: Option<FeatureState>,
+    /// Extended TLB flush hypercalls.
+    pub extended: Option<FeatureState>,
+}
+
+impl TlbFlush {
+    /// Upstream's reading: present means on unless `enabled: false`.
+    #[must_use]
+    pub fn is_enabled(&self) -> bool {
+        self.enabled.unwrap_or(true)
+    }
 }
 
 /// `spec.domain.features.hyperv.spinlocks`.

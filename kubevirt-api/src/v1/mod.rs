@@ -1,25 +1,39 @@
 //! Types of the `kubevirt.io/v1` API group.
 
+mod access_credentials;
 mod devices;
+mod disks;
 mod domain;
 mod features;
+mod instancetype_matcher;
+mod interfaces;
 mod kubevirt;
+mod launch_security;
+mod migration_state;
 mod network;
 mod probe;
 mod subresource_options;
 mod vm;
+mod vm_volume_status;
 mod vmi;
 mod vmi_status;
 mod volumes;
 
+pub use access_credentials::*;
 pub use devices::*;
+pub use disks::*;
 pub use domain::*;
 pub use features::*;
+pub use instancetype_matcher::*;
+pub use interfaces::*;
 pub use kubevirt::*;
+pub use launch_security::*;
+pub use migration_state::*;
 pub use network::*;
 pub use probe::*;
 pub use subresource_options::*;
 pub use vm::*;
+pub use vm_volume_status::*;
 pub use vmi::*;
 pub use vmi_status::*;
 pub use volumes::*;

@@ -38,13 +38,9 @@ pub struct VirtualMachineSpec {
     /// `Always`, `RerunOnFailure`, `Manual`, `Halted`, `Once` or `WaitAsReceiver`.
     pub run_strategy: Option<String>,
     /// Instance type to take the hardware from.
-    #[serde(default)]
-    #[schemars(schema_with = "crate::schema::preserve_unknown_object")]
-    pub instancetype: Option<serde_json::Value>,
+    pub instancetype: Option<super::InstancetypeMatcher>,
     /// Preference to take defaults from.
-    #[serde(default)]
-    #[schemars(schema_with = "crate::schema::preserve_unknown_object")]
-    pub preference: Option<serde_json::Value>,
+    pub preference: Option<super::PreferenceMatcher>,
     /// The VMI to create.
     pub template: VirtualMachineInstanceTemplateSpec,
     /// DataVolumes created with the VM and owned by it.
@@ -52,6 +48,20 @@ pub struct VirtualMachineSpec {
     pub data_volume_templates: Vec<DataVolumeTemplateSpec>,
     /// `Replacement` or `Migration`.
     pub update_volumes_strategy: Option<String>,
+    /// ResourceClaimTemplates (DRA) owned by the VM, whose claims outlive its VMIs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resource_claim_templates: Vec<VirtualMachineResourceClaimTemplate>,
+}
+
+/// One entry of `spec.resourceClaimTemplates`.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualMachineResourceClaimTemplate {
+    /// Name the VMI's `resourceClaims` use.
+    pub name: String,
+    /// The ResourceClaimTemplate.
+    pub resource_claim_template_name: Option<String>,
 }
 
 /// `spec.template` of a `VirtualMachine`.
@@ -112,24 +122,28 @@ pub struct VirtualMachineStatus {
     pub state_change_requests: Vec<VirtualMachineStateChangeRequest>,
     /// Pending volume hotplug requests.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown_object_list")]
-    pub volume_requests: Vec<serde_json::Value>,
+    pub volume_requests: Vec<super::VirtualMachineVolumeRequest>,
     /// Snapshot support of each volume.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown_object_list")]
-    pub volume_snapshot_statuses: Vec<serde_json::Value>,
+    pub volume_snapshot_statuses: Vec<super::VolumeSnapshotStatus>,
     /// Crash-loop backoff state.
     pub start_failure: Option<VirtualMachineStartFailure>,
     /// Memory dump request state.
-    #[serde(default)]
-    #[schemars(schema_with = "crate::schema::preserve_unknown_object")]
-    pub memory_dump_request: Option<serde_json::Value>,
+    pub memory_dump_request: Option<super::VirtualMachineMemoryDumpRequest>,
     /// Generation of the VM the current VMI was created from.
     pub observed_generation: Option<i64>,
     /// Generation of the VM the controller last saw.
     pub desired_generation: Option<i64>,
     /// The run strategy in effect.
     pub run_strategy: Option<String>,
+    /// Volume migration state.
+    pub volume_update_state: Option<super::VolumeUpdateState>,
+    /// Changed block tracking.
+    pub changed_block_tracking: Option<super::ChangedBlockTrackingStatus>,
+    /// The instance type in use and its revision.
+    pub instancetype_ref: Option<super::InstancetypeStatusRef>,
+    /// The preference in use and its revision.
+    pub preference_ref: Option<super::InstancetypeStatusRef>,
 }
 
 /// A condition in a VM's `status.conditions`: the same shape as a VMI's.

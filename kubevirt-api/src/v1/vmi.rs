@@ -77,10 +77,46 @@ pub struct VirtualMachineInstanceSpec {
     pub dns_config: Option<PodDNSConfig>,
     /// SSH keys and passwords injected into the guest.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(schema_with = "crate::schema::preserve_unknown_object_list")]
-    pub access_credentials: Vec<serde_json::Value>,
+    pub access_credentials: Vec<super::AccessCredential>,
     /// CPU architecture, e.g. `amd64`.
     pub architecture: Option<String>,
+    /// Service account of the launcher pod (not shown to the guest).
+    pub service_account_name: Option<String>,
+    /// Dynamic resource claims (DRA) the devices refer to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resource_claims: Vec<ResourceClaim>,
+    /// Volumes for KubeVirt's own use (memory dumps, backups), not attached to the guest.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub utility_volumes: Vec<UtilityVolume>,
+}
+
+/// One entry of `spec.resourceClaims`.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceClaim {
+    /// Name the devices use.
+    pub name: String,
+    /// An existing ResourceClaim.
+    pub resource_claim_name: Option<String>,
+    /// A ResourceClaimTemplate to create one from.
+    pub resource_claim_template_name: Option<String>,
+}
+
+/// One entry of `spec.utilityVolumes`.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UtilityVolume {
+    /// Name.
+    pub name: String,
+    /// The PVC.
+    pub claim_name: String,
+    /// Mount it read-only.
+    pub read_only: Option<bool>,
+    /// `MemoryDump` or `Backup`.
+    #[serde(rename = "type")]
+    pub volume_type: Option<String>,
 }
 
 impl VirtualMachineInstance {

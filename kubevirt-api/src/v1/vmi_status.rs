@@ -32,9 +32,7 @@ pub struct VirtualMachineInstanceStatus {
     #[serde(rename = "guestOSInfo")]
     pub guest_os_info: Option<GuestOsInfo>,
     /// Live-migration state.
-    #[serde(default)]
-    #[schemars(schema_with = "crate::schema::preserve_unknown_object")]
-    pub migration_state: Option<serde_json::Value>,
+    pub migration_state: Option<super::MigrationState>,
     /// `BlockMigration` or `LiveMigration`.
     pub migration_method: Option<String>,
     /// Transport used for migration.
@@ -52,9 +50,7 @@ pub struct VirtualMachineInstanceStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub volume_status: Vec<VolumeStatus>,
     /// Kernel-boot image state.
-    #[serde(default)]
-    #[schemars(schema_with = "crate::schema::preserve_unknown_object")]
-    pub kernel_boot_status: Option<serde_json::Value>,
+    pub kernel_boot_status: Option<KernelBootStatus>,
     /// File system freeze state of the guest.
     pub fs_freeze_status: Option<String>,
     /// Hints for the topology of the guest.
@@ -75,6 +71,31 @@ pub struct VirtualMachineInstanceStatus {
     pub current_cpu_topology: Option<CpuTopology>,
     /// Guest memory at boot, now and requested.
     pub memory: Option<MemoryStatus>,
+    /// Volumes moved to other PVCs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub migrated_volumes: Vec<super::StorageMigratedVolumeInfo>,
+    /// Changed block tracking.
+    pub changed_block_tracking: Option<super::ChangedBlockTrackingStatus>,
+}
+
+/// `status.kernelBootStatus`.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KernelBootStatus {
+    /// The kernel image.
+    pub kernel_info: Option<ChecksumInfo>,
+    /// The initrd image.
+    pub initrd_info: Option<ChecksumInfo>,
+}
+
+/// A checksum of an image (`kernelInfo`, `initrdInfo`, `containerDiskVolume`).
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChecksumInfo {
+    /// CRC32 of the image.
+    pub checksum: Option<u32>,
 }
 
 /// `status.phase`. The set of phases and their meanings follow upstream.
@@ -250,23 +271,42 @@ pub struct VolumeStatus {
     /// Human-readable message.
     pub message: Option<String>,
     /// Information about the PVC.
-    #[serde(default)]
-    #[schemars(schema_with = "crate::schema::preserve_unknown_object")]
-    pub persistent_volume_claim_info: Option<serde_json::Value>,
+    pub persistent_volume_claim_info: Option<super::PersistentVolumeClaimInfo>,
     /// Hotplug attachment pod.
-    #[serde(default)]
-    #[schemars(schema_with = "crate::schema::preserve_unknown_object")]
-    pub hotplug_volume: Option<serde_json::Value>,
+    pub hotplug_volume: Option<HotplugVolumeStatus>,
     /// Size in bytes.
     pub size: Option<i64>,
     /// Memory dump state.
-    #[serde(default)]
-    #[schemars(schema_with = "crate::schema::preserve_unknown_object")]
-    pub memory_dump_volume: Option<serde_json::Value>,
+    pub memory_dump_volume: Option<DomainMemoryDumpInfo>,
     /// Container disk checksum.
-    #[serde(default)]
-    #[schemars(schema_with = "crate::schema::preserve_unknown_object")]
-    pub container_disk_volume: Option<serde_json::Value>,
+    pub container_disk_volume: Option<ChecksumInfo>,
+}
+
+/// `volumeStatus[].hotplugVolume`.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HotplugVolumeStatus {
+    /// The attachment pod.
+    pub attach_pod_name: Option<String>,
+    /// Its UID.
+    #[serde(rename = "attachPodUID")]
+    pub attach_pod_uid: Option<String>,
+}
+
+/// `volumeStatus[].memoryDumpVolume`.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DomainMemoryDumpInfo {
+    /// When the dump started.
+    pub start_timestamp: Option<Time>,
+    /// When it ended.
+    pub end_timestamp: Option<Time>,
+    /// The PVC.
+    pub claim_name: Option<String>,
+    /// The dump file's name.
+    pub target_file_name: Option<String>,
 }
 
 /// `status.topologyHints`.

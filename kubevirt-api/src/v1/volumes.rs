@@ -48,6 +48,8 @@ pub struct Volume {
     pub sysprep: Option<SysprepSource>,
     /// A PVC that receives memory dumps.
     pub memory_dump: Option<MemoryDumpVolumeSource>,
+    /// A path inside the launcher pod, shared with the guest.
+    pub container_path: Option<ContainerPathVolumeSource>,
 }
 
 /// The kind of a volume's source, borrowed from the [`Volume`].
@@ -83,6 +85,8 @@ pub enum VolumeSource<'a> {
     Sysprep(&'a SysprepSource),
     /// `memoryDump`.
     MemoryDump(&'a MemoryDumpVolumeSource),
+    /// `containerPath`.
+    ContainerPath(&'a ContainerPathVolumeSource),
 }
 
 /// Why a volume has no usable source.
@@ -99,7 +103,7 @@ pub enum VolumeSourceError {
 impl Volume {
     /// The one source this volume sets.
     pub fn source(&self) -> Result<VolumeSource<'_>, VolumeSourceError> {
-        let candidates: [(&str, Option<VolumeSource<'_>>); 15] = [
+        let candidates: [(&str, Option<VolumeSource<'_>>); 16] = [
             (
                 "containerDisk",
                 self.container_disk.as_ref().map(VolumeSource::ContainerDisk),
@@ -137,6 +141,10 @@ impl Volume {
             ),
             ("sysprep", self.sysprep.as_ref().map(VolumeSource::Sysprep)),
             ("memoryDump", self.memory_dump.as_ref().map(VolumeSource::MemoryDump)),
+            (
+                "containerPath",
+                self.container_path.as_ref().map(VolumeSource::ContainerPath),
+            ),
         ];
         let set: Vec<(&str, VolumeSource<'_>)> = candidates
             .into_iter()
@@ -323,4 +331,15 @@ pub struct MemoryDumpVolumeSource {
     pub read_only: Option<bool>,
     /// The volume may be hot-unplugged.
     pub hotpluggable: Option<bool>,
+}
+
+/// `volumes[].containerPath`.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerPathVolumeSource {
+    /// Path inside the launcher pod.
+    pub path: String,
+    /// Share it read-only; true when unset.
+    pub read_only: Option<bool>,
 }

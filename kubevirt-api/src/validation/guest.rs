@@ -1,8 +1,6 @@
 //! Guest-facing rules of upstream's VMI admitter: probes, SEV launch security, the pod's DNS
 //! settings and access credentials.
 
-use serde_json::Value;
-
 use super::{Cause, CauseType, cause};
 use crate::v1::{ClusterConfig, Probe, VirtualMachineInstanceSpec};
 
@@ -155,34 +153,31 @@ fn check_access_credentials(spec: &VirtualMachineInstanceSpec, base: &str, cause
     let has_config_drive = spec.volumes.iter().any(|v| v.cloud_init_config_drive.is_some());
     for (i, credential) in spec.access_credentials.iter().enumerate() {
         let here = format!("{base}.accessCredentials[{i}]");
-        let present = |v: &Value| !v.is_null();
         let mut kinds = 0;
-        for kind in ["sshPublicKey", "userPassword"] {
-            let entry = &credential[kind];
-            if !present(entry) {
-                continue;
-            }
+        if let Some(ssh) = &credential.ssh_public_key {
             kinds += 1;
-            let method = &entry["propagationMethod"];
+            let method = ssh.propagation_method.clone().unwrap_or_default();
             let mut methods = 0;
-            if kind == "sshPublicKey" {
-                for (name, exists) in [("noCloud", has_nocloud), ("configDrive", has_config_drive)] {
-                    if present(&method[name]) {
-                        methods += 1;
-                        if !exists {
-                            causes.push(cause(
-                                CauseType::Invalid,
-                                format!("{here}.sshPublicKey.propagationMethod"),
-                                format!("{here} requires a {name} volume to exist when the {name} propagationMethod is in use."),
-                            ));
-                        }
+            for (name, used, exists) in [
+                ("noCloud", method.no_cloud.is_some(), has_nocloud),
+                ("configDrive", method.config_drive.is_some(), has_config_drive),
+            ] {
+                if used {
+                    methods += 1;
+                    if !exists {
+                        causes.push(cause(
+                            CauseType::Invalid,
+                            format!("{here}.sshPublicKey.propagationMethod"),
+                            format!(
+                                "{here} requires a {name} volume to exist when the {name} propagationMethod is in use."
+                            ),
+                        ));
                     }
                 }
             }
-            if present(&method["qemuGuestAgent"]) {
+            if let Some(agent) = &method.qemu_guest_agent {
                 methods += 1;
-                let users = method["qemuGuestAgent"]["users"].as_array().map_or(0, Vec::len);
-                if kind == "sshPublicKey" && users == 0 {
+                if agent.users.is_empty() {
                     causes.push(cause(
                         CauseType::Invalid,
                         format!("{here}.sshPublicKey.propagationMethod.qemuGuestAgent.users"),
@@ -190,20 +185,17 @@ fn check_access_credentials(spec: &VirtualMachineInstanceSpec, base: &str, cause
                     ));
                 }
             }
-            if !present(&entry["source"]["secret"]) {
-                causes.push(cause(
-                    CauseType::Invalid,
-                    format!("{here}.{kind}.source"),
-                    format!("{here} must have exactly one source set"),
-                ));
-            }
-            if methods != 1 {
-                causes.push(cause(
-                    CauseType::Invalid,
-                    format!("{here}.{kind}.propagationMethod"),
-                    format!("{here} must have exactly one propagationMethod set"),
-                ));
-            }
+            check_credential_source(ssh.source.as_ref(), methods, &here, "sshPublicKey", causes);
+        }
+        if let Some(password) = &credential.user_password {
+            kinds += 1;
+            let methods = usize::from(
+                password
+                    .propagation_method
+                    .as_ref()
+                    .is_some_and(|m| m.qemu_guest_agent.is_some()),
+            );
+            check_credential_source(password.source.as_ref(), methods, &here, "userPassword", causes);
         }
         if kinds != 1 {
             causes.push(cause(
@@ -212,6 +204,30 @@ fn check_access_credentials(spec: &VirtualMachineInstanceSpec, base: &str, cause
                 format!("{here} must have exactly one access credential type set"),
             ));
         }
+    }
+}
+
+/// Every credential has one source and exactly one propagation method.
+fn check_credential_source(
+    source: Option<&crate::v1::CredentialSource>,
+    methods: usize,
+    here: &str,
+    kind: &str,
+    causes: &mut Vec<Cause>,
+) {
+    if source.and_then(|s| s.secret.as_ref()).is_none() {
+        causes.push(cause(
+            CauseType::Invalid,
+            format!("{here}.{kind}.source"),
+            format!("{here} must have exactly one source set"),
+        ));
+    }
+    if methods != 1 {
+        causes.push(cause(
+            CauseType::Invalid,
+            format!("{here}.{kind}.propagationMethod"),
+            format!("{here} must have exactly one propagationMethod set"),
+        ));
     }
 }
 

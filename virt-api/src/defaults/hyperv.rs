@@ -31,7 +31,7 @@ fn set_requirements(h: &mut FeatureHyperv) {
     if !require(ipi, &mut h.vpindex) {
         return;
     }
-    let tlbflush = is_enabled(h.tlbflush.as_ref());
+    let tlbflush = h.tlbflush.as_ref().and_then(|t| t.enabled) == Some(true);
     if !require(tlbflush, &mut h.vpindex) {
         return;
     }

@@ -36,7 +36,6 @@ fn set_feature_defaults(features: &mut Features) {
             &mut h.reset,
             &mut h.frequencies,
             &mut h.reenlightenment,
-            &mut h.tlbflush,
             &mut h.ipi,
             &mut h.evmcs,
         ] {
@@ -51,6 +50,11 @@ fn set_feature_defaults(features: &mut Features) {
         if let Some(timer) = h.synictimer.as_mut() {
             enable_flag(&mut timer.enabled);
             enable(timer.direct.as_mut());
+        }
+        if let Some(tlbflush) = h.tlbflush.as_mut() {
+            enable_flag(&mut tlbflush.enabled);
+            enable(tlbflush.direct.as_mut());
+            enable(tlbflush.extended.as_mut());
         }
         if let Some(vendor) = h.vendorid.as_mut() {
             enable_flag(&mut vendor.enabled);

@@ -320,7 +320,7 @@ pub fn check_pause(vmi: &VirtualMachineInstance) -> Result<(), ApiStatus> {
         .status
         .as_ref()
         .and_then(|s| s.migration_state.as_ref())
-        .is_some_and(|m| m.get("completed").and_then(Value::as_bool) != Some(true));
+        .is_some_and(|m| m.completed != Some(true));
     if migrating {
         return Err(ApiStatus::conflict(
             VMI,

@@ -105,7 +105,8 @@ pub fn plan_in_pod(
             | VolumeSource::DownwardApi(_)
             | VolumeSource::DownwardMetrics
             | VolumeSource::Sysprep(_)
-            | VolumeSource::MemoryDump(_) => {
+            | VolumeSource::MemoryDump(_)
+            | VolumeSource::ContainerPath(_) => {
                 return Err(volume_error(
                     &field,
                     format!("volume {name}: this volume kind is not supported by the kubevirt-rs launcher yet"),
