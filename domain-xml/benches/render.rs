@@ -1,4 +1,4 @@
-//! Rendering a VMI into domain XML: a minimal VMI and a large one (16 disks, 8 interfaces, every
+//! Rendering a VMI into domain XML: a minimal VMI and a large one (16 disks, one interface, every
 //! device kind). Targets on the 2-core reference machine: median <= 20 us and <= 200 us.
 
 use criterion::{Criterion, criterion_group, criterion_main};

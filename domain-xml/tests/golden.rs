@@ -110,33 +110,53 @@ fn there_are_at_least_forty_golden_domains_and_fifteen_error_cases() {
 
 #[test]
 fn every_case_renders_its_golden_domain_or_its_error() {
+    let failures: Vec<String> = cases()
+        .into_iter()
+        .filter_map(|(name, case)| check_case(&name, &case).err())
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} cases differ:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// Renders one case and compares it with its golden domain or its expected error.
+fn check_case(name: &str, case: &Case) -> Result<(), String> {
     let update = std::env::var_os("KUBEVIRT_RS_UPDATE_GOLDEN").is_some();
-    for (name, case) in cases() {
-        let vmi = vmi_of(&name, &case);
-        let result = render(&vmi, &context_of(&vmi, &case));
-        let xml_path = golden_dir().join(format!("{name}.xml"));
-        match (&case.expect_error, result) {
-            (Some(expected), Err(err)) => assert_eq!(&err.to_string(), expected, "{name}"),
-            (Some(expected), Ok(_)) => panic!("{name}: rendered, but expected the error {expected:?}"),
-            (None, Err(err)) => panic!("{name}: {err}"),
-            (None, Ok(domain)) => {
-                let xml = domain.to_xml().expect("write XML");
-                assert_eq!(
-                    Domain::from_xml(&xml).expect("read our own XML"),
-                    domain,
-                    "{name}: model round trip"
-                );
-                if update {
-                    std::fs::write(&xml_path, &xml).expect("write golden");
-                }
-                let golden = std::fs::read_to_string(&xml_path).unwrap_or_else(|_| {
-                    panic!(
-                        "{name}: no golden {} (set KUBEVIRT_RS_UPDATE_GOLDEN=1)",
-                        xml_path.display()
-                    )
-                });
-                let expected = Domain::from_xml(&golden).unwrap_or_else(|e| panic!("{name}: golden XML: {e}"));
-                assert_eq!(domain, expected, "{name}: rendered domain differs from the golden");
+    let vmi = vmi_of(name, case);
+    let result = render(&vmi, &context_of(&vmi, case));
+    let xml_path = golden_dir().join(format!("{name}.xml"));
+    match (&case.expect_error, result) {
+        (Some(expected), Err(err)) if &err.to_string() == expected => Ok(()),
+        (Some(expected), Err(err)) => Err(format!("{name}: expected the error {expected:?}, got {err}")),
+        (Some(expected), Ok(_)) => Err(format!("{name}: rendered, but expected the error {expected:?}")),
+        (None, Err(err)) => Err(format!("{name}: {err}")),
+        (None, Ok(domain)) => {
+            let xml = domain.to_xml().expect("write XML");
+            assert_eq!(
+                Domain::from_xml(&xml).expect("read our own XML"),
+                domain,
+                "{name}: model round trip"
+            );
+            if update {
+                std::fs::write(&xml_path, &xml).expect("write golden");
+            }
+            let golden = std::fs::read_to_string(&xml_path).map_err(|_| {
+                format!(
+                    "{name}: no golden {} (set KUBEVIRT_RS_UPDATE_GOLDEN=1)",
+                    xml_path.display()
+                )
+            })?;
+            let expected = Domain::from_xml(&golden).map_err(|e| format!("{name}: golden XML: {e}"))?;
+            if domain == expected {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{name}: rendered domain differs from the golden:\n{}",
+                    pretty_assertions::Comparison::new(&domain, &expected)
+                ))
             }
         }
     }

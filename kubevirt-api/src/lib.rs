@@ -14,6 +14,7 @@ pub mod graceful_stop;
 pub mod manifest;
 pub mod quantity;
 pub mod schema;
+pub mod support;
 pub mod v1;
 pub mod validation;
 pub mod well_known;

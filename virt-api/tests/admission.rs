@@ -484,6 +484,49 @@ fn invalid_vms_are_refused_with_template_field_paths() {
 }
 
 #[test]
+fn fields_kubevirt_rs_does_not_act_on_are_refused_with_their_path() {
+    let mut spec = minimal_spec();
+    spec["domain"]["devices"]["gpus"] = json!([{"name": "gpu1", "deviceName": "nvidia.com/GV100GL"}]);
+    spec["domain"]["launchSecurity"] = json!({"sev": {}});
+    let body = review("virtualmachineinstances", "CREATE", "alice", &vmi(spec.clone()), None);
+    let causes: Vec<_> = denied(&run(Webhook::VmiValidateCreate, &body, ClusterConfig::default()))
+        .into_iter()
+        .filter(|c| c.0 == "FieldValueNotSupported")
+        .collect();
+    assert_eq!(
+        causes,
+        [
+            (
+                "FieldValueNotSupported".to_owned(),
+                "spec.domain.launchSecurity".to_owned(),
+                "confidential computing launch security (SEV, SEV-SNP, TDX) is not supported by kubevirt-rs".to_owned()
+            ),
+            (
+                "FieldValueNotSupported".to_owned(),
+                "spec.domain.devices.gpus".to_owned(),
+                "GPU passthrough is not supported by kubevirt-rs".to_owned()
+            ),
+        ]
+    );
+    let mut object = vm(spec, "Always");
+    object["spec"]["dataVolumeTemplates"] = json!([{"metadata": {"name": "root"}, "spec": {}}]);
+    let body = review("virtualmachines", "CREATE", "alice", &object, None);
+    let fields: Vec<String> = denied(&run(Webhook::VmValidate, &body, ClusterConfig::default()))
+        .into_iter()
+        .filter(|c| c.0 == "FieldValueNotSupported")
+        .map(|c| c.1)
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "spec.dataVolumeTemplates",
+            "spec.template.spec.domain.launchSecurity",
+            "spec.template.spec.domain.devices.gpus"
+        ]
+    );
+}
+
+#[test]
 fn malformed_reviews_get_a_400() {
     let answer = run(Webhook::VmiValidateCreate, b"{not json", ClusterConfig::default());
     assert!(!answer.response.allowed);

@@ -136,7 +136,8 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
     /// cause and retried.
     #[tracing::instrument(skip_all, fields(vm = %key))]
     pub async fn reconcile(&self, key: &str) -> Option<Duration> {
-        self.try_reconcile(key)
+        // Boxed: a reconcile holds several VMs across its awaits.
+        Box::pin(self.try_reconcile(key))
             .await
             .unwrap_or_else(|error| Some(log_and_retry(&error)))
     }

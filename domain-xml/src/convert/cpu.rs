@@ -115,7 +115,6 @@ fn cpus_from_resources(spec: &VirtualMachineInstanceSpec) -> Result<Option<u32>,
 
 /// Sets `<vcpu>`, `<vcpus>` (hotplug) and `<cpu>`.
 pub fn apply(spec: &VirtualMachineInstanceSpec, topology: &Topology, domain: &mut Domain) -> Result<(), ConvertError> {
-    reject_unsupported(spec)?;
     domain.vcpu = Vcpu {
         placement: Some("static".to_owned()),
         count: topology.max_vcpus(),
@@ -185,32 +184,4 @@ fn hotplug_vcpus(topology: &Topology) -> Vcpus {
             })
             .collect(),
     }
-}
-
-fn reject_unsupported(spec: &VirtualMachineInstanceSpec) -> Result<(), ConvertError> {
-    let Some(cpu) = spec.domain.cpu.as_ref() else {
-        return Ok(());
-    };
-    if cpu.dedicated_cpu_placement == Some(true) {
-        return Err(ConvertError::unsupported(
-            "spec.domain.cpu.dedicatedCpuPlacement",
-            "dedicated CPU placement",
-        ));
-    }
-    if cpu.isolate_emulator_thread == Some(true) {
-        return Err(ConvertError::invalid(
-            "spec.domain.cpu.isolateEmulatorThread",
-            "isolateEmulatorThread requires dedicatedCpuPlacement",
-        ));
-    }
-    if cpu.numa.as_ref().and_then(|n| n.guest_mapping_passthrough).is_some() {
-        return Err(ConvertError::unsupported(
-            "spec.domain.cpu.numa.guestMappingPassthrough",
-            "guest NUMA passthrough",
-        ));
-    }
-    if cpu.realtime.is_some() {
-        return Err(ConvertError::unsupported("spec.domain.cpu.realtime", "realtime vCPUs"));
-    }
-    Ok(())
 }

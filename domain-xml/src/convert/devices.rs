@@ -16,38 +16,6 @@ pub const GUEST_AGENT_CHANNEL: &str = "org.qemu.guest_agent.0";
 /// USB redirection ports upstream offers for `clientPassthrough`.
 const USB_REDIRECT_PORTS: u32 = 4;
 
-/// Rejects spec devices this launcher cannot attach yet, naming the field.
-pub fn reject_unsupported(vmi: &VirtualMachineInstance) -> Result<(), ConvertError> {
-    let devices = &vmi.spec.domain.devices;
-    let checks = [
-        (!devices.gpus.is_empty(), "spec.domain.devices.gpus", "GPU passthrough"),
-        (
-            !devices.host_devices.is_empty(),
-            "spec.domain.devices.hostDevices",
-            "host device passthrough",
-        ),
-        (
-            !devices.filesystems.is_empty(),
-            "spec.domain.devices.filesystems",
-            "virtiofs file systems",
-        ),
-        (
-            devices.downward_metrics.is_some(),
-            "spec.domain.devices.downwardMetrics",
-            "the downward metrics device",
-        ),
-        (
-            vmi.spec.domain.launch_security.is_some(),
-            "spec.domain.launchSecurity",
-            "SEV launch security",
-        ),
-    ];
-    match checks.into_iter().find(|(present, _, _)| *present) {
-        Some((_, field, feature)) => Err(ConvertError::unsupported(field, feature)),
-        None => Ok(()),
-    }
-}
-
 /// Adds every device of this module.
 pub fn apply(
     vmi: &VirtualMachineInstance,

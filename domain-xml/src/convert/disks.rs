@@ -165,12 +165,6 @@ impl IoThreads {
             None | Some("") if dedicated == 0 => return Ok(None),
             None | Some("" | "shared") => 1,
             Some("auto") => (vcpus.saturating_mul(2).min(eligible).saturating_sub(dedicated)).max(1),
-            Some("supplementalPool") => {
-                return Err(ConvertError::unsupported(
-                    "spec.domain.ioThreadsPolicy",
-                    "the supplementalPool IOThreads policy",
-                ));
-            }
             Some(other) => {
                 return Err(ConvertError::invalid(
                     "spec.domain.ioThreadsPolicy",
@@ -284,7 +278,7 @@ pub fn apply(
             serial: disk.serial.clone().filter(|s| !s.is_empty()),
             readonly: (t.readonly || source.as_ref().is_some_and(|s| s.is_read_only)).then_some(Empty {}),
             shareable: shareable.then_some(Empty {}),
-            blockio: block_io(disk, &field)?,
+            blockio: block_io(disk),
             boot: disk.boot_order.map(|order| Boot { order }),
             alias: Some(Alias::user(&disk.name)),
             address: None,
@@ -368,37 +362,15 @@ fn place(out: &mut Disk, t: &Target<'_>, unit: usize, field: &str, ctx: &Convert
     Ok(())
 }
 
-/// `<blockio>` from `blockSize.custom`. `matchVolume` needs the volume's real block sizes, which
-/// only the runtime knows, and libvirt 9.0 has no discard granularity: both are refused, not
-/// ignored.
-fn block_io(disk: &SpecDisk, field: &str) -> Result<Option<BlockIo>, ConvertError> {
-    let Some(block_size) = &disk.block_size else {
-        return Ok(None);
-    };
-    if block_size
-        .match_volume
-        .as_ref()
-        .is_some_and(|m| m.enabled != Some(false))
-    {
-        return Err(ConvertError::unsupported(
-            format!("{field}.blockSize.matchVolume"),
-            "matching the volume's block size",
-        ));
-    }
-    let Some(custom) = &block_size.custom else {
-        return Ok(None);
-    };
-    if custom.discard_granularity.is_some() {
-        return Err(ConvertError::unsupported(
-            format!("{field}.blockSize.custom.discardGranularity"),
-            "a discard granularity (libvirt 9.0 has none)",
-        ));
-    }
-    Ok(Some(BlockIo {
+/// `<blockio>` from `blockSize.custom`. `matchVolume` and a discard granularity are refused by
+/// `kubevirt_api::support` before conversion starts.
+fn block_io(disk: &SpecDisk) -> Option<BlockIo> {
+    let custom = disk.block_size.as_ref()?.custom.as_ref()?;
+    Some(BlockIo {
         logical_block_size: Some(custom.logical),
         physical_block_size: Some(custom.physical),
         discard_granularity: None,
-    }))
+    })
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ pub enum ConvertError {
         message: String,
     },
     /// A field asks for something this launcher does not implement yet.
-    #[error("{field}: {feature} is not supported by kubevirt-rs yet")]
+    #[error("{field}: {feature} is not supported by kubevirt-rs")]
     Unsupported {
         /// Field path.
         field: String,

@@ -306,7 +306,9 @@ pub fn render(vmi: &VirtualMachineInstance, ctx: &ConvertContext) -> Result<Doma
         .as_deref()
         .filter(|n| !n.is_empty())
         .unwrap_or("default");
-    devices::reject_unsupported(vmi)?;
+    if let Some(first) = kubevirt_api::support::vmi_spec(&vmi.spec, "spec").into_iter().next() {
+        return Err(ConvertError::unsupported(first.field, first.feature));
+    }
     check_networks(vmi)?;
     let topology = cpu::topology(&vmi.spec)?;
     let mut domain = Domain {

@@ -72,6 +72,28 @@ pub struct Devices {
     /// Devices through which the guest reports a crash to the host.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub panic_devices: Vec<PanicDevice>,
+    /// A virtual IOMMU (`smmuv3`, arm64 only).
+    pub iommu: Option<IommuDevice>,
+}
+
+/// `spec.domain.devices.iommu`.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IommuDevice {
+    /// IOMMU model; `smmuv3` when unset.
+    pub model: Option<String>,
+    /// Driver options.
+    pub driver: Option<IommuDriver>,
+}
+
+/// `spec.domain.devices.iommu.driver`.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IommuDriver {
+    /// PCI bus the IOMMU sits on.
+    pub pci_bus: Option<u32>,
 }
 
 /// `spec.domain.devices.watchdog`.

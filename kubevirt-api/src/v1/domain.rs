@@ -129,6 +129,19 @@ pub struct Memory {
     pub max_guest: Option<Quantity>,
     /// Back guest memory with a file on a volume.
     pub file_backed: Option<FileBacked>,
+    /// Extra memory reserved for the launcher, and whether guest memory is locked.
+    pub reserved_overhead: Option<ReservedOverhead>,
+}
+
+/// `spec.domain.memory.reservedOverhead`.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReservedOverhead {
+    /// Memory added to the launcher pod's overhead.
+    pub added_overhead: Option<Quantity>,
+    /// `Required` or `NotRequired`: lock guest and overhead memory (for DMA devices).
+    pub mem_lock: Option<String>,
 }
 
 /// `spec.domain.memory.fileBacked`.

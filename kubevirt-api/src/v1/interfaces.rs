@@ -48,6 +48,9 @@ pub struct Interface {
     /// Ports to forward (masquerade) or to allow.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ports: Vec<Port>,
+    /// Port ranges to forward (masquerade).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub port_ranges: Vec<PortRange>,
     /// MAC address.
     pub mac_address: Option<String>,
     /// Boot order; lower boots first.
@@ -83,6 +86,19 @@ pub struct Port {
     pub protocol: Option<String>,
     /// Port number, 1–65535.
     pub port: i32,
+}
+
+/// `interfaces[].portRanges[]`.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PortRange {
+    /// `TCP` or `UDP`; TCP when unset.
+    pub protocol: Option<String>,
+    /// First port.
+    pub start: i32,
+    /// Last port.
+    pub end: i32,
 }
 
 /// `interfaces[].dhcpOptions`.

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use kubevirt_api::support;
 use kubevirt_api::v1::{VirtualMachine, VirtualMachineInstance};
 use kubevirt_api::validation::{self, Cause, CauseType};
 use kubevirt_api::well_known::labels;
@@ -39,6 +40,7 @@ fn reserved_labels(labels: Option<&BTreeMap<String, String>>) -> Vec<&str> {
 pub(super) fn vmi_create(request: &AdmissionRequest, ctx: &AdmissionContext) -> Result<AdmissionResponse, Rejection> {
     let vmi: VirtualMachineInstance = decode_object(request.object.as_deref(), "object")?;
     let mut causes = validation::validate_vmi_spec(&vmi.spec, "spec", &ctx.config);
+    causes.extend(support::vmi_spec(&vmi.spec, "spec").into_iter().map(Cause::from));
     let trusted = ctx.is_kubevirt_service_account(&request.user_info.username);
     if !trusted && !reserved_labels(vmi.metadata.labels.as_ref()).is_empty() {
         causes.push(Cause {
@@ -97,6 +99,7 @@ pub(super) fn vm(request: &AdmissionRequest, ctx: &AdmissionContext) -> Result<A
         return Ok(AdmissionResponse::allow(&request.uid));
     }
     let mut causes = validation::validate_vm(&vm, &ctx.config);
+    causes.extend(support::vm(&vm).into_iter().map(Cause::from));
     if let Some(meta) = &vm.spec.template.metadata {
         causes.extend(validation::validate_metadata(
             meta,

@@ -3,8 +3,8 @@
 //! share the containerDisk binary and pull the images early.
 
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, EnvVar, EnvVarSource, ObjectFieldSelector, ResourceRequirements, SecurityContext,
-    VolumeMount,
+    Capabilities, Container, EnvVar, EnvVarSource, LocalObjectReference, ObjectFieldSelector, ResourceRequirements,
+    SecurityContext, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kubevirt_api::v1::VirtualMachineInstance;
@@ -137,6 +137,20 @@ struct ServedImage {
     file: String,
     image: String,
     pull_policy: Option<String>,
+    pull_secret: Option<String>,
+}
+
+/// The pod's `imagePullSecrets`: each containerDisk's and the kernel-boot image's secret, once,
+/// in the order of the images.
+#[must_use]
+pub fn image_pull_secrets(vmi: &VirtualMachineInstance) -> Vec<LocalObjectReference> {
+    let mut secrets: Vec<LocalObjectReference> = Vec::new();
+    for secret in served_images(vmi).into_iter().filter_map(|i| i.pull_secret) {
+        if !secret.is_empty() && !secrets.iter().any(|s| s.name == secret) {
+            secrets.push(LocalObjectReference { name: secret });
+        }
+    }
+    secrets
 }
 
 fn served_images(vmi: &VirtualMachineInstance) -> Vec<ServedImage> {
@@ -152,6 +166,7 @@ fn served_images(vmi: &VirtualMachineInstance) -> Vec<ServedImage> {
                 file: format!("disk_{index}"),
                 image: disk.image.clone(),
                 pull_policy: disk.image_pull_policy.clone(),
+                pull_secret: disk.image_pull_secret.clone(),
             })
         })
         .collect();
@@ -161,6 +176,7 @@ fn served_images(vmi: &VirtualMachineInstance) -> Vec<ServedImage> {
             file: "kernel-boot".to_owned(),
             image: container.image.clone(),
             pull_policy: container.image_pull_policy.clone(),
+            pull_secret: container.image_pull_secret.clone(),
         });
     }
     images

@@ -227,6 +227,7 @@ pub fn render_launcher_pod(vmi: &VirtualMachineInstance, config: &PodConfig) -> 
             }),
             containers: pod_containers,
             init_containers: Some(init).filter(|i| !i.is_empty()),
+            image_pull_secrets: Some(containers::image_pull_secrets(vmi)).filter(|s| !s.is_empty()),
             volumes: Some(pod_volumes),
             ..PodSpec::default()
         }),
