@@ -10,6 +10,8 @@ packages=(
     gcc binutils make pkg-config libvirt-dev
     # run: a private libvirt daemon (libvirtd + virtlogd), QEMU and firmware
     libvirt-daemon-system libvirt-clients qemu-system-x86 qemu-utils ovmf
+    # emulated TPMs (spec.domain.devices.tpm)
+    swtpm swtpm-tools
     # virt-xml-validate needs xmllint
     libxml2-utils
     # the test guest and cloud-init ISOs

@@ -200,11 +200,6 @@ fn firmware_and_features(spec: &VirtualMachineInstanceSpec, r: &mut Refusals<'_>
         "domain.launchSecurity",
         "confidential computing launch security (SEV, SEV-SNP, TDX)",
     );
-    r.refuse_if(
-        spec.domain.reboot_policy.is_some(),
-        "domain.rebootPolicy",
-        "a reboot policy",
-    );
 }
 
 fn devices(spec: &VirtualMachineInstanceSpec, r: &mut Refusals<'_>) {
@@ -225,11 +220,13 @@ fn devices(spec: &VirtualMachineInstanceSpec, r: &mut Refusals<'_>) {
         "domain.devices.downwardMetrics",
         "the downward metrics device",
     );
-    r.refuse_if(
-        !devices.panic_devices.is_empty(),
-        "domain.devices.panicDevices",
-        "panic devices",
-    );
+    for (i, panic) in devices.panic_devices.iter().enumerate() {
+        r.refuse_if(
+            panic.model.as_deref() == Some("pvpanic"),
+            &format!("domain.devices.panicDevices[{i}].model"),
+            "the pvpanic panic device (libvirt 9.0 has only isa and hyperv)",
+        );
+    }
     r.refuse_if(
         devices.iommu.is_some(),
         "domain.devices.iommu",
@@ -245,13 +242,6 @@ fn devices(spec: &VirtualMachineInstanceSpec, r: &mut Refusals<'_>) {
         "domain.devices.tpm.persistent",
         "a persistent TPM (it needs VM state storage)",
     );
-    for (i, disk) in devices.disks.iter().enumerate() {
-        r.refuse_if(
-            disk.disk.as_ref().is_some_and(|d| d.solid_state == Some(true)),
-            &format!("domain.devices.disks[{i}].disk.solidState"),
-            "SSD emulation",
-        );
-    }
 }
 
 fn interface(iface: &Interface, at: &str, r: &mut Refusals<'_>) {

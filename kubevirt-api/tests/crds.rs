@@ -38,7 +38,11 @@ fn committed_crds_parse_as_custom_resource_definitions() {
     for rendered in crd::render_all().expect("CRDs render") {
         let text = std::fs::read_to_string(crd_dir().join(&rendered.file_name)).expect("read CRD");
         let parsed: CustomResourceDefinition = serde_saphyr::from_str(&text).expect("valid CRD YAML");
-        assert_eq!(parsed.spec.group, "kubevirt.io");
+        assert!(
+            ["kubevirt.io", "instancetype.kubevirt.io"].contains(&parsed.spec.group.as_str()),
+            "{}",
+            rendered.file_name
+        );
     }
 }
 
@@ -239,4 +243,54 @@ fn examples_and_the_statuses_the_components_write_carry_every_required_field() {
     }
     assert!(missing.is_empty(), "required by the CRDs but absent: {missing:#?}");
     assert!(objects.len() > 10, "the examples were read");
+}
+
+#[test]
+fn instancetype_crds_have_upstreams_names_scopes_and_short_names() {
+    let expect = [
+        (
+            "virtualmachineinstancetypes",
+            "Namespaced",
+            vec!["vminstancetype", "vminstancetypes", "vmf", "vmfs"],
+            Some(vec!["all"]),
+        ),
+        (
+            "virtualmachineclusterinstancetypes",
+            "Cluster",
+            vec!["vmclusterinstancetype", "vmclusterinstancetypes", "vmcf", "vmcfs"],
+            None,
+        ),
+        (
+            "virtualmachinepreferences",
+            "Namespaced",
+            vec!["vmpref", "vmprefs", "vmp", "vmps"],
+            Some(vec!["all"]),
+        ),
+        (
+            "virtualmachineclusterpreferences",
+            "Cluster",
+            vec!["vmcp", "vmcps"],
+            None,
+        ),
+    ];
+    for (plural, scope, short, categories) in expect {
+        let crd = crd_named(plural);
+        assert_eq!(crd.spec.group, "instancetype.kubevirt.io");
+        assert_eq!(crd.spec.scope, scope, "{plural}");
+        let owned = |v: Vec<&str>| v.into_iter().map(str::to_owned).collect::<Vec<_>>();
+        assert_eq!(crd.spec.names.short_names, Some(owned(short)), "{plural}");
+        assert_eq!(crd.spec.names.categories, categories.map(owned), "{plural}");
+        let version = &crd.spec.versions[0];
+        assert_eq!(
+            (version.name.as_str(), version.served, version.storage),
+            ("v1beta1", true, true)
+        );
+        assert!(version.additional_printer_columns.is_none() && version.subresources.is_none());
+        let schema = version
+            .schema
+            .as_ref()
+            .and_then(|s| s.open_api_v3_schema.as_ref())
+            .expect("schema");
+        assert_eq!(schema.required, Some(vec!["spec".to_owned()]));
+    }
 }

@@ -218,15 +218,13 @@ fn video(vmi: &VirtualMachineInstance, ctx: &ConvertContext) -> Video {
         .as_ref()
         .and_then(|v| v.video_type.clone())
         .filter(|t| !t.is_empty());
-    let model_type = requested.unwrap_or_else(|| {
-        if is_efi && ctx.bochs_display_for_efi {
-            "bochs"
-        } else {
-            "vga"
-        }
-        .to_owned()
-    });
-    let vram = (model_type == "vga").then_some(16_384);
+    // A type the user chose gets upstream's 16 MiB of VRAM, as the default VGA does; the bochs
+    // display chosen for EFI guests keeps its own default.
+    let (model_type, vram) = match requested {
+        Some(chosen) => (chosen, Some(16_384)),
+        None if is_efi && ctx.bochs_display_for_efi => ("bochs".to_owned(), None),
+        None => ("vga".to_owned(), Some(16_384)),
+    };
     Video {
         model: VideoModel {
             model_type,

@@ -34,6 +34,8 @@ struct Target<'a> {
     tray: Option<String>,
     pci_address: Option<&'a str>,
     reservation: bool,
+    /// SSD emulation: a rotation rate of 1.
+    solid_state: bool,
 }
 
 fn target<'a>(disk: &'a SpecDisk, field: &str) -> Result<Target<'a>, ConvertError> {
@@ -101,6 +103,16 @@ fn target<'a>(disk: &'a SpecDisk, field: &str) -> Result<Target<'a>, ConvertErro
             ),
         ));
     }
+    let solid_state = disk.disk.as_ref().and_then(|d| d.solid_state) == Some(true);
+    if solid_state && bus != "sata" && bus != "scsi" {
+        return Err(ConvertError::invalid(
+            format!("{field}.disk.solidState"),
+            format!(
+                "disk {} - SSD emulation is only possible with bus type sata or scsi",
+                disk.name
+            ),
+        ));
+    }
     if pci_address.is_some() && bus != "virtio" {
         return Err(ConvertError::invalid(
             format!("{field}.disk.pciAddress"),
@@ -117,6 +129,7 @@ fn target<'a>(disk: &'a SpecDisk, field: &str) -> Result<Target<'a>, ConvertErro
         tray,
         pci_address,
         reservation,
+        solid_state,
     })
 }
 
@@ -274,6 +287,7 @@ pub fn apply(
                 dev,
                 bus: Some(t.bus.to_owned()),
                 tray: t.tray.clone(),
+                rotation_rate: t.solid_state.then_some(1),
             },
             serial: disk.serial.clone().filter(|s| !s.is_empty()),
             readonly: (t.readonly || source.as_ref().is_some_and(|s| s.is_read_only)).then_some(Empty {}),

@@ -76,6 +76,12 @@ impl PathLayout {
         format!("{}/{dir}/{volume}.iso", self.private_dir)
     }
 
+    /// `<private>/secret/<volume>`: where the launcher pod mounts a Secret volume.
+    #[must_use]
+    pub fn secret_dir(&self, volume: &str) -> String {
+        format!("{}/secret/{volume}", self.private_dir)
+    }
+
     /// The image of the containerDisk at `spec.volumes[index]`.
     #[must_use]
     pub fn container_disk_image(&self, index: usize) -> String {

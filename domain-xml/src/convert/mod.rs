@@ -4,11 +4,13 @@
 //! what earlier ones decided (the vCPU count, the NUMA cell's CPU list). Every rejection is a
 //! [`ConvertError`] naming the field path, as upstream's webhook and converter name them.
 
+mod acpi;
 mod cpu;
 mod devices;
 mod disks;
 mod error;
 mod firmware;
+mod guest_events;
 mod interfaces;
 mod layout;
 mod memory;
@@ -324,6 +326,7 @@ pub fn render(vmi: &VirtualMachineInstance, ctx: &ConvertContext) -> Result<Doma
     cpu::apply(&vmi.spec, &topology, &mut domain)?;
     memory::apply(vmi, topology.vcpus(), &mut domain)?;
     firmware::apply_os(vmi, ctx, &mut domain)?;
+    acpi::apply(vmi, ctx, &mut domain)?;
     firmware::apply_sysinfo(vmi, ctx, &mut domain);
     platform::apply_clock(vmi, &mut domain)?;
     platform::apply_features(vmi, &mut domain)?;
@@ -338,6 +341,7 @@ pub fn render(vmi: &VirtualMachineInstance, ctx: &ConvertContext) -> Result<Doma
         &mut domain,
     )?;
     devices::apply(vmi, ctx, topology.vcpus(), &disk_needs, &mut domain)?;
+    guest_events::apply(vmi, &mut domain)?;
     Ok(domain)
 }
 

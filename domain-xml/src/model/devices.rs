@@ -60,6 +60,9 @@ pub struct Devices {
     pub memballoon: Option<Memballoon>,
     /// vsock.
     pub vsock: Option<Vsock>,
+    /// Panic notifiers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub panic: Vec<Panic>,
 }
 
 /// `<alias name='ua-..'/>`.
@@ -257,6 +260,9 @@ pub struct DiskTarget {
     /// `open` or `closed` (cdrom).
     #[serde(rename = "@tray")]
     pub tray: Option<String>,
+    /// `1` for a solid-state drive (SATA and SCSI).
+    #[serde(rename = "@rotation_rate")]
+    pub rotation_rate: Option<u32>,
 }
 
 /// `<blockio>`.

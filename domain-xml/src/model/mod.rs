@@ -84,6 +84,25 @@ pub struct Domain {
     pub on_crash: Option<String>,
     /// Devices.
     pub devices: Devices,
+    /// Arguments passed to QEMU directly, for what libvirt 9.0 cannot express.
+    #[serde(rename = "qemu:commandline")]
+    pub qemu_commandline: Option<QemuCommandline>,
+}
+
+/// `<qemu:commandline>`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QemuCommandline {
+    /// The arguments, in order.
+    #[serde(rename = "qemu:arg", default)]
+    pub arg: Vec<QemuArg>,
+}
+
+/// `<qemu:arg value='...'/>`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QemuArg {
+    /// One argument.
+    #[serde(rename = "@value")]
+    pub value: String,
 }
 
 /// An integer with a unit attribute, e.g. `<memory unit='b'>1073741824</memory>`.

@@ -30,6 +30,27 @@ pub struct Os {
     pub smbios: Option<Smbios>,
     /// `<bios useserial='yes'/>`.
     pub bios: Option<OsBios>,
+    /// ACPI tables passed to the guest.
+    pub acpi: Option<AcpiTables>,
+}
+
+/// `<os><acpi>`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AcpiTables {
+    /// The tables.
+    #[serde(default)]
+    pub table: Vec<AcpiTable>,
+}
+
+/// `<table type='slic'>/path</table>`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AcpiTable {
+    /// Table signature; libvirt 9.0 knows `slic` only.
+    #[serde(rename = "@type")]
+    pub table_type: String,
+    /// The file holding the table.
+    #[serde(rename = "$text")]
+    pub path: String,
 }
 
 /// `<os><type>`.

@@ -327,3 +327,12 @@ pub struct MemoryTarget {
     /// Currently requested size.
     pub requested: Option<ScaledInteger>,
 }
+
+/// `<panic model='isa'/>`: how the guest tells the host it crashed.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Panic {
+    /// `isa` or `hyperv`; libvirt's default for the machine when absent.
+    #[serde(rename = "@model")]
+    pub model: Option<String>,
+}

@@ -7,6 +7,7 @@
 mod cpu;
 mod devices;
 mod guest;
+mod guest_devices;
 mod interfaces;
 mod structure;
 mod volumes;
@@ -76,6 +77,7 @@ fn validate_spec(spec: &VirtualMachineInstanceSpec, base: &str, is_vmi: bool, co
     volumes::check_volumes(spec, base, config, &mut causes);
     devices::check_devices(spec, base, config, &mut causes);
     guest::check_guest(spec, base, config, &mut causes);
+    guest_devices::check_guest_devices(spec, base, config, &mut causes);
     interfaces::check_interfaces(spec, base, config, &mut causes);
     causes
 }

@@ -107,7 +107,9 @@ pub(super) fn check_disks_and_volumes(
             )),
             Ok(_) => {}
         }
-        let used = disk_names.contains_key(volume.name.as_str()) || volume.memory_dump.is_some();
+        let used = disk_names.contains_key(volume.name.as_str())
+            || volume.memory_dump.is_some()
+            || is_acpi_table_volume(spec, &volume.name);
         if is_vmi && !used {
             causes.push(cause(
                 CauseType::NotFound,
@@ -295,4 +297,13 @@ pub(super) fn check_networks(spec: &VirtualMachineInstanceSpec, base: &str, caus
             ));
         }
     }
+}
+
+/// A volume `spec.domain.firmware.acpi` takes a table from needs no disk.
+fn is_acpi_table_volume(spec: &VirtualMachineInstanceSpec, name: &str) -> bool {
+    spec.domain
+        .firmware
+        .as_ref()
+        .and_then(|f| f.acpi.as_ref())
+        .is_some_and(|a| a.slic_name_ref.as_deref() == Some(name) || a.msdm_name_ref.as_deref() == Some(name))
 }

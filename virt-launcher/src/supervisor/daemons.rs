@@ -170,7 +170,7 @@ pub fn write_configs(paths: &DaemonPaths) -> Result<(), DaemonError> {
         "qemu.conf",
         "# Written by virt-launcher.\nsecurity_driver = \"none\"\nremember_owner = 0\n\
          user = \"root\"\ngroup = \"root\"\nnamespaces = [ ]\ncgroup_controllers = [ ]\n\
-         stdio_handler = \"logd\"\n"
+         stdio_handler = \"logd\"\nswtpm_user = \"root\"\nswtpm_group = \"root\"\n"
             .to_owned(),
     )?;
     write(
