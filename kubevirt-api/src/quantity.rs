@@ -124,9 +124,45 @@ pub fn to_bytes(quantity: &Quantity) -> Result<u64, QuantityError> {
     u64::try_from(value.max(0)).map_err(|_| QuantityError::Overflow(quantity.0.clone()))
 }
 
+/// Whether a quantity is written with a binary suffix (`Ki`, `Mi`, ...).
+#[must_use]
+pub fn is_binary(quantity: &Quantity) -> bool {
+    quantity.0.trim_end().ends_with('i')
+}
+
+/// A byte count in Kubernetes' canonical form: the largest suffix that divides it exactly, binary
+/// (`Mi`) or decimal (`M`).
+#[must_use]
+pub fn format(value: i128, binary: bool) -> String {
+    let (base, suffixes): (i128, &[&str]) = if binary {
+        (1024, &["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"])
+    } else {
+        (1000, &["k", "M", "G", "T", "P", "E"])
+    };
+    let mut value = value;
+    let mut suffix = "";
+    for s in suffixes {
+        if value == 0 || value % base != 0 {
+            break;
+        }
+        value /= base;
+        suffix = s;
+    }
+    format!("{value}{suffix}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quantities_take_the_largest_exact_suffix() {
+        assert_eq!(format(1024 * 1024 * 1024, true), "1Gi");
+        assert_eq!(format(715_827_882, true), "715827882");
+        assert_eq!(format(1536 * 1024 * 1024, true), "1536Mi");
+        assert_eq!(format(64_000_000, false), "64M");
+        assert_eq!(format(0, false), "0");
+    }
 
     fn bytes(text: &str) -> u64 {
         to_bytes(&Quantity(text.to_owned())).expect(text)

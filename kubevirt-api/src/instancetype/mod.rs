@@ -48,3 +48,40 @@ pub mod annotations {
     /// A cluster preference's name.
     pub const CLUSTER_PREFERENCE_NAME: &str = "kubevirt.io/cluster-preference-name";
 }
+
+mod apply;
+mod conflicts;
+mod preference_apply;
+mod requirements;
+mod topology;
+
+pub use apply::{apply_instancetype, overcommitted_request};
+pub use conflicts::{Conflict, Conflicts};
+pub use preference_apply::{apply_architecture, apply_preference};
+pub use requirements::check_requirements;
+pub use topology::{PreferredTopology, SpreadAcross, layout, spread_error};
+
+use std::collections::BTreeMap;
+
+use crate::v1::VirtualMachineInstanceSpec;
+
+/// Applies an instance type and then a preference to `spec` (at `prefix`), as upstream does: the
+/// instance type's conflicts stop everything, the preference only fills what is unset.
+pub fn apply(
+    instancetype: Option<&VirtualMachineInstancetypeSpec>,
+    preference: Option<&VirtualMachinePreferenceSpec>,
+    spec: &mut VirtualMachineInstanceSpec,
+    annotations: &mut BTreeMap<String, String>,
+    prefix: &str,
+) -> Result<(), Conflicts> {
+    if let Some(instancetype) = instancetype {
+        let conflicts = apply_instancetype(instancetype, preference, spec, annotations, prefix);
+        if !conflicts.is_empty() {
+            return Err(conflicts);
+        }
+    }
+    if let Some(preference) = preference {
+        apply_preference(preference, spec, annotations);
+    }
+    Ok(())
+}

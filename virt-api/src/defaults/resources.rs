@@ -48,7 +48,10 @@ pub fn set_default_resource_requests(spec: &mut VirtualMachineInstanceSpec, conf
                 guest
             } else {
                 let scaled = bytes * 100 / i128::from(config.memory_overcommit);
-                Quantity(format_quantity(scaled, is_binary(&guest)))
+                Quantity(kubevirt_api::quantity::format(
+                    scaled,
+                    kubevirt_api::quantity::is_binary(&guest),
+                ))
             };
             requests.insert("memory".to_owned(), request);
         }
@@ -123,42 +126,4 @@ pub fn set_default_cpu_topology(spec: &mut VirtualMachineInstanceSpec) {
     cpu.sockets = Some(sockets);
     cpu.cores = Some(1);
     cpu.threads = Some(1);
-}
-
-/// Whether a quantity is written with a binary suffix (`Ki`, `Mi`, `Gi` ...).
-fn is_binary(q: &Quantity) -> bool {
-    q.0.trim_end().ends_with('i')
-}
-
-/// A byte count in Kubernetes' canonical form: the largest suffix that divides it exactly.
-fn format_quantity(value: i128, binary: bool) -> String {
-    let (base, suffixes): (i128, &[&str]) = if binary {
-        (1024, &["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"])
-    } else {
-        (1000, &["k", "M", "G", "T", "P", "E"])
-    };
-    let mut value = value;
-    let mut suffix = "";
-    for s in suffixes {
-        if value == 0 || value % base != 0 {
-            break;
-        }
-        value /= base;
-        suffix = s;
-    }
-    format!("{value}{suffix}")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::format_quantity;
-
-    #[test]
-    fn quantities_take_the_largest_exact_suffix() {
-        assert_eq!(format_quantity(1024 * 1024 * 1024, true), "1Gi");
-        assert_eq!(format_quantity(715_827_882, true), "715827882");
-        assert_eq!(format_quantity(1536 * 1024 * 1024, true), "1536Mi");
-        assert_eq!(format_quantity(64_000_000, false), "64M");
-        assert_eq!(format_quantity(0, false), "0");
-    }
 }
