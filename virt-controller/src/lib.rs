@@ -17,6 +17,7 @@ pub mod reconcile_error;
 pub mod run_strategy;
 pub mod runner;
 pub mod vm_controller;
+pub mod vm_instancetypes;
 pub mod vm_status;
 pub mod vmi_controller;
 pub mod vmi_lifecycle;

@@ -18,7 +18,8 @@ use crate::compact::Compact;
 use crate::expectations::Expectations;
 use crate::reconcile_error::{RETRY, ReconcileError, cannot, log_and_retry};
 use crate::run_strategy::{Action, Observed, VmiView, decide};
-use crate::vm_status::{backing_off, first_request, next_vm_status, vmi_from_vm};
+use crate::vm_instancetypes::{Failure, Resolved, vmi_to_create};
+use crate::vm_status::{backing_off, first_request, next_vm_status};
 
 #[derive(Debug, Default)]
 struct Known {
@@ -27,13 +28,28 @@ struct Known {
     expectations: Expectations,
 }
 
+/// The VM an action is for, and what its instance type and preference resolved to.
+struct Target<'a> {
+    key: &'a str,
+    vm: &'a VirtualMachine,
+    instancetypes: &'a Result<Resolved, Failure>,
+}
+
+/// Whether the VM names an instance type or preference, or its status still records one.
+fn uses_instancetypes(vm: &VirtualMachine) -> bool {
+    let status = vm.status.as_ref();
+    vm.spec.instancetype.is_some()
+        || vm.spec.preference.is_some()
+        || status.is_some_and(|s| s.instancetype_ref.is_some() || s.preference_ref.is_some())
+}
+
 /// What carrying out an action left to do.
 #[derive(Debug)]
 struct Applied {
     /// Look again after this long.
     requeue: Option<Duration>,
     /// A failed step: reason and message for the `Failure` condition.
-    failure: Option<(&'static str, String)>,
+    failure: Option<Failure>,
 }
 
 /// The controller.
@@ -183,6 +199,11 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
                 return Ok(None);
             }
         };
+        let instancetypes = if uses_instancetypes(&vm) {
+            crate::vm_instancetypes::resolve(&self.api, &vm).await
+        } else {
+            Ok(Resolved::default())
+        };
         let now = self.clock.now();
         let backoff = backing_off(&vm, now);
         let observed = Observed {
@@ -201,9 +222,23 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
             backing_off: backoff.is_some(),
         };
         let decision = decide(&observed);
-        let Applied { requeue, failure } = self.apply(key, decision.action, &vm, &mut current, backoff).await?;
+        let target = Target {
+            key,
+            vm: &vm,
+            instancetypes: &instancetypes,
+        };
+        let Applied { requeue, failure } = self.apply(&target, decision.action, &mut current, backoff).await?;
         let jitter = f64::from(now.subsec_nanosecond().unsigned_abs() % 1000) / 1000.0;
         let mut status = next_vm_status(&current, strategy, vmi.as_ref(), &decision, now, jitter);
+        match &instancetypes {
+            Ok(resolved) => {
+                status.instancetype_ref.clone_from(&resolved.instancetype_ref);
+                status.preference_ref.clone_from(&resolved.preference_ref);
+            }
+            Err(_) if !uses_instancetypes(&vm) => (status.instancetype_ref, status.preference_ref) = (None, None),
+            Err(_) => {}
+        }
+        let failure = failure.or_else(|| instancetypes.as_ref().err().cloned());
         crate::vm_status::set_failure(&mut status, failure, now);
         if current.status.as_ref() != Some(&status) {
             current.status = Some(status);
@@ -221,20 +256,34 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
     /// VM's status (`failure`) and retried; `Err` when the VM itself could not be written.
     async fn apply(
         &self,
-        key: &str,
+        target: &Target<'_>,
         action: Action,
-        vm: &VirtualMachine,
         current: &mut VirtualMachine,
         backoff: Option<Duration>,
     ) -> Result<Applied, ReconcileError> {
+        let (key, vm) = (target.key, target.vm);
         let namespace = vm.metadata.namespace.clone().unwrap_or_else(|| "default".to_owned());
         let name = vm.metadata.name.clone().unwrap_or_default();
         let mut requeue = None;
         let mut failure = None;
         match action {
             Action::Create { paused } => {
+                let to_create = target
+                    .instancetypes
+                    .as_ref()
+                    .map_err(Clone::clone)
+                    .and_then(|resolved| vmi_to_create(vm, paused, resolved));
+                let vmi = match to_create {
+                    Ok(vmi) => vmi,
+                    Err(instancetype_failure) => {
+                        return Ok(Applied {
+                            requeue: Some(RETRY),
+                            failure: Some(instancetype_failure),
+                        });
+                    }
+                };
                 self.known().expectations.expect_creation(key, self.clock.monotonic());
-                if let Err(error) = self.api.create_vmi(&vmi_from_vm(vm, paused)).await {
+                if let Err(error) = self.api.create_vmi(&vmi).await {
                     tracing::warn!(error = %error, "cannot create the VMI; retrying");
                     self.known().expectations.creation_observed(key);
                     failure = Some(("FailedCreate", error.to_string()));

@@ -157,23 +157,23 @@ fn apply_memory(
         max_guest: wanted.max_guest.clone(),
         ..Memory::default()
     });
-    if wanted.overcommit_percent > 0 {
-        if let Ok(bytes) = crate::quantity::to_bytes(&wanted.guest) {
-            let request = overcommitted_request(bytes, wanted.overcommit_percent);
-            let requests = spec
-                .domain
-                .resources
-                .get_or_insert_with(Default::default)
-                .requests
-                .get_or_insert_with(BTreeMap::new);
-            requests.insert(
-                "memory".to_owned(),
-                Quantity(crate::quantity::format(
-                    i128::from(request),
-                    crate::quantity::is_binary(&wanted.guest),
-                )),
-            );
-        }
+    if wanted.overcommit_percent > 0
+        && let Ok(bytes) = crate::quantity::to_bytes(&wanted.guest)
+    {
+        let request = overcommitted_request(bytes, wanted.overcommit_percent);
+        let requests = spec
+            .domain
+            .resources
+            .get_or_insert_with(Default::default)
+            .requests
+            .get_or_insert_with(BTreeMap::new);
+        requests.insert(
+            "memory".to_owned(),
+            Quantity(crate::quantity::format(
+                i128::from(request),
+                crate::quantity::is_binary(&wanted.guest),
+            )),
+        );
     }
 }
 

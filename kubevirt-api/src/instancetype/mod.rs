@@ -51,14 +51,21 @@ pub mod annotations {
 
 mod apply;
 mod conflicts;
+mod find;
 mod preference_apply;
 mod requirements;
+mod revision;
 mod topology;
 
 pub use apply::{apply_instancetype, overcommitted_request};
 pub use conflicts::{Conflict, Conflicts};
+pub use find::{
+    FindError, Found, InstancetypeLookup, LookupError, find_both, find_instancetype, find_preference,
+    instancetype_kind, preference_kind,
+};
 pub use preference_apply::{apply_architecture, apply_preference};
 pub use requirements::check_requirements;
+pub use revision::{RevisionError, revision_for, same_spec, spec_of};
 pub use topology::{PreferredTopology, SpreadAcross, layout, spread_error};
 
 use std::collections::BTreeMap;

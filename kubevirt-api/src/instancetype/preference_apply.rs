@@ -28,13 +28,13 @@ pub fn apply_preference(
     spec: &mut VirtualMachineInstanceSpec,
     annotations: &mut BTreeMap<String, String>,
 ) {
-    if let Some(cpu) = &preference.cpu {
-        if !cpu.preferred_cpu_features.is_empty() {
-            let current = spec.domain.cpu.get_or_insert_with(Cpu::default);
-            for feature in &cpu.preferred_cpu_features {
-                if !current.features.iter().any(|f| f.name == feature.name) {
-                    current.features.push(feature.clone());
-                }
+    if let Some(cpu) = &preference.cpu
+        && !cpu.preferred_cpu_features.is_empty()
+    {
+        let current = spec.domain.cpu.get_or_insert_with(Cpu::default);
+        for feature in &cpu.preferred_cpu_features {
+            if !current.features.iter().any(|f| f.name == feature.name) {
+                current.features.push(feature.clone());
             }
         }
     }
@@ -53,11 +53,12 @@ pub fn apply_preference(
     }
     if let Some(clock) = &preference.clock {
         let current = spec.domain.clock.get_or_insert_with(Clock::default);
-        if let Some(offset) = clock.preferred_clock_offset.as_ref() {
-            if current.utc.is_none() && current.timezone.is_none() {
-                current.utc.clone_from(&offset.utc);
-                current.timezone.clone_from(&offset.timezone);
-            }
+        if let Some(offset) = clock.preferred_clock_offset.as_ref()
+            && current.utc.is_none()
+            && current.timezone.is_none()
+        {
+            current.utc.clone_from(&offset.utc);
+            current.timezone.clone_from(&offset.timezone);
         }
         fill(&mut current.timer, clock.preferred_timer.as_ref());
     }
@@ -159,10 +160,10 @@ fn apply_devices(preferred: &DevicePreferences, spec: &mut VirtualMachineInstanc
     }
     for input in &mut devices.inputs {
         fill_text(&mut input.bus, preferred.preferred_input_bus.as_ref());
-        if input.input_type.is_empty() {
-            if let Some(kind) = preferred.preferred_input_type.as_ref() {
-                input.input_type.clone_from(kind);
-            }
+        if input.input_type.is_empty()
+            && let Some(kind) = preferred.preferred_input_type.as_ref()
+        {
+            input.input_type.clone_from(kind);
         }
     }
     for panic in &mut devices.panic_devices {

@@ -31,10 +31,10 @@ pub fn check_requirements(
     template: &VirtualMachineInstanceSpec,
 ) -> Option<Cause> {
     let requirements = preference.requirements.as_ref()?;
-    if let Some(cpu) = &requirements.cpu {
-        if let Some(failure) = check_cpu(instancetype, preference, template, cpu.guest) {
-            return Some(failure);
-        }
+    if let Some(cpu) = &requirements.cpu
+        && let Some(failure) = check_cpu(instancetype, preference, template, cpu.guest)
+    {
+        return Some(failure);
     }
     if let Some(memory) = &requirements.memory {
         let (provided, by_instancetype) = match (

@@ -112,15 +112,17 @@ pub fn spread_error(guest: u32, preference: Option<&VirtualMachinePreferenceSpec
     let (across, ratio) = spread(preference);
     let ratio = ratio.max(1);
     match across {
-        SpreadAcross::SocketsCores if guest % ratio != 0 => Some(format!(
+        SpreadAcross::SocketsCores if !guest.is_multiple_of(ratio) => Some(format!(
             "{guest} vCPUs provided by the instance type are not divisible by the Spec.PreferSpreadSocketToCoreRatio or Spec.CPU.PreferSpreadOptions.Ratio of {ratio} provided by the preference"
         )),
-        SpreadAcross::CoresThreads if guest % ratio != 0 => Some(format!(
+        SpreadAcross::CoresThreads if !guest.is_multiple_of(ratio) => Some(format!(
             "{guest} vCPUs provided by the instance type are not divisible by the number of threads per core {ratio}"
         )),
-        SpreadAcross::SocketsCoresThreads if guest % 2 != 0 || (guest / 2) % ratio != 0 => Some(format!(
-            "{guest} vCPUs provided by the instance type are not divisible by the number of threads per core 2 and Spec.PreferSpreadSocketToCoreRatio or Spec.CPU.PreferSpreadOptions.Ratio of {ratio}"
-        )),
+        SpreadAcross::SocketsCoresThreads if !guest.is_multiple_of(2) || !(guest / 2).is_multiple_of(ratio) => {
+            Some(format!(
+                "{guest} vCPUs provided by the instance type are not divisible by the number of threads per core 2 and Spec.PreferSpreadSocketToCoreRatio or Spec.CPU.PreferSpreadOptions.Ratio of {ratio}"
+            ))
+        }
         _ => None,
     }
 }

@@ -1,11 +1,14 @@
 //! [`ControllerApi`] over a kube-rs client: any API server, or a `tower-test` mock in tests.
 
+use control_loop::instancetype_lookup::KubeInstancetypeLookup;
 use futures::StreamExt as _;
 use futures::stream::BoxStream;
+use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{Event, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
+use kubevirt_api::instancetype::{InstancetypeLookup, KindNames, LookupError};
 use kubevirt_api::v1::{KubeVirt, VirtualMachine, VirtualMachineInstance};
 use kubevirt_api::well_known::labels;
 
@@ -18,6 +21,7 @@ pub const COMPONENT: &str = "virt-controller";
 #[derive(Clone)]
 pub struct KubeControllerApi {
     client: kube::Client,
+    instancetypes: KubeInstancetypeLookup,
 }
 
 impl std::fmt::Debug for KubeControllerApi {
@@ -30,12 +34,18 @@ impl KubeControllerApi {
     /// An adapter over `client`.
     #[must_use]
     pub fn new(client: kube::Client) -> Self {
-        Self { client }
+        Self {
+            instancetypes: KubeInstancetypeLookup::new(client.clone()),
+            client,
+        }
     }
 }
 
 fn kube_error(operation: String) -> impl FnOnce(kube::Error) -> ApiError {
     move |source| match &source {
+        kube::Error::Api(status) if status.code == 409 && status.reason == "AlreadyExists" => {
+            ApiError::AlreadyExists(operation)
+        }
         kube::Error::Api(status) if status.code == 409 => ApiError::Conflict { operation },
         kube::Error::Api(status) if status.code == 404 => ApiError::NotFound(operation),
         _ => ApiError::Kube { operation, source },
@@ -155,6 +165,19 @@ impl ControllerApi for KubeControllerApi {
             .map_err(kube_error(format!("update status of VM {namespace}/{name}")))
     }
 
+    async fn create_controller_revision(&self, revision: &ControllerRevision) -> Result<ControllerRevision, ApiError> {
+        let namespace = revision
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".to_owned());
+        let name = revision.metadata.name.clone().unwrap_or_default();
+        Api::<ControllerRevision>::namespaced(self.client.clone(), &namespace)
+            .create(&PostParams::default(), revision)
+            .await
+            .map_err(kube_error(format!("create ControllerRevision {namespace}/{name}")))
+    }
+
     async fn record_event(
         &self,
         vmi: &VirtualMachineInstance,
@@ -177,5 +200,20 @@ impl ControllerApi for KubeControllerApi {
             .await
             .map(|_| ())
             .map_err(kube_error(format!("record event about {}", vmi.key())))
+    }
+}
+
+impl InstancetypeLookup for KubeControllerApi {
+    async fn object(
+        &self,
+        kind: &KindNames,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<serde_json::Value>, LookupError> {
+        self.instancetypes.object(kind, namespace, name).await
+    }
+
+    async fn revision(&self, namespace: &str, name: &str) -> Result<Option<ControllerRevision>, LookupError> {
+        self.instancetypes.revision(namespace, name).await
     }
 }

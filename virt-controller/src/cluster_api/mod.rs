@@ -12,9 +12,11 @@ use std::future::Future;
 #[cfg(any(test, feature = "testing"))]
 pub use fake::{FakeControllerApi, Write};
 use futures::stream::BoxStream;
+use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::watcher;
 pub use kube_adapter::KubeControllerApi;
+use kubevirt_api::instancetype::InstancetypeLookup;
 use kubevirt_api::v1::{KubeVirt, VirtualMachine, VirtualMachineInstance};
 
 /// Why a call to the API server failed.
@@ -37,6 +39,9 @@ pub enum ApiError {
     /// The object is not there.
     #[error("{0} not found")]
     NotFound(String),
+    /// An object of that name exists already.
+    #[error("{0}: already exists")]
+    AlreadyExists(String),
     /// A watch failed.
     #[error("watch failed: {0}")]
     Watch(#[from] watcher::Error),
@@ -51,8 +56,9 @@ pub type VmWatchEvent = watcher::Event<VirtualMachine>;
 /// A watch event about a launcher pod.
 pub type PodWatchEvent = watcher::Event<Pod>;
 
-/// What virt-controller needs from the API server.
-pub trait ControllerApi: Send + Sync + 'static {
+/// What virt-controller needs from the API server; instance types, preferences and their
+/// revisions are read through [`InstancetypeLookup`].
+pub trait ControllerApi: InstancetypeLookup + Send + Sync + 'static {
     /// Watches every VMI.
     fn watch_vmis(&self) -> BoxStream<'static, Result<VmiWatchEvent, ApiError>>;
     /// Watches every launcher pod (label `kubevirt.io=virt-launcher`).
@@ -93,6 +99,12 @@ pub trait ControllerApi: Send + Sync + 'static {
     ) -> impl Future<Output = Result<VirtualMachine, ApiError>> + Send;
     /// Writes a VM's status.
     fn update_vm_status(&self, vm: &VirtualMachine) -> impl Future<Output = Result<VirtualMachine, ApiError>> + Send;
+    /// Creates a ControllerRevision (an instance type or preference stored for a VM);
+    /// [`ApiError::AlreadyExists`] when one of that name exists.
+    fn create_controller_revision(
+        &self,
+        revision: &ControllerRevision,
+    ) -> impl Future<Output = Result<ControllerRevision, ApiError>> + Send;
     /// Records an event about a VMI.
     fn record_event(
         &self,

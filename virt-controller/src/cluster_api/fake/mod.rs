@@ -15,6 +15,8 @@ use crate::compact::Compact;
 
 use super::{ApiError, ControllerApi, KubeVirtWatchEvent, PodWatchEvent, VmWatchEvent, VmiWatchEvent};
 
+mod instancetypes;
+
 /// One write virt-controller made.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Write {
@@ -36,6 +38,8 @@ pub enum Write {
     PatchVm(String, serde_json::Value),
     /// VM status written.
     VmStatus(String),
+    /// ControllerRevision created.
+    CreateRevision(String),
 }
 
 #[derive(Debug, Default)]
@@ -55,6 +59,7 @@ struct State {
     keeps_writes: bool,
     version: u64,
     pod_counter: u64,
+    instancetypes: instancetypes::Objects,
 }
 
 impl State {
@@ -516,6 +521,16 @@ impl ControllerApi for FakeControllerApi {
         }
         self.modify_vm(&key, |stored| stored.status.clone_from(&vm.status));
         self.vm(&key).ok_or(ApiError::NotFound(key))
+    }
+
+    async fn create_controller_revision(
+        &self,
+        revision: &k8s_openapi::api::apps::v1::ControllerRevision,
+    ) -> Result<k8s_openapi::api::apps::v1::ControllerRevision, ApiError> {
+        let mut state = self.lock();
+        let name = revision.metadata.name.clone().unwrap_or_default();
+        state.log(Write::CreateRevision(name));
+        state.instancetypes.create_revision(revision)
     }
 
     async fn record_event(
