@@ -335,8 +335,6 @@ pub fn vm(vm: &VirtualMachine) -> Vec<Unsupported> {
         found: Vec::new(),
     };
     let spec = &vm.spec;
-    r.refuse_if(spec.instancetype.is_some(), "instancetype", "instance types");
-    r.refuse_if(spec.preference.is_some(), "preference", "preferences");
     r.refuse_if(
         !spec.data_volume_templates.is_empty(),
         "dataVolumeTemplates",

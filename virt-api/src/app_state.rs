@@ -79,6 +79,15 @@ impl<C: SubresourceCluster, N: NodeConnector> AppState<C, N> {
         self.admission.write().unwrap_or_else(PoisonError::into_inner).config = config;
     }
 
+    /// The cluster configuration the webhooks and `expand-spec` apply.
+    pub(crate) fn admission_config(&self) -> kubevirt_api::v1::ClusterConfig {
+        self.admission
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .config
+            .clone()
+    }
+
     /// The cluster, or the 503 that says why there is none.
     pub(crate) fn cluster(&self) -> Result<Arc<C>, ApiStatus> {
         self.cluster

@@ -22,7 +22,7 @@ use crate::backends::{NodeConnector, SubresourceCluster};
 #[cfg(any(test, feature = "testing"))]
 use crate::subresources::authorize::Authentication;
 use crate::subresources::authorize::PeerCertificate;
-use crate::subresources::{ApiStatus, discovery, routes};
+use crate::subresources::{ApiStatus, discovery, expand_spec, routes};
 
 fn json(value: &serde_json::Value) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], value.to_string()).into_response()
@@ -34,7 +34,14 @@ async fn webhook<C: SubresourceCluster, N: NodeConnector>(
 ) -> Response {
     let context = state.admission.read().unwrap_or_else(PoisonError::into_inner).clone();
     let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(state.clock.now());
-    let answer = admission::admit(hook, &body, &context, now, &|| uuid::Uuid::new_v4().to_string());
+    let new_uuid = || uuid::Uuid::new_v4().to_string();
+    let answer = match state.cluster() {
+        Ok(cluster) => admission::admit(hook, &body, &context, now, &new_uuid, &*cluster).await,
+        Err(why) => {
+            let none = admission::lookup::NoCluster(why.message);
+            admission::admit(hook, &body, &context, now, &new_uuid, &none).await
+        }
+    };
     match serde_json::to_vec(&answer) {
         Ok(bytes) => ([(header::CONTENT_TYPE, "application/json")], bytes).into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
@@ -72,8 +79,16 @@ pub fn router<C: SubresourceCluster, N: NodeConnector>(state: Arc<AppState<C, N>
     }
     let subresources = Router::new()
         .route(
+            &format!("{group}/{{version}}/namespaces/{{ns}}/virtualmachines/{{name}}/expand-spec"),
+            get(expand_spec::expand_stored::<C, N>),
+        )
+        .route(
             &format!("{group}/{{version}}/namespaces/{{ns}}/virtualmachines/{{name}}/{{action}}"),
             put(routes::vm_action::<C, N>),
+        )
+        .route(
+            &format!("{group}/{{version}}/namespaces/{{ns}}/expand-vm-spec"),
+            put(expand_spec::expand_body::<C, N>),
         )
         .route(
             &format!("{group}/{{version}}/namespaces/{{ns}}/virtualmachineinstances/{{name}}/console"),

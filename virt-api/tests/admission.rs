@@ -9,6 +9,7 @@ use kubevirt_api::v1::ClusterConfig;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use virt_api::admission::{AdmissionContext, ReviewAnswer, Webhook, admit, vm_firmware_uuid};
+use virt_api::backends::FakeSubresourceCluster;
 
 const NOW: &str = "2026-11-22T00:00:00Z";
 const UUID: &str = "5f0c1a2e-8d3b-4c1f-9a7e-2b6d4e8f0a11";
@@ -38,7 +39,8 @@ fn review(resource: &str, operation: &str, user: &str, object: &Value, old: Opti
 
 fn run(hook: Webhook, body: &[u8], config: ClusterConfig) -> ReviewAnswer {
     let now = Time(NOW.parse::<Timestamp>().expect("time"));
-    let answer = admit(hook, body, &context(config), now, &|| UUID.to_owned());
+    let cluster = FakeSubresourceCluster::default();
+    let answer = futures::executor::block_on(admit(hook, body, &context(config), now, &|| UUID.to_owned(), &cluster));
     assert_eq!(answer.api_version, "admission.k8s.io/v1");
     assert_eq!(answer.kind, "AdmissionReview");
     answer

@@ -5,6 +5,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use proptest::prelude::*;
 use serde_json::{Value, json};
+use virt_api::admission::lookup::NoCluster;
 use virt_api::admission::{AdmissionContext, Webhook, admit};
 
 fn context() -> AdmissionContext {
@@ -16,13 +17,14 @@ fn context() -> AdmissionContext {
 
 fn answer_all(body: &[u8]) {
     for hook in Webhook::ALL {
-        let answer = admit(
+        let answer = futures::executor::block_on(admit(
             hook,
             body,
             &context(),
             Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
             &|| "u".to_owned(),
-        );
+            &NoCluster("none in this test".to_owned()),
+        ));
         let code = answer.response.status.as_ref().map(|s| s.code);
         assert!(
             answer.response.allowed || matches!(code, Some(400 | 422)),

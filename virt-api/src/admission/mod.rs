@@ -2,10 +2,13 @@
 //! body into its answer. Pure apart from the clock reading and UUID source passed in, so the whole
 //! corpus is tested without a server.
 
+mod infer;
+pub mod lookup;
 mod mutate;
 pub use mutate::vm_firmware_uuid;
 pub mod review;
 mod validate;
+mod vm_instancetypes;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kubevirt_api::v1::ClusterConfig;
@@ -84,13 +87,14 @@ impl AdmissionContext {
 }
 
 /// Answers one review body. Never fails: an undecodable body is answered with a 400 status.
-#[must_use]
-pub fn admit(
+/// The VM webhooks read instance types, preferences and volumes through `lookup`.
+pub async fn admit(
     webhook: Webhook,
     body: &[u8],
     ctx: &AdmissionContext,
     now: Time,
-    new_uuid: &dyn Fn() -> String,
+    new_uuid: &(dyn Fn() -> String + Sync),
+    lookup: &impl lookup::AdmissionLookup,
 ) -> ReviewAnswer {
     let request = match decode_review(body) {
         Ok(request) => request,
@@ -102,10 +106,10 @@ pub fn admit(
     }
     let response = match webhook {
         Webhook::VmiMutate => mutate::vmi(&request, ctx, now, new_uuid),
-        Webhook::VmMutate => mutate::vm(&request, ctx),
+        Webhook::VmMutate => mutate::vm(&request, ctx, lookup).await,
         Webhook::VmiValidateCreate => validate::vmi_create(&request, ctx),
         Webhook::VmiValidateUpdate => validate::vmi_update(&request, ctx),
-        Webhook::VmValidate => validate::vm(&request, ctx),
+        Webhook::VmValidate => validate::vm(&request, ctx, lookup).await,
     };
     response
         .unwrap_or_else(|rejection| rejection.into_response(uid))

@@ -8,6 +8,7 @@ use kubevirt_api::v1::{VirtualMachine, VirtualMachineInstance};
 use kubevirt_api::validation::{self, Cause, CauseType};
 use kubevirt_api::well_known::labels;
 
+use super::lookup::AdmissionLookup;
 use super::review::{AdmissionRequest, AdmissionResponse};
 use super::{AdmissionContext, Rejection, decode_object};
 
@@ -92,14 +93,24 @@ pub(super) fn vmi_update(request: &AdmissionRequest, ctx: &AdmissionContext) -> 
     Ok(answer(&request.uid, &causes))
 }
 
-/// `/virtualmachines-validate`.
-pub(super) fn vm(request: &AdmissionRequest, ctx: &AdmissionContext) -> Result<AdmissionResponse, Rejection> {
+/// `/virtualmachines-validate`: with an instance type or preference, the rules are checked on the
+/// template with both applied.
+pub(super) async fn vm(
+    request: &AdmissionRequest,
+    ctx: &AdmissionContext,
+    lookup: &impl AdmissionLookup,
+) -> Result<AdmissionResponse, Rejection> {
     let vm: VirtualMachine = decode_object(request.object.as_deref(), "object")?;
     if vm.metadata.deletion_timestamp.is_some() {
         return Ok(AdmissionResponse::allow(&request.uid));
     }
-    let mut causes = validation::validate_vm(&vm, &ctx.config);
-    causes.extend(support::vm(&vm).into_iter().map(Cause::from));
+    let expanded = match super::vm_instancetypes::expand_for_validation(&vm, lookup).await {
+        Ok(expanded) => expanded,
+        Err(causes) => return Ok(answer(&request.uid, &causes)),
+    };
+    let checked = expanded.as_ref().unwrap_or(&vm);
+    let mut causes = validation::validate_vm(checked, &ctx.config);
+    causes.extend(support::vm(checked).into_iter().map(Cause::from));
     if let Some(meta) = &vm.spec.template.metadata {
         causes.extend(validation::validate_metadata(
             meta,

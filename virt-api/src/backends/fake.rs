@@ -5,8 +5,12 @@
 use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};
 
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use kubevirt_api::instancetype::{InstancetypeLookup, KindNames, LookupError};
 use kubevirt_api::v1::{VirtualMachine, VirtualMachineInstance};
 use serde_json::Value;
+
+use crate::admission::lookup::{VolumeLookup, VolumeObject};
 
 use super::{ClusterError, PatchTarget, SubresourceCluster};
 
@@ -41,6 +45,10 @@ struct State {
     writes: Vec<Recorded>,
     denied_users: Vec<String>,
     reviews: Vec<Value>,
+    /// Instance types, preferences and ControllerRevisions by `<plural>/<namespace>/<name>`.
+    instancetypes: BTreeMap<String, Value>,
+    /// PVCs, DataVolumes and DataSources by `<kind>/<namespace>/<name>`.
+    volume_objects: BTreeMap<String, Value>,
 }
 
 /// The fake API server.
@@ -112,6 +120,32 @@ impl FakeSubresourceCluster {
     pub fn put_vmi(&self, vmi: Value) {
         let mut state = self.lock();
         state.vmis.insert(ns_name(&vmi), vmi);
+    }
+
+    /// Stores an instance type or preference of `kind` (the namespace is ignored for cluster-wide
+    /// kinds).
+    pub fn put_instancetype_object(&self, kind: &KindNames, namespace: &str, object: Value) {
+        let scope = if kind.namespaced { namespace } else { "" };
+        let name = object["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+        self.lock()
+            .instancetypes
+            .insert(format!("{}/{scope}/{name}", kind.plural), object);
+    }
+
+    /// Stores a ControllerRevision (JSON).
+    pub fn put_revision(&self, namespace: &str, revision: Value) {
+        let name = revision["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+        self.lock()
+            .instancetypes
+            .insert(format!("controllerrevisions/{namespace}/{name}"), revision);
+    }
+
+    /// Stores a PVC, DataVolume or DataSource.
+    pub fn put_volume_object(&self, object: VolumeObject, namespace: &str, value: Value) {
+        let name = value["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+        self.lock()
+            .volume_objects
+            .insert(format!("{}/{namespace}/{name}", object.kind()), value);
     }
 
     /// Registers the virt-handler pod IP of a node.
@@ -216,5 +250,39 @@ impl SubresourceCluster for FakeSubresourceCluster {
 
     async fn handler_address(&self, node: &str) -> Result<Option<String>, ClusterError> {
         Ok(self.lock().handlers.get(node).cloned())
+    }
+}
+
+impl InstancetypeLookup for FakeSubresourceCluster {
+    async fn object(&self, kind: &KindNames, namespace: &str, name: &str) -> Result<Option<Value>, LookupError> {
+        let scope = if kind.namespaced { namespace } else { "" };
+        Ok(self
+            .lock()
+            .instancetypes
+            .get(&format!("{}/{scope}/{name}", kind.plural))
+            .cloned())
+    }
+
+    async fn revision(&self, namespace: &str, name: &str) -> Result<Option<ControllerRevision>, LookupError> {
+        self.lock()
+            .instancetypes
+            .get(&format!("controllerrevisions/{namespace}/{name}"))
+            .map(|r| serde_json::from_value(r.clone()).map_err(|e| LookupError(e.to_string())))
+            .transpose()
+    }
+}
+
+impl VolumeLookup for FakeSubresourceCluster {
+    async fn volume_object(
+        &self,
+        object: VolumeObject,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Value>, LookupError> {
+        Ok(self
+            .lock()
+            .volume_objects
+            .get(&format!("{}/{namespace}/{name}", object.kind()))
+            .cloned())
     }
 }

@@ -1,8 +1,14 @@
 //! [`SubresourceCluster`] over kube-rs.
 
+use control_loop::instancetype_lookup::KubeInstancetypeLookup;
+use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::authorization::v1::SubjectAccessReview;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kubevirt_api::instancetype::{InstancetypeLookup, KindNames, LookupError};
+
+use crate::admission::lookup::{VolumeLookup, VolumeObject};
 use kubevirt_api::v1::{VirtualMachine, VirtualMachineInstance};
 use serde_json::Value;
 
@@ -16,6 +22,7 @@ const JSON_PATCH_TEST_FAILED: &str = "test operation does not apply";
 pub struct KubeSubresourceCluster {
     client: kube::Client,
     install_namespace: String,
+    instancetypes: KubeInstancetypeLookup,
 }
 
 impl std::fmt::Debug for KubeSubresourceCluster {
@@ -31,6 +38,7 @@ impl KubeSubresourceCluster {
     #[must_use]
     pub fn new(client: kube::Client, install_namespace: String) -> Self {
         Self {
+            instancetypes: KubeInstancetypeLookup::new(client.clone()),
             client,
             install_namespace,
         }
@@ -152,5 +160,63 @@ impl SubresourceCluster for KubeSubresourceCluster {
             .items
             .iter()
             .find_map(|p| p.status.as_ref().and_then(|s| s.pod_ip.clone())))
+    }
+}
+
+impl InstancetypeLookup for KubeSubresourceCluster {
+    async fn object(&self, kind: &KindNames, namespace: &str, name: &str) -> Result<Option<Value>, LookupError> {
+        self.instancetypes.object(kind, namespace, name).await
+    }
+
+    async fn revision(&self, namespace: &str, name: &str) -> Result<Option<ControllerRevision>, LookupError> {
+        self.instancetypes.revision(namespace, name).await
+    }
+}
+
+/// A CDI kind, read dynamically: CDI may not be installed, and then it is simply absent.
+fn cdi(kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: "cdi.kubevirt.io".to_owned(),
+        version: "v1beta1".to_owned(),
+        api_version: "cdi.kubevirt.io/v1beta1".to_owned(),
+        kind: kind.to_owned(),
+        plural: plural.to_owned(),
+    }
+}
+
+impl VolumeLookup for KubeSubresourceCluster {
+    async fn volume_object(
+        &self,
+        object: VolumeObject,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Value>, LookupError> {
+        let found = match object {
+            VolumeObject::PersistentVolumeClaim => {
+                Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), namespace)
+                    .get_opt(name)
+                    .await
+                    .map(|o| o.and_then(|o| serde_json::to_value(o).ok()))
+            }
+            VolumeObject::DataVolume | VolumeObject::DataSource => {
+                let resource = if object == VolumeObject::DataVolume {
+                    cdi("DataVolume", "datavolumes")
+                } else {
+                    cdi("DataSource", "datasources")
+                };
+                Api::<DynamicObject>::namespaced_with(self.client.clone(), namespace, &resource)
+                    .get_opt(name)
+                    .await
+                    .map(|o| o.and_then(|o| serde_json::to_value(o).ok()))
+            }
+        };
+        match found {
+            Ok(found) => Ok(found),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
+            Err(e) => Err(LookupError(format!(
+                "cannot get {} {namespace}/{name}: {e}",
+                object.kind()
+            ))),
+        }
     }
 }

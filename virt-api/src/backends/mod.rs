@@ -42,8 +42,8 @@ pub enum ClusterError {
     Failed(String),
 }
 
-/// The kube API calls of the subresource API.
-pub trait SubresourceCluster: Send + Sync + 'static {
+/// The kube API calls of the subresource API, and the lookups of the VM webhooks.
+pub trait SubresourceCluster: crate::admission::lookup::AdmissionLookup + Send + Sync + 'static {
     /// Reads a VM; `None` when it does not exist.
     fn get_vm(&self, ns: &str, name: &str)
     -> impl Future<Output = Result<Option<VirtualMachine>, ClusterError>> + Send;

@@ -114,7 +114,7 @@ fn set_container_disk_pull_policies(spec: &mut VirtualMachineInstanceSpec) {
 }
 
 /// The pod network with the cluster's default binding, when the VMI names no network at all.
-fn set_default_network_interface(
+pub fn set_default_network_interface(
     spec: &mut VirtualMachineInstanceSpec,
     config: &ClusterConfig,
 ) -> Result<(), DefaultsError> {
@@ -150,7 +150,7 @@ fn set_default_network_interface(
 }
 
 /// A plain disk for every volume that no disk or filesystem uses.
-fn set_default_volume_disks(spec: &mut VirtualMachineInstanceSpec) {
+pub fn set_default_volume_disks(spec: &mut VirtualMachineInstanceSpec) {
     let devices = &mut spec.domain.devices;
     let used: std::collections::HashSet<String> = devices
         .disks

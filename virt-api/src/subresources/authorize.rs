@@ -78,8 +78,21 @@ pub fn review_spec(method: &Method, path: &str, headers: &HeaderMap) -> Result<V
             extra.entry(key.to_owned()).or_default().push(value);
         }
     }
-    // /apis/<group>/<version>/namespaces/<ns>/<resource>/<name>/<subresource>
+    let verb = verb(method).ok_or_else(|| format!("unknown http verb in request: {method}"))?;
     let parts: Vec<&str> = path.split('/').collect();
+    // /apis/<group>/<version>/namespaces/<ns>/expand-vm-spec: a namespaced resource of its own.
+    if let [_, "apis", group, version, "namespaces", namespace, "expand-vm-spec"] = parts.as_slice() {
+        return Ok(json!({
+            "user": user,
+            "groups": groups,
+            "extra": extra,
+            "resourceAttributes": {
+                "namespace": namespace, "verb": verb, "group": group, "version": version,
+                "resource": "expand-vm-spec"
+            }
+        }));
+    }
+    // /apis/<group>/<version>/namespaces/<ns>/<resource>/<name>/<subresource>
     let [
         _,
         "apis",
@@ -97,7 +110,6 @@ pub fn review_spec(method: &Method, path: &str, headers: &HeaderMap) -> Result<V
     if !matches!(*resource, "virtualmachines" | "virtualmachineinstances") {
         return Err(format!("unknown resource type {resource}"));
     }
-    let verb = verb(method).ok_or_else(|| format!("unknown http verb in request: {method}"))?;
     Ok(json!({
         "user": user,
         "groups": groups,

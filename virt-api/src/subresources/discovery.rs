@@ -9,7 +9,9 @@ pub const GROUP: &str = "subresources.kubevirt.io";
 pub const VERSIONS: [&str; 2] = ["v1", "v1alpha3"];
 
 /// The subresources served: (resource/subresource, kind, verbs).
-pub const RESOURCES: [(&str, &str, &str); 6] = [
+pub const RESOURCES: [(&str, &str, &str); 8] = [
+    ("expand-vm-spec", "VirtualMachine", "update"),
+    ("virtualmachines/expand-spec", "VirtualMachine", "get"),
     ("virtualmachines/start", "VirtualMachine", "update"),
     ("virtualmachines/stop", "VirtualMachine", "update"),
     ("virtualmachines/restart", "VirtualMachine", "update"),

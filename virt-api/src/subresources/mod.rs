@@ -1,8 +1,10 @@
-//! The `subresources.kubevirt.io` API: discovery, and the start, stop, restart, pause, unpause and
-//! console subresources. [`lifecycle`] decides, `routes` reads and writes through the traits.
+//! The `subresources.kubevirt.io` API: discovery, the start, stop, restart, pause, unpause and
+//! console subresources ([`lifecycle`] decides, `routes` reads and writes through the traits),
+//! and `expand-spec` ([`expand_spec`]).
 
 pub mod authorize;
 pub mod discovery;
+pub mod expand_spec;
 pub mod lifecycle;
 pub(crate) mod routes;
 pub use routes::CONSOLE_SUBPROTOCOL;

@@ -36,7 +36,7 @@ fn decode_body<T: DeserializeOwned + Default>(body: &Bytes) -> Result<T, ApiStat
         .map_err(|e| ApiStatus::bad_request(format!("Can not unmarshal Request body to struct, error: {e}")))
 }
 
-fn check_version(version: &str) -> Result<(), ApiStatus> {
+pub(crate) fn check_version(version: &str) -> Result<(), ApiStatus> {
     if VERSIONS.contains(&version) {
         Ok(())
     } else {
@@ -116,7 +116,7 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Caller {
 }
 
 /// Authenticates and authorizes a subresource request (401 when refused, as upstream).
-async fn authorize<C: SubresourceCluster, N: NodeConnector>(
+pub(crate) async fn authorize<C: SubresourceCluster, N: NodeConnector>(
     state: &AppState<C, N>,
     cluster: &C,
     caller: &Caller,

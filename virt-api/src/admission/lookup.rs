@@ -1,0 +1,69 @@
+//! What the VM webhooks read from the cluster: instance types, preferences and their revisions
+//! ([`InstancetypeLookup`]), and the PVCs, DataVolumes and DataSources a VM infers them from
+//! ([`VolumeLookup`]). [`NoCluster`] stands in while the cluster cannot be reached: every lookup
+//! fails with the reason, so a VM that needs one is refused rather than admitted unchecked.
+
+use std::future::Future;
+
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use kubevirt_api::instancetype::{InstancetypeLookup, KindNames, LookupError};
+use serde_json::Value;
+
+/// An object a VM's volume can name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VolumeObject {
+    /// A PersistentVolumeClaim.
+    PersistentVolumeClaim,
+    /// A CDI DataVolume.
+    DataVolume,
+    /// A CDI DataSource.
+    DataSource,
+}
+
+impl VolumeObject {
+    /// Its kind.
+    #[must_use]
+    pub fn kind(self) -> &'static str {
+        match self {
+            Self::PersistentVolumeClaim => "PersistentVolumeClaim",
+            Self::DataVolume => "DataVolume",
+            Self::DataSource => "DataSource",
+        }
+    }
+}
+
+/// Reads the objects volumes name.
+pub trait VolumeLookup: Send + Sync {
+    /// The object as JSON, or `None` when it (or its kind) does not exist.
+    fn volume_object(
+        &self,
+        object: VolumeObject,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<Value>, LookupError>> + Send;
+}
+
+/// Everything the VM webhooks look up.
+pub trait AdmissionLookup: InstancetypeLookup + VolumeLookup {}
+
+impl<T: InstancetypeLookup + VolumeLookup> AdmissionLookup for T {}
+
+/// No cluster to look in, and why.
+#[derive(Clone, Debug)]
+pub struct NoCluster(pub String);
+
+impl InstancetypeLookup for NoCluster {
+    async fn object(&self, _: &KindNames, _: &str, _: &str) -> Result<Option<Value>, LookupError> {
+        Err(LookupError(self.0.clone()))
+    }
+
+    async fn revision(&self, _: &str, _: &str) -> Result<Option<ControllerRevision>, LookupError> {
+        Err(LookupError(self.0.clone()))
+    }
+}
+
+impl VolumeLookup for NoCluster {
+    async fn volume_object(&self, _: VolumeObject, _: &str, _: &str) -> Result<Option<Value>, LookupError> {
+        Err(LookupError(self.0.clone()))
+    }
+}
