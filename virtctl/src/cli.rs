@@ -69,6 +69,14 @@ pub enum Command {
         #[command(flatten)]
         dry_run: DryRun,
     },
+    /// Print a manifest of a new object.
+    Create {
+        /// What to create.
+        #[command(subcommand)]
+        what: Create,
+    },
+    /// Print a VM with its instance type and preference applied.
+    Expand(crate::expand::ExpandArgs),
     /// Attach to a VMI's serial console; `Ctrl+]` detaches.
     Console {
         /// The VMI.
@@ -77,6 +85,13 @@ pub enum Command {
         #[arg(long, default_value_t = 5)]
         timeout: u64,
     },
+}
+
+/// What `virtctl create` writes.
+#[derive(Debug, Subcommand)]
+pub enum Create {
+    /// A VirtualMachine.
+    Vm(Box<crate::create_vm::CreateVmArgs>),
 }
 
 /// `vm` or `vmi`.

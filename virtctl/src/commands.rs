@@ -46,7 +46,8 @@ fn body(value: &impl Serialize) -> String {
     serde_json::to_string(value).unwrap_or_else(|_| "{}".to_owned())
 }
 
-/// The request for a lifecycle command; `None` for the console, which is not a single request.
+/// The request for a lifecycle command; `None` for the console, which is not a single request,
+/// and for `create` and `expand`, which are not lifecycle requests.
 pub fn request_for(command: &Command, namespace: &str) -> Result<Option<Call>, VirtctlError> {
     let vm = |name: &str, verb: &str| format!("{SUBRESOURCES}/namespaces/{namespace}/virtualmachines/{name}/{verb}");
     let vmi =
@@ -98,7 +99,7 @@ pub fn request_for(command: &Command, namespace: &str) -> Result<Option<Call>, V
                 },
             }
         }
-        Command::Console { .. } => return Ok(None),
+        Command::Console { .. } | Command::Create { .. } | Command::Expand(_) => return Ok(None),
     };
     Ok(Some(call))
 }

@@ -2,12 +2,15 @@
 //!
 //! Its own crate because it is a client: it links kube's client and a terminal, and none of
 //! virt-api's server. It reads kubeconfig the way kubectl does ([`connect`]), sends upstream's
-//! request bodies ([`commands`]) and attaches a terminal to a VMI's serial console ([`console`]).
+//! request bodies ([`commands`]), attaches a terminal to a VMI's serial console ([`console`]),
+//! writes VM manifests ([`create_vm`]) and expands instance types ([`expand`]).
 
 pub mod cli;
 pub mod commands;
 pub mod connect;
 pub mod console;
+pub mod create_vm;
+pub mod expand;
 
 /// Why a command failed. Each message is what the user sees after `virtctl: error:`.
 #[derive(Debug, thiserror::Error)]

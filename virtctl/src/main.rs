@@ -4,8 +4,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser as _;
-use virtctl::cli::{Cli, Command};
-use virtctl::{VirtctlError, commands, connect, console};
+use virtctl::cli::{Cli, Command, Create};
+use virtctl::{VirtctlError, commands, connect, console, create_vm, expand};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -29,10 +29,40 @@ fn main() -> ExitCode {
     }
 }
 
+/// `vm-` and five random lowercase letters and digits, as upstream names a VM it creates.
+fn random_vm_name() -> String {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    let mut bits = hasher.finish();
+    let alphabet = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let suffix: String = (0..5)
+        .map(|_| {
+            let index = usize::try_from(bits % 36).unwrap_or(0);
+            bits /= 36;
+            char::from(alphabet[index])
+        })
+        .collect();
+    format!("vm-{suffix}")
+}
+
 async fn run(cli: &Cli) -> Result<Option<String>, VirtctlError> {
+    if let Command::Create { what: Create::Vm(args) } = &cli.command {
+        let vm = create_vm::create_vm(args, &random_vm_name(), cli.namespace.as_deref())?;
+        return create_vm::to_yaml(&vm).map(|yaml| Some(yaml.trim_end().to_owned()));
+    }
     // Bad flags are reported before the cluster is looked for.
     commands::request_for(&cli.command, "")?;
     let (client, namespace) = connect::client(cli).await?;
+    if let Command::Expand(args) = &cli.command {
+        return expand::run(&client, args, &namespace)
+            .await
+            .map(|out| Some(out.trim_end().to_owned()));
+    }
     if let Command::Console { name, timeout } = &cli.command {
         let socket = console::open(&client, &namespace, name, Duration::from_secs(timeout * 60)).await?;
         console::attach(socket, name).await?;

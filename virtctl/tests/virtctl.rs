@@ -162,3 +162,110 @@ async fn the_console_pipes_the_terminal_until_the_escape_key() {
     assert!(text(&out.stderr).contains("Successfully connected to vm console. The escape sequence is ^]"));
     f.stop.cancel();
 }
+
+#[tokio::test]
+async fn create_vm_writes_upstreams_manifest_and_expand_applies_the_instance_type() {
+    let f = fixture();
+    let out = f
+        .virtctl(
+            &[
+                "create",
+                "vm",
+                "--name",
+                "my-vm",
+                "--instancetype",
+                "u1.medium",
+                "--preference",
+                "virtualmachinepreference/fedora",
+                "--volume-containerdisk",
+                "src:quay.io/containerdisks/fedora:latest,bootorder:1",
+            ],
+            &[],
+        )
+        .await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let manifest: serde_json::Value = serde_saphyr::from_str(&text(&out.stdout)).expect("YAML");
+    assert_eq!(
+        manifest,
+        json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": {"name": "my-vm"},
+            "spec": {
+                "instancetype": {"name": "u1.medium"},
+                "preference": {"name": "fedora", "kind": "VirtualMachinePreference"},
+                "runStrategy": "Always",
+                "template": {"spec": {
+                    "domain": {"devices": {"disks": [{"name": "my-vm-containerdisk-0", "bootOrder": 1}]}},
+                    "terminationGracePeriodSeconds": 180,
+                    "volumes": [{"name": "my-vm-containerdisk-0",
+                                 "containerDisk": {"image": "quay.io/containerdisks/fedora:latest"}}]
+                }}
+            }
+        })
+    );
+    let printed = text(&out.stdout);
+    let keys: Vec<&str> = printed
+        .lines()
+        .filter(|l| !l.starts_with(' '))
+        .map(|l| l.split(':').next().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        keys,
+        ["apiVersion", "kind", "metadata", "spec"],
+        "keys in alphabetical order"
+    );
+
+    let out = f
+        .virtctl(&["create", "vm", "--volume-containerdisk", "src:x"], &[])
+        .await;
+    let generated: serde_json::Value = serde_saphyr::from_str(&text(&out.stdout)).expect("YAML");
+    let name = generated["metadata"]["name"].as_str().expect("name");
+    assert!(name.starts_with("vm-") && name.len() == 8, "{name}");
+    assert_eq!(
+        generated["spec"]["template"]["spec"]["domain"]["memory"]["guest"],
+        "512Mi"
+    );
+    assert_eq!(
+        generated["spec"].get("instancetype"),
+        None,
+        "a containerDisk carries no labels"
+    );
+
+    let out = f.virtctl(&["create", "vm", "--instancetype", "pod/x"], &[]).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        "virtctl: error: invalid instancetype kind \"pod\", supported values are: virtualmachineinstancetype, virtualmachineclusterinstancetype\n"
+    );
+
+    f.cluster.put_instancetype_object(
+        &kubevirt_api::instancetype::VirtualMachineClusterInstancetype::NAMES,
+        "",
+        json!({"metadata": {"name": "u1.medium"}, "spec": {"cpu": {"guest": 2}, "memory": {"guest": "4Gi"}}}),
+    );
+    let mut file = tempfile::NamedTempFile::new().expect("file");
+    write!(
+        file,
+        "{}",
+        text(
+            &f.virtctl(&["create", "vm", "--name", "x", "--instancetype", "u1.medium"], &[])
+                .await
+                .stdout
+        )
+    )
+    .expect("write");
+    let path = file.path().to_string_lossy().into_owned();
+    let out = f.virtctl(&["expand", "--file", &path, "-o", "json"], &[]).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let expanded: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(expanded["spec"]["template"]["spec"]["domain"]["cpu"]["sockets"], 2);
+    assert_eq!(expanded["metadata"]["namespace"], "vms");
+    assert_eq!(expanded["spec"].get("instancetype"), None);
+
+    let out = f.virtctl(&["expand", "--vm", "vm"], &[]).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stored: serde_json::Value = serde_saphyr::from_str(&text(&out.stdout)).expect("YAML");
+    assert_eq!(
+        stored["metadata"]["name"], "vm",
+        "a VM without an instance type comes back as it is"
+    );
+}
