@@ -44,9 +44,7 @@ pub enum ManifestError {
         message: String,
     },
     /// `apiVersion` and `kind` are not a kind this tool reads.
-    #[error(
-        "{path}: unsupported object apiVersion {api_version:?} kind {kind:?}: expected {API_VERSION} VirtualMachineInstance or VirtualMachine"
-    )]
+    #[error("{path}: unsupported object apiVersion {api_version:?} kind {kind:?}: expected {expected}")]
     UnsupportedKind {
         /// The file.
         path: PathBuf,
@@ -54,6 +52,8 @@ pub enum ManifestError {
         api_version: String,
         /// The `kind` found.
         kind: String,
+        /// What the file should hold.
+        expected: String,
     },
     /// A field has the wrong type or a required field is missing.
     #[error("{path}: {field}: {message}")]
@@ -106,6 +106,7 @@ impl Manifest {
                 path: origin.to_owned(),
                 api_version: api_version.to_owned(),
                 kind: kind.to_owned(),
+                expected: format!("{API_VERSION} VirtualMachineInstance or VirtualMachine"),
             }),
         }
     }
@@ -132,7 +133,10 @@ impl Manifest {
 }
 
 /// Deserializes `value` as `T`, failing on type errors and on fields `T` does not define.
-fn from_value_strict<T: DeserializeOwned>(value: serde_json::Value, origin: &Path) -> Result<T, ManifestError> {
+pub(crate) fn from_value_strict<T: DeserializeOwned>(
+    value: serde_json::Value,
+    origin: &Path,
+) -> Result<T, ManifestError> {
     let mut unknown = Vec::new();
     let mut record = |path: serde_ignored::Path<'_>| {
         let field = field_path(&path);

@@ -3,8 +3,6 @@
 //! its status (`instancetypeRef`, `preferenceRef`), so a later change of the object does not change
 //! the VM; the VMI is created from the template with both applied.
 
-use std::collections::BTreeMap;
-
 use kubevirt_api::instancetype::{
     self, FindError, Found, VirtualMachineInstancetypeSpec, VirtualMachinePreferenceSpec, find_instancetype,
     find_preference, revision_for, same_spec,
@@ -162,7 +160,12 @@ pub fn vmi_to_create(
         return Ok(vmi);
     }
     let mut annotations = vmi.metadata.annotations.take().unwrap_or_default();
-    name_annotations(vm, resolved, &mut annotations);
+    instancetype::name_annotations(
+        vm,
+        resolved.instancetype.as_ref().map(|f| &f.kind),
+        resolved.preference.as_ref().map(|f| &f.kind),
+        &mut annotations,
+    );
     let instancetype_spec = resolved.instancetype.as_ref().map(|f| &f.spec);
     let preference_spec = resolved.preference.as_ref().map(|f| &f.spec);
     instancetype::apply(
@@ -186,33 +189,6 @@ pub fn vmi_to_create(
     }
     vmi.metadata.annotations = Some(annotations);
     Ok(vmi)
-}
-
-/// `kubevirt.io/(cluster-)instancetype-name` and `kubevirt.io/(cluster-)preference-name`.
-fn name_annotations(vm: &VirtualMachine, resolved: &Resolved, annotations: &mut BTreeMap<String, String>) {
-    use kubevirt_api::instancetype::annotations as names;
-    if let (Some(found), Some(name)) = (
-        &resolved.instancetype,
-        vm.spec.instancetype.as_ref().and_then(|m| m.name.clone()),
-    ) {
-        let key = if found.kind.namespaced {
-            names::INSTANCETYPE_NAME
-        } else {
-            names::CLUSTER_INSTANCETYPE_NAME
-        };
-        annotations.insert(key.to_owned(), name);
-    }
-    if let (Some(found), Some(name)) = (
-        &resolved.preference,
-        vm.spec.preference.as_ref().and_then(|m| m.name.clone()),
-    ) {
-        let key = if found.kind.namespaced {
-            names::PREFERENCE_NAME
-        } else {
-            names::CLUSTER_PREFERENCE_NAME
-        };
-        annotations.insert(key.to_owned(), name);
-    }
 }
 
 #[cfg(test)]

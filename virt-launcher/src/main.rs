@@ -46,6 +46,9 @@ struct VmiArgs {
     /// VirtualMachineInstance or VirtualMachine manifest, YAML or JSON.
     #[arg(long, value_name = "FILE")]
     vmi: PathBuf,
+    /// An instance type or preference manifest the VM names (repeatable).
+    #[arg(long = "with", value_name = "FILE")]
+    with: Vec<PathBuf>,
     /// Use software emulation where /dev/kvm is absent (upstream's useEmulation).
     #[arg(long)]
     allow_emulation: bool,
@@ -80,7 +83,7 @@ fn main() -> ExitCode {
         return cluster::main(cli.cluster);
     };
     match command {
-        Command::Render(args) => match render::render_file(&args.vmi, args.flags()) {
+        Command::Render(args) => match render::render_file(&args.vmi, &args.with, args.flags()) {
             Ok(xml) => {
                 print!("{xml}");
                 ExitCode::SUCCESS
@@ -97,6 +100,7 @@ fn main() -> ExitCode {
         } => run::main(run::RunArgs {
             flags: vmi.flags(),
             vmi: vmi.vmi,
+            with: vmi.with,
             runtime_dir,
             libvirt_cache_dir,
         }),

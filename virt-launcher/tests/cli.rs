@@ -130,3 +130,45 @@ fn a_disk_without_a_volume_is_rejected() {
         &["spec.domain.devices.disks[0].name 'scratch' not found."],
     );
 }
+
+#[test]
+fn a_vm_naming_an_instance_type_renders_with_the_manifests_given_with_it() {
+    let dir = repo().join("manifests/examples/instancetypes");
+    let with = |file: &str| dir.join(file).display().to_string();
+    let (it, pref) = (with("instancetype-testguest.yaml"), with("preference-testguest.yaml"));
+    let out = render(
+        &dir.join("vm-testguest.yaml"),
+        &["--force-emulation", "--with", &it, "--with", &pref],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let xml = String::from_utf8_lossy(&out.stdout);
+    for expected in [
+        "<memory unit=\"b\">268435456</memory>",
+        "<vcpu placement=\"static\">1</vcpu>",
+        "<target dev=\"vda\" bus=\"virtio\"/>",
+    ] {
+        assert!(xml.contains(expected), "{expected} missing:\n{xml}");
+    }
+    assert!(!xml.contains("<graphics"), "the preference turns graphics off:\n{xml}");
+}
+
+#[test]
+fn a_vm_whose_instance_type_is_not_given_is_refused_by_field() {
+    let dir = repo().join("manifests/examples/instancetypes");
+    let out = render(&dir.join("vm-testguest.yaml"), &["--force-emulation"]);
+    assert_bad_input(
+        &out,
+        &[
+            "vm-testguest.yaml: spec.instancetype:",
+            "virtualmachineclusterinstancetypes.instancetype.kubevirt.io \"testguest.small\" not found; give its manifest with --with",
+        ],
+    );
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let bad = write_manifest(
+        &tmp,
+        "apiVersion: instancetype.kubevirt.io/v1beta1\nkind: VirtualMachineClusterInstancetype\nmetadata: {name: x}\nspec: {cpu: {guest: 1, cores: 2}, memory: {guest: 1Gi}}\n",
+    );
+    let bad = bad.display().to_string();
+    let out = render(&dir.join("vm-testguest.yaml"), &["--force-emulation", "--with", &bad]);
+    assert_bad_input(&out, &["unknown field spec.cpu.cores"]);
+}

@@ -52,6 +52,7 @@ pub mod annotations {
 mod apply;
 mod conflicts;
 mod find;
+mod object_set;
 mod preference_apply;
 mod requirements;
 mod revision;
@@ -63,6 +64,7 @@ pub use find::{
     FindError, Found, InstancetypeLookup, LookupError, find_both, find_instancetype, find_preference,
     instancetype_kind, preference_kind,
 };
+pub use object_set::ObjectSet;
 pub use preference_apply::{apply_architecture, apply_preference};
 pub use requirements::check_requirements;
 pub use revision::{RevisionError, revision_for, same_spec, spec_of};
@@ -91,4 +93,36 @@ pub fn apply(
         apply_preference(preference, spec, annotations);
     }
     Ok(())
+}
+
+/// Upstream's annotations naming the instance type and preference a VMI was created from:
+/// `kubevirt.io/(cluster-)instancetype-name` and `kubevirt.io/(cluster-)preference-name`.
+pub fn name_annotations(
+    vm: &crate::v1::VirtualMachine,
+    instancetype_kind: Option<&KindNames>,
+    preference_kind: Option<&KindNames>,
+    annotations: &mut BTreeMap<String, String>,
+) {
+    if let (Some(kind), Some(name)) = (
+        instancetype_kind,
+        vm.spec.instancetype.as_ref().and_then(|m| m.name.clone()),
+    ) {
+        let key = if kind.namespaced {
+            annotations::INSTANCETYPE_NAME
+        } else {
+            annotations::CLUSTER_INSTANCETYPE_NAME
+        };
+        annotations.insert(key.to_owned(), name);
+    }
+    if let (Some(kind), Some(name)) = (
+        preference_kind,
+        vm.spec.preference.as_ref().and_then(|m| m.name.clone()),
+    ) {
+        let key = if kind.namespaced {
+            annotations::PREFERENCE_NAME
+        } else {
+            annotations::CLUSTER_PREFERENCE_NAME
+        };
+        annotations.insert(key.to_owned(), name);
+    }
 }

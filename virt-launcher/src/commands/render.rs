@@ -1,6 +1,7 @@
-//! `virt-launcher render --vmi FILE`: print the domain XML a VMI becomes.
+//! `virt-launcher render --vmi FILE [--with FILE]...`: print the domain XML a VMI (or a VM, with
+//! the instance type and preference it names) becomes.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::domain::{ConvertError, render};
 use crate::emulation::EmulationFlags;
@@ -30,8 +31,8 @@ pub enum RenderError {
 ///
 /// # Errors
 /// [`RenderError`] naming the file and the field.
-pub fn render_file(path: &Path, flags: EmulationFlags) -> Result<String, RenderError> {
-    let vmi = load_vmi(path)?;
+pub fn render_file(path: &Path, with: &[PathBuf], flags: EmulationFlags) -> Result<String, RenderError> {
+    let vmi = load_vmi(path, with)?;
     let convert = |source| RenderError::Convert {
         path: path.display().to_string(),
         source,

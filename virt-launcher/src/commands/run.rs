@@ -22,6 +22,8 @@ pub const DEFAULT_CACHE_DIR: &str = "/var/cache/kubevirt-rs/libvirt";
 pub struct RunArgs {
     /// The manifest.
     pub vmi: PathBuf,
+    /// Instance type and preference manifests.
+    pub with: Vec<PathBuf>,
     /// Emulation flags.
     pub flags: EmulationFlags,
     /// Parent of runtime directories.
@@ -35,6 +37,7 @@ pub struct RunArgs {
 pub fn main(args: RunArgs) -> ExitCode {
     let options = RunOptions {
         vmi_path: args.vmi,
+        with: args.with,
         flags: args.flags,
         runtime_root: args.runtime_dir.unwrap_or_else(|| PathBuf::from(DEFAULT_RUNTIME_ROOT)),
         cache_dir: args

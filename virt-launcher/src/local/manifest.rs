@@ -1,22 +1,98 @@
-//! Local mode's input: a VMI (or a VM's template) from a manifest file, given the UID the API
-//! server would have given it, and the rendering context this machine offers (the domain type,
-//! and containerDisk formats read from the local image store).
+//! Local mode's input: a VMI (or a VM's template, with the instance type and preference given
+//! with `--with`) from a manifest file, given the UID the API server would have given it, and the
+//! rendering context this machine offers (the domain type, and containerDisk formats read from
+//! the local image store).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use kubevirt_api::Manifest;
-use kubevirt_api::v1::VirtualMachineInstance;
+use kubevirt_api::instancetype::{self, FindError, ObjectSet};
+use kubevirt_api::v1::{VirtualMachine, VirtualMachineInstance};
+use kubevirt_api::{Manifest, ManifestError};
 
 use crate::domain::{ConvertContext, DomainType};
 use crate::image_store::{ImageStore, image_format};
 
-/// Loads the VMI (or the VM's template) from `path`, with a UID.
+/// Loads the VMI (or the VM's template) from `path`, with a UID. A VM's instance type and
+/// preference are taken from the manifests in `with` and applied as virt-controller applies them.
 ///
 /// # Errors
 /// [`kubevirt_api::ManifestError`] naming the file and the field.
-pub fn load_vmi(path: &Path) -> Result<VirtualMachineInstance, kubevirt_api::ManifestError> {
-    let mut vmi = Manifest::from_path(path)?.into_vmi(path)?;
+pub fn load_vmi(path: &Path, with: &[PathBuf]) -> Result<VirtualMachineInstance, ManifestError> {
+    let mut objects = ObjectSet::default();
+    for file in with {
+        objects.add_file(file)?;
+    }
+    let mut vmi = match Manifest::from_path(path)? {
+        Manifest::Vm(vm) if vm.spec.instancetype.is_some() || vm.spec.preference.is_some() => {
+            with_instancetypes(&vm, &objects, path)?
+        }
+        manifest => manifest.into_vmi(path)?,
+    };
     ensure_uid(&mut vmi);
+    Ok(vmi)
+}
+
+/// The VMI of a VM that names an instance type or preference, found among `objects`.
+fn with_instancetypes(
+    vm: &VirtualMachine,
+    objects: &ObjectSet,
+    path: &Path,
+) -> Result<VirtualMachineInstance, ManifestError> {
+    let invalid = |field: &str, message: String| ManifestError::InvalidField {
+        path: path.to_owned(),
+        field: field.to_owned(),
+        message,
+    };
+    for (field, infers) in [
+        (
+            "spec.instancetype.inferFromVolume",
+            vm.spec.instancetype.as_ref().and_then(|m| m.infer_from_volume.as_ref()),
+        ),
+        (
+            "spec.preference.inferFromVolume",
+            vm.spec.preference.as_ref().and_then(|m| m.infer_from_volume.as_ref()),
+        ),
+    ] {
+        if infers.is_some() {
+            return Err(invalid(
+                field,
+                "inferring from a volume needs the cluster's volumes; name the object instead".to_owned(),
+            ));
+        }
+    }
+    let (instancetype, preference) =
+        futures::executor::block_on(instancetype::find_both(objects, vm)).map_err(|e| {
+            let field = match &e {
+                FindError::UnknownKind { matcher, .. } if *matcher == "PreferenceMatcher" => "spec.preference",
+                FindError::NotFound(message) if message.contains("preference") => "spec.preference",
+                _ => "spec.instancetype",
+            };
+            invalid(field, format!("{e}; give its manifest with --with"))
+        })?;
+    let mut vmi = Manifest::Vm(Box::new(vm.clone())).into_vmi(path)?;
+    let mut annotations = vmi.metadata.annotations.take().unwrap_or_default();
+    instancetype::name_annotations(
+        vm,
+        instancetype.as_ref().map(|f| &f.kind),
+        preference.as_ref().map(|f| &f.kind),
+        &mut annotations,
+    );
+    let preference_spec = preference.as_ref().map(|f| &f.spec);
+    instancetype::apply(
+        instancetype.as_ref().map(|f| &f.spec),
+        preference_spec,
+        &mut vmi.spec,
+        &mut annotations,
+        "spec.template.spec",
+    )
+    .map_err(|conflicts| {
+        let field = conflicts.0.first().map(|c| c.field.clone()).unwrap_or_default();
+        invalid(&field, conflicts.to_string())
+    })?;
+    if let Some(preference) = preference_spec {
+        instancetype::apply_architecture(preference, &mut vmi.spec);
+    }
+    vmi.metadata.annotations = Some(annotations);
     Ok(vmi)
 }
 

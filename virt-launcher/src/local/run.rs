@@ -48,6 +48,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(120);
 pub struct RunOptions {
     /// The manifest.
     pub vmi_path: PathBuf,
+    /// Instance type and preference manifests the VM names.
+    pub with: Vec<PathBuf>,
     /// Emulation flags.
     pub flags: EmulationFlags,
     /// Parent of the runtime directory.
@@ -142,7 +144,7 @@ pub struct Prelude {
 
 /// The synchronous first step; must run before any thread (tokio included) is started.
 pub fn prepare_process(options: RunOptions) -> Result<Prelude, RunError> {
-    let vmi = load_vmi(&options.vmi_path)?;
+    let vmi = load_vmi(&options.vmi_path, &options.with)?;
     let path = options.vmi_path.display().to_string();
     let convert = |source| RunError::Convert {
         path: path.clone(),

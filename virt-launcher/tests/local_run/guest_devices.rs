@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 
-use super::harness::{require_test_guest, serial, testguest_variant};
+use super::BOOT_TIMEOUT;
+use super::harness::{Launcher, require_test_guest, serial, testguest_variant};
 use super::{boot, daemons};
 
 const DEVICES: &str = "      autoattachPodInterface: false\n";
@@ -84,5 +85,31 @@ fn a_guest_that_panics_with_a_panic_device_ends_the_run_failed() {
     assert!(launcher.stdout().contains("KUBEVIRT-RS-GUEST-PANIC"));
     assert_eq!(status.code(), Some(1), "{}", launcher.stderr());
     assert!(launcher.stderr().contains("phase=Failed"), "{}", launcher.stderr());
+    launcher.assert_nothing_left(&daemons);
+}
+
+#[test]
+fn a_vm_with_an_instance_type_and_a_preference_boots_with_them() {
+    let _serial = serial();
+    require_test_guest();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/examples/instancetypes");
+    let (it, pref) = (
+        dir.join("instancetype-testguest.yaml"),
+        dir.join("preference-testguest.yaml"),
+    );
+    let mut launcher = Launcher::spawn_with(&dir.join("vm-testguest.yaml"), &[&it, &pref]);
+    launcher.wait_for_console("KUBEVIRT-RS-GUEST-READY", BOOT_TIMEOUT);
+    assert!(
+        launcher.stdout().contains("KUBEVIRT-RS-GUEST-DISK vda"),
+        "the preference's virtio bus:\n{}",
+        launcher.stdout()
+    );
+    let daemons = daemons(&launcher);
+    assert_eq!(
+        launcher.stop_with(Signal::SIGTERM).code(),
+        Some(0),
+        "{}",
+        launcher.stderr()
+    );
     launcher.assert_nothing_left(&daemons);
 }

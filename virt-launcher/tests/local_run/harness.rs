@@ -55,6 +55,11 @@ fn collect(stream: impl std::io::Read + Send + 'static, into: Arc<Mutex<String>>
 
 impl Launcher {
     pub fn spawn(manifest: &Path) -> Self {
+        Self::spawn_with(manifest, &[])
+    }
+
+    /// `virt-launcher run` with extra arguments (e.g. `--with FILE`).
+    pub fn spawn_with(manifest: &Path, extra: &[&Path]) -> Self {
         let runtime_root = tempfile::Builder::new()
             .prefix("kv")
             .tempdir_in("/tmp")
@@ -64,6 +69,7 @@ impl Launcher {
             .arg(manifest)
             .arg("--runtime-dir")
             .arg(runtime_root.path())
+            .args(extra.iter().flat_map(|file| [Path::new("--with"), file]))
             .env("VIRT_LAUNCHER_LOG", "info")
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
