@@ -10,6 +10,7 @@
 mod admission;
 mod faults;
 mod install;
+mod instancetypes;
 mod support;
 mod vm;
 mod vmi;

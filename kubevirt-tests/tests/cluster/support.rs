@@ -106,11 +106,16 @@ pub fn get(kind: &str, name: &str, namespace: &str) -> Option<Value> {
     (!text.trim().is_empty()).then(|| serde_json::from_str(&text).expect("kubectl JSON"))
 }
 
-/// The value at a path of dotted keys (numbers index arrays), as text (empty when absent).
+/// The value at a path of dotted keys (numbers index arrays; `\\.` is a dot inside a key, as in
+/// annotation names), as text (empty when absent).
 pub fn field(object: &Value, path: &str) -> String {
-    let value = path.split('.').fold(object, |v, key| match key.parse::<usize>() {
-        Ok(index) if v.is_array() => &v[index],
-        _ => &v[key],
+    let escaped = path.replace("\\.", "\u{0}");
+    let value = escaped.split('.').fold(object, |v, key| {
+        let key = key.replace('\u{0}', ".");
+        match key.parse::<usize>() {
+            Ok(index) if v.is_array() => &v[index],
+            _ => &v[key.as_str()],
+        }
     });
     match value {
         Value::String(s) => s.clone(),
