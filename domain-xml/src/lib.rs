@@ -13,6 +13,7 @@ pub mod fuzzing;
 pub mod model;
 
 pub use convert::{
-    ConvertContext, ConvertError, DomainType, InterfaceLink, InterfaceTaps, PathLayout, apply_interface_links, render,
+    ConvertContext, ConvertError, DomainType, HostCpus, InterfaceLink, InterfaceTaps, PathLayout,
+    apply_interface_links, render,
 };
 pub use model::Domain;

@@ -8,7 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use domain_xml::{ConvertContext, Domain, DomainType, render};
+use domain_xml::convert::{HostCell, HostCpu};
+use domain_xml::{ConvertContext, Domain, DomainType, HostCpus, render};
 use kubevirt_api::Manifest;
 use kubevirt_api::v1::VirtualMachineInstance;
 use pretty_assertions::assert_eq;
@@ -26,6 +27,49 @@ struct CaseContext {
     run_as_root: Option<bool>,
     mem_balloon_stats_period: Option<u32>,
     free_page_reporting: Option<bool>,
+    host_cpus: Option<CaseHostCpus>,
+}
+
+/// The pod's cpuset and the host's cells, each core as its sibling list (`"0,4"`).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CaseHostCpus {
+    cpuset: String,
+    cells: Vec<CaseHostCell>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CaseHostCell {
+    id: u32,
+    cores: Vec<String>,
+}
+
+impl CaseHostCpus {
+    fn host_cpus(&self) -> HostCpus {
+        let list = |text: &str| domain_xml::convert::parse_cpu_list(text).expect("CPU list");
+        HostCpus {
+            cpuset: list(&self.cpuset),
+            cells: self
+                .cells
+                .iter()
+                .map(|cell| HostCell {
+                    id: cell.id,
+                    cpus: cell
+                        .cores
+                        .iter()
+                        .flat_map(|core| {
+                            let siblings = list(core);
+                            siblings.clone().into_iter().map(move |id| HostCpu {
+                                id,
+                                siblings: siblings.clone(),
+                            })
+                        })
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -96,6 +140,7 @@ fn context_of(vmi: &VirtualMachineInstance, case: &Case) -> ConvertContext {
         free_page_reporting: given
             .and_then(|c| c.free_page_reporting)
             .unwrap_or(defaults.free_page_reporting),
+        host_cpus: given.and_then(|c| c.host_cpus.as_ref()).map(CaseHostCpus::host_cpus),
         ..defaults
     }
 }

@@ -217,6 +217,9 @@ fn the_fuzz_body_survives_its_seed_corpus() {
     for dir in ["../manifests/examples", "tests/golden"] {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
         for entry in std::fs::read_dir(dir).expect("seed dir").filter_map(Result::ok) {
+            if entry.path().is_dir() {
+                continue;
+            }
             seeds.push(std::fs::read(entry.path()).expect("seed"));
         }
     }

@@ -122,24 +122,6 @@ pub fn vmi_spec(spec: &VirtualMachineInstanceSpec, base: &str) -> Vec<Unsupporte
 }
 
 fn cpu_and_memory(spec: &VirtualMachineInstanceSpec, r: &mut Refusals<'_>) {
-    if let Some(cpu) = &spec.domain.cpu {
-        r.refuse_if(
-            cpu.dedicated_cpu_placement == Some(true),
-            "domain.cpu.dedicatedCpuPlacement",
-            "dedicated CPU placement",
-        );
-        r.refuse_if(
-            cpu.isolate_emulator_thread == Some(true),
-            "domain.cpu.isolateEmulatorThread",
-            "an isolated emulator thread",
-        );
-        r.refuse_if(
-            cpu.numa.as_ref().is_some_and(|n| n.guest_mapping_passthrough.is_some()),
-            "domain.cpu.numa.guestMappingPassthrough",
-            "guest NUMA passthrough",
-        );
-        r.refuse_if(cpu.realtime.is_some(), "domain.cpu.realtime", "realtime vCPUs");
-    }
     if let Some(memory) = &spec.domain.memory {
         r.refuse_if(
             memory.file_backed.is_some(),

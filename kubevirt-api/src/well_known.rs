@@ -23,6 +23,10 @@ pub mod labels {
     pub const OUTDATED_LAUNCHER_IMAGE: &str = "kubevirt.io/outdatedLauncherImage";
     /// On launcher pods: the VMI's migration job, if any.
     pub const MIGRATION_JOB_UID: &str = "kubevirt.io/migrationJobUID";
+    /// On nodes: the kubelet's CPU manager pins exclusive CPUs (static policy).
+    pub const CPU_MANAGER: &str = "cpumanager";
+    /// On nodes: realtime VMIs may run here.
+    pub const REALTIME: &str = "kubevirt.io/realtime";
 }
 
 /// Annotations.
@@ -35,6 +39,10 @@ pub mod annotations {
     pub const HEARTBEAT: &str = "kubevirt.io/heartbeat";
     /// Opt out of memfd memory backing: `"false"`.
     pub const MEMFD: &str = "kubevirt.io/memfd";
+    /// On VMIs (copied from the KubeVirt CR under the AlignCPUs gate): give an isolated emulator
+    /// thread a second CPU when the vCPU count is even, so the pod asks for an even number of
+    /// CPUs (whole SMT cores). Only its presence counts.
+    pub const EMULATOR_THREAD_COMPLETE_TO_EVEN_PARITY: &str = "alpha.kubevirt.io/EmulatorThreadCompleteToEvenParity";
     /// Remove the 64-bit PCI hole: `"true"`.
     pub const DISABLE_PCI_HOLE64: &str = "kubevirt.io/disablePCIHole64";
     /// Ignition config passed to the guest through fw_cfg.

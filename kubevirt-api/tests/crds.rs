@@ -205,8 +205,16 @@ fn schema_of(plural: &str) -> Value {
 fn examples_and_the_statuses_the_components_write_carry_every_required_field() {
     let mut objects: Vec<(String, Value)> = Vec::new();
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/examples");
-    for entry in std::fs::read_dir(&examples).expect("examples") {
-        let path = entry.expect("entry").path();
+    let mut paths: Vec<std::path::PathBuf> = Vec::new();
+    for dir in [examples.clone(), examples.join("instancetypes")] {
+        for entry in std::fs::read_dir(&dir).expect("examples") {
+            let path = entry.expect("entry").path();
+            if path.is_file() {
+                paths.push(path);
+            }
+        }
+    }
+    for path in paths {
         let text = std::fs::read_to_string(&path).expect("read example");
         let object: Value = serde_saphyr::from_str(&text).expect("example YAML");
         objects.push((path.display().to_string(), object));
@@ -237,6 +245,8 @@ fn examples_and_the_statuses_the_components_write_carry_every_required_field() {
         let plural = match object["kind"].as_str() {
             Some("VirtualMachine") => "virtualmachines",
             Some("VirtualMachineInstance") => "virtualmachineinstances",
+            Some("VirtualMachineClusterInstancetype") => "virtualmachineclusterinstancetypes",
+            Some("VirtualMachineClusterPreference") => "virtualmachineclusterpreferences",
             other => panic!("{name}: unexpected kind {other:?}"),
         };
         missing_required(&schema_of(plural), object, name, &mut missing);

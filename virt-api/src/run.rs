@@ -166,7 +166,7 @@ async fn connect(state: Arc<KubeState>, install_namespace: String, stop: Cancell
             () = stop.cancelled() => return,
             event = events.next() => match event {
                 Some(Ok(watcher::Event::Apply(kv) | watcher::Event::InitApply(kv))) => {
-                    state.set_config(ClusterConfig::from_configuration(kv.spec.configuration.as_ref()));
+                    state.set_config(ClusterConfig::from_kubevirt(&kv));
                 }
                 Some(Ok(_)) => {}
                 Some(Err(e)) => tracing::warn!(error = %e, "watching KubeVirt failed; retrying"),

@@ -291,6 +291,9 @@ fn every_example_vmi_is_admitted_and_defaulted() {
     let mut seen = 0;
     for entry in std::fs::read_dir(dir).expect("examples") {
         let path = entry.expect("entry").path();
+        if path.is_dir() {
+            continue; // instancetypes/: VMs that need their instance type (tests/admission_instancetypes.rs)
+        }
         let text = std::fs::read_to_string(&path).expect("read");
         let object: Value = serde_saphyr::from_str(&text).expect("YAML");
         let (resource, mutate, validate) = match object["kind"].as_str() {
@@ -539,5 +542,38 @@ fn malformed_reviews_get_a_400() {
     assert_eq!(
         (status.code, status.message.as_str()),
         (400, "expect resource to be 'virtualmachineinstances'")
+    );
+}
+
+#[test]
+fn an_isolated_emulator_gets_the_clusters_even_parity_only_under_align_cpus() {
+    let mut spec = minimal_spec();
+    spec["domain"]["cpu"] = json!({"cores": 2, "dedicatedCpuPlacement": true, "isolateEmulatorThread": true});
+    let annotation = "alpha.kubevirt.io/EmulatorThreadCompleteToEvenParity";
+    let config = |annotated: bool, gates: &[&str]| ClusterConfig {
+        emulator_thread_complete_to_even_parity: annotated,
+        feature_gates: gates.iter().map(|g| (*g).to_owned()).collect(),
+        ..ClusterConfig::default()
+    };
+    let parity = |object: &Value, config: ClusterConfig| {
+        mutate_vmi(object, config)["metadata"]["annotations"][annotation]
+            .as_str()
+            .map(str::to_owned)
+    };
+    assert_eq!(
+        parity(&vmi(spec.clone()), config(true, &["AlignCPUs"])),
+        Some(String::new())
+    );
+    assert_eq!(
+        parity(&vmi(spec.clone()), config(false, &["AlignCPUs"])),
+        None,
+        "the CR does not ask"
+    );
+    assert_eq!(parity(&vmi(spec.clone()), config(true, &[])), None, "the gate is off");
+    spec["domain"]["cpu"]["isolateEmulatorThread"] = json!(false);
+    assert_eq!(
+        parity(&vmi(spec), config(true, &["AlignCPUs"])),
+        None,
+        "no isolated emulator"
     );
 }

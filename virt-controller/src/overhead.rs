@@ -79,6 +79,54 @@ pub fn has_dedicated_cpus(vmi: &VirtualMachineInstance) -> bool {
         .unwrap_or(false)
 }
 
+/// Whether the pod must be Guaranteed: dedicated CPUs, or CPU and memory requests equal to their
+/// limits (upstream's `WantsToHaveQOSGuaranteed`).
+#[must_use]
+pub fn wants_guaranteed_qos(vmi: &VirtualMachineInstance) -> bool {
+    if has_dedicated_cpus(vmi) {
+        return true;
+    }
+    let resources = vmi.spec.domain.resources.as_ref();
+    let get =
+        |list: Option<&std::collections::BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
+         key: &str| {
+            list.and_then(|l| l.get(key))
+                .and_then(|q| quantity::parse(q).ok())
+                .map(quantity::ParsedQuantity::milli_ceil)
+        };
+    let (requests, limits) = (
+        resources.and_then(|r| r.requests.as_ref()),
+        resources.and_then(|r| r.limits.as_ref()),
+    );
+    ["memory", "cpu"].into_iter().all(|key| {
+        let request = get(requests, key);
+        request.is_some_and(|r| r != 0) && request == get(limits, key)
+    })
+}
+
+/// The CPUs an isolated emulator thread adds: none, one, or two when the VMI asks for even
+/// parity and the vCPU count is even.
+#[must_use]
+pub fn emulator_cpus(vmi: &VirtualMachineInstance) -> u64 {
+    let isolated = vmi
+        .spec
+        .domain
+        .cpu
+        .as_ref()
+        .is_some_and(|c| c.isolate_emulator_thread == Some(true));
+    if !isolated {
+        return 0;
+    }
+    let even_parity = vmi.metadata.annotations.as_ref().is_some_and(|a| {
+        a.contains_key(kubevirt_api::well_known::annotations::EMULATOR_THREAD_COMPLETE_TO_EVEN_PARITY)
+    });
+    if even_parity && vcpus(vmi).is_multiple_of(2) {
+        2
+    } else {
+        1
+    }
+}
+
 /// The overhead in bytes, multiplied by the cluster's `additionalGuestMemoryOverheadRatio`.
 #[must_use]
 pub fn memory_overhead(vmi: &VirtualMachineInstance, ratio: Option<f64>) -> u64 {
@@ -106,7 +154,7 @@ pub fn memory_overhead(vmi: &VirtualMachineInstance, ratio: Option<f64>) -> u64 
     if domain.launch_security.as_ref().is_some_and(|l| l.sev.is_some()) {
         total += SEV;
     }
-    if has_dedicated_cpus(vmi) {
+    if wants_guaranteed_qos(vmi) {
         total += DEDICATED_CPU;
     }
     match ratio {
@@ -186,5 +234,51 @@ mod tests {
         let request = vmi(&serde_json::json!({"domain": {"resources": {"requests": {"cpu": "1500m"}}, "devices": {}}}));
         assert_eq!(vcpus(&request), 2);
         assert_eq!(vcpus(&vmi(&serde_json::json!({"domain": {"devices": {}}}))), 1);
+    }
+
+    #[test]
+    fn an_isolated_emulator_adds_one_cpu_or_two_for_even_parity() {
+        let with = |cores: u32, isolate: bool, parity: bool| {
+            let mut value = serde_json::json!({
+                "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+                "metadata": {"name": "vm"},
+                "spec": {"domain": {"cpu": {"cores": cores, "dedicatedCpuPlacement": true, "isolateEmulatorThread": isolate}, "devices": {}}}
+            });
+            if parity {
+                value["metadata"]["annotations"] =
+                    serde_json::json!({"alpha.kubevirt.io/EmulatorThreadCompleteToEvenParity": ""});
+            }
+            let vmi: VirtualMachineInstance = serde_json::from_value(value).expect("vmi");
+            vcpus(&vmi) + emulator_cpus(&vmi)
+        };
+        assert_eq!(with(2, true, false), 3, "upstream's template test: cores 2 + emulator");
+        assert_eq!(with(2, false, true), 2, "no isolation, no emulator CPU");
+        assert_eq!(with(5, true, true), 6, "odd vCPUs: one emulator CPU");
+        assert_eq!(with(6, true, true), 8, "even vCPUs with parity: two");
+    }
+
+    #[test]
+    fn equal_cpu_and_memory_requests_and_limits_want_a_guaranteed_pod() {
+        let resources = |requests: serde_json::Value, limits: serde_json::Value| {
+            wants_guaranteed_qos(&vmi(&serde_json::json!({"domain": {
+                "resources": {"requests": requests, "limits": limits}, "devices": {}
+            }})))
+        };
+        let both = serde_json::json!({"cpu": "1", "memory": "1Gi"});
+        assert!(resources(
+            both.clone(),
+            serde_json::json!({"cpu": "1000m", "memory": "1024Mi"})
+        ));
+        assert!(!resources(
+            both.clone(),
+            serde_json::json!({"cpu": "2", "memory": "1Gi"})
+        ));
+        assert!(!resources(
+            serde_json::json!({"memory": "1Gi"}),
+            serde_json::json!({"memory": "1Gi"})
+        ));
+        assert!(wants_guaranteed_qos(&vmi(&serde_json::json!({"domain": {
+            "cpu": {"dedicatedCpuPlacement": true}, "devices": {}
+        }}))));
     }
 }

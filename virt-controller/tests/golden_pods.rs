@@ -67,7 +67,7 @@ fn every_vmi_renders_its_golden_pod() {
         assert_eq!(rendered, golden, "{case}");
     }
     assert_eq!(
-        cases, 6,
-        "minimal, emulation, forced emulation, many disks, hugepages, EFI"
+        cases, 7,
+        "minimal, emulation, forced emulation, many disks, hugepages, EFI, dedicated"
     );
 }

@@ -16,8 +16,6 @@ use crate::cluster_api::ClusterApi;
 
 /// Upstream's heartbeat interval.
 pub const INTERVAL: Duration = Duration::from_secs(60);
-/// The label telling whether the kubelet pins CPUs (static CPU manager policy).
-pub const CPU_MANAGER_LABEL: &str = "cpumanager";
 
 /// The node patch: schedulable label, CPU manager label and heartbeat annotation.
 #[must_use]
@@ -26,7 +24,7 @@ pub fn node_patch(schedulable: bool, cpu_manager_static: bool, now: Timestamp) -
         "metadata": {
             "labels": {
                 labels::NODE_SCHEDULABLE: schedulable.to_string(),
-                CPU_MANAGER_LABEL: cpu_manager_static.to_string(),
+                labels::CPU_MANAGER: cpu_manager_static.to_string(),
             },
             "annotations": {
                 annotations::HEARTBEAT: now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),

@@ -7,6 +7,7 @@ pub mod commands;
 pub use domain_xml as domain;
 pub mod emulation;
 pub mod guest_network;
+pub mod host_cpus;
 pub mod image_store;
 pub mod libvirt;
 pub mod local;

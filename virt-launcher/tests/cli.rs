@@ -172,3 +172,59 @@ fn a_vm_whose_instance_type_is_not_given_is_refused_by_field() {
     let out = render(&dir.join("vm-testguest.yaml"), &["--force-emulation", "--with", &bad]);
     assert_bad_input(&out, &["unknown field spec.cpu.cores"]);
 }
+
+#[test]
+fn dedicated_cpus_are_pinned_within_the_cpus_render_may_run_on() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let manifest = write_manifest(
+        &dir,
+        &GOOD.replace(
+            "    memory: {guest: 64Mi}\n",
+            "    memory: {guest: 64Mi}\n    cpu: {cores: 1, dedicatedCpuPlacement: true}\n",
+        ),
+    );
+    let last_cpu = std::thread::available_parallelism().map_or(1, std::num::NonZero::get) - 1;
+    let out = Command::new("taskset")
+        .args([
+            "-c",
+            &last_cpu.to_string(),
+            env!("CARGO_BIN_EXE_virt-launcher"),
+            "render",
+            "--vmi",
+        ])
+        .arg(&manifest)
+        .output()
+        .expect("run taskset (util-linux)");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let xml = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        xml.contains(&format!("<vcpupin vcpu=\"0\" cpuset=\"{last_cpu}\"/>")),
+        "the vCPU is pinned to the one CPU taskset allowed: {xml}"
+    );
+    assert!(xml.contains("<hint-dedicated state=\"on\"/>"), "{xml}");
+
+    let two_cores = GOOD.replace(
+        "    memory: {guest: 64Mi}\n",
+        "    memory: {guest: 64Mi}\n    cpu: {cores: 2, dedicatedCpuPlacement: true}\n",
+    );
+    let out = Command::new("taskset")
+        .args([
+            "-c",
+            &last_cpu.to_string(),
+            env!("CARGO_BIN_EXE_virt-launcher"),
+            "render",
+            "--vmi",
+        ])
+        .arg(write_manifest(&dir, &two_cores))
+        .output()
+        .expect("run taskset");
+    assert_eq!(out.status.code(), Some(2), "two vCPUs do not fit one CPU");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "spec.domain.cpu.dedicatedCpuPlacement: not enough exclusive threads provided, could not fit 1 core(s)"
+        ),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty());
+}

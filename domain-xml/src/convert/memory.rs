@@ -7,7 +7,7 @@ use kubevirt_api::well_known::annotations;
 
 use super::ConvertError;
 use crate::model::{
-    CpuNuma, Domain, Empty, MaxMemory, MemoryBacking, MemoryDevice, MemoryTarget, NumaCell, ScaledInteger, TypeAttr,
+    CpuNuma, Domain, Hugepages, MaxMemory, MemoryBacking, MemoryDevice, MemoryTarget, NumaCell, ScaledInteger, TypeAttr,
 };
 
 /// virtio-mem block size: upstream aligns hotplug memory to 2 MiB.
@@ -67,13 +67,21 @@ pub fn apply(vmi: &VirtualMachineInstance, vcpus: u32, domain: &mut Domain) -> R
             .and_then(|a| a.get(annotations::MEMFD))
             .is_none_or(|v| v != "false");
         domain.memory_backing = Some(MemoryBacking {
-            hugepages: Some(Empty {}),
+            hugepages: Some(Hugepages::default()),
             source: memfd.then(|| TypeAttr {
                 kind: "memfd".to_owned(),
             }),
-            access: None,
+            ..MemoryBacking::default()
         });
-        needs_numa_cell = memfd;
+        // With NUMA passthrough the host's cells replace the single emulated one.
+        let passthrough = vmi
+            .spec
+            .domain
+            .cpu
+            .as_ref()
+            .and_then(|c| c.numa.as_ref())
+            .is_some_and(|n| n.guest_mapping_passthrough.is_some());
+        needs_numa_cell = memfd && !passthrough;
     }
     if let Some(max_guest) = memory.and_then(|m| m.max_guest.as_ref()) {
         let max = bytes("spec.domain.memory.maxGuest", max_guest)?;

@@ -6,6 +6,7 @@
 
 mod acpi;
 mod cpu;
+mod dedicated;
 mod devices;
 mod disks;
 mod error;
@@ -14,6 +15,8 @@ mod guest_events;
 mod interfaces;
 mod layout;
 mod memory;
+mod numa;
+mod placement;
 mod platform;
 mod volumes;
 
@@ -22,10 +25,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use kubevirt_api::v1::{Devices as SpecDevices, VirtualMachineInstance};
 
 pub use cpu::Topology;
+pub use dedicated::{is_dedicated, parse_vcpu_mask};
 pub use disks::device_suffix;
 pub use error::ConvertError;
 pub use interfaces::{apply_links as apply_interface_links, tap_name};
 pub use layout::PathLayout;
+pub use placement::{CpuPool, FitError, HostCell, HostCpu, HostCpus, parse_cpu_list};
 
 use crate::model::{Address, Devices, Domain, QEMU_NAMESPACE, ScaledInteger, Vcpu};
 
@@ -132,6 +137,8 @@ pub struct ConvertContext {
     pub interface_taps: InterfaceTaps,
     /// MAC and MTU the pod network's setup chose, by interface name.
     pub interface_links: BTreeMap<String, InterfaceLink>,
+    /// The pod's cpuset and the host's CPU layout, for dedicated CPUs (read by the launcher).
+    pub host_cpus: Option<HostCpus>,
 }
 
 /// What the network setup chose for one interface (upstream's phase 2 fills these in).
@@ -159,6 +166,7 @@ impl Default for ConvertContext {
             container_disk_sources: BTreeMap::new(),
             interface_taps: InterfaceTaps::PreCreated,
             interface_links: BTreeMap::new(),
+            host_cpus: None,
         }
     }
 }
@@ -341,6 +349,7 @@ pub fn render(vmi: &VirtualMachineInstance, ctx: &ConvertContext) -> Result<Doma
         &mut domain,
     )?;
     devices::apply(vmi, ctx, topology.vcpus(), &disk_needs, &mut domain)?;
+    dedicated::apply(vmi, &topology, ctx.host_cpus.as_ref(), &mut domain)?;
     guest_events::apply(vmi, &mut domain)?;
     Ok(domain)
 }

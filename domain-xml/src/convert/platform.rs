@@ -214,6 +214,7 @@ pub fn apply_features(vmi: &VirtualMachineInstance, domain: &mut Domain) -> Resu
     if let Some(kvm) = features.kvm.as_ref() {
         out.kvm = Some(KvmFeatures {
             hidden: kvm.hidden.filter(|h| *h).map(|_| State::on_off(true)),
+            hint_dedicated: None,
         });
     }
     out.pvspinlock = state(features.pvspinlock.as_ref());

@@ -9,10 +9,12 @@ mod cpu;
 mod devices;
 mod os;
 mod peripherals;
+mod tuning;
 
 pub use cpu::*;
 pub use devices::*;
 pub use os::*;
+pub use tuning::*;
 
 use serde::{Deserialize, Serialize};
 
@@ -66,6 +68,10 @@ pub struct Domain {
     pub vcpus: Option<Vcpus>,
     /// IOThread count.
     pub iothreads: Option<u32>,
+    /// vCPU, emulator and IOThread pinning.
+    pub cputune: Option<CpuTune>,
+    /// Host NUMA placement of guest memory.
+    pub numatune: Option<NumaTune>,
     /// SMBIOS strings.
     pub sysinfo: Option<Sysinfo>,
     /// Boot configuration.
@@ -199,11 +205,15 @@ pub struct GracePeriodMetadata {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MemoryBacking {
     /// Back memory with hugepages.
-    pub hugepages: Option<Empty>,
+    pub hugepages: Option<Hugepages>,
+    /// Keep the host from merging the guest's pages (KSM).
+    pub nosharepages: Option<Empty>,
     /// `memfd`, `file` or `anonymous`.
     pub source: Option<TypeAttr>,
     /// `shared` or `private`.
     pub access: Option<MemoryAccess>,
+    /// When the memory is allocated.
+    pub allocation: Option<Allocation>,
 }
 
 /// `<access mode=..>`.

@@ -268,6 +268,9 @@ pub struct VendorId {
 pub struct KvmFeatures {
     /// Hide the KVM signature.
     pub hidden: Option<State>,
+    /// Tell the guest its vCPUs have host CPUs of their own.
+    #[serde(rename = "hint-dedicated")]
+    pub hint_dedicated: Option<State>,
 }
 
 /// `<clock>`.

@@ -128,6 +128,9 @@ pub struct ClusterConfig {
     pub eviction_strategy: Option<String>,
     /// `emulatedMachines`, defaulting to upstream's amd64 list.
     pub emulated_machines: Vec<String>,
+    /// The KubeVirt CR carries `alpha.kubevirt.io/EmulatorThreadCompleteToEvenParity` (HCO's
+    /// `alignCPUs`): new VMIs with an isolated emulator thread get it too, under the AlignCPUs gate.
+    pub emulator_thread_complete_to_even_parity: bool,
 }
 
 /// Upstream's `DefaultMemoryOvercommit`.
@@ -178,6 +181,18 @@ impl ClusterConfig {
             emulated_machines: config
                 .and_then(|c| c.emulated_machines.clone())
                 .unwrap_or_else(|| DEFAULT_EMULATED_MACHINES.iter().map(|m| (*m).to_owned()).collect()),
+            emulator_thread_complete_to_even_parity: false,
+        }
+    }
+
+    /// Reads a `KubeVirt` resource: its configuration and the annotations that act as settings.
+    #[must_use]
+    pub fn from_kubevirt(kubevirt: &KubeVirt) -> Self {
+        Self {
+            emulator_thread_complete_to_even_parity: kubevirt.metadata.annotations.as_ref().is_some_and(|a| {
+                a.contains_key(crate::well_known::annotations::EMULATOR_THREAD_COMPLETE_TO_EVEN_PARITY)
+            }),
+            ..Self::from_configuration(kubevirt.spec.configuration.as_ref())
         }
     }
 
@@ -191,6 +206,26 @@ impl ClusterConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_crs_even_parity_annotation_is_a_setting() {
+        let kubevirt = |annotations: serde_json::Value| -> KubeVirt {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
+                "metadata": {"name": "kubevirt", "annotations": annotations},
+                "spec": {"configuration": {"developerConfiguration": {"featureGates": ["AlignCPUs"]}}}
+            }))
+            .expect("KubeVirt")
+        };
+        let on = ClusterConfig::from_kubevirt(&kubevirt(
+            serde_json::json!({"alpha.kubevirt.io/EmulatorThreadCompleteToEvenParity": ""}),
+        ));
+        assert!(on.emulator_thread_complete_to_even_parity);
+        assert!(on.is_feature_gate_enabled("AlignCPUs"));
+        assert!(
+            !ClusterConfig::from_kubevirt(&kubevirt(serde_json::json!({}))).emulator_thread_complete_to_even_parity
+        );
+    }
 
     #[test]
     fn an_empty_configuration_gets_upstream_defaults() {

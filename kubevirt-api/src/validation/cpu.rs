@@ -47,12 +47,7 @@ fn glob(pattern: &[u8], text: &[u8]) -> bool {
     }
 }
 
-pub(super) fn check_cpu(
-    spec: &VirtualMachineInstanceSpec,
-    base: &str,
-    config: &ClusterConfig,
-    causes: &mut Vec<Cause>,
-) {
+pub(super) fn check_cpu(spec: &VirtualMachineInstanceSpec, base: &str, causes: &mut Vec<Cause>) {
     let resources = spec.domain.resources.as_ref();
     let requests = resources.and_then(|r| r.requests.as_ref());
     let limits = resources.and_then(|r| r.limits.as_ref());
@@ -111,7 +106,7 @@ pub(super) fn check_cpu(
             ));
         }
     }
-    check_numa_and_realtime(spec, cpu, base, config, causes);
+    check_numa_and_realtime(spec, cpu, base, causes);
     if let (Some(max), Some(sockets)) = (cpu.max_sockets.filter(|m| *m != 0), cpu.sockets)
         && sockets > max
     {
@@ -123,26 +118,14 @@ pub(super) fn check_cpu(
     }
 }
 
-/// Rules 29 and 30: guest NUMA passthrough and realtime vCPUs.
-fn check_numa_and_realtime(
-    spec: &VirtualMachineInstanceSpec,
-    cpu: &Cpu,
-    base: &str,
-    config: &ClusterConfig,
-    causes: &mut Vec<Cause>,
-) {
+/// Rules 29 and 30: guest NUMA passthrough and realtime vCPUs (the NUMA gate is GA upstream, so
+/// passthrough needs no gate).
+fn check_numa_and_realtime(spec: &VirtualMachineInstanceSpec, cpu: &Cpu, base: &str, causes: &mut Vec<Cause>) {
     let cpu_field = |child: &str| format!("{base}.domain.cpu.{child}");
     let dedicated = cpu.dedicated_cpu_placement == Some(true);
     let passthrough = cpu.numa.as_ref().is_some_and(|n| n.guest_mapping_passthrough.is_some());
     let numa_field = cpu_field("numa.guestMappingPassthrough");
     if passthrough {
-        if !config.is_feature_gate_enabled("NUMA") {
-            causes.push(cause(
-                CauseType::Invalid,
-                numa_field.clone(),
-                format!("NUMA feature gate is not enabled in kubevirt-config, invalid entry {numa_field}"),
-            ));
-        }
         if !dedicated {
             causes.push(cause(
                 CauseType::Invalid,

@@ -71,7 +71,7 @@ fn validate_spec(spec: &VirtualMachineInstanceSpec, base: &str, is_vmi: bool, co
     structure::check_memory(spec, base, &mut causes);
     structure::check_names_and_strategies(spec, base, &mut causes);
     structure::check_networks(spec, base, &mut causes);
-    cpu::check_cpu(spec, base, config, &mut causes);
+    cpu::check_cpu(spec, base, &mut causes);
     cpu::check_hugepages(spec, base, &mut causes);
     cpu::check_machine_and_arch(spec, base, config, &mut causes);
     volumes::check_volumes(spec, base, config, &mut causes);

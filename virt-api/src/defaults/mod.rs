@@ -50,6 +50,7 @@ pub fn set_vmi_create_defaults(
     objects::set_object_defaults(&mut vmi.spec, new_uuid);
     set_hyperv_dependencies(&mut vmi.spec);
     set_arch_defaults(&mut vmi.spec, config);
+    set_emulator_parity(vmi, config);
 
     let status = vmi.status.get_or_insert_with(Default::default);
     if let Some(guest) = vmi.spec.domain.memory.as_ref().and_then(|m| m.guest.clone()) {
@@ -77,6 +78,23 @@ pub fn set_vmi_create_defaults(
         phase_transition_timestamp: Some(now),
     });
     Ok(())
+}
+
+/// Copies the cluster's even-parity request for isolated emulator threads onto the VMI, as
+/// upstream does under the AlignCPUs gate.
+fn set_emulator_parity(vmi: &mut VirtualMachineInstance, config: &ClusterConfig) {
+    let isolated = vmi
+        .spec
+        .domain
+        .cpu
+        .as_ref()
+        .is_some_and(|c| c.isolate_emulator_thread == Some(true));
+    if isolated && config.emulator_thread_complete_to_even_parity && config.is_feature_gate_enabled("AlignCPUs") {
+        vmi.metadata.annotations.get_or_insert_with(Default::default).insert(
+            kubevirt_api::well_known::annotations::EMULATOR_THREAD_COMPLETE_TO_EVEN_PARITY.to_owned(),
+            String::new(),
+        );
+    }
 }
 
 /// The spec defaults shared by VMIs and VM templates (upstream's `SetDefaultVirtualMachineInstanceSpec`).

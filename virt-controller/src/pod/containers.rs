@@ -11,6 +11,7 @@ use kubevirt_api::v1::VirtualMachineInstance;
 
 use super::PodConfig;
 use super::volumes::{BIN_SHARE_DIR, CONTAINER_DISK_DIR, EPHEMERAL_DISK_DIR, SHARE_DIR};
+use crate::overhead::wants_guaranteed_qos;
 
 /// Upstream's spread of `--qemu-timeout` across launchers, in seconds.
 pub const QEMU_TIMEOUT_JITTER: u64 = 120;
@@ -42,7 +43,8 @@ fn mount(name: &str, path: &str) -> VolumeMount {
     }
 }
 
-fn small_resources() -> ResourceRequirements {
+/// The disk containers' resources; in a pod that must be Guaranteed, requests equal limits.
+fn small_resources(vmi: &VirtualMachineInstance) -> ResourceRequirements {
     let quantities = |cpu: &str, memory: &str| {
         [
             ("cpu".to_owned(), Quantity(cpu.to_owned())),
@@ -51,6 +53,13 @@ fn small_resources() -> ResourceRequirements {
         .into_iter()
         .collect()
     };
+    if wants_guaranteed_qos(vmi) {
+        return ResourceRequirements {
+            requests: Some(quantities("10m", "40M")),
+            limits: Some(quantities("10m", "40M")),
+            ..ResourceRequirements::default()
+        };
+    }
     ResourceRequirements {
         requests: Some(quantities("10m", "1M")),
         limits: Some(quantities("100m", "40M")),
@@ -197,7 +206,7 @@ pub fn disk_sidecars(vmi: &VirtualMachineInstance, config: &PodConfig) -> Vec<Co
                 image_pull_policy: Some(served.pull_policy.unwrap_or_else(|| config.image_pull_policy.clone())),
                 command: Some(vec!["/usr/bin/container-disk".to_owned()]),
                 args: Some(vec!["--copy-path".to_owned(), copy_path]),
-                resources: Some(small_resources()),
+                resources: Some(small_resources(vmi)),
                 volume_mounts: Some(vec![
                     mount("container-disks", &data_dir),
                     mount("virt-bin-share-dir", "/usr/bin"),
@@ -227,7 +236,7 @@ pub fn init_containers(vmi: &VirtualMachineInstance, config: &PodConfig) -> Vec<
             "/usr/bin/container-disk".to_owned(),
             format!("{BIN_SHARE_DIR}/container-disk"),
         ]),
-        resources: Some(small_resources()),
+        resources: Some(small_resources(vmi)),
         volume_mounts: Some(vec![mount("virt-bin-share-dir", BIN_SHARE_DIR)]),
         ..Container::default()
     }];
@@ -237,7 +246,7 @@ pub fn init_containers(vmi: &VirtualMachineInstance, config: &PodConfig) -> Vec<
         image_pull_policy: Some(served.pull_policy.unwrap_or_else(|| config.image_pull_policy.clone())),
         command: Some(vec!["/usr/bin/container-disk".to_owned()]),
         args: Some(vec!["--no-op".to_owned()]),
-        resources: Some(small_resources()),
+        resources: Some(small_resources(vmi)),
         volume_mounts: Some(vec![mount("virt-bin-share-dir", "/usr/bin")]),
         ..Container::default()
     }));

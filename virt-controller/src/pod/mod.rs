@@ -189,6 +189,14 @@ pub fn render_launcher_pod(vmi: &VirtualMachineInstance, config: &PodConfig) -> 
     let mut node_selector = config.node_selectors.clone();
     node_selector.extend(vmi.spec.node_selector.clone().unwrap_or_default());
     node_selector.insert(labels::NODE_SCHEDULABLE.to_owned(), "true".to_owned());
+    if let Some(cpu) = &vmi.spec.domain.cpu {
+        if cpu.dedicated_cpu_placement == Some(true) {
+            node_selector.insert(labels::CPU_MANAGER.to_owned(), "true".to_owned());
+        }
+        if cpu.realtime.is_some() {
+            node_selector.insert(labels::REALTIME.to_owned(), "true".to_owned());
+        }
+    }
     Ok(Pod {
         metadata: ObjectMeta {
             generate_name: Some(format!("virt-launcher-{name}-")),

@@ -11,7 +11,7 @@ use kubevirt_api::quantity;
 use kubevirt_api::v1::VirtualMachineInstance;
 
 use super::PodConfig;
-use crate::overhead::{guest_memory_request, has_dedicated_cpus, memory_overhead, vcpus};
+use crate::overhead::{emulator_cpus, guest_memory_request, has_dedicated_cpus, memory_overhead, vcpus};
 
 /// `devices.kubevirt.io/kvm`.
 pub const KVM: &str = "devices.kubevirt.io/kvm";
@@ -96,8 +96,11 @@ pub fn compute_resources(vmi: &VirtualMachineInstance, config: &PodConfig) -> Re
     }
     let vcpus = vcpus(vmi);
     if has_dedicated_cpus(vmi) {
-        limits.insert("cpu".to_owned(), millicores(vcpus * 1000));
-        requests.insert("cpu".to_owned(), millicores(vcpus * 1000));
+        // Whole CPUs, requests equal to limits: the kubelet's static CPU manager then gives the
+        // container CPUs of its own, one per vCPU and one or two for an isolated emulator.
+        let cpus = (vcpus + emulator_cpus(vmi)) * 1000;
+        limits.insert("cpu".to_owned(), millicores(cpus));
+        requests.insert("cpu".to_owned(), millicores(cpus));
         if let Some(memory) = requests.get("memory").cloned() {
             limits.insert("memory".to_owned(), memory);
         }

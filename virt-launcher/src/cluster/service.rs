@@ -163,6 +163,8 @@ impl<M: DomainManager + 'static, R: ToolRunner + 'static> LauncherService<M, R> 
                 })
                 .unwrap_or_default();
             let mut ctx = self.context(request);
+            ctx.host_cpus =
+                crate::host_cpus::for_vmi(&vmi).map_err(|e| internal(kubevirt_api::error_report::one_line(&e)))?;
             // The VMI's own directory holds its serial and VNC sockets.
             let private = ctx
                 .layout

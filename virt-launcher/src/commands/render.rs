@@ -25,6 +25,9 @@ pub enum RenderError {
     /// The domain could not be written as XML.
     #[error(transparent)]
     Xml(#[from] crate::domain::model::XmlError),
+    /// The host's CPUs, for dedicated CPUs.
+    #[error(transparent)]
+    HostCpus(#[from] crate::host_cpus::HostCpusError),
 }
 
 /// Renders the manifest at `path` into domain XML.
@@ -38,7 +41,7 @@ pub fn render_file(path: &Path, with: &[PathBuf], flags: EmulationFlags) -> Resu
         source,
     };
     let domain_type = flags.domain_type().map_err(convert)?;
-    let ctx = local_context(&vmi, domain_type, &ImageStore::from_env());
+    let ctx = local_context(&vmi, domain_type, &ImageStore::from_env())?;
     let domain = render(&vmi, &ctx).map_err(convert)?;
     Ok(domain.to_xml()?)
 }

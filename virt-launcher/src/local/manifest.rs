@@ -10,6 +10,7 @@ use kubevirt_api::v1::{VirtualMachine, VirtualMachineInstance};
 use kubevirt_api::{Manifest, ManifestError};
 
 use crate::domain::{ConvertContext, DomainType};
+use crate::host_cpus::{self, HostCpusError};
 use crate::image_store::{ImageStore, image_format};
 
 /// Loads the VMI (or the VM's template) from `path`, with a UID. A VM's instance type and
@@ -104,12 +105,17 @@ fn ensure_uid(vmi: &mut VirtualMachineInstance) {
     }
 }
 
-/// The context for rendering on this machine: `domain_type`, and containerDisk formats read from
-/// the local image store (an image that is not there is assumed raw, with a warning).
-#[must_use]
-pub fn local_context(vmi: &VirtualMachineInstance, domain_type: DomainType, store: &ImageStore) -> ConvertContext {
+/// The context for rendering on this machine: `domain_type`, containerDisk formats read from
+/// the local image store (an image that is not there is assumed raw, with a warning), and for
+/// dedicated CPUs this process's CPUs.
+pub fn local_context(
+    vmi: &VirtualMachineInstance,
+    domain_type: DomainType,
+    store: &ImageStore,
+) -> Result<ConvertContext, HostCpusError> {
     let mut ctx = ConvertContext {
         domain_type,
+        host_cpus: host_cpus::for_vmi(vmi)?,
         ..ConvertContext::default()
     };
     for volume in &vmi.spec.volumes {
@@ -128,5 +134,5 @@ pub fn local_context(vmi: &VirtualMachineInstance, domain_type: DomainType, stor
                 .insert(volume.name.clone(), format.to_owned());
         }
     }
-    ctx
+    Ok(ctx)
 }

@@ -114,6 +114,9 @@ pub enum RunError {
     /// The pod network.
     #[error(transparent)]
     Network(#[from] NetworkError),
+    /// The host's CPUs, for dedicated CPUs.
+    #[error(transparent)]
+    HostCpus(#[from] crate::host_cpus::HostCpusError),
 }
 
 impl RunError {
@@ -170,6 +173,7 @@ pub fn prepare_process(options: RunOptions) -> Result<Prelude, RunError> {
         } else {
             InterfaceTaps::LibvirtManaged
         },
+        host_cpus: crate::host_cpus::for_vmi(&vmi)?,
         ..ConvertContext::default()
     };
     let domain = render(&vmi, &ctx).map_err(convert)?;

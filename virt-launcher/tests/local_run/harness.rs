@@ -60,11 +60,23 @@ impl Launcher {
 
     /// `virt-launcher run` with extra arguments (e.g. `--with FILE`).
     pub fn spawn_with(manifest: &Path, extra: &[&Path]) -> Self {
+        Self::spawn_command(Command::new(env!("CARGO_BIN_EXE_virt-launcher")), manifest, extra)
+    }
+
+    /// `virt-launcher run` allowed only the host CPUs `cpus` (`taskset -c`, which execs the
+    /// launcher in place), as a pod's cpuset allows it.
+    pub fn spawn_on_cpus(manifest: &Path, cpus: &str) -> Self {
+        let mut taskset = Command::new("taskset");
+        taskset.args(["-c", cpus, env!("CARGO_BIN_EXE_virt-launcher")]);
+        Self::spawn_command(taskset, manifest, &[])
+    }
+
+    fn spawn_command(mut command: Command, manifest: &Path, extra: &[&Path]) -> Self {
         let runtime_root = tempfile::Builder::new()
             .prefix("kv")
             .tempdir_in("/tmp")
             .expect("runtime root");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_virt-launcher"))
+        let mut child = command
             .args(["run", "--force-emulation", "--vmi"])
             .arg(manifest)
             .arg("--runtime-dir")
