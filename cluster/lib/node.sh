@@ -109,7 +109,17 @@ serializeImagePulls: false
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%, nodefs.inodesFree: 1%}
+# Exclusive CPUs for Guaranteed pods with whole CPUs (dedicated CPU placement). The static policy
+# needs a CPU reservation; a tenth of a CPU keeps one whole CPU out of the exclusive pool while
+# leaving the rest allocatable, so a one-vCPU VM fits beside the kubevirt-rs pods on two CPUs.
+cpuManagerPolicy: static
+kubeReserved: {cpu: 100m}
 EOF
+    # The kubelet refuses to start when its CPU manager checkpoint names another policy.
+    local state=$dir/kubelet/cpu_manager_state
+    if [ -f "$state" ] && ! grep -q '"policyName":"static"' "$state"; then
+        rm -f "$state"
+    fi
     cat >"$dir/kube-proxy.yaml" <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
