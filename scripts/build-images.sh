@@ -58,7 +58,7 @@ RUSTFLAGS="-C target-feature=+crt-static" cargo build -q --profile "$([ "$profil
 container_disk=target/$static_target/$profile/container-disk
 
 # 1. The launcher's Debian root, made once per package list.
-debs=libvirt-daemon,libvirt-daemon-driver-qemu,qemu-system-x86,qemu-utils,ovmf,swtpm,swtpm-tools
+debs=libvirt-daemon,libvirt-daemon-driver-qemu,qemu-system-x86,qemu-utils,ovmf,swtpm,swtpm-tools,xorriso
 rootfs=$cache/rootfs/launcher-$(echo "$debs" | sha256sum | cut -c1-12)
 if [ ! -e "$rootfs/.complete" ]; then
     echo "build-images: debootstrap bookworm ($debs)"

@@ -14,8 +14,8 @@ packages=(
     swtpm swtpm-tools
     # virt-xml-validate needs xmllint
     libxml2-utils
-    # the test guest and cloud-init ISOs
-    busybox-static cpio xz-utils genisoimage
+    # the test guest; cloud-init and config volume ISOs (xorrisofs, as upstream)
+    busybox-static cpio xz-utils xorriso
     # pod networking: veth, bridges and taps (ip), NAT (nft), forwarding (sysctl), namespaces (nsenter)
     iproute2 nftables procps util-linux
 )

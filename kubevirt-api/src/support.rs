@@ -149,11 +149,6 @@ fn cpu_and_memory(spec: &VirtualMachineInstanceSpec, r: &mut Refusals<'_>) {
 fn firmware_and_features(spec: &VirtualMachineInstanceSpec, r: &mut Refusals<'_>) {
     let firmware = spec.domain.firmware.as_ref();
     r.refuse_if(
-        firmware.and_then(|f| f.acpi.as_ref()).is_some(),
-        "domain.firmware.acpi",
-        "ACPI tables from volumes",
-    );
-    r.refuse_if(
         firmware
             .and_then(|f| f.bootloader.as_ref())
             .and_then(|b| b.efi.as_ref())
@@ -291,16 +286,23 @@ fn scheduling_and_guest(spec: &VirtualMachineInstanceSpec, r: &mut Refusals<'_>)
     );
     r.refuse_if(spec.liveness_probe.is_some(), "livenessProbe", "liveness probes");
     r.refuse_if(spec.readiness_probe.is_some(), "readinessProbe", "readiness probes");
-    r.refuse_if(
-        !spec.access_credentials.is_empty(),
-        "accessCredentials",
-        "access credentials",
-    );
-    r.refuse_if(
-        spec.service_account_name.is_some(),
-        "serviceAccountName",
-        "a service account for the launcher pod",
-    );
+    for (i, credential) in spec.access_credentials.iter().enumerate() {
+        let by_agent = credential
+            .ssh_public_key
+            .as_ref()
+            .and_then(|k| k.propagation_method.as_ref())
+            .is_some_and(|m| m.qemu_guest_agent.is_some());
+        r.refuse_if(
+            by_agent,
+            &format!("accessCredentials[{i}].sshPublicKey.propagationMethod.qemuGuestAgent"),
+            "SSH keys through the guest agent",
+        );
+        r.refuse_if(
+            credential.user_password.is_some(),
+            &format!("accessCredentials[{i}].userPassword"),
+            "user passwords through the guest agent",
+        );
+    }
     r.refuse_if(
         !spec.resource_claims.is_empty(),
         "resourceClaims",

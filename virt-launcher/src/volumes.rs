@@ -1,5 +1,5 @@
 //! Preparing a VMI's volumes on the local machine before the domain is defined: containerDisk
-//! overlays, empty disks, host disks, cloud-init ISOs and kernel-boot artifacts.
+//! overlays, empty disks, host disks, cloud-init and config ISOs and kernel-boot artifacts.
 //!
 //! Images come from the local image store (see [`crate::image_store`]); their files are linked into
 //! the runtime directory at upstream's paths, so the rendered domain is the same as in a cluster.
@@ -10,8 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use kubevirt_api::quantity;
-use kubevirt_api::v1::{CloudInitSource, VirtualMachineInstance, VolumeSource};
+use kubevirt_api::v1::{VirtualMachineInstance, VolumeSource};
 
+use crate::cloud_init::{self, Flavor, Secrets};
 use crate::domain::PathLayout;
 use crate::image_store::{ContainerDiskError, ImageLocation, ImageStore, image_format};
 use crate::supervisor::reaper::{ReaperError, ToolRunner};
@@ -27,7 +28,7 @@ pub enum PrepareError {
         /// What is wrong.
         message: String,
     },
-    /// A tool (`qemu-img`, `genisoimage`) failed.
+    /// A tool (`qemu-img`, `xorrisofs`) failed.
     #[error("{tool} failed for {field}: {message}")]
     Tool {
         /// The tool.
@@ -119,7 +120,7 @@ pub enum Step {
         /// Size.
         bytes: u64,
     },
-    /// An ISO image (cloud-init).
+    /// An ISO image of generated files (a NoCloud seed).
     Iso {
         /// Field path of the volume.
         field: String,
@@ -127,8 +128,34 @@ pub enum Step {
         iso: PathBuf,
         /// Volume label.
         label: &'static str,
-        /// File names and contents.
-        files: Vec<(&'static str, Vec<u8>)>,
+        /// File paths (relative to the image root) and contents.
+        files: Vec<(String, Vec<u8>)>,
+    },
+    /// An ISO image of a mounted directory (ConfigMap, Secret, downward API, service account,
+    /// sysprep).
+    IsoOfDir {
+        /// Field path of the volume.
+        field: String,
+        /// The ISO.
+        iso: PathBuf,
+        /// Volume label.
+        label: String,
+        /// The directory.
+        dir: PathBuf,
+    },
+    /// A ConfigDrive ISO, made once the domain is defined (its metadata lists the tagged NICs'
+    /// PCI addresses).
+    ConfigDrive {
+        /// Field path of the volume.
+        field: String,
+        /// The ISO.
+        iso: PathBuf,
+        /// `meta_data.json`, without devices yet.
+        meta: crate::cloud_init::ConfigDriveMetadata,
+        /// The other files.
+        files: Vec<(String, Vec<u8>)>,
+        /// Interfaces whose addresses go into the metadata.
+        tagged: Vec<crate::cloud_init::TaggedInterface>,
     },
 }
 
@@ -184,12 +211,25 @@ pub fn plan(vmi: &VirtualMachineInstance, layout: &PathLayout, store: &ImageStor
                 });
             }
             VolumeSource::HostDisk(host) => plan.steps.extend(host_disk_step(&field, host)?),
-            VolumeSource::CloudInitNoCloud(data) => plan.steps.push(nocloud_step(vmi, layout, &field, data)?),
-            VolumeSource::CloudInitConfigDrive(_) => {
-                return Err(volume_error(
-                    &format!("{field}.cloudInitConfigDrive"),
-                    "ConfigDrive is not supported in local mode yet; use cloudInitNoCloud",
-                ));
+            VolumeSource::CloudInitNoCloud(data) => {
+                plan.steps.push(cloud_init::iso_step(
+                    vmi,
+                    layout,
+                    index,
+                    Flavor::NoCloud,
+                    data,
+                    Secrets::None,
+                )?);
+            }
+            VolumeSource::CloudInitConfigDrive(data) => {
+                plan.steps.push(cloud_init::iso_step(
+                    vmi,
+                    layout,
+                    index,
+                    Flavor::ConfigDrive,
+                    data,
+                    Secrets::None,
+                )?);
             }
             VolumeSource::Ephemeral(_)
             | VolumeSource::PersistentVolumeClaim(_)
@@ -205,7 +245,7 @@ pub fn plan(vmi: &VirtualMachineInstance, layout: &PathLayout, store: &ImageStor
                 return Err(volume_error(
                     &field,
                     format!(
-                        "volume {name} needs a Kubernetes cluster; local mode supports containerDisk, emptyDisk, hostDisk and cloudInitNoCloud"
+                        "volume {name} needs a Kubernetes cluster; local mode supports containerDisk, emptyDisk, hostDisk and cloud-init"
                     ),
                 ));
             }
@@ -214,7 +254,7 @@ pub fn plan(vmi: &VirtualMachineInstance, layout: &PathLayout, store: &ImageStor
     Ok(plan)
 }
 
-/// Applies the planned steps in order.
+/// Applies the planned steps in order, except those that wait for the defined domain.
 pub async fn apply(steps: &[Step], reaper: &impl ToolRunner) -> Result<(), PrepareError> {
     for step in steps {
         match step {
@@ -252,10 +292,43 @@ pub async fn apply(steps: &[Step], reaper: &impl ToolRunner) -> Result<(), Prepa
                 iso,
                 label,
                 files,
-            } => make_iso(reaper, field, iso, label, files).await?,
+            } => crate::iso::from_files(reaper, field, iso, label, files).await?,
+            Step::IsoOfDir { field, iso, label, dir } => crate::iso::from_dir(reaper, field, iso, label, dir).await?,
+            Step::ConfigDrive { .. } => {}
         }
     }
     Ok(())
+}
+
+/// Applies the steps that wait for the defined domain (`domain`, libvirt's XML of it).
+pub async fn apply_after_define(
+    steps: &[Step],
+    domain: &crate::domain::Domain,
+    reaper: &impl ToolRunner,
+) -> Result<(), PrepareError> {
+    for step in steps {
+        if let Step::ConfigDrive {
+            field,
+            iso,
+            meta,
+            files,
+            tagged,
+        } = step
+        {
+            let mut meta = meta.clone();
+            meta.devices = cloud_init::tagged_devices(domain, tagged);
+            let mut all = vec![("openstack/latest/meta_data.json".to_owned(), meta.to_json())];
+            all.extend(files.iter().cloned());
+            crate::iso::from_files(reaper, field, iso, "config-2", &all).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether any step waits for the defined domain.
+#[must_use]
+pub fn has_steps_after_define(steps: &[Step]) -> bool {
+    steps.iter().any(|s| matches!(s, Step::ConfigDrive { .. }))
 }
 
 fn create_parent(path: &Path) -> Result<(), PrepareError> {
@@ -265,7 +338,7 @@ fn create_parent(path: &Path) -> Result<(), PrepareError> {
     }
 }
 
-async fn run_tool(
+pub(crate) async fn run_tool(
     reaper: &impl ToolRunner,
     tool: &'static str,
     field: &str,
@@ -373,99 +446,8 @@ pub(crate) fn host_disk_step(
     }
 }
 
-/// The NoCloud ISO of `spec.volumes[..]` at `field`, at upstream's path.
-pub(crate) fn nocloud_step(
-    vmi: &VirtualMachineInstance,
-    layout: &PathLayout,
-    field: &str,
-    data: &CloudInitSource,
-) -> Result<Step, PrepareError> {
-    let namespace = vmi.metadata.namespace.as_deref().unwrap_or("default");
-    let vmi_name = vmi.metadata.name.as_deref().unwrap_or_default();
-    let meta = format!(
-        "instance-id: {}\nlocal-hostname: {}\n",
-        vmi.metadata.uid.as_deref().unwrap_or_default(),
-        vmi.spec.hostname.as_deref().unwrap_or(vmi_name)
-    );
-    Ok(Step::Iso {
-        field: field.to_owned(),
-        iso: PathBuf::from(layout.cloud_init_iso(namespace, vmi_name, "noCloud.iso")),
-        label: "cidata",
-        files: nocloud_files(&format!("{field}.cloudInitNoCloud"), data, meta)?,
-    })
-}
-
-/// The files of a NoCloud seed: `user-data`, `meta-data` and optionally `network-config`.
-fn nocloud_files(
-    field: &str,
-    data: &CloudInitSource,
-    meta: String,
-) -> Result<Vec<(&'static str, Vec<u8>)>, PrepareError> {
-    if data.secret_ref.is_some() || data.network_data_secret_ref.is_some() {
-        return Err(volume_error(
-            field,
-            "secret references need a Kubernetes cluster; give userData or userDataBase64",
-        ));
-    }
-    let decode = |key: &str, text: &str| {
-        decode_base64(text).ok_or_else(|| volume_error(&format!("{field}.{key}"), "is not valid base64"))
-    };
-    let user = match (&data.user_data, &data.user_data_base64) {
-        (Some(text), None) => text.clone().into_bytes(),
-        (None, Some(b64)) => decode("userDataBase64", b64)?,
-        (None, None) => Vec::new(),
-        (Some(_), Some(_)) => {
-            return Err(volume_error(
-                field,
-                "userData and userDataBase64 are mutually exclusive",
-            ));
-        }
-    };
-    let network = match (&data.network_data, &data.network_data_base64) {
-        (Some(text), None) => Some(text.clone().into_bytes()),
-        (None, Some(b64)) => Some(decode("networkDataBase64", b64)?),
-        (None, None) => None,
-        (Some(_), Some(_)) => {
-            return Err(volume_error(
-                field,
-                "networkData and networkDataBase64 are mutually exclusive",
-            ));
-        }
-    };
-    let mut files = vec![("user-data", user), ("meta-data", meta.into_bytes())];
-    if let Some(network) = network {
-        files.push(("network-config", network));
-    }
-    Ok(files)
-}
-
-async fn make_iso(
-    reaper: &impl ToolRunner,
-    field: &str,
-    iso: &Path,
-    label: &str,
-    files: &[(&str, Vec<u8>)],
-) -> Result<(), PrepareError> {
-    let staging = iso.with_extension("d");
-    std::fs::create_dir_all(&staging).map_err(io(&staging))?;
-    let mut command = Command::new("genisoimage");
-    command
-        .arg("-quiet")
-        .arg("-output")
-        .arg(iso)
-        .args(["-volid", label, "-joliet", "-rock"]);
-    for (name, content) in files {
-        let path = staging.join(name);
-        std::fs::write(&path, content).map_err(io(&path))?;
-        command.arg(&path);
-    }
-    let result = run_tool(reaper, "genisoimage", field, &mut command).await;
-    let _ = std::fs::remove_dir_all(&staging);
-    result
-}
-
 /// Standard base64 with optional padding and whitespace.
-fn decode_base64(text: &str) -> Option<Vec<u8>> {
+pub(crate) fn decode_base64(text: &str) -> Option<Vec<u8>> {
     let mut out = Vec::new();
     let (mut buffer, mut bits) = (0u32, 0u32);
     for byte in text.bytes().filter(|b| !b.is_ascii_whitespace() && *b != b'=') {

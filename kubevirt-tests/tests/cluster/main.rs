@@ -8,6 +8,7 @@
 //! `cargo test -p kubevirt-tests --test cluster -- --ignored --test-threads=1`.
 
 mod admission;
+mod config_volumes;
 mod dedicated_cpus;
 mod faults;
 mod install;

@@ -3,6 +3,7 @@
 //! resources, volumes and placement.
 //! Pure: the same VMI and configuration always give the same Pod.
 
+mod config_volumes;
 mod containers;
 mod resources;
 mod volumes;
@@ -181,7 +182,15 @@ pub fn render_launcher_pod(vmi: &VirtualMachineInstance, config: &PodConfig) -> 
     let name = vmi.metadata.name.clone().ok_or(RenderError::Identity("name"))?;
     let uid = vmi.metadata.uid.clone().ok_or(RenderError::Identity("uid"))?;
     let hugepages = resources::hugepage_size(vmi).is_some();
-    let (pod_volumes, mounts) = volumes::volumes(vmi, hugepages)?;
+    let (mut pod_volumes, mut mounts) = volumes::volumes(vmi, hugepages)?;
+    let config_volumes = config_volumes::config_volumes(vmi)?;
+    pod_volumes.extend(config_volumes.volumes);
+    mounts.extend(config_volumes.mounts);
+    // A serviceAccount volume's token reaches the guest through the kubelet's token mount.
+    let automount_token = config_volumes.service_account.is_some();
+    let service_account = config_volumes
+        .service_account
+        .or_else(|| vmi.spec.service_account_name.clone());
     let compute = containers::compute(vmi, config, resources::compute_resources(vmi, config), mounts);
     let mut pod_containers = vec![compute];
     pod_containers.extend(containers::disk_sidecars(vmi, config));
@@ -227,7 +236,8 @@ pub fn render_launcher_pod(vmi: &VirtualMachineInstance, config: &PodConfig) -> 
             dns_config: vmi.spec.dns_config.clone(),
             dns_policy: vmi.spec.dns_policy.clone(),
             enable_service_links: Some(false),
-            automount_service_account_token: Some(false),
+            service_account_name: service_account,
+            automount_service_account_token: Some(automount_token),
             security_context: Some(PodSecurityContext {
                 run_as_user: Some(0),
                 fs_group: Some(107),

@@ -72,6 +72,15 @@ pub fn volumes(vmi: &VirtualMachineInstance, hugepages: bool) -> Result<(Vec<Vol
     if has_container_disks(vmi) {
         volumes.push(empty_dir("virt-bin-share-dir"));
     }
+    add_hugepages(hugepages, &mut volumes, &mut mounts);
+    for (index, volume) in vmi.spec.volumes.iter().enumerate() {
+        add_volume(index, volume, &mut volumes, &mut mounts)?;
+    }
+    Ok((volumes, mounts))
+}
+
+/// The hugepages mount the guest's memory comes from.
+fn add_hugepages(hugepages: bool, volumes: &mut Vec<Volume>, mounts: &mut Vec<VolumeMount>) {
     if hugepages {
         volumes.push(Volume {
             name: "hugepages".to_owned(),
@@ -83,72 +92,84 @@ pub fn volumes(vmi: &VirtualMachineInstance, hugepages: bool) -> Result<(Vec<Vol
         });
         mounts.push(mount("hugepages", "/dev/hugepages"));
     }
-    for (index, volume) in vmi.spec.volumes.iter().enumerate() {
-        let field = format!("spec.volumes[{index}]");
-        let source = volume.source().map_err(|e| RenderError::Volume {
-            field: field.clone(),
-            message: e.to_string(),
-        })?;
-        let disk_dir = format!("{PRIVATE_DIR}/vmi-disks/{}", volume.name);
-        let claim = |claim_name: &str, read_only: Option<bool>| Volume {
-            name: volume.name.clone(),
-            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
-                claim_name: claim_name.to_owned(),
-                read_only,
-            }),
-            ..Volume::default()
-        };
-        match source {
-            VolumeSource::PersistentVolumeClaim(pvc) => {
-                volumes.push(claim(&pvc.claim_name, pvc.read_only));
+}
+
+/// The pod volume and mount of `spec.volumes[index]`, for the kinds the kubelet provides.
+fn add_volume(
+    index: usize,
+    volume: &kubevirt_api::v1::Volume,
+    volumes: &mut Vec<Volume>,
+    mounts: &mut Vec<VolumeMount>,
+) -> Result<(), RenderError> {
+    let field = format!("spec.volumes[{index}]");
+    let source = volume.source().map_err(|e| RenderError::Volume {
+        field: field.clone(),
+        message: e.to_string(),
+    })?;
+    let disk_dir = format!("{PRIVATE_DIR}/vmi-disks/{}", volume.name);
+    let claim = |claim_name: &str, read_only: Option<bool>| Volume {
+        name: volume.name.clone(),
+        persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+            claim_name: claim_name.to_owned(),
+            read_only,
+        }),
+        ..Volume::default()
+    };
+    match source {
+        VolumeSource::PersistentVolumeClaim(pvc) => {
+            volumes.push(claim(&pvc.claim_name, pvc.read_only));
+            mounts.push(mount(&volume.name, &disk_dir));
+        }
+        VolumeSource::Ephemeral(ephemeral) => {
+            if let Some(pvc) = &ephemeral.persistent_volume_claim {
+                volumes.push(claim(&pvc.claim_name, Some(true)));
                 mounts.push(mount(&volume.name, &disk_dir));
-            }
-            VolumeSource::Ephemeral(ephemeral) => {
-                if let Some(pvc) = &ephemeral.persistent_volume_claim {
-                    volumes.push(claim(&pvc.claim_name, Some(true)));
-                    mounts.push(mount(&volume.name, &disk_dir));
-                }
-            }
-            VolumeSource::DataVolume(dv) => {
-                volumes.push(claim(&dv.name, None));
-                mounts.push(mount(&volume.name, &disk_dir));
-            }
-            VolumeSource::HostDisk(host) => {
-                let dir = std::path::Path::new(&host.path)
-                    .parent()
-                    .map(|p| p.display().to_string())
-                    .filter(|p| !p.is_empty())
-                    .ok_or_else(|| RenderError::Volume {
-                        field: format!("{field}.hostDisk.path"),
-                        message: format!("{} has no directory", host.path),
-                    })?;
-                let kind = if host.disk_type == "DiskOrCreate" {
-                    "DirectoryOrCreate"
-                } else {
-                    "Directory"
-                };
-                volumes.push(Volume {
-                    name: volume.name.clone(),
-                    host_path: Some(HostPathVolumeSource {
-                        path: dir,
-                        type_: Some(kind.to_owned()),
-                    }),
-                    ..Volume::default()
-                });
-                mounts.push(mount(&volume.name, &disk_dir));
-            }
-            // Served by sidecars or made by the launcher itself.
-            VolumeSource::ContainerDisk(_)
-            | VolumeSource::CloudInitNoCloud(_)
-            | VolumeSource::CloudInitConfigDrive(_)
-            | VolumeSource::EmptyDisk(_) => {}
-            _ => {
-                return Err(RenderError::Volume {
-                    field,
-                    message: format!("volume {} is of a kind the launcher does not support yet", volume.name),
-                });
             }
         }
+        VolumeSource::DataVolume(dv) => {
+            volumes.push(claim(&dv.name, None));
+            mounts.push(mount(&volume.name, &disk_dir));
+        }
+        VolumeSource::HostDisk(host) => {
+            let dir = std::path::Path::new(&host.path)
+                .parent()
+                .map(|p| p.display().to_string())
+                .filter(|p| !p.is_empty())
+                .ok_or_else(|| RenderError::Volume {
+                    field: format!("{field}.hostDisk.path"),
+                    message: format!("{} has no directory", host.path),
+                })?;
+            let kind = if host.disk_type == "DiskOrCreate" {
+                "DirectoryOrCreate"
+            } else {
+                "Directory"
+            };
+            volumes.push(Volume {
+                name: volume.name.clone(),
+                host_path: Some(HostPathVolumeSource {
+                    path: dir,
+                    type_: Some(kind.to_owned()),
+                }),
+                ..Volume::default()
+            });
+            mounts.push(mount(&volume.name, &disk_dir));
+        }
+        // Served by sidecars or made by the launcher itself; config volumes in config_volumes.rs.
+        VolumeSource::ContainerDisk(_)
+        | VolumeSource::CloudInitNoCloud(_)
+        | VolumeSource::CloudInitConfigDrive(_)
+        | VolumeSource::EmptyDisk(_)
+        | VolumeSource::ConfigMap(_)
+        | VolumeSource::Secret(_)
+        | VolumeSource::DownwardApi(_)
+        | VolumeSource::Sysprep(_)
+        | VolumeSource::ServiceAccount(_) => {}
+        _ => {
+            return Err(RenderError::Volume {
+                field,
+                message: format!("volume {} is of a kind the launcher does not support yet", volume.name),
+            });
+        }
     }
-    Ok((volumes, mounts))
+    Ok(())
 }

@@ -8,9 +8,11 @@ use std::path::{Path, PathBuf};
 use kubevirt_api::quantity;
 use kubevirt_api::v1::{VirtualMachineInstance, VolumeSource};
 
+use super::config_disks::config_disk_step;
+use crate::cloud_init::{self, Flavor, Secrets};
 use crate::domain::PathLayout;
 use crate::image_store::image_format;
-use crate::volumes::{Plan, PrepareError, Step, host_disk_step, io, nocloud_step, volume_error};
+use crate::volumes::{Plan, PrepareError, Step, host_disk_step, io, volume_error};
 
 /// Volumes planned for a pod, and which claims are block devices.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -97,16 +99,30 @@ pub fn plan_in_pod(
                 in_pod.path = format!("{}/{base}", layout.vmi_disk_dir(name));
                 pod.plan.steps.extend(host_disk_step(&field, &in_pod)?);
             }
-            VolumeSource::CloudInitNoCloud(data) => pod.plan.steps.push(nocloud_step(vmi, layout, &field, data)?),
-            VolumeSource::CloudInitConfigDrive(_)
-            | VolumeSource::ConfigMap(_)
+            VolumeSource::CloudInitNoCloud(data) => pod.plan.steps.push(cloud_init::iso_step(
+                vmi,
+                layout,
+                index,
+                Flavor::NoCloud,
+                data,
+                Secrets::Pod(layout),
+            )?),
+            VolumeSource::CloudInitConfigDrive(data) => pod.plan.steps.push(cloud_init::iso_step(
+                vmi,
+                layout,
+                index,
+                Flavor::ConfigDrive,
+                data,
+                Secrets::Pod(layout),
+            )?),
+            source @ (VolumeSource::ConfigMap(_)
             | VolumeSource::Secret(_)
             | VolumeSource::ServiceAccount(_)
             | VolumeSource::DownwardApi(_)
-            | VolumeSource::DownwardMetrics
-            | VolumeSource::Sysprep(_)
-            | VolumeSource::MemoryDump(_)
-            | VolumeSource::ContainerPath(_) => {
+            | VolumeSource::Sysprep(_)) => {
+                pod.plan.steps.extend(config_disk_step(vmi, layout, index, &source)?);
+            }
+            VolumeSource::DownwardMetrics | VolumeSource::MemoryDump(_) | VolumeSource::ContainerPath(_) => {
                 return Err(volume_error(
                     &field,
                     format!("volume {name}: this volume kind is not supported by the kubevirt-rs launcher yet"),

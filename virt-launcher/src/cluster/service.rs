@@ -172,13 +172,20 @@ impl<M: DomainManager + 'static, R: ToolRunner + 'static> LauncherService<M, R> 
             std::fs::create_dir_all(&private).map_err(|e| internal(format!("cannot create {private}: {e}")))?;
             let pod = plan_in_pod(&vmi, &ctx.layout, &formats).map_err(|e| Status::invalid_argument(e.to_string()))?;
             volumes::apply(&pod.plan.steps, &self.tools).await.map_err(internal)?;
-            ctx.container_disk_formats = pod.plan.container_disk_formats;
+            ctx.container_disk_formats = pod.plan.container_disk_formats.clone();
             ctx.block_volumes = pod.block_volumes;
             ctx.interface_links = self.serve_pod_network(&vmi, std::path::Path::new(&private))?;
             let domain = render(&vmi, &ctx).map_err(|e| Status::invalid_argument(e.to_string()))?;
             let xml = domain.to_xml().map_err(internal)?;
             self.manager.define(xml).await.map_err(internal)?;
             info!(domain = %domain.name, "domain defined");
+            if volumes::has_steps_after_define(&pod.plan.steps) {
+                let live = self.manager.live_xml().await.map_err(internal)?;
+                let defined = crate::domain::Domain::from_xml(&live).map_err(internal)?;
+                volumes::apply_after_define(&pod.plan.steps, &defined, &self.tools)
+                    .await
+                    .map_err(internal)?;
+            }
         }
         let has_run = vmi
             .status

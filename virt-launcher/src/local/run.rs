@@ -276,6 +276,9 @@ async fn run_with(
             let booted = Booted {
                 daemons: &daemons,
                 runtime: &prelude.runtime,
+                after_define: &prelude.volumes.steps,
+                reaper,
+                path: &path,
             };
             boot_and_supervise(&manager, xml, paused, &booted, &mut events, &mut stops, policy).await
         }
@@ -292,6 +295,11 @@ async fn run_with(
 struct Booted<'a> {
     daemons: &'a LibvirtDaemons,
     runtime: &'a RuntimeDir,
+    /// Volume steps that wait for the defined domain (ConfigDrive).
+    after_define: &'a [volumes::Step],
+    reaper: &'a Reaper,
+    /// The manifest, for errors.
+    path: &'a str,
 }
 
 async fn boot_and_supervise<M: DomainManager>(
@@ -305,6 +313,15 @@ async fn boot_and_supervise<M: DomainManager>(
 ) -> Result<VirtualMachineInstancePhase, RunError> {
     manager.define(xml).await?;
     tracing::debug!("domain defined");
+    if volumes::has_steps_after_define(booted.after_define) {
+        let defined = Domain::from_xml(&manager.live_xml().await?)?;
+        volumes::apply_after_define(booted.after_define, &defined, booted.reaper)
+            .await
+            .map_err(|source| RunError::Prepare {
+                path: booted.path.to_owned(),
+                source,
+            })?;
+    }
     manager.start(paused).await?;
     info!(paused, "domain started");
     booted.daemons.record_capabilities();
