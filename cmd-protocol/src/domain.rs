@@ -38,6 +38,20 @@ pub struct DomainMetadata {
     /// The launcher's container image, as its pod declares it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub launcher_image: Option<String>,
+    /// How the last propagation of access credentials through the guest agent went.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_credential: Option<AccessCredentialStatus>,
+}
+
+/// The outcome of propagating access credentials through the guest agent.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AccessCredentialStatus {
+    /// Everything reached the guest.
+    pub succeeded: bool,
+    /// What went wrong.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
 }
 
 /// `spec` of a [`DomainSnapshot`].

@@ -286,23 +286,6 @@ fn scheduling_and_guest(spec: &VirtualMachineInstanceSpec, r: &mut Refusals<'_>)
     );
     r.refuse_if(spec.liveness_probe.is_some(), "livenessProbe", "liveness probes");
     r.refuse_if(spec.readiness_probe.is_some(), "readinessProbe", "readiness probes");
-    for (i, credential) in spec.access_credentials.iter().enumerate() {
-        let by_agent = credential
-            .ssh_public_key
-            .as_ref()
-            .and_then(|k| k.propagation_method.as_ref())
-            .is_some_and(|m| m.qemu_guest_agent.is_some());
-        r.refuse_if(
-            by_agent,
-            &format!("accessCredentials[{i}].sshPublicKey.propagationMethod.qemuGuestAgent"),
-            "SSH keys through the guest agent",
-        );
-        r.refuse_if(
-            credential.user_password.is_some(),
-            &format!("accessCredentials[{i}].userPassword"),
-            "user passwords through the guest agent",
-        );
-    }
     r.refuse_if(
         !spec.resource_claims.is_empty(),
         "resourceClaims",

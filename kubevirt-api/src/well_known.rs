@@ -75,6 +75,8 @@ pub mod conditions {
     pub const PAUSED: &str = "Paused";
     /// The guest agent is connected.
     pub const AGENT_CONNECTED: &str = "AgentConnected";
+    /// Access credentials reached the guest through its agent.
+    pub const ACCESS_CREDENTIALS_SYNCHRONIZED: &str = "AccessCredentialsSynchronized";
     /// The VMI can be live-migrated.
     pub const LIVE_MIGRATABLE: &str = "LiveMigratable";
     /// On VMs: the VMI failed to start.

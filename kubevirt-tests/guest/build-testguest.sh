@@ -2,7 +2,8 @@
 # Builds the kubevirt-rs test guest from Debian packages and installs it into the local image store.
 #
 #   kernel     linux-image-cloud-amd64 (extracted with dpkg-deb -x, never installed)
-#   initramfs  busybox-static plus the kernel modules the guest needs, with kubevirt-tests/guest/init
+#   initramfs  busybox-static plus the kernel modules the guest needs, with kubevirt-tests/guest/init,
+#              and qemu-guest-agent's qemu-ga with the host's copies of its libraries
 #   disk       a small qcow2 image made with qemu-img, whose first line is a label the guest prints
 #
 # Outputs, under $KUBEVIRT_RS_CACHE (default /var/cache/kubevirt-rs)/testguest:
@@ -45,9 +46,19 @@ if [ -z "$kernel_deb" ]; then
     [ -n "$kernel_deb" ] || die "apt-get download $kernel_pkg failed"
 fi
 
+# The guest agent package, downloaded once (its libraries come from the host, which has them
+# through qemu-system-x86).
+agent_deb=$(ls "$cache"/debs/qemu-guest-agent_*.deb 2>/dev/null | sort -V | tail -n 1 || true)
+if [ -z "$agent_deb" ]; then
+    echo "build-testguest: downloading qemu-guest-agent"
+    (cd "$cache/debs" && apt-get download -q qemu-guest-agent 2>&1 | grep -v 'unsandboxed' || true)
+    agent_deb=$(ls "$cache"/debs/qemu-guest-agent_*.deb 2>/dev/null | tail -n 1 || true)
+    [ -n "$agent_deb" ] || die "apt-get download qemu-guest-agent failed"
+fi
+
 # 2. Skip everything when nothing changed since the last build.
-stamp_inputs="$(sha256sum "$here/init" "$here/udhcpc.script" "$0" | awk '{print $1}' | tr '\n' ' ')"
-stamp_inputs+="$(basename "$kernel_deb") $(dpkg-query -W -f='${Version}' busybox-static) ${modules[*]}"
+stamp_inputs="$(sha256sum "$here/init" "$here/udhcpc.script" "$here/chpasswd" "$0" | awk '{print $1}' | tr '\n' ' ')"
+stamp_inputs+="$(basename "$kernel_deb") $(basename "$agent_deb") $(dpkg-query -W -f='${Version}' busybox-static) ${modules[*]}"
 if [ -f "$cache/stamp" ] && [ "$(cat "$cache/stamp")" = "$stamp_inputs" ] \
     && [ -f "$image_dir/boot/vmlinuz" ] && [ -f "$image_dir/boot/initrd.img" ] \
     && [ -f "$image_dir/disk/testguest.qcow2" ]; then
@@ -100,6 +111,22 @@ for m in "${order[@]}"; do
     esac
     echo "$m" >> "$root/etc/modules-order"
 done
+# The guest agent and the libraries it links, at the same paths; a root user for it to manage.
+dpkg-deb -x "$agent_deb" "$work/agent"
+install -m 0755 "$work/agent/usr/sbin/qemu-ga" "$root/usr/sbin/qemu-ga"
+libraries=$(ldd "$work/agent/usr/sbin/qemu-ga" | awk '/=> \// {print $3} /^[[:space:]]*\/lib/ {print $1}') \
+    || die "cannot list the libraries of qemu-ga"
+for library in $libraries; do
+    [ -e "$library" ] || die "qemu-ga needs $library, which this host lacks: run 'make deps'"
+    mkdir -p "$root$(dirname "$library")"
+    cp -L "$library" "$root$library"
+done
+mkdir -p "$root/root" "$root/run" "$root/var/run"
+echo 'root:x:0:0:root:/root:/bin/sh' > "$root/etc/passwd"
+echo 'root:x:0:' > "$root/etc/group"
+echo 'root:*:19000:0:99999:7:::' > "$root/etc/shadow"
+chmod 0600 "$root/etc/shadow"
+install -m 0755 "$here/chpasswd" "$root/sbin/chpasswd"
 install -m 0755 "$here/init" "$root/init"
 install -m 0755 "$here/udhcpc.script" "$root/etc/udhcpc.script"
 (cd "$root" && find . -print0 | cpio --null -o -H newc --quiet | gzip -9) > "$work/initrd.img"

@@ -19,7 +19,7 @@ use crate::cluster_api::{ApiError, ClusterApi, VmiEvent};
 use crate::launchers::{LauncherError, Launchers, Presence};
 use crate::notify_server::DomainNotification;
 use crate::plan::{LauncherState, Observation, Step, phase_event, plan};
-use crate::status::{LauncherView, next_status};
+use crate::status::{LauncherView, access_credentials_event, next_status};
 
 /// How the reconciler behaves.
 #[derive(Clone, Debug)]
@@ -413,6 +413,7 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
         }
         let old_phase = vmi.status.as_ref().and_then(|s| s.phase);
         let new_phase = status.phase;
+        let credentials_event = access_credentials_event(vmi.status.as_ref(), &status);
         let mut updated = Box::new(vmi.as_ref().clone());
         updated.status = Some(status);
         match self.api.update_vmi_status(&updated).await {
@@ -423,6 +424,9 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
                     if let Some(event) = new_phase.and_then(phase_event) {
                         self.record(key, event).await;
                     }
+                }
+                if let Some(event) = credentials_event {
+                    self.record(key, event).await;
                 }
                 None
             }

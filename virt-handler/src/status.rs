@@ -188,7 +188,53 @@ pub fn next_status(
         _ => None,
     };
     set_condition(&mut status.conditions, conditions::AGENT_CONNECTED, agent, now);
+    if let Some(report) = domain.and_then(|d| d.metadata.access_credential.as_ref()) {
+        let state = if report.succeeded {
+            conditions::TRUE
+        } else {
+            conditions::FALSE
+        };
+        let wanted = Some((state, "", report.message.as_str()));
+        set_condition(
+            &mut status.conditions,
+            conditions::ACCESS_CREDENTIALS_SYNCHRONIZED,
+            wanted,
+            now,
+        );
+    }
     status
+}
+
+/// The event for a changed `AccessCredentialsSynchronized` condition, as upstream records it.
+#[must_use]
+pub fn access_credentials_event(
+    old: Option<&VirtualMachineInstanceStatus>,
+    new: &VirtualMachineInstanceStatus,
+) -> Option<crate::cluster_api::VmiEvent> {
+    let find = |status: &VirtualMachineInstanceStatus| {
+        status
+            .conditions
+            .iter()
+            .find(|c| c.condition_type == conditions::ACCESS_CREDENTIALS_SYNCHRONIZED)
+            .map(|c| (c.status.clone(), c.message.clone().unwrap_or_default()))
+    };
+    let (state, message) = find(new)?;
+    if old.and_then(find) == Some((state.clone(), message.clone())) {
+        return None;
+    }
+    Some(if state == conditions::TRUE {
+        let text = if message.is_empty() {
+            "Access credentials sync successful.".to_owned()
+        } else {
+            format!("Access credentials sync successful: {message}")
+        };
+        crate::cluster_api::VmiEvent::normal("AccessCredentialsSyncSuccess", text)
+    } else {
+        crate::cluster_api::VmiEvent::warning(
+            "AccessCredentialsSyncFailed",
+            format!("Access credentials sync failed: {message}"),
+        )
+    })
 }
 
 /// `status.reason` of a VMI whose launcher stopped answering.
@@ -326,6 +372,71 @@ mod tests {
         let unresponsive = next_status(&vmi, "node1", None, LauncherView::Unresponsive, &now, &BTreeMap::new());
         assert_eq!(unresponsive.phase, Some(Phase::Failed));
         assert_eq!(unresponsive.reason.as_deref(), Some("LauncherUnresponsive"));
+    }
+
+    #[test]
+    fn the_guest_agent_credentials_outcome_is_a_condition_with_an_event_per_change() {
+        let vmi = VirtualMachineInstance {
+            status: Some(VirtualMachineInstanceStatus {
+                phase: Some(Phase::Running),
+                ..Default::default()
+            }),
+            ..VirtualMachineInstance::default()
+        };
+        let now = Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
+        let with = |succeeded: bool, message: &str| {
+            let mut running = domain(DomainState::Running, StateReason::Unknown);
+            running.metadata.access_credential = Some(cmd_protocol::domain::AccessCredentialStatus {
+                succeeded,
+                message: message.to_owned(),
+            });
+            next_status(
+                &vmi,
+                "node1",
+                Some(&running),
+                LauncherView::Responsive,
+                &now,
+                &BTreeMap::new(),
+            )
+        };
+        let condition = |status: &VirtualMachineInstanceStatus| {
+            status
+                .conditions
+                .iter()
+                .find(|c| c.condition_type == "AccessCredentialsSynchronized")
+                .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+        };
+        let offline = with(false, "Guest agent is offline");
+        assert_eq!(
+            condition(&offline),
+            Some(("False".to_owned(), None, Some("Guest agent is offline".to_owned())))
+        );
+        let event = access_credentials_event(vmi.status.as_ref(), &offline).expect("an event");
+        assert_eq!(
+            (event.event_type, event.reason.as_str(), event.message.as_str()),
+            (
+                "Warning",
+                "AccessCredentialsSyncFailed",
+                "Access credentials sync failed: Guest agent is offline"
+            )
+        );
+        assert_eq!(access_credentials_event(Some(&offline), &offline), None, "unchanged");
+        let synced = with(true, "");
+        assert_eq!(condition(&synced), Some(("True".to_owned(), None, None)));
+        let event = access_credentials_event(Some(&offline), &synced).expect("an event");
+        assert_eq!(
+            (event.reason.as_str(), event.message.as_str()),
+            ("AccessCredentialsSyncSuccess", "Access credentials sync successful.")
+        );
+        let without = next_status(
+            &vmi,
+            "node1",
+            Some(&domain(DomainState::Running, StateReason::Unknown)),
+            LauncherView::Responsive,
+            &now,
+            &BTreeMap::new(),
+        );
+        assert_eq!(condition(&without), None, "no guest agent credentials, no condition");
     }
 
     #[test]

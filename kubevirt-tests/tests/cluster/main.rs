@@ -7,6 +7,7 @@
 //! cluster up and runs them (scripts/test-cluster.sh):
 //! `cargo test -p kubevirt-tests --test cluster -- --ignored --test-threads=1`.
 
+mod access_credentials;
 mod admission;
 mod config_volumes;
 mod dedicated_cpus;

@@ -1,6 +1,7 @@
 //! Cluster mode: the launcher inside its pod serves `kubevirt.cmd.v1.Cmd` on its socket and runs
 //! the domain virt-handler asks for.
 
+pub mod access_credentials;
 pub mod config_disks;
 pub mod notify;
 pub mod pod_volumes;

@@ -138,6 +138,34 @@ fn forward_events<M: DomainManager + 'static, R: ToolRunner + 'static>(
     })
 }
 
+/// Not a libvirt event: the access credentials' outcome changed, so the handler gets a fresh
+/// snapshot.
+pub const ACCESS_CREDENTIALS_EVENT: i32 = -1;
+
+/// Propagates guest agent access credentials every tick until `finish`, announcing a changed
+/// outcome as a domain event.
+fn propagate_access_credentials<M: DomainManager + 'static, R: ToolRunner + 'static>(
+    service: Arc<LauncherService<M, R>>,
+    events: UnboundedSender<LifecycleEvent>,
+    finish: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(super::access_credentials::TICK);
+        loop {
+            tokio::select! {
+                () = finish.cancelled() => break,
+                _ = ticks.tick() => {}
+            }
+            if service.sync_access_credentials().await {
+                let _ = events.send(LifecycleEvent {
+                    event: ACCESS_CREDENTIALS_EVENT,
+                    detail: 0,
+                });
+            }
+        }
+    })
+}
+
 /// Waits until the stopped domain is deleted (virt-handler's Delete, once it wrote the final
 /// phase), at most `window`.
 async fn wait_for_handover<M: DomainManager>(manager: &M, window: Duration) {
@@ -196,6 +224,7 @@ async fn serve(options: &ServeOptions, paths: &DaemonPaths) -> Result<(), String
     let domain_name = format!("{}_{}", options.namespace, options.name);
     let (events_tx, lifecycle) = tokio::sync::mpsc::unbounded_channel();
     let outcome = async {
+        let credentials_changed = events_tx.clone();
         let manager =
             Arc::new(LibvirtDomainManager::new(&paths.uri(), &domain_name, events_tx).map_err(|e| error(&e))?);
         manager.connect().await.map_err(|e| error(&e))?;
@@ -211,6 +240,7 @@ async fn serve(options: &ServeOptions, paths: &DaemonPaths) -> Result<(), String
         let (to_stop_loop, mut events) = tokio::sync::mpsc::unbounded_channel();
         let finish = CancellationToken::new();
         let forwarder = forward_events(options, service.clone(), lifecycle, to_stop_loop, finish.clone());
+        let credentials = propagate_access_credentials(service.clone(), credentials_changed, finish.clone());
         let incoming = listen(&options.socket_dir().join(INIT_SOCKET)).map_err(|e| error(&e))?;
         let server = tokio::spawn(
             tonic::transport::Server::builder()
@@ -237,6 +267,7 @@ async fn serve(options: &ServeOptions, paths: &DaemonPaths) -> Result<(), String
         server.abort();
         teardown(manager.as_ref(), &domain_name).await;
         finish.cancel();
+        credentials.abort();
         if tokio::time::timeout(LAST_EVENTS_TIMEOUT, forwarder).await.is_err() {
             warn!("the last domain events did not reach virt-handler in time");
         }

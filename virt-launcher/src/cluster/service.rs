@@ -16,6 +16,7 @@ use kubevirt_api::v1::VirtualMachineInstance;
 use tonic::{Request, Status};
 use tracing::{info, instrument};
 
+use super::access_credentials;
 use super::pod_volumes::plan_in_pod;
 use super::snapshot::summarize;
 use crate::domain::{ConvertContext, InterfaceLink, render};
@@ -30,6 +31,7 @@ use crate::volumes;
 struct Remembered {
     vmi: Option<VirtualMachineInstance>,
     graceful_shutdown_started: Option<String>,
+    access_credential: Option<access_credentials::Report>,
 }
 
 /// The command service over one domain.
@@ -42,6 +44,7 @@ pub struct LauncherService<M, R> {
     remembered: Arc<Mutex<Remembered>>,
     sync: tokio::sync::Mutex<()>,
     dhcp: Mutex<Option<DhcpServer>>,
+    credentials: tokio::sync::Mutex<access_credentials::Propagation>,
 }
 
 type Reply<T> = Result<tonic::Response<T>, Status>;
@@ -75,6 +78,7 @@ impl<M: DomainManager + 'static, R: ToolRunner + 'static> LauncherService<M, R> 
             remembered: Arc::default(),
             sync: tokio::sync::Mutex::new(()),
             dhcp: Mutex::new(None),
+            credentials: tokio::sync::Mutex::default(),
         }
     }
 
@@ -202,6 +206,38 @@ impl<M: DomainManager + 'static, R: ToolRunner + 'static> LauncherService<M, R> 
         Ok(())
     }
 
+    /// Propagates the access credentials that go through the guest agent when they changed, or
+    /// are due again, while the domain runs. Returns whether the outcome the handler sees changed.
+    pub async fn sync_access_credentials(&self) -> bool {
+        let Some(vmi) = self.remembered().vmi.clone().filter(access_credentials::uses_agent) else {
+            return false;
+        };
+        if !matches!(self.manager.status().await, Ok(s) if s.state == DomainState::Running) {
+            return false;
+        }
+        let mut propagation = self.credentials.lock().await;
+        let now = std::time::Instant::now();
+        let report = match access_credentials::read_desired(&vmi, &self.base.layout) {
+            Err(message) => access_credentials::Report {
+                succeeded: false,
+                message,
+            },
+            Ok(desired) if propagation.is_due(&desired, now) => {
+                let report = access_credentials::propagate(self.manager.as_ref(), &desired).await;
+                propagation.record(desired, &report, now);
+                report
+            }
+            Ok(_) => return false,
+        };
+        let mut remembered = self.remembered();
+        let changed = remembered.access_credential.as_ref() != Some(&report);
+        if changed {
+            info!(succeeded = report.succeeded, message = %report.message, "access credentials propagated");
+        }
+        remembered.access_credential = Some(report);
+        changed
+    }
+
     /// How a stop request (SIGTERM) stops the domain: within `grace`, with the power button only
     /// when the defined domain has ACPI; without ACPI it is killed at once, as in local mode. A
     /// domain whose XML cannot be read is assumed to have ACPI: the grace period then ends in a
@@ -239,6 +275,7 @@ impl<M: DomainManager + 'static, R: ToolRunner + 'static> LauncherService<M, R> 
                 grace_period_seconds: vmi.map(VirtualMachineInstance::termination_grace_period_seconds),
                 graceful_shutdown_started: remembered.graceful_shutdown_started.clone(),
                 launcher_image: self.launcher_image.clone(),
+                access_credential: remembered.access_credential.clone(),
             },
             spec: summarize(&live_xml),
             status: DomainStatusSnapshot::from_state(status.state, status.reason),

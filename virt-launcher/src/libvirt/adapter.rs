@@ -155,6 +155,9 @@ impl LibvirtDomainManager {
                         message: e.message().to_owned(),
                     })
                 }
+                Err(error) if is_agent_unavailable(&error) => Err(DomainError::AgentUnavailable {
+                    message: error.message().to_owned(),
+                }),
                 Err(error) => Err(DomainError::Libvirt {
                     operation,
                     message: error.message().to_owned(),
@@ -331,4 +334,27 @@ impl DomainManager for LibvirtDomainManager {
         self.with_domain("get XML", |conn, name| lookup(conn, name)?.xml_desc(0))
             .await
     }
+
+    async fn set_authorized_keys(&self, user: String, keys: Vec<String>) -> Result<(), DomainError> {
+        self.with_domain("set SSH keys", move |conn, name| {
+            ffi::set_authorized_ssh_keys(&lookup(conn, name)?, &user, &keys)
+        })
+        .await
+    }
+
+    async fn set_user_password(&self, user: String, password: String) -> Result<(), DomainError> {
+        self.with_domain("set user password", move |conn, name| {
+            lookup(conn, name)?.set_user_password(&user, &password, 0)
+        })
+        .await
+    }
+}
+
+/// libvirt's "guest agent is not connected" and "not responding" errors.
+fn is_agent_unavailable(error: &virt::error::Error) -> bool {
+    use virt::error::{ErrorNumber, ErrorNumberEnum};
+    matches!(
+        error.code(),
+        ErrorNumberEnum::Known(ErrorNumber::AgentUnresponsive | ErrorNumber::AgentUnsynced)
+    )
 }

@@ -23,6 +23,8 @@ struct Inner {
     acpi: AcpiBehaviour,
     calls: Vec<&'static str>,
     xml: String,
+    agent_connected: bool,
+    guest_credentials: Vec<(String, String)>,
 }
 
 /// The fake.
@@ -42,9 +44,36 @@ impl FakeDomainManager {
                 acpi,
                 calls: Vec::new(),
                 xml: String::new(),
+                agent_connected: true,
+                guest_credentials: Vec::new(),
             }),
             events,
         }
+    }
+
+    /// Connects or disconnects the fake guest agent.
+    pub fn set_agent_connected(&self, connected: bool) {
+        self.lock().agent_connected = connected;
+    }
+
+    /// What the guest agent was told, in order: `("keys <user>", "<key>\n<key>")` and
+    /// `("password <user>", "<password>")`.
+    #[must_use]
+    pub fn guest_credentials(&self) -> Vec<(String, String)> {
+        self.lock().guest_credentials.clone()
+    }
+
+    fn agent(&self, call: &'static str, what: String, value: String) -> Result<(), DomainError> {
+        let status = self.record(call);
+        Self::need(status, call, status.state == DomainState::Running)?;
+        let mut inner = self.lock();
+        if !inner.agent_connected {
+            return Err(DomainError::AgentUnavailable {
+                message: "QEMU guest agent is not connected".to_owned(),
+            });
+        }
+        inner.guest_credentials.push((what, value));
+        Ok(())
     }
 
     /// Every call made so far, in order.
@@ -203,5 +232,13 @@ impl DomainManager for FakeDomainManager {
         let status = self.lock().status;
         Self::need(status, "get XML", status != DomainStatus::NON_EXISTENT)?;
         Ok(self.lock().xml.clone())
+    }
+
+    async fn set_authorized_keys(&self, user: String, keys: Vec<String>) -> Result<(), DomainError> {
+        self.agent("set SSH keys", format!("keys {user}"), keys.join("\n"))
+    }
+
+    async fn set_user_password(&self, user: String, password: String) -> Result<(), DomainError> {
+        self.agent("set user password", format!("password {user}"), password)
     }
 }

@@ -1,5 +1,6 @@
 //! The few libvirt calls the `virt` crate does not wrap (docs/dependencies.md, "What virt does not
-//! wrap"): lifecycle event registration and the raw domain state. This is the only module with
+//! wrap"): lifecycle event registration, the raw domain state and the guest's SSH authorized keys.
+//! This is the only module with
 //! `unsafe` code.
 #![allow(unsafe_code)]
 
@@ -89,4 +90,24 @@ pub fn domain_state(domain: &Domain) -> Result<(u32, u32), Error> {
         return Err(Error::last_error());
     }
     Ok((u32::try_from(state).unwrap_or(0), u32::try_from(reason).unwrap_or(0)))
+}
+
+/// `virDomainAuthorizedSSHKeysSet` with no flags: replaces `user`'s authorized keys in the guest
+/// (through the guest agent) with `keys`.
+pub fn set_authorized_ssh_keys(domain: &Domain, user: &str, keys: &[String]) -> Result<(), Error> {
+    let user = std::ffi::CString::new(user)?;
+    let keys: Vec<std::ffi::CString> = keys
+        .iter()
+        .map(|k| std::ffi::CString::new(k.as_str()))
+        .collect::<Result<_, _>>()?;
+    let mut pointers: Vec<*const std::os::raw::c_char> = keys.iter().map(|k| k.as_ptr()).collect();
+    let count = std::os::raw::c_uint::try_from(pointers.len()).unwrap_or(std::os::raw::c_uint::MAX);
+    // SAFETY: the domain handle is live; `user` and every key are NUL-terminated strings that
+    // outlive the call, and `pointers` holds `count` valid pointers to them.
+    let rc =
+        unsafe { sys::virDomainAuthorizedSSHKeysSet(domain.as_ptr(), user.as_ptr(), pointers.as_mut_ptr(), count, 0) };
+    if rc < 0 {
+        return Err(Error::last_error());
+    }
+    Ok(())
 }

@@ -65,6 +65,12 @@ pub enum DomainError {
     /// The libvirt thread is gone (the launcher is shutting down).
     #[error("the libvirt worker thread has stopped")]
     WorkerGone,
+    /// The guest agent does not answer (not installed, not started yet, or stuck).
+    #[error("the guest agent is not connected: {message}")]
+    AgentUnavailable {
+        /// libvirt's message.
+        message: String,
+    },
 }
 
 /// Manages the launcher's single domain. Every call is one libvirt operation.
@@ -89,4 +95,13 @@ pub trait DomainManager: Send + Sync {
     fn stats(&self) -> impl Future<Output = Result<DomainStats, DomainError>> + Send;
     /// The domain's live XML: what libvirt filled in (machine type, MACs, channel states).
     fn live_xml(&self) -> impl Future<Output = Result<String, DomainError>> + Send;
+    /// Replaces `user`'s SSH authorized keys in the guest, through the guest agent.
+    fn set_authorized_keys(
+        &self,
+        user: String,
+        keys: Vec<String>,
+    ) -> impl Future<Output = Result<(), DomainError>> + Send;
+    /// Sets `user`'s password in the guest, through the guest agent.
+    fn set_user_password(&self, user: String, password: String)
+    -> impl Future<Output = Result<(), DomainError>> + Send;
 }
