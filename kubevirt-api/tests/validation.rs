@@ -182,8 +182,16 @@ fn names_strategies_and_networks() {
         )
     );
     assert_eq!(
-        one(&vmi_with(|s| s["startStrategy"] = json!("Later"))).0,
-        CauseType::NotSupported
+        one(&vmi_with(|s| s["startStrategy"] = json!("Later"))),
+        (
+            CauseType::Invalid,
+            "spec.startStrategy",
+            "spec.startStrategy is set with an unrecognized option: Later"
+        )
+    );
+    assert_eq!(
+        one(&vmi_with(|s| s["evictionStrategy"] = json!("fantasy"))).2,
+        "spec.evictionStrategy is set with an unrecognized option: fantasy"
     );
     assert_eq!(
         one(&vmi_with(|s| s["evictionStrategy"] = json!("Sometimes"))).1,
@@ -199,11 +207,13 @@ fn names_strategies_and_networks() {
             "Masquerade interface only implemented with pod network"
         )
     );
-    let orphan = vmi_with(|s| s["networks"] = json!([{"name": "default", "pod": {}}, {"name": "extra", "pod": {}}]));
+    let orphan = vmi_with(|s| {
+        s["networks"] = json!([{"name": "default", "pod": {}}, {"name": "extra", "multus": {"networkName": "x"}}]);
+    });
     assert_eq!(
         one(&orphan),
         (
-            CauseType::NotFound,
+            CauseType::Required,
             "spec.networks[1].name",
             "spec.networks[1].name 'extra' not found."
         )

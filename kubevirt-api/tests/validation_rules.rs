@@ -341,7 +341,7 @@ fn interface_rules_48_52_53() {
             s["domain"]["devices"]["interfaces"][0]["ports"] = json!([{"port": 70000}, {"name": "http", "port": 80, "protocol": "SCTP"}, {"name": "http", "port": 81}]);
         },
         &[
-            (Invalid, "spec.domain.devices.interfaces[0].ports[0]"),
+            (Invalid, "spec.domain.devices.interfaces[0].ports[0].port"),
             (Invalid, "spec.domain.devices.interfaces[0].ports[1].protocol"),
             (Duplicate, "spec.domain.devices.interfaces[0].ports[2].name"),
         ],
@@ -399,7 +399,7 @@ fn data_volume_templates_rule_62() {
     assert_eq!(
         got,
         [
-            (NotFound, "spec.dataVolumeTemplate[0].name"),
+            (Invalid, "spec.dataVolumeTemplate[0]"),
             (Required, "spec.dataVolumeTemplate[1].name")
         ]
     );

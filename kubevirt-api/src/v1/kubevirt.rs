@@ -62,6 +62,8 @@ pub struct KubeVirtConfiguration {
     pub mem_balloon_stats_period: Option<u32>,
     /// Machine types VMIs may ask for, as globs (`q35*`).
     pub emulated_machines: Option<Vec<String>>,
+    /// How VM changes reach a running VMI: `LiveUpdate` (upstream's default) or `Stage`.
+    pub vm_rollout_strategy: Option<String>,
 }
 
 /// `spec.configuration.developerConfiguration`.
@@ -128,6 +130,8 @@ pub struct ClusterConfig {
     pub eviction_strategy: Option<String>,
     /// `emulatedMachines`, defaulting to upstream's amd64 list.
     pub emulated_machines: Vec<String>,
+    /// `vmRolloutStrategy`, defaulting to `LiveUpdate`.
+    pub vm_rollout_strategy: String,
     /// The KubeVirt CR carries `alpha.kubevirt.io/EmulatorThreadCompleteToEvenParity` (HCO's
     /// `alignCPUs`): new VMIs with an isolated emulator thread get it too, under the AlignCPUs gate.
     pub emulator_thread_complete_to_even_parity: bool,
@@ -181,6 +185,9 @@ impl ClusterConfig {
             emulated_machines: config
                 .and_then(|c| c.emulated_machines.clone())
                 .unwrap_or_else(|| DEFAULT_EMULATED_MACHINES.iter().map(|m| (*m).to_owned()).collect()),
+            vm_rollout_strategy: config
+                .and_then(|c| c.vm_rollout_strategy.clone())
+                .unwrap_or_else(|| "LiveUpdate".to_owned()),
             emulator_thread_complete_to_even_parity: false,
         }
     }

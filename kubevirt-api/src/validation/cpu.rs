@@ -267,7 +267,7 @@ pub(super) fn check_hugepages(spec: &VirtualMachineInstanceSpec, base: &str, cau
         return;
     };
     let size_text = size.page_size.clone().unwrap_or_default();
-    let size_field = format!("{base}.domain.hugepages.size");
+    let size_field = format!("{base}.domain.memory.hugepages.pageSize");
     let Ok(page) = quantity::ParsedQuantity::parse(&size_text) else {
         causes.push(cause(
             CauseType::Invalid,
@@ -280,7 +280,12 @@ pub(super) fn check_hugepages(spec: &VirtualMachineInstanceSpec, base: &str, cau
     let request_text = requests
         .and_then(|r| r.get("memory"))
         .map_or_else(|| "0".to_owned(), |q| q.0.clone());
-    let memory = value(requests, "memory");
+    // Without a request, the guest memory is what the hugepages must hold.
+    let guest = spec.domain.memory.as_ref().and_then(|m| m.guest.as_ref());
+    let (memory, request_text) = match (requests.and_then(|r| r.get("memory")), guest) {
+        (None, Some(guest)) => (quantity::to_bytes(guest).map_or(0, i128::from), guest.0.clone()),
+        _ => (value(requests, "memory"), request_text),
+    };
     let page = page.ceil();
     let field = format!("{base}.domain.resources.requests.memory");
     if memory < page {

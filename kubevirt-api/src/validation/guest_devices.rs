@@ -126,4 +126,22 @@ pub(super) fn check_guest_devices(
     check_acpi(spec, base, causes);
     check_video_type(spec, base, causes);
     check_solid_state(spec, base, causes);
+    let amd64 = spec
+        .architecture
+        .as_deref()
+        .is_none_or(|a| a.is_empty() || a == "amd64");
+    if amd64
+        && spec
+            .domain
+            .devices
+            .watchdog
+            .as_ref()
+            .is_some_and(|w| w.diag288.is_some())
+    {
+        causes.push(cause(
+            CauseType::Invalid,
+            format!("{base}.domain.devices.watchdog"),
+            "amd64 only supports I6300ESB watchdog device".to_owned(),
+        ));
+    }
 }

@@ -8,7 +8,10 @@ mod cpu;
 mod devices;
 mod guest;
 mod guest_devices;
+mod hyperv;
 mod interfaces;
+mod memory_hotplug;
+mod scheduling;
 mod structure;
 mod volumes;
 
@@ -28,6 +31,8 @@ pub enum CauseType {
     Duplicate,
     /// `FieldValueNotSupported`.
     NotSupported,
+    /// `FieldValueForbidden`.
+    Forbidden,
 }
 
 impl CauseType {
@@ -40,6 +45,7 @@ impl CauseType {
             Self::NotFound => "FieldValueNotFound",
             Self::Duplicate => "FieldValueDuplicate",
             Self::NotSupported => "FieldValueNotSupported",
+            Self::Forbidden => "FieldValueForbidden",
         }
     }
 }
@@ -68,7 +74,7 @@ pub fn validate_vmi_spec(spec: &VirtualMachineInstanceSpec, base: &str, config: 
 fn validate_spec(spec: &VirtualMachineInstanceSpec, base: &str, is_vmi: bool, config: &ClusterConfig) -> Vec<Cause> {
     let mut causes = Vec::new();
     structure::check_disks_and_volumes(spec, base, is_vmi, &mut causes);
-    structure::check_memory(spec, base, &mut causes);
+    structure::check_memory(spec, base, config, &mut causes);
     structure::check_names_and_strategies(spec, base, &mut causes);
     structure::check_networks(spec, base, &mut causes);
     cpu::check_cpu(spec, base, &mut causes);
@@ -79,6 +85,8 @@ fn validate_spec(spec: &VirtualMachineInstanceSpec, base: &str, is_vmi: bool, co
     guest::check_guest(spec, base, config, &mut causes);
     guest_devices::check_guest_devices(spec, base, config, &mut causes);
     interfaces::check_interfaces(spec, base, config, &mut causes);
+    scheduling::check_scheduling(spec, &mut causes);
+    hyperv::check_hyperv(spec, base, &mut causes);
     causes
 }
 
@@ -137,8 +145,8 @@ fn check_data_volume_templates(vm: &VirtualMachine, causes: &mut Vec<Cause>) {
         });
         if !used {
             causes.push(cause(
-                CauseType::NotFound,
-                format!("{here}.name"),
+                CauseType::Invalid,
+                here.clone(),
                 format!("DataVolumeTemplate entry {here} must be referenced in the VMI template's 'volumes' list"),
             ));
         }
@@ -173,7 +181,10 @@ pub fn validate_vm(vm: &VirtualMachine, config: &ClusterConfig) -> Vec<Cause> {
             "spec.template".to_owned(),
             "missing virtual machine template.".to_owned(),
         )),
-        Some(spec) => causes.extend(validate_spec(spec, "spec.template.spec", false, config)),
+        Some(spec) => {
+            causes.extend(validate_spec(spec, "spec.template.spec", false, config));
+            memory_hotplug::check_memory_hotplug(spec, "spec.template.spec", &mut causes);
+        }
     }
     check_data_volume_templates(vm, &mut causes);
     causes

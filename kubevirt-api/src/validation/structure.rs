@@ -19,6 +19,54 @@ fn is_dns_label(value: &str) -> bool {
         && bytes.last().is_some_and(u8::is_ascii_alphanumeric)
 }
 
+/// Kubernetes' `IsDNS1123Label` messages for `value`.
+fn dns_label_errors(value: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    if value.len() > 63 {
+        errors.push("must be no more than 63 characters".to_owned());
+    }
+    let bytes = value.as_bytes();
+    let shape = bytes
+        .iter()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+        && bytes.first().is_some_and(u8::is_ascii_alphanumeric)
+        && bytes.last().is_some_and(u8::is_ascii_alphanumeric);
+    if !shape {
+        errors.push("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')".to_owned());
+    }
+    errors
+}
+
+/// A disk's name is a DNS-1123 label; its boot order is positive and unique.
+fn check_disk_name_and_boot_order(
+    disk: &crate::v1::Disk,
+    field: &str,
+    boot_orders: &mut BTreeMap<u32, String>,
+    causes: &mut Vec<Cause>,
+) {
+    if !disk.name.is_empty() {
+        for message in dns_label_errors(&disk.name) {
+            causes.push(cause(CauseType::Invalid, format!("{field}.name"), message));
+        }
+    }
+    if let Some(order) = disk.boot_order {
+        let order_field = format!("{field}.bootOrder");
+        if order == 0 {
+            causes.push(cause(
+                CauseType::Invalid,
+                order_field,
+                format!("{field} must have a boot order > 0, if supplied"),
+            ));
+        } else if boot_orders.insert(order, order_field.clone()).is_some() {
+            causes.push(cause(
+                CauseType::Invalid,
+                order_field.clone(),
+                format!("Boot order for {order_field} already set for a different device."),
+            ));
+        }
+    }
+}
+
 pub(super) fn check_disks_and_volumes(
     spec: &VirtualMachineInstanceSpec,
     base: &str,
@@ -57,16 +105,7 @@ pub(super) fn check_disks_and_volumes(
                 format!("{field} can only have a single target type defined"),
             ));
         }
-        if let Some(order) = disk.boot_order {
-            let order_field = format!("{field}.bootOrder");
-            if boot_orders.insert(order, order_field.clone()).is_some() {
-                causes.push(cause(
-                    CauseType::Invalid,
-                    order_field.clone(),
-                    format!("Boot order for {order_field} already set for a different device."),
-                ));
-            }
-        }
+        check_disk_name_and_boot_order(disk, &field, &mut boot_orders, causes);
     }
     for (i, iface) in spec.domain.devices.interfaces.iter().enumerate() {
         let field = format!("{base}.domain.devices.interfaces[{i}].bootOrder");
@@ -120,7 +159,12 @@ pub(super) fn check_disks_and_volumes(
     }
 }
 
-pub(super) fn check_memory(spec: &VirtualMachineInstanceSpec, base: &str, causes: &mut Vec<Cause>) {
+pub(super) fn check_memory(
+    spec: &VirtualMachineInstanceSpec,
+    base: &str,
+    config: &crate::v1::ClusterConfig,
+    causes: &mut Vec<Cause>,
+) {
     let domain = &spec.domain;
     let resources = domain.resources.as_ref();
     let request = resources
@@ -134,6 +178,16 @@ pub(super) fn check_memory(spec: &VirtualMachineInstanceSpec, base: &str, causes
             CauseType::Required,
             format!("{base}.domain.resources.requests.memory"),
             "no memory requested, at least one of 'spec.domain.memory.guest', 'spec.domain.memory.hugepages.size' or 'spec.domain.resources.requests.memory' must be set".to_owned(),
+        ));
+    }
+    if let Some(limit) = limit
+        && quantity::parse(limit).is_ok_and(quantity::ParsedQuantity::is_negative)
+    {
+        let field = format!("{base}.domain.resources.limits.memory");
+        causes.push(cause(
+            CauseType::Invalid,
+            field.clone(),
+            format!("{field} '{}': must be greater than or equal to 0.", limit.0),
         ));
     }
     let field = format!("{base}.domain.resources.requests.memory");
@@ -157,7 +211,8 @@ pub(super) fn check_memory(spec: &VirtualMachineInstanceSpec, base: &str, causes
             )),
         }
         if let (Some(limit), Ok(r)) = (limit, quantity::to_bytes(request))
-            && quantity::to_bytes(limit).is_ok_and(|l| r > l)
+            && quantity::parse(limit).is_ok_and(|l| !l.is_negative())
+            && quantity::to_bytes(limit).is_ok_and(|l| l > 0 && r > l)
         {
             causes.push(cause(
                 CauseType::Invalid,
@@ -169,7 +224,9 @@ pub(super) fn check_memory(spec: &VirtualMachineInstanceSpec, base: &str, causes
             ));
         }
     }
-    if let (Some(guest), Some(limit)) = (guest, limit)
+    // Under LiveUpdate (upstream's default) the guest may be given more memory than it starts with.
+    if config.vm_rollout_strategy != "LiveUpdate"
+        && let (Some(guest), Some(limit)) = (guest, limit)
         && let (Ok(g), Ok(l)) = (quantity::to_bytes(guest), quantity::to_bytes(limit))
         && g > l
     {
@@ -201,27 +258,35 @@ pub(super) fn check_names_and_strategies(spec: &VirtualMachineInstanceSpec, base
             format!("{base}.subdomain does not conform to the kubernetes DNS_SUBDOMAIN rules : {subdomain}"),
         ));
     }
-    if let Some(serial) = spec.domain.firmware.as_ref().and_then(|f| f.serial.as_ref())
-        && (serial.len() > 256 || !serial.chars().all(|c| c.is_ascii_alphanumeric() || "_.+-".contains(c)))
-    {
-        causes.push(cause(
-            CauseType::Invalid,
-            format!("{base}.domain.firmware.serial"),
-            format!(
-                "{base}.domain.firmware.serial must be at most 256 characters of letters, digits, '_', '.', '+' and '-'"
-            ),
-        ));
+    if let Some(serial) = spec.domain.firmware.as_ref().and_then(|f| f.serial.as_ref()) {
+        let field = format!("{base}.domain.firmware.serial");
+        if serial.len() > 256 {
+            causes.push(cause(
+                CauseType::Invalid,
+                field.clone(),
+                format!("{field} must be less than or equal to 256 in length, if specified"),
+            ));
+        }
+        if !serial.chars().all(|c| c.is_ascii_alphanumeric() || "_.+-".contains(c)) {
+            causes.push(cause(
+                CauseType::Invalid,
+                field.clone(),
+                format!("{field} must be made up of the following characters [A-Za-z0-9_.+-], if specified"),
+            ));
+        }
     }
     match spec.start_strategy.as_deref() {
         Some("Paused") if spec.liveness_probe.is_some() => causes.push(cause(
             CauseType::Invalid,
             format!("{base}.startStrategy"),
-            "either spec.livenessProbe or spec.startStrategy must be set, but not both".to_owned(),
+            format!(
+                "either {base}.startStrategy or {base}.livenessProbe should be provided.Pausing VMI with LivenessProbe is not supported"
+            ),
         )),
         Some(other) if other != "Paused" => causes.push(cause(
-            CauseType::NotSupported,
+            CauseType::Invalid,
             format!("{base}.startStrategy"),
-            format!("{base}.startStrategy is set with an invalid value of {other}"),
+            format!("{base}.startStrategy is set with an unrecognized option: {other}"),
         )),
         _ => {}
     }
@@ -229,14 +294,71 @@ pub(super) fn check_names_and_strategies(spec: &VirtualMachineInstanceSpec, base
         && !["LiveMigrate", "LiveMigrateIfPossible", "None", "External"].contains(&strategy.as_str())
     {
         causes.push(cause(
-            CauseType::NotSupported,
+            CauseType::Invalid,
             format!("{base}.evictionStrategy"),
-            format!("{base}.evictionStrategy is set with an invalid value of {strategy}"),
+            format!("{base}.evictionStrategy is set with an unrecognized option: {strategy}"),
+        ));
+    }
+}
+
+/// Each network has exactly one source; one pod network at most, and none beside a default
+/// Multus network, of which there is one at most.
+fn check_network_sources(spec: &VirtualMachineInstanceSpec, base: &str, causes: &mut Vec<Cause>) {
+    for (i, network) in spec.networks.iter().enumerate() {
+        let here = format!("{base}.networks[{i}]");
+        match usize::from(network.pod.is_some()) + usize::from(network.multus.is_some()) {
+            0 => causes.push(cause(
+                CauseType::Required,
+                here.clone(),
+                "should have a network type".to_owned(),
+            )),
+            1 => {}
+            _ => causes.push(cause(
+                CauseType::Invalid,
+                here.clone(),
+                "should have only one network type".to_owned(),
+            )),
+        }
+        if network.multus.as_ref().is_some_and(|m| m.network_name.is_empty()) {
+            causes.push(cause(
+                CauseType::Required,
+                format!("{here}.multus.networkName"),
+                "CNI delegating plugin must have a networkName".to_owned(),
+            ));
+        }
+    }
+    let pods = spec.networks.iter().filter(|n| n.pod.is_some()).count();
+    let multus_defaults = spec
+        .networks
+        .iter()
+        .filter(|n| n.multus.as_ref().is_some_and(|m| m.default == Some(true)))
+        .count();
+    let networks = format!("{base}.networks");
+    if pods > 1 {
+        causes.push(cause(
+            CauseType::Invalid,
+            networks.clone(),
+            format!("more than one interface is connected to a pod network in {base}.interfaces"),
+        ));
+    }
+    if multus_defaults > 1 {
+        causes.push(cause(
+            CauseType::Invalid,
+            networks.clone(),
+            "Multus CNI should only have one default network".to_owned(),
+        ));
+    }
+    if pods > 0 && multus_defaults > 0 {
+        causes.push(cause(
+            CauseType::Invalid,
+            networks,
+            "Pod network cannot be defined when Multus default network is defined".to_owned(),
         ));
     }
 }
 
 pub(super) fn check_networks(spec: &VirtualMachineInstanceSpec, base: &str, causes: &mut Vec<Cause>) {
+    check_network_sources(spec, base, causes);
     let mut networks: HashMap<&str, usize> = HashMap::new();
     for (i, network) in spec.networks.iter().enumerate() {
         if networks.insert(network.name.as_str(), i).is_some() {
@@ -275,7 +397,7 @@ pub(super) fn check_networks(spec: &VirtualMachineInstanceSpec, base: &str, caus
         }
         match networks.get(iface.name.as_str()).map(|n| &spec.networks[*n]) {
             None => causes.push(cause(
-                CauseType::NotFound,
+                CauseType::Invalid,
                 field.clone(),
                 format!("{field} '{}' not found.", iface.name),
             )),
@@ -291,7 +413,7 @@ pub(super) fn check_networks(spec: &VirtualMachineInstanceSpec, base: &str, caus
         if !connected.contains_key(network.name.as_str()) {
             let field = format!("{base}.networks[{i}].name");
             causes.push(cause(
-                CauseType::NotFound,
+                CauseType::Required,
                 field.clone(),
                 format!("{field} '{}' not found.", network.name),
             ));

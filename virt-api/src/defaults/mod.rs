@@ -209,7 +209,8 @@ fn set_arch_defaults(spec: &mut VirtualMachineInstanceSpec, config: &ClusterConf
                 l.bus = sata();
             }
         }
-        if let Some(watchdog) = spec.domain.devices.watchdog.as_mut() {
+        // A diag288 (s390x) watchdog is left for the validating webhook to refuse.
+        if let Some(watchdog) = spec.domain.devices.watchdog.as_mut().filter(|w| w.diag288.is_none()) {
             let esb = watchdog.i6300esb.get_or_insert_with(Default::default);
             if esb.action.as_deref().is_none_or(str::is_empty) {
                 esb.action = Some("reset".to_owned());
