@@ -165,13 +165,12 @@ fn add_optional_devices(
         });
     }
     if let Some(sound) = &devices.sound {
-        let model = sound.model.as_deref().filter(|m| !m.is_empty()).unwrap_or("ich9");
-        if model != "ich9" && model != "ac97" {
-            return Err(ConvertError::invalid(
-                "spec.domain.devices.sound.model",
-                format!("sound model {model} is not one of ich9, ac97"),
-            ));
-        }
+        // Upstream falls back to ich9 for any model but ac97.
+        let model = if sound.model.as_deref() == Some("ac97") {
+            "ac97"
+        } else {
+            "ich9"
+        };
         out.sound.push(Sound {
             model: model.to_owned(),
             alias: Some(Alias::user(&sound.name)),

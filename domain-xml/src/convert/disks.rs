@@ -22,7 +22,7 @@ pub struct DiskNeeds {
     pub scsi: bool,
     /// Some disk is on the USB bus.
     pub usb: bool,
-    /// IOThread of the SCSI controller, for a SCSI disk with a dedicated IOThread.
+    /// IOThread of the SCSI controller: the first one, when the VM has IOThreads and a SCSI disk.
     pub scsi_iothread: Option<u32>,
 }
 
@@ -133,6 +133,39 @@ fn target<'a>(disk: &'a SpecDisk, field: &str) -> Result<Target<'a>, ConvertErro
     })
 }
 
+/// The target names in use: the ones kept from the VMI's volume status, then each new one; a
+/// new disk takes the lowest free name of its prefix, so a detached disk's name is reused
+/// rather than collided with.
+struct TargetNames(std::collections::BTreeSet<String>);
+
+impl TargetNames {
+    fn new<'a>(kept: impl Iterator<Item = &'a str>) -> Self {
+        Self(kept.map(str::to_owned).collect())
+    }
+
+    fn next_free(&mut self, prefix: &str) -> String {
+        let name = (0..)
+            .map(|i| format!("{prefix}{}", device_suffix(i)))
+            .find(|n| !self.0.contains(n))
+            .unwrap_or_default();
+        self.0.insert(name.clone());
+        name
+    }
+}
+
+/// The index of a Linux-style device suffix: a -> 0, z -> 25, aa -> 26.
+fn suffix_index(suffix: &str) -> Option<usize> {
+    if suffix.is_empty() || !suffix.bytes().all(|b| b.is_ascii_lowercase()) {
+        return None;
+    }
+    suffix
+        .bytes()
+        .try_fold(0usize, |acc, b| {
+            acc.checked_mul(26)?.checked_add(usize::from(b - b'a') + 1)
+        })
+        .map(|n| n - 1)
+}
+
 /// Linux-style device suffix: 0 -> a, 25 -> z, 26 -> aa.
 #[must_use]
 pub fn device_suffix(mut index: usize) -> String {
@@ -223,7 +256,12 @@ pub fn apply(
         .map(|v| (v.name.as_str(), v.target.as_str()))
         .collect();
     let mut io_threads = IoThreads::plan(vmi, vcpus)?;
-    let mut counters: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut targets = TargetNames::new(
+        devices
+            .disks
+            .iter()
+            .filter_map(|d| kept_targets.get(d.name.as_str()).copied()),
+    );
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
     let mut needs = DiskNeeds::default();
     for (i, disk) in devices.disks.iter().enumerate() {
@@ -236,12 +274,11 @@ pub fn apply(
         }
         let t = target(disk, &field)?;
         let prefix = if t.bus == "virtio" { "vd" } else { "sd" };
-        let counter = counters.entry(prefix).or_insert(0);
-        let unit = *counter;
-        *counter += 1;
-        let dev = kept_targets
-            .get(disk.name.as_str())
-            .map_or_else(|| format!("{prefix}{}", device_suffix(unit)), |t| (*t).to_owned());
+        let dev = match kept_targets.get(disk.name.as_str()) {
+            Some(kept) => (*kept).to_owned(),
+            None => targets.next_free(prefix),
+        };
+        let unit = suffix_index(&dev[2..]).unwrap_or(0);
         let volume = vmi.spec.volumes.iter().enumerate().find(|(_, v)| v.name == disk.name);
         let source: Option<VolumeDisk> = match volume {
             Some((index, volume)) => Some(volume_disk(vmi, index, volume, ctx)?),
@@ -260,7 +297,8 @@ pub fn apply(
             match (t.bus, disk.dedicated_io_thread == Some(true)) {
                 ("virtio", true) => driver.iothread = Some(threads.dedicated()),
                 ("virtio", false) => driver.iothread = Some(threads.shared()),
-                ("scsi", true) => needs.scsi_iothread = Some(threads.dedicated()),
+                // The SCSI controller, not the disk, runs in an IOThread: the first one.
+                ("scsi", _) => needs.scsi_iothread = Some(1),
                 (_, true) => {
                     return Err(ConvertError::invalid(
                         format!("{field}.dedicatedIOThread"),
@@ -342,7 +380,9 @@ fn driver(
             .unwrap_or_else(|| "stop".to_owned()),
         ),
         io: one_of(format!("{field}.io"), "io mode", disk.io.as_deref(), &IO_MODES)?,
-        discard: (t.device != "cdrom").then(|| "unmap".to_owned()),
+        // Upstream's choice: every disk but a CD-ROM with media and the downward metrics disk.
+        discard: ((t.device != "cdrom" || source.is_none()) && !source.is_some_and(|s| s.is_read_only))
+            .then(|| "unmap".to_owned()),
         ..DiskDriver::default()
     })
 }

@@ -94,6 +94,7 @@ pub fn apply(vmi: &VirtualMachineInstance, vcpus: u32, domain: &mut Domain) -> R
         if max > guest {
             let hotplug = (max - guest) / VIRTIO_MEM_BLOCK_BYTES * VIRTIO_MEM_BLOCK_BYTES;
             domain.max_memory = Some(MaxMemory {
+                // libvirt 9.0's schema needs slots (newer upstream writes none).
                 slots: Some(1),
                 unit: Some("b".to_owned()),
                 value: max,

@@ -332,7 +332,8 @@ pub fn render(vmi: &VirtualMachineInstance, ctx: &ConvertContext) -> Result<Doma
         ..Domain::default()
     };
     cpu::apply(&vmi.spec, &topology, &mut domain)?;
-    memory::apply(vmi, topology.vcpus(), &mut domain)?;
+    // The guest's NUMA cell holds every vCPU it may ever have, hotplugged ones too.
+    memory::apply(vmi, topology.max_vcpus(), &mut domain)?;
     firmware::apply_os(vmi, ctx, &mut domain)?;
     acpi::apply(vmi, ctx, &mut domain)?;
     firmware::apply_sysinfo(vmi, ctx, &mut domain);

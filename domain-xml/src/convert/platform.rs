@@ -29,6 +29,18 @@ fn tick_policy(field: &str, policy: Option<&String>) -> Result<Option<String>, C
 /// Sets `<clock>` when `spec.domain.clock` is given.
 pub fn apply_clock(vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<(), ConvertError> {
     let Some(clock) = vmi.spec.domain.clock.as_ref() else {
+        // A guest that needs a stable TSC gets its frequency pinned even without a clock section.
+        if let Some(frequency) = tsc_frequency(vmi) {
+            domain.clock = Some(Clock {
+                offset: "utc".to_owned(),
+                timer: vec![ClockTimer {
+                    name: "tsc".to_owned(),
+                    frequency: Some(frequency),
+                    ..ClockTimer::default()
+                }],
+                ..Clock::default()
+            });
+        }
         return Ok(());
     };
     let mut out = match (&clock.utc, &clock.timezone) {
