@@ -144,7 +144,7 @@ impl TargetNames {
     }
 
     fn next_free(&mut self, prefix: &str) -> String {
-        let name = (0..)
+        let name = (0..usize::MAX)
             .map(|i| format!("{prefix}{}", device_suffix(i)))
             .find(|n| !self.0.contains(n))
             .unwrap_or_default();
