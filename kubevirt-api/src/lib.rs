@@ -7,6 +7,7 @@
 
 pub mod clock;
 pub mod crd;
+pub mod defaults;
 pub mod domain_state;
 pub mod error_report;
 pub mod events;

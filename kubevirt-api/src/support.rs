@@ -294,7 +294,27 @@ fn scheduling_and_guest(spec: &VirtualMachineInstanceSpec, r: &mut Refusals<'_>)
     r.refuse_if(!spec.utility_volumes.is_empty(), "utilityVolumes", "utility volumes");
 }
 
-/// The refusals of a VM: its own fields and its template's spec.
+/// The annotation asking for hook sidecars.
+const HOOK_SIDECARS: &str = "hooks.kubevirt.io/hookSidecars";
+
+/// The refusals of a VMI's metadata (or a VM template's) found at `base`: annotations that ask
+/// for what kubevirt-rs does not do.
+#[must_use]
+pub fn vmi_metadata(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, base: &str) -> Vec<Unsupported> {
+    let hooks = meta
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(HOOK_SIDECARS))
+        .is_some_and(|v| !v.is_empty());
+    let mut r = Refusals {
+        base,
+        found: Vec::new(),
+    };
+    r.refuse_if(hooks, &format!("annotations.{HOOK_SIDECARS}"), "hook sidecars");
+    r.found
+}
+
+/// The refusals of a VM: its own fields and its template's spec and metadata.
 #[must_use]
 pub fn vm(vm: &VirtualMachine) -> Vec<Unsupported> {
     let mut r = Refusals {
@@ -319,6 +339,9 @@ pub fn vm(vm: &VirtualMachine) -> Vec<Unsupported> {
     );
     if let Some(template) = &spec.template.spec {
         r.found.extend(vmi_spec(template, "spec.template.spec"));
+    }
+    if let Some(meta) = &spec.template.metadata {
+        r.found.extend(vmi_metadata(meta, "spec.template.metadata"));
     }
     r.found
 }

@@ -113,8 +113,12 @@ pub async fn run<A: ControllerApi, K: Clock>(
             Some(event) = kubevirt_events.next() => match event {
                 Ok(Event::Apply(kubevirt) | Event::InitApply(kubevirt)) => {
                     controllers.vmis.set_cluster_configuration(Some(&kubevirt));
+                    controllers.vms.set_cluster_configuration(Some(&kubevirt));
                 }
-                Ok(Event::Delete(_)) => controllers.vmis.set_cluster_configuration(None),
+                Ok(Event::Delete(_)) => {
+                    controllers.vmis.set_cluster_configuration(None);
+                    controllers.vms.set_cluster_configuration(None);
+                }
                 Ok(Event::Init | Event::InitDone) => {}
                 Err(error) => warn!(error = %error, "KubeVirt watch error; the watch retries"),
             },

@@ -58,6 +58,9 @@ pub struct VmController<A, K> {
     api: A,
     clock: K,
     known: Mutex<Known>,
+    /// The cluster's defaults (the default pod interface's binding) for VMIs built with an
+    /// instance type or preference.
+    cluster: Mutex<kubevirt_api::v1::ClusterConfig>,
 }
 
 fn key_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
@@ -94,7 +97,16 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
             api,
             clock,
             known: Mutex::default(),
+            cluster: Mutex::default(),
         }
+    }
+
+    /// Takes the `KubeVirt` resource's configuration (or, with `None`, the defaults) for VMIs
+    /// created from now on.
+    pub fn set_cluster_configuration(&self, kubevirt: Option<&kubevirt_api::v1::KubeVirt>) {
+        *self.cluster.lock().unwrap_or_else(PoisonError::into_inner) = kubevirt
+            .map(kubevirt_api::v1::ClusterConfig::from_kubevirt)
+            .unwrap_or_default();
     }
 
     fn known(&self) -> std::sync::MutexGuard<'_, Known> {
@@ -272,7 +284,10 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
                     .instancetypes
                     .as_ref()
                     .map_err(Clone::clone)
-                    .and_then(|resolved| vmi_to_create(vm, paused, resolved));
+                    .and_then(|resolved| {
+                        let cluster = self.cluster.lock().unwrap_or_else(PoisonError::into_inner).clone();
+                        vmi_to_create(vm, paused, resolved, &cluster)
+                    });
                 let vmi = match to_create {
                     Ok(vmi) => vmi,
                     Err(instancetype_failure) => {

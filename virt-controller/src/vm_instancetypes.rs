@@ -154,11 +154,13 @@ pub fn vmi_to_create(
     vm: &VirtualMachine,
     paused: bool,
     resolved: &Resolved,
+    cluster: &kubevirt_api::v1::ClusterConfig,
 ) -> Result<VirtualMachineInstance, Failure> {
     let mut vmi = vmi_from_vm(vm, paused);
     if resolved.instancetype.is_none() && resolved.preference.is_none() {
         return Ok(vmi);
     }
+    instancetype::add_defaults_for_preference(resolved.preference.as_ref().map(|f| &f.spec), &mut vmi.spec, cluster);
     let mut annotations = vmi.metadata.annotations.take().unwrap_or_default();
     instancetype::name_annotations(
         vm,

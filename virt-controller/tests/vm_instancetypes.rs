@@ -269,3 +269,50 @@ async fn a_pinned_revision_is_used_and_a_foreign_revision_of_the_same_name_is_re
     let vmi = api.vmi("default/pinned").expect("VMI");
     assert_eq!(vmi.spec.domain.cpu.and_then(|c| c.sockets), Some(1));
 }
+
+#[tokio::test]
+async fn the_default_pod_interface_and_disks_get_the_preferences_model_and_bus() {
+    let (controller, api) = setup();
+    add(
+        &api,
+        &VirtualMachineClusterPreference::NAMES,
+        "windows",
+        &json!({"devices": {"preferredInterfaceModel": "e1000", "preferredDiskBus": "sata"}}),
+    );
+    let mut windows = vm(Value::Null, json!({"name": "windows"}), &json!({"devices": {}}));
+    windows.spec.template.spec.as_mut().expect("template").volumes = serde_json::from_value(json!([
+        {"name": "root", "persistentVolumeClaim": {"claimName": "disk-windows"}}
+    ]))
+    .expect("volumes");
+    api.apply_vm(windows);
+    settle(&controller, &api).await;
+    let vmi = api.vmi(KEY).expect("VMI created");
+    let devices = &vmi.spec.domain.devices;
+    assert_eq!(
+        (devices.interfaces.len(), devices.interfaces[0].name.as_str()),
+        (1, "default"),
+        "the default pod interface, added before the preference"
+    );
+    assert_eq!(devices.interfaces[0].model.as_deref(), Some("e1000"));
+    assert!(devices.interfaces[0].bridge.is_some(), "upstream's default binding");
+    assert_eq!(
+        devices.disks[0].disk.as_ref().and_then(|d| d.bus.as_deref()),
+        Some("sata"),
+        "the volume's default disk takes the preferred bus"
+    );
+
+    let (controller, api) = setup();
+    add(
+        &api,
+        &VirtualMachineClusterPreference::NAMES,
+        "no-nic",
+        &json!({"devices": {"preferredAutoattachPodInterface": false, "preferredInterfaceModel": "e1000"}}),
+    );
+    api.apply_vm(vm(Value::Null, json!({"name": "no-nic"}), &json!({"devices": {}})));
+    settle(&controller, &api).await;
+    let vmi = api.vmi(KEY).expect("VMI created");
+    assert!(
+        vmi.spec.domain.devices.interfaces.is_empty(),
+        "the preference's autoattach choice counts before the default is added"
+    );
+}

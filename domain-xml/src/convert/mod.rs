@@ -316,7 +316,10 @@ pub fn render(vmi: &VirtualMachineInstance, ctx: &ConvertContext) -> Result<Doma
         .as_deref()
         .filter(|n| !n.is_empty())
         .unwrap_or("default");
-    if let Some(first) = kubevirt_api::support::vmi_spec(&vmi.spec, "spec").into_iter().next() {
+    let refused = kubevirt_api::support::vmi_spec(&vmi.spec, "spec")
+        .into_iter()
+        .chain(kubevirt_api::support::vmi_metadata(&vmi.metadata, "metadata"));
+    if let Some(first) = refused.into_iter().next() {
         return Err(ConvertError::unsupported(first.field, first.feature));
     }
     check_networks(vmi)?;

@@ -65,7 +65,7 @@ pub use find::{
     instancetype_kind, preference_kind,
 };
 pub use object_set::ObjectSet;
-pub use preference_apply::{apply_architecture, apply_preference};
+pub use preference_apply::{apply_architecture, apply_device_preferences, apply_preference};
 pub use requirements::check_requirements;
 pub use revision::{RevisionError, revision_for, same_spec, spec_of};
 pub use topology::{PreferredTopology, SpreadAcross, layout, spread_error};
@@ -93,6 +93,22 @@ pub fn apply(
         apply_preference(preference, spec, annotations);
     }
     Ok(())
+}
+
+/// A VM's VMI spec with upstream's defaults around a preference: the device preferences first
+/// (their autoattach choices count), then a disk for every volume without one and the default pod
+/// interface under `cluster`, so the full preference applied afterwards gives them its bus and
+/// model. A pod interface the cluster forbids is not added (the VMI webhook refuses the VMI).
+pub fn add_defaults_for_preference(
+    preference: Option<&VirtualMachinePreferenceSpec>,
+    spec: &mut VirtualMachineInstanceSpec,
+    cluster: &crate::v1::ClusterConfig,
+) {
+    if let Some(preference) = preference {
+        apply_device_preferences(preference, spec);
+    }
+    crate::defaults::set_default_volume_disks(spec);
+    let _ = crate::defaults::set_default_network_interface(spec, cluster);
 }
 
 /// Upstream's annotations naming the instance type and preference a VMI was created from:

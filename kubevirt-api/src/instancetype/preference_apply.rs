@@ -77,6 +77,15 @@ pub fn apply_architecture(preference: &VirtualMachinePreferenceSpec, spec: &mut 
     fill_text(&mut spec.architecture, preference.preferred_architecture.as_ref());
 }
 
+/// The device preferences alone: applied before the default disks and pod interface are added,
+/// so the preference's autoattach choices decide whether they are (upstream's order), and again
+/// with the whole preference afterwards, when they fill the defaults' buses and models.
+pub fn apply_device_preferences(preference: &VirtualMachinePreferenceSpec, spec: &mut VirtualMachineInstanceSpec) {
+    if let Some(devices) = &preference.devices {
+        apply_devices(devices, spec);
+    }
+}
+
 fn apply_devices(preferred: &DevicePreferences, spec: &mut VirtualMachineInstanceSpec) {
     let devices = &mut spec.domain.devices;
     for (current, wanted) in [

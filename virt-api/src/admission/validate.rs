@@ -51,6 +51,11 @@ pub(super) fn vmi_create(request: &AdmissionRequest, ctx: &AdmissionContext) -> 
         });
     }
     causes.extend(validation::validate_metadata(&vmi.metadata, "metadata", &ctx.config));
+    causes.extend(
+        support::vmi_metadata(&vmi.metadata, "metadata")
+            .into_iter()
+            .map(Cause::from),
+    );
     Ok(answer(&request.uid, &causes))
 }
 

@@ -12,8 +12,8 @@ mod resources;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kubevirt_api::v1::{
-    ClusterConfig, CpuTopology, Disk, EmptyObject, Interface, Machine, MemoryStatus, Network, PhaseTransitionTimestamp,
-    PodNetwork, VirtualMachineInstance, VirtualMachineInstancePhase, VirtualMachineInstanceSpec,
+    ClusterConfig, CpuTopology, Machine, MemoryStatus, PhaseTransitionTimestamp, VirtualMachineInstance,
+    VirtualMachineInstancePhase, VirtualMachineInstanceSpec,
 };
 use kubevirt_api::well_known::finalizers::VMI_FOREGROUND_DELETE;
 
@@ -24,19 +24,9 @@ pub use resources::{set_default_cpu_topology, set_default_resource_requests, set
 pub const DEFAULT_ARCHITECTURE: &str = "amd64";
 /// Upstream's `DefaultCPUModel`.
 pub const DEFAULT_CPU_MODEL: &str = "host-model";
-/// Name of the default pod network and its interface.
-pub const DEFAULT_NETWORK_NAME: &str = "default";
-
-/// A default that cannot be applied under the cluster's configuration.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum DefaultsError {
-    /// `defaultNetworkInterface: bridge` while the bridge binding on the pod network is forbidden.
-    #[error("bridge interface is not enabled in kubevirt-config")]
-    BridgeNotPermitted,
-    /// `defaultNetworkInterface: slirp`.
-    #[error("slirp interface is deprecated as of v1.3")]
-    SlirpDeprecated,
-}
+pub use kubevirt_api::defaults::{
+    DEFAULT_NETWORK_NAME, DefaultsError, set_default_network_interface, set_default_volume_disks,
+};
 
 /// Fills in a new VMI's spec, metadata and status as upstream's VMI mutator does on `CREATE`.
 /// `new_uuid` makes the firmware UUID when the VMI has none.
@@ -127,61 +117,6 @@ fn set_container_disk_pull_policies(spec: &mut VirtualMachineInstanceSpec) {
         if disk.image_pull_policy.as_deref().is_none_or(str::is_empty) {
             let always = disk.image.ends_with(":latest") || !disk.image.contains([':', '@']);
             disk.image_pull_policy = Some(if always { "Always" } else { "IfNotPresent" }.to_owned());
-        }
-    }
-}
-
-/// The pod network with the cluster's default binding, when the VMI names no network at all.
-pub fn set_default_network_interface(
-    spec: &mut VirtualMachineInstanceSpec,
-    config: &ClusterConfig,
-) -> Result<(), DefaultsError> {
-    let devices = &mut spec.domain.devices;
-    if devices.autoattach_pod_interface == Some(false) || !spec.networks.is_empty() || !devices.interfaces.is_empty() {
-        return Ok(());
-    }
-    let interface = |set: fn(&mut Interface)| {
-        let mut iface = Interface {
-            name: DEFAULT_NETWORK_NAME.to_owned(),
-            ..Interface::default()
-        };
-        set(&mut iface);
-        iface
-    };
-    match config.default_network_interface.as_str() {
-        "bridge" => {
-            if !config.permit_bridge_interface_on_pod_network {
-                return Err(DefaultsError::BridgeNotPermitted);
-            }
-            devices.interfaces = vec![interface(|i| i.bridge = Some(EmptyObject {}))];
-        }
-        "masquerade" => devices.interfaces = vec![interface(|i| i.masquerade = Some(EmptyObject {}))],
-        "slirp" => return Err(DefaultsError::SlirpDeprecated),
-        _ => {}
-    }
-    spec.networks = vec![Network {
-        name: DEFAULT_NETWORK_NAME.to_owned(),
-        pod: Some(PodNetwork::default()),
-        ..Network::default()
-    }];
-    Ok(())
-}
-
-/// A plain disk for every volume that no disk or filesystem uses.
-pub fn set_default_volume_disks(spec: &mut VirtualMachineInstanceSpec) {
-    let devices = &mut spec.domain.devices;
-    let used: std::collections::HashSet<String> = devices
-        .disks
-        .iter()
-        .map(|d| d.name.clone())
-        .chain(devices.filesystems.iter().map(|f| f.name.clone()))
-        .collect();
-    for volume in &spec.volumes {
-        if !used.contains(&volume.name) {
-            devices.disks.push(Disk {
-                name: volume.name.clone(),
-                ..Disk::default()
-            });
         }
     }
 }

@@ -45,6 +45,9 @@ pub async fn expand_vm(
     let instancetype_spec = found_instancetype.as_ref().map(|f| &f.spec);
     let preference_spec = found_preference.as_ref().map(|f| &f.spec);
     let template = vm.spec.template.spec.get_or_insert_with(Default::default);
+    if let Some(preference) = preference_spec {
+        instancetype::apply_device_preferences(preference, template);
+    }
     defaults::set_default_volume_disks(template);
     defaults::set_default_network_interface(template, config)?;
     let meta = vm.spec.template.metadata.get_or_insert_with(Default::default);

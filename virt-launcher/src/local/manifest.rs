@@ -23,7 +23,18 @@ pub fn load_vmi(path: &Path, with: &[PathBuf]) -> Result<VirtualMachineInstance,
     for file in with {
         objects.add_file(file)?;
     }
-    let mut vmi = match Manifest::from_path(path)? {
+    let manifest = Manifest::from_path(path)?;
+    // A VM's own fields (DataVolume templates, ...) are refused here; the VMI's in rendering.
+    if let Manifest::Vm(vm) = &manifest
+        && let Some(first) = kubevirt_api::support::vm(vm).into_iter().next()
+    {
+        return Err(ManifestError::InvalidField {
+            path: path.to_owned(),
+            message: first.message(),
+            field: first.field,
+        });
+    }
+    let mut vmi = match manifest {
         Manifest::Vm(vm) if vm.spec.instancetype.is_some() || vm.spec.preference.is_some() => {
             with_instancetypes(&vm, &objects, path)?
         }
@@ -71,6 +82,12 @@ fn with_instancetypes(
             invalid(field, format!("{e}; give its manifest with --with"))
         })?;
     let mut vmi = Manifest::Vm(Box::new(vm.clone())).into_vmi(path)?;
+    // As virt-controller: the default disks and pod interface around the preference.
+    instancetype::add_defaults_for_preference(
+        preference.as_ref().map(|f| &f.spec),
+        &mut vmi.spec,
+        &kubevirt_api::v1::ClusterConfig::default(),
+    );
     let mut annotations = vmi.metadata.annotations.take().unwrap_or_default();
     instancetype::name_annotations(
         vm,
