@@ -4,10 +4,12 @@
 //! the VM; the VMI is created from the template with both applied.
 
 use kubevirt_api::instancetype::{
-    self, FindError, Found, VirtualMachineInstancetypeSpec, VirtualMachinePreferenceSpec, find_instancetype,
-    find_preference, revision_for, same_spec,
+    self, FindError, Found, VirtualMachineInstancetypeSpec, VirtualMachinePreferenceSpec, find_matched, revision_for,
+    same_spec,
 };
-use kubevirt_api::v1::{ControllerRevisionRef, InstancetypeStatusRef, VirtualMachine, VirtualMachineInstance};
+use kubevirt_api::v1::{
+    ControllerRevisionRef, InstancetypeStatusRef, MatcherFields, VirtualMachine, VirtualMachineInstance,
+};
 
 use crate::cluster_api::{ApiError, ControllerApi};
 use crate::vm_status::vmi_from_vm;
@@ -26,21 +28,6 @@ pub struct Resolved {
     pub instancetype_ref: Option<InstancetypeStatusRef>,
     /// `status.preferenceRef` as it should be.
     pub preference_ref: Option<InstancetypeStatusRef>,
-}
-
-/// One matcher's fields, whichever kind it is.
-#[derive(Clone, Copy, Debug)]
-pub struct MatcherFields<'a> {
-    /// `name`.
-    pub name: Option<&'a str>,
-    /// `kind`.
-    pub kind: Option<&'a str>,
-    /// `inferFromVolume`.
-    pub infer_from_volume: Option<&'a str>,
-    /// `inferFromVolumeFailurePolicy`.
-    pub failure_policy: Option<&'a str>,
-    /// `revisionName`: a revision the user pinned.
-    pub revision_name: Option<&'a str>,
 }
 
 /// The status reference a matcher should have, as upstream's store keeps it in step: a changed
@@ -97,55 +84,62 @@ async fn store(api: &impl ControllerApi, vm: &VirtualMachine, object: &serde_jso
     }
 }
 
+/// One matcher of `vm`: the object it names (stored as a revision when read live) and the status
+/// reference it should have.
+async fn resolve_one<S: serde::de::DeserializeOwned>(
+    api: &impl ControllerApi,
+    vm: &VirtualMachine,
+    matcher: MatcherFields<'_>,
+    recorded: Option<&InstancetypeStatusRef>,
+    kind: fn(Option<&str>) -> Result<instancetype::KindNames, FindError>,
+    reason: &'static str,
+) -> Result<(Option<Found<S>>, InstancetypeStatusRef), Failure> {
+    let namespace = vm.metadata.namespace.as_deref().unwrap_or("default");
+    let mut reference = synced_ref(matcher, recorded);
+    let found = find_matched(api, namespace, Some(matcher), kind, Some(&reference))
+        .await
+        .map_err(|e| (reason, e.to_string()))?;
+    if let Some(object) = found.as_ref().and_then(|f: &Found<S>| f.object.as_ref()) {
+        let name = store(api, vm, object).await?;
+        reference.controller_revision_ref = Some(ControllerRevisionRef { name: Some(name) });
+    }
+    Ok((found, reference))
+}
+
 /// Resolves both matchers of `vm` and stores what was read live. A VM without matchers resolves
 /// to nothing (and its status references are dropped).
 pub async fn resolve(api: &impl ControllerApi, vm: &VirtualMachine) -> Result<Resolved, Failure> {
-    let namespace = vm.metadata.namespace.as_deref().unwrap_or("default");
     let status = vm.status.as_ref();
     let mut resolved = Resolved::default();
     if let Some(matcher) = &vm.spec.instancetype {
-        let fields = MatcherFields {
-            name: matcher.name.as_deref(),
-            kind: matcher.kind.as_deref(),
-            infer_from_volume: matcher.infer_from_volume.as_deref(),
-            failure_policy: matcher.infer_from_volume_failure_policy.as_deref(),
-            revision_name: matcher.revision_name.as_deref(),
-        };
-        let mut reference = synced_ref(fields, status.and_then(|s| s.instancetype_ref.as_ref()));
-        let found = find_instancetype(api, namespace, Some(matcher), Some(&reference))
-            .await
-            .map_err(|e| failure("FailedFindInstancetype", &e))?;
-        if let Some(object) = found.as_ref().and_then(|f| f.object.as_ref()) {
-            let name = store(api, vm, object).await?;
-            reference.controller_revision_ref = Some(ControllerRevisionRef { name: Some(name) });
-        }
+        let recorded = status.and_then(|s| s.instancetype_ref.as_ref());
+        let (found, reference) = resolve_one(
+            api,
+            vm,
+            matcher.into(),
+            recorded,
+            instancetype::instancetype_kind,
+            "FailedFindInstancetype",
+        )
+        .await?;
         resolved.instancetype = found;
         resolved.instancetype_ref = Some(reference);
     }
     if let Some(matcher) = &vm.spec.preference {
-        let fields = MatcherFields {
-            name: matcher.name.as_deref(),
-            kind: matcher.kind.as_deref(),
-            infer_from_volume: matcher.infer_from_volume.as_deref(),
-            failure_policy: matcher.infer_from_volume_failure_policy.as_deref(),
-            revision_name: matcher.revision_name.as_deref(),
-        };
-        let mut reference = synced_ref(fields, status.and_then(|s| s.preference_ref.as_ref()));
-        let found = find_preference(api, namespace, Some(matcher), Some(&reference))
-            .await
-            .map_err(|e| failure("FailedFindPreference", &e))?;
-        if let Some(object) = found.as_ref().and_then(|f| f.object.as_ref()) {
-            let name = store(api, vm, object).await?;
-            reference.controller_revision_ref = Some(ControllerRevisionRef { name: Some(name) });
-        }
+        let recorded = status.and_then(|s| s.preference_ref.as_ref());
+        let (found, reference) = resolve_one(
+            api,
+            vm,
+            matcher.into(),
+            recorded,
+            instancetype::preference_kind,
+            "FailedFindPreference",
+        )
+        .await?;
         resolved.preference = found;
         resolved.preference_ref = Some(reference);
     }
     Ok(resolved)
-}
-
-fn failure(reason: &'static str, error: &FindError) -> Failure {
-    (reason, error.to_string())
 }
 
 /// The VMI to create for `vm`: its template with the instance type and preference applied, and

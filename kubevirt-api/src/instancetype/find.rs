@@ -14,7 +14,7 @@ use super::{
     KindNames, VirtualMachineClusterInstancetype, VirtualMachineClusterPreference, VirtualMachineInstancetype,
     VirtualMachineInstancetypeSpec, VirtualMachinePreference, VirtualMachinePreferenceSpec,
 };
-use crate::v1::{InstancetypeMatcher, InstancetypeStatusRef, PreferenceMatcher, VirtualMachine};
+use crate::v1::{InstancetypeMatcher, InstancetypeStatusRef, MatcherFields, PreferenceMatcher, VirtualMachine};
 
 /// A lookup that failed for another reason than the object being absent.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -156,49 +156,49 @@ async fn find<S: DeserializeOwned>(
     })
 }
 
-/// The instance type a matcher names (in `namespace`, the VM's), with the status the VM records
-/// for it; `None` when the matcher names none (yet: `inferFromVolume` not resolved).
+/// The object a matcher names (in `namespace`, the VM's), of the kinds `kind` allows, with the
+/// status the VM records for it; `None` when the matcher names none (yet: `inferFromVolume` not
+/// resolved).
+pub async fn find_matched<S: DeserializeOwned>(
+    lookup: &impl InstancetypeLookup,
+    namespace: &str,
+    matcher: Option<MatcherFields<'_>>,
+    kind: fn(Option<&str>) -> Result<KindNames, FindError>,
+    status: Option<&InstancetypeStatusRef>,
+) -> Result<Option<Found<S>>, FindError> {
+    let Some(matcher) = matcher else {
+        return Ok(None);
+    };
+    let Some(name) = matcher.name.filter(|n| !n.is_empty()) else {
+        return Ok(None);
+    };
+    let wanted = Wanted {
+        name,
+        kind: kind(matcher.kind)?,
+        pinned_revision: matcher.revision_name,
+        status,
+    };
+    find(lookup, namespace, wanted).await.map(Some)
+}
+
+/// The instance type a matcher names, as [`find_matched`].
 pub async fn find_instancetype(
     lookup: &impl InstancetypeLookup,
     namespace: &str,
     matcher: Option<&InstancetypeMatcher>,
     status: Option<&InstancetypeStatusRef>,
 ) -> Result<Option<Found<VirtualMachineInstancetypeSpec>>, FindError> {
-    let Some(matcher) = matcher else {
-        return Ok(None);
-    };
-    let Some(name) = matcher.name.as_deref().filter(|n| !n.is_empty()) else {
-        return Ok(None);
-    };
-    let wanted = Wanted {
-        name,
-        kind: instancetype_kind(matcher.kind.as_deref())?,
-        pinned_revision: matcher.revision_name.as_deref(),
-        status,
-    };
-    find(lookup, namespace, wanted).await.map(Some)
+    find_matched(lookup, namespace, matcher.map(Into::into), instancetype_kind, status).await
 }
 
-/// The preference a matcher names, as [`find_instancetype`].
+/// The preference a matcher names, as [`find_matched`].
 pub async fn find_preference(
     lookup: &impl InstancetypeLookup,
     namespace: &str,
     matcher: Option<&PreferenceMatcher>,
     status: Option<&InstancetypeStatusRef>,
 ) -> Result<Option<Found<VirtualMachinePreferenceSpec>>, FindError> {
-    let Some(matcher) = matcher else {
-        return Ok(None);
-    };
-    let Some(name) = matcher.name.as_deref().filter(|n| !n.is_empty()) else {
-        return Ok(None);
-    };
-    let wanted = Wanted {
-        name,
-        kind: preference_kind(matcher.kind.as_deref())?,
-        pinned_revision: matcher.revision_name.as_deref(),
-        status,
-    };
-    find(lookup, namespace, wanted).await.map(Some)
+    find_matched(lookup, namespace, matcher.map(Into::into), preference_kind, status).await
 }
 
 /// Both, for a VM as it is stored.

@@ -61,7 +61,7 @@ mod topology;
 pub use apply::{apply_instancetype, overcommitted_request};
 pub use conflicts::{Conflict, Conflicts};
 pub use find::{
-    FindError, Found, InstancetypeLookup, LookupError, find_both, find_instancetype, find_preference,
+    FindError, Found, InstancetypeLookup, LookupError, find_both, find_instancetype, find_matched, find_preference,
     instancetype_kind, preference_kind,
 };
 pub use object_set::ObjectSet;

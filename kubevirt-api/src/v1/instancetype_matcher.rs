@@ -38,6 +38,40 @@ pub struct PreferenceMatcher {
     pub infer_from_volume_failure_policy: Option<String>,
 }
 
+/// What an instance type matcher and a preference matcher share, borrowed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MatcherFields<'a> {
+    /// `name`.
+    pub name: Option<&'a str>,
+    /// `kind`.
+    pub kind: Option<&'a str>,
+    /// `inferFromVolume`.
+    pub infer_from_volume: Option<&'a str>,
+    /// `inferFromVolumeFailurePolicy`.
+    pub failure_policy: Option<&'a str>,
+    /// `revisionName`: a revision the user pinned.
+    pub revision_name: Option<&'a str>,
+}
+
+macro_rules! matcher_fields {
+    ($matcher:ty) => {
+        impl<'a> From<&'a $matcher> for MatcherFields<'a> {
+            fn from(m: &'a $matcher) -> Self {
+                Self {
+                    name: m.name.as_deref(),
+                    kind: m.kind.as_deref(),
+                    infer_from_volume: m.infer_from_volume.as_deref(),
+                    failure_policy: m.infer_from_volume_failure_policy.as_deref(),
+                    revision_name: m.revision_name.as_deref(),
+                }
+            }
+        }
+    };
+}
+
+matcher_fields!(InstancetypeMatcher);
+matcher_fields!(PreferenceMatcher);
+
 /// `status.instancetypeRef` and `status.preferenceRef` of a VM.
 #[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -2,10 +2,8 @@
 //! meta-data with the firmware UUID) and a ConfigDrive (`config-2`, made once the domain is
 //! defined), each with upstream's files.
 
-use nix::sys::signal::Signal;
-
 use super::harness::{require_test_guest, serial, testguest_variant};
-use super::{boot, daemons};
+use super::{boot, stop_gracefully};
 
 #[test]
 fn nocloud_and_configdrive_seeds_reach_the_guest_with_upstreams_layout() {
@@ -22,7 +20,7 @@ fn nocloud_and_configdrive_seeds_reach_the_guest_with_upstreams_layout() {
             "        - name: nocloud\n          disk: {bus: virtio}\n        - name: configdrive\n          disk: {bus: virtio}\n  volumes:\n    - name: nocloud\n      cloudInitNoCloud:\n        userData: \"#cloud-config from nocloud\"\n        networkDataBase64: dmVyc2lvbjogMgo=\n    - name: configdrive\n      cloudInitConfigDrive:\n        userData: \"#cloud-config from configdrive\"\n",
         )
     });
-    let mut launcher = boot(&manifest);
+    let launcher = boot(&manifest);
     let console = launcher.stdout();
     let lines: Vec<&str> = console
         .lines()
@@ -47,12 +45,5 @@ fn nocloud_and_configdrive_seeds_reach_the_guest_with_upstreams_layout() {
             .any(|l| l.contains("\"local-hostname\":\"seeded.example\"")),
         "{lines:#?}"
     );
-    let daemons = daemons(&launcher);
-    assert_eq!(
-        launcher.stop_with(Signal::SIGTERM).code(),
-        Some(0),
-        "{}",
-        launcher.stderr()
-    );
-    launcher.assert_nothing_left(&daemons);
+    stop_gracefully(launcher);
 }

@@ -5,11 +5,9 @@
 
 use std::path::Path;
 
-use nix::sys::signal::Signal;
-
 use super::BOOT_TIMEOUT;
-use super::daemons;
 use super::harness::{Launcher, require_test_guest, serial, testguest_variant};
+use super::stop_gracefully;
 
 /// One thread of a process: its name, the CPUs it may run on, its scheduling policy and priority.
 #[derive(Debug)]
@@ -74,17 +72,6 @@ fn boot_on(manifest: &Path, cpus: &str) -> Launcher {
     launcher
 }
 
-fn stop(mut launcher: Launcher) {
-    let daemons = daemons(&launcher);
-    assert_eq!(
-        launcher.stop_with(Signal::SIGTERM).code(),
-        Some(0),
-        "{}",
-        launcher.stderr()
-    );
-    launcher.assert_nothing_left(&daemons);
-}
-
 #[test]
 fn a_dedicated_vcpu_is_pinned_to_the_first_cpu_the_launcher_was_given() {
     let _serial = serial();
@@ -109,7 +96,7 @@ fn a_dedicated_vcpu_is_pinned_to_the_first_cpu_the_launcher_was_given() {
         all.iter().any(|t| !t.name.starts_with("CPU ") && t.cpus == "0-1"),
         "without an isolated emulator the other threads keep the launcher's CPUs: {all:?}"
     );
-    stop(launcher);
+    stop_gracefully(launcher);
 }
 
 #[test]
@@ -135,7 +122,7 @@ fn an_isolated_emulator_thread_gets_a_cpu_of_its_own() {
         others.iter().all(|t| t.cpus == "1"),
         "every other QEMU thread runs on the emulator's CPU: {all:?}"
     );
-    stop(launcher);
+    stop_gracefully(launcher);
 }
 
 /// Reserves 2 MiB hugepages for a test and gives the old count back when dropped.
@@ -225,6 +212,6 @@ fn realtime_vcpus_run_fifo_on_a_guest_numa_cell_of_hugepages() {
             && cmdline.contains("\"policy\":\"bind\""),
         "the guest cell is bound to host node 0 with hugepages: {cmdline}"
     );
-    stop(launcher);
+    stop_gracefully(launcher);
     drop(pages);
 }

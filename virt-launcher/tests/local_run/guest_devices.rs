@@ -3,11 +3,9 @@
 
 use std::time::Duration;
 
-use nix::sys::signal::Signal;
-
 use super::BOOT_TIMEOUT;
 use super::harness::{Launcher, require_test_guest, serial, testguest_variant};
-use super::{boot, daemons};
+use super::{boot, daemons, stop_gracefully};
 
 const DEVICES: &str = "      autoattachPodInterface: false\n";
 
@@ -26,7 +24,7 @@ fn an_ssd_disk_a_tpm_and_a_panic_device_reach_the_guest() {
             "        - name: ssd\n          disk: {bus: scsi, solidState: true}\n  volumes:\n    - name: ssd\n      emptyDisk: {capacity: 16Mi}\n",
         )
     });
-    let mut launcher = boot(&manifest);
+    let launcher = boot(&manifest);
     let console = launcher.stdout();
     assert!(
         console.contains("KUBEVIRT-RS-GUEST-ROTATIONAL sda 0"),
@@ -36,14 +34,7 @@ fn an_ssd_disk_a_tpm_and_a_panic_device_reach_the_guest() {
         console.contains("KUBEVIRT-RS-GUEST-TPM tpm0"),
         "the guest has no TPM:\n{console}"
     );
-    let daemons = daemons(&launcher);
-    assert_eq!(
-        launcher.stop_with(Signal::SIGTERM).code(),
-        Some(0),
-        "{}",
-        launcher.stderr()
-    );
-    launcher.assert_nothing_left(&daemons);
+    stop_gracefully(launcher);
 }
 
 #[test]
@@ -104,12 +95,5 @@ fn a_vm_with_an_instance_type_and_a_preference_boots_with_them() {
         "the preference's virtio bus:\n{}",
         launcher.stdout()
     );
-    let daemons = daemons(&launcher);
-    assert_eq!(
-        launcher.stop_with(Signal::SIGTERM).code(),
-        Some(0),
-        "{}",
-        launcher.stderr()
-    );
-    launcher.assert_nothing_left(&daemons);
+    stop_gracefully(launcher);
 }

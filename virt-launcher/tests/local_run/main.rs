@@ -17,13 +17,25 @@ use nix::sys::signal::Signal;
 /// Generous: the first boot on a fresh machine waits out libvirt's ~8 s capability probe.
 pub(crate) const BOOT_TIMEOUT: Duration = Duration::from_secs(90);
 
-fn boot(manifest: &std::path::Path) -> Launcher {
+pub(crate) fn boot(manifest: &std::path::Path) -> Launcher {
     let mut launcher = Launcher::spawn(manifest);
     launcher.wait_for_console("KUBEVIRT-RS-GUEST-READY", BOOT_TIMEOUT);
     launcher
 }
 
-fn daemons(launcher: &Launcher) -> Vec<u32> {
+/// SIGTERM: the guest powers off (exit 0), and nothing the run started is left.
+pub(crate) fn stop_gracefully(mut launcher: Launcher) {
+    let daemons = daemons(&launcher);
+    assert_eq!(
+        launcher.stop_with(Signal::SIGTERM).code(),
+        Some(0),
+        "{}",
+        launcher.stderr()
+    );
+    launcher.assert_nothing_left(&daemons);
+}
+
+pub(crate) fn daemons(launcher: &Launcher) -> Vec<u32> {
     let mut pids = launcher.children_named("libvirtd");
     pids.extend(launcher.children_named("virtlogd"));
     assert_eq!(
@@ -342,14 +354,7 @@ fn the_guest_sees_a_virtio_nic_with_the_mac_address_from_the_spec() {
     );
     // The DHCP server answers that MAC, and only that one.
     launcher.wait_for_console("KUBEVIRT-RS-GUEST-IP eth0 10.0.2.2/24 gateway 10.0.2.1", BOOT_TIMEOUT);
-    let daemons = daemons(&launcher);
-    assert_eq!(
-        launcher.stop_with(Signal::SIGTERM).code(),
-        Some(0),
-        "{}",
-        launcher.stderr()
-    );
-    launcher.assert_nothing_left(&daemons);
+    stop_gracefully(launcher);
 }
 
 /// Regression: a launcher that dies without cleaning up (here kill -9) must not leave its libvirt
