@@ -5,6 +5,11 @@ SHELL := /bin/bash
 CARGO ?= cargo
 VMI ?= manifests/examples/vmi-testguest.yaml
 
+# CI builds once from a fresh clone: incremental caches would only double the size of target/.
+ifdef CI
+export CARGO_INCREMENTAL := 0
+endif
+
 .PHONY: all deps guest build run test fmt lint unit crds bench images test-images cluster cluster-down e2e kubernetes
 
 all: build

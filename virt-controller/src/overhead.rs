@@ -104,27 +104,11 @@ pub fn wants_guaranteed_qos(vmi: &VirtualMachineInstance) -> bool {
     })
 }
 
-/// The CPUs an isolated emulator thread adds: none, one, or two when the VMI asks for even
-/// parity and the vCPU count is even.
+/// The CPUs an isolated emulator thread adds (see
+/// [`VirtualMachineInstance::emulator_thread_cpus`]).
 #[must_use]
 pub fn emulator_cpus(vmi: &VirtualMachineInstance) -> u64 {
-    let isolated = vmi
-        .spec
-        .domain
-        .cpu
-        .as_ref()
-        .is_some_and(|c| c.isolate_emulator_thread == Some(true));
-    if !isolated {
-        return 0;
-    }
-    let even_parity = vmi.metadata.annotations.as_ref().is_some_and(|a| {
-        a.contains_key(kubevirt_api::well_known::annotations::EMULATOR_THREAD_COMPLETE_TO_EVEN_PARITY)
-    });
-    if even_parity && vcpus(vmi).is_multiple_of(2) {
-        2
-    } else {
-        1
-    }
+    vmi.emulator_thread_cpus(vcpus(vmi))
 }
 
 /// The overhead in bytes, multiplied by the cluster's `additionalGuestMemoryOverheadRatio`.

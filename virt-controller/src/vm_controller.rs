@@ -242,13 +242,10 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
         let Applied { requeue, failure } = self.apply(&target, decision.action, &mut current, backoff).await?;
         let jitter = f64::from(now.subsec_nanosecond().unsigned_abs() % 1000) / 1000.0;
         let mut status = next_vm_status(&current, strategy, vmi.as_ref(), &decision, now, jitter);
-        match &instancetypes {
-            Ok(resolved) => {
-                status.instancetype_ref.clone_from(&resolved.instancetype_ref);
-                status.preference_ref.clone_from(&resolved.preference_ref);
-            }
-            Err(_) if !uses_instancetypes(&vm) => (status.instancetype_ref, status.preference_ref) = (None, None),
-            Err(_) => {}
+        // On an error the references stay as they were until the objects can be read again.
+        if let Ok(resolved) = &instancetypes {
+            status.instancetype_ref.clone_from(&resolved.instancetype_ref);
+            status.preference_ref.clone_from(&resolved.preference_ref);
         }
         let failure = failure.or_else(|| instancetypes.as_ref().err().cloned());
         crate::vm_status::set_failure(&mut status, failure, now);

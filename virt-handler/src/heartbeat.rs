@@ -17,20 +17,54 @@ use crate::cluster_api::ClusterApi;
 /// Upstream's heartbeat interval.
 pub const INTERVAL: Duration = Duration::from_secs(60);
 
-/// The node patch: schedulable label, CPU manager label and heartbeat annotation.
+/// What the node offers VMIs, read on every beat.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NodeFacts {
+    /// The kubelet pins exclusive CPUs (static CPU manager policy).
+    pub cpu_manager_static: bool,
+    /// Realtime scheduling is not throttled (`kernel.sched_rt_runtime_us` is -1).
+    pub realtime: bool,
+}
+
+impl NodeFacts {
+    /// Reads the kubelet's CPU manager state file and the kernel's realtime throttling.
+    #[must_use]
+    pub fn read(cpu_manager_state: &Path) -> Self {
+        Self {
+            cpu_manager_static: is_cpu_manager_static(cpu_manager_state),
+            realtime: is_realtime_unthrottled(Path::new(SCHED_RT_RUNTIME)),
+        }
+    }
+}
+
+/// The kernel's realtime throttling: -1 leaves realtime threads unthrottled.
+const SCHED_RT_RUNTIME: &str = "/proc/sys/kernel/sched_rt_runtime_us";
+
+/// The node patch: schedulable label, CPU manager label, the realtime label where realtime VMIs
+/// can run (never removed: an administrator may set it), and the heartbeat annotation.
 #[must_use]
-pub fn node_patch(schedulable: bool, cpu_manager_static: bool, now: Timestamp) -> serde_json::Value {
-    json!({
+pub fn node_patch(schedulable: bool, facts: NodeFacts, now: Timestamp) -> serde_json::Value {
+    let mut patch = json!({
         "metadata": {
             "labels": {
                 labels::NODE_SCHEDULABLE: schedulable.to_string(),
-                labels::CPU_MANAGER: cpu_manager_static.to_string(),
+                labels::CPU_MANAGER: facts.cpu_manager_static.to_string(),
             },
             "annotations": {
                 annotations::HEARTBEAT: now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
             },
         },
-    })
+    });
+    if facts.realtime {
+        patch["metadata"]["labels"][labels::REALTIME] = json!("true");
+    }
+    patch
+}
+
+/// Whether the kernel leaves realtime threads unthrottled.
+#[must_use]
+pub fn is_realtime_unthrottled(sched_rt_runtime: &Path) -> bool {
+    std::fs::read_to_string(sched_rt_runtime).is_ok_and(|v| v.trim() == "-1")
 }
 
 /// Whether the kubelet's CPU manager state file declares the static policy.
@@ -59,7 +93,7 @@ pub async fn run<C: ClusterApi, K: Clock>(
     stop: CancellationToken,
 ) {
     loop {
-        let patch = node_patch(true, is_cpu_manager_static(cpu_manager_state), clock.now());
+        let patch = node_patch(true, NodeFacts::read(cpu_manager_state), clock.now());
         if let Err(error) = api.patch_node(node, patch).await {
             warn!(node, error = %error, "heartbeat failed");
         }
@@ -69,7 +103,7 @@ pub async fn run<C: ClusterApi, K: Clock>(
             () = tokio::time::sleep(next_wait(interval, entropy)) => {}
         }
     }
-    let patch = node_patch(false, is_cpu_manager_static(cpu_manager_state), clock.now());
+    let patch = node_patch(false, NodeFacts::read(cpu_manager_state), clock.now());
     if let Err(error) = api.patch_node(node, patch).await {
         warn!(node, error = %error, "cannot mark the node unschedulable");
     }
@@ -83,11 +117,19 @@ mod tests {
     fn the_patch_carries_the_labels_and_an_rfc3339_heartbeat() {
         let now: Timestamp = "2026-11-21T10:00:00.123Z".parse().expect("time");
         assert_eq!(
-            node_patch(true, false, now),
+            node_patch(true, NodeFacts::default(), now),
             json!({"metadata": {
                 "labels": {"kubevirt.io/schedulable": "true", "cpumanager": "false"},
                 "annotations": {"kubevirt.io/heartbeat": "2026-11-21T10:00:00Z"},
             }})
+        );
+        let realtime = NodeFacts {
+            cpu_manager_static: true,
+            realtime: true,
+        };
+        assert_eq!(
+            node_patch(true, realtime, now)["metadata"]["labels"],
+            json!({"kubevirt.io/schedulable": "true", "cpumanager": "true", "kubevirt.io/realtime": "true"})
         );
     }
 
@@ -97,6 +139,17 @@ mod tests {
             let wait = next_wait(INTERVAL, entropy);
             assert!(wait >= INTERVAL && wait <= INTERVAL.mul_f64(1.2), "{wait:?}");
         }
+    }
+
+    #[test]
+    fn realtime_is_offered_only_when_the_kernel_leaves_it_unthrottled() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("sched_rt_runtime_us");
+        assert!(!is_realtime_unthrottled(&file), "no file");
+        std::fs::write(&file, "950000\n").expect("write");
+        assert!(!is_realtime_unthrottled(&file));
+        std::fs::write(&file, "-1\n").expect("write");
+        assert!(is_realtime_unthrottled(&file));
     }
 
     #[test]

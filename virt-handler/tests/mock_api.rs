@@ -359,9 +359,12 @@ async fn a_crashed_domain_turns_the_vmi_failed() {
 async fn the_heartbeat_patches_the_node_labels_and_annotation() {
     let (client, seen) = api_server();
     let api = KubeClusterApi::new(client);
-    api.patch_node(NODE, virt_handler::heartbeat::node_patch(true, false, start()))
-        .await
-        .expect("patch");
+    api.patch_node(
+        NODE,
+        virt_handler::heartbeat::node_patch(true, virt_handler::heartbeat::NodeFacts::default(), start()),
+    )
+    .await
+    .expect("patch");
     assert_eq!(
         taken(&seen),
         vec![Seen {

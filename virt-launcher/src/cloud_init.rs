@@ -216,15 +216,7 @@ fn public_keys(
             return Err(volume_error(&field, "access credentials need a Kubernetes cluster"));
         };
         let dir = PathBuf::from(layout.secret_dir(&format!("{secret}-access-cred")));
-        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .map_err(crate::volumes::io(&dir))?
-            .filter_map(Result::ok)
-            .filter(|e| !e.file_name().to_string_lossy().starts_with(".."))
-            .map(|e| e.path())
-            .filter(|p| p.is_file())
-            .collect();
-        files.sort();
-        for file in files {
+        for file in crate::mounted::files(&dir).map_err(crate::volumes::io(&dir))? {
             let key = std::fs::read_to_string(&file).map_err(|e| {
                 volume_error(
                     &field,

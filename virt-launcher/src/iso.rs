@@ -62,13 +62,11 @@ pub async fn from_dir(
     label: &str,
     dir: &Path,
 ) -> Result<(), PrepareError> {
-    let mut entries: Vec<String> = std::fs::read_dir(dir)
+    let entries: Vec<String> = crate::mounted::entries(dir)
         .map_err(io(dir))?
-        .filter_map(Result::ok)
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|name| !name.starts_with(".."))
+        .iter()
+        .map(|p| p.file_name().unwrap_or_default().to_string_lossy().into_owned())
         .collect();
-    entries.sort();
     let mut command = Command::new("xorrisofs");
     command
         .arg("-output")

@@ -13,5 +13,6 @@ pub mod image_store;
 pub mod iso;
 pub mod libvirt;
 pub mod local;
+pub mod mounted;
 pub mod supervisor;
 pub mod volumes;

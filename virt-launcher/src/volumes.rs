@@ -170,6 +170,13 @@ pub struct Plan {
 
 /// Plans every volume and the kernel-boot artifacts. Reads the image store; writes nothing.
 pub fn plan(vmi: &VirtualMachineInstance, layout: &PathLayout, store: &ImageStore) -> Result<Plan, PrepareError> {
+    // Their Secrets live in a cluster; refused rather than left out of the guest.
+    if !vmi.spec.access_credentials.is_empty() {
+        return Err(volume_error(
+            "spec.accessCredentials[0]",
+            "access credentials need a Kubernetes cluster (their keys and passwords come from Secrets)",
+        ));
+    }
     let mut plan = Plan {
         steps: kernel_boot_links(vmi, layout, store)?,
         ..Plan::default()

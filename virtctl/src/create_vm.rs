@@ -57,7 +57,7 @@ pub struct CreateVmArgs {
     #[arg(long = "volume-pvc")]
     pub volume_pvc: Vec<String>,
     /// `nocloud` (the default), `configdrive` or `none`.
-    #[arg(long = "cloud-init", default_value = "nocloud")]
+    #[arg(long = "cloud-init", default_value = "nocloud", value_parser = ["nocloud", "configdrive", "none"])]
     pub cloud_init: String,
     /// cloud-init user data, base64.
     #[arg(long = "cloud-init-user-data")]

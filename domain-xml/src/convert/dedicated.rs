@@ -4,7 +4,6 @@
 //! vCPUs, the dedicated hint, the emulator, IOThreads, realtime, then NUMA.
 
 use kubevirt_api::v1::VirtualMachineInstance;
-use kubevirt_api::well_known::annotations;
 
 use super::placement::{CpuPool, HostCpus};
 use super::{ConvertError, Topology, numa};
@@ -29,9 +28,34 @@ pub fn apply(
     host: Option<&HostCpus>,
     domain: &mut Domain,
 ) -> Result<(), ConvertError> {
-    let Some(cpu) = vmi.spec.domain.cpu.as_ref().filter(|_| is_dedicated(vmi)) else {
+    let Some(cpu) = vmi.spec.domain.cpu.as_ref() else {
         return Ok(());
     };
+    if !is_dedicated(vmi) {
+        // The validating webhook refuses these; a manifest given to the launcher directly is
+        // refused here, with the webhook's words, rather than run without them.
+        let needs_dedicated = [
+            (
+                cpu.isolate_emulator_thread == Some(true),
+                "spec.domain.cpu.isolateEmulatorThread",
+                "IsolateEmulatorThread should be only set in combination with DedicatedCPUPlacement",
+            ),
+            (
+                cpu.numa.as_ref().is_some_and(|n| n.guest_mapping_passthrough.is_some()),
+                "spec.domain.cpu.numa.guestMappingPassthrough",
+                "spec.domain.cpu.dedicatedCpuPlacement must be set to true when NUMA topology strategy is set in spec.domain.cpu.numa.guestMappingPassthrough",
+            ),
+            (
+                cpu.realtime.is_some(),
+                PLACEMENT_FIELD,
+                "spec.domain.cpu.dedicatedCpuPlacement must be set to true when spec.domain.cpu.realtime is used",
+            ),
+        ];
+        if let Some((_, field, message)) = needs_dedicated.into_iter().find(|(set, _, _)| *set) {
+            return Err(ConvertError::invalid(field, message));
+        }
+        return Ok(());
+    }
     let host = host.ok_or_else(|| {
         ConvertError::invalid(
             PLACEMENT_FIELD,
@@ -58,25 +82,18 @@ pub fn apply(
         let features = domain.features.get_or_insert_with(Default::default);
         features.kvm.get_or_insert_with(KvmFeatures::default).hint_dedicated = Some(State::on_off(true));
     }
-    if cpu.isolate_emulator_thread == Some(true) {
-        let mut emulator = vec![pool.fit_thread().map_err(|e| {
-            ConvertError::invalid(
-                "spec.domain.cpu.isolateEmulatorThread",
-                format!("no CPU allocated for the emulation thread: {e}"),
-            )
-        })?];
-        let even_parity = vmi
-            .metadata
-            .annotations
-            .as_ref()
-            .is_some_and(|a| a.contains_key(annotations::EMULATOR_THREAD_COMPLETE_TO_EVEN_PARITY));
-        if even_parity && topology.vcpus().is_multiple_of(2) {
-            emulator.push(pool.fit_thread().map_err(|e| {
+    let emulator_cpus = vmi.emulator_thread_cpus(u64::from(topology.vcpus()));
+    if emulator_cpus > 0 {
+        let mut emulator = Vec::new();
+        for n in 0..emulator_cpus {
+            let thread = pool.fit_thread().map_err(|e| {
+                let which = if n == 0 { "" } else { " second" };
                 ConvertError::invalid(
                     "spec.domain.cpu.isolateEmulatorThread",
-                    format!("no second CPU allocated for the emulation thread: {e}"),
+                    format!("no{which} CPU allocated for the emulation thread: {e}"),
                 )
-            })?);
+            })?;
+            emulator.push(thread);
         }
         tune.emulatorpin = Some(EmulatorPin {
             cpuset: join(&emulator),
@@ -154,13 +171,7 @@ fn realtime_vcpus(mask: Option<&str>, vcpus: u32) -> Result<String, ConvertError
         return Ok(all);
     };
     let field = "spec.domain.cpu.realtime.mask";
-    let selected = parse_vcpu_mask(mask).map_err(|e| ConvertError::invalid(field, e))?;
-    if let Some(beyond) = selected.iter().find(|id| **id >= vcpus) {
-        return Err(ConvertError::invalid(
-            field,
-            format!("invalid vcpu index `{beyond}`: the VMI has {vcpus} vCPUs"),
-        ));
-    }
+    let selected = parse_vcpu_mask(mask, vcpus).map_err(|e| ConvertError::invalid(field, e))?;
     if selected.is_empty() {
         return Err(ConvertError::invalid(
             field,
@@ -170,16 +181,22 @@ fn realtime_vcpus(mask: Option<&str>, vcpus: u32) -> Result<String, ConvertError
     Ok(join(&selected.into_iter().collect::<Vec<_>>()))
 }
 
-/// The vCPUs a realtime mask selects: comma-separated `a-b`, `n` and `^n` (excluded wherever it
-/// appears), with upstream's messages.
-pub fn parse_vcpu_mask(mask: &str) -> Result<std::collections::BTreeSet<u32>, String> {
+/// The vCPUs (of `vcpus`) a realtime mask selects: comma-separated `a-b`, `n` and `^n` (excluded
+/// wherever it appears), with upstream's messages; an index beyond the vCPUs is refused before
+/// any range is expanded.
+fn parse_vcpu_mask(mask: &str, vcpus: u32) -> Result<std::collections::BTreeSet<u32>, String> {
     let mut included = std::collections::BTreeSet::new();
     let mut excluded = std::collections::BTreeSet::new();
     for part in mask.split(',').map(str::trim) {
         let index = |s: &str, what: &str| {
-            s.trim()
+            let id = s
+                .trim()
                 .parse::<u32>()
-                .map_err(|_| format!("invalid mask value '{part}' in '{mask}'{what}"))
+                .map_err(|_| format!("invalid mask value '{part}' in '{mask}'{what}"))?;
+            if id >= vcpus {
+                return Err(format!("invalid vcpu index `{id}`: the VMI has {vcpus} vCPUs"));
+            }
+            Ok(id)
         };
         if let Some(negated) = part.strip_prefix('^') {
             excluded.insert(index(negated, "")?);
@@ -202,12 +219,17 @@ mod tests {
 
     #[test]
     fn realtime_masks_select_vcpus_with_exclusions_winning() {
-        let set = |m: &str| parse_vcpu_mask(m).map(|s| s.into_iter().collect::<Vec<_>>());
+        let set = |m: &str| parse_vcpu_mask(m, 8).map(|s| s.into_iter().collect::<Vec<_>>());
         assert_eq!(set("0-3,^1"), Ok(vec![0, 2, 3]));
         assert_eq!(set("^1,0-3"), Ok(vec![0, 2, 3]));
         assert_eq!(set(" 2 , 0 "), Ok(vec![0, 2]));
         assert_eq!(set("3-1"), Err("invalid mask range `3-1`".to_owned()));
         assert!(set("a").is_err());
+        assert_eq!(
+            set("0-4294967295"),
+            Err("invalid vcpu index `4294967295`: the VMI has 8 vCPUs".to_owned()),
+            "refused before the range is expanded"
+        );
         assert_eq!(realtime_vcpus(None, 4), Ok("0-3".to_owned()));
         assert_eq!(realtime_vcpus(Some(""), 1), Ok("0".to_owned()));
         assert_eq!(realtime_vcpus(Some("0-3,^1"), 4), Ok("0,2,3".to_owned()));

@@ -274,11 +274,15 @@ pub fn apply(
         }
         let t = target(disk, &field)?;
         let prefix = if t.bus == "virtio" { "vd" } else { "sd" };
-        let dev = match kept_targets.get(disk.name.as_str()) {
+        // A kept target counts only when it is a name of this bus's kind (`vdb`, `sdc`).
+        let kept = kept_targets
+            .get(disk.name.as_str())
+            .filter(|kept| kept.strip_prefix(prefix).and_then(suffix_index).is_some());
+        let dev = match kept {
             Some(kept) => (*kept).to_owned(),
             None => targets.next_free(prefix),
         };
-        let unit = suffix_index(&dev[2..]).unwrap_or(0);
+        let unit = dev.strip_prefix(prefix).and_then(suffix_index).unwrap_or(0);
         let volume = vmi.spec.volumes.iter().enumerate().find(|(_, v)| v.name == disk.name);
         let source: Option<VolumeDisk> = match volume {
             Some((index, volume)) => Some(volume_disk(vmi, index, volume, ctx)?),

@@ -25,7 +25,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use kubevirt_api::v1::{Devices as SpecDevices, VirtualMachineInstance};
 
 pub use cpu::Topology;
-pub use dedicated::{is_dedicated, parse_vcpu_mask};
+pub use dedicated::is_dedicated;
 pub use disks::device_suffix;
 pub use error::ConvertError;
 pub use interfaces::{apply_links as apply_interface_links, tap_name};

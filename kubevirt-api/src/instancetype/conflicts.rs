@@ -9,18 +9,13 @@ use crate::validation::{Cause, CauseType};
 pub struct Conflict {
     /// The VM's field path, e.g. `spec.template.spec.domain.cpu.sockets`.
     pub field: String,
-    /// A message of its own instead of the usual one.
-    pub message: Option<String>,
 }
 
 impl Conflict {
     /// A conflict at `field` with upstream's message.
     #[must_use]
     pub fn at(field: impl Into<String>) -> Self {
-        Self {
-            field: field.into(),
-            message: None,
-        }
+        Self { field: field.into() }
     }
 
     /// The admission cause: `VM field(s) <path> conflicts with selected instance type`.
@@ -29,10 +24,7 @@ impl Conflict {
         Cause {
             kind: CauseType::Invalid,
             field: self.field.clone(),
-            message: self
-                .message
-                .clone()
-                .unwrap_or_else(|| format!("VM field(s) {} conflicts with selected instance type", self.field)),
+            message: format!("VM field(s) {} conflicts with selected instance type", self.field),
         }
     }
 }
@@ -65,9 +57,6 @@ impl Conflicts {
 
 impl fmt::Display for Conflicts {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0.as_slice() {
-            [one] if one.message.is_some() => f.write_str(one.message.as_deref().unwrap_or_default()),
-            _ => write!(f, "VM field(s) {} conflicts with selected instance type", self.fields()),
-        }
+        write!(f, "VM field(s) {} conflicts with selected instance type", self.fields())
     }
 }

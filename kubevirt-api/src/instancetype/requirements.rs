@@ -107,16 +107,19 @@ fn check_cpu(
         PreferredTopology::Cores => (cores, vec!["cores"], "cores".to_owned()),
         PreferredTopology::Sockets => (sockets, vec!["sockets"], "sockets".to_owned()),
         PreferredTopology::Any => (
-            cores * sockets * threads,
+            cores.saturating_mul(sockets).saturating_mul(threads),
             vec!["cores", "sockets", "threads"],
             "cores, sockets and threads".to_owned(),
         ),
         PreferredTopology::Spread => {
             let (across, _) = spread(Some(preference));
             let (product, fields) = match across {
-                SpreadAcross::SocketsCores => (sockets * cores, vec!["sockets", "cores"]),
-                SpreadAcross::CoresThreads => (cores * threads, vec!["cores", "threads"]),
-                SpreadAcross::SocketsCoresThreads => (sockets * cores * threads, vec!["sockets", "cores", "threads"]),
+                SpreadAcross::SocketsCores => (sockets.saturating_mul(cores), vec!["sockets", "cores"]),
+                SpreadAcross::CoresThreads => (cores.saturating_mul(threads), vec!["cores", "threads"]),
+                SpreadAcross::SocketsCoresThreads => (
+                    sockets.saturating_mul(cores).saturating_mul(threads),
+                    vec!["sockets", "cores", "threads"],
+                ),
             };
             (product, fields, across.as_str().to_owned())
         }

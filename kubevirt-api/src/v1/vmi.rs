@@ -120,6 +120,28 @@ pub struct UtilityVolume {
 }
 
 impl VirtualMachineInstance {
+    /// The host CPUs an isolated emulator thread takes beside `vcpus` dedicated vCPUs: none without
+    /// `isolateEmulatorThread`, two when the VMI asks for even parity
+    /// (`alpha.kubevirt.io/EmulatorThreadCompleteToEvenParity`) and `vcpus` is even, else one. The
+    /// launcher pod's CPU count and the launcher's pinning both follow this.
+    #[must_use]
+    pub fn emulator_thread_cpus(&self, vcpus: u64) -> u64 {
+        let isolated = self
+            .spec
+            .domain
+            .cpu
+            .as_ref()
+            .is_some_and(|c| c.isolate_emulator_thread == Some(true));
+        if !isolated {
+            return 0;
+        }
+        let even_parity =
+            self.metadata.annotations.as_ref().is_some_and(|a| {
+                a.contains_key(crate::well_known::annotations::EMULATOR_THREAD_COMPLETE_TO_EVEN_PARITY)
+            });
+        if even_parity && vcpus.is_multiple_of(2) { 2 } else { 1 }
+    }
+
     /// `<namespace>/<name>`, the key caches and logs use.
     #[must_use]
     pub fn key(&self) -> String {

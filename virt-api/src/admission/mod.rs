@@ -116,6 +116,26 @@ pub async fn admit(
         .into_review()
 }
 
+/// Resolves a VM's `inferFromVolume` matchers into names, as the mutating webhook does (for
+/// expand-spec, which may be given a VM that was never stored); the message of a failure.
+pub(crate) async fn infer_matchers(
+    vm: &mut kubevirt_api::v1::VirtualMachine,
+    lookup: &impl lookup::AdmissionLookup,
+) -> Result<(), String> {
+    let message = |r: Rejection| match r {
+        Rejection::Error(message) => message,
+        Rejection::Invalid(causes) => causes
+            .iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect::<Vec<_>>()
+            .join(", "),
+    };
+    vm_instancetypes::infer_instancetype(vm, lookup)
+        .await
+        .map_err(message)?;
+    vm_instancetypes::infer_preference(vm, lookup).await.map_err(message)
+}
+
 /// Why a request is turned down before or instead of its rules.
 #[derive(Debug)]
 pub(crate) enum Rejection {

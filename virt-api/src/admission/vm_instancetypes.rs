@@ -173,7 +173,10 @@ async fn outcome(
     }
 }
 
-async fn infer_instancetype(vm: &mut VirtualMachine, lookup: &impl AdmissionLookup) -> Result<(), Rejection> {
+pub(super) async fn infer_instancetype(
+    vm: &mut VirtualMachine,
+    lookup: &impl AdmissionLookup,
+) -> Result<(), Rejection> {
     let Some(m) = vm.spec.instancetype.as_ref() else {
         return Ok(());
     };
@@ -200,7 +203,7 @@ async fn infer_instancetype(vm: &mut VirtualMachine, lookup: &impl AdmissionLook
     Ok(())
 }
 
-async fn infer_preference(vm: &mut VirtualMachine, lookup: &impl AdmissionLookup) -> Result<(), Rejection> {
+pub(super) async fn infer_preference(vm: &mut VirtualMachine, lookup: &impl AdmissionLookup) -> Result<(), Rejection> {
     let Some(m) = vm.spec.preference.as_ref() else {
         return Ok(());
     };

@@ -8,10 +8,11 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
-use kubevirt_api::instancetype::{self, InstancetypeLookup, find_both};
+use kubevirt_api::instancetype::{self, find_both};
 use kubevirt_api::v1::{ClusterConfig, VirtualMachine};
 
 use super::status::{ApiStatus, VM};
+use crate::admission::lookup::AdmissionLookup;
 use crate::app_state::AppState;
 use crate::backends::{NodeConnector, SubresourceCluster};
 use crate::defaults;
@@ -28,6 +29,9 @@ pub enum ExpandError {
     /// A cluster default cannot be applied.
     #[error("{0}")]
     Defaults(#[from] defaults::DefaultsError),
+    /// `inferFromVolume` could not be resolved.
+    #[error("{0}")]
+    Infer(String),
 }
 
 /// Expands `vm`: default disks and interface, the instance type and preference, the cluster's
@@ -35,12 +39,15 @@ pub enum ExpandError {
 /// as it is.
 pub async fn expand_vm(
     mut vm: VirtualMachine,
-    lookup: &impl InstancetypeLookup,
+    lookup: &impl AdmissionLookup,
     config: &ClusterConfig,
 ) -> Result<VirtualMachine, ExpandError> {
     if vm.spec.instancetype.is_none() && vm.spec.preference.is_none() {
         return Ok(vm);
     }
+    crate::admission::infer_matchers(&mut vm, lookup)
+        .await
+        .map_err(ExpandError::Infer)?;
     let (found_instancetype, found_preference) = find_both(lookup, &vm).await?;
     let instancetype_spec = found_instancetype.as_ref().map(|f| &f.spec);
     let preference_spec = found_preference.as_ref().map(|f| &f.spec);
@@ -89,6 +96,8 @@ pub(crate) async fn expand_body<C: SubresourceCluster, N: NodeConnector>(
 ) -> Response {
     let result = async {
         super::routes::check_version(&version)?;
+        let cluster = state.cluster()?;
+        super::routes::authorize(&state, cluster.as_ref(), &caller).await?;
         if body.iter().all(u8::is_ascii_whitespace) {
             return Err(ApiStatus::bad_request("empty request body"));
         }
@@ -106,8 +115,6 @@ pub(crate) async fn expand_body<C: SubresourceCluster, N: NodeConnector>(
             return Err(ApiStatus::bad_request(format!("VM namespace must be empty or {ns}")));
         }
         vm.metadata.namespace = Some(ns.clone());
-        let cluster = state.cluster()?;
-        super::routes::authorize(&state, cluster.as_ref(), &caller).await?;
         let config = state.admission_config();
         expand_vm(vm, cluster.as_ref(), &config)
             .await

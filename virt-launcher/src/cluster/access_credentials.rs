@@ -49,20 +49,13 @@ pub fn uses_agent(vmi: &VirtualMachineInstance) -> bool {
 
 /// The regular files of a mounted Secret, by name, without the kubelet's `..` entries.
 fn secret_files(dir: &Path) -> Result<Vec<(String, String)>, String> {
-    let entries = std::fs::read_dir(dir).map_err(|e| {
-        format!(
-            "error occurred while reading the list of secrets files from the base directory {}: {e}",
-            dir.display()
-        )
-    })?;
-    let mut paths: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .filter(|e| !e.file_name().to_string_lossy().starts_with(".."))
-        .map(|e| e.path())
-        .filter(|p| p.is_file())
-        .collect();
-    paths.sort();
-    paths
+    crate::mounted::files(dir)
+        .map_err(|e| {
+            format!(
+                "error occurred while reading the list of secrets files from the base directory {}: {e}",
+                dir.display()
+            )
+        })?
         .into_iter()
         .map(|path| {
             let name = path.file_name().unwrap_or_default().to_string_lossy().into_owned();

@@ -38,6 +38,13 @@ pub fn load_vmi(path: &Path, with: &[PathBuf]) -> Result<VirtualMachineInstance,
         Manifest::Vm(vm) if vm.spec.instancetype.is_some() || vm.spec.preference.is_some() => {
             with_instancetypes(&vm, &objects, path)?
         }
+        _ if !with.is_empty() => {
+            return Err(ManifestError::InvalidField {
+                path: path.to_owned(),
+                field: "spec.instancetype".to_owned(),
+                message: "--with is for a VirtualMachine that names an instance type or a preference".to_owned(),
+            });
+        }
         manifest => manifest.into_vmi(path)?,
     };
     ensure_uid(&mut vmi);
@@ -72,15 +79,37 @@ fn with_instancetypes(
             ));
         }
     }
-    let (instancetype, preference) =
-        futures::executor::block_on(instancetype::find_both(objects, vm)).map_err(|e| {
-            let field = match &e {
-                FindError::UnknownKind { matcher, .. } if *matcher == "PreferenceMatcher" => "spec.preference",
-                FindError::NotFound(message) if message.contains("preference") => "spec.preference",
-                _ => "spec.instancetype",
-            };
-            invalid(field, format!("{e}; give its manifest with --with"))
-        })?;
+    let namespace = vm.metadata.namespace.as_deref().unwrap_or("default");
+    let status = vm.status.as_ref();
+    let not_found =
+        |field: &'static str| move |e: FindError| invalid(field, format!("{e}; give its manifest with --with"));
+    let instancetype = futures::executor::block_on(instancetype::find_instancetype(
+        objects,
+        namespace,
+        vm.spec.instancetype.as_ref(),
+        status.and_then(|s| s.instancetype_ref.as_ref()),
+    ))
+    .map_err(not_found("spec.instancetype"))?;
+    let preference = futures::executor::block_on(instancetype::find_preference(
+        objects,
+        namespace,
+        vm.spec.preference.as_ref(),
+        status.and_then(|s| s.preference_ref.as_ref()),
+    ))
+    .map_err(not_found("spec.preference"))?;
+    // What virt-api's validating webhook checks before a VM with these is stored.
+    if let Some(message) = instancetype
+        .as_ref()
+        .and_then(|it| instancetype::spread_error(it.spec.cpu.guest, preference.as_ref().map(|f| &f.spec)))
+    {
+        return Err(invalid("instancetype.spec.cpu.guest", message));
+    }
+    if let (Some(preference), Some(template)) = (preference.as_ref(), vm.spec.template.spec.as_ref())
+        && let Some(failure) =
+            instancetype::check_requirements(instancetype.as_ref().map(|f| &f.spec), &preference.spec, template)
+    {
+        return Err(invalid(&failure.field, failure.message));
+    }
     let mut vmi = Manifest::Vm(Box::new(vm.clone())).into_vmi(path)?;
     // As virt-controller: the default disks and pod interface around the preference.
     instancetype::add_defaults_for_preference(
