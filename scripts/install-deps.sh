@@ -8,7 +8,7 @@ die() { echo "install-deps: $*" >&2; exit 1; }
 packages=(
     # build
     gcc binutils make pkg-config libvirt-dev
-    # run: a private libvirt daemon (libvirtd + virtlogd), QEMU and firmware
+    # run: a private libvirt daemon (libvirtd), QEMU and firmware
     libvirt-daemon-system libvirt-clients qemu-system-x86 qemu-utils ovmf
     # emulated TPMs (spec.domain.devices.tpm)
     swtpm swtpm-tools

@@ -1,6 +1,6 @@
 //! Memory on the node: the resident memory of each kubevirt-rs component's process, and one
 //! launcher pod's cgroup memory less its QEMU's (the pod's own cost: launcher, libvirtd,
-//! virtlogd, the containerDisk sidecars, pause).
+//! the containerDisk sidecars, pause).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -107,7 +107,7 @@ pub fn report(running: &[String]) -> anyhow::Result<String> {
     );
     let _ = writeln!(
         out,
-        "| **the pod less its QEMU, anonymous memory** (the cgroup's {} less QEMU's RssAnon {}): launcher, libvirtd, virtlogd, sidecars, pause | **{}** |",
+        "| **the pod less its QEMU, anonymous memory** (the cgroup's {} less QEMU's RssAnon {}): launcher, libvirtd, sidecars, pause | **{}** |",
         mib(anon),
         mib(qemu_anon),
         mib(anon.saturating_sub(qemu_anon))

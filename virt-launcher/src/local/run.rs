@@ -5,7 +5,7 @@
 //!    done before anything is created; then create the runtime directory and the libvirt
 //!    configuration and enter the private mount namespace.
 //! 2. [`run`] (on tokio): become the subreaper, prepare volumes, set the pod network's MAC and MTU
-//!    on the domain, start libvirtd and virtlogd, define and start the domain, stream the console,
+//!    on the domain, start libvirtd, define and start the domain, stream the console,
 //!    and supervise the domain until it ends or a signal asks it to stop
 //!    ([`crate::supervisor::supervise::supervise`], driven by
 //!    [`crate::supervisor::lifecycle::decide`]).

@@ -6,7 +6,7 @@
 //! <root>/<uid>/e/      ephemeral: disk-data/<volume>/disk.qcow2, cloud-init-data/...
 //! <root>/<uid>/c/      container disks: disk_<i>.img and kernel-boot/ (links into the image store)
 //! <root>/<uid>/x/      empty disks
-//! <root>/<uid>/l/      libvirt: etc/, sock/, libvirtd.log, virtlogd.log
+//! <root>/<uid>/l/      libvirt: etc/, sock/, libvirtd.log
 //! ```
 //! Names are one letter because unix socket paths are limited to 107 bytes.
 

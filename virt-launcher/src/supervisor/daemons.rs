@@ -1,8 +1,8 @@
-//! The launcher's private libvirtd and virtlogd: their configuration, start, readiness, restart
-//! when they die, and stop.
+//! The launcher's private libvirtd: its configuration, start, readiness, restart when it dies,
+//! and stop. There is no virtlogd: QEMU's stdio and the serial log are written without it.
 //!
-//! Both run in the foreground as children of the launcher (inside its mount namespace, see
-//! [`super::namespace`]). Their stderr is read line by line into the launcher's log; libvirt's own
+//! It runs in the foreground as a child of the launcher (inside its mount namespace, see
+//! [`super::namespace`]). Its stderr is read line by line into the launcher's log; libvirt's own
 //! log goes to a file in the runtime directory.
 
 use std::io::BufRead as _;
@@ -132,7 +132,7 @@ pub fn link_qemu_driver(paths: &DaemonPaths) -> Result<(), DaemonError> {
     std::os::unix::fs::symlink(Path::new(SYSTEM_DRIVER_DIR).join(QEMU_DRIVER), &link).map_err(config)
 }
 
-/// Writes libvirtd.conf, qemu.conf and virtlogd.conf.
+/// Writes libvirtd.conf and qemu.conf.
 pub fn write_configs(paths: &DaemonPaths) -> Result<(), DaemonError> {
     link_qemu_driver(paths)?;
     let dir = paths.config_dir();
@@ -165,17 +165,14 @@ pub fn write_configs(paths: &DaemonPaths) -> Result<(), DaemonError> {
         ),
     )?;
     // No security labels, cgroups or per-domain mount namespaces: the launcher is the sandbox, as
-    // upstream's qemu.conf does inside the launcher pod. QEMU's stdio goes through virtlogd.
+    // upstream's qemu.conf does inside the launcher pod. No virtlogd: libvirt writes QEMU's stdio
+    // to the domain log itself, and QEMU writes the serial log (`logfile=` on its chardev).
     write(
         "qemu.conf",
         "# Written by virt-launcher.\nsecurity_driver = \"none\"\nremember_owner = 0\n\
          user = \"root\"\ngroup = \"root\"\nnamespaces = [ ]\ncgroup_controllers = [ ]\n\
-         stdio_handler = \"logd\"\nswtpm_user = \"root\"\nswtpm_group = \"root\"\n"
+         stdio_handler = \"file\"\nswtpm_user = \"root\"\nswtpm_group = \"root\"\n"
             .to_owned(),
-    )?;
-    write(
-        "virtlogd.conf",
-        format!("log_outputs = \"3:file:{}\"\n", paths.log("virtlogd").display()),
     )?;
     Ok(())
 }
@@ -223,13 +220,12 @@ fn spawn_logged(daemon: &'static str, command: &mut Command) -> Result<u32, Daem
 #[derive(Debug)]
 pub struct LibvirtDaemons {
     libvirtd: Arc<AtomicU32>,
-    virtlogd: Arc<AtomicU32>,
     stopping: CancellationToken,
     paths: DaemonPaths,
 }
 
 impl LibvirtDaemons {
-    /// Starts virtlogd and libvirtd (their configuration was written by [`write_configs`] before
+    /// Starts libvirtd (its configuration was written by [`write_configs`] before
     /// the mount namespace was set up) and waits until libvirtd accepts connections.
     pub async fn start(reaper: &Reaper, paths: &DaemonPaths, timeout: Duration) -> Result<Self, DaemonError> {
         // Inside the launcher's mount namespace the persistent cache is at libvirt's own path.
@@ -245,16 +241,6 @@ impl LibvirtDaemons {
             Err(e) => tracing::warn!(error = %e, "cannot refresh the capabilities cache; libvirt may probe QEMU again"),
         }
         let stopping = CancellationToken::new();
-        let virtlogd_pid = paths.pid_file("virtlogd");
-        let virtlogd = supervise(reaper.clone(), "virtlogd", stopping.clone(), move || {
-            let mut command = Command::new("virtlogd");
-            command
-                .arg("--config")
-                .arg("/etc/libvirt/virtlogd.conf")
-                .arg("--pid-file")
-                .arg(&virtlogd_pid);
-            command
-        })?;
         let drivers = paths.driver_dir();
         let libvirtd_pid = paths.pid_file("libvirtd");
         let libvirtd = supervise(reaper.clone(), "libvirtd", stopping.clone(), move || {
@@ -269,7 +255,6 @@ impl LibvirtDaemons {
         })?;
         let daemons = Self {
             libvirtd,
-            virtlogd,
             stopping,
             paths: paths.clone(),
         };
@@ -302,21 +287,23 @@ impl LibvirtDaemons {
         })
     }
 
-    /// Stops both daemons: SIGTERM, then SIGKILL after a grace period. The supervisors observe
-    /// the exits (they are the only waiters) and clear the pids.
+    /// Stops the daemon: SIGTERM, then SIGKILL after a grace period. Its supervisor observes the
+    /// exit (it is the only waiter) and clears the pid.
     pub async fn stop(&self) {
         self.stopping.cancel();
-        for (name, pid) in [("libvirtd", &self.libvirtd), ("virtlogd", &self.virtlogd)] {
-            let running = pid.load(Ordering::SeqCst);
-            let target = Pid::from_raw(i32::try_from(running).unwrap_or(0));
-            if running == 0 || kill(target, Signal::SIGTERM).is_err() {
-                continue;
-            }
-            if !wait_cleared(pid, STOP_GRACE).await {
-                warn!(daemon = name, pid = running, "did not stop on SIGTERM; killing it");
-                let _ = kill(target, Signal::SIGKILL);
-                wait_cleared(pid, STOP_GRACE).await;
-            }
+        let running = self.libvirtd.load(Ordering::SeqCst);
+        let target = Pid::from_raw(i32::try_from(running).unwrap_or(0));
+        if running == 0 || kill(target, Signal::SIGTERM).is_err() {
+            return;
+        }
+        if !wait_cleared(&self.libvirtd, STOP_GRACE).await {
+            warn!(
+                daemon = "libvirtd",
+                pid = running,
+                "did not stop on SIGTERM; killing it"
+            );
+            let _ = kill(target, Signal::SIGKILL);
+            wait_cleared(&self.libvirtd, STOP_GRACE).await;
         }
     }
 }
