@@ -74,13 +74,19 @@ pub async fn connect_unix(path: &Path) -> std::io::Result<tokio::net::UnixStream
     stream
 }
 
-/// Listens on a unix socket at `path`, however long ([`short_address`]); the caller removes a
-/// stale socket first. Needs a tokio runtime.
+/// The mode of every socket the launcher and virt-handler listen on: only their owner (and
+/// root, which virt-handler is) may connect.
+pub const SOCKET_MODE: u32 = 0o600;
+
+/// Listens on a unix socket at `path`, however long ([`short_address`]), with [`SOCKET_MODE`];
+/// the caller removes a stale socket first. Needs a tokio runtime.
 pub fn bind_unix(path: &Path) -> std::io::Result<tokio::net::UnixListener> {
+    use std::os::unix::fs::PermissionsExt as _;
     let (dir, short) = short_address(path)?;
-    let listener = tokio::net::UnixListener::bind(&short);
+    let listener = tokio::net::UnixListener::bind(&short)?;
+    std::fs::set_permissions(&short, std::fs::Permissions::from_mode(SOCKET_MODE))?;
     drop(dir);
-    listener
+    Ok(listener)
 }
 
 /// [`connect_unix`] for blocking code.
