@@ -78,14 +78,34 @@ pub async fn connect_unix(path: &Path) -> std::io::Result<tokio::net::UnixStream
 /// root, which virt-handler is) may connect.
 pub const SOCKET_MODE: u32 = 0o600;
 
-/// Listens on a unix socket at `path`, however long ([`short_address`]), with [`SOCKET_MODE`];
-/// the caller removes a stale socket first. Needs a tokio runtime.
+/// Listens on a unix socket at `path`, however long, with [`SOCKET_MODE`]; the caller removes a
+/// stale socket first. Needs a tokio runtime.
+///
+/// Both the bind and the mode go through the directory, opened first (as `/proc/self/fd/<fd>/<name>`
+/// and `fchmodat`), and the mode never follows a symlink: in a directory others can write (a
+/// pod's share directory), a socket swapped for a link between the two calls makes the bind fail,
+/// and never changes the mode of what the link points at.
 pub fn bind_unix(path: &Path) -> std::io::Result<tokio::net::UnixListener> {
-    use std::os::unix::fs::PermissionsExt as _;
-    let (dir, short) = short_address(path)?;
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "a socket path needs a directory and a name",
+        ));
+    };
+    let dir = std::fs::File::open(if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    })?;
+    let short = PathBuf::from(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&dir))).join(name);
     let listener = tokio::net::UnixListener::bind(&short)?;
-    std::fs::set_permissions(&short, std::fs::Permissions::from_mode(SOCKET_MODE))?;
-    drop(dir);
+    let mode = nix::sys::stat::Mode::from_bits_truncate(SOCKET_MODE);
+    if let Err(errno) = nix::sys::stat::fchmodat(&dir, name, mode, nix::sys::stat::FchmodatFlags::NoFollowSymlink) {
+        drop(listener);
+        // Whatever is at the name now (the socket, or a link put there) goes; a link's target stays.
+        let _ = nix::unistd::unlinkat(&dir, name, nix::unistd::UnlinkatFlags::NoRemoveDir);
+        return Err(errno.into());
+    }
     Ok(listener)
 }
 

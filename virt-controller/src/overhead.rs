@@ -7,7 +7,8 @@ use kubevirt_api::v1::VirtualMachineInstance;
 
 const MI: u64 = 1024 * 1024;
 
-/// virt-launcher-monitor, virt-launcher, virtlogd, virtqemud and QEMU's own memory.
+/// Upstream's fixed overhead, kept so pods request what upstream's do: virt-launcher-monitor,
+/// virt-launcher, virtlogd (which kubevirt-rs does not run), virtqemud and QEMU's own memory.
 pub const FIXED: u64 = (25 + 100 + 25 + 40 + 30) * MI;
 /// Per vCPU.
 pub const PER_VCPU: u64 = 8 * MI;

@@ -18,7 +18,7 @@ pub struct MemoryAtMarker {
 }
 
 /// Reads the launcher's and its daemon's memory and runs the smallest client against its libvirtd.
-/// The launcher runs no other process beside QEMU: a virtlogd (or anything else) fails the run.
+/// A virtlogd under the launcher fails the run: none should run.
 pub fn memory_at_marker(client: &Path, launcher: u32, scratch: &Path) -> anyhow::Result<MemoryAtMarker> {
     let daemons = children_named(launcher, &["libvirtd", "virtlogd"]);
     let [libvirtd] = daemons.as_slice() else {
