@@ -349,6 +349,7 @@ pub fn tagged_devices(domain: &crate::domain::Domain, tagged: &[TaggedInterface]
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mounted::pod_layout_with_secrets;
 
     fn vmi(spec: &serde_json::Value) -> VirtualMachineInstance {
         serde_json::from_value(serde_json::json!({
@@ -371,23 +372,10 @@ mod tests {
             .collect()
     }
 
-    /// A pod layout whose private directory is `dir`, with Secret files written into it.
-    fn pod_with(dir: &Path, files: &[(&str, &str)]) -> PathLayout {
-        for (path, text) in files {
-            let path = dir.join("secret").join(path);
-            std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-            std::fs::write(path, text).expect("write");
-        }
-        PathLayout {
-            private_dir: dir.display().to_string(),
-            ..PathLayout::default()
-        }
-    }
-
     #[test]
     fn nocloud_metadata_is_upstreams_json_with_the_keys_of_access_credentials() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let layout = pod_with(
+        let layout = pod_layout_with_secrets(
             dir.path(),
             &[
                 ("test-volume/userdata", "secret-userdata"),
@@ -428,7 +416,7 @@ mod tests {
     #[test]
     fn secret_references_must_find_their_files_and_need_a_cluster() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let layout = pod_with(dir.path(), &[]);
+        let layout = pod_layout_with_secrets(dir.path(), &[]);
         let vmi = vmi(&serde_json::json!({
             "domain": {"devices": {}},
             "volumes": [{"name": "test-volume", "cloudInitConfigDrive": {"secretRef": {"name": "s1"}}}]

@@ -19,6 +19,21 @@ pub fn files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(entries(dir)?.into_iter().filter(|p| p.is_file()).collect())
 }
 
+/// A pod layout whose private directory is `dir`, with these files (relative paths, text) written
+/// under its `secret/` directory, as the pod's Secret volumes mount them.
+#[cfg(test)]
+pub(crate) fn pod_layout_with_secrets(dir: &Path, files: &[(&str, &str)]) -> crate::domain::PathLayout {
+    for (path, text) in files {
+        let path = dir.join("secret").join(path);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write");
+    }
+    crate::domain::PathLayout {
+        private_dir: dir.display().to_string(),
+        ..crate::domain::PathLayout::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

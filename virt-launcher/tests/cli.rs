@@ -173,6 +173,21 @@ fn a_vm_whose_instance_type_is_not_given_is_refused_by_field() {
     assert_bad_input(&out, &["unknown field spec.cpu.cores"]);
 }
 
+/// `virt-launcher render --vmi <manifest>` allowed onto the one CPU `cpu` (util-linux's taskset).
+fn render_on_cpu(cpu: usize, manifest: &std::path::Path) -> std::process::Output {
+    Command::new("taskset")
+        .args([
+            "-c",
+            &cpu.to_string(),
+            env!("CARGO_BIN_EXE_virt-launcher"),
+            "render",
+            "--vmi",
+        ])
+        .arg(manifest)
+        .output()
+        .expect("run taskset (util-linux)")
+}
+
 #[test]
 fn dedicated_cpus_are_pinned_within_the_cpus_render_may_run_on() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -184,17 +199,7 @@ fn dedicated_cpus_are_pinned_within_the_cpus_render_may_run_on() {
         ),
     );
     let last_cpu = std::thread::available_parallelism().map_or(1, std::num::NonZero::get) - 1;
-    let out = Command::new("taskset")
-        .args([
-            "-c",
-            &last_cpu.to_string(),
-            env!("CARGO_BIN_EXE_virt-launcher"),
-            "render",
-            "--vmi",
-        ])
-        .arg(&manifest)
-        .output()
-        .expect("run taskset (util-linux)");
+    let out = render_on_cpu(last_cpu, &manifest);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let xml = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -207,17 +212,7 @@ fn dedicated_cpus_are_pinned_within_the_cpus_render_may_run_on() {
         "    memory: {guest: 64Mi}\n",
         "    memory: {guest: 64Mi}\n    cpu: {cores: 2, dedicatedCpuPlacement: true}\n",
     );
-    let out = Command::new("taskset")
-        .args([
-            "-c",
-            &last_cpu.to_string(),
-            env!("CARGO_BIN_EXE_virt-launcher"),
-            "render",
-            "--vmi",
-        ])
-        .arg(write_manifest(&dir, &two_cores))
-        .output()
-        .expect("run taskset");
+    let out = render_on_cpu(last_cpu, &write_manifest(&dir, &two_cores));
     assert_eq!(out.status.code(), Some(2), "two vCPUs do not fit one CPU");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(

@@ -171,6 +171,7 @@ impl Propagation {
 mod tests {
     use super::*;
     use crate::libvirt::{AcpiBehaviour, FakeDomainManager};
+    use crate::mounted::pod_layout_with_secrets;
 
     fn vmi(credentials: &serde_json::Value) -> VirtualMachineInstance {
         serde_json::from_value(serde_json::json!({
@@ -181,22 +182,10 @@ mod tests {
         .expect("vmi")
     }
 
-    fn layout_with(dir: &Path, files: &[(&str, &str)]) -> PathLayout {
-        for (path, text) in files {
-            let path = dir.join("secret").join(path);
-            std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-            std::fs::write(path, text).expect("write");
-        }
-        PathLayout {
-            private_dir: dir.display().to_string(),
-            ..PathLayout::default()
-        }
-    }
-
     #[test]
     fn keys_are_split_into_lines_and_passwords_are_named_by_file() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let layout = layout_with(
+        let layout = pod_layout_with_secrets(
             dir.path(),
             &[
                 ("some-secret-123-access-cred/authorized_keys", "first key\nsecond key\n"),

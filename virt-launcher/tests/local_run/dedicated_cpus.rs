@@ -72,20 +72,27 @@ fn boot_on(manifest: &Path, cpus: &str) -> Launcher {
     launcher
 }
 
-#[test]
-fn a_dedicated_vcpu_is_pinned_to_the_first_cpu_the_launcher_was_given() {
-    let _serial = serial();
+/// Boots the test guest with one dedicated vCPU (and these further `cpu:` lines) and 256 MiB on
+/// CPUs 0 and 1; the manifest's directory, the launcher and QEMU's threads once the guest is up.
+fn boot_one_vcpu_on_two_cpus(more_cpu: &str) -> (tempfile::TempDir, Launcher, Vec<Thread>) {
     require_test_guest();
     let dir = tempfile::tempdir().expect("tempdir");
     let manifest = dedicated_variant(
         dir.path(),
-        "    cpu:\n      cores: 1\n      dedicatedCpuPlacement: true\n",
+        &format!("    cpu:\n      cores: 1\n      dedicatedCpuPlacement: true\n{more_cpu}"),
         "    memory:\n      guest: 256Mi\n",
         256,
     );
     let launcher = boot_on(&manifest, "0,1");
     let qemu = launcher.qemu_pid().expect("QEMU runs");
     let all = threads(qemu);
+    (dir, launcher, all)
+}
+
+#[test]
+fn a_dedicated_vcpu_is_pinned_to_the_first_cpu_the_launcher_was_given() {
+    let _serial = serial();
+    let (_dir, launcher, all) = boot_one_vcpu_on_two_cpus("");
     let vcpus = vcpu_threads(&all);
     assert_eq!(vcpus.len(), 1, "one vCPU thread: {all:?}");
     assert_eq!(
@@ -102,17 +109,7 @@ fn a_dedicated_vcpu_is_pinned_to_the_first_cpu_the_launcher_was_given() {
 #[test]
 fn an_isolated_emulator_thread_gets_a_cpu_of_its_own() {
     let _serial = serial();
-    require_test_guest();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let manifest = dedicated_variant(
-        dir.path(),
-        "    cpu:\n      cores: 1\n      dedicatedCpuPlacement: true\n      isolateEmulatorThread: true\n",
-        "    memory:\n      guest: 256Mi\n",
-        256,
-    );
-    let launcher = boot_on(&manifest, "0,1");
-    let qemu = launcher.qemu_pid().expect("QEMU runs");
-    let all = threads(qemu);
+    let (_dir, launcher, all) = boot_one_vcpu_on_two_cpus("      isolateEmulatorThread: true\n");
     let vcpus = vcpu_threads(&all);
     assert_eq!(vcpus.len(), 1, "{all:?}");
     assert_eq!(vcpus[0].cpus, "0", "the vCPU takes the first CPU: {all:?}");
