@@ -121,6 +121,11 @@ VMI
     [ -n "$started" ] || die "warming the capabilities cache failed: $(command podman --storage-driver vfs logs "$name" 2>&1 | tail -3)"
     command podman --storage-driver vfs commit --quiet "$name" "$image" >/dev/null
     command podman --storage-driver vfs rm -f "$name" >/dev/null
+    # An unprivileged launcher (uid 107) reads the cache and keeps it current; a root one can anyway.
+    command podman --storage-driver vfs run --name "$name" --user 0 --entrypoint /usr/bin/chown "$image" \
+        -R 107:107 /var/cache/kubevirt-rs/libvirt >/dev/null
+    command podman --storage-driver vfs commit --quiet "$name" "$image" >/dev/null
+    command podman --storage-driver vfs rm -f "$name" >/dev/null
 }
 
 context_virt-controller() { context virt-controller; copy_with_libraries "$bin/virt-controller" "$work/virt-controller/root"; }
@@ -147,6 +152,8 @@ context_virt-launcher() {
     grep -q '^libvirt-qemu:' "$root/etc/group" || echo 'libvirt-qemu:x:64055:libvirt-qemu' >>"$root/etc/group"
     grep -q '^libvirt-qemu:' "$root/etc/passwd" \
         || echo 'libvirt-qemu:x:64055:107:Libvirt Qemu,,,:/var/lib/libvirt:/usr/sbin/nologin' >>"$root/etc/passwd"
+    # The user an unprivileged launcher pod runs as (upstream's qemu, uid 107, group 107).
+    grep -q '^qemu:' "$root/etc/passwd" || echo 'qemu:x:107:107:QEMU:/var/run/kubevirt-private:/usr/sbin/nologin' >>"$root/etc/passwd"
     # The launcher mounts its private libvirt configuration and state over these.
     mkdir -p "$work/virt-launcher/root"/{etc/libvirt,var/lib/libvirt,var/cache/libvirt,var/log/libvirt,var/cache/kubevirt-rs/libvirt}
     install -m 0755 "$bin/virt-launcher" "$work/virt-launcher/root/usr/bin/"

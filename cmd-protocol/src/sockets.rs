@@ -86,6 +86,12 @@ pub const SOCKET_MODE: u32 = 0o600;
 /// pod's share directory), a socket swapped for a link between the two calls makes the bind fail,
 /// and never changes the mode of what the link points at.
 pub fn bind_unix(path: &Path) -> std::io::Result<tokio::net::UnixListener> {
+    bind_unix_for(path, None)
+}
+
+/// [`bind_unix`] for a socket that also belongs to `owner` (its uid and gid, an unprivileged
+/// launcher's), set through the directory the same way, never through a symlink.
+pub fn bind_unix_for(path: &Path, owner: Option<u32>) -> std::io::Result<tokio::net::UnixListener> {
     let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
@@ -100,7 +106,18 @@ pub fn bind_unix(path: &Path) -> std::io::Result<tokio::net::UnixListener> {
     let short = PathBuf::from(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&dir))).join(name);
     let listener = tokio::net::UnixListener::bind(&short)?;
     let mode = nix::sys::stat::Mode::from_bits_truncate(SOCKET_MODE);
-    if let Err(errno) = nix::sys::stat::fchmodat(&dir, name, mode, nix::sys::stat::FchmodatFlags::NoFollowSymlink) {
+    let give_to = |id: u32| {
+        nix::unistd::fchownat(
+            &dir,
+            name,
+            Some(nix::unistd::Uid::from_raw(id)),
+            Some(nix::unistd::Gid::from_raw(id)),
+            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    let set = nix::sys::stat::fchmodat(&dir, name, mode, nix::sys::stat::FchmodatFlags::NoFollowSymlink)
+        .and_then(|()| owner.map_or(Ok(()), give_to));
+    if let Err(errno) = set {
         drop(listener);
         // Whatever is at the name now (the socket, or a link put there) goes; a link's target stays.
         let _ = nix::unistd::unlinkat(&dir, name, nix::unistd::UnlinkatFlags::NoRemoveDir);

@@ -5,6 +5,12 @@
 /// `terminationGracePeriodSeconds` when unset (`v1.DefaultGracePeriodSeconds`).
 pub const DEFAULT_GRACE_PERIOD_SECONDS: i64 = 30;
 
+/// The uid (and gid) an unprivileged launcher pod runs as: upstream's `qemu` user.
+pub const NON_ROOT_UID: u32 = 107;
+
+/// The feature gate that keeps launcher pods running as root, as before upstream v0.59.
+pub const ROOT_FEATURE_GATE: &str = "Root";
+
 /// Labels.
 pub mod labels {
     /// `kubevirt.io`: the component an object belongs to, e.g. `virt-launcher`.

@@ -105,8 +105,12 @@ pub fn observe_pod_interface(
     parse_pod_interface(name, &addresses, &routes)
 }
 
-/// Builds `plan` in `netns`: forwarding on (masquerade), the bridge, the tap and the addresses,
-/// then the nftables rules.
+/// The sysctl that lets an unprivileged launcher's DHCP server bind port 67 in its pod's network
+/// namespace (and only there: the setting belongs to the namespace).
+pub const UNPRIVILEGED_PORTS_FROM_0: &str = "net.ipv4.ip_unprivileged_port_start=0";
+
+/// Builds `plan` in `netns`: forwarding on (masquerade), ports below 1024 open to an unprivileged
+/// launcher, the bridge, the tap and the addresses, then the nftables rules.
 ///
 /// # Errors
 /// [`SetupError::Command`] naming the command that failed.
@@ -118,6 +122,9 @@ pub fn set_up_pod_network(
 ) -> Result<(), SetupError> {
     if plan.binding == Binding::Masquerade {
         commands.run(netns, "sysctl", &["-q", "-w", "net.ipv4.ip_forward=1"], None)?;
+    }
+    if plan.tap_owner.is_some() {
+        commands.run(netns, "sysctl", &["-q", "-w", UNPRIVILEGED_PORTS_FROM_0], None)?;
     }
     commands.run(netns, "ip", &["-batch", "-"], Some(&ip_batch(plan)))?;
     commands.run(netns, "nft", &["-f", "-"], Some(&nft_ruleset(plan)))?;
@@ -178,6 +185,24 @@ mod tests {
         assert!(recorded.iter().all(|r| r.netns == netns));
         assert_eq!(recorded[1].stdin.as_deref(), Some(ip_batch(&plan).as_str()));
         assert_eq!(recorded[2].stdin, Some(nft_ruleset(&plan)));
+    }
+
+    #[test]
+    fn an_unprivileged_launchers_pod_opens_port_67_to_it() {
+        let commands = RecordingCommands::default();
+        let mut plan = masquerade_plan();
+        plan.tap_owner = Some(107);
+        set_up_pod_network(&commands, Path::new("/proc/42/ns/net"), &plan).expect("setup");
+        let argv: Vec<String> = commands.recorded().iter().map(|r| r.argv.join(" ")).collect();
+        assert_eq!(
+            argv,
+            [
+                "sysctl -q -w net.ipv4.ip_forward=1",
+                "sysctl -q -w net.ipv4.ip_unprivileged_port_start=0",
+                "ip -batch -",
+                "nft -f -"
+            ]
+        );
     }
 
     #[test]

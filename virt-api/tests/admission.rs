@@ -114,9 +114,24 @@ fn a_minimal_vmi_gets_upstreams_defaults() {
             "phase": "Pending",
             "phaseTransitionTimestamps": [{"phase": "Pending", "phaseTransitionTimestamp": NOW}],
             "currentCPUTopology": {"cores": 1, "sockets": 1, "threads": 1},
-            "memory": {"guestAtBoot": "128Mi", "guestCurrent": "128Mi", "guestRequested": "128Mi"}
+            "memory": {"guestAtBoot": "128Mi", "guestCurrent": "128Mi", "guestRequested": "128Mi"},
+            "runtimeUser": 107
         })
     );
+}
+
+/// Upstream's mutating webhook marks every new VMI non-root (`status.runtimeUser: 107`) unless the
+/// `Root` feature gate is on; virt-controller renders the launcher pod from it.
+#[test]
+fn a_new_vmi_runs_as_107_unless_the_root_gate_is_on() {
+    let default = mutate_vmi(&vmi(minimal_spec()), ClusterConfig::default());
+    assert_eq!(default["status"]["runtimeUser"], 107);
+    let root = ClusterConfig {
+        feature_gates: vec!["Root".to_owned()],
+        ..ClusterConfig::default()
+    };
+    let rooted = mutate_vmi(&vmi(minimal_spec()), root);
+    assert_eq!(rooted["status"]["runtimeUser"], 0);
 }
 
 #[test]

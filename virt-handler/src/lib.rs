@@ -13,6 +13,7 @@ pub mod cluster_api;
 pub mod console_server;
 pub mod container_disks;
 pub mod decide;
+pub mod device_ownership;
 pub mod device_plugins;
 pub mod heartbeat;
 pub mod launchers;

@@ -38,6 +38,33 @@ pub enum WireError {
     /// The blocking work was cancelled or panicked.
     #[error("wiring the pod network was interrupted")]
     Interrupted,
+    /// The VMI's private directory could not be made the unprivileged launcher's.
+    #[error("cannot give {path} to the launcher's user {owner}")]
+    PrivateDir {
+        /// The directory.
+        path: PathBuf,
+        /// The launcher's uid.
+        owner: u32,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// Creates the VMI's private directory in the pod for the handler's files, owned by the launcher's
+/// user when it is unprivileged (QEMU and the launcher write their sockets and logs there). The
+/// owner is set on the directory itself, never through a symlink.
+fn prepare_private_dir(private: &Path, vmi: &VirtualMachineInstance) -> Result<(), WireError> {
+    let owner = vmi.runtime_user();
+    let error = |source| WireError::PrivateDir {
+        path: private.to_owned(),
+        owner,
+        source,
+    };
+    std::fs::create_dir_all(private).map_err(error)?;
+    if vmi.is_non_root() {
+        std::os::unix::fs::lchown(private, Some(owner), Some(owner)).map_err(error)?;
+    }
+    Ok(())
 }
 
 /// Wires `vmi`'s pod network in `netns` unless it is done already; `private` is the VMI's private
@@ -56,6 +83,7 @@ pub fn wire(
     if !uses_pod_network(vmi) || private.join(POD_NETWORK_READY).exists() {
         return Ok(false);
     }
+    prepare_private_dir(private, vmi)?;
     let cache = private.join(POD_INTERFACE_CACHE);
     let pod = if cache.exists() {
         read_observation(&cache)?
@@ -96,6 +124,14 @@ pub fn cached_pod_addresses(private: &Path, vmi: &VirtualMachineInstance) -> BTr
 /// # Errors
 /// [`WireError::LauncherPid`] when the socket cannot be reached or names no process.
 pub async fn launcher_netns(socket: &Path) -> Result<PathBuf, WireError> {
+    Ok(PathBuf::from(format!("/proc/{}/ns/net", launcher_pid(socket).await?)))
+}
+
+/// The pid of the launcher serving `socket`, through its peer credentials.
+///
+/// # Errors
+/// [`WireError::LauncherPid`] when the socket cannot be reached or names no process.
+pub async fn launcher_pid(socket: &Path) -> Result<i32, WireError> {
     let error = |message: String| WireError::LauncherPid {
         socket: socket.to_owned(),
         message,
@@ -103,13 +139,12 @@ pub async fn launcher_netns(socket: &Path) -> Result<PathBuf, WireError> {
     let stream = cmd_protocol::sockets::connect_unix(socket)
         .await
         .map_err(|e| error(e.to_string()))?;
-    let pid = stream
+    stream
         .peer_cred()
         .map_err(|e| error(e.to_string()))?
         .pid()
         .filter(|pid| *pid > 0)
-        .ok_or_else(|| error("the socket's peer has no pid".to_owned()))?;
-    Ok(PathBuf::from(format!("/proc/{pid}/ns/net")))
+        .ok_or_else(|| error("the socket's peer has no pid".to_owned()))
 }
 
 #[cfg(test)]
@@ -187,6 +222,19 @@ mod tests {
             argv(&retry),
             ["sysctl -q -w net.ipv4.ip_forward=1", "ip -batch -", "nft -f -"]
         );
+    }
+
+    #[test]
+    fn an_unprivileged_launchers_private_dir_is_its_own() {
+        use std::os::unix::fs::MetadataExt as _;
+        let pod = tempfile::tempdir().expect("tempdir");
+        let private = pod.path().join("vmi-uid");
+        let mut vmi = vmi("masquerade");
+        vmi.status.get_or_insert_default().runtime_user = Some(107);
+        assert!(wire(&commands(), Path::new("/proc/77/ns/net"), &private, &vmi).expect("wire"));
+        let meta = std::fs::symlink_metadata(&private).expect("the private dir");
+        assert_eq!((meta.uid(), meta.gid()), (107, 107));
+        assert!(private.join(POD_NETWORK_READY).exists());
     }
 
     #[test]

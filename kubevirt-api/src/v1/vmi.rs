@@ -163,6 +163,23 @@ impl VirtualMachineInstance {
             .and_then(|k| k.container.as_ref())
     }
 
+    /// The uid its launcher runs as: `status.runtimeUser` (set when the VMI is created: 107 unless
+    /// the `Root` feature gate is on), or 0 for a VMI that never had one.
+    #[must_use]
+    pub fn runtime_user(&self) -> u32 {
+        self.status
+            .as_ref()
+            .and_then(|s| s.runtime_user)
+            .and_then(|uid| u32::try_from(uid).ok())
+            .unwrap_or(0)
+    }
+
+    /// Whether its launcher runs unprivileged (a non-zero [`Self::runtime_user`]).
+    #[must_use]
+    pub fn is_non_root(&self) -> bool {
+        self.runtime_user() != 0
+    }
+
     /// `spec.terminationGracePeriodSeconds`, or upstream's default of 30.
     #[must_use]
     pub fn termination_grace_period_seconds(&self) -> i64 {

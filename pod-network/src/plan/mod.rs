@@ -154,6 +154,10 @@ pub struct InterfacePlan {
     pub tap: String,
     /// Queues of a multi-queue tap, when the interface is multi-queue.
     pub tap_queues: Option<u32>,
+    /// The uid and gid the tap belongs to when the launcher runs unprivileged (the VMI's
+    /// `status.runtimeUser`), so that its QEMU can open it without `CAP_NET_ADMIN`; `None` for a
+    /// root launcher.
+    pub tap_owner: Option<u32>,
     /// The pod interface's new MAC (bridge binding: the guest took the old one).
     pub pod_new_mac: Option<[u8; 6]>,
     /// MTU of the tap and bridge, from the pod interface.
@@ -379,6 +383,7 @@ pub fn plan_checked(
         bridge_address,
         tap: POD_TAP.to_owned(),
         tap_queues,
+        tap_owner: vmi.is_non_root().then(|| vmi.runtime_user()),
         pod_new_mac: None,
         mtu: pod.mtu,
         ports: forwarded_ports(iface),

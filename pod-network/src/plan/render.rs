@@ -40,7 +40,11 @@ pub fn ip_batch(plan: &InterfacePlan) -> String {
     } else {
         ""
     };
-    line(format!("tuntap add dev {tap} mode tap{multi_queue}"));
+    let owner = plan
+        .tap_owner
+        .map(|uid| format!(" user {uid} group {uid}"))
+        .unwrap_or_default();
+    line(format!("tuntap add dev {tap} mode tap{multi_queue}{owner}"));
     line(format!("link set dev {tap} mtu {mtu} master {bridge} up"));
     line(format!("address add {} dev {bridge}", plan.bridge_address));
     if plan.binding == Binding::Bridge {

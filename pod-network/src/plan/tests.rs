@@ -171,6 +171,18 @@ fn multiqueue_virtio_gets_a_multi_queue_tap() {
 }
 
 #[test]
+fn an_unprivileged_launchers_tap_belongs_to_its_user() {
+    let yaml = "apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\nmetadata:\n  name: nr\nspec:\n  domain:\n    devices:\n      interfaces:\n      - name: default\n        masquerade: {}\n  networks:\n  - name: default\n    pod: {}\nstatus:\n  runtimeUser: 107\n";
+    let vmi: VirtualMachineInstance = serde_saphyr::from_str(yaml).expect("vmi");
+    let plan = plan(&vmi, &pod(), &resolv()).expect("plan").pod.expect("pod");
+    assert_eq!(plan.tap_owner, Some(107));
+    assert!(ip_batch(&plan).contains("tuntap add dev tap0 mode tap user 107 group 107\n"));
+    let root = plan_of_bridge_on(&pod());
+    assert_eq!(root.tap_owner, None, "a root launcher's tap stays root's");
+    assert!(ip_batch(&root).contains("tuntap add dev tap0 mode tap\n"));
+}
+
+#[test]
 fn no_pod_interface_needs_no_plan() {
     let vmi = vmi("        []", "    []");
     assert_eq!(plan(&vmi, &pod(), &resolv()), Ok(NetworkPlan::default()));

@@ -60,6 +60,15 @@ pub fn set_vmi_create_defaults(
         });
     }
 
+    // Every launcher runs unprivileged unless the Root feature gate says otherwise.
+    status.runtime_user = Some(
+        if config.is_feature_gate_enabled(kubevirt_api::well_known::ROOT_FEATURE_GATE) {
+            0
+        } else {
+            u64::from(kubevirt_api::well_known::NON_ROOT_UID)
+        },
+    );
+
     let finalizers = vmi.metadata.finalizers.get_or_insert_with(Vec::new);
     finalizers.push(VMI_FOREGROUND_DELETE.to_owned());
     status.phase = Some(VirtualMachineInstancePhase::Pending);

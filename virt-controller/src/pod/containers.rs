@@ -3,8 +3,7 @@
 //! share the containerDisk binary and pull the images early.
 
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, EnvVar, EnvVarSource, LocalObjectReference, ObjectFieldSelector, ResourceRequirements,
-    SecurityContext, VolumeMount,
+    Container, EnvVar, EnvVarSource, LocalObjectReference, ObjectFieldSelector, ResourceRequirements, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kubevirt_api::v1::VirtualMachineInstance;
@@ -124,15 +123,7 @@ pub fn compute(
             env("KUBEVIRT_LAUNCHER_IMAGE", &config.launcher_image),
         ]),
         resources: Some(resources),
-        security_context: Some(SecurityContext {
-            run_as_user: Some(0),
-            run_as_non_root: Some(false),
-            capabilities: Some(Capabilities {
-                add: Some(vec!["NET_BIND_SERVICE".to_owned(), "SYS_NICE".to_owned()]),
-                ..Capabilities::default()
-            }),
-            ..SecurityContext::default()
-        }),
+        security_context: Some(super::security::compute_security_context(vmi)),
         volume_mounts: Some(mounts),
         termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
         ..Container::default()
@@ -212,6 +203,7 @@ pub fn disk_sidecars(vmi: &VirtualMachineInstance, config: &PodConfig) -> Vec<Co
                     mount("virt-bin-share-dir", "/usr/bin"),
                 ]),
                 termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
+                security_context: super::security::helper_security_context(vmi),
                 ..Container::default()
             }
         })
@@ -238,6 +230,7 @@ pub fn init_containers(vmi: &VirtualMachineInstance, config: &PodConfig) -> Vec<
         ]),
         resources: Some(small_resources(vmi)),
         volume_mounts: Some(vec![mount("virt-bin-share-dir", BIN_SHARE_DIR)]),
+        security_context: super::security::helper_security_context(vmi),
         ..Container::default()
     }];
     containers.extend(images.into_iter().map(|served| Container {
@@ -248,6 +241,7 @@ pub fn init_containers(vmi: &VirtualMachineInstance, config: &PodConfig) -> Vec<
         args: Some(vec!["--no-op".to_owned()]),
         resources: Some(small_resources(vmi)),
         volume_mounts: Some(vec![mount("virt-bin-share-dir", "/usr/bin")]),
+        security_context: super::security::helper_security_context(vmi),
         ..Container::default()
     }));
     containers

@@ -6,11 +6,12 @@
 mod config_volumes;
 mod containers;
 mod resources;
+mod security;
 mod volumes;
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Pod, PodSecurityContext, PodSpec};
+use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kubevirt_api::v1::VirtualMachineInstance;
 use kubevirt_api::well_known::{annotations, labels};
@@ -238,11 +239,7 @@ pub fn render_launcher_pod(vmi: &VirtualMachineInstance, config: &PodConfig) -> 
             enable_service_links: Some(false),
             service_account_name: service_account,
             automount_service_account_token: Some(automount_token),
-            security_context: Some(PodSecurityContext {
-                run_as_user: Some(0),
-                fs_group: Some(107),
-                ..PodSecurityContext::default()
-            }),
+            security_context: Some(security::pod_security_context(vmi)),
             containers: pod_containers,
             init_containers: Some(init).filter(|i| !i.is_empty()),
             image_pull_secrets: Some(containers::image_pull_secrets(vmi)).filter(|s| !s.is_empty()),

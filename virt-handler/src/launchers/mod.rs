@@ -56,6 +56,9 @@ pub enum LauncherError {
     /// The containerDisk or kernel-boot images could not be mounted for the launcher.
     #[error(transparent)]
     ContainerDisk(#[from] crate::container_disks::ProvideError),
+    /// An unprivileged launcher's devices could not be given to it.
+    #[error(transparent)]
+    Devices(#[from] crate::device_ownership::DeviceOwnershipError),
     /// The images could not be unmounted from the launcher's pod.
     #[error(transparent)]
     Unmount(#[from] crate::node_mounts::MountError),

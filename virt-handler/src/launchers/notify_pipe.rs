@@ -16,13 +16,14 @@ pub struct NotifyPipe {
 
 impl NotifyPipe {
     /// Listens at `path` (replacing a stale socket) and forwards every connection to `server`.
-    pub fn start(path: &Path, server: &Path) -> std::io::Result<Self> {
+    /// The socket is mode 0600 and belongs to `owner` when given: an unprivileged launcher's uid.
+    pub fn start(path: &Path, server: &Path, owner: Option<u32>) -> std::io::Result<Self> {
         match std::fs::remove_file(path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
             _ => {}
         }
         // The kubelet's pod paths are longer than a socket address holds.
-        let listener = cmd_protocol::sockets::bind_unix(path)?;
+        let listener = cmd_protocol::sockets::bind_unix_for(path, owner)?;
         let server = server.to_owned();
         let task = tokio::spawn(async move {
             while let Ok((mut inbound, _)) = listener.accept().await {
@@ -80,7 +81,7 @@ mod tests {
         let server = UnixListener::bind(&server_path).expect("server");
         let pipe_path = pod.join("domain-notify-pipe.sock");
         assert!(pipe_path.as_os_str().len() > 108, "{}", pipe_path.display());
-        let pipe = NotifyPipe::start(&pipe_path, &server_path).expect("pipe at a long path");
+        let pipe = NotifyPipe::start(&pipe_path, &server_path, None).expect("pipe at a long path");
         let mut client = cmd_protocol::sockets::connect_unix(pipe.path()).await.expect("connect");
         client.write_all(b"ping").await.expect("write");
         let (mut conn, _) = server.accept().await.expect("forwarded");
@@ -104,7 +105,17 @@ mod tests {
         });
         let pipe_path = dir.path().join("pipe.sock");
         std::fs::write(&pipe_path, b"stale").expect("stale file");
-        let pipe = NotifyPipe::start(&pipe_path, &server_path).expect("pipe");
+        let pipe = NotifyPipe::start(&pipe_path, &server_path, Some(107)).expect("pipe");
+        let placed = std::fs::symlink_metadata(pipe.path()).expect("the pipe");
+        assert_eq!(
+            (
+                std::os::unix::fs::MetadataExt::uid(&placed),
+                std::os::unix::fs::MetadataExt::gid(&placed),
+                std::os::unix::fs::MetadataExt::mode(&placed) & 0o777
+            ),
+            (107, 107, 0o600),
+            "an unprivileged launcher's pipe is its own, and only its own"
+        );
         let mut client = UnixStream::connect(pipe.path()).await.expect("connect");
         client.write_all(b"ping").await.expect("write");
         let mut answer = [0_u8; 4];

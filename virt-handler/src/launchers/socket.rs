@@ -27,6 +27,8 @@ struct Held {
     wired: HashSet<PathBuf>,
     /// Sockets whose pod has its containerDisk and kernel-boot images mounted.
     disks_provided: HashSet<PathBuf>,
+    /// Sockets whose unprivileged launcher was given its devices.
+    devices_claimed: HashSet<PathBuf>,
     /// Pod addresses read once the pod network is wired; they do not change for the pod's life.
     pod_addresses: HashMap<PathBuf, BTreeMap<String, Vec<String>>>,
 }
@@ -82,8 +84,9 @@ impl SocketLaunchers {
         self.held.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Places the notify pipe of the pod that owns `socket`, once.
-    fn ensure_pipe(&self, socket: &Path) {
+    /// Places the notify pipe of the pod that owns `socket`, once; an unprivileged launcher
+    /// (`runtime_user` not 0) owns it.
+    fn ensure_pipe(&self, socket: &Path, runtime_user: u32) {
         let Some(dir) = socket.parent() else { return };
         let Some(pipe) = sockets::notify_pipe_on_host(dir) else {
             return;
@@ -92,7 +95,8 @@ impl SocketLaunchers {
         if held.pipes.contains_key(socket) {
             return;
         }
-        match NotifyPipe::start(&pipe, &self.notify_server) {
+        let owner = (runtime_user != 0).then_some(runtime_user);
+        match NotifyPipe::start(&pipe, &self.notify_server, owner) {
             Ok(started) => {
                 held.pipes.insert(socket.to_owned(), started);
             }
@@ -151,6 +155,24 @@ impl SocketLaunchers {
         Ok(())
     }
 
+    /// Gives an unprivileged launcher (the VMI's runtime user is not root) its devices inside its
+    /// pod, once, before its first Sync ([`crate::device_ownership`]).
+    async fn claim_devices(&self, socket: &Path, vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
+        if !vmi.is_non_root() || self.held().devices_claimed.contains(socket) {
+            return Ok(());
+        }
+        let pid = crate::network_wiring::launcher_pid(socket).await?;
+        let root = PathBuf::from(format!("/proc/{pid}/root"));
+        let owner = vmi.runtime_user();
+        let claimed =
+            tokio::task::spawn_blocking(move || crate::device_ownership::claim_launcher_devices(&root, owner))
+                .await
+                .map_err(|_| LauncherError::Interrupted("giving the launcher its devices"))??;
+        tracing::info!(vmi = %vmi.key(), owner, devices = ?claimed, "devices given to the unprivileged launcher");
+        self.held().devices_claimed.insert(socket.to_owned());
+        Ok(())
+    }
+
     /// Runs `call` on the socket's client; a failure drops the client so the next call reconnects.
     async fn with_client<T, F>(&self, socket: &Path, call: impl FnOnce(CmdClient) -> F) -> Result<T, LauncherError>
     where
@@ -199,7 +221,7 @@ impl Launchers for SocketLaunchers {
             .map(|(pod, node)| (pod.as_str(), node.as_str()));
         match sockets::find_socket_on_host(&self.pods_dir, pods, &self.node) {
             Ok(socket) => {
-                self.ensure_pipe(&socket);
+                self.ensure_pipe(&socket, vmi.runtime_user());
                 Presence::Ready(socket)
             }
             Err(FindSocketError::NotReady(_) | FindSocketError::Multiple { .. }) => Presence::Starting,
@@ -256,6 +278,7 @@ impl Launchers for SocketLaunchers {
     }
 
     async fn sync(&self, socket: &Path, vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
+        self.claim_devices(socket, vmi).await?;
         self.provide_container_disks(socket, vmi).await?;
         let request = vmi_request(vmi)?;
         self.with_client(socket, async |mut c| c.sync(request).await).await
@@ -313,6 +336,7 @@ impl Launchers for SocketLaunchers {
         held.pipes.remove(socket);
         held.wired.remove(socket);
         held.disks_provided.remove(socket);
+        held.devices_claimed.remove(socket);
         held.pod_addresses.remove(socket);
     }
 

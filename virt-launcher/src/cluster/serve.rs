@@ -1,7 +1,9 @@
 //! Cluster mode start to exit: the same private libvirt as local mode, then the command socket.
 //!
-//! 1. Before any thread: check the flags, write the libvirt configuration, enter the private mount
-//!    namespace.
+//! 1. Before any thread: check the flags, write the libvirt configuration, and as root enter the
+//!    private mount namespace (or adopt the container's libvirt directories). As any other user the
+//!    daemon is a session daemon whose directories are all the launcher's own (an unprivileged
+//!    launcher pod, docs/security.md).
 //! 2. On tokio: reaper, daemons, connection; serve `Cmd` and `CmdInfo` on
 //!    `<share dir>/sockets/launcher-init-sock` and rename it to `launcher-sock` once serving.
 //!    Every lifecycle event goes to virt-handler as a domain snapshot ([`super::notify`]).
@@ -31,7 +33,7 @@ use kubevirt_api::error_report::one_line;
 use crate::commands::process::{self, fail};
 use crate::domain::{ConvertContext, DomainType, PathLayout};
 use crate::libvirt::{DomainManager, DomainStatus, LibvirtDomainManager, LifecycleEvent};
-use crate::supervisor::daemons::{DaemonPaths, LibvirtDaemons, write_configs};
+use crate::supervisor::daemons::{DaemonMode, DaemonPaths, LibvirtDaemons, write_configs};
 use crate::supervisor::namespace::{adopt_container_libvirt, enter_private_libvirt_namespace};
 use crate::supervisor::reaper::{Reaper, ToolRunner};
 use crate::supervisor::supervise::{StopSignals, StopSource as _, supervise, teardown};
@@ -74,8 +76,13 @@ pub struct ServeOptions {
 }
 
 impl ServeOptions {
+    /// A system daemon as root; a session daemon in an unprivileged launcher pod.
     fn daemon_paths(&self) -> DaemonPaths {
-        DaemonPaths::new(PathBuf::from(&self.layout.private_dir).join("libvirt-rs"))
+        let private = PathBuf::from(&self.layout.private_dir);
+        DaemonPaths::with_mode(
+            private.join("libvirt-rs"),
+            DaemonMode::for_this_process(&self.cache_dir, &private),
+        )
     }
 
     fn socket_dir(&self) -> PathBuf {
@@ -188,10 +195,13 @@ async fn wait_for_handover<M: DomainManager>(manager: &M, window: Duration) {
 pub fn main(options: &ServeOptions) -> ExitCode {
     let paths = options.daemon_paths();
     let prepared = write_configs(&paths).map_err(|e| one_line(&e)).and_then(|()| {
-        let prepared = if options.container_libvirt {
-            adopt_container_libvirt(&paths.config_dir(), &options.cache_dir)
-        } else {
-            enter_private_libvirt_namespace(&paths.config_dir(), &options.cache_dir)
+        let prepared = match paths.mode() {
+            // A session daemon's paths are all under the launcher's directory already.
+            DaemonMode::Session { .. } => Ok(()),
+            DaemonMode::System if options.container_libvirt => {
+                adopt_container_libvirt(&paths.config_dir(), &options.cache_dir)
+            }
+            DaemonMode::System => enter_private_libvirt_namespace(&paths.config_dir(), &options.cache_dir),
         };
         prepared.map_err(|e| one_line(&e))
     });

@@ -6,10 +6,23 @@ use std::path::{Path, PathBuf};
 
 use cmd_protocol::stats::VcpuStats;
 
-/// Where libvirt writes the QEMU pid of `domain`, in the launcher's mount namespace.
+/// Where this process's libvirtd writes QEMU pid files, once it is known to differ from the
+/// system daemon's (a session daemon's are under the launcher's directory).
+static QEMU_STATE_DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Sets where libvirt writes QEMU pid files; the first call wins.
+pub fn set_qemu_state_dir(dir: PathBuf) {
+    let _ = QEMU_STATE_DIR.set(dir);
+}
+
+/// Where libvirt writes the QEMU pid of `domain`: `/run/libvirt/qemu` (in the launcher's mount
+/// namespace) unless [`set_qemu_state_dir`] said otherwise.
 #[must_use]
 pub fn qemu_pid_file(domain: &str) -> PathBuf {
-    Path::new("/run/libvirt/qemu").join(format!("{domain}.pid"))
+    QEMU_STATE_DIR
+        .get()
+        .map_or_else(|| Path::new("/run/libvirt/qemu").to_owned(), Clone::clone)
+        .join(format!("{domain}.pid"))
 }
 
 /// The vCPU index of a thread named `CPU <n>/<accel>`.

@@ -1,8 +1,10 @@
 //! The launcher's private libvirtd: its configuration, start, readiness, restart when it dies,
 //! and stop. There is no virtlogd: QEMU's stdio and the serial log are written without it.
 //!
-//! It runs in the foreground as a child of the launcher (inside its mount namespace, see
-//! [`super::namespace`]). Its stderr is read line by line into the launcher's log; libvirt's own
+//! It runs in the foreground as a child of the launcher. As root it is a system daemon inside the
+//! launcher's mount namespace (see [`super::namespace`]); as any other user (an unprivileged launcher
+//! pod) it is a session daemon whose directories all lie under the launcher's own (see
+//! [`DaemonMode::Session`]). Its stderr is read line by line into the launcher's log; libvirt's own
 //! log goes to a file in the runtime directory.
 
 use std::io::BufRead as _;
@@ -25,23 +27,121 @@ const STOP_GRACE: Duration = Duration::from_secs(5);
 /// Pause before restarting a daemon that died, so a crash loop does not spin.
 const RESTART_DELAY: Duration = Duration::from_millis(200);
 
+/// How the launcher's libvirtd runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DaemonMode {
+    /// As root, at libvirt's system paths, which the launcher makes private to itself (its own
+    /// mount namespace, or the container it has to itself).
+    System,
+    /// As the launcher's own unprivileged user: libvirt's session mode, with its configuration,
+    /// cache and runtime directories under the launcher's (the `XDG_*` variables) and the QEMU
+    /// capabilities cache read from `capabilities_cache`.
+    Session {
+        /// The persistent capabilities cache (it holds `qemu/capabilities/`).
+        capabilities_cache: PathBuf,
+        /// `XDG_CONFIG_HOME`: libvirt puts the domain's sockets (the monitor, the guest agent
+        /// channel) under it, and a socket path must fit in 108 bytes, so it is a short directory
+        /// (the pod's private one, as upstream's).
+        config_home: PathBuf,
+    },
+}
+
+impl DaemonMode {
+    /// System mode as root, session mode (with `config_home`) as anyone else.
+    #[must_use]
+    pub fn for_this_process(capabilities_cache: &Path, config_home: &Path) -> Self {
+        if nix::unistd::geteuid().is_root() {
+            Self::System
+        } else {
+            Self::Session {
+                capabilities_cache: capabilities_cache.to_owned(),
+                config_home: config_home.to_owned(),
+            }
+        }
+    }
+}
+
 /// Where the daemons' files are, under the launcher's runtime directory.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DaemonPaths {
     root: PathBuf,
+    mode: DaemonMode,
 }
 
 impl DaemonPaths {
-    /// Paths under `root`.
+    /// A system daemon's paths under `root`.
     #[must_use]
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        Self { root: root.into() }
+        Self::with_mode(root, DaemonMode::System)
     }
 
-    /// Configuration directory, bind-mounted over `/etc/libvirt`.
+    /// Paths under `root` for a daemon running in `mode`.
+    #[must_use]
+    pub fn with_mode(root: impl Into<PathBuf>, mode: DaemonMode) -> Self {
+        Self {
+            root: root.into(),
+            mode,
+        }
+    }
+
+    /// How the daemon runs.
+    #[must_use]
+    pub fn mode(&self) -> &DaemonMode {
+        &self.mode
+    }
+
+    /// Configuration directory: bind-mounted over (or copied into) `/etc/libvirt` in system mode,
+    /// read in place in session mode.
     #[must_use]
     pub fn config_dir(&self) -> PathBuf {
         self.root.join("etc")
+    }
+
+    /// A session daemon's `XDG_CONFIG_HOME`, `XDG_CACHE_HOME` and `XDG_RUNTIME_DIR`.
+    fn xdg_dirs(&self) -> [(&'static str, PathBuf); 3] {
+        let config_home = match &self.mode {
+            DaemonMode::Session { config_home, .. } => config_home.clone(),
+            DaemonMode::System => self.root.join("config"),
+        };
+        [
+            ("XDG_CONFIG_HOME", config_home),
+            ("XDG_CACHE_HOME", self.root.join("cache")),
+            ("XDG_RUNTIME_DIR", self.root.join("run")),
+        ]
+    }
+
+    /// Where libvirt's QEMU driver reads qemu.conf.
+    fn qemu_conf(&self) -> PathBuf {
+        match &self.mode {
+            DaemonMode::System => self.config_dir().join("qemu.conf"),
+            DaemonMode::Session { config_home, .. } => config_home.join("libvirt/qemu.conf"),
+        }
+    }
+
+    /// Where libvirt writes each domain's QEMU pid file (`<domain>.pid`).
+    #[must_use]
+    pub fn qemu_state_dir(&self) -> PathBuf {
+        match self.mode {
+            DaemonMode::System => PathBuf::from("/run/libvirt/qemu"),
+            DaemonMode::Session { .. } => self.root.join("run/libvirt/qemu/run"),
+        }
+    }
+
+    /// The capabilities cache as the daemon sees it.
+    #[must_use]
+    pub fn capabilities_cache(&self) -> PathBuf {
+        match &self.mode {
+            DaemonMode::System => PathBuf::from(super::namespace::LIBVIRT_CACHE_DIR),
+            DaemonMode::Session { capabilities_cache, .. } => capabilities_cache.clone(),
+        }
+    }
+
+    /// The libvirtd.conf the daemon is started with.
+    fn libvirtd_conf(&self) -> PathBuf {
+        match self.mode {
+            DaemonMode::System => Path::new(super::namespace::LIBVIRT_CONFIG_DIR).join("libvirtd.conf"),
+            DaemonMode::Session { .. } => self.config_dir().join("libvirtd.conf"),
+        }
     }
 
     /// Directory of libvirtd's sockets (outside the tmpfs mounts, so visible to `virsh`).
@@ -59,7 +159,11 @@ impl DaemonPaths {
     /// The connection URI of the private daemon.
     #[must_use]
     pub fn uri(&self) -> String {
-        format!("qemu+unix:///system?socket={}", self.socket().display())
+        let driver = match self.mode {
+            DaemonMode::System => "system",
+            DaemonMode::Session { .. } => "session",
+        };
+        format!("qemu+unix:///{driver}?socket={}", self.socket().display())
     }
 
     /// The driver modules libvirtd loads: only the QEMU driver (see [`link_qemu_driver`]).
@@ -167,14 +271,48 @@ pub fn write_configs(paths: &DaemonPaths) -> Result<(), DaemonError> {
     // No security labels, cgroups or per-domain mount namespaces: the launcher is the sandbox, as
     // upstream's qemu.conf does inside the launcher pod. No virtlogd: libvirt writes QEMU's stdio
     // to the domain log itself, and QEMU writes the serial log (`logfile=` on its chardev).
-    write(
-        "qemu.conf",
-        "# Written by virt-launcher.\nsecurity_driver = \"none\"\nremember_owner = 0\n\
-         user = \"root\"\ngroup = \"root\"\nnamespaces = [ ]\ncgroup_controllers = [ ]\n\
-         stdio_handler = \"file\"\nswtpm_user = \"root\"\nswtpm_group = \"root\"\n"
-            .to_owned(),
-    )?;
+    let qemu_conf = paths.qemu_conf();
+    let qemu_dir = qemu_conf.parent().unwrap_or(&dir).to_owned();
+    let config_error = |source| DaemonError::Config {
+        path: qemu_dir.clone(),
+        source,
+    };
+    std::fs::create_dir_all(&qemu_dir).map_err(config_error)?;
+    std::fs::write(&qemu_conf, qemu_conf_text(&paths.mode)).map_err(config_error)?;
+    if let DaemonMode::Session { capabilities_cache, .. } = &paths.mode {
+        prepare_session_dirs(paths, capabilities_cache)?;
+    }
     Ok(())
+}
+
+/// qemu.conf. In session mode QEMU runs as the daemon's user and there is nothing to name.
+fn qemu_conf_text(mode: &DaemonMode) -> String {
+    let mut text = "# Written by virt-launcher.\nsecurity_driver = \"none\"\nremember_owner = 0\n\
+                    namespaces = [ ]\ncgroup_controllers = [ ]\nstdio_handler = \"file\"\n"
+        .to_owned();
+    if *mode == DaemonMode::System {
+        text.push_str("user = \"root\"\ngroup = \"root\"\nswtpm_user = \"root\"\nswtpm_group = \"root\"\n");
+    }
+    text
+}
+
+/// A session daemon's directories, and its QEMU cache directory linked to the persistent
+/// capabilities cache (libvirt keeps `capabilities/` in `$XDG_CACHE_HOME/libvirt/qemu/cache`).
+fn prepare_session_dirs(paths: &DaemonPaths, capabilities_cache: &Path) -> Result<(), DaemonError> {
+    let config = |path: &Path| {
+        let path = path.to_owned();
+        move |source| DaemonError::Config { path, source }
+    };
+    for (_, dir) in paths.xdg_dirs() {
+        std::fs::create_dir_all(&dir).map_err(config(&dir))?;
+    }
+    let qemu_cache = capabilities_cache.join("qemu");
+    std::fs::create_dir_all(&qemu_cache).map_err(config(&qemu_cache))?;
+    let driver_cache = paths.root.join("cache/libvirt/qemu");
+    std::fs::create_dir_all(&driver_cache).map_err(config(&driver_cache))?;
+    let link = driver_cache.join("cache");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&qemu_cache, &link).map_err(config(&link))
 }
 
 /// Asks the kernel to send SIGTERM to the child when the launcher dies.
@@ -228,9 +366,8 @@ impl LibvirtDaemons {
     /// Starts libvirtd (its configuration was written by [`write_configs`] before
     /// the mount namespace was set up) and waits until libvirtd accepts connections.
     pub async fn start(reaper: &Reaper, paths: &DaemonPaths, timeout: Duration) -> Result<Self, DaemonError> {
-        // Inside the launcher's mount namespace the persistent cache is at libvirt's own path.
-        let cache = Path::new(super::namespace::LIBVIRT_CACHE_DIR);
-        match super::caps_cache::refresh(cache, &loaded_drivers()) {
+        let cache = paths.capabilities_cache();
+        match super::caps_cache::refresh(&cache, &loaded_drivers()) {
             Ok(super::caps_cache::Refresh::Refreshed(files)) if files > 0 => {
                 tracing::info!(
                     files,
@@ -240,17 +377,24 @@ impl LibvirtDaemons {
             Ok(outcome) => tracing::debug!(?outcome, "capabilities cache"),
             Err(e) => tracing::warn!(error = %e, "cannot refresh the capabilities cache; libvirt may probe QEMU again"),
         }
+        crate::libvirt::vcpu_threads::set_qemu_state_dir(paths.qemu_state_dir());
         let stopping = CancellationToken::new();
         let drivers = paths.driver_dir();
         let libvirtd_pid = paths.pid_file("libvirtd");
+        let libvirtd_conf = paths.libvirtd_conf();
+        let session_env = match paths.mode {
+            DaemonMode::System => Vec::new(),
+            DaemonMode::Session { .. } => paths.xdg_dirs().to_vec(),
+        };
         let libvirtd = supervise(reaper.clone(), "libvirtd", stopping.clone(), move || {
             let mut command = Command::new("libvirtd");
             command
                 .arg("--config")
-                .arg("/etc/libvirt/libvirtd.conf")
+                .arg(&libvirtd_conf)
                 .arg("--pid-file")
                 .arg(&libvirtd_pid)
-                .env("LIBVIRT_DRIVER_DIR", &drivers);
+                .env("LIBVIRT_DRIVER_DIR", &drivers)
+                .envs(session_env.iter().map(|(name, dir)| (name, dir)));
             command
         })?;
         let daemons = Self {
@@ -265,8 +409,7 @@ impl LibvirtDaemons {
     /// Records, once a domain runs, the binaries the capabilities cache was made with, so that a
     /// copy of the cache (in an image) stays valid: see [`super::caps_cache`].
     pub fn record_capabilities(&self) {
-        let cache = Path::new(super::namespace::LIBVIRT_CACHE_DIR);
-        if let Err(e) = super::caps_cache::record(cache, &loaded_drivers()) {
+        if let Err(e) = super::caps_cache::record(&self.paths.capabilities_cache(), &loaded_drivers()) {
             tracing::warn!(error = %e, "cannot record the capabilities cache's binaries");
         }
     }

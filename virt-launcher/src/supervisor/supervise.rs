@@ -2,7 +2,6 @@
 //! [`lifecycle::decide`] what to do (finish, press the power button, destroy, wait), and reacts to
 //! domain events and stop requests; then [`teardown`] leaves nothing running.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use kubevirt_api::domain_state::DomainState;
@@ -150,7 +149,7 @@ impl StopSource for tokio::sync::mpsc::UnboundedReceiver<()> {
 /// Leaves nothing running: destroys a live domain, undefines it, and as a last resort kills a
 /// QEMU that libvirt no longer tracks.
 pub async fn teardown<M: DomainManager>(manager: &M, name: &str) {
-    let pid_file = PathBuf::from(format!("/run/libvirt/qemu/{name}.pid"));
+    let pid_file = crate::libvirt::vcpu_threads::qemu_pid_file(name);
     let qemu_pid = std::fs::read_to_string(&pid_file)
         .ok()
         .and_then(|p| p.trim().parse::<i32>().ok());

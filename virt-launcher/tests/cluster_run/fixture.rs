@@ -94,13 +94,95 @@ impl PodDirs {
             ephemeral: root.join("e"),
             disks: root.join("c"),
         };
+        // The pod's emptyDirs exist before the launcher starts.
         std::fs::create_dir_all(dirs.disks.join("kernel-boot")).expect("dirs");
+        std::fs::create_dir_all(&dirs.ephemeral).expect("dirs");
+        std::fs::create_dir_all(&dirs.private).expect("dirs");
         std::os::unix::fs::symlink(store_file("disk/testguest.qcow2"), dirs.disks.join("disk_0.img")).expect("disk");
         std::os::unix::fs::symlink(store_file("boot/vmlinuz"), dirs.disks.join("kernel-boot/vmlinuz")).expect("kernel");
         std::os::unix::fs::symlink(store_file("boot/initrd.img"), dirs.disks.join("kernel-boot/initrd.img"))
             .expect("initrd");
         dirs
     }
+}
+
+/// Makes the pod's directories under `root` what emptyDirs are to an unprivileged pod: `owner`'s
+/// (links included, never their targets), with `root` itself open for it to walk through.
+pub fn give_pod_dirs(root: &Path, owner: u32) {
+    fn walk(path: &Path, owner: u32) {
+        std::os::unix::fs::lchown(path, Some(owner), Some(owner)).expect("lchown");
+        let meta = std::fs::symlink_metadata(path).expect("metadata");
+        if meta.is_dir() {
+            for entry in std::fs::read_dir(path).expect("read_dir") {
+                walk(&entry.expect("entry").path(), owner);
+            }
+        }
+    }
+    std::fs::set_permissions(root, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+    for entry in std::fs::read_dir(root).expect("read_dir") {
+        walk(&entry.expect("entry").path(), owner);
+    }
+}
+
+/// The private `/dev` a container runtime gives a pod, made inside the launcher's own mount
+/// namespace: the usual nodes, and `/dev/kvm` and `/dev/net/tun` as the device plugins hand them
+/// over, root's and mode 0600 (as this host's are), for virt-handler to give to the launcher; the
+/// image's `/etc/passwd`, which names the user (libvirt looks it up). Then the launcher as the user
+/// `$0`, with no capability and no way to gain one.
+const POD_DEV: &str = r#"set -e
+mount --bind "$POD_PASSWD" /etc/passwd
+mount -t tmpfs -o mode=0755,nosuid tmpfs /dev
+mknod -m 0666 /dev/null c 1 3
+mknod -m 0666 /dev/zero c 1 5
+mknod -m 0666 /dev/full c 1 7
+mknod -m 0666 /dev/random c 1 8
+mknod -m 0666 /dev/urandom c 1 9
+mkdir /dev/net
+mknod -m 0600 /dev/net/tun c 10 200
+mknod -m 0600 /dev/kvm c 10 232
+exec setpriv --reuid="$0" --regid="$0" --clear-groups --inh-caps=-all --bounding-set=-all --no-new-privs -- "$@"
+"#;
+
+/// [`spawn_launcher_in`] as an unprivileged launcher pod runs it: as `owner` (uid and gid) with no
+/// capability at all, no way to gain one, and a `/dev` of its own. Every step execs the next, so
+/// the child's pid is the launcher's. Its capabilities cache is its own (`cache` beside the pod's
+/// directories), as the launcher image's is made the unprivileged user's.
+pub fn spawn_unprivileged_launcher_in(
+    dirs: &PodDirs,
+    name: &str,
+    uid: &str,
+    netns: &Path,
+    owner: u32,
+) -> std::process::Child {
+    let root = dirs.private.parent().expect("the pod's root");
+    let cache = root.join("cache");
+    std::fs::create_dir_all(&cache).expect("cache");
+    std::os::unix::fs::lchown(&cache, Some(owner), Some(owner)).expect("cache owner");
+    // The launcher image's user: upstream's qemu.
+    let passwd = root.join("passwd");
+    let host = std::fs::read_to_string("/etc/passwd").expect("/etc/passwd");
+    let qemu = format!("qemu:x:{owner}:{owner}:QEMU:/var/run/kubevirt-private:/usr/sbin/nologin\n");
+    std::fs::write(&passwd, host + &qemu).expect("passwd");
+    let mut command = Command::new("nsenter");
+    command
+        .env("POD_PASSWD", &passwd)
+        .arg(format!("--net={}", netns.display()))
+        .args([
+            "--",
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "--",
+            "sh",
+            "-c",
+            POD_DEV,
+        ])
+        .arg(owner.to_string())
+        .arg(env!("CARGO_BIN_EXE_virt-launcher"))
+        .arg("--libvirt-cache-dir")
+        .arg(&cache);
+    launcher_flags(&mut command, dirs, name, uid)
 }
 
 /// Starts the launcher in cluster mode for the VMI `name`/`uid` with virt-controller's flags.
@@ -122,6 +204,11 @@ pub fn spawn_launcher_in(dirs: &PodDirs, name: &str, uid: &str, netns: Option<&P
         }
         None => Command::new(env!("CARGO_BIN_EXE_virt-launcher")),
     };
+    launcher_flags(&mut command, dirs, name, uid)
+}
+
+/// Adds virt-controller's flags for `dirs` and the VMI `name`/`uid` to `command`, and starts it.
+fn launcher_flags(command: &mut Command, dirs: &PodDirs, name: &str, uid: &str) -> std::process::Child {
     command
         .args(["--name", name, "--namespace", "default", "--uid", uid])
         .args(["--grace-period-seconds", "30", "--force-emulation"])

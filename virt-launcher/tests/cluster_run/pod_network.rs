@@ -11,7 +11,10 @@ use std::time::Duration;
 
 use kubevirt_api::v1::VirtualMachineInstancePhase as Phase;
 
-use super::fixture::{Stopper, assert_stops_cleanly, example_vmi, spawn_launcher_in, wait_until};
+use super::fixture::{
+    Stopper, assert_stops_cleanly, example_vmi, give_pod_dirs, processes_under, spawn_launcher_in,
+    spawn_unprivileged_launcher_in, wait_until,
+};
 use super::with_handler::{World, http_get};
 
 /// The "pod": a named namespace with eth0 on a /30 whose other end is on the host.
@@ -131,16 +134,36 @@ impl Drop for FakePod {
     }
 }
 
+/// Who the launcher runs as.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum LauncherUser {
+    Root,
+    /// An unprivileged launcher pod's: this uid, no capabilities (the VMI's `status.runtimeUser`).
+    Unprivileged(u32),
+}
+
 /// Runs `example` in `pod` under the real handler; the guest's console must show `lease` then
 /// `marker`, and the host must reach the guest's web server at the pod address.
 async fn run_binding(example: &str, pod: FakePod, uid: &str, lease: &str, marker: &str) {
+    run_binding_as(LauncherUser::Root, example, pod, uid, lease, marker).await;
+}
+
+async fn run_binding_as(user: LauncherUser, example: &str, pod: FakePod, uid: &str, lease: &str, marker: &str) {
     let name = example.trim_start_matches("vmi-").trim_end_matches(".yaml");
+    let host_ports = host_unprivileged_ports();
     let (world, dirs, mut vmi) = World::new(name, uid);
     let networked = example_vmi(example, name, uid);
     vmi.spec.networks = networked.spec.networks;
     vmi.spec.domain.devices.interfaces = networked.spec.domain.devices.interfaces;
     vmi.spec.domain.devices.autoattach_pod_interface = None;
-    let launcher = spawn_launcher_in(&dirs, name, uid, Some(&pod.path()));
+    let launcher = match user {
+        LauncherUser::Root => spawn_launcher_in(&dirs, name, uid, Some(&pod.path())),
+        LauncherUser::Unprivileged(owner) => {
+            vmi.status.get_or_insert_default().runtime_user = Some(u64::from(owner));
+            give_pod_dirs(world.root.path(), owner);
+            spawn_unprivileged_launcher_in(&dirs, name, uid, &pod.path(), owner)
+        }
+    };
     let _stopper = Stopper(launcher.id());
     world.api.apply(vmi);
     let (stop, handler) = world.start_handler();
@@ -181,6 +204,9 @@ async fn run_binding(example: &str, pod: FakePod, uid: &str, lease: &str, marker
     let cache = dirs.private.join(uid).join(cmd_protocol::sockets::POD_INTERFACE_CACHE);
     let cached = std::fs::read_to_string(&cache).expect("the handler's cache");
     assert!(cached.contains(&pod.address.to_string()), "{cached}");
+    if let LauncherUser::Unprivileged(owner) = user {
+        assert_unprivileged(&world, &pod, launcher.id(), owner, &host_ports);
+    }
 
     stop.cancel();
     handler.await.expect("handler stopped");
@@ -192,6 +218,106 @@ async fn run_binding(example: &str, pod: FakePod, uid: &str, lease: &str, marker
         .output()
         .expect("ip");
     assert!(!left.status.success(), "the pod's host link is gone with its namespace");
+}
+
+/// A field of `/proc/<pid>/status`.
+fn status_field(pid: i32, field: &str) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .map(|v| v.trim().to_owned())
+        .unwrap_or_default()
+}
+
+/// Everything the launcher pod runs is `owner`'s with no capability; virt-handler gave the pod's
+/// devices, the tap and the notify pipe to `owner`, and let it bind the DHCP port, in the pod only.
+fn assert_unprivileged(world: &World, pod: &FakePod, launcher: u32, owner: u32, host_ports: &str) {
+    use std::os::unix::fs::MetadataExt as _;
+    let processes = processes_under(world.root.path());
+    for program in ["virt-launcher", "libvirtd", "qemu-system"] {
+        assert!(
+            processes.iter().any(|(_, cmdline)| cmdline.contains(program)),
+            "no {program} among {processes:?}"
+        );
+    }
+    for (pid, cmdline) in &processes {
+        let ids = format!("{owner}\t{owner}\t{owner}\t{owner}");
+        assert_eq!(status_field(*pid, "Uid"), ids, "uids of {cmdline}");
+        assert_eq!(status_field(*pid, "Gid"), ids, "gids of {cmdline}");
+        assert_eq!(
+            status_field(*pid, "CapEff"),
+            "0000000000000000",
+            "effective capabilities of {cmdline}"
+        );
+        assert_eq!(
+            status_field(*pid, "CapPrm"),
+            "0000000000000000",
+            "permitted capabilities of {cmdline}"
+        );
+        assert_eq!(status_field(*pid, "NoNewPrivs"), "1", "{cmdline} can gain no privilege");
+    }
+    for device in ["dev/kvm", "dev/net/tun"] {
+        let inside = std::fs::metadata(format!("/proc/{launcher}/root/{device}")).expect("the pod's device");
+        assert_eq!((inside.uid(), inside.gid()), (owner, owner), "the pod's {device}");
+        let host = std::fs::metadata(format!("/{device}")).expect("the host's device");
+        assert_eq!(host.uid(), 0, "the host's {device} stays root's");
+    }
+    let pipe = std::fs::symlink_metadata(world.notify_pipe()).expect("the notify pipe");
+    assert_eq!((pipe.uid(), pipe.mode() & 0o777), (owner, 0o600), "the notify pipe");
+    for attribute in ["owner", "group"] {
+        let read = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &pod.name,
+                "cat",
+                &format!("/sys/class/net/tap0/{attribute}"),
+            ])
+            .output()
+            .expect("ip netns exec");
+        assert_eq!(
+            String::from_utf8_lossy(&read.stdout).trim(),
+            owner.to_string(),
+            "the tap's {attribute}"
+        );
+    }
+    let inside = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &pod.name,
+            "cat",
+            "/proc/sys/net/ipv4/ip_unprivileged_port_start",
+        ])
+        .output()
+        .expect("ip netns exec");
+    assert_eq!(
+        String::from_utf8_lossy(&inside.stdout).trim(),
+        "0",
+        "the pod binds any port"
+    );
+    assert_eq!(host_unprivileged_ports(), host_ports, "the host's setting is untouched");
+}
+
+fn host_unprivileged_ports() -> String {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_unprivileged_port_start").expect("sysctl")
+}
+
+/// An unprivileged launcher pod, as virt-controller renders it by default: the launcher, its
+/// libvirtd and QEMU run as uid 107 with no capability, and the guest still boots, gets its lease
+/// and serves the host; everything stops cleanly.
+#[tokio::test]
+async fn an_unprivileged_launcher_runs_the_guest_with_no_capability() {
+    run_binding_as(
+        LauncherUser::Unprivileged(kubevirt_api::well_known::NON_ROOT_UID),
+        "vmi-testguest-masquerade.yaml",
+        FakePod::new(3),
+        "5e6f7a8b-9c0d-4e1f-a2b3-c4d5e6f7a804",
+        "KUBEVIRT-RS-GUEST-IP eth0 10.0.2.2/24 gateway 10.0.2.1 mtu 1400",
+        "KUBEVIRT-RS-GUEST-GATEWAY-REACHED 10.0.2.1",
+    )
+    .await;
 }
 
 #[tokio::test]

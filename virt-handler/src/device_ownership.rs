@@ -1,0 +1,146 @@
+//! An unprivileged launcher's devices. The container runtime creates the device nodes a pod gets
+//! (from the device plugins) with the host's owner and mode, so a launcher running as uid 107
+//! could not open `/dev/kvm` or `/dev/net/tun`. Before the launcher's first Sync, virt-handler gives
+//! them to the launcher's user inside the pod's own `/dev` (reached through `/proc/<pid>/root`),
+//! as upstream's virt-handler does. The host's nodes are not touched.
+//!
+//! The walk never follows a symlink: a directory or device replaced by a link inside the pod is
+//! skipped, so nothing outside the pod's `/dev` can be given away.
+
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::{AtFlags, OFlag, open, openat};
+use nix::sys::stat::{Mode, SFlag, fstatat};
+use nix::unistd::{Gid, Uid, fchownat};
+
+/// The devices a launcher uses, relative to its `/dev`.
+pub const LAUNCHER_DEVICES: [&str; 3] = ["kvm", "net/tun", "vhost-net"];
+
+/// Why a device could not be given to the launcher's user.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot give {path} to uid {owner}")]
+pub struct DeviceOwnershipError {
+    /// The device, as the handler reached it.
+    pub path: PathBuf,
+    /// The launcher's uid.
+    pub owner: u32,
+    /// Why.
+    pub source: nix::Error,
+}
+
+/// Opens the directory `path` under `parent` without following a symlink; with no parent, opens
+/// `path` itself, following it (`/proc/<pid>/root` is a link to the launcher's root).
+fn directory(parent: Option<&OwnedFd>, path: &Path) -> nix::Result<OwnedFd> {
+    let flags = OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | OFlag::O_RDONLY;
+    match parent {
+        Some(parent) => openat(parent, path, flags | OFlag::O_NOFOLLOW, Mode::empty()),
+        None => open(path, flags, Mode::empty()),
+    }
+}
+
+/// Gives the character devices of [`LAUNCHER_DEVICES`] under `root/dev` (a launcher's root,
+/// `/proc/<pid>/root`) to `owner` (uid and gid). Returns the devices given; a device the pod does
+/// not have, or that is not a character device, is skipped.
+///
+/// # Errors
+/// [`DeviceOwnershipError`] when a device that is there cannot be given.
+pub fn claim_launcher_devices(root: &Path, owner: u32) -> Result<Vec<&'static str>, DeviceOwnershipError> {
+    let error = |relative: &str, source| DeviceOwnershipError {
+        path: root.join("dev").join(relative),
+        owner,
+        source,
+    };
+    let Ok(root_dir) = directory(None, root) else {
+        return Ok(Vec::new());
+    };
+    let Ok(dev) = directory(Some(&root_dir), Path::new("dev")) else {
+        return Ok(Vec::new());
+    };
+    let mut claimed = Vec::new();
+    for device in LAUNCHER_DEVICES {
+        let subdir;
+        let (dir, name) = match device.rsplit_once('/') {
+            Some((parent, name)) => match directory(Some(&dev), Path::new(parent)) {
+                Ok(opened) => {
+                    subdir = opened;
+                    (&subdir, name)
+                }
+                Err(_) => continue,
+            },
+            None => (&dev, device),
+        };
+        let Ok(stat) = fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW) else {
+            continue;
+        };
+        if SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT != SFlag::S_IFCHR {
+            continue;
+        }
+        fchownat(
+            dir,
+            name,
+            Some(Uid::from_raw(owner)),
+            Some(Gid::from_raw(owner)),
+            AtFlags::AT_SYMLINK_NOFOLLOW,
+        )
+        .map_err(|source| error(device, source))?;
+        claimed.push(device);
+    }
+    Ok(claimed)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::MetadataExt as _;
+
+    use nix::sys::stat::{makedev, mknod};
+
+    use super::*;
+
+    fn char_device(path: &Path) {
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("dir");
+        // The memory device "null" (1, 3): any character device will do.
+        mknod(path, SFlag::S_IFCHR, Mode::from_bits_truncate(0o600), makedev(1, 3)).expect("mknod (needs root)");
+    }
+
+    #[test]
+    fn the_pods_devices_become_the_launchers_and_links_are_never_followed() {
+        let pod = tempfile::tempdir().expect("tempdir");
+        let outside = tempfile::tempdir().expect("tempdir");
+        let bystander = outside.path().join("host-file");
+        std::fs::write(&bystander, b"").expect("file");
+        char_device(&pod.path().join("dev/kvm"));
+        char_device(&pod.path().join("dev/net/tun"));
+        std::os::unix::fs::symlink(&bystander, pod.path().join("dev/vhost-net")).expect("link");
+
+        // Reached as virt-handler reaches a pod: through a link to its root.
+        let root_link = outside.path().join("root");
+        std::os::unix::fs::symlink(pod.path(), &root_link).expect("root link");
+        let claimed = claim_launcher_devices(&root_link, 107).expect("claimed");
+        assert_eq!(claimed, ["kvm", "net/tun"]);
+        for device in ["dev/kvm", "dev/net/tun"] {
+            let meta = std::fs::symlink_metadata(pod.path().join(device)).expect("device");
+            assert_eq!((meta.uid(), meta.gid()), (107, 107), "{device}");
+        }
+        let target = std::fs::metadata(&bystander).expect("target");
+        assert_eq!(target.uid(), 0, "a link's target is never given away");
+    }
+
+    #[test]
+    fn a_dev_that_is_a_link_or_missing_gives_nothing() {
+        let pod = tempfile::tempdir().expect("tempdir");
+        let outside = tempfile::tempdir().expect("tempdir");
+        char_device(&outside.path().join("kvm"));
+        assert_eq!(
+            claim_launcher_devices(pod.path(), 107).expect("nothing"),
+            Vec::<&str>::new()
+        );
+        std::os::unix::fs::symlink(outside.path(), pod.path().join("dev")).expect("link");
+        assert_eq!(
+            claim_launcher_devices(pod.path(), 107).expect("nothing"),
+            Vec::<&str>::new()
+        );
+        let meta = std::fs::metadata(outside.path().join("kvm")).expect("device");
+        assert_eq!(meta.uid(), 0);
+    }
+}
