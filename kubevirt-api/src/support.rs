@@ -294,6 +294,36 @@ fn scheduling_and_guest(spec: &VirtualMachineInstanceSpec, r: &mut Refusals<'_>)
     r.refuse_if(!spec.utility_volumes.is_empty(), "utilityVolumes", "utility volumes");
 }
 
+/// What an unprivileged launcher pod cannot do yet (docs/security.md), refused for a VMI spec
+/// (at `base`) that will run unprivileged (`unprivileged`: the `Root` feature gate is off):
+/// realtime vCPUs need `SCHED_FIFO` and NUMA passthrough needs `mbind`, neither of which a
+/// process without `CAP_SYS_NICE` gets.
+#[must_use]
+pub fn unprivileged_vmi(spec: &VirtualMachineInstanceSpec, base: &str, unprivileged: bool) -> Vec<Unsupported> {
+    let cpu_base = format!("{base}.domain.cpu");
+    let mut r = Refusals {
+        base: &cpu_base,
+        found: Vec::new(),
+    };
+    if !unprivileged {
+        return r.found;
+    }
+    let cpu = spec.domain.cpu.as_ref();
+    let limit = "in an unprivileged launcher pod (turn on the Root feature gate)";
+    r.refuse_if(
+        cpu.is_some_and(|c| c.realtime.is_some()),
+        "realtime",
+        &format!("realtime vCPUs {limit}"),
+    );
+    r.refuse_if(
+        cpu.and_then(|c| c.numa.as_ref())
+            .is_some_and(|n| n.guest_mapping_passthrough.is_some()),
+        "numa.guestMappingPassthrough",
+        &format!("NUMA passthrough {limit}"),
+    );
+    r.found
+}
+
 /// The annotation asking for hook sidecars.
 const HOOK_SIDECARS: &str = "hooks.kubevirt.io/hookSidecars";
 

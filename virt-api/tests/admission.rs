@@ -388,6 +388,47 @@ fn invalid_vmis_are_refused_with_their_field_paths() {
     );
 }
 
+/// Realtime vCPUs and NUMA passthrough need CAP_SYS_NICE, which an unprivileged launcher pod does
+/// not have: refused unless the Root feature gate is on.
+#[test]
+fn an_unprivileged_vmi_cannot_ask_for_realtime_or_numa_passthrough() {
+    let mut spec = minimal_spec();
+    spec["domain"]["cpu"] =
+        json!({"dedicatedCpuPlacement": true, "realtime": {}, "numa": {"guestMappingPassthrough": {}}});
+    let object = vmi(spec);
+    let body = review("virtualmachineinstances", "CREATE", "alice", &object, None);
+    let causes = denied(&run(Webhook::VmiValidateCreate, &body, ClusterConfig::default()));
+    let refused: Vec<(&str, &str)> = causes
+        .iter()
+        .filter(|c| c.2.contains("unprivileged"))
+        .map(|c| (c.0.as_str(), c.1.as_str()))
+        .collect();
+    assert_eq!(
+        refused,
+        [
+            ("FieldValueNotSupported", "spec.domain.cpu.realtime"),
+            ("FieldValueNotSupported", "spec.domain.cpu.numa.guestMappingPassthrough")
+        ],
+        "{causes:?}"
+    );
+    assert!(
+        causes
+            .iter()
+            .all(|c| !c.2.contains("unprivileged") || c.2.contains("Root feature gate"))
+    );
+    let root = ClusterConfig {
+        feature_gates: vec!["Root".to_owned()],
+        ..ClusterConfig::default()
+    };
+    let answer = run(Webhook::VmiValidateCreate, &body, root);
+    let messages: Vec<String> = if answer.response.allowed {
+        Vec::new()
+    } else {
+        denied(&answer).into_iter().map(|c| c.2).collect()
+    };
+    assert!(messages.iter().all(|m| !m.contains("unprivileged")), "{messages:?}");
+}
+
 #[test]
 fn vmi_updates_are_restricted_to_kubevirt() {
     let old = vmi(minimal_spec());

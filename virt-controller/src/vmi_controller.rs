@@ -214,16 +214,23 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
                 .unwrap_or_default();
             (vmi, pods, known.expectations.satisfied(key, self.clock.monotonic()))
         };
+        let config = self.pod_config();
         let plan = plan(&Observed {
             vmi: &vmi,
             pods,
             expectations_satisfied: satisfied,
+            runtime_user: config.runtime_user,
             now: Time(self.clock.now()),
         });
         let namespace = vmi.metadata.namespace.clone().unwrap_or_else(|| "default".to_owned());
         let mut current = vmi.clone();
         if plan.create_pod {
-            match render_launcher_pod(&vmi, &self.pod_config()).map(Box::new) {
+            // Rendered from the status the plan writes, whose `runtimeUser` says who the pod runs as.
+            let mut planned = (*vmi).clone();
+            if let Some(status) = &plan.status {
+                planned.status = Some(status.clone());
+            }
+            match render_launcher_pod(&planned, &config).map(Box::new) {
                 Ok(pod) => {
                     self.known().expectations.expect_creation(key, self.clock.monotonic());
                     match self.api.create_pod(&namespace, &pod).await {

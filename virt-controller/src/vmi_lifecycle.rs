@@ -48,6 +48,8 @@ pub struct Observed<'a> {
     pub pods: Vec<PodView>,
     /// No pod creation or deletion of this controller is still unseen.
     pub expectations_satisfied: bool,
+    /// The uid a new launcher runs as, recorded in `status.runtimeUser` when the VMI has none.
+    pub runtime_user: u32,
     /// Now.
     pub now: Time,
 }
@@ -147,6 +149,8 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
         PhaseStep::Stay => {}
         PhaseStep::CreatePod => {
             plan.create_pod = true;
+            // The user the pod is rendered for; it never changes for this VMI afterwards.
+            status.runtime_user.get_or_insert(u64::from(observed.runtime_user));
             enter(&mut status, Phase::Pending, now);
             enter(&mut status, Phase::Scheduling, now);
         }
@@ -243,6 +247,7 @@ mod tests {
             vmi,
             pods,
             expectations_satisfied: true,
+            runtime_user: 107,
             now: Time(Timestamp::from_second(1_800_000_000).expect("time")),
         })
     }
@@ -256,6 +261,11 @@ mod tests {
         let new = vmi(Phase::Unset, false, true);
         let plan = observe(&new, vec![]);
         assert!(plan.create_pod && !plan.add_finalizer);
+        assert_eq!(
+            plan.status.as_ref().and_then(|s| s.runtime_user),
+            Some(107),
+            "the pod's user is recorded with it"
+        );
         let status = plan.status.expect("status");
         assert_eq!(status.phase, Some(Phase::Scheduling));
         let phases: Vec<_> = status.phase_transition_timestamps.iter().map(|t| t.phase).collect();
@@ -270,6 +280,7 @@ mod tests {
             vmi: &new,
             pods: vec![],
             expectations_satisfied: false,
+            runtime_user: 107,
             now: Time(Timestamp::UNIX_EPOCH),
         });
         assert_eq!(waiting, Plan::default());
@@ -340,6 +351,7 @@ mod tests {
             vmi: &done,
             pods: vec![pod("Running", true, Some("n"))],
             expectations_satisfied: false,
+            runtime_user: 107,
             now: Time(Timestamp::from_second(1_800_000_000).expect("time")),
         });
         assert!(

@@ -60,8 +60,12 @@ async fn creating_the_pod_and_scheduling_the_vmi_send_these_requests() {
     controller.on_vmi_event(Event::Apply(new.clone()));
     assert_eq!(controller.reconcile("default/testvmi").await, None);
     let sent = taken(&log);
+    // The pod is rendered for the user the status records: unprivileged, 107.
+    let mut unprivileged = new.clone();
+    unprivileged.status.get_or_insert_default().runtime_user = Some(107);
     let expected_pod =
-        serde_json::to_value(render_launcher_pod(&new, &PodConfig::new(IMAGE)).expect("pod")).expect("json");
+        serde_json::to_value(render_launcher_pod(&unprivileged, &PodConfig::new(IMAGE)).expect("pod")).expect("json");
+    assert_eq!(expected_pod["spec"]["securityContext"]["runAsUser"], json!(107));
     assert_eq!(
         sent[0],
         (
@@ -83,6 +87,7 @@ async fn creating_the_pod_and_scheduling_the_vmi_send_these_requests() {
     let mut expected_status = serde_json::to_value(&new).expect("json");
     expected_status["status"] = json!({
         "phase": "Scheduling",
+        "runtimeUser": 107,
         "phaseTransitionTimestamps": [
             {"phase": "Pending", "phaseTransitionTimestamp": "2026-11-21T10:00:00Z"},
             {"phase": "Scheduling", "phaseTransitionTimestamp": "2026-11-21T10:00:00Z"}

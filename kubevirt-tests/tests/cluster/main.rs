@@ -15,5 +15,6 @@ mod faults;
 mod install;
 mod instancetypes;
 mod support;
+mod unprivileged;
 mod vm;
 mod vmi;

@@ -149,10 +149,15 @@ pub fn vmi_phase(name: &str) -> String {
 
 /// Waits until VMI `name` is in `phase`; panics naming the phase it was in.
 pub fn wait_for_phase(name: &str, phase: &str, timeout: Duration) -> Value {
+    wait_for_phase_in("default", name, phase, timeout)
+}
+
+/// [`wait_for_phase`] for a VMI in `namespace`.
+pub fn wait_for_phase_in(namespace: &str, name: &str, phase: &str, timeout: Duration) -> Value {
     let mut last = String::new();
     let deadline = Instant::now() + timeout;
     loop {
-        if let Some(vmi) = get("vmi", name, "default") {
+        if let Some(vmi) = get("vmi", name, namespace) {
             last = field(&vmi, "status.phase");
             if last == phase {
                 return vmi;
@@ -191,10 +196,23 @@ impl Cleanup {
     /// Creates `yaml` (`kubectl create`, after deleting what an aborted earlier run may have
     /// left under the name), deleted at the end as `kind/name`.
     pub fn apply(&mut self, kind: &str, name: &str, yaml: &str) {
-        self.0.push((kind.to_owned(), name.to_owned(), "default".to_owned()));
-        let leftover = kubectl(&["delete", kind, name, "--ignore-not-found", "--timeout=120s"]);
+        self.apply_in("default", kind, name, yaml);
+    }
+
+    /// [`Self::apply`] in `namespace` (any namespace for cluster-scoped kinds).
+    pub fn apply_in(&mut self, namespace: &str, kind: &str, name: &str, yaml: &str) {
+        self.0.push((kind.to_owned(), name.to_owned(), namespace.to_owned()));
+        let leftover = kubectl(&[
+            "-n",
+            namespace,
+            "delete",
+            kind,
+            name,
+            "--ignore-not-found",
+            "--timeout=120s",
+        ]);
         text_of(&leftover, &format!("kubectl delete of a leftover {kind} {name}"));
-        let output = kubectl_stdin(&["create", "-f", "-"], yaml);
+        let output = kubectl_stdin(&["-n", namespace, "create", "-f", "-"], yaml);
         text_of(&output, &format!("kubectl create of {kind} {name}"));
     }
 
@@ -240,13 +258,49 @@ pub fn node_mounts() -> String {
     std::fs::read_to_string(format!("/proc/{init}/mountinfo")).expect("node mountinfo")
 }
 
+/// A client pod `client` (in `default`, deleted by `cleanup`) fetches `/` from the guest's web
+/// server at the pod address `address` and gets the guest's answer.
+pub fn pod_reaches_guest_web_server(cleanup: &mut Cleanup, client: &str, address: &str) {
+    cleanup.track("pod", client);
+    let script = format!(
+        "for i in $(seq 1 60); do printf 'GET / HTTP/1.0\\r\\n\\r\\n' | /bin/busybox nc -w 3 {address} 80 && exit 0; sleep 1; done; exit 1"
+    );
+    kubectl_ok(&[
+        "run",
+        client,
+        "--image=localhost/kubevirt-rs/testclient:latest",
+        "--image-pull-policy=IfNotPresent",
+        "--restart=Never",
+        "--command",
+        "--",
+        "/bin/busybox",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    wait_for("the client pod to finish", Duration::from_secs(90), || {
+        let phase = kubectl_ok(&["get", "pod", client, "-o", "jsonpath={.status.phase}"]);
+        matches!(phase.as_str(), "Succeeded" | "Failed").then_some(())
+    });
+    let logs = kubectl_ok(&["logs", client]);
+    assert!(
+        logs.contains("KUBEVIRT-RS-GUEST-HTTP"),
+        "the guest's web server answered the pod: {logs}"
+    );
+}
+
 /// Types `input` on VMI `name`'s serial console until its output contains `expected` (a guest
 /// under TCG may still be booting), for at most `timeout`; returns the output that did.
 pub fn console_until(name: &str, input: &str, expected: &str, timeout: Duration) -> String {
+    console_until_in("default", name, input, expected, timeout)
+}
+
+/// [`console_until`] for a VMI in `namespace`.
+pub fn console_until_in(namespace: &str, name: &str, input: &str, expected: &str, timeout: Duration) -> String {
     let mut last = String::new();
     let deadline = Instant::now() + timeout;
     while Instant::now() < deadline {
-        last = console(name, input, 2);
+        last = console_in(namespace, name, input, 2);
         if last.contains(expected) {
             return last;
         }
@@ -254,12 +308,12 @@ pub fn console_until(name: &str, input: &str, expected: &str, timeout: Duration)
     panic!("expected {expected:?} on the console of {name} within {timeout:?}; it printed: {last}")
 }
 
-/// Types `input` on VMI `name`'s serial console (virtctl console) and returns what it printed
-/// within `seconds`.
-pub fn console(name: &str, input: &str, seconds: u64) -> String {
+/// Types `input` on the serial console of VMI `name` in `namespace` (virtctl console) and returns
+/// what it printed within `seconds`.
+pub fn console_in(namespace: &str, name: &str, input: &str, seconds: u64) -> String {
     let mut child = Command::new(virtctl_binary())
         .env("KUBECONFIG", kubeconfig())
-        .args(["console", name])
+        .args(["-n", namespace, "console", name])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::support::{
     Cleanup, console_until, example, field, get, kubectl, kubectl_command, kubectl_ok, node_mounts, pod_processes,
-    qemu_of, wait_for, wait_for_phase,
+    pod_reaches_guest_web_server, qemu_of, wait_for, wait_for_phase,
 };
 
 /// The launcher pod of VMI `name`: (pod name, pod uid).
@@ -110,30 +110,5 @@ fn masquerade_gives_the_guest_a_lease_and_a_pod_reaches_its_web_server() {
         Duration::from_secs(60),
     );
     // A pod on the cluster network reaches the guest's web server through the pod's address.
-    cleanup.track("pod", "e2e-client");
-    let script = format!(
-        "for i in $(seq 1 60); do printf 'GET / HTTP/1.0\\r\\n\\r\\n' | /bin/busybox nc -w 3 {address} 80 && exit 0; sleep 1; done; exit 1"
-    );
-    kubectl_ok(&[
-        "run",
-        "e2e-client",
-        "--image=localhost/kubevirt-rs/testclient:latest",
-        "--image-pull-policy=IfNotPresent",
-        "--restart=Never",
-        "--command",
-        "--",
-        "/bin/busybox",
-        "sh",
-        "-c",
-        &script,
-    ]);
-    wait_for("the client pod to finish", Duration::from_secs(90), || {
-        let phase = kubectl_ok(&["get", "pod", "e2e-client", "-o", "jsonpath={.status.phase}"]);
-        matches!(phase.as_str(), "Succeeded" | "Failed").then_some(())
-    });
-    let logs = kubectl_ok(&["logs", "e2e-client"]);
-    assert!(
-        logs.contains("KUBEVIRT-RS-GUEST-HTTP"),
-        "the guest's web server answered the pod: {logs}"
-    );
+    pod_reaches_guest_web_server(&mut cleanup, "e2e-client", &address);
 }

@@ -42,6 +42,15 @@ pub(super) fn vmi_create(request: &AdmissionRequest, ctx: &AdmissionContext) -> 
     let vmi: VirtualMachineInstance = decode_object(request.object.as_deref(), "object")?;
     let mut causes = validation::validate_vmi_spec(&vmi.spec, "spec", &ctx.config);
     causes.extend(support::vmi_spec(&vmi.spec, "spec").into_iter().map(Cause::from));
+    // The API server drops a new VMI's status, so the gate says who its launcher will run as.
+    let unprivileged = !ctx
+        .config
+        .is_feature_gate_enabled(kubevirt_api::well_known::ROOT_FEATURE_GATE);
+    causes.extend(
+        support::unprivileged_vmi(&vmi.spec, "spec", unprivileged)
+            .into_iter()
+            .map(Cause::from),
+    );
     let trusted = ctx.is_kubevirt_service_account(&request.user_info.username);
     if !trusted && !reserved_labels(vmi.metadata.labels.as_ref()).is_empty() {
         causes.push(Cause {

@@ -37,6 +37,9 @@ pub struct PodConfig {
     pub memory_overcommit: u32,
     /// Cluster-wide node selectors, under the VMI's own.
     pub node_selectors: BTreeMap<String, String>,
+    /// The uid new launchers run as (a VMI's `status.runtimeUser` when its pod is created): 107,
+    /// or 0 under the `Root` feature gate.
+    pub runtime_user: u32,
 }
 
 impl PodConfig {
@@ -52,6 +55,7 @@ impl PodConfig {
             additional_guest_memory_overhead_ratio: None,
             memory_overcommit: kubevirt_api::v1::DEFAULT_MEMORY_OVERCOMMIT,
             node_selectors: BTreeMap::new(),
+            runtime_user: kubevirt_api::well_known::NON_ROOT_UID,
         }
     }
 
@@ -78,6 +82,11 @@ impl PodConfig {
             additional_guest_memory_overhead_ratio: configuration
                 .and_then(|c| c.additional_guest_memory_overhead_ratio.as_deref())
                 .and_then(|r| r.parse().ok()),
+            runtime_user: if cluster.is_feature_gate_enabled(kubevirt_api::well_known::ROOT_FEATURE_GATE) {
+                0
+            } else {
+                kubevirt_api::well_known::NON_ROOT_UID
+            },
             ..self.clone()
         }
     }
@@ -263,6 +272,17 @@ mod tests {
             "spec": {"configuration": configuration}
         }))
         .expect("KubeVirt")
+    }
+
+    #[test]
+    fn new_launchers_run_as_107_unless_the_root_gate_is_on() {
+        let base = PodConfig::new("image");
+        assert_eq!(base.with_cluster(None).runtime_user, 107);
+        let root = kubevirt(
+            &serde_json::json!({}),
+            &serde_json::json!({"developerConfiguration": {"featureGates": ["Root"]}}),
+        );
+        assert_eq!(base.with_cluster(Some(&root)).runtime_user, 0);
     }
 
     #[test]
