@@ -1,5 +1,6 @@
 //! A component's HTTP endpoint: `/healthz` (liveness), `/leader` (readiness: only the leader of a
-//! leader-elected component is ready) and `/metrics`.
+//! leader-elected component is ready) and `/metrics`. Served over HTTPS with the component's
+//! certificate, as upstream's are, or plain HTTP when none is given (a component run by hand).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -54,8 +55,38 @@ pub async fn route<E: Endpoints>(endpoints: &E, method: &Method, path: &str) -> 
     }
 }
 
-/// Serves on `listener` until `stop`.
-pub async fn serve<E: Endpoints>(listener: TcpListener, endpoints: Arc<E>, stop: CancellationToken) {
+/// The endpoint's TLS configuration from the component's certificate and key files (PEM), or
+/// `None` (plain HTTP, said in the log) when neither is given.
+///
+/// # Errors
+/// [`crate::tls::TlsError`] naming the file that cannot be used.
+pub fn endpoint_tls(
+    component: &str,
+    cert: Option<&std::path::Path>,
+    key: Option<&std::path::Path>,
+) -> Result<Option<Arc<rustls::ServerConfig>>, crate::tls::TlsError> {
+    let (Some(cert), Some(key)) = (cert, key) else {
+        tracing::warn!(
+            component,
+            "no certificate for /healthz and /metrics (--tls-cert-file, --tls-key-file): serving plain HTTP"
+        );
+        return Ok(None);
+    };
+    let source = crate::tls::CertSource::Files {
+        cert: cert.to_owned(),
+        key: key.to_owned(),
+    };
+    Ok(Some(crate::tls::server_tls(&source)?.config))
+}
+
+/// Serves on `listener` until `stop`: HTTPS with `tls`, plain HTTP without.
+pub async fn serve<E: Endpoints>(
+    listener: TcpListener,
+    endpoints: Arc<E>,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    stop: CancellationToken,
+) {
+    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     loop {
         let (stream, peer): (_, SocketAddr) = tokio::select! {
             () = stop.cancelled() => return,
@@ -67,19 +98,33 @@ pub async fn serve<E: Endpoints>(listener: TcpListener, endpoints: Arc<E>, stop:
                 }
             },
         };
-        let endpoints = endpoints.clone();
+        let (endpoints, acceptor) = (endpoints.clone(), acceptor.clone());
         tokio::spawn(async move {
-            let service = service_fn(move |request: Request<hyper::body::Incoming>| {
-                let endpoints = endpoints.clone();
-                async move { Ok::<_, Infallible>(route(endpoints.as_ref(), request.method(), request.uri().path()).await) }
-            });
-            if let Err(error) = http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await
-            {
-                debug!(%peer, error = %error, "HTTP connection ended with an error");
+            match acceptor {
+                Some(acceptor) => match acceptor.accept(stream).await {
+                    Ok(stream) => serve_connection(stream, endpoints, peer).await,
+                    Err(error) => debug!(%peer, error = %error, "TLS handshake failed"),
+                },
+                None => serve_connection(stream, endpoints, peer).await,
             }
         });
+    }
+}
+
+async fn serve_connection<S, E>(stream: S, endpoints: Arc<E>, peer: SocketAddr)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    E: Endpoints,
+{
+    let service = service_fn(move |request: Request<hyper::body::Incoming>| {
+        let endpoints = endpoints.clone();
+        async move { Ok::<_, Infallible>(route(endpoints.as_ref(), request.method(), request.uri().path()).await) }
+    });
+    if let Err(error) = http1::Builder::new()
+        .serve_connection(TokioIo::new(stream), service)
+        .await
+    {
+        debug!(%peer, error = %error, "HTTP connection ended with an error");
     }
 }
 
@@ -134,5 +179,58 @@ mod tests {
             route(&Fixed(true), &Method::GET, "/nope").await.status(),
             StatusCode::NOT_FOUND
         );
+    }
+
+    async fn ask(stream: impl tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin) -> String {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let mut stream = stream;
+        let mut answer = String::new();
+        if stream.write_all(b"GET /healthz HTTP/1.0\r\n\r\n").await.is_ok() {
+            let _ = stream.read_to_string(&mut answer).await;
+        }
+        answer
+    }
+
+    /// With the component's certificate the endpoint speaks only HTTPS: a client that trusts the
+    /// certificate gets `/healthz`, a plain HTTP request gets no answer.
+    #[tokio::test]
+    async fn with_a_certificate_the_endpoint_is_https_only() {
+        crate::tls::install_crypto_provider();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let key = rcgen::KeyPair::generate().expect("key");
+        let cert = rcgen::CertificateParams::new(vec!["virt-handler".to_owned()])
+            .expect("params")
+            .self_signed(&key)
+            .expect("cert");
+        let (cert_file, key_file) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+        std::fs::write(&cert_file, cert.pem()).expect("cert file");
+        std::fs::write(&key_file, key.serialize_pem()).expect("key file");
+        let tls = endpoint_tls("test", Some(&cert_file), Some(&key_file)).expect("tls");
+        assert!(tls.is_some());
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let stop = CancellationToken::new();
+        tokio::spawn(serve(listener, Arc::new(Fixed(true)), tls, stop.clone()));
+
+        let client = crate::tls::client_tls(&cert_file, None).expect("client");
+        let name = rustls_pki_types::ServerName::try_from("virt-handler").expect("name");
+        let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let stream = tokio_rustls::TlsConnector::from(client)
+            .connect(name, tcp)
+            .await
+            .expect("TLS handshake");
+        let answer = ask(stream).await;
+        assert!(
+            answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200"),
+            "{answer}"
+        );
+        assert!(answer.ends_with("ok"), "{answer}");
+
+        let plain = ask(tokio::net::TcpStream::connect(addr).await.expect("connect")).await;
+        assert!(!plain.contains("200"), "plain HTTP is not served: {plain:?}");
+        stop.cancel();
+        assert_eq!(endpoint_tls("test", None, None).expect("none").map(|_| ()), None);
+        let missing = endpoint_tls("test", Some(&dir.path().join("nope.crt")), Some(&key_file)).expect_err("missing");
+        assert!(missing.to_string().contains("nope.crt"), "{missing}");
     }
 }

@@ -2,8 +2,10 @@
 //! `kubevirt-virt-api-certs` in its namespace, or makes a CA and the certificates it signs and
 //! stores them there (a replica that loses the race reads the winner's). The CA signs virt-api's
 //! serving certificate (for its Service), virt-handler's console-server certificate (for the name
-//! `virt-handler`, stored in `kubevirt-virt-handler-certs`, which the handler DaemonSet mounts) and
-//! virt-api's client certificate for the handlers. virt-api then puts the CA into its webhook
+//! `virt-handler`, stored in `kubevirt-virt-handler-certs`, which the handler DaemonSet mounts; it
+//! also serves the handler's `/healthz` and `/metrics`), virt-controller's certificate for its
+//! `/healthz`, `/leader` and `/metrics` (stored in `kubevirt-controller-certs`, which the
+//! controller Deployment mounts) and virt-api's client certificate for the handlers. virt-api then puts the CA into its webhook
 //! configurations and APIServices, and reads the aggregation layer's request-header CA from
 //! `kube-system/extension-apiserver-authentication`.
 
@@ -18,6 +20,8 @@ use serde_json::json;
 pub const API_SECRET: &str = "kubevirt-virt-api-certs";
 /// The Secret virt-handler mounts: `tls.crt`, `tls.key` and the CA (`ca.crt`) of its callers.
 pub const HANDLER_SECRET: &str = "kubevirt-virt-handler-certs";
+/// The Secret virt-controller mounts: `tls.crt`, `tls.key` and the CA (`ca.crt`).
+pub const CONTROLLER_SECRET: &str = "kubevirt-controller-certs";
 /// The webhook configurations and APIServices that get the CA.
 pub const MUTATOR: &str = "virt-api-mutator";
 /// See [`MUTATOR`].
@@ -114,6 +118,20 @@ pub fn handler_certificate(certificates: &Certificates) -> Result<(String, Strin
     )?)
 }
 
+/// virt-controller's serving certificate (for its names in `namespace`), signed by the CA of
+/// `certificates`.
+pub fn controller_certificate(
+    certificates: &Certificates,
+    namespace: &str,
+) -> Result<(String, String), CertificateError> {
+    let names = vec![
+        "virt-controller".to_owned(),
+        format!("virt-controller.{namespace}"),
+        format!("virt-controller.{namespace}.svc"),
+    ];
+    Ok(sign(names, &issuer(&certificates.ca_key)?)?)
+}
+
 fn secret(name: &str, data: &[(&str, &str)]) -> Secret {
     Secret {
         metadata: kube::api::ObjectMeta {
@@ -193,18 +211,25 @@ pub async fn ensure(client: &kube::Client, namespace: &str) -> Result<Certificat
             from_secret(&winner)?
         }
     };
-    let handler = secrets
-        .get_opt(HANDLER_SECRET)
-        .await
-        .map_err(api_error(format!("get secret {HANDLER_SECRET}")))?;
-    if handler.is_none() {
-        let (cert, key) = handler_certificate(&certificates)?;
+    for component in [HANDLER_SECRET, CONTROLLER_SECRET] {
+        let stored = secrets
+            .get_opt(component)
+            .await
+            .map_err(api_error(format!("get secret {component}")))?;
+        if stored.is_some() {
+            continue;
+        }
+        let (cert, key) = if component == HANDLER_SECRET {
+            handler_certificate(&certificates)?
+        } else {
+            controller_certificate(&certificates, namespace)?
+        };
         let data = [
             ("ca.crt", certificates.ca_cert.as_str()),
             ("tls.crt", cert.as_str()),
             ("tls.key", key.as_str()),
         ];
-        create(&secrets, &secret(HANDLER_SECRET, &data)).await?;
+        create(&secrets, &secret(component, &data)).await?;
     }
     Ok(certificates)
 }

@@ -353,6 +353,8 @@ async fn a_fresh_cluster_gets_a_ca_the_certificates_and_the_ca_bundles() {
         created("kubevirt-virt-api-certs"),
         not_found("secrets"),
         created("kubevirt-virt-handler-certs"),
+        not_found("secrets"),
+        created("kubevirt-controller-certs"),
         webhooks("MutatingWebhookConfiguration", 2),
         ok.clone(),
         webhooks("ValidatingWebhookConfiguration", 3),
@@ -374,6 +376,8 @@ async fn a_fresh_cluster_gets_a_ca_the_certificates_and_the_ca_bundles() {
             ("GET", "/api/v1/namespaces/kubevirt/secrets/kubevirt-virt-api-certs"),
             ("POST", "/api/v1/namespaces/kubevirt/secrets?"),
             ("GET", "/api/v1/namespaces/kubevirt/secrets/kubevirt-virt-handler-certs"),
+            ("POST", "/api/v1/namespaces/kubevirt/secrets?"),
+            ("GET", "/api/v1/namespaces/kubevirt/secrets/kubevirt-controller-certs"),
             ("POST", "/api/v1/namespaces/kubevirt/secrets?"),
             (
                 "GET",
@@ -416,14 +420,20 @@ async fn a_fresh_cluster_gets_a_ca_the_certificates_and_the_ca_bundles() {
         !handler_secret.contains_key("ca.key"),
         "the handler never sees the CA's key"
     );
-    let bundle = base64::engine::general_purpose::STANDARD.encode(&made.ca_cert);
-    assert_eq!(log[5].content_type, JSON_PATCH);
-    assert_eq!(log[5].body.as_array().map(Vec::len), Some(2));
+    let controller_secret = secret_data(&log[5].body);
+    assert_eq!(log[5].body["metadata"]["name"], json!("kubevirt-controller-certs"));
     assert_eq!(
-        log[7].body[2],
+        controller_secret.keys().cloned().collect::<Vec<_>>(),
+        ["ca.crt", "tls.crt", "tls.key"]
+    );
+    let bundle = base64::engine::general_purpose::STANDARD.encode(&made.ca_cert);
+    assert_eq!(log[7].content_type, JSON_PATCH);
+    assert_eq!(log[7].body.as_array().map(Vec::len), Some(2));
+    assert_eq!(
+        log[9].body[2],
         json!({"op": "add", "path": "/webhooks/2/clientConfig/caBundle", "value": bundle})
     );
-    assert_eq!(log[8].body, json!({"spec": {"caBundle": bundle}}));
+    assert_eq!(log[10].body, json!({"spec": {"caBundle": bundle}}));
 }
 
 #[tokio::test]
@@ -440,7 +450,14 @@ async fn a_replica_that_loses_the_race_uses_the_winners_certificates() {
                                 "message": "secrets \"kubevirt-virt-api-certs\" already exists"}),
     );
     let handler = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "kubevirt-virt-handler-certs"}});
-    let (client, _) = api_server(vec![not_found("secrets"), conflict, (200, stored), (200, handler)]);
+    let controller = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "kubevirt-controller-certs"}});
+    let (client, _) = api_server(vec![
+        not_found("secrets"),
+        conflict,
+        (200, stored),
+        (200, handler),
+        (200, controller),
+    ]);
     let made = virt_api::certificates::ensure(&client, "kubevirt")
         .await
         .expect("certificates");

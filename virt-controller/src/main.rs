@@ -36,6 +36,13 @@ struct Args {
     /// Address to listen on.
     #[arg(long, default_value = "0.0.0.0")]
     listen_address: IpAddr,
+    /// The certificate `/healthz`, `/leader` and `/metrics` are served with (PEM); without it and
+    /// its key they are plain HTTP.
+    #[arg(long, requires = "tls_key_file")]
+    tls_cert_file: Option<std::path::PathBuf>,
+    /// Its private key (PEM).
+    #[arg(long, requires = "tls_cert_file")]
+    tls_key_file: Option<std::path::PathBuf>,
     /// Base of the launchers' `--qemu-timeout`, in seconds.
     #[arg(long, default_value_t = 240)]
     qemu_timeout_seconds: u64,
@@ -109,6 +116,11 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     let client = kube::Client::try_default()
         .await
         .context("cannot reach the Kubernetes API (in-cluster config or KUBECONFIG)")?;
+    let tls = control_loop::http::endpoint_tls(
+        "virt-controller",
+        args.tls_cert_file.as_deref(),
+        args.tls_key_file.as_deref(),
+    )?;
     let addr = SocketAddr::new(args.listen_address, args.port);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -131,7 +143,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         controllers: controllers.clone(),
         leading: leading.clone(),
     });
-    let http = tokio::spawn(control_loop::http::serve(listener, health, stop.clone()));
+    let http = tokio::spawn(control_loop::http::serve(listener, health, tls, stop.clone()));
     run(controllers, &api, args.workers, leading, stop).await;
     http.await.context("the HTTP endpoint failed")?;
     Ok(())

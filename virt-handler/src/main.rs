@@ -21,6 +21,13 @@ struct Args {
     /// Port of `/healthz` and `/metrics`.
     #[arg(long, default_value_t = 8443)]
     port: u16,
+    /// The certificate `/healthz` and `/metrics` are served with (PEM); without it and its key
+    /// they are plain HTTP.
+    #[arg(long, requires = "tls_key_file")]
+    tls_cert_file: Option<PathBuf>,
+    /// Its private key (PEM).
+    #[arg(long, requires = "tls_cert_file")]
+    tls_key_file: Option<PathBuf>,
     /// Address to listen on.
     #[arg(long, default_value = "0.0.0.0")]
     listen_address: IpAddr,
@@ -100,6 +107,11 @@ fn console_config(args: &Args) -> anyhow::Result<Option<ConsoleServerConfig>> {
 
 async fn serve(args: Args) -> anyhow::Result<()> {
     let console = console_config(&args)?;
+    let endpoint_tls = control_loop::http::endpoint_tls(
+        "virt-handler",
+        args.tls_cert_file.as_deref(),
+        args.tls_key_file.as_deref(),
+    )?;
     let client = kube::Client::try_default()
         .await
         .context("cannot reach the Kubernetes API (in-cluster config or KUBECONFIG)")?;
@@ -115,6 +127,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         pods_dir: args.kubelet_pods_dir,
         cpu_manager_state: args.kubelet_root.join("cpu_manager_state"),
         listen: Some(SocketAddr::new(args.listen_address, args.port)),
+        endpoint_tls,
         max_metric_requests: args.max_metric_requests,
         heartbeat: virt_handler::heartbeat::INTERVAL,
         run: RunOptions {

@@ -34,6 +34,8 @@ pub struct NodeConfig {
     pub max_metric_requests: usize,
     /// The HTTP endpoint (`/healthz`, `/metrics`); `None` serves none.
     pub listen: Option<SocketAddr>,
+    /// The endpoint's TLS (the handler's certificate); `None` serves plain HTTP.
+    pub endpoint_tls: Option<Arc<rustls::ServerConfig>>,
     /// The heartbeat interval.
     pub heartbeat: Duration,
     /// Loop settings.
@@ -180,7 +182,8 @@ pub async fn run<C: ClusterApi + Clone>(config: NodeConfig, api: C, stop: Cancel
             max_metric_requests: config.max_metric_requests,
             stop: stop.clone(),
         });
-        tokio::spawn(control_loop::http::serve(listener, endpoints, stop.clone()))
+        let tls = config.endpoint_tls.clone();
+        tokio::spawn(control_loop::http::serve(listener, endpoints, tls, stop.clone()))
     });
     let console = console_listener
         .zip(config.console.as_ref())

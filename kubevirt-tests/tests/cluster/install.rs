@@ -99,6 +99,8 @@ fn each_component_works_with_only_its_own_service_accounts_rights() {
                 .as_str()
                 .is_some_and(|u| u.starts_with("system:serviceaccount:kubevirt:"))
                 && event["responseStatus"]["code"].as_i64() == Some(403)
+                // RBAC's refusals, not an admission plugin's (Pod Security refuses with 403 too).
+                && event["annotations"]["authorization.k8s.io/decision"].as_str() == Some("forbid")
         })
         .map(|event| {
             format!(
@@ -149,4 +151,68 @@ fn each_component_works_with_only_its_own_service_accounts_rights() {
         wrong.is_empty(),
         "rights other than expected (account, verb, resource, expected): {wrong:?}"
     );
+}
+
+/// What `curl` gets from `path` on port 8443 of the pod at `address` over `scheme`, reached under
+/// `name` (the name its certificate carries) and checked against the CA in `ca`; `None` when the
+/// request fails.
+fn fetch(scheme: &str, name: &str, address: &str, path: &str, ca: &std::path::Path) -> Option<String> {
+    let output = std::process::Command::new("curl")
+        .args(["-sS", "--max-time", "10", "--cacert"])
+        .arg(ca)
+        .arg("--resolve")
+        .arg(format!("{name}:8443:{address}"))
+        .arg(format!("{scheme}://{name}:8443{path}"))
+        .output()
+        .expect("curl runs");
+    output
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// virt-handler and virt-controller serve `/healthz` and `/metrics` over HTTPS only, with the
+/// certificates virt-api made for them, as upstream's do.
+#[test]
+#[ignore = "needs the test cluster: make cluster"]
+fn the_components_serve_healthz_and_metrics_over_https_only() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca = dir.path().join("ca.crt");
+    let pem = kubectl_ok(&[
+        "-n",
+        "kubevirt",
+        "get",
+        "secret",
+        "kubevirt-virt-handler-certs",
+        "--template={{index .data \"ca.crt\" | base64decode}}",
+    ]);
+    std::fs::write(&ca, pem).expect("CA file");
+    for (component, metric) in [
+        ("virt-handler", "# EOF"),
+        ("virt-controller", "kubevirt_virt_controller_ready_status"),
+    ] {
+        let addresses = kubectl_ok(&[
+            "-n",
+            "kubevirt",
+            "get",
+            "pods",
+            "-l",
+            &format!("kubevirt.io={component}"),
+            "-o",
+            "jsonpath={.items[*].status.podIP}",
+        ]);
+        let address = addresses.split_whitespace().next().expect("a pod address");
+        assert_eq!(
+            fetch("https", component, address, "/healthz", &ca).as_deref(),
+            Some("ok"),
+            "{component}'s /healthz over HTTPS, its certificate checked"
+        );
+        let metrics = fetch("https", component, address, "/metrics", &ca).expect("metrics");
+        assert!(metrics.contains(metric), "{component}'s metrics: {metrics}");
+        assert_eq!(
+            fetch("http", component, address, "/healthz", &ca),
+            None,
+            "{component} serves no plain HTTP"
+        );
+    }
 }

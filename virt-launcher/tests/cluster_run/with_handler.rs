@@ -80,6 +80,7 @@ impl World {
             pods_dir: self.root.path().join("pods"),
             cpu_manager_state: self.root.path().join("cpu_manager_state"),
             listen,
+            endpoint_tls: None,
             max_metric_requests: virt_handler::metrics::CONCURRENT_STATS_REQUESTS,
             heartbeat: Duration::from_secs(60),
             run: RunOptions::default(),
