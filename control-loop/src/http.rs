@@ -20,6 +20,9 @@ use tracing::debug;
 /// The content type of `/metrics` (OpenMetrics text).
 pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
+/// How long a client may take to finish the TLS handshake.
+const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// What the endpoint serves.
 pub trait Endpoints: Send + Sync + 'static {
     /// Whether the component is healthy.
@@ -101,9 +104,10 @@ pub async fn serve<E: Endpoints>(
         let (endpoints, acceptor) = (endpoints.clone(), acceptor.clone());
         tokio::spawn(async move {
             match acceptor {
-                Some(acceptor) => match acceptor.accept(stream).await {
-                    Ok(stream) => serve_connection(stream, endpoints, peer).await,
-                    Err(error) => debug!(%peer, error = %error, "TLS handshake failed"),
+                Some(acceptor) => match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                    Ok(Ok(stream)) => serve_connection(stream, endpoints, peer).await,
+                    Ok(Err(error)) => debug!(%peer, error = %error, "TLS handshake failed"),
+                    Err(_) => debug!(%peer, "TLS handshake timed out"),
                 },
                 None => serve_connection(stream, endpoints, peer).await,
             }

@@ -99,6 +99,13 @@ pub fn pod_view(pod: &Pod) -> PodView {
         is_compute_ready: compute_ready,
         is_terminating: pod.metadata.deletion_timestamp.is_some(),
         unschedulable,
+        runtime_user: pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.security_context.as_ref())
+            .and_then(|c| c.run_as_user)
+            .and_then(|uid| u32::try_from(uid).ok())
+            .unwrap_or(0),
     }
 }
 

@@ -31,6 +31,8 @@ pub struct PodView {
     pub is_terminating: bool,
     /// `PodScheduled=False`: its reason and message.
     pub unschedulable: Option<(String, String)>,
+    /// The uid it runs as (`spec.securityContext.runAsUser`, 0 when unset).
+    pub runtime_user: u32,
 }
 
 impl PodView {
@@ -191,6 +193,12 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
         plan.remove_finalizer =
             final_now && observed.pods.is_empty() && observed.expectations_satisfied && has_finalizer(vmi);
     } else {
+        if status.runtime_user.is_none()
+            && let Some(pod) = live_pod
+        {
+            // The status write that follows a pod's creation failed: the pod says who it runs as.
+            status.runtime_user = Some(u64::from(pod.runtime_user));
+        }
         plan.add_finalizer = !has_finalizer(vmi);
         if phase == Phase::Scheduling && matches!(pod, PodState::Starting | PodState::Ready) {
             pod_scheduled_condition(&mut status, live_pod, now);
@@ -271,6 +279,20 @@ mod tests {
         let phases: Vec<_> = status.phase_transition_timestamps.iter().map(|t| t.phase).collect();
         assert_eq!(phases, [Some(Phase::Pending), Some(Phase::Scheduling)]);
         assert!(observe(&vmi(Phase::Unset, false, false), vec![]).add_finalizer);
+    }
+
+    /// The status write after the pod's creation failed: the next round takes the user from the
+    /// pod, so virt-handler prepares the pod for the user it runs as.
+    #[test]
+    fn a_vmi_whose_pod_exists_gets_the_pods_user() {
+        let new = vmi(Phase::Unset, false, true);
+        let mut unprivileged = pod("Pending", false, None);
+        unprivileged.runtime_user = 107;
+        let plan = observe(&new, vec![unprivileged]);
+        assert!(!plan.create_pod);
+        assert_eq!(plan.status.as_ref().and_then(|s| s.runtime_user), Some(107));
+        let root = observe(&new, vec![pod("Pending", false, None)]);
+        assert_eq!(root.status.as_ref().and_then(|s| s.runtime_user), Some(0));
     }
 
     #[test]

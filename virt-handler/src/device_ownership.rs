@@ -44,19 +44,19 @@ fn directory(parent: Option<&OwnedFd>, path: &Path) -> nix::Result<OwnedFd> {
 /// not have, or that is not a character device, is skipped.
 ///
 /// # Errors
-/// [`DeviceOwnershipError`] when a device that is there cannot be given.
+/// [`DeviceOwnershipError`] when `root/dev` cannot be opened as a directory (without following a
+/// link at `dev`), or a device that is there cannot be given.
 pub fn claim_launcher_devices(root: &Path, owner: u32) -> Result<Vec<&'static str>, DeviceOwnershipError> {
     let error = |relative: &str, source| DeviceOwnershipError {
         path: root.join("dev").join(relative),
         owner,
         source,
     };
-    let Ok(root_dir) = directory(None, root) else {
-        return Ok(Vec::new());
-    };
-    let Ok(dev) = directory(Some(&root_dir), Path::new("dev")) else {
-        return Ok(Vec::new());
-    };
+    // A launcher always has a /dev: not reaching it (the launcher gone, or a link in its place)
+    // is an error, so the claim is tried again rather than taken as done.
+    let dev = directory(None, root)
+        .and_then(|root_dir| directory(Some(&root_dir), Path::new("dev")))
+        .map_err(|source| error("", source))?;
     let mut claimed = Vec::new();
     for device in LAUNCHER_DEVICES {
         let subdir;
@@ -127,20 +127,21 @@ mod tests {
     }
 
     #[test]
-    fn a_dev_that_is_a_link_or_missing_gives_nothing() {
+    fn a_dev_that_is_a_link_or_missing_is_an_error_and_gives_nothing() {
         let pod = tempfile::tempdir().expect("tempdir");
         let outside = tempfile::tempdir().expect("tempdir");
         char_device(&outside.path().join("kvm"));
-        assert_eq!(
-            claim_launcher_devices(pod.path(), 107).expect("nothing"),
-            Vec::<&str>::new()
-        );
+        let missing = claim_launcher_devices(pod.path(), 107).expect_err("no /dev");
+        assert!(missing.to_string().contains("dev"), "{missing}");
         std::os::unix::fs::symlink(outside.path(), pod.path().join("dev")).expect("link");
-        assert_eq!(
-            claim_launcher_devices(pod.path(), 107).expect("nothing"),
-            Vec::<&str>::new()
-        );
+        claim_launcher_devices(pod.path(), 107).expect_err("a link in place of /dev");
         let meta = std::fs::metadata(outside.path().join("kvm")).expect("device");
         assert_eq!(meta.uid(), 0);
+        let empty = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(empty.path().join("dev")).expect("an empty /dev");
+        assert_eq!(
+            claim_launcher_devices(empty.path(), 107).expect("nothing"),
+            Vec::<&str>::new()
+        );
     }
 }

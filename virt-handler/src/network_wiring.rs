@@ -38,33 +38,61 @@ pub enum WireError {
     /// The blocking work was cancelled or panicked.
     #[error("wiring the pod network was interrupted")]
     Interrupted,
-    /// The VMI's private directory could not be made the unprivileged launcher's.
-    #[error("cannot give {path} to the launcher's user {owner}")]
+    /// The VMI's private directory could not be created.
+    #[error("cannot create {path} as uid {owner}")]
     PrivateDir {
         /// The directory.
         path: PathBuf,
-        /// The launcher's uid.
+        /// The uid it was created as.
         owner: u32,
         /// Why.
         source: std::io::Error,
     },
 }
 
-/// Creates the VMI's private directory in the pod for the handler's files, owned by the launcher's
-/// user when it is unprivileged (QEMU and the launcher write their sockets and logs there). The
-/// owner is set on the directory itself, never through a symlink.
-fn prepare_private_dir(private: &Path, vmi: &VirtualMachineInstance) -> Result<(), WireError> {
-    let owner = vmi.runtime_user();
-    let error = |source| WireError::PrivateDir {
-        path: private.to_owned(),
-        owner,
-        source,
-    };
-    std::fs::create_dir_all(private).map_err(error)?;
-    if vmi.is_non_root() {
-        std::os::unix::fs::lchown(private, Some(owner), Some(owner)).map_err(error)?;
+/// File-system access as `uid` (and gid) on this thread until dropped. The VMI's private directory
+/// is in the pod, which an unprivileged launcher controls: doing the handler's file work there as
+/// the launcher's user means a link the pod placed can lead nowhere that user could not write
+/// anyway, and what the handler creates is the launcher's. Commands the thread starts are not
+/// affected (`execve` resets the file-system ids).
+struct FsIdentity {
+    previous: Option<(nix::unistd::Uid, nix::unistd::Gid)>,
+}
+
+impl FsIdentity {
+    /// Takes on the identity of `vmi`'s launcher if it is unprivileged; nothing for a root one.
+    fn of_launcher(vmi: &VirtualMachineInstance) -> Self {
+        if !vmi.is_non_root() {
+            return Self { previous: None };
+        }
+        let id = vmi.runtime_user();
+        // The group first, while the thread may still change it.
+        let gid = nix::unistd::setfsgid(nix::unistd::Gid::from_raw(id));
+        let uid = nix::unistd::setfsuid(nix::unistd::Uid::from_raw(id));
+        Self {
+            previous: Some((uid, gid)),
+        }
     }
-    Ok(())
+}
+
+impl Drop for FsIdentity {
+    fn drop(&mut self) {
+        if let Some((uid, gid)) = self.previous {
+            nix::unistd::setfsuid(uid);
+            nix::unistd::setfsgid(gid);
+        }
+    }
+}
+
+/// Creates the VMI's private directory in the pod for the handler's files. For an unprivileged
+/// launcher it is created as the launcher's user (see [`FsIdentity`]), so it is the launcher's:
+/// QEMU and the launcher write their sockets and logs there.
+fn prepare_private_dir(private: &Path, vmi: &VirtualMachineInstance) -> Result<(), WireError> {
+    std::fs::create_dir_all(private).map_err(|source| WireError::PrivateDir {
+        path: private.to_owned(),
+        owner: vmi.runtime_user(),
+        source,
+    })
 }
 
 /// Wires `vmi`'s pod network in `netns` unless it is done already; `private` is the VMI's private
@@ -80,15 +108,27 @@ pub fn wire(
     private: &Path,
     vmi: &VirtualMachineInstance,
 ) -> Result<bool, WireError> {
-    if !uses_pod_network(vmi) || private.join(POD_NETWORK_READY).exists() {
+    if !uses_pod_network(vmi) {
         return Ok(false);
     }
-    prepare_private_dir(private, vmi)?;
     let cache = private.join(POD_INTERFACE_CACHE);
-    let pod = if cache.exists() {
-        read_observation(&cache)?
+    let cached = {
+        let _launcher = FsIdentity::of_launcher(vmi);
+        if private.join(POD_NETWORK_READY).exists() {
+            return Ok(false);
+        }
+        prepare_private_dir(private, vmi)?;
+        if cache.exists() {
+            Some(read_observation(&cache)?)
+        } else {
+            None
+        }
+    };
+    let pod = if let Some(pod) = cached {
+        pod
     } else {
         let pod = observe_pod_interface(commands, netns, POD_INTERFACE)?;
+        let _launcher = FsIdentity::of_launcher(vmi);
         write_observation(&cache, &pod)?;
         pod
     };
@@ -97,6 +137,7 @@ pub fn wire(
         set_up_pod_network(commands, netns, &plan)?;
         info!(binding = ?plan.binding, guest = %plan.lease.address, "pod network wired");
     }
+    let _launcher = FsIdentity::of_launcher(vmi);
     write_atomically(&private.join(POD_NETWORK_READY), b"")?;
     Ok(true)
 }
@@ -224,17 +265,56 @@ mod tests {
         );
     }
 
-    #[test]
-    fn an_unprivileged_launchers_private_dir_is_its_own() {
-        use std::os::unix::fs::MetadataExt as _;
+    /// The pod's `private` emptyDir: anyone in the pod may write it.
+    fn pod_private_dir() -> tempfile::TempDir {
         let pod = tempfile::tempdir().expect("tempdir");
+        std::fs::set_permissions(pod.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).expect("chmod");
+        pod
+    }
+
+    #[test]
+    fn an_unprivileged_launchers_private_dir_and_files_are_its_own() {
+        use std::os::unix::fs::MetadataExt as _;
+        let pod = pod_private_dir();
         let private = pod.path().join("vmi-uid");
         let mut vmi = vmi("masquerade");
         vmi.status.get_or_insert_default().runtime_user = Some(107);
         assert!(wire(&commands(), Path::new("/proc/77/ns/net"), &private, &vmi).expect("wire"));
-        let meta = std::fs::symlink_metadata(&private).expect("the private dir");
-        assert_eq!((meta.uid(), meta.gid()), (107, 107));
-        assert!(private.join(POD_NETWORK_READY).exists());
+        for path in [
+            private.clone(),
+            private.join(POD_INTERFACE_CACHE),
+            private.join(POD_NETWORK_READY),
+        ] {
+            let meta = std::fs::symlink_metadata(&path).expect("made");
+            assert_eq!((meta.uid(), meta.gid()), (107, 107), "{}", path.display());
+        }
+        assert_eq!(nix::unistd::getuid().as_raw(), 0, "the handler itself stays root");
+        let probe = pod.path().join("probe");
+        std::fs::write(&probe, b"").expect("probe");
+        assert_eq!(
+            std::fs::symlink_metadata(&probe).expect("probe").uid(),
+            0,
+            "and so do its files elsewhere"
+        );
+    }
+
+    /// A pod that links the VMI's private directory to a directory of the node's gets nothing
+    /// written there: the handler's file work runs as the launcher's user.
+    #[test]
+    fn a_link_the_pod_put_in_place_of_the_private_dir_leads_nowhere() {
+        let pod = pod_private_dir();
+        let node = tempfile::tempdir().expect("tempdir");
+        let private = pod.path().join("vmi-uid");
+        std::os::unix::fs::symlink(node.path(), &private).expect("link");
+        let mut vmi = vmi("masquerade");
+        vmi.status.get_or_insert_default().runtime_user = Some(107);
+        let refused = wire(&commands(), Path::new("/proc/77/ns/net"), &private, &vmi).expect_err("refused");
+        assert!(refused.to_string().contains("Permission denied"), "{refused}");
+        assert_eq!(
+            std::fs::read_dir(node.path()).expect("node dir").count(),
+            0,
+            "nothing written there"
+        );
     }
 
     #[test]

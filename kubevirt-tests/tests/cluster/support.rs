@@ -202,15 +202,7 @@ impl Cleanup {
     /// [`Self::apply`] in `namespace` (any namespace for cluster-scoped kinds).
     pub fn apply_in(&mut self, namespace: &str, kind: &str, name: &str, yaml: &str) {
         self.0.push((kind.to_owned(), name.to_owned(), namespace.to_owned()));
-        let leftover = kubectl(&[
-            "-n",
-            namespace,
-            "delete",
-            kind,
-            name,
-            "--ignore-not-found",
-            "--timeout=120s",
-        ]);
+        let leftover = delete(namespace, kind, name, "120s");
         text_of(&leftover, &format!("kubectl delete of a leftover {kind} {name}"));
         let output = kubectl_stdin(&["-n", namespace, "create", "-f", "-"], yaml);
         text_of(&output, &format!("kubectl create of {kind} {name}"));
@@ -225,17 +217,15 @@ impl Cleanup {
 impl Drop for Cleanup {
     fn drop(&mut self) {
         for (kind, name, namespace) in self.0.iter().rev() {
-            let _ = kubectl(&[
-                "-n",
-                namespace,
-                "delete",
-                kind,
-                name,
-                "--ignore-not-found",
-                "--timeout=90s",
-            ]);
+            let _ = delete(namespace, kind, name, "90s");
         }
     }
+}
+
+/// `kubectl delete` of `kind/name` in `namespace` if it exists, waiting at most `timeout`.
+fn delete(namespace: &str, kind: &str, name: &str, timeout: &str) -> Output {
+    let timeout = format!("--timeout={timeout}");
+    kubectl(&["-n", namespace, "delete", kind, name, "--ignore-not-found", &timeout])
 }
 
 pub use kubevirt_tests::node_processes::{Process as NodeProcess, qemu_of};

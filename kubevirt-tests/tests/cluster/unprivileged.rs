@@ -118,7 +118,7 @@ fn a_vmi_runs_unprivileged_under_the_restricted_pod_security_standard() {
     assert_eq!(
         field(&vmi, "status.runtimeUser"),
         "107",
-        "virt-api marked the VMI non-root"
+        "virt-controller recorded the launcher's user"
     );
 
     let uid = field(&vmi, "metadata.uid");

@@ -37,17 +37,20 @@ fn reserved_labels(labels: Option<&BTreeMap<String, String>>) -> Vec<&str> {
         .collect()
 }
 
+/// Whether new launchers run unprivileged: the `Root` feature gate is off.
+fn unprivileged(ctx: &AdmissionContext) -> bool {
+    !ctx.config
+        .is_feature_gate_enabled(kubevirt_api::well_known::ROOT_FEATURE_GATE)
+}
+
 /// `/virtualmachineinstances-validate-create`.
 pub(super) fn vmi_create(request: &AdmissionRequest, ctx: &AdmissionContext) -> Result<AdmissionResponse, Rejection> {
     let vmi: VirtualMachineInstance = decode_object(request.object.as_deref(), "object")?;
     let mut causes = validation::validate_vmi_spec(&vmi.spec, "spec", &ctx.config);
     causes.extend(support::vmi_spec(&vmi.spec, "spec").into_iter().map(Cause::from));
     // The API server drops a new VMI's status, so the gate says who its launcher will run as.
-    let unprivileged = !ctx
-        .config
-        .is_feature_gate_enabled(kubevirt_api::well_known::ROOT_FEATURE_GATE);
     causes.extend(
-        support::unprivileged_vmi(&vmi.spec, "spec", unprivileged)
+        support::unprivileged_vmi(&vmi.spec, "spec", unprivileged(ctx))
             .into_iter()
             .map(Cause::from),
     );
@@ -123,6 +126,13 @@ pub(super) async fn vm(
     let checked = expanded.as_ref().unwrap_or(&vm);
     let mut causes = validation::validate_vm(checked, &ctx.config);
     causes.extend(support::vm(checked).into_iter().map(Cause::from));
+    if let Some(template) = &checked.spec.template.spec {
+        causes.extend(
+            support::unprivileged_vmi(template, "spec.template.spec", unprivileged(ctx))
+                .into_iter()
+                .map(Cause::from),
+        );
+    }
     if let Some(meta) = &vm.spec.template.metadata {
         causes.extend(validation::validate_metadata(
             meta,

@@ -138,6 +138,10 @@ pub enum RenderError {
     /// The VMI has no name or UID yet.
     #[error("the VMI has no {0} yet")]
     Identity(&'static str),
+    /// The VMI asks for what its unprivileged launcher cannot do (the `Root` gate was turned off
+    /// after it was admitted).
+    #[error("{0}")]
+    Unprivileged(String),
 }
 
 /// The pod's grace period beyond the VMI's: the launcher's 15 s, then 15 s more for the kubelet.
@@ -191,6 +195,11 @@ fn pod_annotations(vmi: &VirtualMachineInstance, name: &str) -> BTreeMap<String,
 pub fn render_launcher_pod(vmi: &VirtualMachineInstance, config: &PodConfig) -> Result<Pod, RenderError> {
     let name = vmi.metadata.name.clone().ok_or(RenderError::Identity("name"))?;
     let uid = vmi.metadata.uid.clone().ok_or(RenderError::Identity("uid"))?;
+    let refused = kubevirt_api::support::unprivileged_vmi(&vmi.spec, "spec", vmi.is_non_root());
+    if !refused.is_empty() {
+        let reasons: Vec<String> = refused.iter().map(ToString::to_string).collect();
+        return Err(RenderError::Unprivileged(reasons.join("; ")));
+    }
     let hugepages = resources::hugepage_size(vmi).is_some();
     let (mut pod_volumes, mut mounts) = volumes::volumes(vmi, hugepages)?;
     let config_volumes = config_volumes::config_volumes(vmi)?;

@@ -124,6 +124,19 @@ mod tests {
         assert_eq!(helper.capabilities.and_then(|c| c.add), None);
     }
 
+    /// Admitted while the Root gate was on, rendered after it was turned off: refused by name.
+    #[test]
+    fn an_unprivileged_pod_is_not_rendered_for_realtime_vcpus() {
+        let mut realtime = vmi(Some(107));
+        realtime.metadata.uid = Some("u".to_owned());
+        realtime.spec.domain.cpu = Some(serde_json::from_value(serde_json::json!({"realtime": {}})).expect("cpu"));
+        let refused =
+            super::super::render_launcher_pod(&realtime, &super::super::PodConfig::new("image")).expect_err("refused");
+        assert!(refused.to_string().contains("spec.domain.cpu.realtime"), "{refused}");
+        realtime.status = None;
+        assert!(super::super::render_launcher_pod(&realtime, &super::super::PodConfig::new("image")).is_ok());
+    }
+
     #[test]
     fn runtime_user_0_or_none_keeps_the_root_pod() {
         for runtime_user in [Some(0), None] {

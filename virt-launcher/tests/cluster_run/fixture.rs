@@ -106,21 +106,23 @@ impl PodDirs {
     }
 }
 
-/// Makes the pod's directories under `root` what emptyDirs are to an unprivileged pod: `owner`'s
-/// (links included, never their targets), with `root` itself open for it to walk through.
-pub fn give_pod_dirs(root: &Path, owner: u32) {
-    fn walk(path: &Path, owner: u32) {
-        std::os::unix::fs::lchown(path, Some(owner), Some(owner)).expect("lchown");
+/// Makes the directories under `root` what the kubelet's emptyDirs are: root's, mode 0777, so an
+/// unprivileged pod writes them and owns what it creates there; `root` itself is opened for it
+/// to walk through. Links are left as they are.
+pub fn open_pod_dirs(root: &Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    fn walk(path: &Path) {
         let meta = std::fs::symlink_metadata(path).expect("metadata");
         if meta.is_dir() {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o777)).expect("chmod");
             for entry in std::fs::read_dir(path).expect("read_dir") {
-                walk(&entry.expect("entry").path(), owner);
+                walk(&entry.expect("entry").path());
             }
         }
     }
-    std::fs::set_permissions(root, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+    std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     for entry in std::fs::read_dir(root).expect("read_dir") {
-        walk(&entry.expect("entry").path(), owner);
+        walk(&entry.expect("entry").path());
     }
 }
 

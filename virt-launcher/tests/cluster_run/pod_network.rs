@@ -12,7 +12,7 @@ use std::time::Duration;
 use kubevirt_api::v1::VirtualMachineInstancePhase as Phase;
 
 use super::fixture::{
-    Stopper, assert_stops_cleanly, example_vmi, give_pod_dirs, processes_under, spawn_launcher_in,
+    Stopper, assert_stops_cleanly, example_vmi, open_pod_dirs, processes_under, spawn_launcher_in,
     spawn_unprivileged_launcher_in, wait_until,
 };
 use super::with_handler::{World, http_get};
@@ -160,7 +160,7 @@ async fn run_binding_as(user: LauncherUser, example: &str, pod: FakePod, uid: &s
         LauncherUser::Root => spawn_launcher_in(&dirs, name, uid, Some(&pod.path())),
         LauncherUser::Unprivileged(owner) => {
             vmi.status.get_or_insert_default().runtime_user = Some(u64::from(owner));
-            give_pod_dirs(world.root.path(), owner);
+            open_pod_dirs(world.root.path());
             spawn_unprivileged_launcher_in(&dirs, name, uid, &pod.path(), owner)
         }
     };
@@ -206,6 +206,15 @@ async fn run_binding_as(user: LauncherUser, example: &str, pod: FakePod, uid: &s
     assert!(cached.contains(&pod.address.to_string()), "{cached}");
     if let LauncherUser::Unprivileged(owner) = user {
         assert_unprivileged(&world, &pod, launcher.id(), owner, &host_ports);
+        let private = std::fs::symlink_metadata(dirs.private.join(uid)).expect("private dir");
+        assert_eq!(
+            (
+                std::os::unix::fs::MetadataExt::uid(&private),
+                std::os::unix::fs::MetadataExt::gid(&private)
+            ),
+            (owner, owner),
+            "the VMI's private directory, which virt-handler made, is the launcher's"
+        );
     }
 
     stop.cancel();
