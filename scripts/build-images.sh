@@ -119,12 +119,14 @@ VMI
     done
     command podman --storage-driver vfs stop -t 30 "$name" >/dev/null
     [ -n "$started" ] || die "warming the capabilities cache failed: $(command podman --storage-driver vfs logs "$name" 2>&1 | tail -3)"
-    command podman --storage-driver vfs commit --quiet "$name" "$image" >/dev/null
+    # A commit keeps the container's command line as the image's: the launcher's entry point stays.
+    local keep=(--change 'ENTRYPOINT ["/usr/bin/virt-launcher"]' --change 'CMD []')
+    command podman --storage-driver vfs commit --quiet "${keep[@]}" "$name" "$image" >/dev/null
     command podman --storage-driver vfs rm -f "$name" >/dev/null
     # An unprivileged launcher (uid 107) reads the cache and keeps it current; a root one can anyway.
     command podman --storage-driver vfs run --name "$name" --user 0 --entrypoint /usr/bin/chown "$image" \
         -R 107:107 /var/cache/kubevirt-rs/libvirt >/dev/null
-    command podman --storage-driver vfs commit --quiet "$name" "$image" >/dev/null
+    command podman --storage-driver vfs commit --quiet "${keep[@]}" "$name" "$image" >/dev/null
     command podman --storage-driver vfs rm -f "$name" >/dev/null
 }
 

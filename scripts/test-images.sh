@@ -39,6 +39,19 @@ for component in virt-handler virt-controller virt-api; do
     say "$component image runs: $out"
 done
 
+# The launcher image: its entry point is the launcher, and its capabilities cache (warmed when the
+# image was built) belongs to the unprivileged launcher's user, with its qemu user named.
+launcher=localhost/kubevirt-rs/virt-launcher:latest
+out=$(podman image inspect --format '{{json .Config.Entrypoint}}' "$launcher")
+[ "$out" = '["/usr/bin/virt-launcher"]' ] || fail "the launcher image's entry point is $out"
+out=$(podman run --rm --entrypoint /usr/bin/find "$launcher" /var/cache/kubevirt-rs/libvirt -name '*.xml' -uid 107)
+[ -n "$out" ] || fail "the launcher image has no capabilities cache owned by uid 107"
+out=$(podman run --rm --entrypoint /usr/bin/find "$launcher" /var/cache/kubevirt-rs/libvirt ! -uid 107)
+[ -z "$out" ] || fail "in the launcher image's cache, not uid 107's: $out"
+out=$(podman run --rm --entrypoint /usr/bin/getent "$launcher" passwd 107) && [[ "$out" == qemu:* ]] \
+    || fail "the launcher image names no user 107: $out"
+say "the launcher image starts the launcher; its capabilities cache and user 107 (qemu) are in place"
+
 # The handler's network tools work in the image (in a namespace of the container's own).
 handler_tool() { podman run --rm -i --network none --cap-add NET_ADMIN --entrypoint "$1" localhost/kubevirt-rs/virt-handler:latest "${@:2}"; }
 out=$(handler_tool /usr/bin/ip -j link show 2>&1) && [[ "$out" == *'"ifname":"lo"'* ]] || fail "ip in the handler image: $out"
