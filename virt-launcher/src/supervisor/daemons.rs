@@ -24,11 +24,14 @@ pub use super::daemon_config::{
     DaemonMode, DaemonPaths, SYSTEM_DRIVER_DIR, link_qemu_driver, loaded_drivers, write_configs,
 };
 use super::reaper::{Reaper, ReaperError};
+use super::startup_cpu::StartupCpu;
 
 /// How long a stopped daemon gets between SIGTERM and SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(5);
 /// Pause before restarting a daemon that died, so a crash loop does not spin.
 const RESTART_DELAY: Duration = Duration::from_millis(200);
+/// How long a restarted daemon gets to accept connections before it is left on its startup CPU.
+const RESTART_READY: Duration = Duration::from_secs(60);
 
 /// Why the daemons could not be started.
 #[derive(Debug, thiserror::Error)]
@@ -127,23 +130,50 @@ impl LibvirtDaemons {
             DaemonMode::System => Vec::new(),
             DaemonMode::Session { .. } => paths.xdg_dirs().to_vec(),
         };
-        let libvirtd = supervise(reaper.clone(), "libvirtd", stopping.clone(), move || {
-            let mut command = Command::new("libvirtd");
-            command
-                .arg("--config")
-                .arg(&libvirtd_conf)
-                .arg("--pid-file")
-                .arg(&libvirtd_pid)
-                .env("LIBVIRT_DRIVER_DIR", &drivers)
-                .envs(session_env.iter().map(|(name, dir)| (name, dir)));
-            command
-        })?;
+        // Pinned while its QEMU driver reads the host's CPUID (see [`super::startup_cpu`]).
+        let startup = StartupCpu::of_this_process();
+        let socket = paths.socket();
+        let restarted = move |pid| {
+            let socket = socket.clone();
+            tokio::spawn(async move {
+                if wait_for_socket(&socket, RESTART_READY).await {
+                    release_startup_cpu(startup.as_ref(), pid);
+                }
+            });
+        };
+        let libvirtd = supervise(
+            reaper.clone(),
+            "libvirtd",
+            stopping.clone(),
+            move || {
+                let mut command = Command::new("libvirtd");
+                command
+                    .arg("--config")
+                    .arg(&libvirtd_conf)
+                    .arg("--pid-file")
+                    .arg(&libvirtd_pid)
+                    .env("LIBVIRT_DRIVER_DIR", &drivers)
+                    .envs(session_env.iter().map(|(name, dir)| (name, dir)));
+                if let Some(startup) = &startup {
+                    startup.pin(&mut command);
+                }
+                command
+            },
+            restarted,
+        )?;
         let daemons = Self {
             libvirtd,
             stopping,
             paths: paths.clone(),
         };
-        daemons.wait_for_socket(timeout).await?;
+        if !wait_for_socket(&paths.socket(), timeout).await {
+            return Err(DaemonError::NotReady {
+                socket: paths.socket(),
+                timeout,
+                log: paths.log("libvirtd"),
+            });
+        }
+        release_startup_cpu(startup.as_ref(), daemons.libvirtd.load(Ordering::SeqCst));
         Ok(daemons)
     }
 
@@ -153,22 +183,6 @@ impl LibvirtDaemons {
         if let Err(e) = super::caps_cache::record(&self.paths.capabilities_cache(), &loaded_drivers()) {
             tracing::warn!(error = %e, "cannot record the capabilities cache's binaries");
         }
-    }
-
-    async fn wait_for_socket(&self, timeout: Duration) -> Result<(), DaemonError> {
-        let socket = self.paths.socket();
-        let deadline = tokio::time::Instant::now() + timeout;
-        while tokio::time::Instant::now() < deadline {
-            if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
-                return Ok(());
-            }
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        Err(DaemonError::NotReady {
-            socket,
-            timeout,
-            log: self.paths.log("libvirtd"),
-        })
     }
 
     /// Stops the daemon: SIGTERM, then SIGKILL after a grace period. Its supervisor observes the
@@ -192,6 +206,27 @@ impl LibvirtDaemons {
     }
 }
 
+/// Whether `socket` accepts a connection within `timeout`.
+async fn wait_for_socket(socket: &std::path::Path, timeout: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + timeout;
+    while tokio::time::Instant::now() < deadline {
+        if std::os::unix::net::UnixStream::connect(socket).is_ok() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    false
+}
+
+/// Gives a started daemon's threads the launcher's whole CPU set back.
+fn release_startup_cpu(startup: Option<&StartupCpu>, pid: u32) {
+    let Some(startup) = startup else { return };
+    match startup.release(pid) {
+        Ok(threads) => tracing::debug!(pid, threads, cpu = startup.first(), "libvirtd started pinned; released"),
+        Err(e) => warn!(pid, error = %e, "libvirtd stays on the CPU it started on"),
+    }
+}
+
 /// Waits until a supervisor has seen its daemon exit.
 async fn wait_cleared(pid: &AtomicU32, timeout: Duration) -> bool {
     let deadline = tokio::time::Instant::now() + timeout;
@@ -211,6 +246,7 @@ fn supervise(
     daemon: &'static str,
     stopping: CancellationToken,
     command: impl Fn() -> Command + Send + 'static,
+    restarted: impl Fn(u32) + Send + 'static,
 ) -> Result<Arc<AtomicU32>, DaemonError> {
     let first = spawn_logged(daemon, &mut command())?;
     info!(daemon, pid = first, "started");
@@ -234,6 +270,7 @@ fn supervise(
                 Ok(next) => {
                     info!(daemon, pid = next, "restarted");
                     current.store(next, Ordering::SeqCst);
+                    restarted(next);
                 }
                 Err(e) => {
                     warn!(daemon, error = %e, "cannot restart");

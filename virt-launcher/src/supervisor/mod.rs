@@ -11,4 +11,5 @@ pub mod daemons;
 pub mod lifecycle;
 pub mod namespace;
 pub mod reaper;
+pub mod startup_cpu;
 pub mod supervise;
