@@ -325,6 +325,7 @@ async fn boot_and_supervise<M: DomainManager>(
     manager.start(paused).await?;
     info!(paused, "domain started");
     booted.daemons.record_capabilities();
+    crate::resident_pages::after_domain_start();
     let console = console::spawn(booted.runtime.serial_socket());
     let phase = supervise(manager, events, stops, policy).await;
     console.abort();

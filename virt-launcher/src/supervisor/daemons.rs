@@ -153,6 +153,9 @@ impl LibvirtDaemons {
                     .arg("--pid-file")
                     .arg(&libvirtd_pid)
                     .env("LIBVIRT_DRIVER_DIR", &drivers)
+                    // One malloc arena: the daemon serves one client and one VM, and an arena per
+                    // thread kept about 1.6 MiB more resident.
+                    .env("MALLOC_ARENA_MAX", "1")
                     .envs(session_env.iter().map(|(name, dir)| (name, dir)));
                 if let Some(startup) = &startup {
                     startup.pin(&mut command);
