@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use memory::{MemoryAtMarker, RSS_NOTE, memory_at_marker, memory_rows};
 
+mod breakdown;
 mod memory;
 
 const MARKER: &str = "KUBEVIRT-RS-GUEST-READY";
@@ -66,7 +67,6 @@ fn until_marker(mut command: Command) -> anyhow::Result<(Child, Duration, f64)> 
     let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
         .spawn()
         .context("spawn")?;
     let stdout = child.stdout.take().context("stdout")?;
@@ -131,6 +131,7 @@ fn raw_qemu(files: &GuestFiles, scratch: &Path) -> anyhow::Result<(Duration, f64
     }
     let mut command = Command::new("qemu-system-x86_64");
     command
+        .stderr(Stdio::null())
         .args([
             "-machine",
             "q35,accel=tcg",
@@ -163,6 +164,22 @@ struct LauncherRun {
 }
 
 fn launcher(args: &Args, manifest: &Path, cache: Option<&Path>, scratch: &Path) -> anyhow::Result<LauncherRun> {
+    Ok(launcher_logged(args, manifest, cache, scratch, None)?.0)
+}
+
+/// A launcher run whose logs are kept for [`breakdown`]: libvirtd's in `logs/libvirtd.log`, the
+/// launcher's stderr in `logs/launcher.log`.
+struct Logged<'a> {
+    logs: &'a Path,
+}
+
+fn launcher_logged(
+    args: &Args,
+    manifest: &Path,
+    cache: Option<&Path>,
+    scratch: &Path,
+    logged: Option<&Logged<'_>>,
+) -> anyhow::Result<(LauncherRun, Option<breakdown::Timeline>)> {
     let mut command = Command::new(&args.launcher);
     command
         .args(["run", "--force-emulation", "--vmi"])
@@ -173,6 +190,20 @@ fn launcher(args: &Args, manifest: &Path, cache: Option<&Path>, scratch: &Path) 
         command.arg("--libvirt-cache-dir").arg(cache);
     }
     command.env("VIRT_LAUNCHER_LOG", "warn");
+    let libvirt_log = logged.map(|l| l.logs.join("libvirtd.log"));
+    let launcher_log = logged.map(|l| l.logs.join("launcher.log"));
+    match (&libvirt_log, &launcher_log) {
+        (Some(libvirt_log), Some(launcher_log)) => {
+            let _ = std::fs::remove_file(libvirt_log);
+            command
+                .envs(breakdown::environment(libvirt_log))
+                .stderr(std::fs::File::create(launcher_log)?);
+        }
+        _ => {
+            command.stderr(Stdio::null());
+        }
+    }
+    let spawned = breakdown::now();
     let (mut child, to_marker, guest_uptime) = until_marker(command)?;
     let pid = child.id();
     // Measured before the launcher is stopped, which happens whether or not this succeeds.
@@ -184,12 +215,23 @@ fn launcher(args: &Args, manifest: &Path, cache: Option<&Path>, scratch: &Path) 
     if !status.success() {
         bail!("virt-launcher exited with {status}");
     }
-    Ok(LauncherRun {
+    let timeline = match (libvirt_log, launcher_log) {
+        (Some(libvirt_log), Some(launcher_log)) => Some(breakdown::Timeline {
+            spawned,
+            marker: spawned + to_marker.as_secs_f64(),
+            guest_uptime,
+            launcher_log: std::fs::read_to_string(&launcher_log)?,
+            libvirt_log: std::fs::read_to_string(&libvirt_log)?,
+        }),
+        _ => None,
+    };
+    let run = LauncherRun {
         to_marker,
         guest_uptime,
         memory: memory?,
         stop,
-    })
+    };
+    Ok((run, timeline))
 }
 
 /// KiB to MiB; memory sizes here are far below f64's exact-integer range.
@@ -224,6 +266,9 @@ struct Series {
     default: Vec<LauncherRun>,
     matched: Vec<LauncherRun>,
     cold: Vec<f64>,
+    /// Phases of one more warm and one more cold start of the matched manifest, logged.
+    warm_phases: Vec<(String, f64)>,
+    cold_phases: Vec<(String, f64)>,
 }
 
 fn measure(args: &Args, files: &GuestFiles, default: &Path, matched: &Path, scratch: &Path) -> anyhow::Result<Series> {
@@ -234,6 +279,8 @@ fn measure(args: &Args, files: &GuestFiles, default: &Path, matched: &Path, scra
         default: Vec::new(),
         matched: Vec::new(),
         cold: Vec::new(),
+        warm_phases: Vec::new(),
+        cold_phases: Vec::new(),
     };
     for run in 0..args.runs {
         let (raw, raw_uptime) = raw_qemu(files, scratch)?;
@@ -250,6 +297,15 @@ fn measure(args: &Args, files: &GuestFiles, default: &Path, matched: &Path, scra
         }
         eprintln!("bench-launcher: run {} of {} done", run + 1, args.runs);
     }
+    let logs = tempfile::tempdir()?;
+    let logged = Logged { logs: logs.path() };
+    let phases = |cache: Option<&Path>| -> anyhow::Result<Vec<(String, f64)>> {
+        let (_, timeline) = launcher_logged(args, matched, cache, scratch, Some(&logged))?;
+        breakdown::phases(&timeline.context("a logged run keeps its logs")?)
+    };
+    series.warm_phases = phases(None).context("the warm start's phases")?;
+    let empty_cache = tempfile::tempdir()?;
+    series.cold_phases = phases(Some(empty_cache.path())).context("the cold start's phases")?;
     Ok(series)
 }
 
@@ -330,6 +386,7 @@ fn report(args: &Args, series: &Series) -> String {
         "≤ 0.5 s",
         Some(stop_s <= 0.5),
     );
+    body.push_str(&breakdown::table(&series.warm_phases, &series.cold_phases, raw_host));
     body
 }
 
