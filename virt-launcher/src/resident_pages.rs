@@ -241,7 +241,9 @@ Rss:                   4 kB
     fn a_read_file_mapping_is_unmapped_and_reads_back_the_same() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("data");
-        let bytes: Vec<u8> = (0..64 * 4096).map(|i| (i % 251) as u8).collect();
+        let bytes: Vec<u8> = (0..64 * 4096u32)
+            .map(|i| u8::try_from(i % 251).expect("below 251"))
+            .collect();
         std::fs::write(&path, &bytes).expect("write");
         let file = std::fs::File::open(&path).expect("open");
         // A read-only private mapping, read through so every page is resident.

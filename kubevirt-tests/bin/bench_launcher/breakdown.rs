@@ -2,6 +2,7 @@
 //! `qemu_process` debug log (light: a few dozen lines), whose timestamps split the start into
 //! phases from the launcher's exec to the guest's marker.
 
+use std::fmt::Write as _;
 use std::path::Path;
 use std::time::SystemTime;
 
@@ -124,15 +125,16 @@ pub fn table(warm: &[(String, f64)], cold: &[(String, f64)], raw_host: f64) -> S
     );
     let ms = |s: f64| format!("{:.0} ms", s * 1000.0);
     for ((name, warm), (_, cold)) in warm.iter().zip(cold) {
-        text.push_str(&format!("| {name} | {} | {} |\n", ms(*warm), ms(*cold)));
+        let _ = writeln!(text, "| {name} | {} | {} |", ms(*warm), ms(*cold));
     }
     let total = |phases: &[(String, f64)]| phases.iter().map(|(_, s)| s).sum::<f64>();
-    text.push_str(&format!(
-        "| **launcher start to marker** | **{}** | **{}** |\n| raw QEMU's host-side time, for comparison | {} | |\n",
+    let _ = writeln!(
+        text,
+        "| **launcher start to marker** | **{}** | **{}** |\n| raw QEMU's host-side time, for comparison | {} | |",
         ms(total(warm)),
         ms(total(cold)),
         ms(raw_host)
-    ));
+    );
     text
 }
 

@@ -60,7 +60,17 @@ impl Launcher {
 
     /// `virt-launcher run` with extra arguments (e.g. `--with FILE`).
     pub fn spawn_with(manifest: &Path, extra: &[&Path]) -> Self {
-        Self::spawn_command(Command::new(env!("CARGO_BIN_EXE_virt-launcher")), manifest, extra)
+        let args: Vec<&std::ffi::OsStr> = extra
+            .iter()
+            .flat_map(|file| [std::ffi::OsStr::new("--with"), file.as_os_str()])
+            .collect();
+        Self::spawn_command(Command::new(env!("CARGO_BIN_EXE_virt-launcher")), manifest, &args)
+    }
+
+    /// `virt-launcher run` with libvirt's capabilities cache in `cache`.
+    pub fn spawn_with_cache(manifest: &Path, cache: &Path) -> Self {
+        let args = [std::ffi::OsStr::new("--libvirt-cache-dir"), cache.as_os_str()];
+        Self::spawn_command(Command::new(env!("CARGO_BIN_EXE_virt-launcher")), manifest, &args)
     }
 
     /// `virt-launcher run` allowed only the host CPUs `cpus` (`taskset -c`, which execs the
@@ -71,7 +81,7 @@ impl Launcher {
         Self::spawn_command(taskset, manifest, &[])
     }
 
-    fn spawn_command(mut command: Command, manifest: &Path, extra: &[&Path]) -> Self {
+    fn spawn_command(mut command: Command, manifest: &Path, extra: &[&std::ffi::OsStr]) -> Self {
         let runtime_root = tempfile::Builder::new()
             .prefix("kv")
             .tempdir_in("/tmp")
@@ -81,7 +91,7 @@ impl Launcher {
             .arg(manifest)
             .arg("--runtime-dir")
             .arg(runtime_root.path())
-            .args(extra.iter().flat_map(|file| [Path::new("--with"), file]))
+            .args(extra)
             .env("VIRT_LAUNCHER_LOG", "info")
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())

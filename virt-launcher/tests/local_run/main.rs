@@ -8,6 +8,7 @@ mod dedicated_cpus;
 mod guest_devices;
 mod harness;
 mod network;
+mod startup;
 
 use std::time::Duration;
 
