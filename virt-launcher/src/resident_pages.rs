@@ -5,12 +5,15 @@
 //! loads. The kernel maps file pages around every fault (fault-around), so those pages stay in
 //! the launcher's page tables, counted in its RSS and PSS, for the life of the VM.
 //!
-//! [`drop_clean_file_pages`] unmaps, once, every page of the launcher's read-only private file
-//! mappings that holds nothing but the file's own bytes (no page of the mapping was ever copied on
-//! write). The page cache keeps the data, so a page the launcher needs again comes back with a
-//! minor fault; what stays resident afterwards is what supervising really uses. Writable mappings
-//! and read-only ones with a copied page (relocated data) are never touched: dropping those would
-//! lose their contents.
+//! [`drop_clean_file_pages`] drops, once, the resident pages of the read-only loadable segments of
+//! every object the dynamic loader has loaded (the executable and its libraries: code and read-only
+//! data), where `/proc/self/smaps` shows the mapping holds nothing but the file's own bytes (no
+//! page copied on write, none locked or swapped). The mappings stay; the page cache keeps the
+//! bytes, so a page the launcher needs again comes back with a minor fault, and what stays resident
+//! afterwards is what supervising really uses. Nothing writable is touched, nor relocated data (the
+//! RELRO part of a writable segment), nor any mapping that is not a loaded object's: the loader's
+//! lock is held throughout (the drop runs inside `dl_iterate_phdr`), so no object is loaded,
+//! relocated or unloaded meanwhile.
 
 use std::ptr::NonNull;
 
@@ -97,13 +100,13 @@ fn field_kib(line: &str) -> Option<(&str, u64)> {
     Some((name, kib))
 }
 
-/// What a drop released.
+/// What a drop covered.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Dropped {
-    /// Mappings unmapped.
-    pub mappings: usize,
-    /// Resident kibibytes they held.
-    pub kib: u64,
+    /// Address ranges dropped.
+    pub ranges: usize,
+    /// Their length in bytes (resident or not).
+    pub bytes: usize,
 }
 
 /// Why the drop did not happen.
@@ -113,7 +116,7 @@ pub enum DropError {
     #[error("cannot read /proc/self/smaps")]
     Smaps(#[source] std::io::Error),
     /// One mapping.
-    #[error("madvise(MADV_DONTNEED) of {start:#x}+{len:#x} failed")]
+    #[error("madvise(MADV_DONTNEED) of {start:#x}+{len:#x} failed (the other ranges were dropped)")]
     Madvise {
         /// First address.
         start: usize,
@@ -125,32 +128,117 @@ pub enum DropError {
     },
 }
 
-/// Drops the resident pages of this process's clean file mappings (see the module's docs).
+/// The page-aligned parts of the read-only segments `segments` (`[start, end)`) that lie in
+/// `clean` mappings.
+#[must_use]
+pub fn droppable(segments: &[(usize, usize)], clean: &[CleanMapping], page: usize) -> Vec<(usize, usize)> {
+    let mut ranges = Vec::new();
+    for &(start, end) in segments {
+        let (start, end) = (start.next_multiple_of(page), end - end % page);
+        for mapping in clean {
+            let (from, to) = (start.max(mapping.start), end.min(mapping.start + mapping.len));
+            if from < to {
+                ranges.push((from, to));
+            }
+        }
+    }
+    ranges
+}
+
+/// What the loader callback works with.
+struct Work<'a> {
+    clean: &'a [CleanMapping],
+    page: usize,
+    dropped: Dropped,
+    failed: Option<(usize, usize, nix::Error)>,
+}
+
+/// Drops the resident pages of this process's loaded objects' clean read-only segments (see the
+/// module's docs). A range madvise refuses is skipped; the first refusal is returned after all the
+/// others were tried.
 pub fn drop_clean_file_pages() -> Result<Dropped, DropError> {
     let smaps = std::fs::read_to_string("/proc/self/smaps").map_err(DropError::Smaps)?;
-    let mut dropped = Dropped::default();
-    for mapping in clean_file_mappings(&smaps) {
-        let Some(start) = NonNull::new(mapping.start as *mut std::ffi::c_void) else {
+    let clean = clean_file_mappings(&smaps);
+    let page = page_size();
+    let mut work = Work {
+        clean: &clean,
+        page,
+        dropped: Dropped::default(),
+        failed: None,
+    };
+    for_each_loaded_object(&mut work);
+    match work.failed {
+        Some((start, len, source)) => Err(DropError::Madvise { start, len, source }),
+        None => Ok(work.dropped),
+    }
+}
+
+#[allow(unsafe_code)]
+fn page_size() -> usize {
+    // SAFETY: sysconf only reads a constant of the system.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(size).ok().filter(|&s| s > 0).unwrap_or(4096)
+}
+
+#[allow(unsafe_code)]
+fn for_each_loaded_object(work: &mut Work<'_>) {
+    // SAFETY: `visit` only reads the program headers the loader passes it, for the duration of the
+    // call, and `work` outlives dl_iterate_phdr, which calls `visit` synchronously.
+    unsafe {
+        libc::dl_iterate_phdr(Some(visit), std::ptr::from_mut(work).cast());
+    }
+}
+
+/// Called by `dl_iterate_phdr` for each loaded object, with the loader's lock held.
+#[allow(unsafe_code)]
+unsafe extern "C" fn visit(
+    info: *mut libc::dl_phdr_info,
+    _size: libc::size_t,
+    data: *mut std::ffi::c_void,
+) -> libc::c_int {
+    // SAFETY: `data` is the `Work` passed to dl_iterate_phdr above, and `info` the loader's
+    // description of one object, valid during this call; its `dlpi_phnum` headers are at
+    // `dlpi_phdr`.
+    let (work, info) = unsafe { (&mut *data.cast::<Work<'_>>(), &*info) };
+    if info.dlpi_phdr.is_null() {
+        return 0;
+    }
+    // SAFETY: as above.
+    let headers = unsafe { std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum)) };
+    let base = usize::try_from(info.dlpi_addr).unwrap_or(0);
+    let segments: Vec<(usize, usize)> = headers
+        .iter()
+        .filter(|h| h.p_type == libc::PT_LOAD && h.p_flags & libc::PF_W == 0)
+        .filter_map(|h| {
+            let start = base.checked_add(usize::try_from(h.p_vaddr).ok()?)?;
+            Some((start, start.checked_add(usize::try_from(h.p_memsz).ok()?)?))
+        })
+        .collect();
+    for (start, end) in droppable(&segments, work.clean, work.page) {
+        let Some(address) = NonNull::new(start as *mut std::ffi::c_void) else {
             continue;
         };
-        advise_dontneed(start, mapping.len).map_err(|source| DropError::Madvise {
-            start: mapping.start,
-            len: mapping.len,
-            source,
-        })?;
-        dropped.mappings += 1;
-        dropped.kib += mapping.resident_kib;
+        match advise_dontneed(address, end - start) {
+            Ok(()) => {
+                work.dropped.ranges += 1;
+                work.dropped.bytes += end - start;
+            }
+            Err(e) => {
+                work.failed.get_or_insert((start, end - start, e));
+            }
+        }
     }
-    Ok(dropped)
+    0
 }
 
 #[allow(unsafe_code)]
 fn advise_dontneed(start: NonNull<std::ffi::c_void>, len: usize) -> nix::Result<()> {
-    // SAFETY: `start..start+len` is a whole mapping this process has, read from its own smaps: a
-    // private, read-only file mapping none of whose pages was ever copied on write, so every page
-    // equals the file's bytes and MADV_DONTNEED only unmaps them; the next access maps the same
-    // bytes again from the page cache. Nothing can write to it (it is not writable), so no page
-    // becomes a copy between the read of smaps and this call.
+    // SAFETY: `start..start+len` lies in a read-only loadable segment of an object the loader has
+    // loaded, inside a private file mapping that smaps showed with no page copied on write, locked
+    // or swapped. The loader's lock is held, so the object cannot be unloaded or relocated now, and
+    // nothing else makes a loaded object's read-only segment writable: every page equals the
+    // file's bytes, and MADV_DONTNEED only drops them from the page tables; the next access maps
+    // the same bytes again from the page cache.
     unsafe { nix::sys::mman::madvise(start, len, nix::sys::mman::MmapAdvise::MADV_DONTNEED) }
 }
 
@@ -158,11 +246,14 @@ fn advise_dontneed(start: NonNull<std::ffi::c_void>, len: usize) -> nix::Result<
 pub fn after_domain_start() {
     match drop_clean_file_pages() {
         Ok(dropped) => tracing::debug!(
-            mappings = dropped.mappings,
-            kib = dropped.kib,
+            ranges = dropped.ranges,
+            bytes = dropped.bytes,
             "start-up pages released"
         ),
-        Err(e) => tracing::warn!(error = %e, "cannot release the start-up pages"),
+        Err(e) => tracing::warn!(
+            error = %kubevirt_api::error_report::one_line(&e),
+            "cannot release some of the start-up pages"
+        ),
     }
 }
 
@@ -224,6 +315,29 @@ Rss:                   4 kB
         );
     }
 
+    #[test]
+    fn only_page_aligned_parts_of_segments_inside_clean_mappings_are_dropped() {
+        let clean = [
+            CleanMapping {
+                start: 0x1000,
+                len: 0x4000,
+                resident_kib: 16,
+            },
+            CleanMapping {
+                start: 0x9000,
+                len: 0x1000,
+                resident_kib: 4,
+            },
+        ];
+        // A segment from the middle of a page to past the first mapping, one over both, one in
+        // no clean mapping (a writable or relocated neighbour).
+        let segments = [(0x1800, 0x6000), (0x8000, 0xa000), (0xb000, 0xc000)];
+        assert_eq!(
+            droppable(&segments, &clean, 0x1000),
+            [(0x2000, 0x5000), (0x9000, 0xa000)]
+        );
+    }
+
     fn resident_kib_of(address: usize) -> u64 {
         let smaps = std::fs::read_to_string("/proc/self/smaps").expect("smaps");
         let mut inside = false;
@@ -237,8 +351,13 @@ Rss:                   4 kB
         panic!("no mapping holds {address:#x}");
     }
 
+    fn clean_resident_kib() -> u64 {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").expect("smaps");
+        clean_file_mappings(&smaps).iter().map(|m| m.resident_kib).sum()
+    }
+
     #[test]
-    fn a_read_file_mapping_is_unmapped_and_reads_back_the_same() {
+    fn loaded_code_is_dropped_and_other_file_mappings_stay() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("data");
         let bytes: Vec<u8> = (0..64 * 4096u32)
@@ -246,7 +365,7 @@ Rss:                   4 kB
             .collect();
         std::fs::write(&path, &bytes).expect("write");
         let file = std::fs::File::open(&path).expect("open");
-        // A read-only private mapping, read through so every page is resident.
+        // A read-only private mapping that is no loaded object's, read through so it is resident.
         #[allow(unsafe_code)]
         // SAFETY: a fresh read-only private mapping of a file this test owns; it is unmapped below
         // and no reference into it outlives that.
@@ -266,13 +385,18 @@ Rss:                   4 kB
         let view = unsafe { std::slice::from_raw_parts(mapped.as_ptr().cast::<u8>(), bytes.len()) };
         assert_eq!(view, &bytes[..]);
         let address = mapped.as_ptr() as usize;
-        assert!(resident_kib_of(address) >= 256, "read through, so resident");
+        let before = clean_resident_kib();
         let dropped = drop_clean_file_pages().expect("drop");
-        assert!(dropped.mappings >= 1 && dropped.kib >= 256, "{dropped:?}");
-        assert_eq!(resident_kib_of(address), 0, "no page of it is mapped any more");
-        assert_eq!(view, &bytes[..], "and every byte reads back from the page cache");
+        let after = clean_resident_kib();
+        let data_after = resident_kib_of(address);
         #[allow(unsafe_code)]
         // SAFETY: `view` is not used after this.
         unsafe { nix::sys::mman::munmap(mapped, bytes.len()) }.expect("munmap");
+        assert!(dropped.ranges > 0 && dropped.bytes > 0, "{dropped:?}");
+        assert!(
+            after < before,
+            "the loaded objects' clean pages went: {before} KiB resident before, {after} KiB after"
+        );
+        assert_eq!(data_after, 256, "a mapping that is no loaded object's stays resident");
     }
 }

@@ -23,7 +23,13 @@ async fn next_event(events: &mut tokio::sync::mpsc::UnboundedReceiver<LifecycleE
 #[tokio::test]
 async fn every_lifecycle_operation_changes_the_state_and_emits_an_event() {
     let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
-    let manager = LibvirtDomainManager::new("test:///default", "default_adapter", events_tx).expect("adapter");
+    let manager = LibvirtDomainManager::new(
+        "test:///default",
+        "default_adapter",
+        std::path::PathBuf::from("/nonexistent/qemu.pid"),
+        events_tx,
+    )
+    .expect("adapter");
     manager.connect().await.expect("connect");
     assert_eq!(manager.status().await.expect("status"), DomainStatus::NON_EXISTENT);
 
@@ -69,7 +75,13 @@ async fn every_lifecycle_operation_changes_the_state_and_emits_an_event() {
 #[tokio::test]
 async fn libvirt_errors_come_back_as_errors_naming_the_operation() {
     let (events_tx, _events) = tokio::sync::mpsc::unbounded_channel();
-    let manager = LibvirtDomainManager::new("test:///default", "default_missing", events_tx).expect("adapter");
+    let manager = LibvirtDomainManager::new(
+        "test:///default",
+        "default_missing",
+        std::path::PathBuf::from("/nonexistent/qemu.pid"),
+        events_tx,
+    )
+    .expect("adapter");
     let err = manager.start(false).await.expect_err("no such domain");
     assert!(err.to_string().starts_with("libvirt start failed: "), "{err}");
     let bad = manager
@@ -83,7 +95,13 @@ async fn libvirt_errors_come_back_as_errors_naming_the_operation() {
 async fn an_unreachable_daemon_is_a_connect_error_naming_the_uri() {
     let (events_tx, _events) = tokio::sync::mpsc::unbounded_channel();
     let uri = "qemu+unix:///system?socket=/nonexistent/libvirt-sock";
-    let manager = LibvirtDomainManager::new(uri, "default_x", events_tx).expect("adapter");
+    let manager = LibvirtDomainManager::new(
+        uri,
+        "default_x",
+        std::path::PathBuf::from("/nonexistent/qemu.pid"),
+        events_tx,
+    )
+    .expect("adapter");
     let err = manager.connect().await.expect_err("no daemon");
     assert!(err.to_string().contains(uri), "{err}");
 }

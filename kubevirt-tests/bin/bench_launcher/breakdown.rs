@@ -16,11 +16,15 @@ const PHASES: [(&str, Source, &str); 8] = [
         "started daemon=\"libvirtd\"",
     ),
     (
-        "libvirtd start-up until it accepts connections",
+        "libvirtd start-up until it answers a connection (its drivers initialised)",
         Source::Launcher,
-        "libvirtd started pinned; released",
+        "libvirtd serves",
     ),
-    ("connect", Source::Launcher, "connected to the private libvirt"),
+    (
+        "the launcher's own connection",
+        Source::Launcher,
+        "connected to the private libvirt",
+    ),
     (
         "define (libvirt loads, or probes, the QEMU capabilities)",
         Source::Launcher,
@@ -100,6 +104,9 @@ pub fn phases(timeline: &Timeline) -> anyhow::Result<Vec<(String, f64)>> {
             Source::Libvirt => first_time(&timeline.libvirt_log, needle, libvirt_time),
         }
         .with_context(|| format!("no log line with {needle:?}"))?;
+        if at < previous {
+            bail!("the log line with {needle:?} comes before the phase it ends began");
+        }
         rows.push((name.to_owned(), at - previous));
         previous = at;
     }

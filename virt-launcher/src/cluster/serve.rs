@@ -235,8 +235,10 @@ async fn serve(options: &ServeOptions, paths: &DaemonPaths) -> Result<(), String
     let (events_tx, lifecycle) = tokio::sync::mpsc::unbounded_channel();
     let outcome = async {
         let credentials_changed = events_tx.clone();
-        let manager =
-            Arc::new(LibvirtDomainManager::new(&paths.uri(), &domain_name, events_tx).map_err(|e| error(&e))?);
+        let manager = Arc::new(
+            LibvirtDomainManager::new(&paths.uri(), &domain_name, paths.qemu_pid_file(&domain_name), events_tx)
+                .map_err(|e| error(&e))?,
+        );
         manager.connect().await.map_err(|e| error(&e))?;
         let base = ConvertContext {
             domain_type: options.domain_type,
@@ -275,7 +277,7 @@ async fn serve(options: &ServeOptions, paths: &DaemonPaths) -> Result<(), String
             wait_for_handover(manager.as_ref(), HANDOVER_WINDOW).await;
         }
         server.abort();
-        teardown(manager.as_ref(), &domain_name).await;
+        teardown(manager.as_ref(), &domain_name, &paths.qemu_pid_file(&domain_name)).await;
         finish.cancel();
         credentials.abort();
         if tokio::time::timeout(LAST_EVENTS_TIMEOUT, forwarder).await.is_err() {

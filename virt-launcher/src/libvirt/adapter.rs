@@ -6,6 +6,7 @@
 //! reconnects (re-registering for events) and retries once; the running domain is unaffected.
 
 use std::os::raw::c_int;
+use std::path::{Path, PathBuf};
 use std::sync::Once;
 use std::sync::mpsc;
 
@@ -83,9 +84,22 @@ impl Session {
     }
 }
 
+/// Opens and closes a connection to the daemon at `uri`: whether it serves.
+pub fn daemon_answers(uri: &str) -> Result<(), DomainError> {
+    let conn = Connect::open(Some(uri)).map_err(|e| DomainError::Connect {
+        uri: uri.to_owned(),
+        message: e.message().to_owned(),
+    })?;
+    // Dropping it closes it.
+    drop(conn);
+    Ok(())
+}
+
 /// One domain on one libvirt daemon.
 pub struct LibvirtDomainManager {
     jobs: mpsc::Sender<Job>,
+    /// Where libvirt writes the domain's QEMU pid (for the vCPU threads' statistics).
+    qemu_pid_file: PathBuf,
 }
 
 impl std::fmt::Debug for LibvirtDomainManager {
@@ -97,7 +111,12 @@ impl std::fmt::Debug for LibvirtDomainManager {
 impl LibvirtDomainManager {
     /// Starts the libvirt thread for domain `name` at `uri`; lifecycle events go to `events`.
     /// Nothing connects until the first call (see [`LibvirtDomainManager::connect`]).
-    pub fn new(uri: &str, name: &str, events: UnboundedSender<LifecycleEvent>) -> Result<Self, DomainError> {
+    pub fn new(
+        uri: &str,
+        name: &str,
+        qemu_pid_file: PathBuf,
+        events: UnboundedSender<LifecycleEvent>,
+    ) -> Result<Self, DomainError> {
         ensure_event_loop();
         let (jobs, queue) = mpsc::channel::<Job>();
         let mut session = Session {
@@ -115,7 +134,7 @@ impl LibvirtDomainManager {
                 session.disconnect();
             })
             .map_err(|_| DomainError::WorkerGone)?;
-        Ok(Self { jobs })
+        Ok(Self { jobs, qemu_pid_file })
     }
 
     async fn on_thread<T: Send + 'static>(
@@ -192,7 +211,7 @@ fn counter(value: i64) -> u64 {
 
 /// Reads the counters of a running domain; disks and NICs come from its live XML, named by their
 /// `ua-` aliases as the VMI spec names them.
-fn read_stats(domain: &Domain) -> Result<DomainStats, virt::error::Error> {
+fn read_stats(domain: &Domain, qemu_pid_file: &Path) -> Result<DomainStats, virt::error::Error> {
     use cmd_protocol::stats::{BlockStats, MemoryStats, NetStats};
     let info = domain.info()?;
     let mut memory = MemoryStats::default();
@@ -259,7 +278,7 @@ fn read_stats(domain: &Domain) -> Result<DomainStats, virt::error::Error> {
         .collect();
     let name = domain.name()?;
     Ok(DomainStats {
-        vcpu: super::vcpu_threads::read_domain(&name),
+        vcpu: super::vcpu_threads::read_domain(qemu_pid_file),
         name,
         cpu_time_ns: info.cpu_time,
         vcpus: info.nr_virt_cpu,
@@ -326,8 +345,11 @@ impl DomainManager for LibvirtDomainManager {
     }
 
     async fn stats(&self) -> Result<DomainStats, DomainError> {
-        self.with_domain("get stats", |conn, name| read_stats(&lookup(conn, name)?))
-            .await
+        let pid_file = self.qemu_pid_file.clone();
+        self.with_domain("get stats", move |conn, name| {
+            read_stats(&lookup(conn, name)?, &pid_file)
+        })
+        .await
     }
 
     async fn live_xml(&self) -> Result<String, DomainError> {

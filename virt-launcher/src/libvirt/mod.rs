@@ -9,7 +9,7 @@ pub mod vcpu_threads;
 
 use std::future::Future;
 
-pub use adapter::LibvirtDomainManager;
+pub use adapter::{LibvirtDomainManager, daemon_answers};
 pub use cmd_protocol::stats::DomainStats;
 #[cfg(any(test, feature = "testing"))]
 pub use fake::{AcpiBehaviour, FakeDomainManager};

@@ -2,28 +2,9 @@
 //! (`vcpu.<n>.time`, `vcpu.<n>.delay`): QEMU names each thread `CPU <n>/KVM` (or `/TCG`), and the
 //! kernel's schedstat gives the time it ran and the time it waited for a host CPU.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use cmd_protocol::stats::VcpuStats;
-
-/// Where this process's libvirtd writes QEMU pid files, once it is known to differ from the
-/// system daemon's (a session daemon's are under the launcher's directory).
-static QEMU_STATE_DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-
-/// Sets where libvirt writes QEMU pid files; the first call wins.
-pub fn set_qemu_state_dir(dir: PathBuf) {
-    let _ = QEMU_STATE_DIR.set(dir);
-}
-
-/// Where libvirt writes the QEMU pid of `domain`: `/run/libvirt/qemu` (in the launcher's mount
-/// namespace) unless [`set_qemu_state_dir`] said otherwise.
-#[must_use]
-pub fn qemu_pid_file(domain: &str) -> PathBuf {
-    QEMU_STATE_DIR
-        .get()
-        .map_or_else(|| Path::new("/run/libvirt/qemu").to_owned(), Clone::clone)
-        .join(format!("{domain}.pid"))
-}
 
 /// The vCPU index of a thread named `CPU <n>/<accel>`.
 fn vcpu_index(comm: &str) -> Option<u32> {
@@ -57,10 +38,11 @@ pub fn read(proc: &Path, pid: u32) -> Vec<VcpuStats> {
     vcpus
 }
 
-/// Reads the vCPU threads of `domain`'s QEMU, found through libvirt's pid file.
+/// Reads the vCPU threads of the QEMU whose pid libvirt wrote to `pid_file`
+/// ([`crate::supervisor::daemons::DaemonPaths::qemu_pid_file`]).
 #[must_use]
-pub fn read_domain(domain: &str) -> Vec<VcpuStats> {
-    std::fs::read_to_string(qemu_pid_file(domain))
+pub fn read_domain(pid_file: &Path) -> Vec<VcpuStats> {
+    std::fs::read_to_string(pid_file)
         .ok()
         .and_then(|text| text.trim().parse().ok())
         .map(|pid| read(Path::new("/proc"), pid))

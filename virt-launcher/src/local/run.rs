@@ -259,7 +259,7 @@ async fn run_with(
         return Err(RunError::Prepare { path, source });
     }
     let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
-    let manager = LibvirtDomainManager::new(&paths.uri(), &domain.name, events_tx)?;
+    let manager = LibvirtDomainManager::new(&paths.uri(), &domain.name, paths.qemu_pid_file(&domain.name), events_tx)?;
     let started = Instant::now();
     let outcome = match tokio::time::timeout(CONNECT_TIMEOUT, manager.connect()).await {
         Err(_) => Err(RunError::Domain(DomainError::Connect {
@@ -283,7 +283,7 @@ async fn run_with(
             boot_and_supervise(&manager, xml, paused, &booted, &mut events, &mut stops, policy).await
         }
     };
-    teardown(&manager, &domain.name).await;
+    teardown(&manager, &domain.name, &paths.qemu_pid_file(&domain.name)).await;
     drop(manager);
     tracing::debug!("domain torn down; stopping the daemons");
     daemons.stop().await;

@@ -105,6 +105,12 @@ impl DaemonPaths {
         }
     }
 
+    /// The pid file libvirt writes for `domain`'s QEMU.
+    #[must_use]
+    pub fn qemu_pid_file(&self, domain: &str) -> PathBuf {
+        self.qemu_state_dir().join(format!("{domain}.pid"))
+    }
+
     /// The capabilities cache as the daemon sees it.
     #[must_use]
     pub fn capabilities_cache(&self) -> PathBuf {

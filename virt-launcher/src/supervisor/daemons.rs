@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use kubevirt_api::error_report::one_line;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tokio_util::sync::CancellationToken;
@@ -24,7 +25,7 @@ pub use super::daemon_config::{
     DaemonMode, DaemonPaths, SYSTEM_DRIVER_DIR, link_qemu_driver, loaded_drivers, write_configs,
 };
 use super::reaper::{Reaper, ReaperError};
-use super::startup_cpu::StartupCpu;
+use super::startup_cpu;
 
 /// How long a stopped daemon gets between SIGTERM and SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(5);
@@ -47,13 +48,15 @@ pub enum DaemonError {
     /// A daemon could not be started.
     #[error(transparent)]
     Spawn(#[from] ReaperError),
-    /// libvirtd did not open its socket in time.
-    #[error("libvirtd did not open {socket} within {timeout:?}; see {log}")]
+    /// libvirtd did not serve in time.
+    #[error("libvirtd did not serve on {socket} within {timeout:?} ({reason}); see {log}")]
     NotReady {
         /// The socket.
         socket: PathBuf,
         /// How long we waited.
         timeout: Duration,
+        /// What was missing.
+        reason: NotServing,
         /// libvirtd's log.
         log: PathBuf,
     },
@@ -108,7 +111,7 @@ pub struct LibvirtDaemons {
 
 impl LibvirtDaemons {
     /// Starts libvirtd (its configuration was written by [`write_configs`] before
-    /// the mount namespace was set up) and waits until libvirtd accepts connections.
+    /// the mount namespace was set up) and waits until libvirtd has answered a connection.
     pub async fn start(reaper: &Reaper, paths: &DaemonPaths, timeout: Duration) -> Result<Self, DaemonError> {
         let cache = paths.capabilities_cache();
         match super::caps_cache::refresh(&cache, &loaded_drivers()) {
@@ -121,7 +124,6 @@ impl LibvirtDaemons {
             Ok(outcome) => tracing::debug!(?outcome, "capabilities cache"),
             Err(e) => tracing::warn!(error = %e, "cannot refresh the capabilities cache; libvirt may probe QEMU again"),
         }
-        crate::libvirt::vcpu_threads::set_qemu_state_dir(paths.qemu_state_dir());
         let stopping = CancellationToken::new();
         let drivers = paths.driver_dir();
         let libvirtd_pid = paths.pid_file("libvirtd");
@@ -131,13 +133,13 @@ impl LibvirtDaemons {
             DaemonMode::Session { .. } => paths.xdg_dirs().to_vec(),
         };
         // Pinned while its QEMU driver reads the host's CPUID (see [`super::startup_cpu`]).
-        let startup = StartupCpu::of_this_process();
-        let socket = paths.socket();
+        let (socket, uri) = (paths.socket(), paths.uri());
         let restarted = move |pid| {
-            let socket = socket.clone();
+            let (socket, uri) = (socket.clone(), uri.clone());
             tokio::spawn(async move {
-                if wait_for_socket(&socket, RESTART_READY).await {
-                    release_startup_cpu(startup.as_ref(), pid);
+                match wait_until_serving(&socket, &uri, RESTART_READY).await {
+                    Ok(()) => release_startup_cpu(pid),
+                    Err(e) => warn!(pid, error = %one_line(&e), "restarted libvirtd stays on the CPU it started on"),
                 }
             });
         };
@@ -157,8 +159,8 @@ impl LibvirtDaemons {
                     // thread kept about 1.6 MiB more resident.
                     .env("MALLOC_ARENA_MAX", "1")
                     .envs(session_env.iter().map(|(name, dir)| (name, dir)));
-                if let Some(startup) = &startup {
-                    startup.pin(&mut command);
+                if let Some(cpu) = startup_cpu::pin_to_lowest_cpu(&mut command) {
+                    tracing::debug!(cpu, "libvirtd starts pinned");
                 }
                 command
             },
@@ -169,14 +171,16 @@ impl LibvirtDaemons {
             stopping,
             paths: paths.clone(),
         };
-        if !wait_for_socket(&paths.socket(), timeout).await {
-            return Err(DaemonError::NotReady {
+        wait_until_serving(&paths.socket(), &paths.uri(), timeout)
+            .await
+            .map_err(|reason| DaemonError::NotReady {
                 socket: paths.socket(),
                 timeout,
+                reason,
                 log: paths.log("libvirtd"),
-            });
-        }
-        release_startup_cpu(startup.as_ref(), daemons.libvirtd.load(Ordering::SeqCst));
+            })?;
+        tracing::debug!("libvirtd serves");
+        release_startup_cpu(daemons.libvirtd.load(Ordering::SeqCst));
         Ok(daemons)
     }
 
@@ -209,24 +213,44 @@ impl LibvirtDaemons {
     }
 }
 
-/// Whether `socket` accepts a connection within `timeout`.
-async fn wait_for_socket(socket: &std::path::Path, timeout: Duration) -> bool {
+/// Waits until the daemon at `socket` has answered a libvirt connection (`uri`): it listens before
+/// its drivers are initialised, and accepts only after.
+async fn wait_until_serving(socket: &std::path::Path, uri: &str, timeout: Duration) -> Result<(), NotServing> {
     let deadline = tokio::time::Instant::now() + timeout;
-    while tokio::time::Instant::now() < deadline {
-        if std::os::unix::net::UnixStream::connect(socket).is_ok() {
-            return true;
+    while std::os::unix::net::UnixStream::connect(socket).is_err() {
+        if tokio::time::Instant::now() >= deadline {
+            return Err(NotServing::NoSocket);
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
-    false
+    let uri = uri.to_owned();
+    let answered = tokio::task::spawn_blocking(move || crate::libvirt::daemon_answers(&uri));
+    match tokio::time::timeout_at(deadline, answered).await {
+        // The answer did not come in time, or the thread waiting for it died.
+        Err(_) | Ok(Err(_)) => Err(NotServing::NoAnswer),
+        Ok(Ok(answer)) => answer.map_err(NotServing::Refused),
+    }
+}
+
+/// Why the daemon is not serving.
+#[derive(Debug, thiserror::Error)]
+pub enum NotServing {
+    /// Its socket does not accept connections.
+    #[error("its socket accepts no connection")]
+    NoSocket,
+    /// A connection got no answer in time.
+    #[error("a connection got no answer")]
+    NoAnswer,
+    /// A connection was refused.
+    #[error("a connection failed: {0}")]
+    Refused(crate::libvirt::DomainError),
 }
 
 /// Gives a started daemon's threads the launcher's whole CPU set back.
-fn release_startup_cpu(startup: Option<&StartupCpu>, pid: u32) {
-    let Some(startup) = startup else { return };
-    match startup.release(pid) {
-        Ok(threads) => tracing::debug!(pid, threads, cpu = startup.first(), "libvirtd started pinned; released"),
-        Err(e) => warn!(pid, error = %e, "libvirtd stays on the CPU it started on"),
+fn release_startup_cpu(pid: u32) {
+    match startup_cpu::release(pid) {
+        Ok(threads) => tracing::debug!(pid, threads, "libvirtd serves; its threads released to every CPU"),
+        Err(e) => warn!(pid, error = %one_line(&e), "libvirtd stays on the CPU it started on"),
     }
 }
 

@@ -147,10 +147,9 @@ impl StopSource for tokio::sync::mpsc::UnboundedReceiver<()> {
 }
 
 /// Leaves nothing running: destroys a live domain, undefines it, and as a last resort kills a
-/// QEMU that libvirt no longer tracks.
-pub async fn teardown<M: DomainManager>(manager: &M, name: &str) {
-    let pid_file = crate::libvirt::vcpu_threads::qemu_pid_file(name);
-    let qemu_pid = std::fs::read_to_string(&pid_file)
+/// QEMU that libvirt no longer tracks (its pid read from `qemu_pid_file`).
+pub async fn teardown<M: DomainManager>(manager: &M, name: &str, qemu_pid_file: &std::path::Path) {
+    let qemu_pid = std::fs::read_to_string(qemu_pid_file)
         .ok()
         .and_then(|p| p.trim().parse::<i32>().ok());
     match manager.status().await {
