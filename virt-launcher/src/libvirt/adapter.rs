@@ -86,6 +86,9 @@ impl Session {
 
 /// Opens and closes a connection to the daemon at `uri`: whether it serves.
 pub fn daemon_answers(uri: &str) -> Result<(), DomainError> {
+    // libvirt's event loop must be registered before the first connection is opened, or the
+    // connections opened after it never deliver domain events.
+    ensure_event_loop();
     let conn = Connect::open(Some(uri)).map_err(|e| DomainError::Connect {
         uri: uri.to_owned(),
         message: e.message().to_owned(),
