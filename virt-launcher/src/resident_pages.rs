@@ -242,8 +242,7 @@ fn advise_dontneed(start: NonNull<std::ffi::c_void>, len: usize) -> nix::Result<
     unsafe { nix::sys::mman::madvise(start, len, nix::sys::mman::MmapAdvise::MADV_DONTNEED) }
 }
 
-/// Drops the launcher's clean file pages and logs the outcome: called by `virt-launcher run` once
-/// the domain runs. Cluster mode does not call it yet: see docs/launcher-performance.md.
+/// Drops the launcher's clean file pages and logs the outcome: called once the domain runs.
 pub fn after_domain_start() {
     match drop_clean_file_pages() {
         Ok(dropped) => tracing::debug!(

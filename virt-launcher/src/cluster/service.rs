@@ -154,6 +154,10 @@ impl<M: DomainManager + 'static, R: ToolRunner + 'static> LauncherService<M, R> 
     #[instrument(skip_all, fields(vmi = %vmi.key()))]
     async fn sync(&self, vmi: VirtualMachineInstance, request: &VmiRequest) -> Result<(), Status> {
         let _one_at_a_time = self.sync.lock().await;
+        // Before the domain exists: the events libvirt sends while it is defined and started name
+        // the VMI from this (see [`Self::snapshot`]); remembered only afterwards, they went out
+        // with no name, and virt-handler could not tell which VMI they were about.
+        self.remembered().vmi = Some(vmi.clone());
         let status = self.manager.status().await.map_err(internal)?;
         if status == DomainStatus::NON_EXISTENT {
             let formats: BTreeMap<String, String> = request
@@ -201,8 +205,8 @@ impl<M: DomainManager + 'static, R: ToolRunner + 'static> LauncherService<M, R> 
             let paused = vmi.spec.start_strategy.as_deref() == Some("Paused");
             self.manager.start(paused).await.map_err(internal)?;
             info!(paused, "domain started");
+            crate::resident_pages::after_domain_start();
         }
-        self.remembered().vmi = Some(vmi);
         Ok(())
     }
 
