@@ -47,8 +47,8 @@ fn read_list(path: &Path) -> Result<Vec<u32>, HostCpusError> {
 /// The CPUs this process may run on, ascending.
 pub fn own_cpuset() -> Result<Vec<u32>, HostCpusError> {
     let set = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).map_err(HostCpusError::Affinity)?;
-    Ok((0..nix::sched::CpuSet::count())
-        .filter(|cpu| set.is_set(*cpu).unwrap_or(false))
+    Ok(crate::supervisor::startup_cpu::cpus(&set)
+        .into_iter()
         .filter_map(|cpu| u32::try_from(cpu).ok())
         .collect())
 }

@@ -153,17 +153,12 @@ mod tests {
         let list = status
             .lines()
             .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-            .expect("Cpus_allowed_list")
-            .trim()
-            .to_owned();
-        let mut all = Vec::new();
-        for part in list.split(',') {
-            match part.split_once('-') {
-                Some((a, b)) => all.extend(a.parse::<usize>().expect("cpu")..=b.parse::<usize>().expect("cpu")),
-                None => all.push(part.parse::<usize>().expect("cpu")),
-            }
-        }
-        all
+            .expect("Cpus_allowed_list");
+        crate::domain::convert::parse_cpu_list(list.trim())
+            .expect("a CPU list")
+            .into_iter()
+            .map(|cpu| usize::try_from(cpu).expect("cpu"))
+            .collect()
     }
 
     #[test]
