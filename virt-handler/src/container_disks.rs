@@ -15,6 +15,7 @@ use cmd_protocol::sockets;
 use kubevirt_api::v1::VirtualMachineInstance;
 
 use crate::node_mounts::{MountError, NodeMounts};
+use crate::pod_process::{PodProcess, PodProcessError};
 
 /// Where a containerDisk keeps its disk when its volume names no `path` (upstream's fallback).
 pub const DISK_DIR_IN_IMAGE: &str = "/disk";
@@ -45,6 +46,14 @@ pub enum ProvideError {
         field: String,
         /// What is wrong.
         message: String,
+    },
+    /// The sidecar's process does not run in the pod.
+    #[error("the process behind {socket} cannot be trusted: {source}")]
+    NotThePods {
+        /// The socket.
+        socket: PathBuf,
+        /// Why.
+        source: PodProcessError,
     },
     /// Mounting failed.
     #[error(transparent)]
@@ -255,16 +264,19 @@ fn is_provided(target: &Path, mounted: &[PathBuf]) -> bool {
 }
 
 /// Mounts every image of `vmi` into `dir` (the pod's container-disks directory, the same path for
-/// this process and the node). Idempotent: what is mounted already is left alone. `proc` is where
-/// this process sees other processes (`/proc`).
+/// this process and the node), from sidecars checked to run in the pod whose UID is `pod_uid`
+/// ([`PodProcess`]). Idempotent: what is mounted already is left alone. `proc` is where this
+/// process sees other processes (`/proc`).
 ///
 /// # Errors
-/// [`ProvideError::NotStarted`] while a sidecar has not started (try again later); otherwise
-/// what failed, naming the field or the path.
+/// [`ProvideError::NotStarted`] while a sidecar has not started (try again later),
+/// [`ProvideError::NotThePods`] when the process behind a sidecar's socket runs outside the pod;
+/// otherwise what failed, naming the field or the path.
 pub fn provide(
     mounts: &dyn NodeMounts,
     proc: &Path,
     dir: &Path,
+    pod_uid: &str,
     vmi: &VirtualMachineInstance,
 ) -> Result<(), ProvideError> {
     let images = images(vmi)?;
@@ -288,9 +300,13 @@ pub fn provide(
                 socket,
             });
         }
-        let pid = peer_pid(&socket)?;
-        let root_seen_here = proc.join(pid.to_string()).join("root");
-        let root_in_node = mounts.root_in_node(pid)?;
+        let process =
+            PodProcess::open(proc, peer_pid(&socket)?, pod_uid).map_err(|source| ProvideError::NotThePods {
+                socket: socket.clone(),
+                source,
+            })?;
+        let root_seen_here = process.root();
+        let root_in_node = mounts.root_in_node(&process)?;
         for ImageFile { file, target, field } in pending {
             let relative = locate(&root_seen_here, file, field)?;
             mounts.bind_read_only(&root_in_node, &relative, dir, target)?;

@@ -24,6 +24,7 @@ pub mod node;
 pub mod node_mounts;
 pub mod notify_server;
 pub mod plan;
+pub mod pod_process;
 pub mod reconciler;
 pub mod runner;
 pub mod status;

@@ -160,14 +160,6 @@ pub fn cached_pod_addresses(private: &Path, vmi: &VirtualMachineInstance) -> BTr
         .collect()
 }
 
-/// The network namespace of the launcher serving `socket`, through its peer credentials.
-///
-/// # Errors
-/// [`WireError::LauncherPid`] when the socket cannot be reached or names no process.
-pub async fn launcher_netns(socket: &Path) -> Result<PathBuf, WireError> {
-    Ok(PathBuf::from(format!("/proc/{}/ns/net", launcher_pid(socket).await?)))
-}
-
 /// The pid of the launcher serving `socket`, through its peer credentials.
 ///
 /// # Errors

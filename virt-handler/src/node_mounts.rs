@@ -12,6 +12,7 @@ use std::os::unix::ffi::OsStringExt as _;
 use std::path::{Path, PathBuf};
 
 use crate::mount_helper::HELPER_COMMAND;
+use crate::pod_process::PodProcess;
 
 /// Why a mount could not be made or read.
 #[derive(Debug, thiserror::Error)]
@@ -44,12 +45,12 @@ pub enum MountError {
 
 /// The node's mounts, as virt-handler uses them.
 pub trait NodeMounts: Send + Sync + 'static {
-    /// Where the root file system of process `pid` is mounted in the node's namespace.
+    /// Where the root file system of `process` is mounted in the node's namespace.
     ///
     /// # Errors
     /// [`MountError`] when the process or the node's mount table cannot be read, or the root is
     /// not there.
-    fn root_in_node(&self, pid: i32) -> Result<PathBuf, MountError>;
+    fn root_in_node(&self, process: &PodProcess) -> Result<PathBuf, MountError>;
     /// Bind-mounts the file `file` of the container root `root` onto `target` under `dir`,
     /// read-only; `root` and `dir` as the node sees them, `file` and `target` within them, each
     /// reached without following a symbolic link (both are under a pod's control).
@@ -121,9 +122,9 @@ impl HostMounts {
 }
 
 impl NodeMounts for HostMounts {
-    fn root_in_node(&self, pid: i32) -> Result<PathBuf, MountError> {
-        let own = Self::read(&PathBuf::from(format!("/proc/{pid}/mountinfo")))?;
-        find_root_in(&own, &self.node_mountinfo()?).ok_or(MountError::RootNotFound { pid })
+    fn root_in_node(&self, process: &PodProcess) -> Result<PathBuf, MountError> {
+        let own = Self::read(&process.mountinfo())?;
+        find_root_in(&own, &self.node_mountinfo()?).ok_or(MountError::RootNotFound { pid: process.pid() })
     }
 
     fn bind_read_only(&self, root: &Path, file: &Path, dir: &Path, target: &Path) -> Result<(), MountError> {
@@ -228,7 +229,7 @@ pub mod fake {
     use std::path::{Path, PathBuf};
     use std::sync::{Mutex, PoisonError};
 
-    use super::{MountError, NodeMounts};
+    use super::{MountError, NodeMounts, PodProcess};
 
     /// Roots by pid, and the bind mounts made (target -> source).
     #[derive(Debug, Default)]
@@ -247,7 +248,8 @@ pub mod fake {
     }
 
     impl NodeMounts for FakeMounts {
-        fn root_in_node(&self, pid: i32) -> Result<PathBuf, MountError> {
+        fn root_in_node(&self, process: &PodProcess) -> Result<PathBuf, MountError> {
+            let pid = process.pid();
             self.roots.get(&pid).cloned().ok_or(MountError::RootNotFound { pid })
         }
 

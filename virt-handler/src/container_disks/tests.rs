@@ -28,8 +28,11 @@ fn testguest() -> VirtualMachineInstance {
     }))
 }
 
-/// A sidecar stand-in: this test process listens on the socket, so the peer is this process, and
-/// `proc/<own pid>/root` is the image.
+/// The UID of the pod in these tests.
+const POD: &str = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0";
+
+/// A sidecar stand-in: this test process listens on the socket, so the peer is this process,
+/// `proc/<own pid>/root` is the image, and `proc/<own pid>/cgroup` puts it in pod [`POD`].
 struct Pod {
     _tmp: tempfile::TempDir,
     proc: PathBuf,
@@ -45,6 +48,8 @@ fn pod() -> Pod {
     let dir = tmp.path().join("container-disks");
     std::fs::create_dir_all(&dir).expect("dir");
     std::fs::create_dir_all(image.join("disk")).expect("disk dir");
+    let cgroup = format!("0::/kubepods/besteffort/pod{POD}/sidecar\n");
+    std::fs::write(image.parent().expect("proc dir").join("cgroup"), cgroup).expect("cgroup");
     Pod {
         proc,
         dir,
@@ -132,7 +137,14 @@ fn a_vmi_without_images_needs_no_sidecar() {
     }));
     assert!(images(&plain).expect("images").is_empty());
     let mounts = FakeMounts::default();
-    provide(&mounts, Path::new("/nonexistent"), Path::new("/nonexistent"), &plain).expect("nothing to do");
+    provide(
+        &mounts,
+        Path::new("/nonexistent"),
+        Path::new("/nonexistent"),
+        POD,
+        &plain,
+    )
+    .expect("nothing to do");
     assert!(mounts.mounts().is_empty());
 }
 
@@ -147,7 +159,7 @@ fn the_images_are_mounted_from_the_sidecars_root_as_the_node_sees_it() {
     pod.file("/boot/vmlinuz");
     pod.file("/boot/initrd.img");
     let mounts = own_root("/run/containerd/task/rootfs");
-    provide(&mounts, &pod.proc, &pod.dir, &testguest()).expect("provided");
+    provide(&mounts, &pod.proc, &pod.dir, POD, &testguest()).expect("provided");
     let node = Path::new("/run/containerd/task/rootfs");
     assert_eq!(
         mounts.mounts(),
@@ -161,15 +173,29 @@ fn the_images_are_mounted_from_the_sidecars_root_as_the_node_sees_it() {
     // Again, with the sidecars gone: what is mounted stays, nothing is asked again.
     let pod_dir = pod.dir.clone();
     pod.listeners.clear();
-    provide(&mounts, Path::new("/nonexistent"), &pod_dir, &testguest()).expect("idempotent");
+    provide(&mounts, Path::new("/nonexistent"), &pod_dir, POD, &testguest()).expect("idempotent");
     release(&mounts, &pod_dir).expect("released");
     assert!(mounts.mounts().is_empty(), "every mount is removed");
 }
 
 #[test]
+fn a_sidecar_socket_served_from_outside_the_pod_mounts_nothing() {
+    let mut pod = pod();
+    pod.serve("disk_0.sock");
+    pod.file("/disk/img.qcow2");
+    let mounts = own_root("/run/containerd/task/rootfs");
+    let other = "11111111-2222-3333-4444-555555555555";
+    let error = provide(&mounts, &pod.proc, &pod.dir, other, &single_disk(None)).expect_err("another pod's");
+    assert!(matches!(error, ProvideError::NotThePods { .. }), "{error}");
+    let message = error.to_string();
+    assert!(message.contains("disk_0.sock") && message.contains(other), "{message}");
+    assert!(mounts.mounts().is_empty(), "nothing is mounted");
+}
+
+#[test]
 fn a_sidecar_that_has_not_started_is_reported_as_such() {
     let pod = pod();
-    let error = provide(&own_root("/r"), &pod.proc, &pod.dir, &testguest()).expect_err("no socket");
+    let error = provide(&own_root("/r"), &pod.proc, &pod.dir, POD, &testguest()).expect_err("no socket");
     assert!(matches!(error, ProvideError::NotStarted { .. }), "{error}");
     assert_eq!(
         error.to_string(),
@@ -195,7 +221,7 @@ fn single_disk(path: Option<&str>) -> VirtualMachineInstance {
 fn provide_one(pod: &mut Pod, path: Option<&str>) -> Result<BTreeMap<PathBuf, PathBuf>, String> {
     pod.serve("disk_0.sock");
     let mounts = own_root("/node");
-    provide(&mounts, &pod.proc, &pod.dir, &single_disk(path)).map_err(|e| e.to_string())?;
+    provide(&mounts, &pod.proc, &pod.dir, POD, &single_disk(path)).map_err(|e| e.to_string())?;
     Ok(mounts.mounts())
 }
 

@@ -59,6 +59,14 @@ pub enum LauncherError {
     /// An unprivileged launcher's devices could not be given to it.
     #[error(transparent)]
     Devices(#[from] crate::device_ownership::DeviceOwnershipError),
+    /// The process behind the launcher's socket does not run in the launcher's pod.
+    #[error("the process behind {socket} cannot be trusted: {source}")]
+    NotThePods {
+        /// The command socket.
+        socket: PathBuf,
+        /// Why.
+        source: crate::pod_process::PodProcessError,
+    },
     /// The images could not be unmounted from the launcher's pod.
     #[error(transparent)]
     Unmount(#[from] crate::node_mounts::MountError),

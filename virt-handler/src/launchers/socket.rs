@@ -18,6 +18,7 @@ use tracing::warn;
 use super::{LauncherError, Launchers, NotifyPipe, Presence};
 use crate::container_disks;
 use crate::node_mounts::NodeMounts;
+use crate::pod_process::PodProcess;
 
 #[derive(Debug, Default)]
 struct Held {
@@ -133,6 +134,17 @@ impl SocketLaunchers {
             })
     }
 
+    /// The launcher process serving `socket`, checked to run in the VMI's pod that owns the
+    /// socket and held for as long as the value lives ([`PodProcess`]).
+    async fn launcher_process(&self, socket: &Path, vmi: &VirtualMachineInstance) -> Result<PodProcess, LauncherError> {
+        let pod = self.pod_of(socket, vmi)?;
+        let pid = crate::network_wiring::launcher_pid(socket).await?;
+        PodProcess::open(Path::new("/proc"), pid, pod).map_err(|source| LauncherError::NotThePods {
+            socket: socket.to_owned(),
+            source,
+        })
+    }
+
     /// The VMI's private directory in the pod that owns `socket`.
     fn private_dir(&self, socket: &Path, vmi: &VirtualMachineInstance) -> Option<PathBuf> {
         let uid = vmi.metadata.uid.as_deref()?;
@@ -146,11 +158,14 @@ impl SocketLaunchers {
         if container_disks::images(vmi)?.is_empty() || self.held().disks_provided.contains(socket) {
             return Ok(());
         }
-        let dir = sockets::container_disk_dir_on_host(&self.pods_dir, self.pod_of(socket, vmi)?);
+        let pod = self.pod_of(socket, vmi)?.to_owned();
+        let dir = sockets::container_disk_dir_on_host(&self.pods_dir, &pod);
         let (mounts, vmi) = (self.mounts.clone(), vmi.clone());
-        tokio::task::spawn_blocking(move || container_disks::provide(mounts.as_ref(), Path::new("/proc"), &dir, &vmi))
-            .await
-            .map_err(|_| LauncherError::Interrupted("mounting the containerDisk images"))??;
+        tokio::task::spawn_blocking(move || {
+            container_disks::provide(mounts.as_ref(), Path::new("/proc"), &dir, &pod, &vmi)
+        })
+        .await
+        .map_err(|_| LauncherError::Interrupted("mounting the containerDisk images"))??;
         self.held().disks_provided.insert(socket.to_owned());
         Ok(())
     }
@@ -161,13 +176,13 @@ impl SocketLaunchers {
         if !vmi.is_non_root() || self.held().devices_claimed.contains(socket) {
             return Ok(());
         }
-        let pid = crate::network_wiring::launcher_pid(socket).await?;
-        let root = PathBuf::from(format!("/proc/{pid}/root"));
+        let launcher = self.launcher_process(socket, vmi).await?;
         let owner = vmi.runtime_user();
-        let claimed =
-            tokio::task::spawn_blocking(move || crate::device_ownership::claim_launcher_devices(&root, owner))
-                .await
-                .map_err(|_| LauncherError::Interrupted("giving the launcher its devices"))??;
+        let claimed = tokio::task::spawn_blocking(move || {
+            crate::device_ownership::claim_launcher_devices(&launcher.root(), owner)
+        })
+        .await
+        .map_err(|_| LauncherError::Interrupted("giving the launcher its devices"))??;
         tracing::info!(vmi = %vmi.key(), owner, devices = ?claimed, "devices given to the unprivileged launcher");
         self.held().devices_claimed.insert(socket.to_owned());
         Ok(())
@@ -268,11 +283,13 @@ impl Launchers for SocketLaunchers {
             message: "the VMI has no UID".to_owned(),
         })?;
         let private = sockets::vmi_private_dir_on_host(&self.pods_dir, self.pod_of(socket, vmi)?, uid);
-        let netns = crate::network_wiring::launcher_netns(socket).await?;
+        let launcher = self.launcher_process(socket, vmi).await?;
         let (network, vmi) = (self.network.clone(), vmi.clone());
-        tokio::task::spawn_blocking(move || crate::network_wiring::wire(network.as_ref(), &netns, &private, &vmi))
-            .await
-            .map_err(|_| LauncherError::Network(crate::network_wiring::WireError::Interrupted))??;
+        tokio::task::spawn_blocking(move || {
+            crate::network_wiring::wire(network.as_ref(), &launcher.net_namespace(), &private, &vmi)
+        })
+        .await
+        .map_err(|_| LauncherError::Network(crate::network_wiring::WireError::Interrupted))??;
         self.held().wired.insert(socket.to_owned());
         Ok(())
     }

@@ -165,6 +165,10 @@ async fn run_binding_as(user: LauncherUser, example: &str, pod: FakePod, uid: &s
         }
     };
     let _stopper = Stopper(launcher.id());
+    world
+        .pod_cgroup
+        .add(launcher.id())
+        .expect("the launcher into its pod's cgroup");
     world.api.apply(vmi);
     let (stop, handler) = world.start_handler();
     world.wait_for_phase(Phase::Running, Duration::from_secs(120)).await;

@@ -12,6 +12,7 @@ use kubevirt_api::v1::{VirtualMachineInstance, VirtualMachineInstancePhase as Ph
 use tokio_util::sync::CancellationToken;
 use virt_handler::cluster_api::{FakeClusterApi, Write};
 use virt_handler::node::NodeConfig;
+use virt_handler::pod_process::pod_cgroup::PodCgroup;
 use virt_handler::reconciler::ReconcilerConfig;
 use virt_handler::runner::RunOptions;
 
@@ -21,11 +22,15 @@ use super::fixture::{
 };
 
 pub(super) const NODE: &str = "node01";
-pub(super) const POD: &str = "pod1";
+/// The launcher pod's UID, which names its directory under the kubelet's pods directory and its
+/// cgroup.
+pub(super) const POD: &str = "5a1e0c4d-0000-4000-8000-00000000c0de";
 
 /// One VMI's world: the kubelet pods directory with its launcher pod, and the handler's share dir.
 pub(super) struct World {
     pub(super) root: tempfile::TempDir,
+    /// The pod's cgroup: virt-handler acts on a launcher only inside it.
+    pub(super) pod_cgroup: PodCgroup,
     pub(super) api: FakeClusterApi,
     pub(super) key: String,
 }
@@ -63,6 +68,7 @@ impl World {
         status.active_pods.insert(POD.to_owned(), NODE.to_owned());
         let world = Self {
             root,
+            pod_cgroup: PodCgroup::create(POD).expect("the pod's cgroup (needs root)"),
             api: FakeClusterApi::new(),
             key: vmi.key(),
         };
