@@ -10,6 +10,7 @@ pub mod daemon_config;
 pub mod daemons;
 pub mod lifecycle;
 pub mod namespace;
+pub mod page_release;
 pub mod reaper;
 pub mod startup_cpu;
 pub mod supervise;

@@ -7,6 +7,7 @@ mod cloud_init;
 mod dedicated_cpus;
 mod guest_devices;
 mod harness;
+mod memory;
 mod network;
 mod startup;
 
