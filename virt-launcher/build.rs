@@ -20,7 +20,12 @@ fn main() {
     let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
     let target = std::env::var("TARGET").expect("cargo sets TARGET");
     let library = out.join("libvirtd-pages.so");
-    let status = Command::new(rustc)
+    let mut rustc = Command::new(rustc);
+    // The linker cargo would use for this target, when one is configured.
+    if let Some(linker) = std::env::var_os("RUSTC_LINKER") {
+        rustc.arg("-C").arg(format!("linker={}", linker.to_string_lossy()));
+    }
+    let status = rustc
         .args([
             "--edition",
             "2024",
@@ -40,7 +45,6 @@ fn main() {
             "-C",
             "debuginfo=0",
         ])
-        .args(["-D", "warnings"])
         .arg("-o")
         .arg(&library)
         .arg(&source)

@@ -31,6 +31,15 @@ pub enum PodProcessError {
         /// Why.
         source: std::io::Error,
     },
+    /// The process is in the pod's cgroup but shares its mount namespace with the node or the
+    /// handler.
+    #[error("process {pid} shares its mount namespace with {shared_with}, so it is not inside its pod")]
+    NodeNamespace {
+        /// The pid the socket named.
+        pid: i32,
+        /// `the node` or `virt-handler`.
+        shared_with: &'static str,
+    },
     /// The process runs outside the pod.
     #[error("process {pid} does not run in pod {pod}: its cgroups are {cgroups:?}")]
     NotInPod {
@@ -52,27 +61,48 @@ pub struct PodProcess {
 
 impl PodProcess {
     /// Opens process `pid` under `proc` (`/proc` outside tests) and checks that it runs in the pod
-    /// whose UID is `pod_uid`.
+    /// whose UID is `pod_uid`, in a mount namespace of its own, as every container has: not the
+    /// node's (pid 1's) nor this handler's. A pod's cgroup can hold processes that are not inside
+    /// the pod: CRI-O can put its `conmon` there, which runs in the node's namespaces, and `runc`
+    /// joins a container's cgroup before its namespaces when it starts a process there. Two
+    /// processes share a mount namespace exactly when their mount tables list the same mounts:
+    /// every mount has an ID of its own, and a new namespace gets copies with new IDs. The mount
+    /// table is compared rather than the `ns/mnt` link because the link of a process that is
+    /// not dumpable cannot be read even by root in some sandboxes, whereas its mount table can.
     ///
     /// # Errors
-    /// [`PodProcessError::Read`] when the process is gone or its cgroups cannot be read, and
-    /// [`PodProcessError::NotInPod`] when they are not the pod's.
+    /// [`PodProcessError::Read`] when the process is gone or its cgroups or namespaces cannot be
+    /// read, [`PodProcessError::NotInPod`] when its cgroups are not the pod's, and
+    /// [`PodProcessError::NodeNamespace`] when it shares its mount namespace with the node or the
+    /// handler.
     pub fn open(proc: &Path, pid: i32, pod_uid: &str) -> Result<Self, PodProcessError> {
         let read_error = |path: PathBuf| move |source| PodProcessError::Read { path, source };
-        let path = proc.join(pid.to_string());
-        let dir = File::open(&path).map_err(read_error(path))?;
+        let shown = proc.join(pid.to_string());
+        let dir = File::open(&shown).map_err(read_error(shown.clone()))?;
         let process = Self { pid, dir };
-        let cgroup = process.path().join("cgroup");
-        let text = std::fs::read_to_string(&cgroup).map_err(read_error(proc.join(format!("{pid}/cgroup"))))?;
-        if runs_in_pod(&text, pod_uid) {
-            Ok(process)
-        } else {
-            Err(PodProcessError::NotInPod {
+        let text = std::fs::read_to_string(process.path().join("cgroup")).map_err(read_error(shown.join("cgroup")))?;
+        if !runs_in_pod(&text, pod_uid) {
+            return Err(PodProcessError::NotInPod {
                 pid,
                 pod: pod_uid.to_owned(),
                 cgroups: cgroup_paths(&text).map(str::to_owned).collect(),
-            })
+            });
         }
+        let first_mount = |mountinfo: &Path, shown: PathBuf| {
+            let text = std::fs::read_to_string(mountinfo).map_err(read_error(shown.clone()))?;
+            first_mount_id(&text).ok_or_else(|| PodProcessError::Read {
+                path: shown,
+                source: std::io::Error::new(std::io::ErrorKind::InvalidData, "no mount listed"),
+            })
+        };
+        let own = first_mount(&process.mountinfo(), shown.join("mountinfo"))?;
+        for (other, who) in [("1", "the node"), ("self", "virt-handler")] {
+            let path = proc.join(other).join("mountinfo");
+            if first_mount(&path, path.clone())? == own {
+                return Err(PodProcessError::NodeNamespace { pid, shared_with: who });
+            }
+        }
+        Ok(process)
     }
 
     /// The pid the socket named.
@@ -123,6 +153,11 @@ pub fn runs_in_pod(cgroup: &str, pod_uid: &str) -> bool {
         any = true;
         uid == pod_uid
     }) && any
+}
+
+/// The ID of the first mount in the text of `/proc/<pid>/mountinfo`.
+fn first_mount_id(mountinfo: &str) -> Option<u64> {
+    mountinfo.split_whitespace().next()?.parse().ok()
 }
 
 /// The paths in the text of `/proc/<pid>/cgroup` (`hierarchy:controllers:path` per line).

@@ -9,7 +9,7 @@
 //! How: the launcher starts libvirtd with `LD_PRELOAD` naming this library and
 //! `KUBEVIRT_RS_PAGE_RELEASE_FD` naming the read end of a pipe. The library's constructor takes
 //! both variables out of the environment (so nothing libvirtd starts inherits them) and starts
-//! one thread, with every signal blocked, that reads the pipe: each byte asks for one drop, and
+//! one thread, with every signal blocked from its start, that reads the pipe: each byte asks for one drop, and
 //! the end of the pipe (the launcher is gone) ends the thread. Each outcome is one line on
 //! libvirtd's standard error, which the launcher keeps in libvirtd's log. Without the variable the
 //! library does nothing at all.
@@ -59,10 +59,14 @@ fn start() {
     // libvirtd knows it, so the `File` is its only owner.
     let requests = unsafe { std::fs::File::from_raw_fd(fd) };
     set_close_on_exec(fd);
+    // The thread starts with every signal blocked, from its first instruction on: libvirtd's
+    // handlers expect to run on libvirtd's own threads.
+    let previous = block_signals();
     let spawned = std::thread::Builder::new()
         .name("page-release".to_owned())
         .stack_size(64 * 1024)
         .spawn(move || serve(requests));
+    restore_signals(&previous);
     if let Err(e) = spawned {
         report(&format!("cannot start its thread: {e}"));
     }
@@ -70,7 +74,6 @@ fn start() {
 
 /// Drops libvirtd's clean start-up pages once per byte read, until the launcher closes the pipe.
 fn serve(mut requests: std::fs::File) {
-    block_signals();
     let mut byte = [0u8; 1];
     loop {
         match requests.read(&mut byte) {
@@ -97,9 +100,11 @@ fn serve(mut requests: std::fs::File) {
     }
 }
 
-/// One line on libvirtd's standard error (its log).
+/// One line on libvirtd's standard error (its log), in one write so that no other output of
+/// libvirtd's lands inside it.
 fn report(message: &str) {
-    let _ = writeln!(std::io::stderr(), "{PREFIX}{message}");
+    let line = format!("{PREFIX}{message}\n");
+    let _ = std::io::stderr().write_all(line.as_bytes());
 }
 
 /// The C library's declarations used here (glibc, Linux x86-64 and aarch64).
@@ -112,6 +117,8 @@ mod c {
 
     /// `SIG_BLOCK`.
     pub const SIG_BLOCK: c_int = 0;
+    /// `SIG_SETMASK`.
+    pub const SIG_SETMASK: c_int = 2;
     /// `F_SETFD`.
     pub const F_SETFD: c_int = 2;
     /// `FD_CLOEXEC`.
@@ -124,14 +131,25 @@ mod c {
     }
 }
 
-/// Leaves every signal to libvirtd's own threads: its handlers expect to run there.
-fn block_signals() {
-    let mut set = c::SignalSet([0; 16]);
-    // SAFETY: `set` is a valid, writable sigset_t-sized buffer; the calls only change this
+/// Blocks every signal on the calling thread, and returns the mask it had.
+fn block_signals() -> c::SignalSet {
+    let mut all = c::SignalSet([0; 16]);
+    let mut previous = c::SignalSet([0; 16]);
+    // SAFETY: both are valid, writable sigset_t-sized buffers; the calls only change this
     // thread's mask.
     unsafe {
-        c::sigfillset(&raw mut set);
-        c::pthread_sigmask(c::SIG_BLOCK, &raw const set, std::ptr::null_mut());
+        c::sigfillset(&raw mut all);
+        c::pthread_sigmask(c::SIG_BLOCK, &raw const all, &raw mut previous);
+    }
+    previous
+}
+
+/// Gives the calling thread back the mask [`block_signals`] returned.
+fn restore_signals(previous: &c::SignalSet) {
+    // SAFETY: `previous` is a valid sigset_t-sized buffer; the call only changes this thread's
+    // mask.
+    unsafe {
+        c::pthread_sigmask(c::SIG_SETMASK, previous, std::ptr::null_mut());
     }
 }
 

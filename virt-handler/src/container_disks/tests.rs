@@ -50,6 +50,14 @@ fn pod() -> Pod {
     std::fs::create_dir_all(image.join("disk")).expect("disk dir");
     let cgroup = format!("0::/kubepods/besteffort/pod{POD}/sidecar\n");
     std::fs::write(image.parent().expect("proc dir").join("cgroup"), cgroup).expect("cgroup");
+    // The sidecar's mount namespace, the node's (pid 1's) and the handler's (`self`): all different.
+    for (process, inode) in [
+        (std::process::id().to_string(), 300),
+        ("1".to_owned(), 1),
+        ("self".to_owned(), 2),
+    ] {
+        namespaces(&proc.join(process), inode);
+    }
     Pod {
         proc,
         dir,
@@ -57,6 +65,13 @@ fn pod() -> Pod {
         _tmp: tmp,
         listeners: Vec::new(),
     }
+}
+
+/// A fake `mountinfo` under `process` whose first mount has ID `id`.
+fn namespaces(process: &Path, id: u32) {
+    std::fs::create_dir_all(process).expect("process dir");
+    let mountinfo = format!("{id} 1 0:1 / / rw - overlay overlay rw\n");
+    std::fs::write(process.join("mountinfo"), mountinfo).expect("mountinfo");
 }
 
 impl Pod {
@@ -189,6 +204,19 @@ fn a_sidecar_socket_served_from_outside_the_pod_mounts_nothing() {
     assert!(matches!(error, ProvideError::NotThePods { .. }), "{error}");
     let message = error.to_string();
     assert!(message.contains("disk_0.sock") && message.contains(other), "{message}");
+    assert!(mounts.mounts().is_empty(), "nothing is mounted");
+}
+
+#[test]
+fn a_sidecar_socket_served_from_the_nodes_namespaces_mounts_nothing() {
+    let mut pod = pod();
+    pod.serve("disk_0.sock");
+    pod.file("/disk/img.qcow2");
+    namespaces(&pod.proc.join(std::process::id().to_string()), 1);
+    let mounts = own_root("/run/containerd/task/rootfs");
+    let error = provide(&mounts, &pod.proc, &pod.dir, POD, &single_disk(None)).expect_err("the node's");
+    assert!(matches!(error, ProvideError::NotThePods { .. }), "{error}");
+    assert!(error.to_string().contains("with the node"), "{error}");
     assert!(mounts.mounts().is_empty(), "nothing is mounted");
 }
 

@@ -100,8 +100,15 @@ impl Drop for Reaped {
 #[test]
 fn a_process_in_the_pods_cgroup_is_held_until_it_exits() {
     let cgroup = PodCgroup::create(UID).expect("a pod's cgroup (needs root)");
-    let mut child = Reaped(Command::new("sleep").arg("100").spawn().expect("sleep"));
+    // In network and mount namespaces of its own, as a container's process is.
+    let mut child = Reaped(
+        Command::new("unshare")
+            .args(["--net", "--mount", "sleep", "100"])
+            .spawn()
+            .expect("unshare"),
+    );
     cgroup.add(child.0.id()).expect("moving sleep into the pod's cgroup");
+    wait_for_namespace_change(child.0.id());
     let pid = i32::try_from(child.0.id()).expect("pid");
     let process = PodProcess::open(Path::new("/proc"), pid, UID).expect("in the pod");
     assert_eq!(process.pid(), pid);
@@ -142,4 +149,29 @@ fn a_process_in_the_pods_cgroup_is_held_until_it_exits() {
         std::fs::read_link(process.net_namespace()).is_err(),
         "once the process has exited nothing is reached through its held directory, whoever gets its pid"
     );
+}
+
+/// Waits until `pid` (an `unshare` about to exec) is in a mount namespace other than ours.
+fn wait_for_namespace_change(pid: u32) {
+    let ours = std::fs::read_link("/proc/self/ns/mnt").expect("our namespace");
+    for _ in 0..500 {
+        if std::fs::read_link(format!("/proc/{pid}/ns/mnt")).is_ok_and(|theirs| theirs != ours) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("process {pid} never left our mount namespace");
+}
+
+#[test]
+fn a_process_in_the_pods_cgroup_but_in_the_nodes_namespaces_is_refused() {
+    // What CRI-O's conmon looks like when it runs in the pod's cgroup, or runc before it enters a
+    // container's namespaces.
+    let cgroup = PodCgroup::create(UID).expect("a pod's cgroup (needs root)");
+    let child = Reaped(Command::new("sleep").arg("100").spawn().expect("sleep"));
+    cgroup.add(child.0.id()).expect("moving sleep into the pod's cgroup");
+    let pid = i32::try_from(child.0.id()).expect("pid");
+    let error = PodProcess::open(Path::new("/proc"), pid, UID).expect_err("the node's namespaces");
+    assert!(matches!(error, PodProcessError::NodeNamespace { .. }), "{error}");
+    assert!(error.to_string().contains(&pid.to_string()), "{error}");
 }

@@ -155,8 +155,10 @@ pub fn droppable(segments: &[(usize, usize)], clean: &[CleanMapping], page: usiz
 }
 
 /// What the loader callback works with.
-struct Work<'a> {
-    clean: &'a [CleanMapping],
+struct Work {
+    /// The clean mappings, read from smaps at the first object, with the loader's lock held.
+    clean: Option<Vec<CleanMapping>>,
+    smaps_error: Option<std::io::Error>,
     page: usize,
     dropped: Dropped,
     failed: Option<(usize, usize, std::io::Error)>,
@@ -166,16 +168,17 @@ struct Work<'a> {
 /// module's docs). A range madvise refuses is skipped; the first refusal is returned after all the
 /// others were tried.
 pub fn drop_clean_file_pages() -> Result<Dropped, DropError> {
-    let smaps = std::fs::read_to_string("/proc/self/smaps").map_err(DropError::Smaps)?;
-    let clean = clean_file_mappings(&smaps);
-    let page = page_size();
     let mut work = Work {
-        clean: &clean,
-        page,
+        clean: None,
+        smaps_error: None,
+        page: page_size(),
         dropped: Dropped::default(),
         failed: None,
     };
     for_each_loaded_object(&mut work);
+    if let Some(source) = work.smaps_error {
+        return Err(DropError::Smaps(source));
+    }
     match work.failed {
         Some((start, len, source)) => Err(DropError::Madvise { start, len, source }),
         None => Ok(work.dropped),
@@ -237,7 +240,7 @@ fn page_size() -> usize {
 }
 
 #[allow(unsafe_code)]
-fn for_each_loaded_object(work: &mut Work<'_>) {
+fn for_each_loaded_object(work: &mut Work) {
     // SAFETY: `visit` only reads the program headers the loader passes it, for the duration of the
     // call, and `work` outlives dl_iterate_phdr, which calls `visit` synchronously.
     unsafe {
@@ -251,7 +254,18 @@ unsafe extern "C" fn visit(info: *mut c::ObjectInfo, _size: usize, data: *mut c_
     // SAFETY: `data` is the `Work` passed to dl_iterate_phdr above, and `info` the loader's
     // description of one object, valid during this call; its `dlpi_phnum` headers are at
     // `dlpi_phdr`.
-    let (work, info) = unsafe { (&mut *data.cast::<Work<'_>>(), &*info) };
+    let (work, info) = unsafe { (&mut *data.cast::<Work>(), &*info) };
+    // The mappings are read with the loader's lock held, so that none of them is an object's
+    // that is unloaded, or loaded at the same place, before the drop.
+    if work.clean.is_none() {
+        match std::fs::read_to_string("/proc/self/smaps") {
+            Ok(smaps) => work.clean = Some(clean_file_mappings(&smaps)),
+            Err(e) => {
+                work.smaps_error = Some(e);
+                return 1;
+            }
+        }
+    }
     if info.dlpi_phdr.is_null() {
         return 0;
     }
@@ -266,7 +280,8 @@ unsafe extern "C" fn visit(info: *mut c::ObjectInfo, _size: usize, data: *mut c_
             Some((start, start.checked_add(usize::try_from(h.p_memsz).ok()?)?))
         })
         .collect();
-    for (start, end) in droppable(&segments, work.clean, work.page) {
+    let ranges = droppable(&segments, work.clean.as_deref().unwrap_or_default(), work.page);
+    for (start, end) in ranges {
         let Some(address) = NonNull::new(start as *mut c_void) else {
             continue;
         };

@@ -150,7 +150,11 @@ impl LibvirtDaemons {
             let (socket, uri) = (socket.clone(), uri.clone());
             tokio::spawn(async move {
                 match wait_until_serving(&socket, &uri, RESTART_READY).await {
-                    Ok(()) => release_startup_cpu(pid),
+                    Ok(()) => {
+                        release_startup_cpu(pid);
+                        // It has taken the running domain back: its start-up pages can go.
+                        super::page_release::request();
+                    }
                     Err(e) => warn!(pid, error = %one_line(&e), "restarted libvirtd stays on the CPU it started on"),
                 }
             });

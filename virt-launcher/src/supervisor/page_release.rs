@@ -42,6 +42,10 @@ pub enum PageReleaseError {
         #[source]
         source: std::io::Error,
     },
+    /// The loader would split the library's path (it separates `LD_PRELOAD` entries with spaces
+    /// and colons).
+    #[error("cannot preload {0}: the path holds a space or a colon")]
+    Path(std::path::PathBuf),
     /// The request pipe could not be made.
     #[error("cannot make libvirtd's page-release pipe")]
     Pipe(#[source] nix::Error),
@@ -57,6 +61,8 @@ pub fn install(path: &Path) -> Result<(), PageReleaseError> {
         source,
     };
     let staging = path.with_extension("so.staging");
+    // A staging file left read-only by an earlier launcher of this pod cannot be written over.
+    let _ = std::fs::remove_file(&staging);
     std::fs::write(&staging, LIBRARY).map_err(error)?;
     std::fs::set_permissions(&staging, std::fs::Permissions::from_mode(0o500)).map_err(error)?;
     std::fs::rename(&staging, path).map_err(error)
@@ -66,9 +72,17 @@ pub fn install(path: &Path) -> Result<(), PageReleaseError> {
 /// request pipe, whose write end becomes the one [`request`] writes to.
 ///
 /// # Errors
-/// [`PageReleaseError::Pipe`]; `command` is then left as it was.
+/// [`PageReleaseError::Path`] or [`PageReleaseError::Pipe`]; `command` is then left as it was.
 #[allow(unsafe_code)]
 pub fn preload(command: &mut Command, library: &Path) -> Result<(), PageReleaseError> {
+    if library
+        .as_os_str()
+        .as_encoded_bytes()
+        .iter()
+        .any(|b| b.is_ascii_whitespace() || *b == b':')
+    {
+        return Err(PageReleaseError::Path(library.to_owned()));
+    }
     let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(PageReleaseError::Pipe)?;
     fcntl(&write, FcntlArg::F_SETFL(OFlag::O_NONBLOCK)).map_err(PageReleaseError::Pipe)?;
     let read_fd = std::os::fd::AsRawFd::as_raw_fd(&read);

@@ -44,6 +44,16 @@ fn libvirtd_releases_its_start_up_pages_and_keeps_serving() {
         resident < 12 * 1024,
         "libvirtd still holds {resident} KiB of clean code and read-only data"
     );
+    // Nothing libvirtd starts inherits the library: libvirt passes LD_PRELOAD on to QEMU.
+    let qemu = launcher.qemu_pid().expect("the run's QEMU");
+    let environment = std::fs::read(format!("/proc/{qemu}/environ")).expect("QEMU's environment");
+    let environment = String::from_utf8_lossy(&environment);
+    for variable in ["LD_PRELOAD=", "KUBEVIRT_RS_PAGE_RELEASE_FD="] {
+        assert!(
+            !environment.split('\0').any(|v| v.starts_with(variable)),
+            "QEMU inherited {variable}: {environment:?}"
+        );
+    }
     // The daemon still serves: the graceful stop goes through it.
     stop_gracefully(launcher);
 }
