@@ -16,6 +16,7 @@ pub mod decide;
 pub mod device_ownership;
 pub mod device_plugins;
 pub mod heartbeat;
+pub mod host_disks;
 pub mod launchers;
 pub mod metrics;
 pub mod mount_helper;

@@ -12,6 +12,7 @@ mod admission;
 mod config_volumes;
 mod dedicated_cpus;
 mod faults;
+mod host_disk;
 mod install;
 mod instancetypes;
 mod support;

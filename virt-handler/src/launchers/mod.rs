@@ -67,6 +67,9 @@ pub enum LauncherError {
         /// Why.
         source: crate::pod_process::PodProcessError,
     },
+    /// An unprivileged launcher's hostDisk images could not be made ready.
+    #[error(transparent)]
+    HostDisk(#[from] crate::host_disks::HostDiskError),
     /// The images could not be unmounted from the launcher's pod.
     #[error(transparent)]
     Unmount(#[from] crate::node_mounts::MountError),

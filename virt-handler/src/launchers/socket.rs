@@ -171,19 +171,24 @@ impl SocketLaunchers {
     }
 
     /// Gives an unprivileged launcher (the VMI's runtime user is not root) its devices inside its
-    /// pod, once, before its first Sync ([`crate::device_ownership`]).
+    /// pod ([`crate::device_ownership`]) and its `DiskOrCreate` hostDisk images
+    /// ([`crate::host_disks`]), once, before its first Sync.
     async fn claim_devices(&self, socket: &Path, vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
         if !vmi.is_non_root() || self.held().devices_claimed.contains(socket) {
             return Ok(());
         }
         let launcher = self.launcher_process(socket, vmi).await?;
         let owner = vmi.runtime_user();
-        let claimed = tokio::task::spawn_blocking(move || {
-            crate::device_ownership::claim_launcher_devices(&launcher.root(), owner)
+        let for_launcher = vmi.clone();
+        let (devices, images) = tokio::task::spawn_blocking(move || {
+            let root = launcher.root();
+            let devices = crate::device_ownership::claim_launcher_devices(&root, owner)?;
+            let images = crate::host_disks::prepare(&root, &for_launcher, owner)?;
+            Ok::<_, LauncherError>((devices, images))
         })
         .await
         .map_err(|_| LauncherError::Interrupted("giving the launcher its devices"))??;
-        tracing::info!(vmi = %vmi.key(), owner, devices = ?claimed, "devices given to the unprivileged launcher");
+        tracing::info!(vmi = %vmi.key(), owner, ?devices, ?images, "devices and hostDisk images given to the unprivileged launcher");
         self.held().devices_claimed.insert(socket.to_owned());
         Ok(())
     }
