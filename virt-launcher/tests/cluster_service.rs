@@ -83,6 +83,27 @@ async fn snapshot(client: &mut CmdClient) -> Option<DomainSnapshot> {
         .map(|json| serde_json::from_str(&json).expect("snapshot JSON"))
 }
 
+/// The events libvirt sends while the domain is defined and started are named from the VMI the
+/// launcher remembers: it must remember the VMI before it defines the domain, not once the start
+/// has worked. Otherwise they went out with no name and virt-handler filed them under
+/// `default/`, and the VMI stayed Scheduled. A start that fails shows it deterministically.
+#[tokio::test]
+async fn the_domain_is_named_after_the_vmi_from_its_definition_on_even_when_the_start_fails() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let (manager, mut client) = serve(root.path()).await;
+    manager.fail_start("QEMU exited while starting");
+    let error = client
+        .sync(request(&scratch(), Some("Scheduled")))
+        .await
+        .expect_err("the start fails");
+    assert!(error.to_string().contains("QEMU exited while starting"), "{error}");
+    assert_eq!(manager.calls(), ["define", "start"]);
+    let domain = snapshot(&mut client).await.expect("the defined domain");
+    assert_eq!(domain.metadata.name, "prod_web");
+    assert_eq!(domain.metadata.namespace, "prod");
+    assert_eq!(domain.metadata.uid, "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0");
+}
+
 #[tokio::test]
 async fn sync_defines_and_starts_once_and_get_domain_reports_it() {
     let root = tempfile::tempdir().expect("tempdir");

@@ -25,6 +25,8 @@ struct Inner {
     xml: String,
     agent_connected: bool,
     guest_credentials: Vec<(String, String)>,
+    /// Why every `start` fails, when set.
+    start_failure: Option<String>,
 }
 
 /// The fake.
@@ -46,9 +48,15 @@ impl FakeDomainManager {
                 xml: String::new(),
                 agent_connected: true,
                 guest_credentials: Vec::new(),
+                start_failure: None,
             }),
             events,
         }
+    }
+
+    /// Makes every `start` fail with `message`, as libvirt's would when QEMU cannot start.
+    pub fn fail_start(&self, message: &str) {
+        self.lock().start_failure = Some(message.to_owned());
     }
 
     /// Connects or disconnects the fake guest agent.
@@ -138,6 +146,12 @@ impl DomainManager for FakeDomainManager {
 
     async fn start(&self, paused: bool) -> Result<(), DomainError> {
         let status = self.record("start");
+        if let Some(message) = self.lock().start_failure.clone() {
+            return Err(DomainError::Libvirt {
+                operation: "start",
+                message,
+            });
+        }
         Self::need(status, "start", status.state == DomainState::Shutoff)?;
         let (state, reason, event) = if paused {
             (DomainState::Paused, StateReason::User, 3)
