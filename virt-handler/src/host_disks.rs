@@ -8,17 +8,21 @@
 //!
 //! The images are reached through the launcher's root (`/proc/<pid>/root`, held by
 //! [`crate::pod_process::PodProcess`]) with `openat2(RESOLVE_IN_ROOT)`: every symbolic link on the
-//! way, absolute or not, resolves inside the launcher's root, and the image itself is never a
-//! link. So a pod cannot make virt-handler create or give away a file of the node's.
+//! way, absolute or not, resolves inside the launcher's root. The image itself may not be a link,
+//! nor a file with other names (a hard link), nor anything but a regular file, and an existing
+//! image is never opened for reading or writing, only named. So what is in the pod cannot make
+//! virt-handler create or give away another file of the node's than the one the VMI names. The
+//! VMI's own `hostDisk.path` is trusted, as upstream trusts it: the `HostDisk` feature gate lets
+//! whoever may create VMIs choose any file of the node (see docs/security.md).
 
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 use kubevirt_api::v1::VirtualMachineInstance;
 use nix::errno::Errno;
-use nix::fcntl::{OFlag, OpenHow, ResolveFlag, open, openat2};
+use nix::fcntl::{AtFlags, OFlag, OpenHow, RenameFlags, ResolveFlag, open, openat, openat2, renameat2};
 use nix::sys::stat::{Mode, SFlag, fchmod, fstat};
-use nix::unistd::{Gid, Uid, fchown, ftruncate};
+use nix::unistd::{Gid, Uid, UnlinkatFlags, fchown, fchownat, ftruncate, unlinkat};
 
 /// Where the compute container mounts a volume's directory: the controller's pod layout
 /// (`virt-controller/src/pod/volumes.rs`), upstream's path.
@@ -38,19 +42,33 @@ pub enum HostDiskError {
         /// Why.
         message: String,
     },
-    /// The image is there but is not a regular file.
-    #[error("{field}: {path} is not a regular file")]
+    /// The image is there but is not a regular file with one name.
+    #[error("{field}: {node} (seen at {path}) is {what}, not a regular file of its own")]
     NotAFile {
         /// `spec.volumes[i].hostDisk.path`.
         field: String,
+        /// The image's path on the node, as the VMI names it.
+        node: String,
         /// The image, as the handler reached it.
         path: PathBuf,
+        /// What it is instead.
+        what: &'static str,
+    },
+    /// The launcher's root could not be opened (the launcher is gone).
+    #[error("cannot open the launcher's root {path}: {source}")]
+    Root {
+        /// The root, as the handler reached it.
+        path: PathBuf,
+        /// Why.
+        source: nix::Error,
     },
     /// A system call failed.
-    #[error("{field}: cannot {action} {path}")]
+    #[error("{field}: cannot {action} {node} (seen at {path}): {source}")]
     Io {
         /// `spec.volumes[i].hostDisk.path`.
         field: String,
+        /// The image's path on the node, as the VMI names it.
+        node: String,
         /// What was being done.
         action: &'static str,
         /// The file or directory, as the handler reached it.
@@ -60,14 +78,20 @@ pub enum HostDiskError {
     },
 }
 
+/// The suffix of the name an image is made under before it takes its own name.
+const STAGING: &str = ".kubevirt-rs-staging";
+
 /// Creates the missing `DiskOrCreate` images of `vmi` under the launcher's root `root`, and gives
 /// every `DiskOrCreate` image to `owner` (uid and gid). Returns the images, as the handler reached
-/// them.
+/// them. An image is made under a staging name, sized, and given its own name only when it is
+/// complete, so a failure or a crash never leaves a short image that a later attempt would take
+/// for the user's.
 ///
 /// # Errors
 /// [`HostDiskError`] naming the field and the path.
 pub fn prepare(root: &Path, vmi: &VirtualMachineInstance, owner: u32) -> Result<Vec<PathBuf>, HostDiskError> {
     let mut prepared = Vec::new();
+    let mut root_dir = None;
     for (index, volume) in vmi.spec.volumes.iter().enumerate() {
         let Some(host) = &volume.host_disk else {
             continue;
@@ -81,74 +105,142 @@ pub fn prepare(root: &Path, vmi: &VirtualMachineInstance, owner: u32) -> Result<
             .as_ref()
             .ok_or_else(|| "DiskOrCreate needs a capacity".to_owned())
             .and_then(|c| kubevirt_api::quantity::to_bytes(c).map_err(|e| e.to_string()))
+            .and_then(|bytes| i64::try_from(bytes).map_err(|_| format!("{bytes} bytes is too large for a file")))
             .map_err(|message| HostDiskError::Capacity {
                 field: format!("{field}.capacity"),
                 message,
             })?;
-        let name = Path::new(&host.path)
-            .file_name()
-            .ok_or_else(|| HostDiskError::NotAFile {
-                field: format!("{field}.path"),
-                path: PathBuf::from(&host.path),
-            })?;
-        let dir = volume_dir_in_pod(&volume.name);
-        let image = Path::new(&dir).join(name);
-        let shown = root.join(image.strip_prefix("/").unwrap_or(&image));
-        let io = |action, path: &Path| {
-            let (field, path) = (format!("{field}.path"), path.to_owned());
-            move |source| HostDiskError::Io {
-                field,
-                action,
-                path,
-                source,
-            }
+        let image = Image {
+            field: format!("{field}.path"),
+            node: host.path.clone(),
+            dir: PathBuf::from(volume_dir_in_pod(&volume.name)),
+            name: Path::new(&host.path)
+                .file_name()
+                .map(ToOwned::to_owned)
+                .ok_or_else(|| HostDiskError::NotAFile {
+                    field: format!("{field}.path"),
+                    node: host.path.clone(),
+                    path: PathBuf::from(&host.path),
+                    what: "a directory",
+                })?,
+            root: root.to_owned(),
         };
-        let root_dir = open(
-            root,
-            OFlag::O_DIRECTORY | OFlag::O_PATH | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(io("open", root))?;
-        let (file, created) = open_or_create(&root_dir, &image).map_err(io("create", &shown))?;
-        let stat = fstat(&file).map_err(io("inspect", &shown))?;
-        if SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT != SFlag::S_IFREG {
-            return Err(HostDiskError::NotAFile {
-                field: format!("{field}.path"),
-                path: shown,
-            });
-        }
-        if created {
-            let length = i64::try_from(capacity).map_err(|_| HostDiskError::Capacity {
-                field: format!("{field}.capacity"),
-                message: format!("{capacity} bytes is too large for a file"),
+        if root_dir.is_none() {
+            let opened = open(
+                root,
+                OFlag::O_DIRECTORY | OFlag::O_PATH | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            )
+            .map_err(|source| HostDiskError::Root {
+                path: root.to_owned(),
+                source,
             })?;
-            ftruncate(&file, length).map_err(io("size", &shown))?;
+            root_dir = Some(opened);
         }
-        fchown(&file, Some(Uid::from_raw(owner)), Some(Gid::from_raw(owner))).map_err(io("give away", &shown))?;
-        prepared.push(shown);
+        if let Some(root_dir) = &root_dir {
+            image.prepare(root_dir, capacity, owner)?;
+        }
+        prepared.push(image.shown());
     }
     Ok(prepared)
 }
 
-/// Opens the regular file `image` (an absolute path inside the root `root`) for writing, creating
-/// it (mode 0660) when it is missing; every link on the way resolves inside `root`, and `image`
-/// itself may not be one. Returns the file and whether it was created.
-fn open_or_create(root: &OwnedFd, image: &Path) -> nix::Result<(OwnedFd, bool)> {
-    let how = |flags: OFlag| {
-        OpenHow::new()
-            .flags(flags | OFlag::O_RDWR | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW)
-            .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS)
-    };
-    // openat2 takes a mode only with O_CREAT.
-    let create = how(OFlag::O_CREAT | OFlag::O_EXCL).mode(Mode::from_bits_truncate(0o660));
-    match openat2(root, image, create) {
-        Ok(file) => {
-            // Whatever this process's umask.
-            fchmod(&file, Mode::from_bits_truncate(0o660))?;
-            Ok((file, true))
+/// One `DiskOrCreate` image: where the VMI and the pod put it.
+struct Image {
+    field: String,
+    node: String,
+    /// Its directory in the pod (the volume's mount).
+    dir: PathBuf,
+    /// Its name in that directory.
+    name: std::ffi::OsString,
+    /// The launcher's root, as the handler reaches it.
+    root: PathBuf,
+}
+
+impl Image {
+    /// The image, as the handler reaches it.
+    fn shown(&self) -> PathBuf {
+        self.root
+            .join(self.dir.strip_prefix("/").unwrap_or(&self.dir))
+            .join(&self.name)
+    }
+
+    fn io(&self, action: &'static str) -> impl FnOnce(nix::Error) -> HostDiskError + '_ {
+        move |source| HostDiskError::Io {
+            field: self.field.clone(),
+            node: self.node.clone(),
+            action,
+            path: self.shown(),
+            source,
         }
-        Err(Errno::EEXIST) => openat2(root, image, how(OFlag::empty())).map(|file| (file, false)),
-        Err(e) => Err(e),
+    }
+
+    /// Creates the image when it is missing, and gives it to `owner`.
+    fn prepare(&self, root: &OwnedFd, capacity: i64, owner: u32) -> Result<(), HostDiskError> {
+        // The volume's directory, every link on the way resolved inside the launcher's root.
+        let how = OpenHow::new()
+            .flags(OFlag::O_DIRECTORY | OFlag::O_PATH | OFlag::O_CLOEXEC)
+            .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+        let dir = openat2(root, &self.dir, how).map_err(self.io("open the directory of"))?;
+        let (uid, gid) = (Some(Uid::from_raw(owner)), Some(Gid::from_raw(owner)));
+        match self.existing(&dir)? {
+            // Given away through a descriptor that only names it: never opened for reading or
+            // writing, so opening has no effect, whatever the file is.
+            Some(image) => fchownat(&image, "", uid, gid, AtFlags::AT_EMPTY_PATH).map_err(self.io("give away")),
+            None => self.create(&dir, capacity, uid, gid),
+        }
+    }
+
+    /// The image, if it is there: a regular file with one name, opened without following a link.
+    fn existing(&self, dir: &OwnedFd) -> Result<Option<OwnedFd>, HostDiskError> {
+        let image = match openat(
+            dir,
+            self.name.as_os_str(),
+            OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(image) => image,
+            Err(Errno::ENOENT) => return Ok(None),
+            Err(e) => return Err(self.io("open")(e)),
+        };
+        let stat = fstat(&image).map_err(self.io("inspect"))?;
+        let what = match SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT {
+            SFlag::S_IFREG if stat.st_nlink == 1 => return Ok(Some(image)),
+            SFlag::S_IFREG => "a file with other names (hard links)",
+            SFlag::S_IFLNK => "a symbolic link",
+            SFlag::S_IFDIR => "a directory",
+            _ => "a device, pipe or socket",
+        };
+        Err(HostDiskError::NotAFile {
+            field: self.field.clone(),
+            node: self.node.clone(),
+            path: self.shown(),
+            what,
+        })
+    }
+
+    /// Makes the image under a staging name (replacing a stale one), sizes it, gives it away and
+    /// only then gives it its own name; removes the staging file when a step fails.
+    fn create(&self, dir: &OwnedFd, capacity: i64, uid: Option<Uid>, gid: Option<Gid>) -> Result<(), HostDiskError> {
+        let mut staging = self.name.clone();
+        staging.push(STAGING);
+        let staging = PathBuf::from(staging);
+        let _ = unlinkat(dir, &staging, UnlinkatFlags::NoRemoveDir);
+        let mode = Mode::from_bits_truncate(0o660);
+        let flags = OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_RDWR | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let file = openat(dir, &staging, flags, mode).map_err(self.io("create"))?;
+        let outcome = fchmod(&file, mode)
+            .and_then(|()| ftruncate(&file, capacity))
+            .and_then(|()| fchown(&file, uid, gid))
+            .map_err(self.io("size and give away"))
+            .and_then(|()| {
+                renameat2(dir, &staging, dir, self.name.as_os_str(), RenameFlags::RENAME_NOREPLACE)
+                    .map_err(self.io("name"))
+            });
+        if outcome.is_err() {
+            let _ = unlinkat(dir, &staging, UnlinkatFlags::NoRemoveDir);
+        }
+        outcome
     }
 }
 

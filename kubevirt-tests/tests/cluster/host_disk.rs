@@ -6,7 +6,9 @@ use std::os::unix::fs::MetadataExt as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::support::{Cleanup, console_until, example, field, kubectl_ok, kubectl_stdin, wait_for, wait_for_phase};
+use super::support::{
+    Cleanup, console_until, example, field, kubectl, kubectl_ok, kubectl_stdin, wait_for, wait_for_phase,
+};
 
 const NAME: &str = "e2e-host-disk";
 
@@ -56,8 +58,27 @@ fn patch_gates(gates: &[String]) {
 
 impl Drop for HostDiskGate {
     fn drop(&mut self) {
+        // No panic here: this may run while the test is already panicking.
         let gates: Vec<String> = serde_json::from_str(&self.previous).unwrap_or_default();
-        patch_gates(&gates);
+        let patch = serde_json::json!({"spec": {"configuration": {"developerConfiguration": {"featureGates": gates}}}});
+        let output = kubectl(&[
+            "-n",
+            "kubevirt",
+            "patch",
+            "kubevirt",
+            "kubevirt",
+            "--type",
+            "merge",
+            "-p",
+            &patch.to_string(),
+        ]);
+        if !output.status.success() {
+            eprintln!(
+                "could not put the feature gates back to {}: {}",
+                self.previous,
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
     }
 }
 
@@ -84,6 +105,8 @@ fn a_disk_or_create_host_disk_is_made_for_the_unprivileged_launcher_and_the_gues
     let image = dir.0.join("disk.img");
     let _gate = HostDiskGate::enable();
     let mut cleanup = Cleanup::new();
+    // What an aborted earlier run may have left.
+    kubectl_ok(&["delete", "vmi", NAME, "--ignore-not-found", "--timeout=120s"]);
     cleanup.track("vmi", NAME);
     let manifest = example("vmi-testguest.yaml", NAME)
         .replacen(

@@ -1,3 +1,5 @@
+//! These tests give files away to uid 107 and check owners, so they need root, as the suite does.
+
 use std::os::unix::fs::MetadataExt as _;
 
 use super::*;
@@ -80,12 +82,79 @@ fn a_link_in_the_pod_never_reaches_a_file_of_the_node() {
     std::os::unix::fs::symlink(node.path(), &dir).expect("link");
     let error = prepare(root.path(), &vmi("DiskOrCreate", Some("1Mi")), OWNER).expect_err("outside");
     assert!(matches!(error, HostDiskError::Io { .. }), "{error}");
+    // So is a relative escape.
+    let (root, dir) = launcher_root();
+    std::fs::remove_dir(&dir).expect("rmdir");
+    let up = "../".repeat(20)
+        + node
+            .path()
+            .strip_prefix("/")
+            .expect("absolute")
+            .to_str()
+            .expect("utf-8");
+    std::os::unix::fs::symlink(up, &dir).expect("link");
+    assert!(prepare(root.path(), &vmi("DiskOrCreate", Some("1Mi")), OWNER).is_err());
     assert_eq!(
         std::fs::metadata(&secret).expect("node file").uid(),
         0,
         "the node's file is not given away"
     );
     assert!(!node.path().join("data.img").exists(), "nothing is created on the node");
+}
+
+#[test]
+fn an_image_that_is_a_link_to_a_file_in_the_pod_is_neither_followed_nor_given_away() {
+    let (root, dir) = launcher_root();
+    let other = dir.join("other.img");
+    std::fs::write(&other, b"x").expect("other");
+    std::os::unix::fs::symlink(
+        "/var/run/kubevirt-private/vmi-disks/disk/other.img",
+        dir.join("data.img"),
+    )
+    .expect("link");
+    let error = prepare(root.path(), &vmi("DiskOrCreate", Some("1Mi")), OWNER).expect_err("a link");
+    assert!(error.to_string().contains("a symbolic link"), "{error}");
+    assert_eq!(std::fs::metadata(&other).expect("other").uid(), 0);
+}
+
+#[test]
+fn an_image_with_other_names_is_refused() {
+    let (root, dir) = launcher_root();
+    let other = dir.join("other.img");
+    std::fs::write(&other, b"x").expect("other");
+    std::fs::hard_link(&other, dir.join("data.img")).expect("hard link");
+    let error = prepare(root.path(), &vmi("DiskOrCreate", Some("1Mi")), OWNER).expect_err("hard link");
+    assert!(error.to_string().contains("hard links"), "{error}");
+    assert_eq!(std::fs::metadata(&other).expect("other").uid(), 0);
+}
+
+#[test]
+fn a_pipe_in_place_of_the_image_is_refused_without_being_opened() {
+    let (root, dir) = launcher_root();
+    nix::unistd::mkfifo(&dir.join("data.img"), Mode::from_bits_truncate(0o600)).expect("fifo");
+    // Opening a pipe for writing would block until a reader came: the refusal must not.
+    let error = prepare(root.path(), &vmi("DiskOrCreate", Some("1Mi")), OWNER).expect_err("a pipe");
+    assert!(error.to_string().contains("a device, pipe or socket"), "{error}");
+}
+
+#[test]
+fn a_stale_staging_file_is_replaced_and_a_failed_creation_leaves_no_image() {
+    // A handler that crashed while making the image left its staging file.
+    let (root, dir) = launcher_root();
+    std::fs::write(dir.join("data.img.kubevirt-rs-staging"), b"half").expect("stale");
+    prepare(root.path(), &vmi("DiskOrCreate", Some("1Mi")), OWNER).expect("prepared");
+    assert_eq!(std::fs::metadata(dir.join("data.img")).expect("image").len(), 1 << 20);
+    assert!(!dir.join("data.img.kubevirt-rs-staging").exists());
+    // A creation that fails (here the staging name is taken by a directory) leaves no image
+    // behind that a later attempt would take for the user's.
+    let (root, dir) = launcher_root();
+    std::fs::create_dir(dir.join("data.img.kubevirt-rs-staging")).expect("in the way");
+    let error = prepare(root.path(), &vmi("DiskOrCreate", Some("1Mi")), OWNER).expect_err("in the way");
+    assert!(
+        error.to_string().contains("cannot create /var/lib/images/data.img"),
+        "{error}"
+    );
+    assert!(!dir.join("data.img").exists());
 }
 
 #[test]
