@@ -36,14 +36,20 @@ impl HostDiskGate {
         };
         let mut gates: Vec<String> = serde_json::from_str(&previous).expect("the feature gates");
         gates.push("HostDisk".to_owned());
-        patch_gates(&gates);
+        let output = patch_gates(&gates);
+        assert!(
+            output.status.success(),
+            "turning the HostDisk gate on: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
         Self { previous }
     }
 }
 
-fn patch_gates(gates: &[String]) {
+/// Sets the KubeVirt CR's feature gates to `gates`, whatever the outcome.
+fn patch_gates(gates: &[String]) -> std::process::Output {
     let patch = serde_json::json!({"spec": {"configuration": {"developerConfiguration": {"featureGates": gates}}}});
-    kubectl_ok(&[
+    kubectl(&[
         "-n",
         "kubevirt",
         "patch",
@@ -53,25 +59,14 @@ fn patch_gates(gates: &[String]) {
         "merge",
         "-p",
         &patch.to_string(),
-    ]);
+    ])
 }
 
 impl Drop for HostDiskGate {
     fn drop(&mut self) {
         // No panic here: this may run while the test is already panicking.
         let gates: Vec<String> = serde_json::from_str(&self.previous).unwrap_or_default();
-        let patch = serde_json::json!({"spec": {"configuration": {"developerConfiguration": {"featureGates": gates}}}});
-        let output = kubectl(&[
-            "-n",
-            "kubevirt",
-            "patch",
-            "kubevirt",
-            "kubevirt",
-            "--type",
-            "merge",
-            "-p",
-            &patch.to_string(),
-        ]);
+        let output = patch_gates(&gates);
         if !output.status.success() {
             eprintln!(
                 "could not put the feature gates back to {}: {}",
