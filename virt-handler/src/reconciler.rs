@@ -259,11 +259,12 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
                     requeue = Some(crate::plan::STARTING_RETRY);
                     break;
                 }
-                warn!(vmi = %key, step = ?step, error = %error, "step failed");
+                // With its causes: "cannot give ... to uid 107" alone does not say why.
+                let message = kubevirt_api::error_report::one_line(&error);
+                warn!(vmi = %key, step = ?step, error = %message, "step failed");
                 // Wiring the pod network was part of Sync before it became a step of its own.
                 if matches!(*step, Step::Sync | Step::WirePodNetwork) {
-                    self.record(key, VmiEvent::warning("SyncFailed", error.to_string()))
-                        .await;
+                    self.record(key, VmiEvent::warning("SyncFailed", message)).await;
                 }
                 self.note_failure(key, socket.as_ref(), now);
                 requeue = Some(self.config.retry);

@@ -416,6 +416,24 @@ async fn the_watch_lists_only_this_nodes_vmis_by_label() {
 }
 
 #[tokio::test]
+async fn a_failed_sync_names_its_cause_in_the_event_and_is_retried() {
+    let (handler, _domain_events, _clock, seen) = handler();
+    handler.launchers().refuse_devices(UID);
+    handler.on_vmi_event(Event::Apply(scheduled_vmi()));
+    assert!(handler.reconcile("default/testvmi").await.is_some(), "retried");
+    let failed: Vec<Seen> = taken(&seen)
+        .into_iter()
+        .filter(|s| s.body["reason"] == json!("SyncFailed"))
+        .collect();
+    assert_eq!(failed.len(), 1, "{failed:#?}");
+    let message = failed[0].body["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("cannot give /proc/1/root/dev/kvm to uid 107") && message.contains("EPERM"),
+        "the event says what failed and why: {message}"
+    );
+}
+
+#[tokio::test]
 async fn a_launcher_that_stops_answering_turns_its_vmi_failed_with_a_reason() {
     let (handler, mut domain_events, clock, seen) = handler();
     let key = "default/testvmi";

@@ -23,6 +23,8 @@ struct Fleet {
     commands: HashMap<&'static str, usize>,
     /// Sockets whose (simulated) pod network is wired.
     wired: Vec<PathBuf>,
+    /// Sockets whose launcher's devices cannot be given to it: every sync fails.
+    refused_devices: Vec<PathBuf>,
 }
 
 /// The fake fleet.
@@ -60,6 +62,12 @@ impl FakeLaunchers {
     /// The launcher stops answering (its process hangs or died without its socket going away).
     pub fn stop_answering(&self, uid: &str) {
         self.fleet().domains.remove(&Self::socket_of(uid));
+    }
+
+    /// From now on, the launcher's devices cannot be given to it (the kernel refuses with EPERM),
+    /// so every sync fails with that cause.
+    pub fn refuse_devices(&self, uid: &str) {
+        self.fleet().refused_devices.push(Self::socket_of(uid));
     }
 
     /// How many times the command `name` (`sync`, `shutdown`, `kill`, `delete`,
@@ -155,6 +163,13 @@ impl Launchers for FakeLaunchers {
     }
 
     async fn sync(&self, socket: &Path, vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
+        if self.fleet().refused_devices.iter().any(|s| s == socket) {
+            return Err(LauncherError::Devices(crate::device_ownership::DeviceOwnershipError {
+                path: PathBuf::from("/proc/1/root/dev/kvm"),
+                owner: 107,
+                source: nix::errno::Errno::EPERM,
+            }));
+        }
         self.command(socket, "sync", |domain| {
             if domain.is_some() {
                 return None;
