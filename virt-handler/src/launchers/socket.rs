@@ -28,8 +28,8 @@ struct Held {
     wired: HashSet<PathBuf>,
     /// Sockets whose pod has its containerDisk and kernel-boot images mounted.
     disks_provided: HashSet<PathBuf>,
-    /// Sockets whose unprivileged launcher was given its devices.
-    devices_claimed: HashSet<PathBuf>,
+    /// Sockets whose unprivileged launcher was given its devices and hostDisk images.
+    unprivileged_prepared: HashSet<PathBuf>,
     /// Pod addresses read once the pod network is wired; they do not change for the pod's life.
     pod_addresses: HashMap<PathBuf, BTreeMap<String, Vec<String>>>,
 }
@@ -173,8 +173,8 @@ impl SocketLaunchers {
     /// Gives an unprivileged launcher (the VMI's runtime user is not root) its devices inside its
     /// pod ([`crate::device_ownership`]) and its `DiskOrCreate` hostDisk images
     /// ([`crate::host_disks`]), once, before its first Sync.
-    async fn claim_devices(&self, socket: &Path, vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
-        if !vmi.is_non_root() || self.held().devices_claimed.contains(socket) {
+    async fn prepare_unprivileged(&self, socket: &Path, vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
+        if !vmi.is_non_root() || self.held().unprivileged_prepared.contains(socket) {
             return Ok(());
         }
         let launcher = self.launcher_process(socket, vmi).await?;
@@ -189,7 +189,7 @@ impl SocketLaunchers {
         .await
         .map_err(|_| LauncherError::Interrupted("giving the launcher its devices"))??;
         tracing::info!(vmi = %vmi.key(), owner, ?devices, ?images, "devices and hostDisk images given to the unprivileged launcher");
-        self.held().devices_claimed.insert(socket.to_owned());
+        self.held().unprivileged_prepared.insert(socket.to_owned());
         Ok(())
     }
 
@@ -300,7 +300,7 @@ impl Launchers for SocketLaunchers {
     }
 
     async fn sync(&self, socket: &Path, vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
-        self.claim_devices(socket, vmi).await?;
+        self.prepare_unprivileged(socket, vmi).await?;
         self.provide_container_disks(socket, vmi).await?;
         let request = vmi_request(vmi)?;
         self.with_client(socket, async |mut c| c.sync(request).await).await
@@ -358,7 +358,7 @@ impl Launchers for SocketLaunchers {
         held.pipes.remove(socket);
         held.wired.remove(socket);
         held.disks_provided.remove(socket);
-        held.devices_claimed.remove(socket);
+        held.unprivileged_prepared.remove(socket);
         held.pod_addresses.remove(socket);
     }
 
