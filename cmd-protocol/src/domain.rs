@@ -41,6 +41,9 @@ pub struct DomainMetadata {
     /// How the last propagation of access credentials through the guest agent went.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub access_credential: Option<AccessCredentialStatus>,
+    /// The live migration this launcher runs or ran as its source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub migration: Option<crate::migration::MigrationMetadata>,
 }
 
 /// The outcome of propagating access credentials through the guest agent.

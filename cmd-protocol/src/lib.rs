@@ -5,6 +5,7 @@
 //! finds them, version negotiation, the transport, and the JSON the launcher reports its domain in.
 
 pub mod domain;
+pub mod migration;
 pub mod sockets;
 pub mod stats;
 pub mod transport;

@@ -9,7 +9,7 @@ use tokio_stream::wrappers::UnixListenerStream;
 use tonic::transport::{Channel, Endpoint};
 
 use crate::cmd::cmd_client::CmdClient as GeneratedCmdClient;
-use crate::cmd::{EmptyRequest, Response, VmiRequest};
+use crate::cmd::{EmptyRequest, MigrationRequest, Response, VmiRequest};
 use crate::cmd_info::CmdInfoRequest;
 use crate::cmd_info::cmd_info_client::CmdInfoClient;
 use crate::version::{SUPPORTED_CMD_VERSIONS, highest_common};
@@ -174,6 +174,24 @@ impl CmdClient {
     pub async fn delete(&mut self, request: VmiRequest) -> Result<(), TransportError> {
         let reply = self.inner.delete_virtual_machine(long(request)).await;
         check("DeleteVirtualMachine", reply)
+    }
+
+    /// `SyncMigrationTarget`: the target launcher prepares for the incoming migration.
+    pub async fn sync_migration_target(&mut self, request: VmiRequest) -> Result<(), TransportError> {
+        let reply = self.inner.sync_migration_target(long(request)).await;
+        check("SyncMigrationTarget", reply)
+    }
+
+    /// `MigrateVirtualMachine`: the source launcher starts migrating.
+    pub async fn migrate(&mut self, request: MigrationRequest) -> Result<(), TransportError> {
+        let reply = self.inner.migrate_virtual_machine(long(request)).await;
+        check("MigrateVirtualMachine", reply)
+    }
+
+    /// `CancelVirtualMachineMigration`: the source launcher aborts its migration.
+    pub async fn cancel_migration(&mut self, request: VmiRequest) -> Result<(), TransportError> {
+        let reply = self.inner.cancel_virtual_machine_migration(long(request)).await;
+        check("CancelVirtualMachineMigration", reply)
     }
 
     /// `GetDomainStats`: the statistics JSON, or `None` when there is no domain.

@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex};
 
 use cmd_protocol::cmd::cmd_server::{Cmd, CmdServer};
 use cmd_protocol::cmd::{
-    DomainResponse, DomainStatsResponse, EmptyRequest, GuestInfoResponse, Response, Vmi, VmiRequest,
+    DomainResponse, DomainStatsResponse, EmptyRequest, GuestInfoResponse, MigrationRequest, Response, Vmi,
+    VmiRequest,
 };
 use cmd_protocol::cmd_info::cmd_info_server::{CmdInfo, CmdInfoServer};
 use cmd_protocol::cmd_info::{CmdInfoRequest, CmdInfoResponse};
@@ -62,6 +63,27 @@ impl Cmd for Recorder {
     }
     async fn unpause_virtual_machine(&self, r: Request<VmiRequest>) -> Result<tonic::Response<Response>, Status> {
         self.record("unpause", r.get_ref())
+    }
+    async fn sync_migration_target(&self, r: Request<VmiRequest>) -> Result<tonic::Response<Response>, Status> {
+        self.record("migration-target", r.get_ref())
+    }
+    async fn migrate_virtual_machine(
+        &self,
+        r: Request<MigrationRequest>,
+    ) -> Result<tonic::Response<Response>, Status> {
+        let options: cmd_protocol::migration::MigrationOptions =
+            serde_json::from_slice(&r.get_ref().options).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let vmi = VmiRequest {
+            vmi: r.into_inner().vmi,
+            options: None,
+        };
+        self.record(&format!("migrate {}", options.migration_uid), &vmi)
+    }
+    async fn cancel_virtual_machine_migration(
+        &self,
+        r: Request<VmiRequest>,
+    ) -> Result<tonic::Response<Response>, Status> {
+        self.record("cancel-migration", r.get_ref())
     }
     async fn ping(&self, _r: Request<EmptyRequest>) -> Result<tonic::Response<Response>, Status> {
         Ok(tonic::Response::new(ok()))
@@ -130,10 +152,32 @@ async fn a_client_negotiates_then_calls_the_launcher() {
     client.sync(request("web")).await.expect("sync");
     client.shutdown(request("web")).await.expect("shutdown");
     client.kill(request("web")).await.expect("kill");
+    client
+        .sync_migration_target(request("web"))
+        .await
+        .expect("migration target");
+    let options = serde_json::json!({
+        "migrationUid": "m-1", "completionTimeoutPerGib": 150, "progressTimeoutSeconds": 150
+    });
+    client
+        .migrate(MigrationRequest {
+            vmi: request("web").vmi,
+            options: serde_json::to_vec(&options).expect("json"),
+        })
+        .await
+        .expect("migrate");
+    client.cancel_migration(request("web")).await.expect("cancel");
     assert_eq!(client.domain().await.expect("get domain"), None, "no domain yet");
     assert_eq!(
         *recorder.calls.lock().expect("calls"),
-        ["sync \"web\"", "shutdown \"web\"", "kill \"web\""]
+        [
+            "sync \"web\"",
+            "shutdown \"web\"",
+            "kill \"web\"",
+            "migration-target \"web\"",
+            "migrate m-1 \"web\"",
+            "cancel-migration \"web\""
+        ]
     );
 }
 

@@ -3,6 +3,7 @@
 
 pub mod access_credentials;
 pub mod config_disks;
+pub mod migration_monitor;
 pub mod notify;
 pub mod pod_volumes;
 pub mod serve;

@@ -235,6 +235,11 @@ async fn serve(options: &ServeOptions, paths: &DaemonPaths) -> Result<(), String
     let (events_tx, lifecycle) = tokio::sync::mpsc::unbounded_channel();
     let outcome = async {
         let credentials_changed = events_tx.clone();
+        let migration_changed = events_tx.clone();
+        let driver = match paths.mode() {
+            DaemonMode::Session { .. } => "session",
+            DaemonMode::System => "system",
+        };
         let manager = Arc::new(
             LibvirtDomainManager::new(&paths.uri(), &domain_name, paths.qemu_pid_file(&domain_name), events_tx)
                 .map_err(|e| error(&e))?,
@@ -247,7 +252,8 @@ async fn serve(options: &ServeOptions, paths: &DaemonPaths) -> Result<(), String
         };
         let service = Arc::new(
             LauncherService::new(manager.clone(), reaper.clone(), base)
-                .with_launcher_image(options.launcher_image.clone()),
+                .with_launcher_image(options.launcher_image.clone())
+                .with_migration(options.share_dir.clone(), driver, migration_changed),
         );
         let (to_stop_loop, mut events) = tokio::sync::mpsc::unbounded_channel();
         let finish = CancellationToken::new();

@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use cmd_protocol::cmd::cmd_server::Cmd;
-use cmd_protocol::cmd::{DomainResponse, DomainStatsResponse, EmptyRequest, GuestInfoResponse, Response, VmiRequest};
+use cmd_protocol::cmd::{
+    DomainResponse, DomainStatsResponse, EmptyRequest, GuestInfoResponse, MigrationRequest, Response, VmiRequest,
+};
 use cmd_protocol::cmd_info::cmd_info_server::CmdInfo;
 use cmd_protocol::cmd_info::{CmdInfoRequest, CmdInfoResponse};
 use cmd_protocol::domain::{DomainMetadata, DomainSnapshot, DomainStatusSnapshot};
@@ -17,14 +19,17 @@ use tonic::{Request, Status};
 use tracing::{info, instrument};
 
 use super::access_credentials;
-use super::pod_volumes::plan_in_pod;
+use super::pod_volumes::{PodPlan, plan_in_pod};
 use super::snapshot::summarize;
+
+mod migration;
 use crate::domain::{ConvertContext, InterfaceLink, render};
 use crate::guest_network::{self, DhcpServer, PodNetworkError, interface_links};
 use crate::libvirt::{DomainManager, DomainStatus};
 use crate::supervisor::lifecycle::Policy;
 use crate::supervisor::reaper::ToolRunner;
 use crate::volumes;
+pub use migration::MIGRATION_EVENT;
 
 /// What the service remembers about its VMI between calls.
 #[derive(Debug, Default)]
@@ -32,6 +37,10 @@ struct Remembered {
     vmi: Option<VirtualMachineInstance>,
     graceful_shutdown_started: Option<String>,
     access_credential: Option<access_credentials::Report>,
+    /// The migration this launcher runs as its source: reported in every snapshot.
+    migration: Option<cmd_protocol::migration::MigrationMetadata>,
+    /// This launcher waits for its VMI's incoming migration.
+    migration_target: bool,
 }
 
 /// The command service over one domain.
@@ -45,6 +54,7 @@ pub struct LauncherService<M, R> {
     sync: tokio::sync::Mutex<()>,
     dhcp: Mutex<Option<DhcpServer>>,
     credentials: tokio::sync::Mutex<access_credentials::Propagation>,
+    migration: migration::Setup,
 }
 
 type Reply<T> = Result<tonic::Response<T>, Status>;
@@ -79,7 +89,26 @@ impl<M: DomainManager + 'static, R: ToolRunner + 'static> LauncherService<M, R> 
             sync: tokio::sync::Mutex::new(()),
             dhcp: Mutex::new(None),
             credentials: tokio::sync::Mutex::default(),
+            migration: migration::Setup::default(),
         }
+    }
+
+    /// Migrates through the sockets under `share_dir` to a libvirt daemon of `driver`
+    /// (`session` or `system`, as this launcher's), announcing changes of the migration on
+    /// `events` as [`migration::MIGRATION_EVENT`].
+    #[must_use]
+    pub fn with_migration(
+        mut self,
+        share_dir: std::path::PathBuf,
+        driver: &'static str,
+        events: tokio::sync::mpsc::UnboundedSender<crate::libvirt::LifecycleEvent>,
+    ) -> Self {
+        self.migration = migration::Setup {
+            share_dir,
+            driver,
+            events: Some(events),
+        };
+        self
     }
 
     /// Reports `image` as the launcher's container image.
@@ -149,6 +178,39 @@ impl<M: DomainManager + 'static, R: ToolRunner + 'static> LauncherService<M, R> 
         Ok(interface_links(plan.as_ref()))
     }
 
+    /// Makes the pod ready for the domain: the VMI's private directory, its volumes and the pod
+    /// network's DHCP server; returns the context to render the domain in and the volume plan.
+    async fn prepare_pod(
+        &self,
+        vmi: &VirtualMachineInstance,
+        request: &VmiRequest,
+    ) -> Result<(ConvertContext, PodPlan), Status> {
+        let formats: BTreeMap<String, String> = request
+            .options
+            .as_ref()
+            .map(|o| {
+                o.disks_info
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.format.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut ctx = self.context(request);
+        ctx.host_cpus =
+            crate::host_cpus::for_vmi(vmi).map_err(|e| internal(kubevirt_api::error_report::one_line(&e)))?;
+        // The VMI's own directory holds its serial and VNC sockets.
+        let private = ctx
+            .layout
+            .vmi_private_dir(vmi.metadata.uid.as_deref().unwrap_or_default());
+        std::fs::create_dir_all(&private).map_err(|e| internal(format!("cannot create {private}: {e}")))?;
+        let pod = plan_in_pod(vmi, &ctx.layout, &formats).map_err(|e| Status::invalid_argument(e.to_string()))?;
+        volumes::apply(&pod.plan.steps, &self.tools).await.map_err(internal)?;
+        ctx.container_disk_formats = pod.plan.container_disk_formats.clone();
+        ctx.block_volumes.clone_from(&pod.block_volumes);
+        ctx.interface_links = self.serve_pod_network(vmi, std::path::Path::new(&private))?;
+        Ok((ctx, pod))
+    }
+
     /// Defines the domain if it does not exist, then starts it if it is down and the VMI has not
     /// run yet. Idempotent.
     #[instrument(skip_all, fields(vmi = %vmi.key()))]
@@ -159,30 +221,13 @@ impl<M: DomainManager + 'static, R: ToolRunner + 'static> LauncherService<M, R> 
         // with no name, and virt-handler could not tell which VMI they were about.
         self.remembered().vmi = Some(vmi.clone());
         let status = self.manager.status().await.map_err(internal)?;
+        if status == DomainStatus::NON_EXISTENT && self.remembered().migration_target {
+            return Err(Status::failed_precondition(
+                "this launcher is the target of a migration: the domain arrives with it",
+            ));
+        }
         if status == DomainStatus::NON_EXISTENT {
-            let formats: BTreeMap<String, String> = request
-                .options
-                .as_ref()
-                .map(|o| {
-                    o.disks_info
-                        .iter()
-                        .map(|(k, v)| (k.clone(), v.format.clone()))
-                        .collect()
-                })
-                .unwrap_or_default();
-            let mut ctx = self.context(request);
-            ctx.host_cpus =
-                crate::host_cpus::for_vmi(&vmi).map_err(|e| internal(kubevirt_api::error_report::one_line(&e)))?;
-            // The VMI's own directory holds its serial and VNC sockets.
-            let private = ctx
-                .layout
-                .vmi_private_dir(vmi.metadata.uid.as_deref().unwrap_or_default());
-            std::fs::create_dir_all(&private).map_err(|e| internal(format!("cannot create {private}: {e}")))?;
-            let pod = plan_in_pod(&vmi, &ctx.layout, &formats).map_err(|e| Status::invalid_argument(e.to_string()))?;
-            volumes::apply(&pod.plan.steps, &self.tools).await.map_err(internal)?;
-            ctx.container_disk_formats = pod.plan.container_disk_formats.clone();
-            ctx.block_volumes = pod.block_volumes;
-            ctx.interface_links = self.serve_pod_network(&vmi, std::path::Path::new(&private))?;
+            let (ctx, pod) = self.prepare_pod(&vmi, request).await?;
             let domain = render(&vmi, &ctx).map_err(|e| Status::invalid_argument(e.to_string()))?;
             let xml = domain.to_xml().map_err(internal)?;
             self.manager.define(xml).await.map_err(internal)?;
@@ -280,6 +325,7 @@ impl<M: DomainManager + 'static, R: ToolRunner + 'static> LauncherService<M, R> 
                 graceful_shutdown_started: remembered.graceful_shutdown_started.clone(),
                 launcher_image: self.launcher_image.clone(),
                 access_credential: remembered.access_credential.clone(),
+                migration: remembered.migration.clone(),
             },
             spec: summarize(&live_xml),
             status: DomainStatusSnapshot::from_state(status.state, status.reason),
@@ -341,6 +387,23 @@ impl<M: DomainManager + 'static, R: ToolRunner + 'static> Cmd for LauncherServic
             .resume()
             .await
             .map_err(|e| Status::failed_precondition(e.to_string()))?;
+        Ok(ok())
+    }
+
+    async fn sync_migration_target(&self, request: Request<VmiRequest>) -> Reply<Response> {
+        let vmi = Self::vmi_of(request.get_ref())?;
+        self.prepare_migration_target(vmi, request.get_ref()).await?;
+        Ok(ok())
+    }
+
+    async fn migrate_virtual_machine(&self, request: Request<MigrationRequest>) -> Reply<Response> {
+        self.start_migration(request.get_ref()).await?;
+        Ok(ok())
+    }
+
+    async fn cancel_virtual_machine_migration(&self, request: Request<VmiRequest>) -> Reply<Response> {
+        Self::vmi_of(request.get_ref())?;
+        self.cancel_migration().await?;
         Ok(ok())
     }
 

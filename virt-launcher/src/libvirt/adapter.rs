@@ -17,7 +17,7 @@ use virt::domain::Domain;
 use virt::sys;
 
 use super::ffi::{self, LifecycleEvent};
-use super::{DomainError, DomainManager, DomainStats, DomainStatus};
+use super::{DomainError, DomainManager, DomainStats, DomainStatus, MigrationParams, MigrationProgress};
 
 type Job = Box<dyn FnOnce(&mut Session) + Send>;
 
@@ -101,6 +101,8 @@ pub fn daemon_answers(uri: &str) -> Result<(), DomainError> {
 /// One domain on one libvirt daemon.
 pub struct LibvirtDomainManager {
     jobs: mpsc::Sender<Job>,
+    uri: String,
+    name: String,
     /// Where libvirt writes the domain's QEMU pid (for the vCPU threads' statistics).
     qemu_pid_file: PathBuf,
 }
@@ -137,7 +139,12 @@ impl LibvirtDomainManager {
                 session.disconnect();
             })
             .map_err(|_| DomainError::WorkerGone)?;
-        Ok(Self { jobs, qemu_pid_file })
+        Ok(Self {
+            jobs,
+            uri: uri.to_owned(),
+            name: name.to_owned(),
+            qemu_pid_file,
+        })
     }
 
     async fn on_thread<T: Send + 'static>(
@@ -373,6 +380,86 @@ impl DomainManager for LibvirtDomainManager {
         })
         .await
     }
+
+    async fn migrate(&self, params: MigrationParams) -> Result<(), DomainError> {
+        let (uri, name) = (self.uri.clone(), self.name.clone());
+        let (reply, result) = oneshot::channel();
+        std::thread::Builder::new()
+            .name("libvirt-migrate".to_owned())
+            .spawn(move || {
+                let _ = reply.send(run_migration(&uri, &name, &params));
+            })
+            .map_err(|_| DomainError::WorkerGone)?;
+        result.await.map_err(|_| DomainError::WorkerGone)?
+    }
+
+    async fn migration_progress(&self) -> Result<Option<MigrationProgress>, DomainError> {
+        self.with_domain("get job stats", |conn, name| {
+            Ok(ffi::job_counters(&lookup(conn, name)?)?.map(|c| MigrationProgress {
+                data_processed_bytes: c.data_processed,
+                data_remaining_bytes: c.data_remaining,
+                data_total_bytes: c.data_total,
+                dirty_rate_pages_per_second: c.memory_dirty_rate,
+                memory_iterations: c.memory_iteration,
+            }))
+        })
+        .await
+    }
+
+    async fn abort_migration(&self) -> Result<(), DomainError> {
+        self.with_domain("abort migration", |conn, name| ffi::abort_job(&lookup(conn, name)?))
+            .await
+    }
+
+    async fn start_post_copy(&self) -> Result<(), DomainError> {
+        self.with_domain("start post-copy", |conn, name| {
+            ffi::start_post_copy(&lookup(conn, name)?)
+        })
+        .await
+    }
+}
+
+/// libvirt's flags for `params`: live, peer to peer, the target persistent; block migration of the
+/// copied disks' top images; auto-converge and post-copy when allowed.
+fn migration_flags(params: &MigrationParams) -> u32 {
+    let mut flags = sys::VIR_MIGRATE_LIVE | sys::VIR_MIGRATE_PEER2PEER | sys::VIR_MIGRATE_PERSIST_DEST;
+    if !params.copied_disks.is_empty() {
+        flags |= sys::VIR_MIGRATE_NON_SHARED_INC;
+    }
+    if params.auto_converge {
+        flags |= sys::VIR_MIGRATE_AUTO_CONVERGE;
+    }
+    if params.post_copy {
+        flags |= sys::VIR_MIGRATE_POSTCOPY;
+    }
+    flags
+}
+
+/// Runs the blocking migration on a thread and connection of its own, so that the domain's other
+/// calls (state, progress, abort) go on on the libvirt thread meanwhile.
+fn run_migration(uri: &str, name: &str, params: &MigrationParams) -> Result<(), DomainError> {
+    let failed = |e: virt::error::Error| DomainError::Libvirt {
+        operation: "migrate",
+        message: e.message().to_owned(),
+    };
+    let conn = Connect::open(Some(uri)).map_err(|e| DomainError::Connect {
+        uri: uri.to_owned(),
+        message: e.message().to_owned(),
+    })?;
+    let domain = lookup(&conn, name).map_err(failed)?;
+    let parameters = virt::domain::MigrateParameters {
+        uri: Some(params.stream_uri.clone()),
+        disks_uri: params.disks_uri.clone(),
+        migrate_disks: params.copied_disks.clone(),
+        bandwidth: (params.bandwidth_mib_per_second > 0).then_some(params.bandwidth_mib_per_second),
+        ..virt::domain::MigrateParameters::default()
+    };
+    let result = domain
+        .migrate_to_uri3(Some(&params.destination_uri), parameters, migration_flags(params))
+        .map_err(failed);
+    drop(domain);
+    drop(conn);
+    result
 }
 
 /// libvirt's "guest agent is not connected" and "not responding" errors.

@@ -6,7 +6,9 @@ use std::sync::{Mutex, PoisonError};
 use kubevirt_api::domain_state::{DomainState, StateReason};
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::{DomainError, DomainManager, DomainStats, DomainStatus, LifecycleEvent};
+use super::{
+    DomainError, DomainManager, DomainStats, DomainStatus, LifecycleEvent, MigrationParams, MigrationProgress,
+};
 
 /// What the fake guest does on an ACPI power-button press.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,6 +29,17 @@ struct Inner {
     guest_credentials: Vec<(String, String)>,
     /// Why every `start` fails, when set.
     start_failure: Option<String>,
+    /// The migration under way, if any.
+    migration: Option<FakeMigration>,
+}
+
+/// A migration the test drives: it runs until the test ends it or it is aborted.
+#[derive(Debug)]
+struct FakeMigration {
+    params: MigrationParams,
+    progress: MigrationProgress,
+    /// How it ended, once it did: `Ok` moved the guest away, `Err` carries libvirt's message.
+    outcome: Option<Result<(), String>>,
 }
 
 /// The fake.
@@ -34,6 +47,7 @@ struct Inner {
 pub struct FakeDomainManager {
     inner: Mutex<Inner>,
     events: UnboundedSender<LifecycleEvent>,
+    migration_ended: tokio::sync::Notify,
 }
 
 impl FakeDomainManager {
@@ -49,14 +63,38 @@ impl FakeDomainManager {
                 agent_connected: true,
                 guest_credentials: Vec::new(),
                 start_failure: None,
+                migration: None,
             }),
             events,
+            migration_ended: tokio::sync::Notify::new(),
         }
     }
 
     /// Makes every `start` fail with `message`, as libvirt's would when QEMU cannot start.
     pub fn fail_start(&self, message: &str) {
         self.lock().start_failure = Some(message.to_owned());
+    }
+
+    /// The running migration's parameters.
+    #[must_use]
+    pub fn migration_params(&self) -> Option<MigrationParams> {
+        self.lock().migration.as_ref().map(|m| m.params.clone())
+    }
+
+    /// Sets what the running migration reports as its progress.
+    pub fn set_migration_progress(&self, progress: MigrationProgress) {
+        if let Some(migration) = self.lock().migration.as_mut() {
+            migration.progress = progress;
+        }
+    }
+
+    /// Ends the running migration: `Ok` moves the guest to the target (this domain shuts off,
+    /// reason `Migrated`), `Err` fails it with libvirt's `message`.
+    pub fn end_migration(&self, outcome: Result<(), String>) {
+        if let Some(migration) = self.lock().migration.as_mut() {
+            migration.outcome.get_or_insert(outcome);
+        }
+        self.migration_ended.notify_waiters();
     }
 
     /// Connects or disconnects the fake guest agent.
@@ -254,5 +292,59 @@ impl DomainManager for FakeDomainManager {
 
     async fn set_user_password(&self, user: String, password: String) -> Result<(), DomainError> {
         self.agent("set user password", format!("password {user}"), password)
+    }
+
+    async fn migrate(&self, params: MigrationParams) -> Result<(), DomainError> {
+        let status = self.record("migrate");
+        Self::need(status, "migrate", status.state == DomainState::Running)?;
+        self.lock().migration = Some(FakeMigration {
+            params,
+            progress: MigrationProgress::default(),
+            outcome: None,
+        });
+        let outcome = loop {
+            let ended = self.migration_ended.notified();
+            if let Some(outcome) = self.lock().migration.as_ref().and_then(|m| m.outcome.clone()) {
+                break outcome;
+            }
+            ended.await;
+        };
+        self.lock().migration = None;
+        match outcome {
+            Ok(()) => {
+                self.set(
+                    DomainStatus {
+                        state: DomainState::Shutoff,
+                        reason: StateReason::Migrated,
+                    },
+                    5,
+                );
+                Ok(())
+            }
+            Err(message) => Err(DomainError::Libvirt {
+                operation: "migrate",
+                message,
+            }),
+        }
+    }
+
+    async fn migration_progress(&self) -> Result<Option<MigrationProgress>, DomainError> {
+        Ok(self.lock().migration.as_ref().map(|m| m.progress))
+    }
+
+    async fn abort_migration(&self) -> Result<(), DomainError> {
+        let status = self.record("abort migration");
+        let running = self.lock().migration.is_some();
+        Self::need(status, "abort migration", running)?;
+        self.end_migration(Err(
+            "operation aborted: migration out job: canceled by client".to_owned()
+        ));
+        Ok(())
+    }
+
+    async fn start_post_copy(&self) -> Result<(), DomainError> {
+        let status = self.record("start post-copy");
+        let running = self.lock().migration.as_ref().is_some_and(|m| m.params.post_copy);
+        Self::need(status, "start post-copy", running)
     }
 }

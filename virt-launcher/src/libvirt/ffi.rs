@@ -1,5 +1,6 @@
 //! The few libvirt calls the `virt` crate does not wrap (docs/dependencies.md, "What virt does not
-//! wrap"): lifecycle event registration, the raw domain state and the guest's SSH authorized keys.
+//! wrap"): lifecycle event registration, the raw domain state, the guest's SSH authorized keys, and a
+//! migration's job statistics, abort and switch to post-copy.
 //! This is the only module with
 //! `unsafe` code.
 #![allow(unsafe_code)]
@@ -107,6 +108,75 @@ pub fn set_authorized_ssh_keys(domain: &Domain, user: &str, keys: &[String]) -> 
     let rc =
         unsafe { sys::virDomainAuthorizedSSHKeysSet(domain.as_ptr(), user.as_ptr(), pointers.as_mut_ptr(), count, 0) };
     if rc < 0 {
+        return Err(Error::last_error());
+    }
+    Ok(())
+}
+
+/// A running job's statistics (`virDomainGetJobStats`), the counters a migration reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct JobCounters {
+    /// Bytes moved.
+    pub data_processed: u64,
+    /// Bytes left.
+    pub data_remaining: u64,
+    /// Bytes in all.
+    pub data_total: u64,
+    /// Pages dirtied per second.
+    pub memory_dirty_rate: u64,
+    /// Passes over memory.
+    pub memory_iteration: u64,
+}
+
+/// `virDomainGetJobStats` of the domain's active job; `None` when no job runs.
+pub fn job_counters(domain: &Domain) -> Result<Option<JobCounters>, Error> {
+    let mut kind: c_int = 0;
+    let mut params: sys::virTypedParameterPtr = std::ptr::null_mut();
+    let mut count: c_int = 0;
+    // SAFETY: the domain handle is live; libvirt allocates `params` (or leaves it null) and sets
+    // `count`; they are freed below with virTypedParamsFree, libvirt's own free.
+    let rc = unsafe { sys::virDomainGetJobStats(domain.as_ptr(), &raw mut kind, &raw mut params, &raw mut count, 0) };
+    if rc < 0 {
+        return Err(Error::last_error());
+    }
+    let read = |name: &std::ffi::CStr| {
+        let mut value: std::os::raw::c_ulonglong = 0;
+        if params.is_null() {
+            return 0;
+        }
+        // SAFETY: `params` holds `count` parameters libvirt returned; `name` is NUL-terminated;
+        // the call only reads them and writes `value`.
+        let found = unsafe { sys::virTypedParamsGetULLong(params, count, name.as_ptr(), &raw mut value) };
+        if found == 1 { value } else { 0 }
+    };
+    let counters = JobCounters {
+        data_processed: read(sys::VIR_DOMAIN_JOB_DATA_PROCESSED),
+        data_remaining: read(sys::VIR_DOMAIN_JOB_DATA_REMAINING),
+        data_total: read(sys::VIR_DOMAIN_JOB_DATA_TOTAL),
+        memory_dirty_rate: read(sys::VIR_DOMAIN_JOB_MEMORY_DIRTY_RATE),
+        memory_iteration: read(sys::VIR_DOMAIN_JOB_MEMORY_ITERATION),
+    };
+    if !params.is_null() {
+        // SAFETY: `params` and `count` are what virDomainGetJobStats returned, freed once.
+        unsafe { sys::virTypedParamsFree(params, count) };
+    }
+    Ok((u32::try_from(kind).unwrap_or(0) != sys::VIR_DOMAIN_JOB_NONE).then_some(counters))
+}
+
+/// `virDomainAbortJob`: aborts the domain's running job (a migration).
+pub fn abort_job(domain: &Domain) -> Result<(), Error> {
+    // SAFETY: the domain handle is live.
+    if unsafe { sys::virDomainAbortJob(domain.as_ptr()) } < 0 {
+        return Err(Error::last_error());
+    }
+    Ok(())
+}
+
+/// `virDomainMigrateStartPostCopy`: switches a running migration (started with
+/// `VIR_MIGRATE_POSTCOPY`) to post-copy.
+pub fn start_post_copy(domain: &Domain) -> Result<(), Error> {
+    // SAFETY: the domain handle is live.
+    if unsafe { sys::virDomainMigrateStartPostCopy(domain.as_ptr(), 0) } < 0 {
         return Err(Error::last_error());
     }
     Ok(())

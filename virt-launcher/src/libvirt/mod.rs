@@ -10,6 +10,7 @@ pub mod vcpu_threads;
 use std::future::Future;
 
 pub use adapter::{LibvirtDomainManager, daemon_answers};
+pub use cmd_protocol::migration::MigrationProgress;
 pub use cmd_protocol::stats::DomainStats;
 #[cfg(any(test, feature = "testing"))]
 pub use fake::{AcpiBehaviour, FakeDomainManager};
@@ -41,6 +42,26 @@ impl DomainStatus {
             reason: StateReason::from_libvirt(state, reason),
         }
     }
+}
+
+/// How the domain migrates: libvirt's peer-to-peer live migration, the source's libvirtd talking
+/// to the target's over `destination_uri`, every connection through a unix socket.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MigrationParams {
+    /// The target libvirtd, e.g. `qemu+unix:///session?socket=<proxy socket>`.
+    pub destination_uri: String,
+    /// QEMU's migration stream, `unix://<path>`: the same path in both pods.
+    pub stream_uri: String,
+    /// The copied disks' NBD stream, `unix://<path>`, when `copied_disks` is not empty.
+    pub disks_uri: Option<String>,
+    /// Target names (`vda`) of the disks whose images are copied to the target.
+    pub copied_disks: Vec<String>,
+    /// MiB/s; 0 is unlimited.
+    pub bandwidth_mib_per_second: u64,
+    /// Throttle the vCPUs when it does not converge.
+    pub auto_converge: bool,
+    /// Allow switching to post-copy.
+    pub post_copy: bool,
 }
 
 /// Why a domain operation failed.
@@ -104,4 +125,13 @@ pub trait DomainManager: Send + Sync {
     /// Sets `user`'s password in the guest, through the guest agent.
     fn set_user_password(&self, user: String, password: String)
     -> impl Future<Output = Result<(), DomainError>> + Send;
+    /// Migrates the running domain live; resolves when the migration is over (done, failed or
+    /// aborted). Other calls go on meanwhile.
+    fn migrate(&self, params: MigrationParams) -> impl Future<Output = Result<(), DomainError>> + Send;
+    /// The running migration's counters; `None` when no migration runs.
+    fn migration_progress(&self) -> impl Future<Output = Result<Option<MigrationProgress>, DomainError>> + Send;
+    /// Aborts the running migration.
+    fn abort_migration(&self) -> impl Future<Output = Result<(), DomainError>> + Send;
+    /// Switches the running migration to post-copy.
+    fn start_post_copy(&self) -> impl Future<Output = Result<(), DomainError>> + Send;
 }
