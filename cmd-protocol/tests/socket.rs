@@ -6,8 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use cmd_protocol::cmd::cmd_server::{Cmd, CmdServer};
 use cmd_protocol::cmd::{
-    DomainResponse, DomainStatsResponse, EmptyRequest, GuestInfoResponse, MigrationRequest, Response, Vmi,
-    VmiRequest,
+    DomainResponse, DomainStatsResponse, EmptyRequest, GuestInfoResponse, MigrationRequest, Response, Vmi, VmiRequest,
 };
 use cmd_protocol::cmd_info::cmd_info_server::{CmdInfo, CmdInfoServer};
 use cmd_protocol::cmd_info::{CmdInfoRequest, CmdInfoResponse};
@@ -67,10 +66,7 @@ impl Cmd for Recorder {
     async fn sync_migration_target(&self, r: Request<VmiRequest>) -> Result<tonic::Response<Response>, Status> {
         self.record("migration-target", r.get_ref())
     }
-    async fn migrate_virtual_machine(
-        &self,
-        r: Request<MigrationRequest>,
-    ) -> Result<tonic::Response<Response>, Status> {
+    async fn migrate_virtual_machine(&self, r: Request<MigrationRequest>) -> Result<tonic::Response<Response>, Status> {
         let options: cmd_protocol::migration::MigrationOptions =
             serde_json::from_slice(&r.get_ref().options).map_err(|e| Status::invalid_argument(e.to_string()))?;
         let vmi = VmiRequest {

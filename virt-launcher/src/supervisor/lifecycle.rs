@@ -80,8 +80,12 @@ pub fn decide(observation: &Observation, policy: &Policy) -> Plan {
     {
         return Plan::Finish(phase);
     }
-    if status.state == DomainState::Shutoff && status.reason == StateReason::Unknown && observation.stop.is_some() {
-        // Defined but never started, and a stop was asked for: nothing is running.
+    if status.state == DomainState::Shutoff
+        && matches!(status.reason, StateReason::Unknown | StateReason::Migrated)
+        && observation.stop.is_some()
+    {
+        // Defined but never started, or migrated away (the guest runs on another node now), and a
+        // stop was asked for: nothing runs here.
         return Plan::Finish(VirtualMachineInstancePhase::Succeeded);
     }
     let Some(stop) = observation.stop else {
@@ -126,6 +130,16 @@ mod tests {
 
     fn plan(status: DomainStatus, stop: Option<StopProgress>, policy: Policy) -> Plan {
         decide(&Observation { status, stop }, &policy)
+    }
+
+    #[test]
+    fn a_domain_migrated_away_stops_at_once_and_waits_without_a_stop() {
+        let migrated = DomainStatus {
+            state: DomainState::Shutoff,
+            reason: StateReason::Migrated,
+        };
+        assert_eq!(plan(migrated, stop(0, None, false), GRACE), Plan::Finish(Succeeded));
+        assert_eq!(plan(migrated, None, GRACE), Plan::Wait(None));
     }
 
     #[test]

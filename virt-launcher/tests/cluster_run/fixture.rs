@@ -127,11 +127,13 @@ pub fn open_pod_dirs(root: &Path) {
 }
 
 /// The private `/dev` a container runtime gives a pod, made inside the launcher's own mount
-/// namespace: the usual nodes, and `/dev/kvm` and `/dev/net/tun` as the device plugins hand them
+/// namespace (with the pod's root at `/mnt` when `POD_ROOT` names it, as every pod has its
+/// volumes at the same paths): the usual nodes, and `/dev/kvm` and `/dev/net/tun` as the device plugins hand them
 /// over, root's and mode 0600 (as this host's are), for virt-handler to give to the launcher; the
 /// image's `/etc/passwd`, which names the user (libvirt looks it up). Then the launcher as the user
 /// `$0`, with no capability and no way to gain one.
 const POD_DEV: &str = r#"set -e
+[ -z "$POD_ROOT" ] || mount --bind "$POD_ROOT" /mnt
 mount --bind "$POD_PASSWD" /etc/passwd
 mount -t tmpfs -o mode=0755,nosuid tmpfs /dev
 mknod -m 0666 /dev/null c 1 3
@@ -156,6 +158,37 @@ pub fn spawn_unprivileged_launcher_in(
     netns: &Path,
     owner: u32,
 ) -> std::process::Child {
+    let mut command = unprivileged_command(dirs, netns, owner);
+    launcher_flags(&mut command, dirs, name, uid)
+}
+
+/// Where a pod's root is inside its launcher's mount namespace ([`spawn_pod_launcher`]).
+pub const POD_MOUNT: &str = "/mnt";
+
+/// `dirs` (under the pod's root) as the launcher sees them with that root at [`POD_MOUNT`].
+pub fn in_pod(dirs: &PodDirs) -> PodDirs {
+    let root = dirs.private.parent().expect("the pod's root");
+    let inside = |path: &Path| Path::new(POD_MOUNT).join(path.strip_prefix(root).expect("under the pod's root"));
+    PodDirs {
+        share: inside(&dirs.share),
+        private: inside(&dirs.private),
+        ephemeral: inside(&dirs.ephemeral),
+        disks: inside(&dirs.disks),
+    }
+}
+
+/// [`spawn_unprivileged_launcher_in`] with the pod's root mounted at [`POD_MOUNT`] and the flags
+/// naming the paths there: two such pods give their launchers the same paths, as two real launcher
+/// pods have, which a migration needs (the domain moves with its paths).
+pub fn spawn_pod_launcher(dirs: &PodDirs, name: &str, uid: &str, netns: &Path, owner: u32) -> std::process::Child {
+    let root = dirs.private.parent().expect("the pod's root");
+    let mut command = unprivileged_command(dirs, netns, owner);
+    command.env("POD_ROOT", root);
+    launcher_flags(&mut command, &in_pod(dirs), name, uid)
+}
+
+/// The command that starts an unprivileged launcher for `dirs` in `netns`, before its flags.
+fn unprivileged_command(dirs: &PodDirs, netns: &Path, owner: u32) -> Command {
     let root = dirs.private.parent().expect("the pod's root");
     let cache = root.join("cache");
     std::fs::create_dir_all(&cache).expect("cache");
@@ -184,7 +217,7 @@ pub fn spawn_unprivileged_launcher_in(
         .arg(env!("CARGO_BIN_EXE_virt-launcher"))
         .arg("--libvirt-cache-dir")
         .arg(&cache);
-    launcher_flags(&mut command, dirs, name, uid)
+    command
 }
 
 /// Starts the launcher in cluster mode for the VMI `name`/`uid` with virt-controller's flags.

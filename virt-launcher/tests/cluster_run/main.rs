@@ -3,6 +3,7 @@
 //! down and deletes it; SIGTERM ends the launcher with nothing left behind.
 
 mod fixture;
+mod migration;
 mod pod_network;
 mod through_virt_api;
 mod with_handler;

@@ -1,0 +1,290 @@
+//! The migration proxies: how a migration's connections get from the source launcher pod to the
+//! target launcher pod without QEMU or libvirt ever listening on a network.
+//!
+//! - On the **target** node, virt-handler listens on one TCP port per [`Channel`] at the node's
+//!   address and forwards each connection to a unix socket in the target pod: the target
+//!   libvirtd's socket for [`Channel::Libvirt`], the socket the target QEMU listens on for the
+//!   others. The ports go into the VMI's status for the source to find.
+//! - On the **source** node, virt-handler listens on the channel's unix socket in the source pod
+//!   (`/var/run/kubevirt/migrationproxy/…`, owned by the launcher's user) and forwards each
+//!   connection to the target's port.
+//!
+//! Between the nodes every connection is mutual TLS with the handlers' certificates unless the
+//! cluster turns TLS off (`migrations.disableTLS`).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use cmd_protocol::migration::Channel;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinSet;
+use tokio_rustls::{TlsAcceptor, TlsConnector};
+use tracing::{debug, warn};
+
+/// Why a proxy could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    /// The TCP port could not be opened.
+    #[error("cannot listen for the migration's {channel:?} connection on {address}")]
+    ListenTcp {
+        /// The channel.
+        channel: Channel,
+        /// The address.
+        address: SocketAddr,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The unix socket in the source pod could not be made.
+    #[error("cannot listen on the migration socket {path}")]
+    ListenUnix {
+        /// The socket.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The target did not publish a port for a channel the source needs.
+    #[error("the migration target published no port for its {0:?} connection")]
+    NoPort(Channel),
+}
+
+/// How the handlers talk to each other: TLS both ways, or plain TCP.
+#[derive(Clone)]
+pub enum Security {
+    /// Mutual TLS: the server side requires a client certificate, the client checks the server's
+    /// certificate for `server_name`.
+    Tls {
+        /// For the target's listeners.
+        server: Arc<rustls::ServerConfig>,
+        /// For the source's connections.
+        client: Arc<rustls::ClientConfig>,
+        /// The name the handlers' certificates carry.
+        server_name: rustls_pki_types::ServerName<'static>,
+    },
+    /// Plain TCP (`migrations.disableTLS`).
+    Plain,
+}
+
+impl std::fmt::Debug for Security {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Tls { server_name, .. } => f.debug_struct("Tls").field("server_name", server_name).finish(),
+            Self::Plain => f.write_str("Plain"),
+        }
+    }
+}
+
+/// A running proxy: its tasks end, and its unix sockets go, when it is dropped.
+#[derive(Debug)]
+pub struct Proxy {
+    tasks: JoinSet<()>,
+    sockets: Vec<PathBuf>,
+    /// Target side: the TCP port of each channel.
+    ports: BTreeMap<Channel, u16>,
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.tasks.abort_all();
+        for socket in &self.sockets {
+            let _ = std::fs::remove_file(socket);
+        }
+    }
+}
+
+impl Proxy {
+    /// Target side: the TCP port each channel listens on.
+    #[must_use]
+    pub fn ports(&self) -> &BTreeMap<Channel, u16> {
+        &self.ports
+    }
+
+    /// The ports as `status.migrationState.targetDirectMigrationNodePorts` holds them: the TCP
+    /// port (as text) to the channel's in-pod port key (0 for libvirt).
+    #[must_use]
+    pub fn status_ports(&self) -> BTreeMap<String, i32> {
+        self.ports
+            .iter()
+            .map(|(channel, port)| (port.to_string(), i32::from(channel.port_key())))
+            .collect()
+    }
+
+    /// Target side: listens at `address` (port 0 picks one) for each of `targets`' channels and
+    /// forwards every connection to that channel's unix socket in the target pod.
+    ///
+    /// # Errors
+    /// When a port cannot be opened.
+    pub async fn target(
+        address: std::net::IpAddr,
+        targets: BTreeMap<Channel, PathBuf>,
+        security: &Security,
+    ) -> Result<Self, ProxyError> {
+        let mut proxy = Self {
+            tasks: JoinSet::new(),
+            sockets: Vec::new(),
+            ports: BTreeMap::new(),
+        };
+        for (channel, socket) in targets {
+            let bind = SocketAddr::new(address, 0);
+            let listener = TcpListener::bind(bind).await.map_err(|source| ProxyError::ListenTcp {
+                channel,
+                address: bind,
+                source,
+            })?;
+            let port = listener
+                .local_addr()
+                .map_err(|source| ProxyError::ListenTcp {
+                    channel,
+                    address: bind,
+                    source,
+                })?
+                .port();
+            proxy.ports.insert(channel, port);
+            let acceptor = match security {
+                Security::Tls { server, .. } => Some(TlsAcceptor::from(server.clone())),
+                Security::Plain => None,
+            };
+            proxy.tasks.spawn(serve_target(listener, acceptor, socket, channel));
+        }
+        Ok(proxy)
+    }
+
+    /// Source side: listens on each channel's unix socket in `sources` (made `owner`'s, the
+    /// launcher's user) and forwards every connection to the target's port for it at `target`.
+    ///
+    /// # Errors
+    /// When the target published no port for a channel, or a socket cannot be made.
+    pub fn source(
+        target: std::net::IpAddr,
+        target_ports: &BTreeMap<Channel, u16>,
+        sources: BTreeMap<Channel, PathBuf>,
+        owner: Option<u32>,
+        security: &Security,
+    ) -> Result<Self, ProxyError> {
+        let mut proxy = Self {
+            tasks: JoinSet::new(),
+            sockets: Vec::new(),
+            ports: BTreeMap::new(),
+        };
+        for (channel, socket) in sources {
+            let port = *target_ports.get(&channel).ok_or(ProxyError::NoPort(channel))?;
+            let listener = bind_fresh(&socket, owner).map_err(|source| ProxyError::ListenUnix {
+                path: socket.clone(),
+                source,
+            })?;
+            proxy.sockets.push(socket);
+            let connector = match security {
+                Security::Tls {
+                    client, server_name, ..
+                } => Some((TlsConnector::from(client.clone()), server_name.clone())),
+                Security::Plain => None,
+            };
+            proxy.tasks.spawn(serve_source(
+                listener,
+                connector,
+                SocketAddr::new(target, port),
+                channel,
+            ));
+        }
+        Ok(proxy)
+    }
+}
+
+/// Binds a unix socket at `path` (its directory made first), replacing a stale one.
+fn bind_fresh(path: &Path, owner: Option<u32>) -> std::io::Result<tokio::net::UnixListener> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    cmd_protocol::sockets::bind_unix_for(path, owner)
+}
+
+async fn serve_target(listener: TcpListener, acceptor: Option<TlsAcceptor>, socket: PathBuf, channel: Channel) {
+    let mut connections = JoinSet::new();
+    loop {
+        while connections.try_join_next().is_some() {}
+        let (tcp, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                warn!(?channel, error = %e, "migration proxy cannot accept");
+                continue;
+            }
+        };
+        let (acceptor, socket) = (acceptor.clone(), socket.clone());
+        connections.spawn(async move {
+            let _ = tcp.set_nodelay(true);
+            let pod = match cmd_protocol::sockets::connect_unix(&socket).await {
+                Ok(pod) => pod,
+                Err(e) => {
+                    warn!(?channel, socket = %socket.display(), error = %e, "cannot reach the target pod's socket");
+                    return;
+                }
+            };
+            match acceptor {
+                Some(acceptor) => match acceptor.accept(tcp).await {
+                    Ok(tls) => relay(tls, pod, channel).await,
+                    Err(e) => warn!(?channel, %peer, error = %e, "migration TLS handshake refused"),
+                },
+                None => relay(tcp, pod, channel).await,
+            }
+        });
+    }
+}
+
+async fn serve_source(
+    listener: tokio::net::UnixListener,
+    connector: Option<(TlsConnector, rustls_pki_types::ServerName<'static>)>,
+    target: SocketAddr,
+    channel: Channel,
+) {
+    let mut connections = JoinSet::new();
+    loop {
+        while connections.try_join_next().is_some() {}
+        let pod = match listener.accept().await {
+            Ok((pod, _)) => pod,
+            Err(e) => {
+                warn!(?channel, error = %e, "migration proxy cannot accept");
+                continue;
+            }
+        };
+        let connector = connector.clone();
+        connections.spawn(async move {
+            let tcp = match TcpStream::connect(target).await {
+                Ok(tcp) => tcp,
+                Err(e) => {
+                    warn!(?channel, %target, error = %e, "cannot reach the migration target");
+                    return;
+                }
+            };
+            let _ = tcp.set_nodelay(true);
+            match connector {
+                Some((connector, name)) => match connector.connect(name, tcp).await {
+                    Ok(tls) => relay(pod, tls, channel).await,
+                    Err(e) => warn!(?channel, %target, error = %e, "migration TLS handshake failed"),
+                },
+                None => relay(pod, tcp, channel).await,
+            }
+        });
+    }
+}
+
+/// Copies both ways until both sides are done.
+async fn relay<A, B>(mut a: A, mut b: B, channel: Channel)
+where
+    A: AsyncRead + AsyncWrite + Unpin,
+    B: AsyncRead + AsyncWrite + Unpin,
+{
+    match tokio::io::copy_bidirectional(&mut a, &mut b).await {
+        Ok((there, back)) => debug!(?channel, there, back, "migration connection closed"),
+        Err(e) => debug!(?channel, error = %e, "migration connection ended"),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,428 @@
+//! Live migration on real libvirt and QEMU between two "nodes": two network namespaces joined by a
+//! veth pair, each with a launcher pod (an unprivileged launcher, its session libvirtd and QEMU)
+//! and virt-handler's migration proxy. The source launcher migrates peer to peer through the
+//! unix sockets in its pod; the proxies carry them over TCP between the namespaces to the target
+//! pod's libvirtd and QEMU. The test guest's ticker must go on across the migration.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr};
+use std::os::fd::AsFd as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use cmd_protocol::cmd::{MigrationRequest, Vmi, VmiRequest};
+use cmd_protocol::domain::DomainSnapshot;
+use cmd_protocol::migration::{Channel, MigrationMetadata, socket_path};
+use cmd_protocol::transport::CmdClient;
+use kubevirt_api::v1::VirtualMachineInstance;
+use virt_handler::migration_proxy::{Proxy, Security};
+
+use super::fixture::{
+    PodDirs, Stopper, in_pod, open_pod_dirs, processes_under, spawn_pod_launcher, testguest, wait_until,
+};
+
+const OWNER: u32 = kubevirt_api::well_known::NON_ROOT_UID;
+
+fn ip(args: &[&str]) {
+    let status = Command::new("ip").args(args).status().expect("ip runs");
+    assert!(status.success(), "ip {}", args.join(" "));
+}
+
+/// Two network namespaces, the nodes, joined by a veth pair on a /30.
+struct Nodes {
+    names: [String; 2],
+    addresses: [Ipv4Addr; 2],
+}
+
+impl Nodes {
+    /// The pair `slot` (each test its own) of this test process.
+    fn new(slot: u32) -> Self {
+        let id = std::process::id();
+        let base = u32::from(Ipv4Addr::new(10, 224, 0, 0)) + ((id % 4000) * 4 + slot) * 4;
+        let nodes = Self {
+            names: [format!("kvrs-node-{id}-{slot}a"), format!("kvrs-node-{id}-{slot}b")],
+            addresses: [Ipv4Addr::from(base + 1), Ipv4Addr::from(base + 2)],
+        };
+        for name in &nodes.names {
+            ip(&["netns", "add", name]);
+            ip(&["-n", name, "link", "set", "lo", "up"]);
+        }
+        ip(&[
+            "-n",
+            &nodes.names[0],
+            "link",
+            "add",
+            "eth0",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "eth0",
+            "netns",
+            &nodes.names[1],
+        ]);
+        for (name, address) in nodes.names.iter().zip(nodes.addresses) {
+            ip(&["-n", name, "address", "add", &format!("{address}/30"), "dev", "eth0"]);
+            ip(&["-n", name, "link", "set", "eth0", "up"]);
+        }
+        nodes
+    }
+
+    fn path(&self, node: usize) -> PathBuf {
+        Path::new("/run/netns").join(&self.names[node])
+    }
+}
+
+impl Drop for Nodes {
+    fn drop(&mut self) {
+        for name in &self.names {
+            let _ = Command::new("ip").args(["netns", "del", name]).status();
+        }
+    }
+}
+
+/// A proxy running in a node's network namespace, on a thread of its own (a namespace is a
+/// thread's), until dropped.
+struct NodeProxy {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    ports: BTreeMap<Channel, u16>,
+}
+
+impl NodeProxy {
+    fn start<F>(netns: &Path, make: F) -> Self
+    where
+        F: FnOnce() -> std::pin::Pin<Box<dyn std::future::Future<Output = Proxy>>> + Send + 'static,
+    {
+        let netns = std::fs::File::open(netns).expect("the node's namespace");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (ports_tx, ports_rx) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            nix::sched::setns(netns.as_fd(), nix::sched::CloneFlags::CLONE_NEWNET).expect("setns");
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async move {
+                let proxy = make().await;
+                ports_tx.send(proxy.ports().clone()).expect("ports");
+                let _ = stopped.await;
+                drop(proxy);
+            });
+        });
+        let ports = ports_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the proxy started");
+        Self {
+            stop: Some(stop),
+            thread: Some(thread),
+            ports,
+        }
+    }
+}
+
+impl Drop for NodeProxy {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// One launcher pod on a node.
+struct Pod {
+    dirs: PodDirs,
+    launcher: std::process::Child,
+    _stopper: Stopper,
+}
+
+impl Pod {
+    fn start(root: &Path, netns: &Path, name: &str, uid: &str) -> Self {
+        std::fs::create_dir_all(root).expect("pod root");
+        let dirs = PodDirs::new(root, root.join("share"));
+        std::fs::create_dir_all(dirs.share.join("sockets")).expect("share");
+        open_pod_dirs(root);
+        let launcher = spawn_pod_launcher(&dirs, name, uid, netns, OWNER);
+        let stopper = Stopper(launcher.id());
+        Self {
+            dirs,
+            launcher,
+            _stopper: stopper,
+        }
+    }
+
+    async fn client(&self) -> CmdClient {
+        let socket = self
+            .dirs
+            .share
+            .join("sockets")
+            .join(cmd_protocol::sockets::READY_SOCKET);
+        wait_until("the launcher's socket", Duration::from_secs(60), async || {
+            CmdClient::connect(&socket).await.ok()
+        })
+        .await
+    }
+
+    fn serial_log(&self, uid: &str) -> PathBuf {
+        self.dirs.private.join(uid).join("virt-serial0-log")
+    }
+
+    /// The session libvirtd's socket, as the node sees it.
+    fn libvirt_socket(&self) -> PathBuf {
+        self.dirs.private.join("libvirt-rs/sock/libvirt-sock")
+    }
+
+    fn stop(mut self) -> std::process::ExitStatus {
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.launcher.id()).expect("pid"));
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
+        let begin = std::time::Instant::now();
+        loop {
+            if let Some(status) = self.launcher.try_wait().expect("wait") {
+                return status;
+            }
+            if begin.elapsed() > Duration::from_secs(45) {
+                let _ = self.launcher.kill();
+                let _ = self.launcher.wait();
+                let mut stderr = String::new();
+                if let Some(mut pipe) = self.launcher.stderr.take() {
+                    let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
+                }
+                panic!("the launcher did not exit:\n{stderr}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+fn request(vmi: &VirtualMachineInstance) -> VmiRequest {
+    VmiRequest {
+        vmi: Some(Vmi {
+            vmi_json: serde_json::to_vec(vmi).expect("json"),
+        }),
+        options: None,
+    }
+}
+
+async fn snapshot(client: &mut CmdClient) -> Option<DomainSnapshot> {
+    let json = client.domain().await.expect("GetDomain")?;
+    Some(serde_json::from_str(&json).expect("snapshot JSON"))
+}
+
+/// The ticks in a serial log: `(counter, uptime in seconds)`.
+fn ticks(log: &Path) -> Vec<(u64, f64)> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.trim().strip_prefix("KUBEVIRT-RS-TICK ")?.split_whitespace();
+            Some((fields.next()?.parse().ok()?, fields.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// The proxies for migrating the VMI `uid` from `source` on node 0 to `target` on node 1.
+fn proxies(nodes: &Nodes, source: &Pod, target: &Pod, uid: &str) -> (NodeProxy, NodeProxy) {
+    let target_sockets = BTreeMap::from([
+        (Channel::Libvirt, target.libvirt_socket()),
+        (Channel::Stream, socket_path(&target.dirs.share, uid, Channel::Stream)),
+        (Channel::Disks, socket_path(&target.dirs.share, uid, Channel::Disks)),
+    ]);
+    let address = IpAddr::V4(nodes.addresses[1]);
+    let target_proxy = NodeProxy::start(&nodes.path(1), move || {
+        Box::pin(async move {
+            Proxy::target(address, target_sockets, &Security::Plain)
+                .await
+                .expect("target proxy")
+        })
+    });
+    let ports = target_proxy.ports.clone();
+    let source_sockets: BTreeMap<Channel, PathBuf> = Channel::ALL
+        .into_iter()
+        .map(|channel| (channel, socket_path(&source.dirs.share, uid, channel)))
+        .collect();
+    let source_proxy = NodeProxy::start(&nodes.path(0), move || {
+        Box::pin(async move {
+            Proxy::source(address, &ports, source_sockets, Some(OWNER), &Security::Plain).expect("source proxy")
+        })
+    });
+    (source_proxy, target_proxy)
+}
+
+fn options(uid: &str, bandwidth: u64) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "migrationUid": uid, "completionTimeoutPerGib": 150, "progressTimeoutSeconds": 150,
+        "bandwidthMibPerSecond": bandwidth, "copiedDisks": ["vda"]
+    }))
+    .expect("json")
+}
+
+async fn migration_over(client: &mut CmdClient) -> MigrationMetadata {
+    wait_until("the end of the migration", Duration::from_secs(120), async || {
+        snapshot(client)
+            .await
+            .and_then(|s| s.metadata.migration)
+            .filter(|m| m.completed || m.failed)
+    })
+    .await
+}
+
+/// The source and target pods running, the guest ticking on the source, the proxies up.
+async fn ready_to_migrate(
+    root: &Path,
+    nodes: &Nodes,
+    name: &str,
+    uid: &str,
+) -> (Pod, Pod, VirtualMachineInstance, (NodeProxy, NodeProxy)) {
+    let mut vmi = testguest(name, uid);
+    if let Some(kernel_boot) = vmi.spec.domain.firmware.as_mut().and_then(|f| f.kernel_boot.as_mut()) {
+        kernel_boot.kernel_args = Some("console=ttyS0 quiet panic=-1 kubevirt_rs.ticker".to_owned());
+    }
+    vmi.status.get_or_insert_default().runtime_user = Some(u64::from(OWNER));
+    let source = Pod::start(&root.join("a"), &nodes.path(0), name, uid);
+    let target = Pod::start(&root.join("b"), &nodes.path(1), name, uid);
+    source
+        .client()
+        .await
+        .sync(request(&vmi))
+        .await
+        .expect("sync the source");
+    let log = source.serial_log(uid);
+    wait_until("the guest's ticker", Duration::from_secs(90), async || {
+        (ticks(&log).len() > 20).then_some(())
+    })
+    .await;
+    target
+        .client()
+        .await
+        .sync_migration_target(request(&vmi))
+        .await
+        .expect("prepare the target");
+    assert!(
+        target.dirs.share.join(cmd_protocol::migration::PROXY_DIR).is_dir(),
+        "the target made its migration socket directory"
+    );
+    let proxies = proxies(nodes, &source, &target, uid);
+    (source, target, vmi, proxies)
+}
+
+/// Stops both launchers: each exits 0 and nothing of this VMI keeps running.
+fn stop_both(source: Pod, target: Pod, name: &str) {
+    assert!(source.stop().success(), "the source launcher exits cleanly");
+    assert!(target.stop().success(), "the target launcher exits cleanly");
+    let left = processes_under(Path::new(&format!("default_{name}")));
+    assert!(left.is_empty(), "processes left behind: {left:?}");
+}
+
+#[tokio::test]
+async fn the_guest_moves_between_nodes_and_its_ticker_goes_on() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let nodes = Nodes::new(0);
+    let (name, uid) = ("migrant", "7b8c9d0e-1f2a-4b3c-8d4e-5f6a7b8c9d01");
+    let (source, target, vmi, proxies) = ready_to_migrate(root.path(), &nodes, name, uid).await;
+    let mut source_client = source.client().await;
+    source_client
+        .migrate(MigrationRequest {
+            vmi: request(&vmi).vmi,
+            options: options("mig-1", 0),
+        })
+        .await
+        .expect("migrate");
+    let over = migration_over(&mut source_client).await;
+    assert!(over.completed && !over.failed, "{over:?}");
+    assert!(over.start_timestamp.is_some() && over.end_timestamp.is_some());
+
+    let source_domain = snapshot(&mut source_client).await.expect("the source's domain");
+    assert_eq!(
+        (
+            source_domain.status.status.as_str(),
+            source_domain.status.reason.as_str()
+        ),
+        ("Shutoff", "Migrated")
+    );
+    let mut target_client = target.client().await;
+    let target_domain = wait_until("the domain on the target", Duration::from_secs(30), async || {
+        snapshot(&mut target_client)
+            .await
+            .filter(|s| s.status.status == "Running")
+    })
+    .await;
+    assert_eq!(target_domain.metadata.uid, uid, "the target names the VMI");
+
+    // The ticker goes on from where it was, on the target, and the guest did not restart.
+    let before = ticks(&source.serial_log(uid));
+    let last_before = *before.last().expect("ticks on the source");
+    let target_log = target.serial_log(uid);
+    let after = wait_until("ticks on the target", Duration::from_secs(30), async || {
+        let ticks = ticks(&target_log);
+        (ticks.len() > 20).then_some(ticks)
+    })
+    .await;
+    let first_after = after[0];
+    assert!(
+        first_after.0 <= last_before.0 + 2 && first_after.0 + 2 >= last_before.0,
+        "the counter continues: {last_before:?} on the source, then {first_after:?} on the target"
+    );
+    assert!(
+        first_after.1 >= last_before.1,
+        "the guest's uptime goes on: {last_before:?} then {first_after:?}"
+    );
+    assert!(
+        after.windows(2).all(|w| w[1].0 == w[0].0 + 1),
+        "no tick lost on the target"
+    );
+    let in_pod = in_pod(&source.dirs);
+    assert!(in_pod.share.starts_with("/mnt"), "{}", in_pod.share.display());
+
+    drop(proxies);
+    stop_both(source, target, name);
+}
+
+#[tokio::test]
+async fn a_cancelled_migration_leaves_the_guest_on_the_source() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let nodes = Nodes::new(1);
+    let (name, uid) = ("stayer", "8c9d0e1f-2a3b-4c4d-9e5f-6a7b8c9d0e02");
+    let (source, target, vmi, proxies) = ready_to_migrate(root.path(), &nodes, name, uid).await;
+    let mut source_client = source.client().await;
+    // 1 MiB/s: the guest's 256 MiB cannot move before the cancel.
+    source_client
+        .migrate(MigrationRequest {
+            vmi: request(&vmi).vmi,
+            options: options("mig-2", 1),
+        })
+        .await
+        .expect("migrate");
+    wait_until("migration progress", Duration::from_secs(60), async || {
+        snapshot(&mut source_client)
+            .await
+            .and_then(|s| s.metadata.migration?.progress)
+            .filter(|p| p.data_processed_bytes > 0)
+    })
+    .await;
+    source_client.cancel_migration(request(&vmi)).await.expect("cancel");
+    let over = migration_over(&mut source_client).await;
+    assert!(over.failed && !over.completed, "{over:?}");
+    assert_eq!(over.failure_reason, "Live migration aborted ");
+    assert_eq!(over.abort_status, Some(cmd_protocol::migration::AbortStatus::Succeeded));
+    let domain = snapshot(&mut source_client).await.expect("domain");
+    assert_eq!(domain.status.status, "Running", "the guest stays on the source");
+    let log = source.serial_log(uid);
+    let count = ticks(&log).len();
+    wait_until("the ticker on the source", Duration::from_secs(30), async || {
+        (ticks(&log).len() > count + 20).then_some(())
+    })
+    .await;
+    let mut target_client = target.client().await;
+    assert!(
+        snapshot(&mut target_client)
+            .await
+            .is_none_or(|s| s.status.status != "Running"),
+        "nothing runs on the target"
+    );
+    drop(proxies);
+    stop_both(source, target, name);
+}
