@@ -277,9 +277,20 @@ async fn ready_to_migrate(
     name: &str,
     uid: &str,
 ) -> (Pod, Pod, VirtualMachineInstance, (NodeProxy, NodeProxy)) {
+    ready_to_migrate_with(root, nodes, name, uid, "kubevirt_rs.ticker").await
+}
+
+/// [`ready_to_migrate`] with `guest_args` on the guest kernel's command line.
+async fn ready_to_migrate_with(
+    root: &Path,
+    nodes: &Nodes,
+    name: &str,
+    uid: &str,
+    guest_args: &str,
+) -> (Pod, Pod, VirtualMachineInstance, (NodeProxy, NodeProxy)) {
     let mut vmi = testguest(name, uid);
     if let Some(kernel_boot) = vmi.spec.domain.firmware.as_mut().and_then(|f| f.kernel_boot.as_mut()) {
-        kernel_boot.kernel_args = Some("console=ttyS0 quiet panic=-1 kubevirt_rs.ticker".to_owned());
+        kernel_boot.kernel_args = Some(format!("console=ttyS0 quiet panic=-1 {guest_args}"));
     }
     vmi.status.get_or_insert_default().runtime_user = Some(u64::from(OWNER));
     let source = Pod::start(&root.join("a"), &nodes.path(0), name, uid);
@@ -423,6 +434,135 @@ async fn a_cancelled_migration_leaves_the_guest_on_the_source() {
             .is_none_or(|s| s.status.status != "Running"),
         "nothing runs on the target"
     );
+    drop(proxies);
+    stop_both(source, target, name);
+}
+
+/// The pids of `pid` and everything under it.
+fn process_tree(pid: u32) -> Vec<i32> {
+    let parents: Vec<(i32, i32)> = std::fs::read_dir("/proc")
+        .expect("proc")
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let child = e.file_name().to_str()?.parse::<i32>().ok()?;
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            // The parent pid is the second field after the command name in parentheses.
+            let parent = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?;
+            Some((child, parent))
+        })
+        .collect();
+    let mut tree = vec![i32::try_from(pid).expect("pid")];
+    let mut index = 0;
+    while index < tree.len() {
+        let parent = tree[index];
+        tree.extend(parents.iter().filter(|(_, p)| *p == parent).map(|(c, _)| *c));
+        index += 1;
+    }
+    tree
+}
+
+#[tokio::test]
+async fn a_target_pod_dying_midway_fails_the_migration_and_the_guest_stays() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let nodes = Nodes::new(2);
+    let (name, uid) = ("survivor", "9d0e1f2a-3b4c-4d5e-8f6a-7b8c9d0e1f03");
+    let (source, target, vmi, proxies) = ready_to_migrate(root.path(), &nodes, name, uid).await;
+    let mut source_client = source.client().await;
+    source_client
+        .migrate(MigrationRequest {
+            vmi: request(&vmi).vmi,
+            options: options("mig-3", 1),
+        })
+        .await
+        .expect("migrate");
+    wait_until("migration progress", Duration::from_secs(60), async || {
+        snapshot(&mut source_client)
+            .await
+            .and_then(|s| s.metadata.migration?.progress)
+            .filter(|p| p.data_processed_bytes > 0)
+    })
+    .await;
+    // The whole pod goes, as when its node fails: the launcher, its libvirtd and its QEMU.
+    for pid in process_tree(target.launcher.id()) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+    }
+    let over = migration_over(&mut source_client).await;
+    assert!(over.failed && !over.completed, "{over:?}");
+    assert!(!over.failure_reason.is_empty());
+    assert_eq!(over.abort_status, None);
+    let domain = snapshot(&mut source_client).await.expect("domain");
+    assert_eq!(domain.status.status, "Running", "the guest stays on the source");
+    let log = source.serial_log(uid);
+    let count = ticks(&log).len();
+    wait_until("the ticker on the source", Duration::from_secs(30), async || {
+        (ticks(&log).len() > count + 20).then_some(())
+    })
+    .await;
+    drop(proxies);
+    let mut target = target;
+    let _ = target.launcher.wait();
+    assert!(source.stop().success(), "the source launcher exits cleanly");
+    let left = processes_under(Path::new(&format!("default_{name}")));
+    assert!(left.is_empty(), "processes left behind: {left:?}");
+}
+
+#[tokio::test]
+async fn under_a_dirtying_load_a_starved_migration_stops_at_the_progress_timeout_and_auto_converge_finishes() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let nodes = Nodes::new(3);
+    let (name, uid) = ("dirtier", "0e1f2a3b-4c5d-4e6f-9a7b-8c9d0e1f2a04");
+    let (source, target, vmi, proxies) =
+        ready_to_migrate_with(root.path(), &nodes, name, uid, "kubevirt_rs.ticker kubevirt_rs.dirty").await;
+    let mut source_client = source.client().await;
+    // 2 MiB/s cannot keep up with the guest rewriting 64 MiB: the remaining data stops falling.
+    let starved = serde_json::json!({
+        "migrationUid": "mig-4a", "completionTimeoutPerGib": 1000, "progressTimeoutSeconds": 3,
+        "bandwidthMibPerSecond": 2, "copiedDisks": ["vda"]
+    });
+    source_client
+        .migrate(MigrationRequest {
+            vmi: request(&vmi).vmi,
+            options: serde_json::to_vec(&starved).expect("json"),
+        })
+        .await
+        .expect("migrate");
+    let over = migration_over(&mut source_client).await;
+    assert!(over.failed, "{over:?}");
+    assert!(
+        over.failure_reason.starts_with("Live migration stuck for "),
+        "{}",
+        over.failure_reason
+    );
+    assert_eq!(
+        snapshot(&mut source_client).await.expect("domain").status.status,
+        "Running",
+        "the guest stays on the source"
+    );
+    // Again, without a bandwidth limit and with auto-converge: it finishes.
+    let converging = serde_json::json!({
+        "migrationUid": "mig-4b", "completionTimeoutPerGib": 150, "progressTimeoutSeconds": 150,
+        "allowAutoConverge": true, "copiedDisks": ["vda"]
+    });
+    source_client
+        .migrate(MigrationRequest {
+            vmi: request(&vmi).vmi,
+            options: serde_json::to_vec(&converging).expect("json"),
+        })
+        .await
+        .expect("migrate again");
+    let over = wait_until("the second migration's end", Duration::from_secs(120), async || {
+        snapshot(&mut source_client)
+            .await
+            .and_then(|s| s.metadata.migration)
+            .filter(|m| m.uid == "mig-4b" && (m.completed || m.failed))
+    })
+    .await;
+    assert!(over.completed, "{over:?}");
+    let target_log = target.serial_log(uid);
+    wait_until("ticks on the target", Duration::from_secs(30), async || {
+        (ticks(&target_log).len() > 20).then_some(())
+    })
+    .await;
     drop(proxies);
     stop_both(source, target, name);
 }
