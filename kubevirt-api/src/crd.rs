@@ -16,7 +16,7 @@ use crate::instancetype::{
     KindNames, VirtualMachineClusterInstancetype, VirtualMachineClusterPreference, VirtualMachineInstancetype,
     VirtualMachineInstancetypeSpec, VirtualMachinePreference, VirtualMachinePreferenceSpec,
 };
-use crate::v1::{KubeVirt, VirtualMachine, VirtualMachineInstance};
+use crate::v1::{KubeVirt, VirtualMachine, VirtualMachineInstance, VirtualMachineInstanceMigration};
 
 /// Why a CRD could not be rendered.
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +37,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
     vec![
         VirtualMachineInstance::crd(),
         VirtualMachine::crd(),
+        VirtualMachineInstanceMigration::crd(),
         KubeVirt::crd(),
         instancetype_crd::<VirtualMachineInstancetypeSpec>(VirtualMachineInstancetype::NAMES),
         instancetype_crd::<VirtualMachineInstancetypeSpec>(VirtualMachineClusterInstancetype::NAMES),

@@ -1,6 +1,7 @@
 //! Status types about moving a VMI or its volumes: `status.migrationState`, `status.migratedVolumes`
-//! and the PVC details they carry, and changed block tracking. kubevirt-rs does not migrate yet;
-//! the types are here so these statuses parse and survive a round trip.
+//! and the PVC details they carry, and changed block tracking. virt-handler writes
+//! `migrationState` during a live migration; the volume-migration types are here so those statuses
+//! parse and survive a round trip.
 
 use std::collections::BTreeMap;
 
