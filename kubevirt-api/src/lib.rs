@@ -14,6 +14,7 @@ pub mod events;
 pub mod graceful_stop;
 pub mod instancetype;
 pub mod manifest;
+pub mod migratable;
 pub mod quantity;
 pub mod schema;
 pub mod support;

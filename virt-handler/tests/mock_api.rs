@@ -214,6 +214,12 @@ async fn a_scheduled_vmi_is_synced_and_written_running_with_exact_bodies() {
         "reason": "GuestNotRunning",
         "message": "Guest VM is not reported as running"
     });
+    // Nothing pins this VMI to its node, and it has no disk to copy.
+    let live_migratable = json!({
+        "type": "LiveMigratable",
+        "status": "True",
+        "lastTransitionTime": "2026-11-21T10:00:00Z"
+    });
     let expected_body = json!({
         "apiVersion": "kubevirt.io/v1",
         "kind": "VirtualMachineInstance",
@@ -230,7 +236,8 @@ async fn a_scheduled_vmi_is_synced_and_written_running_with_exact_bodies() {
             "nodeName": NODE,
             "activePods": {"pod-uid": NODE},
             "phaseTransitionTimestamps": [{"phase": "Scheduled", "phaseTransitionTimestamp": "2026-11-21T09:59:58Z"}],
-            "conditions": [ready_false]
+            "conditions": [ready_false, live_migratable],
+            "migrationMethod": "LiveMigration"
         }
     });
     assert_eq!(
@@ -265,8 +272,10 @@ async fn a_scheduled_vmi_is_synced_and_written_running_with_exact_bodies() {
                 {"phase": "Running", "phaseTransitionTimestamp": "2026-11-21T10:00:02Z"}
             ],
             "conditions": [
-                {"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-21T10:00:02Z"}
+                {"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-21T10:00:02Z"},
+                live_migratable
             ],
+            "migrationMethod": "LiveMigration",
             "machine": {"type": "pc-q35-7.2"}
         })
     );
@@ -318,6 +327,8 @@ async fn a_crash_turns_the_vmi_failed_and_a_deleted_vmi_is_shut_down_then_succee
         json!([{
             "type": "Ready", "status": "False", "lastTransitionTime": "2026-11-21T10:00:01Z",
             "reason": "GuestNotRunning", "message": "Guest VM is not reported as running"
+        }, {
+            "type": "LiveMigratable", "status": "True", "lastTransitionTime": "2026-11-21T10:00:00Z"
         }])
     );
     assert_eq!(
