@@ -15,6 +15,7 @@ pub mod graceful_stop;
 pub mod instancetype;
 pub mod manifest;
 pub mod migratable;
+pub mod migration_settings;
 pub mod quantity;
 pub mod schema;
 pub mod support;

@@ -64,6 +64,8 @@ pub struct KubeVirtConfiguration {
     pub emulated_machines: Option<Vec<String>>,
     /// How VM changes reach a running VMI: `LiveUpdate` (upstream's default) or `Stage`.
     pub vm_rollout_strategy: Option<String>,
+    /// Live-migration settings.
+    pub migrations: Option<super::MigrationConfiguration>,
 }
 
 /// `spec.configuration.developerConfiguration`.
@@ -132,6 +134,8 @@ pub struct ClusterConfig {
     pub emulated_machines: Vec<String>,
     /// `vmRolloutStrategy`, defaulting to `LiveUpdate`.
     pub vm_rollout_strategy: String,
+    /// `migrations`, with upstream's defaults.
+    pub migrations: crate::migration_settings::MigrationSettings,
     /// The KubeVirt CR carries `alpha.kubevirt.io/EmulatorThreadCompleteToEvenParity` (HCO's
     /// `alignCPUs`): new VMIs with an isolated emulator thread get it too, under the AlignCPUs gate.
     pub emulator_thread_complete_to_even_parity: bool,
@@ -188,6 +192,9 @@ impl ClusterConfig {
             vm_rollout_strategy: config
                 .and_then(|c| c.vm_rollout_strategy.clone())
                 .unwrap_or_else(|| "LiveUpdate".to_owned()),
+            migrations: crate::migration_settings::MigrationSettings::from_configuration(
+                config.and_then(|c| c.migrations.as_ref()),
+            ),
             emulator_thread_complete_to_even_parity: false,
         }
     }

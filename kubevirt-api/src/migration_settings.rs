@@ -1,0 +1,200 @@
+//! The cluster's live-migration settings (`KubeVirt.spec.configuration.migrations`) with
+//! upstream's defaults, and the settings kubevirt-rs refuses.
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+use crate::v1::MigrationConfiguration;
+
+/// Upstream's `ParallelMigrationsPerClusterDefault`.
+pub const DEFAULT_PARALLEL_MIGRATIONS_PER_CLUSTER: u32 = 5;
+/// Upstream's `ParallelOutboundMigrationsPerNodeDefault`.
+pub const DEFAULT_PARALLEL_OUTBOUND_MIGRATIONS_PER_NODE: u32 = 2;
+/// Upstream's `MigrationCompletionTimeoutPerGiB`.
+pub const DEFAULT_COMPLETION_TIMEOUT_PER_GIB: u64 = 150;
+/// Upstream's `MigrationProgressTimeout`.
+pub const DEFAULT_PROGRESS_TIMEOUT: u64 = 150;
+/// Upstream's `NodeDrainTaintDefaultKey`.
+pub const DEFAULT_NODE_DRAIN_TAINT_KEY: &str = "kubevirt.io/drain";
+
+/// The settings in effect.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[allow(clippy::struct_excessive_bools, reason = "each is one upstream setting")]
+pub struct MigrationSettings {
+    /// Migrations in the cluster at once.
+    pub parallel_migrations_per_cluster: u32,
+    /// Outbound migrations per node at once.
+    pub parallel_outbound_migrations_per_node: u32,
+    /// Bandwidth per migration, MiB/s; 0 is unlimited.
+    pub bandwidth_mib_per_second: u64,
+    /// Seconds per GiB before a migration is aborted (or switched to post-copy).
+    pub completion_timeout_per_gib: u64,
+    /// Seconds without progress before a migration is aborted.
+    pub progress_timeout: u64,
+    /// Throttle the guest's vCPUs so that a migration converges.
+    pub allow_auto_converge: bool,
+    /// Switch to post-copy when pre-copy runs out of time.
+    pub allow_post_copy: bool,
+    /// Migrate VMIs whose disk cache mode makes it unsafe.
+    pub unsafe_migration_override: bool,
+    /// Plain TCP between the nodes instead of mutual TLS.
+    pub disable_tls: bool,
+    /// The taint that marks a node for draining.
+    pub node_drain_taint_key: String,
+    /// Settings that are set but not supported: each field's path. A migration is refused while
+    /// any is set.
+    pub unsupported: Vec<&'static str>,
+}
+
+impl Default for MigrationSettings {
+    fn default() -> Self {
+        Self::from_configuration(None)
+    }
+}
+
+/// A bandwidth quantity (per second) in MiB, rounded down; `None` when it is not a quantity.
+fn mib(bandwidth: &Quantity) -> Option<u64> {
+    let bytes = crate::quantity::to_bytes(bandwidth).ok()?;
+    Some(bytes / (1 << 20))
+}
+
+impl MigrationSettings {
+    /// `migrations` with upstream's defaults.
+    #[must_use]
+    pub fn from_configuration(migrations: Option<&MigrationConfiguration>) -> Self {
+        let m = migrations.cloned().unwrap_or_default();
+        let mut unsupported = Vec::new();
+        let mut refuse = |set: bool, path: &'static str| {
+            if set {
+                unsupported.push(path);
+            }
+        };
+        refuse(m.network.is_some(), "spec.configuration.migrations.network");
+        refuse(
+            m.match_selinux_level_on_migration.is_some(),
+            "spec.configuration.migrations.matchSELinuxLevelOnMigration",
+        );
+        refuse(m.experimental.is_some(), "spec.configuration.migrations.experimental");
+        refuse(
+            m.allow_workload_disruption == Some(true),
+            "spec.configuration.migrations.allowWorkloadDisruption",
+        );
+        refuse(
+            m.max_downtime_ms.is_some(),
+            "spec.configuration.migrations.maxDowntimeMs",
+        );
+        refuse(
+            m.utility_volumes_timeout.is_some(),
+            "spec.configuration.migrations.utilityVolumesTimeout",
+        );
+        let bandwidth = m.bandwidth_per_migration.as_ref().map(mib);
+        refuse(
+            bandwidth.is_some_and(|b| b.is_none()),
+            "spec.configuration.migrations.bandwidthPerMigration",
+        );
+        let seconds = |value: Option<i64>, default: u64| value.map_or(default, |v| u64::try_from(v).unwrap_or(0));
+        Self {
+            parallel_migrations_per_cluster: m
+                .parallel_migrations_per_cluster
+                .unwrap_or(DEFAULT_PARALLEL_MIGRATIONS_PER_CLUSTER),
+            parallel_outbound_migrations_per_node: m
+                .parallel_outbound_migrations_per_node
+                .unwrap_or(DEFAULT_PARALLEL_OUTBOUND_MIGRATIONS_PER_NODE),
+            bandwidth_mib_per_second: bandwidth.flatten().unwrap_or(0),
+            completion_timeout_per_gib: seconds(m.completion_timeout_per_gib, DEFAULT_COMPLETION_TIMEOUT_PER_GIB),
+            progress_timeout: seconds(m.progress_timeout, DEFAULT_PROGRESS_TIMEOUT),
+            allow_auto_converge: m.allow_auto_converge.unwrap_or(false),
+            allow_post_copy: m.allow_post_copy.unwrap_or(false),
+            unsafe_migration_override: m.unsafe_migration_override.unwrap_or(false),
+            disable_tls: m.disable_tls.unwrap_or(false),
+            node_drain_taint_key: m
+                .node_drain_taint_key
+                .unwrap_or_else(|| DEFAULT_NODE_DRAIN_TAINT_KEY.to_owned()),
+            unsupported,
+        }
+    }
+
+    /// The configuration as `status.migrationState.migrationConfiguration` records it.
+    #[must_use]
+    pub fn as_configuration(&self) -> MigrationConfiguration {
+        MigrationConfiguration {
+            node_drain_taint_key: Some(self.node_drain_taint_key.clone()),
+            parallel_outbound_migrations_per_node: Some(self.parallel_outbound_migrations_per_node),
+            parallel_migrations_per_cluster: Some(self.parallel_migrations_per_cluster),
+            allow_auto_converge: Some(self.allow_auto_converge),
+            bandwidth_per_migration: Some(Quantity(format!("{}Mi", self.bandwidth_mib_per_second))),
+            completion_timeout_per_gib: i64::try_from(self.completion_timeout_per_gib).ok(),
+            progress_timeout: i64::try_from(self.progress_timeout).ok(),
+            unsafe_migration_override: Some(self.unsafe_migration_override),
+            allow_post_copy: Some(self.allow_post_copy),
+            disable_tls: Some(self.disable_tls),
+            ..MigrationConfiguration::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nothing_set_is_upstreams_defaults() {
+        let settings = MigrationSettings::default();
+        assert_eq!(settings.parallel_migrations_per_cluster, 5);
+        assert_eq!(settings.parallel_outbound_migrations_per_node, 2);
+        assert_eq!(settings.bandwidth_mib_per_second, 0);
+        assert_eq!(settings.completion_timeout_per_gib, 150);
+        assert_eq!(settings.progress_timeout, 150);
+        assert!(!settings.allow_auto_converge && !settings.allow_post_copy && !settings.disable_tls);
+        assert_eq!(settings.node_drain_taint_key, "kubevirt.io/drain");
+        assert!(settings.unsupported.is_empty());
+    }
+
+    #[test]
+    fn every_supported_setting_is_read() {
+        let config: MigrationConfiguration = serde_json::from_value(serde_json::json!({
+            "bandwidthPerMigration": "64Mi", "completionTimeoutPerGiB": 800, "progressTimeout": 20,
+            "parallelMigrationsPerCluster": 9, "parallelOutboundMigrationsPerNode": 3,
+            "allowAutoConverge": true, "allowPostCopy": true, "unsafeMigrationOverride": true,
+            "disableTLS": true, "nodeDrainTaintKey": "example.com/drain"
+        }))
+        .expect("configuration");
+        let settings = MigrationSettings::from_configuration(Some(&config));
+        assert_eq!(
+            settings,
+            MigrationSettings {
+                parallel_migrations_per_cluster: 9,
+                parallel_outbound_migrations_per_node: 3,
+                bandwidth_mib_per_second: 64,
+                completion_timeout_per_gib: 800,
+                progress_timeout: 20,
+                allow_auto_converge: true,
+                allow_post_copy: true,
+                unsafe_migration_override: true,
+                disable_tls: true,
+                node_drain_taint_key: "example.com/drain".to_owned(),
+                unsupported: Vec::new(),
+            }
+        );
+        assert_eq!(
+            MigrationSettings::from_configuration(Some(&settings.as_configuration())).unsupported,
+            Vec::<&str>::new(),
+            "what the status records reads back"
+        );
+    }
+
+    #[test]
+    fn unsupported_settings_are_named() {
+        let config: MigrationConfiguration = serde_json::from_value(serde_json::json!({
+            "network": "migration-net", "maxDowntimeMs": 300, "bandwidthPerMigration": "fast"
+        }))
+        .expect("configuration");
+        assert_eq!(
+            MigrationSettings::from_configuration(Some(&config)).unsupported,
+            [
+                "spec.configuration.migrations.network",
+                "spec.configuration.migrations.maxDowntimeMs",
+                "spec.configuration.migrations.bandwidthPerMigration"
+            ]
+        );
+    }
+}
