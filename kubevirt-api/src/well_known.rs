@@ -29,6 +29,10 @@ pub mod labels {
     pub const OUTDATED_LAUNCHER_IMAGE: &str = "kubevirt.io/outdatedLauncherImage";
     /// On launcher pods: the VMI's migration job, if any.
     pub const MIGRATION_JOB_UID: &str = "kubevirt.io/migrationJobUID";
+    /// On migrations: the VMI they move.
+    pub const MIGRATION_VMI_NAME: &str = "kubevirt.io/vmi-name";
+    /// On VMIs: the node a migration moves them to, set at the hand-off.
+    pub const MIGRATION_TARGET_NODE_NAME: &str = "kubevirt.io/migrationTargetNodeName";
     /// On nodes: the kubelet's CPU manager pins exclusive CPUs (static policy).
     pub const CPU_MANAGER: &str = "cpumanager";
     /// On nodes: realtime VMIs may run here.
@@ -57,6 +61,8 @@ pub mod annotations {
     pub const LATEST_OBSERVED_API_VERSION: &str = "kubevirt.io/latest-observed-api-version";
     /// The API version the object is stored as.
     pub const STORAGE_OBSERVED_API_VERSION: &str = "kubevirt.io/storage-observed-api-version";
+    /// On migration target pods: the migration's name.
+    pub const MIGRATION_JOB_NAME: &str = "kubevirt.io/migrationJobName";
     /// On launcher pods: the container `kubectl logs` and `exec` pick.
     pub const DEFAULT_CONTAINER: &str = "kubectl.kubernetes.io/default-container";
     /// kubevirt-rs only, on the `KubeVirt` resource: `"true"` makes every launcher emulate (TCG)
@@ -71,6 +77,8 @@ pub mod finalizers {
     pub const VMI_FOREGROUND_DELETE: &str = "foregroundDeleteVirtualMachine";
     /// On VMs: removed by the VM controller once the VMI is gone.
     pub const VM_CONTROLLER: &str = "kubevirt.io/virtualMachineControllerFinalize";
+    /// On migrations: removed by the migration controller once the migration is final.
+    pub const MIGRATION: &str = "kubevirt.io/migrationJobFinalize";
 }
 
 /// Condition types.
@@ -85,6 +93,8 @@ pub mod conditions {
     pub const ACCESS_CREDENTIALS_SYNCHRONIZED: &str = "AccessCredentialsSynchronized";
     /// The VMI can be live-migrated.
     pub const LIVE_MIGRATABLE: &str = "LiveMigratable";
+    /// On migrations: the user asked to cancel it.
+    pub const MIGRATION_ABORT_REQUESTED: &str = "migrationAbortRequested";
     /// On VMs: the VMI failed to start.
     pub const FAILURE: &str = "Failure";
     /// Status value `True`.

@@ -5,6 +5,7 @@
 
 mod config_volumes;
 mod containers;
+mod migration_target;
 mod resources;
 mod security;
 mod volumes;
@@ -15,6 +16,7 @@ use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kubevirt_api::v1::VirtualMachineInstance;
 use kubevirt_api::well_known::{annotations, labels};
+pub use migration_target::{HOSTNAME_TOPOLOGY, render_target_pod};
 pub use resources::{KVM, TUN, VHOST_NET, has_pod_interface};
 
 /// What the cluster decides about launcher pods.
