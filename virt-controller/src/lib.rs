@@ -11,6 +11,7 @@ pub mod compact;
 pub mod expectations;
 pub mod leader;
 pub mod migration_phase;
+pub mod migration_plan;
 pub mod overhead;
 pub mod pod;
 pub mod printable_status;

@@ -1,0 +1,225 @@
+//! A migration's writes, phase by phase: finalizer and label, the target pod within the limits,
+//! the hand-off, a cancel before and after it, the end.
+
+use k8s_openapi::jiff::Timestamp;
+
+use super::*;
+
+fn migration(phase: Phase, deleting: bool) -> VirtualMachineInstanceMigration {
+    let mut migration: VirtualMachineInstanceMigration = serde_json::from_value(serde_json::json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstanceMigration",
+        "metadata": {"name": "mig", "namespace": "prod", "uid": "mig-uid",
+                     "labels": {"kubevirt.io/vmi-name": "vm1"},
+                     "finalizers": ["kubevirt.io/migrationJobFinalize"]},
+        "spec": {"vmiName": "vm1"},
+        "status": {"phase": phase.as_str()}
+    }))
+    .expect("migration");
+    if deleting {
+        migration.metadata.deletion_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
+    }
+    migration
+}
+
+fn vmi(state: Option<serde_json::Value>) -> VirtualMachineInstance {
+    let mut status = serde_json::json!({"phase": "Running", "nodeName": "node-a"});
+    if let Some(state) = state {
+        status["migrationState"] = state;
+    }
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+        "metadata": {"name": "vm1", "namespace": "prod", "uid": "vmi-uid"},
+        "spec": {"domain": {"devices": {}}},
+        "status": status
+    }))
+    .expect("vmi")
+}
+
+fn pod(name: &str, node: Option<&str>, phase: &str, ready: bool) -> PodView {
+    PodView {
+        name: name.to_owned(),
+        uid: format!("{name}-uid"),
+        node: node.map(str::to_owned),
+        phase: phase.to_owned(),
+        is_compute_ready: ready,
+        is_terminating: false,
+        unschedulable: None,
+        runtime_user: 107,
+    }
+}
+
+fn observe<'a>(
+    migration: &'a VirtualMachineInstanceMigration,
+    vmi: Option<&'a VirtualMachineInstance>,
+    target: Option<&'a PodView>,
+    settings: &'a MigrationSettings,
+) -> Observed<'a> {
+    Observed {
+        migration,
+        vmi,
+        target_pod: target,
+        source_pod: None,
+        other_in_flight: false,
+        running_in_cluster: 0,
+        running_from_node: 0,
+        settings,
+        now: Time(Timestamp::UNIX_EPOCH),
+    }
+}
+
+fn phase_of(plan: &Plan) -> Option<Phase> {
+    plan.status.as_ref().and_then(|s| s.phase)
+}
+
+#[test]
+fn a_new_migration_gets_its_finalizer_and_label_then_a_target_pod() {
+    let settings = MigrationSettings::default();
+    let mut new = migration(Phase::Unset, false);
+    new.metadata.finalizers = None;
+    let vmi = vmi(None);
+    let first = plan(&observe(&new, Some(&vmi), None, &settings));
+    assert!(first.add_finalizer_and_label);
+    assert_eq!(phase_of(&first), Some(Phase::Pending));
+    assert!(first.create_target_pod, "Pending with no pod: create it");
+    let pending = migration(Phase::Pending, false);
+    let second = plan(&observe(&pending, Some(&vmi), None, &settings));
+    assert!(second.create_target_pod && !second.add_finalizer_and_label);
+    assert_eq!(second.status, None);
+}
+
+#[test]
+fn the_parallel_limits_hold_the_target_pod_back() {
+    let settings = MigrationSettings::default();
+    let pending = migration(Phase::Pending, false);
+    let vmi = vmi(None);
+    let mut seen = observe(&pending, Some(&vmi), None, &settings);
+    seen.running_in_cluster = 5;
+    let full = plan(&seen);
+    assert!(!full.create_target_pod);
+    assert_eq!(full.requeue, Some(LIMIT_RETRY));
+    seen.running_in_cluster = 2;
+    seen.running_from_node = 2;
+    assert!(!plan(&seen).create_target_pod, "two leave this node already");
+    seen.running_from_node = 1;
+    assert!(plan(&seen).create_target_pod);
+}
+
+#[test]
+fn unsupported_settings_hold_the_migration_with_a_warning() {
+    let settings = MigrationSettings {
+        unsupported: vec!["spec.configuration.migrations.network"],
+        ..MigrationSettings::default()
+    };
+    let pending = migration(Phase::Pending, false);
+    let vmi = vmi(None);
+    let held = plan(&observe(&pending, Some(&vmi), None, &settings));
+    assert!(!held.create_target_pod);
+    assert!(held.events[0].message.contains("spec.configuration.migrations.network"));
+}
+
+#[test]
+fn a_ready_target_pod_is_handed_to_virt_handler() {
+    let settings = MigrationSettings::default();
+    let scheduled = migration(Phase::Scheduled, false);
+    let vmi = vmi(None);
+    let target = pod("virt-launcher-vm1-xyz", Some("node-b"), "Running", true);
+    let source = pod("virt-launcher-vm1-abc", Some("node-a"), "Running", true);
+    let mut seen = observe(&scheduled, Some(&vmi), Some(&target), &settings);
+    seen.source_pod = Some(&source);
+    let handed = plan(&seen);
+    let state = handed.vmi_migration_state.expect("hand-off");
+    assert_eq!(state.migration_uid.as_deref(), Some("mig-uid"));
+    assert_eq!(state.target_node.as_deref(), Some("node-b"));
+    assert_eq!(state.source_node.as_deref(), Some("node-a"));
+    assert_eq!(state.target_pod.as_deref(), Some("virt-launcher-vm1-xyz"));
+    assert_eq!(state.source_pod.as_deref(), Some("virt-launcher-vm1-abc"));
+    assert_eq!(
+        state
+            .migration_configuration
+            .and_then(|c| c.parallel_migrations_per_cluster),
+        Some(5)
+    );
+    assert_eq!(handed.vmi_target_node_label.as_deref(), Some("node-b"));
+    assert_eq!(handed.events[0].reason, "SuccessfulHandOver");
+    // Once the VMI carries it, the phase moves on and nothing is written twice.
+    let vmi = self::vmi(Some(
+        serde_json::json!({"migrationUid": "mig-uid", "targetNode": "node-b"}),
+    ));
+    let next = plan(&observe(&scheduled, Some(&vmi), Some(&target), &settings));
+    assert_eq!(phase_of(&next), Some(Phase::PreparingTarget));
+    assert_eq!(next.vmi_migration_state, None);
+}
+
+#[test]
+fn a_cancel_before_the_hand_off_deletes_the_target_pod_and_fails() {
+    let settings = MigrationSettings::default();
+    let cancelled = migration(Phase::Scheduling, true);
+    let vmi = vmi(None);
+    let target = pod("t", None, "Pending", false);
+    let planned = plan(&observe(&cancelled, Some(&vmi), Some(&target), &settings));
+    assert_eq!(phase_of(&planned), Some(Phase::Failed));
+    assert_eq!(planned.delete_target_pod.as_deref(), Some("t"));
+    let status = planned.status.expect("status");
+    assert_eq!(status.conditions[0].condition_type, "migrationAbortRequested");
+    assert_eq!(planned.events[0].message, "Migration failed due to being canceled");
+    assert!(!planned.remove_finalizer, "not before the pod's deletion is asked for");
+}
+
+#[test]
+fn a_cancel_while_running_asks_virt_handler_and_the_end_releases_the_finalizer() {
+    let settings = MigrationSettings::default();
+    let running = migration(Phase::Running, true);
+    let state = serde_json::json!({"migrationUid": "mig-uid", "targetNode": "node-b",
+        "targetNodeAddress": "10.0.0.2", "startTimestamp": "2026-11-26T10:00:00Z"});
+    let vmi = vmi(Some(state.clone()));
+    let target = pod("t", Some("node-b"), "Running", true);
+    let asked = plan(&observe(&running, Some(&vmi), Some(&target), &settings));
+    assert_eq!(
+        asked.vmi_migration_state.as_ref().and_then(|s| s.abort_requested),
+        Some(true)
+    );
+    assert_eq!(
+        phase_of(&asked),
+        Some(Phase::Running),
+        "the phase stays until virt-handler reports"
+    );
+    assert_eq!(
+        asked.status.as_ref().map(|s| s.conditions[0].condition_type.as_str()),
+        Some("migrationAbortRequested")
+    );
+    assert!(
+        asked.delete_target_pod.is_none(),
+        "virt-handler cleans up after the abort"
+    );
+    let mut failed_state = state;
+    failed_state["failed"] = serde_json::json!(true);
+    failed_state["abortRequested"] = serde_json::json!(true);
+    let vmi = self::vmi(Some(failed_state));
+    let over = plan(&observe(&running, Some(&vmi), Some(&target), &settings));
+    assert_eq!(phase_of(&over), Some(Phase::Failed));
+    assert_eq!(over.delete_target_pod.as_deref(), Some("t"));
+    assert_eq!(
+        over.status.and_then(|s| s.migration_state).and_then(|s| s.failed),
+        Some(true),
+        "the VMI's migration state is kept"
+    );
+    let done = migration(Phase::Failed, true);
+    let released = plan(&observe(&done, Some(&vmi), None, &settings));
+    assert!(released.remove_finalizer);
+}
+
+#[test]
+fn a_completed_migration_succeeds_and_keeps_its_target_pod() {
+    let settings = MigrationSettings::default();
+    let running = migration(Phase::Running, false);
+    let vmi = vmi(Some(
+        serde_json::json!({"migrationUid": "mig-uid", "targetNode": "node-b",
+        "targetNodeAddress": "10.0.0.2", "startTimestamp": "2026-11-26T10:00:00Z", "completed": true}),
+    ));
+    let target = pod("t", Some("node-b"), "Running", true);
+    let over = plan(&observe(&running, Some(&vmi), Some(&target), &settings));
+    assert_eq!(phase_of(&over), Some(Phase::Succeeded));
+    assert_eq!(over.delete_target_pod, None, "the guest runs there now");
+    assert!(over.remove_finalizer);
+    assert_eq!(over.events[0].message, "Source node reported migration succeeded");
+}
