@@ -16,8 +16,30 @@ pub fn vmi_event(
     message: &str,
     now: Time,
 ) -> Event {
-    let namespace = vmi.metadata.namespace.clone().unwrap_or_else(|| "default".to_owned());
-    let name = vmi.metadata.name.clone().unwrap_or_default();
+    object_event(
+        "VirtualMachineInstance",
+        &vmi.metadata,
+        component,
+        host,
+        (event_type, reason, message),
+        now,
+    )
+}
+
+/// An event about the `kubevirt.io/v1` object of `kind` with `meta`; `what` is the event's type,
+/// reason and message.
+#[must_use]
+pub fn object_event(
+    kind: &str,
+    meta: &ObjectMeta,
+    component: &str,
+    host: Option<&str>,
+    what: (&str, &str, &str),
+    now: Time,
+) -> Event {
+    let (event_type, reason, message) = what;
+    let namespace = meta.namespace.clone().unwrap_or_else(|| "default".to_owned());
+    let name = meta.name.clone().unwrap_or_default();
     Event {
         metadata: ObjectMeta {
             generate_name: Some(format!("{name}.")),
@@ -26,11 +48,11 @@ pub fn vmi_event(
         },
         involved_object: ObjectReference {
             api_version: Some("kubevirt.io/v1".to_owned()),
-            kind: Some("VirtualMachineInstance".to_owned()),
+            kind: Some(kind.to_owned()),
             name: Some(name),
             namespace: Some(namespace),
-            uid: vmi.metadata.uid.clone(),
-            resource_version: vmi.metadata.resource_version.clone(),
+            uid: meta.uid.clone(),
+            resource_version: meta.resource_version.clone(),
             ..ObjectReference::default()
         },
         type_: Some(event_type.to_owned()),

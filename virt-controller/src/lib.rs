@@ -10,6 +10,7 @@ pub mod cluster_api;
 pub mod compact;
 pub mod expectations;
 pub mod leader;
+pub mod migration_controller;
 pub mod migration_phase;
 pub mod migration_plan;
 pub mod overhead;

@@ -1,5 +1,6 @@
-//! virt-controller's event loop: the VMI, VM and launcher-pod watches feed one work queue of
-//! `vmi:` and `vm:` keys, reconciled by up to `workers` tasks (never one key twice at once).
+//! virt-controller's event loop: the VMI, VM, migration and launcher-pod watches feed one work
+//! queue of `vmi:`, `vm:` and `vmim:` keys, reconciled by up to `workers` tasks (never one key
+//! twice at once).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,16 +14,19 @@ use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 use crate::cluster_api::ControllerApi;
+use crate::migration_controller::MigrationController;
 use crate::vm_controller::VmController;
 use crate::vmi_controller::VmiController;
 
-/// Both controllers.
+/// The controllers.
 #[derive(Debug)]
 pub struct Controllers<A, K> {
     /// VMI -> launcher pod.
     pub vmis: VmiController<A, K>,
     /// VM -> VMI.
     pub vms: VmController<A, K>,
+    /// Migration -> target pod and the VMI's migration state.
+    pub migrations: MigrationController<A, K>,
 }
 
 impl<A: ControllerApi, K: Clock> Controllers<A, K> {
@@ -30,6 +34,7 @@ impl<A: ControllerApi, K: Clock> Controllers<A, K> {
         match key.split_once(':') {
             Some(("vmi", key)) => self.vmis.reconcile(key).await,
             Some(("vm", key)) => self.vms.reconcile(key).await,
+            Some(("vmim", key)) => self.migrations.reconcile(key).await,
             _ => None,
         }
     }
@@ -88,6 +93,7 @@ pub async fn run<A: ControllerApi, K: Clock>(
     let mut machine_events = api.watch_vms();
     let mut pod_events = api.watch_launcher_pods();
     let mut kubevirt_events = api.watch_kubevirts();
+    let mut migration_events = api.watch_migrations();
     let mut queue = WorkQueue::new();
     let mut running: JoinSet<(String, Option<Duration>)> = JoinSet::new();
     loop {
@@ -114,10 +120,12 @@ pub async fn run<A: ControllerApi, K: Clock>(
                 Ok(Event::Apply(kubevirt) | Event::InitApply(kubevirt)) => {
                     controllers.vmis.set_cluster_configuration(Some(&kubevirt));
                     controllers.vms.set_cluster_configuration(Some(&kubevirt));
+                    controllers.migrations.set_cluster_configuration(Some(&kubevirt), controllers.vmis.pod_config());
                 }
                 Ok(Event::Delete(_)) => {
                     controllers.vmis.set_cluster_configuration(None);
                     controllers.vms.set_cluster_configuration(None);
+                    controllers.migrations.set_cluster_configuration(None, controllers.vmis.pod_config());
                 }
                 Ok(Event::Init | Event::InitDone) => {}
                 Err(error) => warn!(error = %error, "KubeVirt watch error; the watch retries"),
@@ -126,6 +134,7 @@ pub async fn run<A: ControllerApi, K: Clock>(
             Some(event) = instance_events.next() => match event {
                 Ok(event) => {
                     queue_all(&mut queue, "vm", controllers.vms.on_vmi_event(event.clone()));
+                    queue_all(&mut queue, "vmim", controllers.migrations.on_vmi_event(event.clone()));
                     queue_all(&mut queue, "vmi", controllers.vmis.on_vmi_event(event));
                 }
                 Err(error) => warn!(error = %error, "VMI watch error; the watch retries"),
@@ -135,8 +144,15 @@ pub async fn run<A: ControllerApi, K: Clock>(
                 Err(error) => warn!(error = %error, "VM watch error; the watch retries"),
             },
             Some(event) = pod_events.next() => match event {
-                Ok(event) => queue_all(&mut queue, "vmi", controllers.vmis.on_pod_event(event)),
+                Ok(event) => {
+                    queue_all(&mut queue, "vmim", controllers.migrations.on_pod_event(event.clone()));
+                    queue_all(&mut queue, "vmi", controllers.vmis.on_pod_event(event));
+                }
                 Err(error) => warn!(error = %error, "pod watch error; the watch retries"),
+            },
+            Some(event) = migration_events.next() => match event {
+                Ok(event) => queue_all(&mut queue, "vmim", controllers.migrations.on_migration_event(event)),
+                Err(error) => warn!(error = %error, "migration watch error; the watch retries"),
             },
             () = queue.next_timer() => {}
             Some(finished) = running.join_next(), if !running.is_empty() => match finished {

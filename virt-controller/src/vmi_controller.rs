@@ -106,6 +106,12 @@ pub fn pod_view(pod: &Pod) -> PodView {
             .and_then(|c| c.run_as_user)
             .and_then(|uid| u32::try_from(uid).ok())
             .unwrap_or(0),
+        migration_job: pod
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(kubevirt_api::well_known::labels::MIGRATION_JOB_UID))
+            .cloned(),
     }
 }
 

@@ -33,6 +33,8 @@ pub struct PodView {
     pub unschedulable: Option<(String, String)>,
     /// The uid it runs as (`spec.securityContext.runAsUser`, 0 when unset).
     pub runtime_user: u32,
+    /// The migration it was created for (its `kubevirt.io/migrationJobUID`): a migration target.
+    pub migration_job: Option<String>,
 }
 
 impl PodView {
@@ -143,7 +145,15 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
     let phase = current.phase.unwrap_or_default();
     let mut status = current.clone();
     let mut plan = Plan::default();
-    let live_pod = observed.pods.iter().find(|p| !p.is_terminating);
+    // The VMI's own pod: the one on its node once it has one (after a migration, the target's),
+    // before that the first that is no migration's target.
+    let live = || observed.pods.iter().filter(|p| !p.is_terminating);
+    let live_pod = current
+        .node_name
+        .as_deref()
+        .and_then(|node| live().find(|p| p.node.as_deref() == Some(node)))
+        .or_else(|| live().find(|p| p.migration_job.is_none()))
+        .or_else(|| live().next());
     let is_deleting = vmi.metadata.deletion_timestamp.is_some();
     let pod = pod_state(&observed.pods, live_pod);
 

@@ -9,10 +9,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kubevirt_api::instancetype::{InstancetypeLookup, KindNames, LookupError};
-use kubevirt_api::v1::{KubeVirt, VirtualMachine, VirtualMachineInstance};
+use kubevirt_api::v1::{KubeVirt, VirtualMachine, VirtualMachineInstance, VirtualMachineInstanceMigration};
 use kubevirt_api::well_known::labels;
 
-use super::{ApiError, ControllerApi, KubeVirtWatchEvent, PodWatchEvent, VmWatchEvent, VmiWatchEvent};
+use super::{
+    ApiError, ControllerApi, KubeVirtWatchEvent, MigrationWatchEvent, PodWatchEvent, VmWatchEvent, VmiWatchEvent,
+};
 
 /// The component name on events.
 pub const COMPONENT: &str = "virt-controller";
@@ -56,6 +58,17 @@ fn names(vmi: &VirtualMachineInstance) -> (String, String) {
     (
         vmi.metadata.namespace.clone().unwrap_or_else(|| "default".to_owned()),
         vmi.metadata.name.clone().unwrap_or_default(),
+    )
+}
+
+fn migration_names(migration: &VirtualMachineInstanceMigration) -> (String, String) {
+    (
+        migration
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".to_owned()),
+        migration.metadata.name.clone().unwrap_or_default(),
     )
 }
 
@@ -176,6 +189,61 @@ impl ControllerApi for KubeControllerApi {
             .create(&PostParams::default(), revision)
             .await
             .map_err(kube_error(format!("create ControllerRevision {namespace}/{name}")))
+    }
+
+    fn watch_migrations(&self) -> BoxStream<'static, Result<MigrationWatchEvent, ApiError>> {
+        let api: Api<VirtualMachineInstanceMigration> = Api::all(self.client.clone());
+        watcher(api, watcher::Config::default())
+            .default_backoff()
+            .map(|event| event.map_err(ApiError::from))
+            .boxed()
+    }
+
+    async fn patch_migration_metadata(
+        &self,
+        migration: &VirtualMachineInstanceMigration,
+        mut patch: serde_json::Value,
+    ) -> Result<VirtualMachineInstanceMigration, ApiError> {
+        let (namespace, name) = migration_names(migration);
+        patch["metadata"]["resourceVersion"] = serde_json::json!(migration.metadata.resource_version);
+        Api::<VirtualMachineInstanceMigration>::namespaced(self.client.clone(), &namespace)
+            .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map_err(kube_error(format!("patch migration {namespace}/{name}")))
+    }
+
+    async fn update_migration_status(
+        &self,
+        migration: &VirtualMachineInstanceMigration,
+    ) -> Result<VirtualMachineInstanceMigration, ApiError> {
+        let (namespace, name) = migration_names(migration);
+        Api::<VirtualMachineInstanceMigration>::namespaced(self.client.clone(), &namespace)
+            .replace_status(&name, &PostParams::default(), migration)
+            .await
+            .map_err(kube_error(format!("update status of migration {namespace}/{name}")))
+    }
+
+    async fn record_migration_event(
+        &self,
+        migration: &VirtualMachineInstanceMigration,
+        event_type: &'static str,
+        reason: &str,
+        message: &str,
+    ) -> Result<(), ApiError> {
+        let (namespace, name) = migration_names(migration);
+        let body = kubevirt_api::events::object_event(
+            "VirtualMachineInstanceMigration",
+            &migration.metadata,
+            COMPONENT,
+            None,
+            (event_type, reason, message),
+            Time(k8s_openapi::jiff::Timestamp::now()),
+        );
+        Api::<Event>::namespaced(self.client.clone(), &namespace)
+            .create(&PostParams::default(), &body)
+            .await
+            .map(|_| ())
+            .map_err(kube_error(format!("record event about migration {namespace}/{name}")))
     }
 
     async fn record_event(

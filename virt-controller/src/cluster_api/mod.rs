@@ -1,5 +1,5 @@
-//! The Kubernetes side of virt-controller behind one trait: watches of VMIs and launcher pods, pod
-//! creation and deletion, VMI metadata patches and status writes, and events.
+//! The Kubernetes side of virt-controller behind one trait: watches of VMIs, VMs, migrations and
+//! launcher pods, pod creation and deletion, metadata patches and status writes, and events.
 //! [`KubeControllerApi`] talks to an API server; `FakeControllerApi` (feature `testing`) keeps objects in memory and
 //! counts every write.
 
@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::watcher;
 pub use kube_adapter::KubeControllerApi;
 use kubevirt_api::instancetype::InstancetypeLookup;
-use kubevirt_api::v1::{KubeVirt, VirtualMachine, VirtualMachineInstance};
+use kubevirt_api::v1::{KubeVirt, VirtualMachine, VirtualMachineInstance, VirtualMachineInstanceMigration};
 
 /// Why a call to the API server failed.
 #[derive(Debug, thiserror::Error)]
@@ -55,6 +55,8 @@ pub type KubeVirtWatchEvent = watcher::Event<KubeVirt>;
 pub type VmWatchEvent = watcher::Event<VirtualMachine>;
 /// A watch event about a launcher pod.
 pub type PodWatchEvent = watcher::Event<Pod>;
+/// A watch event about a migration.
+pub type MigrationWatchEvent = watcher::Event<VirtualMachineInstanceMigration>;
 
 /// What virt-controller needs from the API server; instance types, preferences and their
 /// revisions are read through [`InstancetypeLookup`].
@@ -105,6 +107,28 @@ pub trait ControllerApi: InstancetypeLookup + Send + Sync + 'static {
         &self,
         revision: &ControllerRevision,
     ) -> impl Future<Output = Result<ControllerRevision, ApiError>> + Send;
+    /// Watches every `VirtualMachineInstanceMigration`.
+    fn watch_migrations(&self) -> BoxStream<'static, Result<MigrationWatchEvent, ApiError>>;
+    /// Applies a JSON merge patch to a migration's metadata (labels, finalizers), guarded by its
+    /// resourceVersion.
+    fn patch_migration_metadata(
+        &self,
+        migration: &VirtualMachineInstanceMigration,
+        patch: serde_json::Value,
+    ) -> impl Future<Output = Result<VirtualMachineInstanceMigration, ApiError>> + Send;
+    /// Writes a migration's status.
+    fn update_migration_status(
+        &self,
+        migration: &VirtualMachineInstanceMigration,
+    ) -> impl Future<Output = Result<VirtualMachineInstanceMigration, ApiError>> + Send;
+    /// Records an event about a migration.
+    fn record_migration_event(
+        &self,
+        migration: &VirtualMachineInstanceMigration,
+        event_type: &'static str,
+        reason: &str,
+        message: &str,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send;
     /// Records an event about a VMI.
     fn record_event(
         &self,

@@ -45,6 +45,7 @@ fn pod(name: &str, node: Option<&str>, phase: &str, ready: bool) -> PodView {
         is_terminating: false,
         unschedulable: None,
         runtime_user: 107,
+        migration_job: None,
     }
 }
 

@@ -8,14 +8,17 @@ use futures::StreamExt as _;
 use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::watcher::Event;
-use kubevirt_api::v1::{KubeVirt, VirtualMachine, VirtualMachineInstance};
+use kubevirt_api::v1::{KubeVirt, VirtualMachine, VirtualMachineInstance, VirtualMachineInstanceMigration};
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
 use crate::compact::Compact;
 
-use super::{ApiError, ControllerApi, KubeVirtWatchEvent, PodWatchEvent, VmWatchEvent, VmiWatchEvent};
+use super::{
+    ApiError, ControllerApi, KubeVirtWatchEvent, MigrationWatchEvent, PodWatchEvent, VmWatchEvent, VmiWatchEvent,
+};
 
 mod instancetypes;
+mod migrations;
 
 /// One write virt-controller made.
 #[derive(Clone, Debug, PartialEq)]
@@ -40,6 +43,12 @@ pub enum Write {
     VmStatus(String),
     /// ControllerRevision created.
     CreateRevision(String),
+    /// Migration metadata patched.
+    PatchMigration(String, serde_json::Value),
+    /// Migration status written.
+    MigrationStatus(String),
+    /// Event recorded about a migration: its key, the reason and the message.
+    MigrationEvent(String, String, String),
 }
 
 #[derive(Debug, Default)]
@@ -53,6 +62,8 @@ struct State {
     kubevirt_watchers: Vec<UnboundedSender<KubeVirtWatchEvent>>,
     vmi_watchers: Vec<UnboundedSender<VmiWatchEvent>>,
     pod_watchers: Vec<UnboundedSender<PodWatchEvent>>,
+    migrations: BTreeMap<String, Compact<VirtualMachineInstanceMigration>>,
+    migration_watchers: Vec<UnboundedSender<MigrationWatchEvent>>,
     writes: Vec<Write>,
     write_count: usize,
     event_count: usize,
@@ -65,7 +76,7 @@ struct State {
 impl State {
     fn log(&mut self, write: Write) {
         self.write_count += 1;
-        if matches!(write, Write::Event(..)) {
+        if matches!(write, Write::Event(..) | Write::MigrationEvent(..)) {
             self.event_count += 1;
         }
         if self.keeps_writes {
@@ -88,6 +99,10 @@ impl State {
 
     fn pod_changed(&mut self, event: &PodWatchEvent) {
         self.pod_watchers.retain(|w| w.send(event.clone()).is_ok());
+    }
+
+    fn migration_changed(&mut self, event: &MigrationWatchEvent) {
+        self.migration_watchers.retain(|w| w.send(event.clone()).is_ok());
     }
 }
 
@@ -531,6 +546,40 @@ impl ControllerApi for FakeControllerApi {
         let name = revision.metadata.name.clone().unwrap_or_default();
         state.log(Write::CreateRevision(name));
         state.instancetypes.create_revision(revision)
+    }
+
+    fn watch_migrations(&self) -> BoxStream<'static, Result<MigrationWatchEvent, ApiError>> {
+        let mut state = self.lock();
+        let initial = state.migrations.values().filter_map(Compact::get).collect();
+        Self::watch(initial, |tx| state.migration_watchers.push(tx))
+    }
+
+    async fn patch_migration_metadata(
+        &self,
+        migration: &VirtualMachineInstanceMigration,
+        patch: serde_json::Value,
+    ) -> Result<VirtualMachineInstanceMigration, ApiError> {
+        migrations::patch_metadata(&mut self.lock(), migration, &patch)
+    }
+
+    async fn update_migration_status(
+        &self,
+        migration: &VirtualMachineInstanceMigration,
+    ) -> Result<VirtualMachineInstanceMigration, ApiError> {
+        migrations::update_status(&mut self.lock(), migration)
+    }
+
+    async fn record_migration_event(
+        &self,
+        migration: &VirtualMachineInstanceMigration,
+        _event_type: &'static str,
+        reason: &str,
+        message: &str,
+    ) -> Result<(), ApiError> {
+        let key = key_of(&migration.metadata);
+        self.lock()
+            .log(Write::MigrationEvent(key, reason.to_owned(), message.to_owned()));
+        Ok(())
     }
 
     async fn record_event(

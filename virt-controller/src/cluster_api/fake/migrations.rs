@@ -1,0 +1,101 @@
+//! The fake's migrations: stored as the API server stores them, with their finalizers honoured on
+//! deletion, and the calls a test makes to create and cancel them.
+
+use kube::runtime::watcher::Event;
+use kubevirt_api::v1::VirtualMachineInstanceMigration;
+
+use super::{ApiError, FakeControllerApi, State, Write, compact, fetch_guarded, key_of, mark_deleting};
+use crate::compact::Compact;
+
+impl FakeControllerApi {
+    /// Creates or replaces a migration (as `kubectl apply` would), with a UID and namespace.
+    pub fn apply_migration(&self, mut migration: VirtualMachineInstanceMigration) {
+        let mut state = self.lock();
+        if migration.metadata.uid.is_none() {
+            migration.metadata.uid = Some(format!("uid-{}", key_of(&migration.metadata)));
+        }
+        migration.metadata.namespace.get_or_insert_with(|| "default".to_owned());
+        state.stamp(&mut migration.metadata);
+        state
+            .migrations
+            .insert(key_of(&migration.metadata), compact(&migration));
+        state.migration_changed(&Event::Apply(migration));
+    }
+
+    /// Deletes a migration as the API server does: at once without finalizers, otherwise marked.
+    pub fn delete_migration(&self, key: &str) {
+        let mut guard = self.lock();
+        let state = &mut *guard;
+        let Ok(marked) = mark_deleting(&mut state.migrations, &mut state.version, key) else {
+            return;
+        };
+        if marked.metadata.finalizers.as_ref().is_none_or(Vec::is_empty) {
+            state.migrations.remove(key);
+            state.migration_changed(&Event::Delete(marked));
+        } else {
+            state.migration_changed(&Event::Apply(marked));
+        }
+    }
+
+    /// The stored migration.
+    #[must_use]
+    pub fn migration(&self, key: &str) -> Option<VirtualMachineInstanceMigration> {
+        self.lock().migrations.get(key).and_then(Compact::get)
+    }
+}
+
+pub(super) fn patch_metadata(
+    state: &mut State,
+    migration: &VirtualMachineInstanceMigration,
+    patch: &serde_json::Value,
+) -> Result<VirtualMachineInstanceMigration, ApiError> {
+    let key = key_of(&migration.metadata);
+    state.log(Write::PatchMigration(key.clone(), patch.clone()));
+    let mut stored = fetch_guarded(
+        &state.migrations,
+        &key,
+        migration.metadata.resource_version.as_ref(),
+        "patch migration",
+    )?;
+    let meta = &patch["metadata"];
+    if let Some(labels) = meta["labels"].as_object() {
+        let target = stored.metadata.labels.get_or_insert_default();
+        for (k, v) in labels {
+            match v.as_str() {
+                Some(value) => target.insert(k.clone(), value.to_owned()),
+                None => target.remove(k),
+            };
+        }
+    }
+    if let Some(finalizers) = meta.get("finalizers") {
+        stored.metadata.finalizers = serde_json::from_value(finalizers.clone()).unwrap_or_default();
+    }
+    state.stamp(&mut stored.metadata);
+    if stored.metadata.deletion_timestamp.is_some() && stored.metadata.finalizers.as_ref().is_none_or(Vec::is_empty) {
+        state.migrations.remove(&key);
+        state.migration_changed(&Event::Delete(stored.clone()));
+    } else {
+        state.migrations.insert(key, compact(&stored));
+        state.migration_changed(&Event::Apply(stored.clone()));
+    }
+    Ok(stored)
+}
+
+pub(super) fn update_status(
+    state: &mut State,
+    migration: &VirtualMachineInstanceMigration,
+) -> Result<VirtualMachineInstanceMigration, ApiError> {
+    let key = key_of(&migration.metadata);
+    state.log(Write::MigrationStatus(key.clone()));
+    let mut stored = fetch_guarded(
+        &state.migrations,
+        &key,
+        migration.metadata.resource_version.as_ref(),
+        "update status of migration",
+    )?;
+    stored.status.clone_from(&migration.status);
+    state.stamp(&mut stored.metadata);
+    state.migrations.insert(key, compact(&stored));
+    state.migration_changed(&Event::Apply(stored.clone()));
+    Ok(stored)
+}

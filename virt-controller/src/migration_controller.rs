@@ -1,0 +1,409 @@
+//! The migration controller: keeps the migrations, VMIs and launcher pods it watched, and for one
+//! migration at a time observes them, plans ([`crate::migration_plan`]) and applies the plan: the
+//! migration's finalizer and label, the target pod, the VMI's migration state (the hand-off, a
+//! cancel), the target pod's deletion, the migration's status and events, then its finalizer.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::runtime::watcher::Event;
+use kubevirt_api::clock::Clock;
+use kubevirt_api::migration_settings::MigrationSettings;
+use kubevirt_api::v1::{VirtualMachineInstance, VirtualMachineInstanceMigration};
+use kubevirt_api::well_known::{finalizers, labels};
+use serde_json::json;
+
+use crate::cluster_api::{ApiError, ControllerApi};
+use crate::compact::Compact;
+use crate::migration_plan::{Observed, Plan, plan};
+use crate::pod::{PodConfig, render_target_pod};
+use crate::reconcile_error::{ReconcileError, cannot, log_and_retry};
+use crate::vmi_controller::pod_view;
+use crate::vmi_lifecycle::PodView;
+
+#[derive(Debug, Default)]
+struct Known {
+    migrations: BTreeMap<String, Compact<VirtualMachineInstanceMigration>>,
+    vmis: HashMap<String, Compact<VirtualMachineInstance>>,
+    /// Launcher pods by the VMI's key (`kubevirt.io/created-by` owner), then by name.
+    pods: HashMap<String, BTreeMap<String, PodView>>,
+}
+
+/// The controller.
+#[derive(Debug)]
+pub struct MigrationController<A, K> {
+    api: A,
+    clock: K,
+    settings: Mutex<MigrationSettings>,
+    pod_config: Mutex<PodConfig>,
+    known: Mutex<Known>,
+}
+
+fn key_of(namespace: Option<&String>, name: &str) -> String {
+    format!("{}/{name}", namespace.map_or("default", String::as_str))
+}
+
+fn migration_key(migration: &VirtualMachineInstanceMigration) -> String {
+    key_of(
+        migration.metadata.namespace.as_ref(),
+        migration.metadata.name.as_deref().unwrap_or_default(),
+    )
+}
+
+/// The key of the VMI a migration moves.
+fn vmi_key_of(migration: &VirtualMachineInstanceMigration) -> String {
+    key_of(
+        migration.metadata.namespace.as_ref(),
+        migration.spec.vmi_name.as_deref().unwrap_or_default(),
+    )
+}
+
+/// The owning VMI's key of a launcher pod.
+fn owner_key(pod: &Pod) -> Option<String> {
+    let owner = pod
+        .metadata
+        .owner_references
+        .as_ref()?
+        .iter()
+        .find(|o| o.controller == Some(true) && o.kind == "VirtualMachineInstance")?;
+    Some(key_of(pod.metadata.namespace.as_ref(), &owner.name))
+}
+
+impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
+    /// A controller over `api` rendering target pods with `pod_config`, as the VMI controller
+    /// renders launcher pods.
+    pub fn new(api: A, clock: K, pod_config: PodConfig) -> Self {
+        Self {
+            api,
+            clock,
+            settings: Mutex::new(MigrationSettings::default()),
+            pod_config: Mutex::new(pod_config),
+            known: Mutex::default(),
+        }
+    }
+
+    fn known(&self) -> std::sync::MutexGuard<'_, Known> {
+        self.known.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Applies the `KubeVirt` resource's migration settings (or, with `None`, the defaults), and
+    /// the pod configuration the VMI controller derived from it.
+    pub fn set_cluster_configuration(&self, kubevirt: Option<&kubevirt_api::v1::KubeVirt>, pod_config: PodConfig) {
+        *self.pod_config.lock().unwrap_or_else(PoisonError::into_inner) = pod_config;
+        let settings =
+            kubevirt_api::v1::ClusterConfig::from_configuration(kubevirt.and_then(|k| k.spec.configuration.as_ref()))
+                .migrations;
+        *self.settings.lock().unwrap_or_else(PoisonError::into_inner) = settings;
+    }
+
+    /// The migrations of the VMI `vmi_key`.
+    fn migrations_of(known: &Known, vmi_key: &str) -> Vec<String> {
+        known
+            .migrations
+            .iter()
+            .filter(|(_, m)| m.get().is_some_and(|m| vmi_key_of(&m) == vmi_key))
+            .map(|(key, _)| key.clone())
+            .collect()
+    }
+
+    /// Takes in a migration watch event; returns the keys to reconcile.
+    pub fn on_migration_event(&self, event: Event<VirtualMachineInstanceMigration>) -> Vec<String> {
+        let mut known = self.known();
+        match event {
+            Event::Apply(migration) | Event::InitApply(migration) => {
+                let key = migration_key(&migration);
+                known.migrations.insert(key.clone(), Compact::new(&migration));
+                // A migration that ends lets the next one of the cluster start.
+                known
+                    .migrations
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .chain([key])
+                    .collect()
+            }
+            Event::Delete(migration) => {
+                known.migrations.remove(&migration_key(&migration));
+                known.migrations.keys().cloned().collect()
+            }
+            Event::Init | Event::InitDone => Vec::new(),
+        }
+    }
+
+    /// Takes in a VMI watch event; returns the keys of its migrations.
+    pub fn on_vmi_event(&self, event: Event<VirtualMachineInstance>) -> Vec<String> {
+        let mut known = self.known();
+        let key = match event {
+            Event::Apply(vmi) | Event::InitApply(vmi) => {
+                let key = vmi.key();
+                known.vmis.insert(key.clone(), Compact::new(&vmi));
+                key
+            }
+            Event::Delete(vmi) => {
+                let key = vmi.key();
+                known.vmis.remove(&key);
+                key
+            }
+            Event::Init | Event::InitDone => return Vec::new(),
+        };
+        Self::migrations_of(&known, &key)
+    }
+
+    /// Takes in a launcher pod watch event; returns the keys of its VMI's migrations.
+    pub fn on_pod_event(&self, event: Event<Pod>) -> Vec<String> {
+        let (pod, gone) = match event {
+            Event::Apply(pod) | Event::InitApply(pod) => (pod, false),
+            Event::Delete(pod) => (pod, true),
+            Event::Init | Event::InitDone => return Vec::new(),
+        };
+        let Some(vmi_key) = owner_key(&pod) else {
+            return Vec::new();
+        };
+        let view = pod_view(&pod);
+        let mut known = self.known();
+        let pods = known.pods.entry(vmi_key.clone()).or_default();
+        if gone {
+            pods.remove(&view.name);
+        } else {
+            pods.insert(view.name.clone(), view);
+        }
+        if pods.is_empty() {
+            known.pods.remove(&vmi_key);
+        }
+        Self::migrations_of(&known, &vmi_key)
+    }
+
+    /// Reconciles one migration; returns when to look again.
+    #[tracing::instrument(skip_all, fields(migration = %key))]
+    pub async fn reconcile(&self, key: &str) -> Option<Duration> {
+        self.try_reconcile(key)
+            .await
+            .unwrap_or_else(|error| Some(log_and_retry(&error)))
+    }
+
+    async fn try_reconcile(&self, key: &str) -> Result<Option<Duration>, ReconcileError> {
+        let settings = self.settings.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let (migration, vmi, target, source, other_in_flight, running_in_cluster, running_from_node) = {
+            let known = self.known();
+            let Some(migration) = known.migrations.get(key).and_then(Compact::get) else {
+                return Ok(None);
+            };
+            let uid = migration.metadata.uid.clone().unwrap_or_default();
+            let vmi_key = vmi_key_of(&migration);
+            let vmi = known.vmis.get(&vmi_key).and_then(Compact::get);
+            let pods = known.pods.get(&vmi_key);
+            let target = pods
+                .and_then(|p| p.values().find(|p| p.migration_job.as_deref() == Some(uid.as_str())))
+                .cloned();
+            let vmi_node = vmi.as_ref().and_then(|v| v.status.as_ref()?.node_name.clone());
+            let source = pods
+                .and_then(|p| {
+                    p.values()
+                        .find(|p| !p.is_terminating && p.node.is_some() && p.node == vmi_node)
+                })
+                .cloned();
+            let state_owner = vmi
+                .as_ref()
+                .and_then(|v| v.status.as_ref()?.migration_state.as_ref()?.migration_uid.clone());
+            let others: Vec<VirtualMachineInstanceMigration> = known
+                .migrations
+                .iter()
+                .filter(|(k, _)| k.as_str() != key)
+                .filter_map(|(_, m)| m.get())
+                .collect();
+            let is_unfinished = |m: &VirtualMachineInstanceMigration| {
+                !m.status.as_ref().and_then(|s| s.phase).unwrap_or_default().is_final()
+            };
+            let other_in_flight = others.iter().any(|m| {
+                is_unfinished(m)
+                    && vmi_key_of(m) == vmi_key
+                    && m.metadata.uid.is_some()
+                    && m.metadata.uid == state_owner
+            });
+            let running: Vec<&VirtualMachineInstanceMigration> = others
+                .iter()
+                .filter(|m| m.status.as_ref().and_then(|s| s.phase).unwrap_or_default().is_running())
+                .collect();
+            let from_node = running
+                .iter()
+                .filter(|m| {
+                    let node = known
+                        .vmis
+                        .get(&vmi_key_of(m))
+                        .and_then(Compact::get)
+                        .and_then(|v| v.status?.node_name);
+                    node.is_some() && node == vmi_node
+                })
+                .count();
+            let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+            (
+                migration,
+                vmi,
+                target,
+                source,
+                other_in_flight,
+                count(running.len()),
+                count(from_node),
+            )
+        };
+        let planned = plan(&Observed {
+            migration: &migration,
+            vmi: vmi.as_ref(),
+            target_pod: target.as_ref(),
+            source_pod: source.as_ref(),
+            other_in_flight,
+            running_in_cluster,
+            running_from_node,
+            settings: &settings,
+            now: Time(self.clock.now()),
+        });
+        self.apply(migration, vmi, planned).await
+    }
+
+    async fn apply(
+        &self,
+        mut migration: VirtualMachineInstanceMigration,
+        vmi: Option<VirtualMachineInstance>,
+        plan: Plan,
+    ) -> Result<Option<Duration>, ReconcileError> {
+        let namespace = migration
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".to_owned());
+        if plan.add_finalizer_and_label {
+            let mut list = migration.metadata.finalizers.clone().unwrap_or_default();
+            if !list.iter().any(|f| f == finalizers::MIGRATION) {
+                list.push(finalizers::MIGRATION.to_owned());
+            }
+            let patch = json!({"metadata": {
+                "finalizers": list,
+                "labels": {labels::MIGRATION_VMI_NAME: migration.spec.vmi_name},
+            }});
+            migration = self
+                .api
+                .patch_migration_metadata(&migration, patch)
+                .await
+                .map_err(cannot("add the migration's finalizer"))?;
+        }
+        if plan.create_target_pod
+            && let Some(vmi) = &vmi
+        {
+            self.create_target_pod(&migration, vmi).await?;
+        }
+        if let Some(vmi) = vmi.filter(|_| plan.vmi_migration_state.is_some() || plan.vmi_target_node_label.is_some()) {
+            self.write_vmi(vmi, &plan).await?;
+        }
+        if let Some(name) = &plan.delete_target_pod {
+            match self.api.delete_pod(&namespace, name).await {
+                Ok(()) | Err(ApiError::NotFound(_)) => {}
+                Err(error) => return Err(ReconcileError::new(format!("delete target pod {name}"), error)),
+            }
+        }
+        for event in &plan.events {
+            if let Err(error) = self
+                .api
+                .record_migration_event(&migration, event.kind, event.reason, &event.message)
+                .await
+            {
+                tracing::warn!(error = %error, "cannot record an event");
+            }
+        }
+        if let Some(status) = plan.status {
+            migration.status = Some(status);
+            migration = self
+                .api
+                .update_migration_status(&migration)
+                .await
+                .map_err(cannot("write the migration's status"))?;
+        }
+        if plan.remove_finalizer {
+            let mut list = migration.metadata.finalizers.clone().unwrap_or_default();
+            list.retain(|f| f != finalizers::MIGRATION);
+            self.api
+                .patch_migration_metadata(&migration, json!({"metadata": {"finalizers": list}}))
+                .await
+                .map_err(cannot("release the migration's finalizer"))?;
+        }
+        Ok(plan.requeue)
+    }
+
+    async fn create_target_pod(
+        &self,
+        migration: &VirtualMachineInstanceMigration,
+        vmi: &VirtualMachineInstance,
+    ) -> Result<(), ReconcileError> {
+        let namespace = migration
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".to_owned());
+        let config = self.pod_config(vmi);
+        let pod = match render_target_pod(vmi, migration, &config) {
+            Ok(pod) => pod,
+            Err(error) => {
+                let message = format!("Error creating pod: {error}");
+                let _ = self
+                    .api
+                    .record_migration_event(migration, "Warning", "FailedCreate", &message)
+                    .await;
+                return Ok(());
+            }
+        };
+        match self.api.create_pod(&namespace, &pod).await {
+            Ok(created) => {
+                let message = format!(
+                    "Created migration target pod {}",
+                    created.metadata.name.as_deref().unwrap_or_default()
+                );
+                let _ = self
+                    .api
+                    .record_migration_event(migration, "Normal", "SuccessfulCreate", &message)
+                    .await;
+                self.on_pod_event(Event::Apply(created));
+                Ok(())
+            }
+            Err(error) => {
+                let message = format!("Error creating pod: {error}");
+                let _ = self
+                    .api
+                    .record_migration_event(migration, "Warning", "FailedCreate", &message)
+                    .await;
+                Err(ReconcileError::new("create the migration target pod", error))
+            }
+        }
+    }
+
+    /// The target pod is rendered as the VMI's launcher pod was, with the VMI controller's pod
+    /// configuration.
+    fn pod_config(&self, _vmi: &VirtualMachineInstance) -> PodConfig {
+        self.pod_config.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    async fn write_vmi(&self, mut vmi: VirtualMachineInstance, plan: &Plan) -> Result<(), ReconcileError> {
+        if let Some(node) = &plan.vmi_target_node_label {
+            vmi = self
+                .api
+                .patch_vmi_metadata(
+                    &vmi,
+                    json!({"metadata": {"labels": {labels::MIGRATION_TARGET_NODE_NAME: node}}}),
+                )
+                .await
+                .map_err(cannot("label the VMI with the target node"))?;
+        }
+        if let Some(state) = &plan.vmi_migration_state {
+            vmi.status.get_or_insert_default().migration_state = Some(state.clone());
+            let written = self
+                .api
+                .update_vmi_status(&vmi)
+                .await
+                .map_err(cannot("write the VMI's migration state"))?;
+            self.on_vmi_event(Event::Apply(written));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,232 @@
+//! The migration controller in the event loop, against the in-memory API server: a migration of a
+//! running VMI gets its finalizer and label, a target pod kept off the source node, the hand-off
+//! into the VMI's migration state once the pod runs, and follows virt-handler's reports to
+//! Succeeded; a cancel before the hand-off deletes the target pod and fails it.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kubevirt_api::clock::SystemClock;
+use kubevirt_api::v1::{MigrationPhase, VirtualMachineInstanceMigration};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use virt_controller::cluster_api::{FakeControllerApi, Write};
+use virt_controller::migration_controller::MigrationController;
+use virt_controller::pod::PodConfig;
+use virt_controller::runner::{Controllers, run};
+use virt_controller::vm_controller::VmController;
+use virt_controller::vmi_controller::VmiController;
+
+async fn wait_for<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let begin = Instant::now();
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        assert!(begin.elapsed() < Duration::from_secs(5), "no {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+struct Cluster {
+    api: FakeControllerApi,
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// The controllers leading, with the VMI `default/vm1` running in its pod on node-a.
+async fn running_vmi() -> (Cluster, String) {
+    let api = FakeControllerApi::new();
+    api.apply_vmi(
+        serde_json::from_value(json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+            "metadata": {"name": "vm1", "namespace": "default", "uid": "vmi-uid"},
+            "spec": {"domain": {"resources": {"requests": {"memory": "128Mi"}}, "devices": {}}}
+        }))
+        .expect("VMI"),
+    );
+    let config = PodConfig::new("registry.example/virt-launcher:v0.1.0");
+    let controllers = Arc::new(Controllers {
+        vmis: VmiController::new(api.clone(), SystemClock, config.clone()),
+        vms: VmController::new(api.clone(), SystemClock),
+        migrations: MigrationController::new(api.clone(), SystemClock, config),
+    });
+    let stop = CancellationToken::new();
+    let (lead, leading) = tokio::sync::watch::channel(true);
+    let task = {
+        let (controllers, api, stop) = (controllers.clone(), api.clone(), stop.clone());
+        tokio::spawn(async move {
+            // The sender lives as long as the loop: leadership never ends in this test.
+            let _leader = lead;
+            run(controllers, &api, 4, leading, stop).await;
+        })
+    };
+    let source = wait_for("the launcher pod", || api.pod_keys().into_iter().next()).await;
+    api.run_pod(&source, "node-a");
+    wait_for("Scheduled", || {
+        (api.vmi("default/vm1")?.status?.node_name.as_deref() == Some("node-a")).then_some(())
+    })
+    .await;
+    // virt-handler's part: the guest runs.
+    api.modify_vmi("default/vm1", |vmi| {
+        vmi.status.get_or_insert_default().phase = Some(kubevirt_api::v1::VirtualMachineInstancePhase::Running);
+    });
+    (Cluster { api, stop, task }, source)
+}
+
+fn migration(name: &str) -> VirtualMachineInstanceMigration {
+    serde_json::from_value(json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstanceMigration",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"vmiName": "vm1"}
+    }))
+    .expect("migration")
+}
+
+fn phase(api: &FakeControllerApi, key: &str) -> Option<MigrationPhase> {
+    api.migration(key)?.status?.phase
+}
+
+fn target_pod(api: &FakeControllerApi, source: &str) -> Option<String> {
+    api.pod_keys().into_iter().find(|k| k != source)
+}
+
+#[tokio::test]
+#[allow(clippy::too_many_lines, reason = "one migration from start to end, step by step")]
+async fn a_migration_goes_from_pending_to_succeeded_with_virt_handlers_reports() {
+    let (cluster, source) = running_vmi().await;
+    let api = &cluster.api;
+    api.apply_migration(migration("mig"));
+    let target = wait_for("the target pod", || target_pod(api, &source)).await;
+    let stored = api.migration("default/mig").expect("migration");
+    assert_eq!(
+        stored.metadata.finalizers.as_deref(),
+        Some(&["kubevirt.io/migrationJobFinalize".to_owned()][..])
+    );
+    assert_eq!(
+        stored
+            .metadata
+            .labels
+            .and_then(|l| l.get("kubevirt.io/vmi-name").cloned())
+            .as_deref(),
+        Some("vm1")
+    );
+    let pod = api.pod(&target).expect("target pod");
+    let uid = stored.metadata.uid.clone().expect("uid");
+    assert_eq!(
+        pod.metadata
+            .labels
+            .and_then(|l| l.get("kubevirt.io/migrationJobUID").cloned()),
+        Some(uid.clone())
+    );
+    let anti = pod
+        .spec
+        .and_then(|s| {
+            s.affinity?
+                .pod_anti_affinity?
+                .required_during_scheduling_ignored_during_execution
+        })
+        .expect("anti-affinity");
+    assert_eq!(anti[0].topology_key, "kubernetes.io/hostname");
+    wait_for("Scheduling", || {
+        (phase(api, "default/mig")? == MigrationPhase::Scheduling).then_some(())
+    })
+    .await;
+
+    api.run_pod(&target, "node-b");
+    let state = wait_for("the hand-off", || api.vmi("default/vm1")?.status?.migration_state).await;
+    assert_eq!(state.migration_uid.as_deref(), Some(uid.as_str()));
+    assert_eq!(state.source_node.as_deref(), Some("node-a"));
+    assert_eq!(state.target_node.as_deref(), Some("node-b"));
+    wait_for("PreparingTarget", || {
+        (phase(api, "default/mig")? == MigrationPhase::PreparingTarget).then_some(())
+    })
+    .await;
+    // virt-handler on the target listens; on the source it starts; then it completes.
+    let report = |change: fn(&mut kubevirt_api::v1::MigrationState)| {
+        api.modify_vmi("default/vm1", |vmi| {
+            if let Some(state) = vmi.status.as_mut().and_then(|s| s.migration_state.as_mut()) {
+                change(state);
+            }
+        });
+    };
+    report(|s| s.target_node_address = Some("10.0.0.2".to_owned()));
+    wait_for("TargetReady", || {
+        (phase(api, "default/mig")? == MigrationPhase::TargetReady).then_some(())
+    })
+    .await;
+    report(|s| {
+        s.start_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::now(),
+        ));
+    });
+    wait_for("Running", || {
+        (phase(api, "default/mig")? == MigrationPhase::Running).then_some(())
+    })
+    .await;
+    report(|s| s.completed = Some(true));
+    wait_for("Succeeded", || {
+        (phase(api, "default/mig")? == MigrationPhase::Succeeded).then_some(())
+    })
+    .await;
+    let done = wait_for("the finalizer released", || {
+        api.migration("default/mig")
+            .filter(|m| m.metadata.finalizers.as_ref().is_none_or(Vec::is_empty))
+    })
+    .await;
+    let status = done.status.expect("status");
+    assert_eq!(status.migration_state.and_then(|s| s.completed), Some(true));
+    let phases: Vec<_> = status
+        .phase_transition_timestamps
+        .iter()
+        .filter_map(|t| t.phase)
+        .collect();
+    assert_eq!(
+        phases,
+        [
+            MigrationPhase::Pending,
+            MigrationPhase::Scheduling,
+            MigrationPhase::Scheduled,
+            MigrationPhase::PreparingTarget,
+            MigrationPhase::TargetReady,
+            MigrationPhase::Running,
+            MigrationPhase::Succeeded
+        ]
+    );
+    assert!(
+        api.pod(&target)
+            .is_some_and(|p| p.metadata.deletion_timestamp.is_none()),
+        "the guest runs there"
+    );
+    cluster.stop.cancel();
+    cluster.task.await.expect("runner");
+}
+
+#[tokio::test]
+async fn a_cancel_before_the_hand_off_deletes_the_target_pod_and_releases_the_migration() {
+    let (cluster, source) = running_vmi().await;
+    let api = &cluster.api;
+    api.apply_migration(migration("first"));
+    let target = wait_for("the target pod", || target_pod(api, &source)).await;
+    wait_for("Scheduling", || {
+        (phase(api, "default/first")? == MigrationPhase::Scheduling).then_some(())
+    })
+    .await;
+    api.delete_migration("default/first");
+    wait_for("the target pod's deletion", || {
+        api.pod(&target)?.metadata.deletion_timestamp.map(|_| ())
+    })
+    .await;
+    wait_for("the cancelled migration gone", || {
+        api.migration("default/first").is_none().then_some(())
+    })
+    .await;
+    let events: Vec<Write> = api.writes();
+    let failed = events.iter().any(|w| {
+        matches!(w, Write::MigrationEvent(key, reason, message)
+            if key == "default/first" && reason == "FailedMigration" && message == "Migration failed due to being canceled")
+    });
+    assert!(failed, "{events:?}");
+    cluster.stop.cancel();
+    cluster.task.await.expect("runner");
+}
