@@ -1,12 +1,14 @@
-//! What the VM webhooks read from the cluster: instance types, preferences and their revisions
-//! ([`InstancetypeLookup`]), and the PVCs, DataVolumes and DataSources a VM infers them from
-//! ([`VolumeLookup`]). [`NoCluster`] stands in while the cluster cannot be reached: every lookup
-//! fails with the reason, so a VM that needs one is refused rather than admitted unchecked.
+//! What the webhooks read from the cluster: instance types, preferences and their revisions
+//! ([`InstancetypeLookup`]), the PVCs, DataVolumes and DataSources a VM infers them from
+//! ([`VolumeLookup`]), and a migration's VMI and its other migrations ([`MigrationLookup`]).
+//! [`NoCluster`] stands in while the cluster cannot be reached: every lookup fails with the
+//! reason, so an object that needs one is refused rather than admitted unchecked.
 
 use std::future::Future;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use kubevirt_api::instancetype::{InstancetypeLookup, KindNames, LookupError};
+use kubevirt_api::v1::{VirtualMachineInstance, VirtualMachineInstanceMigration};
 use serde_json::Value;
 
 /// An object a VM's volume can name.
@@ -43,10 +45,26 @@ pub trait VolumeLookup: Send + Sync {
     ) -> impl Future<Output = Result<Option<Value>, LookupError>> + Send;
 }
 
-/// Everything the VM webhooks look up.
-pub trait AdmissionLookup: InstancetypeLookup + VolumeLookup {}
+/// Reads what the migration webhooks check: the VMI, and the migrations of a VMI.
+pub trait MigrationLookup: Send + Sync {
+    /// The VMI, or `None` when it does not exist.
+    fn migrating_vmi(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<VirtualMachineInstance>, LookupError>> + Send;
+    /// The migrations labelled with the VMI's name (`kubevirt.io/vmi-name`).
+    fn migrations_of(
+        &self,
+        namespace: &str,
+        vmi_name: &str,
+    ) -> impl Future<Output = Result<Vec<VirtualMachineInstanceMigration>, LookupError>> + Send;
+}
 
-impl<T: InstancetypeLookup + VolumeLookup> AdmissionLookup for T {}
+/// Everything the webhooks look up.
+pub trait AdmissionLookup: InstancetypeLookup + VolumeLookup + MigrationLookup {}
+
+impl<T: InstancetypeLookup + VolumeLookup + MigrationLookup> AdmissionLookup for T {}
 
 /// No cluster to look in, and why.
 #[derive(Clone, Debug)]
@@ -64,6 +82,16 @@ impl InstancetypeLookup for NoCluster {
 
 impl VolumeLookup for NoCluster {
     async fn volume_object(&self, _: VolumeObject, _: &str, _: &str) -> Result<Option<Value>, LookupError> {
+        Err(LookupError(self.0.clone()))
+    }
+}
+
+impl MigrationLookup for NoCluster {
+    async fn migrating_vmi(&self, _: &str, _: &str) -> Result<Option<VirtualMachineInstance>, LookupError> {
+        Err(LookupError(self.0.clone()))
+    }
+
+    async fn migrations_of(&self, _: &str, _: &str) -> Result<Vec<VirtualMachineInstanceMigration>, LookupError> {
         Err(LookupError(self.0.clone()))
     }
 }

@@ -4,6 +4,7 @@
 
 mod infer;
 pub mod lookup;
+mod migration;
 mod mutate;
 pub use mutate::vm_firmware_uuid;
 pub mod review;
@@ -34,16 +35,25 @@ pub enum Webhook {
     VmiValidateUpdate,
     /// `/virtualmachines-validate`.
     VmValidate,
+    /// `/migration-mutate-create`: the VMI label and the finalizer of a new migration.
+    MigrationMutateCreate,
+    /// `/migration-validate-create`.
+    MigrationValidateCreate,
+    /// `/migration-validate-update`.
+    MigrationValidateUpdate,
 }
 
 impl Webhook {
     /// Every webhook.
-    pub const ALL: [Self; 5] = [
+    pub const ALL: [Self; 8] = [
         Self::VmiMutate,
         Self::VmMutate,
         Self::VmiValidateCreate,
         Self::VmiValidateUpdate,
         Self::VmValidate,
+        Self::MigrationMutateCreate,
+        Self::MigrationValidateCreate,
+        Self::MigrationValidateUpdate,
     ];
 
     /// The path virt-api serves it on (upstream's paths).
@@ -55,6 +65,9 @@ impl Webhook {
             Self::VmiValidateCreate => "/virtualmachineinstances-validate-create",
             Self::VmiValidateUpdate => "/virtualmachineinstances-validate-update",
             Self::VmValidate => "/virtualmachines-validate",
+            Self::MigrationMutateCreate => "/migration-mutate-create",
+            Self::MigrationValidateCreate => "/migration-validate-create",
+            Self::MigrationValidateUpdate => "/migration-validate-update",
         }
     }
 
@@ -62,6 +75,9 @@ impl Webhook {
         match self {
             Self::VmiMutate | Self::VmiValidateCreate | Self::VmiValidateUpdate => "virtualmachineinstances",
             Self::VmMutate | Self::VmValidate => "virtualmachines",
+            Self::MigrationMutateCreate | Self::MigrationValidateCreate | Self::MigrationValidateUpdate => {
+                "virtualmachineinstancemigrations"
+            }
         }
     }
 }
@@ -110,6 +126,9 @@ pub async fn admit(
         Webhook::VmiValidateCreate => validate::vmi_create(&request, ctx),
         Webhook::VmiValidateUpdate => validate::vmi_update(&request, ctx),
         Webhook::VmValidate => validate::vm(&request, ctx, lookup).await,
+        Webhook::MigrationMutateCreate => migration::mutate(&request),
+        Webhook::MigrationValidateCreate => migration::validate_create(&request, ctx, lookup).await,
+        Webhook::MigrationValidateUpdate => migration::validate_update(&request),
     };
     response
         .unwrap_or_else(|rejection| rejection.into_response(uid))

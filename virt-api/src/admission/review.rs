@@ -32,6 +32,9 @@ pub struct AdmissionRequest {
     pub resource: GroupVersionResource,
     /// `CREATE`, `UPDATE`, `DELETE` or `CONNECT`.
     pub operation: String,
+    /// The object's namespace.
+    #[serde(default)]
+    pub namespace: Option<String>,
     /// Who sent the request.
     #[serde(default)]
     pub user_info: UserInfo,

@@ -7,10 +7,10 @@ use std::sync::{Mutex, PoisonError};
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use kubevirt_api::instancetype::{InstancetypeLookup, KindNames, LookupError};
-use kubevirt_api::v1::{VirtualMachine, VirtualMachineInstance};
+use kubevirt_api::v1::{VirtualMachine, VirtualMachineInstance, VirtualMachineInstanceMigration};
 use serde_json::Value;
 
-use crate::admission::lookup::{VolumeLookup, VolumeObject};
+use crate::admission::lookup::{MigrationLookup, VolumeLookup, VolumeObject};
 
 use super::{ClusterError, PatchTarget, SubresourceCluster};
 
@@ -25,6 +25,15 @@ pub enum Recorded {
         key: String,
         /// The patch.
         patch: Value,
+        /// Whether it was a dry run.
+        dry_run: bool,
+    },
+    /// A migration created.
+    CreateMigration {
+        /// Its namespace.
+        namespace: String,
+        /// The migration as sent.
+        migration: Value,
         /// Whether it was a dry run.
         dry_run: bool,
     },
@@ -49,6 +58,10 @@ struct State {
     instancetypes: BTreeMap<String, Value>,
     /// PVCs, DataVolumes and DataSources by `<kind>/<namespace>/<name>`.
     volume_objects: BTreeMap<String, Value>,
+    /// Migrations by `namespace/name`.
+    migrations: BTreeMap<String, Value>,
+    /// Why every migration creation fails, when set (an admission webhook's denial).
+    migration_refusal: Option<String>,
 }
 
 /// The fake API server.
@@ -146,6 +159,23 @@ impl FakeSubresourceCluster {
         self.lock()
             .volume_objects
             .insert(format!("{}/{namespace}/{name}", object.kind()), value);
+    }
+
+    /// Stores a migration.
+    pub fn put_migration(&self, migration: Value) {
+        let name = ns_name(&migration);
+        self.lock().migrations.insert(name, migration);
+    }
+
+    /// Makes every migration creation fail with `message`, as a webhook's denial would.
+    pub fn refuse_migrations(&self, message: &str) {
+        self.lock().migration_refusal = Some(message.to_owned());
+    }
+
+    /// The stored migrations.
+    #[must_use]
+    pub fn migrations(&self) -> Vec<Value> {
+        self.lock().migrations.values().cloned().collect()
     }
 
     /// Registers the virt-handler pod IP of a node.
@@ -248,6 +278,38 @@ impl SubresourceCluster for FakeSubresourceCluster {
         })
     }
 
+    async fn create_migration(
+        &self,
+        ns: &str,
+        migration: &VirtualMachineInstanceMigration,
+        dry_run: bool,
+    ) -> Result<VirtualMachineInstanceMigration, ClusterError> {
+        let mut state = self.lock();
+        let sent = serde_json::to_value(migration).map_err(|e| ClusterError::Failed(e.to_string()))?;
+        state.writes.push(Recorded::CreateMigration {
+            namespace: ns.to_owned(),
+            migration: sent,
+            dry_run,
+        });
+        if let Some(refusal) = state.migration_refusal.clone() {
+            return Err(ClusterError::Failed(refusal));
+        }
+        let mut stored = migration.clone();
+        let prefix = migration.metadata.generate_name.clone().unwrap_or_default();
+        let number = state.migrations.len() + 1;
+        stored
+            .metadata
+            .name
+            .get_or_insert_with(|| format!("{prefix}{number:05}"));
+        stored.metadata.namespace = Some(ns.to_owned());
+        if !dry_run {
+            let name = stored.metadata.name.clone().unwrap_or_default();
+            let value = serde_json::to_value(&stored).map_err(|e| ClusterError::Failed(e.to_string()))?;
+            state.migrations.insert(key(ns, &name), value);
+        }
+        Ok(stored)
+    }
+
     async fn handler_address(&self, node: &str) -> Result<Option<String>, ClusterError> {
         Ok(self.lock().handlers.get(node).cloned())
     }
@@ -269,6 +331,26 @@ impl InstancetypeLookup for FakeSubresourceCluster {
             .get(&format!("controllerrevisions/{namespace}/{name}"))
             .map(|r| serde_json::from_value(r.clone()).map_err(|e| LookupError(e.to_string())))
             .transpose()
+    }
+}
+
+impl MigrationLookup for FakeSubresourceCluster {
+    async fn migrating_vmi(&self, namespace: &str, name: &str) -> Result<Option<VirtualMachineInstance>, LookupError> {
+        decode(self.lock().vmis.get(&key(namespace, name)).cloned()).map_err(|e| LookupError(e.to_string()))
+    }
+
+    async fn migrations_of(
+        &self,
+        namespace: &str,
+        vmi_name: &str,
+    ) -> Result<Vec<VirtualMachineInstanceMigration>, LookupError> {
+        let label = kubevirt_api::well_known::labels::MIGRATION_VMI_NAME;
+        self.lock()
+            .migrations
+            .values()
+            .filter(|m| m["metadata"]["namespace"] == namespace && m["metadata"]["labels"][label] == vmi_name)
+            .map(|m| serde_json::from_value(m.clone()).map_err(|e| LookupError(e.to_string())))
+            .collect()
     }
 }
 

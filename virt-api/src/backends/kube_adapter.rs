@@ -8,8 +8,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kubevirt_api::instancetype::{InstancetypeLookup, KindNames, LookupError};
 
-use crate::admission::lookup::{VolumeLookup, VolumeObject};
-use kubevirt_api::v1::{VirtualMachine, VirtualMachineInstance};
+use crate::admission::lookup::{MigrationLookup, VolumeLookup, VolumeObject};
+use kubevirt_api::v1::{VirtualMachine, VirtualMachineInstance, VirtualMachineInstanceMigration};
 use serde_json::Value;
 
 use super::{ClusterError, PatchTarget, SubresourceCluster};
@@ -147,6 +147,25 @@ impl SubresourceCluster for KubeSubresourceCluster {
         })
     }
 
+    async fn create_migration(
+        &self,
+        ns: &str,
+        migration: &VirtualMachineInstanceMigration,
+        dry_run: bool,
+    ) -> Result<VirtualMachineInstanceMigration, ClusterError> {
+        let params = kube::api::PostParams {
+            dry_run,
+            ..kube::api::PostParams::default()
+        };
+        Api::<VirtualMachineInstanceMigration>::namespaced(self.client.clone(), ns)
+            .create(&params, migration)
+            .await
+            .map_err(|e| match e {
+                kube::Error::Api(status) => ClusterError::Failed(status.message),
+                other => ClusterError::Failed(other.to_string()),
+            })
+    }
+
     async fn handler_address(&self, node: &str) -> Result<Option<String>, ClusterError> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &self.install_namespace);
         let selector = ListParams::default()
@@ -160,6 +179,28 @@ impl SubresourceCluster for KubeSubresourceCluster {
             .items
             .iter()
             .find_map(|p| p.status.as_ref().and_then(|s| s.pod_ip.clone())))
+    }
+}
+
+impl MigrationLookup for KubeSubresourceCluster {
+    async fn migrating_vmi(&self, namespace: &str, name: &str) -> Result<Option<VirtualMachineInstance>, LookupError> {
+        Api::<VirtualMachineInstance>::namespaced(self.client.clone(), namespace)
+            .get_opt(name)
+            .await
+            .map_err(|e| LookupError(format!("cannot read VMI {namespace}/{name}: {e}")))
+    }
+
+    async fn migrations_of(
+        &self,
+        namespace: &str,
+        vmi_name: &str,
+    ) -> Result<Vec<VirtualMachineInstanceMigration>, LookupError> {
+        let selector = format!("{}={vmi_name}", kubevirt_api::well_known::labels::MIGRATION_VMI_NAME);
+        Api::<VirtualMachineInstanceMigration>::namespaced(self.client.clone(), namespace)
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .map(|list| list.items)
+            .map_err(|e| LookupError(format!("cannot list the migrations of {namespace}/{vmi_name}: {e}")))
     }
 }
 

@@ -16,7 +16,7 @@ pub use fake::{FakeSubresourceCluster, Recorded};
 #[cfg(any(test, feature = "testing"))]
 pub use fake_node::{FAKE_CONSOLE_BANNER, FakeNodeConnector, NodeCall};
 pub use kube_adapter::KubeSubresourceCluster;
-use kubevirt_api::v1::{VirtualMachine, VirtualMachineInstance};
+use kubevirt_api::v1::{VirtualMachine, VirtualMachineInstance, VirtualMachineInstanceMigration};
 pub use node::{ConsoleStream, HANDLER_SERVER_NAME, HandlerConnector, NodeConnector, NodeError, VmiAction, pump};
 use serde_json::Value;
 
@@ -71,6 +71,14 @@ pub trait SubresourceCluster: crate::admission::lookup::AdmissionLookup + Send +
     ) -> impl Future<Output = Result<(), ClusterError>> + Send;
     /// Asks the API server whether the SubjectAccessReview `spec` is allowed; the reason when not.
     fn review_access(&self, spec: &Value) -> impl Future<Output = Result<Result<(), String>, ClusterError>> + Send;
+    /// Creates a migration (with `generateName`); returns it as stored. `dry_run` asks the API
+    /// server to admit it without storing it.
+    fn create_migration(
+        &self,
+        ns: &str,
+        migration: &VirtualMachineInstanceMigration,
+        dry_run: bool,
+    ) -> impl Future<Output = Result<VirtualMachineInstanceMigration, ClusterError>> + Send;
     /// The pod IP of the virt-handler on `node`, when one runs there.
     fn handler_address(&self, node: &str) -> impl Future<Output = Result<Option<String>, ClusterError>> + Send;
 }
