@@ -63,7 +63,7 @@ impl Harness {
                 Recorded::Patch {
                     target, patch, dry_run, ..
                 } => Some((target, patch, dry_run)),
-                Recorded::DeleteLauncherPod { .. } => None,
+                Recorded::DeleteLauncherPod { .. } | Recorded::CreateMigration { .. } => None,
             })
             .collect()
     }

@@ -51,6 +51,22 @@ pub enum Command {
         #[command(flatten)]
         dry_run: DryRun,
     },
+    /// Migrate a virtual machine.
+    Migrate {
+        /// The VM.
+        name: String,
+        /// Labels the target node must also have: `key=value,key2=value2`.
+        #[arg(long = "addedNodeSelector", value_parser = parse_node_selector)]
+        added_node_selector: Option<std::collections::BTreeMap<String, String>>,
+        #[command(flatten)]
+        dry_run: DryRun,
+    },
+    /// Cancel migration of a virtual machine.
+    #[command(name = "migrate-cancel")]
+    MigrateCancel {
+        /// The VM.
+        name: String,
+    },
     /// Pause a VM's instance or a VMI.
     Pause {
         /// `vm` or `vmi`.
@@ -120,4 +136,16 @@ pub struct Force {
     /// Seconds the guest gets to shut down; needs --force.
     #[arg(long = "grace-period", allow_hyphen_values = true)]
     pub grace_period: Option<i64>,
+}
+
+/// `key=value,key2=value2` as a map; every pair needs its `=`.
+pub fn parse_node_selector(text: &str) -> Result<std::collections::BTreeMap<String, String>, String> {
+    text.split(',')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            pair.split_once('=')
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .ok_or_else(|| format!("{pair:?} is not key=value"))
+        })
+        .collect()
 }

@@ -2,7 +2,7 @@
 //! prints. [`request_for`] is pure; [`run`] sends through a kube client, so tests drive it with a
 //! mock API server.
 
-use kubevirt_api::v1::{DRY_RUN_ALL, PauseOptions, RestartOptions, StartOptions, StopOptions};
+use kubevirt_api::v1::{DRY_RUN_ALL, MigrateOptions, PauseOptions, RestartOptions, StartOptions, StopOptions};
 use serde::Serialize;
 
 use crate::VirtctlError;
@@ -47,7 +47,8 @@ fn body(value: &impl Serialize) -> String {
 }
 
 /// The request for a lifecycle command; `None` for the console, which is not a single request,
-/// and for `create` and `expand`, which are not lifecycle requests.
+/// for `create` and `expand`, which are not lifecycle requests, and for `migrate-cancel`, which
+/// deletes the migration ([`crate::migrate_cancel`]).
 pub fn request_for(command: &Command, namespace: &str) -> Result<Option<Call>, VirtctlError> {
     let vm = |name: &str, verb: &str| format!("{SUBRESOURCES}/namespaces/{namespace}/virtualmachines/{name}/{verb}");
     let vmi =
@@ -80,6 +81,19 @@ pub fn request_for(command: &Command, namespace: &str) -> Result<Option<Call>, V
             done: format!("VM {name} was scheduled to restart"),
             context: "Error restarting VirtualMachine",
         },
+        Command::Migrate {
+            name,
+            added_node_selector,
+            dry_run,
+        } => Call {
+            path: vm(name, "migrate"),
+            body: body(&MigrateOptions {
+                dry_run: dry(*dry_run),
+                added_node_selector: added_node_selector.clone(),
+            }),
+            done: format!("VM {name} was scheduled to migrate"),
+            context: "Error migrating VirtualMachine",
+        },
         Command::Pause { kind, name, dry_run } | Command::Unpause { kind, name, dry_run } => {
             let pause = matches!(command, Command::Pause { .. });
             let verb = if pause { "pause" } else { "unpause" };
@@ -99,7 +113,9 @@ pub fn request_for(command: &Command, namespace: &str) -> Result<Option<Call>, V
                 },
             }
         }
-        Command::Console { .. } | Command::Create { .. } | Command::Expand(_) => return Ok(None),
+        Command::Console { .. } | Command::Create { .. } | Command::Expand(_) | Command::MigrateCancel { .. } => {
+            return Ok(None);
+        }
     };
     Ok(Some(call))
 }

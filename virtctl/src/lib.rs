@@ -3,7 +3,8 @@
 //! Its own crate because it is a client: it links kube's client and a terminal, and none of
 //! virt-api's server. It reads kubeconfig the way kubectl does ([`connect`]), sends upstream's
 //! request bodies ([`commands`]), attaches a terminal to a VMI's serial console ([`console`]),
-//! writes VM manifests ([`create_vm`]) and expands instance types ([`expand`]).
+//! writes VM manifests ([`create_vm`]), expands instance types ([`expand`]) and cancels migrations
+//! ([`migrate_cancel`]).
 
 pub mod cli;
 pub mod commands;
@@ -11,6 +12,7 @@ pub mod connect;
 pub mod console;
 pub mod create_vm;
 pub mod expand;
+pub mod migrate_cancel;
 
 /// Why a command failed. Each message is what the user sees after `virtctl: error:`.
 #[derive(Debug, thiserror::Error)]

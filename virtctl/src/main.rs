@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::Parser as _;
 use virtctl::cli::{Cli, Command, Create};
-use virtctl::{VirtctlError, commands, connect, console, create_vm, expand};
+use virtctl::{VirtctlError, commands, connect, console, create_vm, expand, migrate_cancel};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -62,6 +62,9 @@ async fn run(cli: &Cli) -> Result<Option<String>, VirtctlError> {
         return expand::run(&client, args, &namespace)
             .await
             .map(|out| Some(out.trim_end().to_owned()));
+    }
+    if let Command::MigrateCancel { name } = &cli.command {
+        return migrate_cancel::run(&client, &namespace, name).await.map(Some);
     }
     if let Command::Console { name, timeout } = &cli.command {
         let socket = console::open(&client, &namespace, name, Duration::from_secs(timeout * 60)).await?;

@@ -269,3 +269,38 @@ async fn create_vm_writes_upstreams_manifest_and_expand_applies_the_instance_typ
         "a VM without an instance type comes back as it is"
     );
 }
+
+#[tokio::test]
+async fn migrate_asks_virt_api_for_a_migration_and_says_so() {
+    let f = fixture();
+    let out = f.virtctl(&["migrate", "vm"], &[]).await;
+    assert_eq!(out.status.code(), Some(1), "not running yet");
+    assert!(
+        text(&out.stderr).starts_with("virtctl: error: Error migrating VirtualMachine: "),
+        "{}",
+        text(&out.stderr)
+    );
+    f.running_vmi();
+    let out = f
+        .virtctl(&["migrate", "vm", "--addedNodeSelector=disk=ssd,zone=b"], &[])
+        .await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "VM vm was scheduled to migrate\n");
+    let created: Vec<serde_json::Value> = f
+        .cluster
+        .writes()
+        .into_iter()
+        .filter_map(|w| match w {
+            virt_api::backends::Recorded::CreateMigration { migration, .. } => Some(migration),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(created.len(), 1);
+    assert_eq!(
+        created[0]["spec"],
+        json!({"vmiName": "vm", "addedNodeSelector": {"disk": "ssd", "zone": "b"}})
+    );
+    let out = f.virtctl(&["migrate", "vm", "--addedNodeSelector=disk"], &[]).await;
+    assert_eq!(out.status.code(), Some(2), "a bad selector is a usage error");
+    f.stop.cancel();
+}

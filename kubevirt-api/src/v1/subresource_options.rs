@@ -1,5 +1,5 @@
 //! Request bodies of the `subresources.kubevirt.io` API: what `virtctl start`, `stop`, `restart`,
-//! `pause` and `unpause` send to virt-api. Each is optional on the wire (an empty body means the
+//! `migrate`, `pause` and `unpause` send to virt-api. Each is optional on the wire (an empty body means the
 //! defaults) and each may carry `apiVersion` and `kind`, which are accepted and not checked, as
 //! upstream's decoder does.
 
@@ -53,6 +53,18 @@ pub struct PauseOptions {
     /// `["All"]` checks the request without changing anything.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dry_run: Vec<String>,
+}
+
+/// Body of `PUT .../virtualmachines/{name}/migrate`.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MigrateOptions {
+    /// `["All"]` checks the request without changing anything.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dry_run: Vec<String>,
+    /// Node labels the target node must also have.
+    pub added_node_selector: Option<std::collections::BTreeMap<String, String>>,
 }
 
 /// Whether a `dryRun` list asks for a dry run.

@@ -44,17 +44,10 @@ fn not_supported(field: &str, message: &str) -> Cause {
     }
 }
 
-/// `/migration-validate-create`.
-pub(super) async fn validate_create(
-    request: &AdmissionRequest,
-    ctx: &AdmissionContext,
-    lookup: &impl MigrationLookup,
-) -> Result<AdmissionResponse, Rejection> {
-    let migration: VirtualMachineInstanceMigration = decode_object(request.object.as_deref(), "object")?;
-    let uid = request.uid.as_str();
+/// What is wrong with a new migration's spec.
+fn spec_causes(migration: &VirtualMachineInstanceMigration) -> Vec<Cause> {
     let mut causes = Vec::new();
-    let vmi_name = migration.spec.vmi_name.clone().filter(|n| !n.is_empty());
-    if vmi_name.is_none() {
+    if migration.spec.vmi_name.as_deref().is_none_or(str::is_empty) {
         causes.push(Cause {
             kind: CauseType::Required,
             field: "spec.vmiName".to_owned(),
@@ -73,6 +66,19 @@ pub(super) async fn validate_create(
             "decentralized migration (sendTo, receive) is not supported by kubevirt-rs",
         ));
     }
+    causes
+}
+
+/// `/migration-validate-create`.
+pub(super) async fn validate_create(
+    request: &AdmissionRequest,
+    ctx: &AdmissionContext,
+    lookup: &impl MigrationLookup,
+) -> Result<AdmissionResponse, Rejection> {
+    let migration: VirtualMachineInstanceMigration = decode_object(request.object.as_deref(), "object")?;
+    let uid = request.uid.as_str();
+    let vmi_name = migration.spec.vmi_name.clone().filter(|n| !n.is_empty());
+    let causes = spec_causes(&migration);
     if !causes.is_empty() {
         return Ok(AdmissionResponse::deny(uid, &causes));
     }
@@ -102,36 +108,8 @@ pub(super) async fn validate_create(
             format!("the VMI \"{namespace}/{name}\" does not exist"),
         ));
     };
-    let phase = vmi.status.as_ref().and_then(|s| s.phase).unwrap_or_default();
-    if phase.is_final() {
-        return Ok(AdmissionResponse::error(uid, "Cannot migrate VMI in finalized state."));
-    }
-    if phase != VirtualMachineInstancePhase::Running {
-        return Ok(AdmissionResponse::error(
-            uid,
-            format!("Cannot migrate VMI \"{namespace}/{name}\": it is {phase}, not Running."),
-        ));
-    }
-    if let Err(why) = kubevirt_api::migratable::live_migratable(&vmi) {
-        return Ok(AdmissionResponse::error(
-            uid,
-            format!("Cannot migrate VMI, Reason: {}, Message: {}", why.reason, why.message),
-        ));
-    }
-    let condition = vmi.status.as_ref().and_then(|s| {
-        s.conditions
-            .iter()
-            .find(|c| c.condition_type == conditions::LIVE_MIGRATABLE)
-    });
-    if let Some(condition) = condition.filter(|c| c.status == conditions::FALSE) {
-        return Ok(AdmissionResponse::error(
-            uid,
-            format!(
-                "Cannot migrate VMI, Reason: {}, Message: {}",
-                condition.reason.clone().unwrap_or_default(),
-                condition.message.clone().unwrap_or_default()
-            ),
-        ));
+    if let Some(refusal) = vmi_refusal(&vmi, &namespace, &name) {
+        return Ok(AdmissionResponse::error(uid, refusal));
     }
     let others = lookup
         .migrations_of(&namespace, &name)
@@ -151,6 +129,38 @@ pub(super) async fn validate_create(
         ));
     }
     Ok(AdmissionResponse::allow(uid))
+}
+
+/// Why the VMI `namespace/name` cannot migrate now.
+fn vmi_refusal(vmi: &kubevirt_api::v1::VirtualMachineInstance, namespace: &str, name: &str) -> Option<String> {
+    let phase = vmi.status.as_ref().and_then(|s| s.phase).unwrap_or_default();
+    if phase.is_final() {
+        return Some("Cannot migrate VMI in finalized state.".to_owned());
+    }
+    if phase != VirtualMachineInstancePhase::Running {
+        return Some(format!(
+            "Cannot migrate VMI \"{namespace}/{name}\": it is {phase}, not Running."
+        ));
+    }
+    if let Err(why) = kubevirt_api::migratable::live_migratable(vmi) {
+        return Some(format!(
+            "Cannot migrate VMI, Reason: {}, Message: {}",
+            why.reason, why.message
+        ));
+    }
+    let condition = vmi.status.as_ref().and_then(|s| {
+        s.conditions
+            .iter()
+            .find(|c| c.condition_type == conditions::LIVE_MIGRATABLE)
+    });
+    if let Some(condition) = condition.filter(|c| c.status == conditions::FALSE) {
+        return Some(format!(
+            "Cannot migrate VMI, Reason: {}, Message: {}",
+            condition.reason.clone().unwrap_or_default(),
+            condition.message.clone().unwrap_or_default()
+        ));
+    }
+    None
 }
 
 /// `/migration-validate-update`.

@@ -9,12 +9,13 @@ pub const GROUP: &str = "subresources.kubevirt.io";
 pub const VERSIONS: [&str; 2] = ["v1", "v1alpha3"];
 
 /// The subresources served: (resource/subresource, kind, verbs).
-pub const RESOURCES: [(&str, &str, &str); 8] = [
+pub const RESOURCES: [(&str, &str, &str); 9] = [
     ("expand-vm-spec", "VirtualMachine", "update"),
     ("virtualmachines/expand-spec", "VirtualMachine", "get"),
     ("virtualmachines/start", "VirtualMachine", "update"),
     ("virtualmachines/stop", "VirtualMachine", "update"),
     ("virtualmachines/restart", "VirtualMachine", "update"),
+    ("virtualmachines/migrate", "VirtualMachine", "update"),
     ("virtualmachineinstances/pause", "VirtualMachineInstance", "update"),
     ("virtualmachineinstances/unpause", "VirtualMachineInstance", "update"),
     ("virtualmachineinstances/console", "VirtualMachineInstance", "get"),

@@ -171,6 +171,12 @@ async fn vm_action_inner<C: SubresourceCluster, N: NodeConnector>(
     body: &Bytes,
 ) -> Result<(), ApiStatus> {
     check_version(version)?;
+    if action == "migrate" {
+        let options: kubevirt_api::v1::MigrateOptions = decode_body(body)?;
+        let cluster = state.cluster()?;
+        authorize(state, cluster.as_ref(), caller).await?;
+        return super::migrate::migrate(cluster.as_ref(), ns, name, &options).await;
+    }
     let options = match action {
         "start" => Options::Start(decode_body(body)?),
         "stop" => Options::Stop(decode_body(body)?),
