@@ -88,9 +88,6 @@ pub struct MigrationOptions {
     pub completion_timeout_per_gib: u64,
     /// Seconds without progress before the migration is aborted.
     pub progress_timeout_seconds: u64,
-    /// The disks (their target names, `vda`) whose images are copied, not shared.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub copied_disks: Vec<String>,
 }
 
 /// Whether an abort was asked for and how it ended (upstream's `abortStatus`).

@@ -255,7 +255,7 @@ fn proxies(nodes: &Nodes, source: &Pod, target: &Pod, uid: &str) -> (NodeProxy, 
 fn options(uid: &str, bandwidth: u64) -> Vec<u8> {
     serde_json::to_vec(&serde_json::json!({
         "migrationUid": uid, "completionTimeoutPerGib": 150, "progressTimeoutSeconds": 150,
-        "bandwidthMibPerSecond": bandwidth, "copiedDisks": ["vda"]
+        "bandwidthMibPerSecond": bandwidth
     }))
     .expect("json")
 }
@@ -517,7 +517,7 @@ async fn under_a_dirtying_load_a_starved_migration_stops_at_the_progress_timeout
     // 2 MiB/s cannot keep up with the guest rewriting 64 MiB: the remaining data stops falling.
     let starved = serde_json::json!({
         "migrationUid": "mig-4a", "completionTimeoutPerGib": 1000, "progressTimeoutSeconds": 3,
-        "bandwidthMibPerSecond": 2, "copiedDisks": ["vda"]
+        "bandwidthMibPerSecond": 2
     });
     source_client
         .migrate(MigrationRequest {
@@ -541,7 +541,7 @@ async fn under_a_dirtying_load_a_starved_migration_stops_at_the_progress_timeout
     // Again, without a bandwidth limit and with auto-converge: it finishes.
     let converging = serde_json::json!({
         "migrationUid": "mig-4b", "completionTimeoutPerGib": 150, "progressTimeoutSeconds": 150,
-        "allowAutoConverge": true, "copiedDisks": ["vda"]
+        "allowAutoConverge": true
     });
     source_client
         .migrate(MigrationRequest {

@@ -40,8 +40,8 @@ pub(super) struct Setup {
 }
 
 impl Setup {
-    /// libvirt's parameters for migrating the VMI `uid` with `options`.
-    fn params(&self, uid: &str, options: &MigrationOptions) -> MigrationParams {
+    /// libvirt's parameters for migrating the VMI `uid` with `options`, copying `copied_disks`.
+    fn params(&self, uid: &str, options: &MigrationOptions, copied_disks: Vec<String>) -> MigrationParams {
         let socket = |channel| socket_path(&self.share_dir, uid, channel);
         MigrationParams {
             destination_uri: format!(
@@ -50,9 +50,8 @@ impl Setup {
                 socket(Channel::Libvirt).display()
             ),
             stream_uri: format!("unix://{}", socket(Channel::Stream).display()),
-            disks_uri: (!options.copied_disks.is_empty())
-                .then(|| format!("unix://{}", socket(Channel::Disks).display())),
-            copied_disks: options.copied_disks.clone(),
+            disks_uri: (!copied_disks.is_empty()).then(|| format!("unix://{}", socket(Channel::Disks).display())),
+            copied_disks,
             bandwidth_mib_per_second: options.bandwidth_mib_per_second,
             auto_converge: options.allow_auto_converge,
             post_copy: options.allow_post_copy,
@@ -147,7 +146,9 @@ impl<M: DomainManager + 'static, R: ToolRunner + 'static> LauncherService<M, R> 
                 status.state, status.reason
             )));
         }
-        let params = self.migration.params(&uid, &options);
+        let live = self.manager.live_xml().await.map_err(internal)?;
+        let domain = crate::domain::Domain::from_xml(&live).map_err(internal)?;
+        let params = self.migration.params(&uid, &options, copied_disks(&vmi, &domain));
         {
             let mut remembered = self.remembered();
             remembered.vmi = Some(vmi);
@@ -202,6 +203,29 @@ impl<M: DomainManager + 'static, R: ToolRunner + 'static> LauncherService<M, R> 
         info!("migration abort requested");
         Ok(())
     }
+}
+
+/// The target names of the domain's disks whose images are copied to the target: the writable
+/// disks of volumes that are not shared storage (a claim, a DataVolume, a shared hostDisk), found
+/// by their `ua-<volume>` aliases. Upstream's block migration copies the same ones.
+fn copied_disks(vmi: &VirtualMachineInstance, domain: &crate::domain::Domain) -> Vec<String> {
+    domain
+        .devices
+        .disk
+        .iter()
+        .filter(|disk| disk.readonly.is_none() && disk.device == "disk")
+        .filter(|disk| {
+            let name = disk.alias.as_ref().and_then(|a| a.name.strip_prefix("ua-"));
+            let volume = name.and_then(|n| vmi.spec.volumes.iter().find(|v| v.name == n));
+            volume.is_some_and(|v| {
+                let shared = v.persistent_volume_claim.is_some()
+                    || v.data_volume.is_some()
+                    || v.host_disk.as_ref().is_some_and(|h| h.shared == Some(true));
+                !shared
+            })
+        })
+        .map(|disk| disk.target.dev.clone())
+        .collect()
 }
 
 /// How a migration ended, from the monitor's point of view.

@@ -60,7 +60,10 @@ fn vmi_json() -> Vec<u8> {
     serde_json::to_vec(&serde_json::json!({
         "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
         "metadata": {"name": "web", "namespace": "prod", "uid": UID},
-        "spec": {"domain": {"memory": {"guest": "64Mi"}, "devices": {}}}
+        "spec": {"domain": {"memory": {"guest": "64Mi"}, "devices": {"disks": [
+                    {"name": "root", "disk": {}}, {"name": "data", "disk": {}}]}},
+                 "volumes": [{"name": "root", "containerDisk": {"image": "example/disk"}},
+                             {"name": "data", "persistentVolumeClaim": {"claimName": "shared"}}]}
     }))
     .expect("json")
 }
@@ -82,14 +85,17 @@ fn migration_request(options: &serde_json::Value) -> MigrationRequest {
 fn options(progress_timeout: u64, post_copy: bool) -> serde_json::Value {
     serde_json::json!({
         "migrationUid": "m-1", "completionTimeoutPerGib": 150, "progressTimeoutSeconds": progress_timeout,
-        "bandwidthMibPerSecond": 64, "allowAutoConverge": true, "allowPostCopy": post_copy,
-        "copiedDisks": ["vda"]
+        "bandwidthMibPerSecond": 64, "allowAutoConverge": true, "allowPostCopy": post_copy
     })
 }
 
 impl Launcher {
     async fn running(self) -> Self {
-        self.manager.define("<domain/>".to_owned()).await.expect("define");
+        let xml = r#"<domain type="qemu"><name>prod_web</name><memory unit="b">67108864</memory><vcpu>1</vcpu><os><type>hvm</type></os><devices>
+            <disk type="file" device="disk"><source file="/e/root.qcow2"/><target dev="vda" bus="virtio"/><alias name="ua-root"/></disk>
+            <disk type="file" device="disk"><source file="/pvc/disk.img"/><target dev="vdb" bus="virtio"/><alias name="ua-data"/></disk>
+            </devices></domain>"#;
+        self.manager.define(xml.to_owned()).await.expect("define");
         self.manager.start(false).await.expect("start");
         self
     }
@@ -137,7 +143,11 @@ async fn a_migration_goes_through_the_pods_sockets_and_reports_its_success() {
     );
     assert_eq!(params.stream_uri, format!("unix://{proxy}-49152-source.sock"));
     assert_eq!(params.disks_uri, Some(format!("unix://{proxy}-49153-source.sock")));
-    assert_eq!(params.copied_disks, ["vda"]);
+    assert_eq!(
+        params.copied_disks,
+        ["vda"],
+        "the containerDisk is copied, the shared claim is not"
+    );
     assert_eq!(params.bandwidth_mib_per_second, 64);
     assert!(params.auto_converge && !params.post_copy);
     let started = launcher.migration();
@@ -276,17 +286,32 @@ async fn only_a_running_domain_migrates_and_bad_options_are_named() {
     assert!(launcher.manager.migration_params().is_none());
 }
 
+/// A VMI with no volume: the target's preparation needs no image.
+fn diskless_request() -> VmiRequest {
+    let vmi = serde_json::json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+        "metadata": {"name": "web", "namespace": "prod", "uid": UID},
+        "spec": {"domain": {"memory": {"guest": "64Mi"}, "devices": {}}}
+    });
+    VmiRequest {
+        vmi: Some(Vmi {
+            vmi_json: serde_json::to_vec(&vmi).expect("json"),
+        }),
+        options: None,
+    }
+}
+
 #[tokio::test]
 async fn the_target_prepares_its_pod_and_waits_for_the_domain() {
     let launcher = launcher();
     launcher
         .service
-        .sync_migration_target(Request::new(vmi_request()))
+        .sync_migration_target(Request::new(diskless_request()))
         .await
         .expect("prepare the target");
     launcher
         .service
-        .sync_migration_target(Request::new(vmi_request()))
+        .sync_migration_target(Request::new(diskless_request()))
         .await
         .expect("again");
     let private = launcher.service.base.layout.vmi_private_dir(UID);
@@ -297,7 +322,7 @@ async fn the_target_prepares_its_pod_and_waits_for_the_domain() {
     );
     let refused = launcher
         .service
-        .sync_virtual_machine(Request::new(vmi_request()))
+        .sync_virtual_machine(Request::new(diskless_request()))
         .await
         .expect_err("no domain of its own");
     assert_eq!(refused.code(), Code::FailedPrecondition);
