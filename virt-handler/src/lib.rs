@@ -19,6 +19,7 @@ pub mod heartbeat;
 pub mod host_disks;
 pub mod launchers;
 pub mod metrics;
+pub mod migration;
 pub mod migration_proxy;
 pub mod mount_helper;
 pub mod network_wiring;
