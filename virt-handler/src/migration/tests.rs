@@ -7,7 +7,7 @@ use kubevirt_api::domain_state::StateReason;
 
 use super::*;
 
-fn vmi(node: &str, state: serde_json::Value) -> VirtualMachineInstance {
+fn vmi(node: &str, state: &serde_json::Value) -> VirtualMachineInstance {
     serde_json::from_value(serde_json::json!({
         "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
         "metadata": {"name": "vm1", "namespace": "prod"},
@@ -17,7 +17,7 @@ fn vmi(node: &str, state: serde_json::Value) -> VirtualMachineInstance {
     .expect("vmi")
 }
 
-fn state(extra: serde_json::Value) -> MigrationState {
+fn state(extra: &serde_json::Value) -> MigrationState {
     let mut base = serde_json::json!({"migrationUid": "m1", "sourceNode": "a", "targetNode": "b"});
     if let (Some(base), Some(extra)) = (base.as_object_mut(), extra.as_object()) {
         base.extend(extra.clone());
@@ -31,31 +31,31 @@ const NOW: Time = Time(Timestamp::UNIX_EPOCH);
 fn each_node_knows_its_side() {
     let handed_off = serde_json::json!({"migrationUid": "m1", "sourceNode": "a", "targetNode": "b"});
     assert!(matches!(
-        role(&vmi("a", handed_off.clone()), "a"),
+        role(&vmi("a", &handed_off), "a"),
         Some(Role::Source(_))
     ));
     assert!(matches!(
-        role(&vmi("a", handed_off.clone()), "b"),
+        role(&vmi("a", &handed_off), "b"),
         Some(Role::Target(_))
     ));
-    assert_eq!(role(&vmi("a", handed_off.clone()), "c"), None);
+    assert_eq!(role(&vmi("a", &handed_off), "c"), None);
     let mut completed = handed_off.clone();
     completed["completed"] = serde_json::json!(true);
-    assert_eq!(role(&vmi("b", completed), "b"), None, "the VMI is the target's own now");
+    assert_eq!(role(&vmi("b", &completed), "b"), None, "the VMI is the target's own now");
     let mut failed = handed_off;
     failed["failed"] = serde_json::json!(true);
     assert_eq!(
-        role(&vmi("a", failed.clone()), "b"),
+        role(&vmi("a", &failed), "b"),
         None,
         "a failed migration has no target"
     );
-    assert!(matches!(role(&vmi("a", failed), "a"), Some(Role::Source(_))));
-    assert_eq!(role(&vmi("a", serde_json::Value::Null), "a"), None);
+    assert!(matches!(role(&vmi("a", &failed), "a"), Some(Role::Source(_))));
+    assert_eq!(role(&vmi("a", &serde_json::Value::Null), "a"), None);
 }
 
 #[test]
 fn the_target_prepares_opens_and_takes_over_once_the_source_is_done() {
-    let s = state(serde_json::json!({}));
+    let s = state(&serde_json::json!({}));
     let mut seen = TargetSeen::default();
     assert_eq!(target_step(&s, seen), TargetStep::Wait, "no launcher yet");
     seen.launcher_ready = true;
@@ -69,15 +69,15 @@ fn the_target_prepares_opens_and_takes_over_once_the_source_is_done() {
     assert_eq!(target_step(&s, seen), TargetStep::Wait);
     seen.domain_running = true;
     assert_eq!(target_step(&s, seen), TargetStep::Wait, "the source has not ended");
-    let ended = state(serde_json::json!({"endTimestamp": "2026-11-26T10:00:00Z"}));
+    let ended = state(&serde_json::json!({"endTimestamp": "2026-11-26T10:00:00Z"}));
     assert_eq!(target_step(&ended, seen), TargetStep::Finalize);
-    let failed = state(serde_json::json!({"endTimestamp": "2026-11-26T10:00:00Z", "failed": true}));
+    let failed = state(&serde_json::json!({"endTimestamp": "2026-11-26T10:00:00Z", "failed": true}));
     assert_eq!(target_step(&failed, seen), TargetStep::Wait);
 }
 
 #[test]
 fn the_target_publishes_its_ports_and_records_the_domain() {
-    let status = vmi("a", serde_json::json!({"migrationUid": "m1", "targetNode": "b"}))
+    let status = vmi("a", &serde_json::json!({"migrationUid": "m1", "targetNode": "b"}))
         .status
         .expect("status");
     let ports = BTreeMap::from([("40001".to_owned(), 0), ("40002".to_owned(), 49152)]);
@@ -103,13 +103,13 @@ fn the_target_publishes_its_ports_and_records_the_domain() {
 
 #[test]
 fn the_source_waits_for_the_ports_then_migrates_once_and_cancels_on_request() {
-    let waiting = state(serde_json::json!({}));
+    let waiting = state(&serde_json::json!({}));
     let ready = SourceSeen {
         launcher_ready: true,
         ..SourceSeen::default()
     };
     assert_eq!(source_step(&waiting, ready), SourceStep::Wait);
-    let published = state(serde_json::json!({"targetNodeAddress": "10.0.0.2",
+    let published = state(&serde_json::json!({"targetNodeAddress": "10.0.0.2",
         "targetDirectMigrationNodePorts": {"40001": 0, "40002": 49152}}));
     assert_eq!(source_step(&published, ready), SourceStep::OpenProxy);
     let open = SourceSeen {
@@ -160,7 +160,7 @@ fn the_source_waits_for_the_ports_then_migrates_once_and_cancels_on_request() {
         ),
         SourceStep::CloseProxy
     );
-    let unstarted_cancel = state(serde_json::json!({"abortRequested": true, "targetNodeAddress": "x",
+    let unstarted_cancel = state(&serde_json::json!({"abortRequested": true, "targetNodeAddress": "x",
         "targetDirectMigrationNodePorts": {"1": 0}}));
     assert_eq!(
         source_step(&unstarted_cancel, open),
@@ -181,7 +181,7 @@ fn the_launchers_report_is_copied_into_the_migration_state() {
         mode: Some(MigrationMode::PreCopy),
         ..MigrationMetadata::default()
     };
-    let copied = reported_state(&state(serde_json::json!({})), &report);
+    let copied = reported_state(&state(&serde_json::json!({})), &report);
     assert!(copied.start_timestamp.is_some() && copied.end_timestamp.is_some());
     assert_eq!(copied.failed, Some(true));
     assert_eq!(copied.failure_reason.as_deref(), Some("Live migration aborted "));
@@ -193,15 +193,15 @@ fn the_launchers_report_is_copied_into_the_migration_state() {
         ..report
     };
     assert_eq!(
-        reported_state(&state(serde_json::json!({})), &other),
-        state(serde_json::json!({}))
+        reported_state(&state(&serde_json::json!({})), &other),
+        state(&serde_json::json!({}))
     );
 }
 
 #[test]
 fn options_come_from_the_hand_off_or_the_cluster() {
     let settings = MigrationSettings::default();
-    let recorded = state(serde_json::json!({"migrationConfiguration": {
+    let recorded = state(&serde_json::json!({"migrationConfiguration": {
         "bandwidthPerMigration": "32Mi", "completionTimeoutPerGiB": 60, "progressTimeout": 10,
         "allowAutoConverge": true}}));
     let options = options(&recorded, &settings);
@@ -210,6 +210,6 @@ fn options_come_from_the_hand_off_or_the_cluster() {
     assert_eq!(options.completion_timeout_per_gib, 60);
     assert_eq!(options.progress_timeout_seconds, 10);
     assert!(options.allow_auto_converge && !options.allow_post_copy);
-    let defaults = super::options(&state(serde_json::json!({})), &settings);
+    let defaults = super::options(&state(&serde_json::json!({})), &settings);
     assert_eq!(defaults.completion_timeout_per_gib, 150);
 }
