@@ -62,6 +62,16 @@ impl Channel {
     }
 }
 
+/// The directory of the launcher's private libvirt daemon, under the pod's private directory.
+pub const LAUNCHER_LIBVIRT_DIR: &str = "libvirt-rs";
+
+/// The socket of the launcher's libvirt daemon, under the pod's private directory `private_dir`
+/// (its `/var/run/kubevirt-private`): the target node's proxy connects the source's libvirt there.
+#[must_use]
+pub fn libvirt_socket(private_dir: &Path) -> PathBuf {
+    private_dir.join(LAUNCHER_LIBVIRT_DIR).join("sock/libvirt-sock")
+}
+
 /// Where `channel`'s socket of the VMI `uid` is, under a pod's share directory `share_dir`.
 #[must_use]
 pub fn socket_path(share_dir: &Path, uid: &str, channel: Channel) -> PathBuf {

@@ -8,10 +8,11 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
-use control_loop::tls::{CertSource, server_tls_verifying};
+use control_loop::tls::{CertSource, client_tls, server_tls_verifying};
 use virt_handler::cluster_api::KubeClusterApi;
+use virt_handler::migration_proxy::{HANDLER_NAME, Security};
 use virt_handler::node::{ConsoleServerConfig, NodeConfig, run};
-use virt_handler::reconciler::ReconcilerConfig;
+use virt_handler::reconciler::{MigrationNetwork, ReconcilerConfig};
 use virt_handler::runner::RunOptions;
 
 /// virt-handler's flags (upstream's names where upstream has them).
@@ -34,9 +35,9 @@ struct Args {
     /// This node's name.
     #[arg(long, env = "NODE_NAME")]
     hostname_override: String,
-    /// The pod's IP (accepted for upstream compatibility).
+    /// The pod's IP: the migration proxies of a migration to this node listen there.
     #[arg(long, env = "MY_POD_IP")]
-    pod_ip_address: Option<String>,
+    pod_ip_address: Option<IpAddr>,
     /// Launchers asked for statistics at once per scrape.
     #[arg(long, default_value_t = 3)]
     max_metric_requests: usize,
@@ -105,6 +106,36 @@ fn console_config(args: &Args) -> anyhow::Result<Option<ConsoleServerConfig>> {
     }))
 }
 
+/// The migration proxies' network: the pod's IP, and mutual TLS with the handler's certificate
+/// (the console server's, signed by the cluster's CA) as server and as client.
+fn migration_network(args: &Args) -> anyhow::Result<MigrationNetwork> {
+    let tls = if let (Some(cert), Some(key), Some(ca)) = (
+        &args.console_tls_cert_file,
+        &args.console_tls_key_file,
+        &args.console_client_ca_file,
+    ) {
+        let source = CertSource::Files {
+            cert: cert.clone(),
+            key: key.clone(),
+        };
+        Some(Security::Tls {
+            server: server_tls_verifying(&source, Some(ca))?.config,
+            client: client_tls(ca, Some((cert, key)))?,
+            server_name: rustls_pki_types::ServerName::try_from(HANDLER_NAME)?,
+        })
+    } else {
+        tracing::warn!("no migration TLS: only migrations with migrations.disableTLS can run");
+        None
+    };
+    if args.pod_ip_address.is_none() {
+        tracing::warn!("no --pod-ip-address: this node cannot be a migration target");
+    }
+    Ok(MigrationNetwork {
+        address: args.pod_ip_address,
+        tls,
+    })
+}
+
 async fn serve(args: Args) -> anyhow::Result<()> {
     let console = console_config(&args)?;
     let endpoint_tls = control_loop::http::endpoint_tls(
@@ -121,7 +152,10 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         node_process: PathBuf::from("/proc/1"),
         mount_helper: std::env::current_exe().context("cannot find this binary for the mount helper")?,
         device_plugin_dir: Some(args.kubelet_root.join("device-plugins")),
-        reconciler: ReconcilerConfig::for_node(&args.hostname_override),
+        reconciler: ReconcilerConfig {
+            migration: migration_network(&args)?,
+            ..ReconcilerConfig::for_node(&args.hostname_override)
+        },
         node: args.hostname_override,
         share_dir: args.kubevirt_share_dir,
         pods_dir: args.kubelet_pods_dir,

@@ -24,6 +24,9 @@ use tokio::task::JoinSet;
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 use tracing::{debug, warn};
 
+/// The name in virt-handler's certificate, which the handlers check of each other.
+pub const HANDLER_NAME: &str = "virt-handler";
+
 /// Why a proxy could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ProxyError {

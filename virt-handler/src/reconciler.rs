@@ -21,6 +21,9 @@ use crate::notify_server::DomainNotification;
 use crate::plan::{LauncherState, Observation, Step, phase_event, plan};
 use crate::status::{LauncherView, access_credentials_event, next_status};
 
+mod migration;
+pub use migration::MigrationNetwork;
+
 /// How the reconciler behaves.
 #[derive(Clone, Debug)]
 pub struct ReconcilerConfig {
@@ -30,6 +33,8 @@ pub struct ReconcilerConfig {
     pub unresponsive_after: Duration,
     /// Retry delay after a failed step or write.
     pub retry: Duration,
+    /// How the migration proxies reach other nodes.
+    pub migration: MigrationNetwork,
 }
 
 impl ReconcilerConfig {
@@ -40,6 +45,7 @@ impl ReconcilerConfig {
             node: node.to_owned(),
             unresponsive_after: Duration::from_secs(30),
             retry: Duration::from_secs(1),
+            migration: MigrationNetwork::default(),
         }
     }
 }
@@ -58,6 +64,10 @@ struct Known {
     failing_since: HashMap<String, Timestamp>,
     /// Keys seen during a relist (between `Init` and `InitDone`).
     relisting: Option<HashSet<String>>,
+    /// Migration targets whose launcher got `SyncMigrationTarget`.
+    prepared_targets: HashSet<String>,
+    /// The migration proxies of the VMIs migrating to or from this node.
+    proxies: HashMap<String, crate::migration_proxy::Proxy>,
 }
 
 /// The reconciler.
@@ -212,11 +222,27 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
                 (None, None) => return None,
             }
         };
-        if vmi
-            .status
-            .as_ref()
-            .and_then(|s| s.node_name.as_deref())
-            .is_some_and(|n| n != self.config.node)
+        let role = (!vmi_gone)
+            .then(|| crate::migration::role(&vmi, &self.config.node))
+            .flatten();
+        if role.is_none() {
+            // No migration to or from here (any more): its proxies close.
+            let mut known = self.known();
+            known.proxies.remove(key);
+            known.prepared_targets.remove(key);
+        }
+        if let Some(crate::migration::Role::Target(state)) = &role {
+            // Boxed: the migration steps would make every reconcile's future large.
+            return Box::pin(self.reconcile_target(key, &vmi, state)).await;
+        }
+        // A VMI on another node is that node's; one gone from this node's watches may have
+        // migrated away, and its launcher here still has a domain to undefine.
+        if !vmi_gone
+            && vmi
+                .status
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .is_some_and(|n| n != self.config.node)
         {
             return None;
         }
@@ -270,6 +296,11 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
                 requeue = Some(self.config.retry);
                 break;
             }
+        }
+        if let Some(crate::migration::Role::Source(state)) = &role
+            && let Some(delay) = Box::pin(self.reconcile_source(key, &vmi, launcher, socket.as_ref(), state)).await
+        {
+            requeue = Some(requeue.map_or(delay, |r| r.min(delay)));
         }
         if plan.write_status
             && let Some(delay) = self.write_status(key, launcher).await
@@ -384,6 +415,8 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
         known.last_acpi.remove(key);
         known.failing_since.remove(key);
         known.listed.remove(key);
+        known.proxies.remove(key);
+        known.prepared_targets.remove(key);
         if known.gone.remove(key).is_some() {
             info!(vmi = %key, "cleaned up");
         }

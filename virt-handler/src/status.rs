@@ -198,6 +198,13 @@ pub fn next_status(
         set_condition(&mut status.conditions, conditions::LIVE_MIGRATABLE, Some(wanted), now);
         status.migration_method = Some(kubevirt_api::migratable::migration_method(vmi).as_str().to_owned());
     }
+    // The source launcher's report of the migration, into the VMI's migration state.
+    if let (Some(state), Some(report)) = (
+        status.migration_state.as_ref(),
+        domain.and_then(|d| d.metadata.migration.as_ref()),
+    ) {
+        status.migration_state = Some(crate::migration::reported_state(state, report));
+    }
     if let Some(report) = domain.and_then(|d| d.metadata.access_credential.as_ref()) {
         let state = if report.succeeded {
             conditions::TRUE

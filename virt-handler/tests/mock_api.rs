@@ -395,34 +395,47 @@ async fn the_watch_lists_only_this_nodes_vmis_by_label() {
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let api = KubeClusterApi::new(kube::Client::new(service, "default"));
     let server = tokio::spawn(async move {
-        let (request, respond) = handle.next_request().await.expect("list request");
-        let uri = request.uri().clone();
-        let list = json!({
-            "apiVersion": "kubevirt.io/v1",
-            "kind": "VirtualMachineInstanceList",
-            "metadata": {"resourceVersion": "7"},
-            "items": [scheduled_vmi()]
-        });
-        respond.send_response(
-            Response::builder()
-                .body(Body::from(serde_json::to_vec(&list).expect("list")))
-                .expect("response"),
-        );
-        uri
+        // Two watches: the node's VMIs, and those migrating to it.
+        let mut queries = Vec::new();
+        for _ in 0..2 {
+            let (request, respond) = handle.next_request().await.expect("list request");
+            let uri = request.uri().clone();
+            let query = uri.query().unwrap_or_default().to_owned();
+            let items = if query.contains("kubevirt.io%2FnodeName%3D") {
+                vec![scheduled_vmi()]
+            } else {
+                Vec::new()
+            };
+            let list = json!({
+                "apiVersion": "kubevirt.io/v1",
+                "kind": "VirtualMachineInstanceList",
+                "metadata": {"resourceVersion": "7"},
+                "items": items
+            });
+            respond.send_response(
+                Response::builder()
+                    .body(Body::from(serde_json::to_vec(&list).expect("list")))
+                    .expect("response"),
+            );
+            assert_eq!(uri.path(), "/apis/kubevirt.io/v1/virtualmachineinstances");
+            queries.push(query);
+        }
+        queries
     });
     let mut stream = api.watch_vmis(NODE);
-    assert!(matches!(stream.next().await, Some(Ok(Event::Init))));
     match stream.next().await {
-        Some(Ok(Event::InitApply(vmi))) => assert_eq!(vmi.metadata.uid.as_deref(), Some(UID)),
+        Some(Ok(Event::Apply(vmi))) => assert_eq!(vmi.metadata.uid.as_deref(), Some(UID)),
         other => panic!("expected the listed VMI, got {other:?}"),
     }
-    assert!(matches!(stream.next().await, Some(Ok(Event::InitDone))));
-    let uri = server.await.expect("server");
-    assert_eq!(uri.path(), "/apis/kubevirt.io/v1/virtualmachineinstances");
-    let query = uri.query().unwrap_or_default();
+    let mut queries = server.await.expect("server");
+    queries.sort();
     assert!(
-        query.contains("labelSelector=kubevirt.io%2FnodeName%3Dnode01"),
-        "{query}"
+        queries[0].contains("labelSelector=kubevirt.io%2FmigrationTargetNodeName%3Dnode01"),
+        "{queries:?}"
+    );
+    assert!(
+        queries[1].contains("labelSelector=kubevirt.io%2FnodeName%3Dnode01"),
+        "{queries:?}"
     );
 }
 

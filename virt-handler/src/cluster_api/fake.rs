@@ -31,6 +31,13 @@ pub enum Write {
         /// The event.
         event: VmiEvent,
     },
+    /// A label patch of a VMI (`namespace/name`).
+    VmiLabels {
+        /// The VMI.
+        vmi: String,
+        /// The labels set (`Some`) or removed.
+        labels: std::collections::BTreeMap<String, Option<String>>,
+    },
 }
 
 /// One stored VMI, as JSON; shared with the watch streams that have yet to deliver it.
@@ -67,7 +74,8 @@ enum Change {
     Init,
     InitApply(Stored),
     InitDone,
-    Apply(Stored),
+    /// The new version, and the one it replaced.
+    Apply(Stored, Option<Stored>),
     Delete(Stored),
 }
 
@@ -78,7 +86,12 @@ impl Change {
             Self::Init => Some(Event::Init),
             Self::InitDone => Some(Event::InitDone),
             Self::InitApply(stored) => on_node(stored).map(Event::InitApply),
-            Self::Apply(stored) => on_node(stored).map(Event::Apply),
+            Self::Apply(stored, before) => match (on_node(stored.clone()), before.and_then(on_node)) {
+                (Some(vmi), _) => Some(Event::Apply(vmi)),
+                // It left this node's watches (a label changed): the watch reports it deleted.
+                (None, Some(_)) => stored.get().map(Event::Delete),
+                (None, None) => None,
+            },
             Self::Delete(stored) => on_node(stored).map(Event::Delete),
         }
     }
@@ -146,8 +159,8 @@ impl FakeClusterApi {
         let mut state = self.lock();
         state.stamp(&mut vmi);
         let stored = Stored::new(&vmi);
-        state.vmis.insert(vmi.key(), stored.clone());
-        state.broadcast(&Change::Apply(stored));
+        let before = state.vmis.insert(vmi.key(), stored.clone());
+        state.broadcast(&Change::Apply(stored, before));
     }
 
     /// Changes a stored VMI in place; watchers see the change.
@@ -159,8 +172,8 @@ impl FakeClusterApi {
         change(&mut vmi);
         state.stamp(&mut vmi);
         let stored = Stored::new(&vmi);
-        state.vmis.insert(key.to_owned(), stored.clone());
-        state.broadcast(&Change::Apply(stored));
+        let before = state.vmis.insert(key.to_owned(), stored.clone());
+        state.broadcast(&Change::Apply(stored, before));
     }
 
     /// Removes a VMI; watchers see it deleted.
@@ -195,13 +208,14 @@ impl FakeClusterApi {
     }
 }
 
-/// The watch's label selector: `kubevirt.io/nodeName=<node>`.
+/// The watches' label selectors: `kubevirt.io/nodeName=<node>` or
+/// `kubevirt.io/migrationTargetNodeName=<node>`.
 fn is_on_node(vmi: &VirtualMachineInstance, node: &str) -> bool {
-    vmi.metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(kubevirt_api::well_known::labels::NODE_NAME))
-        .is_some_and(|n| n == node)
+    use kubevirt_api::well_known::labels;
+    let labels = vmi.metadata.labels.as_ref();
+    [labels::NODE_NAME, labels::MIGRATION_TARGET_NODE_NAME]
+        .iter()
+        .any(|label| labels.and_then(|l| l.get(*label)).is_some_and(|n| n == node))
 }
 
 impl ClusterApi for FakeClusterApi {
@@ -240,9 +254,42 @@ impl ClusterApi for FakeClusterApi {
         updated.status.clone_from(&vmi.status);
         state.stamp(&mut updated);
         let stored = Stored::new(&updated);
-        state.vmis.insert(key, stored.clone());
-        state.broadcast(&Change::Apply(stored));
+        let before = state.vmis.insert(key, stored.clone());
+        state.broadcast(&Change::Apply(stored, before));
         Ok(updated)
+    }
+
+    async fn patch_vmi_labels(
+        &self,
+        vmi: &VirtualMachineInstance,
+        labels: std::collections::BTreeMap<String, Option<String>>,
+    ) -> Result<VirtualMachineInstance, ApiError> {
+        let mut state = self.lock();
+        state.log(Write::VmiLabels {
+            vmi: vmi.key(),
+            labels: labels.clone(),
+        });
+        let key = vmi.key();
+        let Some(mut stored) = state.vmis.get(&key).and_then(Stored::get) else {
+            return Err(ApiError::Injected(format!("virtualmachineinstances {key} not found")));
+        };
+        if stored.metadata.resource_version != vmi.metadata.resource_version {
+            return Err(ApiError::Conflict {
+                operation: format!("patch the labels of {key}"),
+            });
+        }
+        let target = stored.metadata.labels.get_or_insert_default();
+        for (label, value) in labels {
+            match value {
+                Some(value) => target.insert(label, value),
+                None => target.remove(&label),
+            };
+        }
+        state.stamp(&mut stored);
+        let new = Stored::new(&stored);
+        let before = state.vmis.insert(key, new.clone());
+        state.broadcast(&Change::Apply(new, before));
+        Ok(stored)
     }
 
     async fn patch_node(&self, node: &str, patch: serde_json::Value) -> Result<(), ApiError> {

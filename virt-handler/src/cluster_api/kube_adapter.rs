@@ -9,6 +9,7 @@ use kube::runtime::{WatchStreamExt as _, watcher};
 use kubevirt_api::v1::VirtualMachineInstance;
 use kubevirt_api::well_known::labels;
 
+use super::merged_watch::{Merger, Source};
 use super::{ApiError, ClusterApi, VmiEvent, VmiWatchEvent};
 
 /// The component name on events and field managers.
@@ -47,12 +48,41 @@ fn kube_error(operation: String) -> impl FnOnce(kube::Error) -> ApiError {
 
 impl ClusterApi for KubeClusterApi {
     fn watch_vmis(&self, node: &str) -> BoxStream<'static, Result<VmiWatchEvent, ApiError>> {
-        let api: Api<VirtualMachineInstance> = Api::all(self.client.clone());
-        let config = watcher::Config::default().labels(&format!("{}={node}", labels::NODE_NAME));
-        watcher(api, config)
-            .default_backoff()
-            .map(|event| event.map_err(ApiError::from))
-            .boxed()
+        let watch = |label: &str, source: Source| {
+            let api: Api<VirtualMachineInstance> = Api::all(self.client.clone());
+            let config = watcher::Config::default().labels(&format!("{label}={node}"));
+            watcher(api, config).default_backoff().map(move |event| (source, event))
+        };
+        let both = futures::stream::select(
+            watch(labels::NODE_NAME, Source::Node),
+            watch(labels::MIGRATION_TARGET_NODE_NAME, Source::MigrationTarget),
+        );
+        let mut merger = Merger::default();
+        both.flat_map(move |(source, event)| {
+            let events: Vec<Result<VmiWatchEvent, ApiError>> = match event {
+                Ok(event) => merger.on(source, event).into_iter().map(Ok).collect(),
+                Err(error) => vec![Err(ApiError::from(error))],
+            };
+            futures::stream::iter(events)
+        })
+        .boxed()
+    }
+
+    async fn patch_vmi_labels(
+        &self,
+        vmi: &VirtualMachineInstance,
+        labels: std::collections::BTreeMap<String, Option<String>>,
+    ) -> Result<VirtualMachineInstance, ApiError> {
+        let namespace = vmi.metadata.namespace.as_deref().unwrap_or("default");
+        let name = vmi.metadata.name.as_deref().unwrap_or_default();
+        let patch = serde_json::json!({"metadata": {
+            "labels": labels,
+            "resourceVersion": vmi.metadata.resource_version,
+        }});
+        self.vmis(namespace)
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map_err(kube_error(format!("patch the labels of {namespace}/{name}")))
     }
 
     async fn update_vmi_status(&self, vmi: &VirtualMachineInstance) -> Result<VirtualMachineInstance, ApiError> {

@@ -1,10 +1,11 @@
-//! The Kubernetes side of virt-handler behind one trait: the VMIs of this node as a watch stream,
-//! full status writes, node patches and events. [`KubeClusterApi`] talks to an API server through
+//! The Kubernetes side of virt-handler behind one trait: the VMIs of this node (and those migrating
+//! to it) as a watch stream, full status writes, label patches, node patches and events. [`KubeClusterApi`] talks to an API server through
 //! kube-rs; `FakeClusterApi` (feature `testing`) keeps everything in memory for tests and benchmarks.
 
 #[cfg(any(test, feature = "testing"))]
 mod fake;
 mod kube_adapter;
+pub mod merged_watch;
 
 use std::future::Future;
 
@@ -78,8 +79,15 @@ impl VmiEvent {
 
 /// What virt-handler needs from the API server.
 pub trait ClusterApi: Send + Sync + 'static {
-    /// Watches the VMIs whose `kubevirt.io/nodeName` label is `node`; restarts itself on errors.
+    /// Watches the VMIs whose `kubevirt.io/nodeName` or `kubevirt.io/migrationTargetNodeName`
+    /// label is `node`, merged ([`merged_watch`]); restarts itself on errors.
     fn watch_vmis(&self, node: &str) -> BoxStream<'static, Result<VmiWatchEvent, ApiError>>;
+    /// Sets (`Some`) or removes (`None`) labels of a VMI, guarded by its resourceVersion.
+    fn patch_vmi_labels(
+        &self,
+        vmi: &VirtualMachineInstance,
+        labels: std::collections::BTreeMap<String, Option<String>>,
+    ) -> impl Future<Output = Result<VirtualMachineInstance, ApiError>> + Send;
     /// Writes `vmi`'s whole status (a full update with its resourceVersion) and returns the stored
     /// object.
     fn update_vmi_status(

@@ -7,12 +7,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 use cmd_protocol::domain::{DomainMetadata, DomainSnapshot, DomainSpecSummary, DomainStatusSnapshot};
+use cmd_protocol::migration::{AbortStatus, MigrationMetadata, MigrationMode, MigrationOptions};
 use cmd_protocol::stats::DomainStats;
 use kubevirt_api::domain_state::{DomainState, StateReason};
 use kubevirt_api::v1::VirtualMachineInstance;
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::{LauncherError, Launchers, Presence};
+use super::{LauncherError, Launchers, MigrationPaths, Presence};
 use crate::notify_server::DomainNotification;
 
 #[derive(Debug, Default)]
@@ -25,6 +26,10 @@ struct Fleet {
     wired: Vec<PathBuf>,
     /// Sockets whose launcher's devices cannot be given to it: every sync fails.
     refused_devices: Vec<PathBuf>,
+    /// The options of each `MigrateVirtualMachine`, by socket.
+    migrations: HashMap<PathBuf, Vec<MigrationOptions>>,
+    /// Where the simulated pods keep their migration sockets.
+    migration_root: Option<PathBuf>,
 }
 
 /// The fake fleet.
@@ -77,6 +82,66 @@ impl FakeLaunchers {
         self.fleet().commands.get(name).copied().unwrap_or(0)
     }
 
+    /// The simulated pods keep their migration sockets under `root/<uid>/`.
+    pub fn keep_migration_sockets_in(&self, root: &Path) {
+        self.fleet().migration_root = Some(root.to_owned());
+    }
+
+    /// The options of every `MigrateVirtualMachine` the launcher of `uid` got.
+    #[must_use]
+    pub fn migrations(&self, uid: &str) -> Vec<MigrationOptions> {
+        self.fleet()
+            .migrations
+            .get(&Self::socket_of(uid))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// The migrated domain arrives in the target launcher of `uid` and runs.
+    pub fn receive_migrated_domain(&self, uid: &str, vmi: &VirtualMachineInstance) {
+        let snapshot = {
+            let mut fleet = self.fleet();
+            let Some(domain) = fleet.domains.get_mut(&Self::socket_of(uid)) else {
+                return;
+            };
+            *domain = Some(new_domain(vmi));
+            domain.clone()
+        };
+        if let Some(snapshot) = snapshot {
+            self.notify("ADDED", snapshot);
+        }
+    }
+
+    /// The source launcher of `uid` reports its migration over: the guest moved (`Ok`; the
+    /// domain shuts off, reason `Migrated`) or stayed (`Err` with the reason).
+    pub fn end_migration(&self, uid: &str, outcome: Result<(), &str>) {
+        let snapshot = {
+            let mut fleet = self.fleet();
+            let Some(Some(domain)) = fleet.domains.get_mut(&Self::socket_of(uid)) else {
+                return;
+            };
+            let Some(migration) = domain.metadata.migration.as_mut() else {
+                return;
+            };
+            migration.end_timestamp = Some(k8s_openapi::jiff::Timestamp::now().to_string());
+            match outcome {
+                Ok(()) => {
+                    migration.completed = true;
+                    domain.status = DomainStatusSnapshot::from_state(DomainState::Shutoff, StateReason::Migrated);
+                }
+                Err(reason) => {
+                    migration.failed = true;
+                    reason.clone_into(&mut migration.failure_reason);
+                    if migration.abort_status == Some(AbortStatus::Aborting) {
+                        migration.abort_status = Some(AbortStatus::Succeeded);
+                    }
+                }
+            }
+            domain.clone()
+        };
+        self.notify("MODIFIED", snapshot);
+    }
+
     /// The domain's state changes on its own (a crash, the guest powering off).
     pub fn domain_changes(&self, uid: &str, state: DomainState, reason: StateReason) {
         let snapshot = {
@@ -120,6 +185,26 @@ impl FakeLaunchers {
             self.notify(kind, snapshot);
         }
         Ok(())
+    }
+}
+
+/// A running domain for `vmi`, as a launcher reports it.
+fn new_domain(vmi: &VirtualMachineInstance) -> DomainSnapshot {
+    let namespace = vmi.metadata.namespace.clone().unwrap_or_else(|| "default".to_owned());
+    DomainSnapshot {
+        metadata: DomainMetadata {
+            name: format!("{namespace}_{}", vmi.metadata.name.as_deref().unwrap_or_default()),
+            namespace,
+            uid: vmi.metadata.uid.clone().unwrap_or_default(),
+            grace_period_seconds: Some(vmi.termination_grace_period_seconds()),
+            ..DomainMetadata::default()
+        },
+        spec: DomainSpecSummary {
+            has_acpi: true,
+            machine: Some("pc-q35-7.2".to_owned()),
+            ..DomainSpecSummary::default()
+        },
+        status: DomainStatusSnapshot::from_state(DomainState::Running, StateReason::Unknown),
     }
 }
 
@@ -174,22 +259,7 @@ impl Launchers for FakeLaunchers {
             if domain.is_some() {
                 return None;
             }
-            let namespace = vmi.metadata.namespace.clone().unwrap_or_else(|| "default".to_owned());
-            *domain = Some(DomainSnapshot {
-                metadata: DomainMetadata {
-                    name: format!("{namespace}_{}", vmi.metadata.name.as_deref().unwrap_or_default()),
-                    namespace,
-                    uid: vmi.metadata.uid.clone().unwrap_or_default(),
-                    grace_period_seconds: Some(vmi.termination_grace_period_seconds()),
-                    ..DomainMetadata::default()
-                },
-                spec: DomainSpecSummary {
-                    has_acpi: true,
-                    machine: Some("pc-q35-7.2".to_owned()),
-                    ..DomainSpecSummary::default()
-                },
-                status: DomainStatusSnapshot::from_state(DomainState::Running, StateReason::Unknown),
-            });
+            *domain = Some(new_domain(vmi));
             Some("ADDED")
         })
     }
@@ -273,5 +343,48 @@ impl Launchers for FakeLaunchers {
     /// Simulated launchers have no pod network.
     fn pod_addresses(&self, _socket: &Path, _vmi: &VirtualMachineInstance) -> BTreeMap<String, Vec<String>> {
         BTreeMap::new()
+    }
+
+    async fn sync_migration_target(&self, socket: &Path, _vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
+        self.command(socket, "sync_migration_target", |_| None)
+    }
+
+    async fn migrate(
+        &self,
+        socket: &Path,
+        _vmi: &VirtualMachineInstance,
+        options: &MigrationOptions,
+    ) -> Result<(), LauncherError> {
+        self.fleet()
+            .migrations
+            .entry(socket.to_owned())
+            .or_default()
+            .push(options.clone());
+        let uid = options.migration_uid.clone();
+        self.command(socket, "migrate", move |domain| {
+            domain.as_mut()?.metadata.migration = Some(MigrationMetadata {
+                uid,
+                start_timestamp: Some(k8s_openapi::jiff::Timestamp::now().to_string()),
+                mode: Some(MigrationMode::PreCopy),
+                ..MigrationMetadata::default()
+            });
+            Some("MODIFIED")
+        })
+    }
+
+    async fn cancel_migration(&self, socket: &Path, _vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
+        self.command(socket, "cancel_migration", |domain| {
+            domain.as_mut()?.metadata.migration.as_mut()?.abort_status = Some(AbortStatus::Aborting);
+            Some("MODIFIED")
+        })
+    }
+
+    fn migration_paths(&self, socket: &Path) -> MigrationPaths {
+        let root = self.fleet().migration_root.clone().unwrap_or_else(std::env::temp_dir);
+        let pod = root.join(socket.file_name().unwrap_or_default());
+        MigrationPaths {
+            share_dir: pod.join("share"),
+            libvirt_socket: pod.join("libvirt-sock"),
+        }
     }
 }

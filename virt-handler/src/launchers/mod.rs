@@ -13,6 +13,7 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 
 use cmd_protocol::domain::DomainSnapshot;
+use cmd_protocol::migration::MigrationOptions;
 use cmd_protocol::stats::DomainStats;
 #[cfg(any(test, feature = "testing"))]
 pub use fake::FakeLaunchers;
@@ -159,4 +160,48 @@ pub trait Launchers: Send + Sync + 'static {
     /// The pod's addresses behind each of `vmi`'s interfaces on the pod network, by interface
     /// name, as observed when the pod network was wired; empty where nothing was wired.
     fn pod_addresses(&self, socket: &Path, vmi: &VirtualMachineInstance) -> BTreeMap<String, Vec<String>>;
+    /// Target side: prepares the pod as for a sync (devices, images) and sends
+    /// `SyncMigrationTarget`.
+    fn sync_migration_target(
+        &self,
+        socket: &Path,
+        vmi: &VirtualMachineInstance,
+    ) -> impl Future<Output = Result<(), LauncherError>> + Send;
+    /// Source side: `MigrateVirtualMachine` with `options`.
+    fn migrate(
+        &self,
+        socket: &Path,
+        vmi: &VirtualMachineInstance,
+        options: &MigrationOptions,
+    ) -> impl Future<Output = Result<(), LauncherError>> + Send;
+    /// Source side: `CancelVirtualMachineMigration`.
+    fn cancel_migration(
+        &self,
+        socket: &Path,
+        vmi: &VirtualMachineInstance,
+    ) -> impl Future<Output = Result<(), LauncherError>> + Send;
+    /// Where, on the node, the pod that owns `socket` keeps what a migration goes through.
+    fn migration_paths(&self, socket: &Path) -> MigrationPaths;
+}
+
+/// A launcher pod's directories as a migration uses them, on the node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MigrationPaths {
+    /// The pod's share directory (its `/var/run/kubevirt`): the migration sockets go under it.
+    pub share_dir: PathBuf,
+    /// The socket of the pod's libvirt daemon.
+    pub libvirt_socket: PathBuf,
+}
+
+impl MigrationPaths {
+    /// The paths of the pod whose command socket is `socket`
+    /// (`<pod volumes>/kubernetes.io~empty-dir/sockets/launcher-sock`).
+    #[must_use]
+    pub fn of_socket(socket: &Path) -> Self {
+        let volumes = socket.parent().and_then(Path::parent).unwrap_or(Path::new("/"));
+        Self {
+            share_dir: volumes.join("public"),
+            libvirt_socket: cmd_protocol::migration::libvirt_socket(&volumes.join("private")),
+        }
+    }
 }

@@ -6,8 +6,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use cmd_protocol::cmd::{Vmi, VmiRequest};
+use cmd_protocol::cmd::{MigrationRequest, Vmi, VmiRequest};
 use cmd_protocol::domain::DomainSnapshot;
+use cmd_protocol::migration::MigrationOptions;
 use cmd_protocol::sockets::{self, FindSocketError};
 use cmd_protocol::stats::DomainStats;
 use cmd_protocol::transport::CmdClient;
@@ -15,7 +16,7 @@ use kubevirt_api::v1::VirtualMachineInstance;
 use pod_network::commands::NetworkCommands;
 use tracing::warn;
 
-use super::{LauncherError, Launchers, NotifyPipe, Presence};
+use super::{LauncherError, Launchers, MigrationPaths, NotifyPipe, Presence};
 use crate::container_disks;
 use crate::node_mounts::NodeMounts;
 use crate::pod_process::PodProcess;
@@ -389,5 +390,36 @@ impl Launchers for SocketLaunchers {
             self.held().pod_addresses.insert(socket.to_owned(), addresses.clone());
         }
         addresses
+    }
+
+    async fn sync_migration_target(&self, socket: &Path, vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
+        self.prepare_unprivileged(socket, vmi).await?;
+        self.provide_container_disks(socket, vmi).await?;
+        let request = vmi_request(vmi)?;
+        self.with_client(socket, async |mut c| c.sync_migration_target(request).await)
+            .await
+    }
+
+    async fn migrate(
+        &self,
+        socket: &Path,
+        vmi: &VirtualMachineInstance,
+        options: &MigrationOptions,
+    ) -> Result<(), LauncherError> {
+        let request = MigrationRequest {
+            vmi: vmi_request(vmi)?.vmi,
+            options: serde_json::to_vec(options)?,
+        };
+        self.with_client(socket, async |mut c| c.migrate(request).await).await
+    }
+
+    async fn cancel_migration(&self, socket: &Path, vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
+        let request = vmi_request(vmi)?;
+        self.with_client(socket, async |mut c| c.cancel_migration(request).await)
+            .await
+    }
+
+    fn migration_paths(&self, socket: &Path) -> MigrationPaths {
+        MigrationPaths::of_socket(socket)
     }
 }

@@ -30,25 +30,19 @@ const NOW: Time = Time(Timestamp::UNIX_EPOCH);
 #[test]
 fn each_node_knows_its_side() {
     let handed_off = serde_json::json!({"migrationUid": "m1", "sourceNode": "a", "targetNode": "b"});
-    assert!(matches!(
-        role(&vmi("a", &handed_off), "a"),
-        Some(Role::Source(_))
-    ));
-    assert!(matches!(
-        role(&vmi("a", &handed_off), "b"),
-        Some(Role::Target(_))
-    ));
+    assert!(matches!(role(&vmi("a", &handed_off), "a"), Some(Role::Source(_))));
+    assert!(matches!(role(&vmi("a", &handed_off), "b"), Some(Role::Target(_))));
     assert_eq!(role(&vmi("a", &handed_off), "c"), None);
     let mut completed = handed_off.clone();
     completed["completed"] = serde_json::json!(true);
-    assert_eq!(role(&vmi("b", &completed), "b"), None, "the VMI is the target's own now");
+    assert_eq!(
+        role(&vmi("b", &completed), "b"),
+        None,
+        "the VMI is the target's own now"
+    );
     let mut failed = handed_off;
     failed["failed"] = serde_json::json!(true);
-    assert_eq!(
-        role(&vmi("a", &failed), "b"),
-        None,
-        "a failed migration has no target"
-    );
+    assert_eq!(role(&vmi("a", &failed), "b"), None, "a failed migration has no target");
     assert!(matches!(role(&vmi("a", &failed), "a"), Some(Role::Source(_))));
     assert_eq!(role(&vmi("a", &serde_json::Value::Null), "a"), None);
 }

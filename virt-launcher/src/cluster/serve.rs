@@ -80,7 +80,7 @@ impl ServeOptions {
     fn daemon_paths(&self) -> DaemonPaths {
         let private = PathBuf::from(&self.layout.private_dir);
         DaemonPaths::with_mode(
-            private.join("libvirt-rs"),
+            private.join(cmd_protocol::migration::LAUNCHER_LIBVIRT_DIR),
             DaemonMode::for_this_process(&self.cache_dir, &private),
         )
     }

@@ -302,6 +302,13 @@ mod tests {
         );
         assert_eq!(paths.capabilities_cache(), cache);
         assert_eq!(paths.qemu_state_dir(), root.join("run/libvirt/qemu/run"));
+        // The migration proxy on the target node finds the daemon where cmd-protocol says.
+        let private = dir.path().join("private");
+        let in_pod = DaemonPaths::with_mode(
+            private.join(cmd_protocol::migration::LAUNCHER_LIBVIRT_DIR),
+            DaemonMode::System,
+        );
+        assert_eq!(in_pod.socket(), cmd_protocol::migration::libvirt_socket(&private));
         write_configs(&paths).expect("configs");
         let qemu_conf = std::fs::read_to_string(home.join("libvirt/qemu.conf")).expect("qemu.conf");
         assert!(qemu_conf.contains("stdio_handler = \"file\""), "{qemu_conf}");

@@ -173,7 +173,7 @@ impl Pod {
 
     /// The session libvirtd's socket, as the node sees it.
     fn libvirt_socket(&self) -> PathBuf {
-        self.dirs.private.join("libvirt-rs/sock/libvirt-sock")
+        cmd_protocol::migration::libvirt_socket(&self.dirs.private)
     }
 
     fn stop(mut self) -> std::process::ExitStatus {

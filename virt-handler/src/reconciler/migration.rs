@@ -1,0 +1,321 @@
+//! The reconciler's part of a live migration: the target side's steps and status writes, and the
+//! source side's steps; which step comes next is decided in [`crate::migration`].
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use cmd_protocol::migration::{Channel, socket_path};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kubevirt_api::domain_state::DomainState;
+use kubevirt_api::migration_settings::MigrationSettings;
+use kubevirt_api::v1::{MigrationState, VirtualMachineInstance};
+use kubevirt_api::well_known::labels;
+use tracing::{info, warn};
+
+use super::Reconciler;
+use crate::clock::Clock;
+use crate::cluster_api::{ClusterApi, VmiEvent};
+use crate::launchers::{LauncherError, Launchers};
+use crate::migration::{
+    SourceSeen, SourceStep, TargetSeen, TargetStep, finalized, options, source_step, target_ports, target_status,
+    target_step,
+};
+use crate::migration_proxy::{Proxy, ProxyError, Security};
+use crate::plan::{LauncherState, STARTING_RETRY};
+
+/// How this node's migration proxies reach the other nodes.
+#[derive(Clone, Debug, Default)]
+pub struct MigrationNetwork {
+    /// The address the target proxies listen on and publish (the handler pod's IP); without one
+    /// this node cannot be a migration target.
+    pub address: Option<IpAddr>,
+    /// The handlers' mutual TLS ([`Security::Tls`]), used unless the migration's settings say
+    /// `disableTLS`; without it only such migrations run.
+    pub tls: Option<Security>,
+}
+
+impl MigrationNetwork {
+    /// How the connections of the migration with `state` are made.
+    fn security(&self, state: &MigrationState) -> Result<Security, StepError> {
+        let disabled = state
+            .migration_configuration
+            .as_ref()
+            .and_then(|c| c.disable_tls)
+            .unwrap_or(false);
+        if disabled {
+            return Ok(Security::Plain);
+        }
+        self.tls.clone().ok_or(StepError::NoTls)
+    }
+}
+
+/// Why a migration step failed.
+#[derive(Debug, thiserror::Error)]
+enum StepError {
+    #[error(transparent)]
+    Launcher(#[from] LauncherError),
+    #[error(transparent)]
+    Proxy(#[from] ProxyError),
+    #[error("this node has no migration address (virt-handler's --pod-ip-address)")]
+    NoAddress,
+    #[error("the migration target's address {0:?} is not an IP address")]
+    BadAddress(String),
+    #[error(
+        "no certificates for the migration's mutual TLS (virt-handler's --console-tls-cert-file, --console-tls-key-file and --console-client-ca-file), and the cluster does not set migrations.disableTLS"
+    )]
+    NoTls,
+    #[error("cannot write the VMI: {0}")]
+    Write(String),
+}
+
+/// Go on at once with the next step.
+const NEXT: Duration = Duration::from_millis(10);
+
+impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
+    /// Target side of `vmi`'s migration: one step, then when to look again.
+    pub(super) async fn reconcile_target(
+        &self,
+        key: &str,
+        vmi: &Arc<VirtualMachineInstance>,
+        state: &MigrationState,
+    ) -> Option<Duration> {
+        let (launcher, socket) = self.observe_launcher(key, vmi).await;
+        let (LauncherState::Ready, Some(socket)) = (launcher, socket) else {
+            return Some(STARTING_RETRY);
+        };
+        let domain = self.known().domains.get(key).cloned();
+        let seen = {
+            let known = self.known();
+            TargetSeen {
+                launcher_ready: true,
+                needs_pod_network: pod_network::plan::uses_pod_network(vmi)
+                    && !self.launchers.is_pod_network_wired(&socket, vmi),
+                prepared: known.prepared_targets.contains(key),
+                proxy_open: known.proxies.contains_key(key),
+                domain_running: domain
+                    .as_ref()
+                    .is_some_and(|d| matches!(d.status.state(), DomainState::Running | DomainState::Paused)),
+            }
+        };
+        let result = match target_step(state, seen) {
+            TargetStep::WirePodNetwork => self
+                .launchers
+                .wire_pod_network(&socket, vmi)
+                .await
+                .map_err(StepError::from),
+            TargetStep::Prepare => {
+                let prepared = self.launchers.sync_migration_target(&socket, vmi).await;
+                if prepared.is_ok() {
+                    info!(vmi = %key, "the migration target is prepared");
+                    self.known().prepared_targets.insert(key.to_owned());
+                }
+                prepared.map_err(StepError::from)
+            }
+            TargetStep::OpenProxy => self.open_target_proxy(key, vmi, &socket, state).await,
+            TargetStep::Finalize => self.take_over(key, vmi).await,
+            TargetStep::Wait => self.write_target_status(key, vmi, None).await,
+        };
+        match result {
+            Ok(()) if matches!(target_step(state, seen), TargetStep::Wait) => Some(STARTING_RETRY),
+            Ok(()) => Some(NEXT),
+            Err(error) => {
+                let message = kubevirt_api::error_report::one_line(&error);
+                warn!(vmi = %key, error = %message, "migration target step failed");
+                self.record(key, VmiEvent::warning("SyncFailed", message)).await;
+                Some(self.config.retry)
+            }
+        }
+    }
+
+    async fn open_target_proxy(
+        &self,
+        key: &str,
+        vmi: &VirtualMachineInstance,
+        socket: &Path,
+        state: &MigrationState,
+    ) -> Result<(), StepError> {
+        let address = self.config.migration.address.ok_or(StepError::NoAddress)?;
+        let security = self.config.migration.security(state)?;
+        let uid = vmi.metadata.uid.clone().unwrap_or_default();
+        let paths = self.launchers.migration_paths(socket);
+        let targets = BTreeMap::from([
+            (Channel::Libvirt, paths.libvirt_socket),
+            (Channel::Stream, socket_path(&paths.share_dir, &uid, Channel::Stream)),
+            (Channel::Disks, socket_path(&paths.share_dir, &uid, Channel::Disks)),
+        ]);
+        let proxy = Proxy::target(address, targets, &security).await?;
+        let ports = proxy.status_ports();
+        info!(vmi = %key, %address, ?ports, "migration target proxies listen");
+        self.known().proxies.insert(key.to_owned(), proxy);
+        self.write_target_status(key, vmi, Some((address.to_string(), ports)))
+            .await
+    }
+
+    /// Writes the target's part of the migration state when it changed.
+    async fn write_target_status(
+        &self,
+        key: &str,
+        vmi: &VirtualMachineInstance,
+        published: Option<(String, BTreeMap<String, i32>)>,
+    ) -> Result<(), StepError> {
+        let Some(status) = vmi.status.as_ref() else {
+            return Ok(());
+        };
+        let domain = self.known().domains.get(key).cloned();
+        let now = Time(self.clock.now());
+        let published = published.as_ref().map(|(a, p)| (a.as_str(), p));
+        let wanted = target_status(status, published, domain.as_ref(), &now);
+        if &wanted == status {
+            return Ok(());
+        }
+        let mut updated = vmi.clone();
+        updated.status = Some(wanted);
+        let stored = self
+            .api
+            .update_vmi_status(&updated)
+            .await
+            .map_err(|e| StepError::Write(e.to_string()))?;
+        self.known().vmis.insert(key.to_owned(), Arc::new(stored));
+        Ok(())
+    }
+
+    /// The guest runs here now: the VMI's node, its label, `completed`.
+    async fn take_over(&self, key: &str, vmi: &VirtualMachineInstance) -> Result<(), StepError> {
+        let node = self.config.node.clone();
+        let Some(status) = vmi.status.as_ref() else {
+            return Ok(());
+        };
+        let mut updated = vmi.clone();
+        updated.status = Some(finalized(status, &node, &Time(self.clock.now())));
+        let stored = self
+            .api
+            .update_vmi_status(&updated)
+            .await
+            .map_err(|e| StepError::Write(e.to_string()))?;
+        let labelled = self
+            .api
+            .patch_vmi_labels(
+                &stored,
+                BTreeMap::from([(labels::NODE_NAME.to_owned(), Some(node.clone()))]),
+            )
+            .await
+            .map_err(|e| StepError::Write(e.to_string()))?;
+        {
+            let mut known = self.known();
+            known.vmis.insert(key.to_owned(), Arc::new(labelled));
+            known.proxies.remove(key);
+            known.prepared_targets.remove(key);
+        }
+        info!(vmi = %key, %node, "the migrated VMI runs here now");
+        self.record(
+            key,
+            VmiEvent::normal(
+                "Migrated",
+                format!("The VirtualMachineInstance migrated to node {node}."),
+            ),
+        )
+        .await;
+        Ok(())
+    }
+
+    /// Source side of `vmi`'s migration, after the usual steps: at most one step.
+    pub(super) async fn reconcile_source(
+        &self,
+        key: &str,
+        vmi: &VirtualMachineInstance,
+        launcher: LauncherState,
+        socket: Option<&PathBuf>,
+        state: &MigrationState,
+    ) -> Option<Duration> {
+        let domain = self.known().domains.get(key).cloned();
+        let reported = domain.as_ref().and_then(|d| d.metadata.migration.as_ref());
+        let seen = SourceSeen {
+            launcher_ready: launcher == LauncherState::Ready && socket.is_some(),
+            proxy_open: self.known().proxies.contains_key(key),
+            reported,
+        };
+        let step = source_step(state, seen);
+        let result = match (step, socket) {
+            (SourceStep::OpenProxy, Some(socket)) => self.open_source_proxy(key, vmi, socket, state),
+            (SourceStep::Migrate, Some(socket)) => {
+                let options = options(state, &MigrationSettings::default());
+                info!(vmi = %key, migration = %options.migration_uid, "migrating");
+                self.record(
+                    key,
+                    VmiEvent::normal("Migrating", "VirtualMachineInstance is migrating."),
+                )
+                .await;
+                self.launchers
+                    .migrate(socket, vmi, &options)
+                    .await
+                    .map_err(StepError::from)
+            }
+            (SourceStep::Cancel, Some(socket)) => {
+                info!(vmi = %key, "aborting the migration");
+                self.launchers
+                    .cancel_migration(socket, vmi)
+                    .await
+                    .map_err(StepError::from)
+            }
+            (SourceStep::CloseProxy, _) => {
+                self.known().proxies.remove(key);
+                Ok(())
+            }
+            (SourceStep::Wait | SourceStep::OpenProxy | SourceStep::Migrate | SourceStep::Cancel, _) => return None,
+        };
+        match result {
+            Ok(()) => Some(NEXT),
+            Err(error) => {
+                let message = kubevirt_api::error_report::one_line(&error);
+                warn!(vmi = %key, error = %message, "migration source step failed");
+                self.record(key, VmiEvent::warning("SyncFailed", message)).await;
+                Some(self.config.retry)
+            }
+        }
+    }
+
+    fn open_source_proxy(
+        &self,
+        key: &str,
+        vmi: &VirtualMachineInstance,
+        socket: &Path,
+        state: &MigrationState,
+    ) -> Result<(), StepError> {
+        let text = state.target_node_address.clone().unwrap_or_default();
+        let target: IpAddr = text.parse().map_err(|_| StepError::BadAddress(text.clone()))?;
+        let ports = target_ports(state);
+        let uid = vmi.metadata.uid.clone().unwrap_or_default();
+        let share = self.launchers.migration_paths(socket).share_dir;
+        let sources = ports
+            .keys()
+            .map(|channel| (*channel, socket_path(&share, &uid, *channel)))
+            .collect();
+        let owner = Some(vmi.runtime_user()).filter(|u| *u != 0);
+        let security = self.config.migration.security(state)?;
+        let proxy = Proxy::source(target, &ports, sources, owner, &security)?;
+        info!(vmi = %key, %target, "migration source proxy sockets open");
+        self.known().proxies.insert(key.to_owned(), proxy);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tls_is_required_unless_the_migration_disables_it() {
+        let network = MigrationNetwork::default();
+        let mut state = MigrationState::default();
+        let refused = network.security(&state).expect_err("no certificates");
+        assert!(refused.to_string().contains("disableTLS"), "{refused}");
+        state.migration_configuration = Some(kubevirt_api::v1::MigrationConfiguration {
+            disable_tls: Some(true),
+            ..kubevirt_api::v1::MigrationConfiguration::default()
+        });
+        assert!(matches!(network.security(&state), Ok(Security::Plain)));
+    }
+}
