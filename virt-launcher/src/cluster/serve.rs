@@ -268,8 +268,10 @@ async fn serve(options: &ServeOptions, paths: &DaemonPaths) -> Result<(), String
         );
         mark_ready(&options.socket_dir()).map_err(|e| error(&e))?;
         info!(socket = %options.socket_dir().join(READY_SOCKET).display(), "serving commands");
-        stops.next_stop().await;
-        info!("stop requested; stopping the domain gracefully");
+        tokio::select! {
+            () = stops.next_stop() => info!("stop requested; stopping the domain gracefully"),
+            () = service.migrated_away() => info!("the VMI runs on another node now; stopping"),
+        }
         let policy = service
             .stop_policy(Duration::from_secs(options.grace_period_seconds))
             .await;

@@ -55,6 +55,8 @@ pub struct LauncherService<M, R> {
     dhcp: Mutex<Option<DhcpServer>>,
     credentials: tokio::sync::Mutex<access_credentials::Propagation>,
     migration: migration::Setup,
+    /// Told once the domain that migrated away is deleted: the launcher's work is over.
+    migrated_away: tokio::sync::Notify,
 }
 
 type Reply<T> = Result<tonic::Response<T>, Status>;
@@ -90,7 +92,14 @@ impl<M: DomainManager + 'static, R: ToolRunner + 'static> LauncherService<M, R> 
             dhcp: Mutex::new(None),
             credentials: tokio::sync::Mutex::default(),
             migration: migration::Setup::default(),
+            migrated_away: tokio::sync::Notify::new(),
         }
+    }
+
+    /// Resolves once the domain migrated to another node and virt-handler deleted what was left
+    /// of it here: the source pod's launcher then ends, as upstream's does.
+    pub async fn migrated_away(&self) {
+        self.migrated_away.notified().await;
     }
 
     /// Migrates through the sockets under `share_dir` to a libvirt daemon of `driver`
@@ -368,6 +377,11 @@ impl<M: DomainManager + 'static, R: ToolRunner + 'static> Cmd for LauncherServic
         let status = self.manager.status().await.map_err(internal)?;
         if status != DomainStatus::NON_EXISTENT {
             self.manager.undefine().await.map_err(internal)?;
+        }
+        let moved = self.remembered().migration.as_ref().is_some_and(|m| m.completed);
+        if moved {
+            info!("the domain migrated away and is deleted; the launcher is done");
+            self.migrated_away.notify_one();
         }
         Ok(ok())
     }

@@ -389,7 +389,20 @@ async fn the_guest_moves_between_nodes_and_its_ticker_goes_on() {
     assert!(in_pod.share.starts_with("/mnt"), "{}", in_pod.share.display());
 
     drop(proxies);
-    stop_both(source, target, name);
+    // virt-handler deletes the migrated domain; the source launcher then ends by itself.
+    source_client
+        .delete(request(&vmi))
+        .await
+        .expect("delete the migrated domain");
+    let mut source = source;
+    let exited = wait_until("the source launcher's exit", Duration::from_secs(30), async || {
+        source.launcher.try_wait().ok().flatten()
+    })
+    .await;
+    assert!(exited.success(), "the source launcher ends cleanly");
+    assert!(target.stop().success(), "the target launcher exits cleanly");
+    let left = processes_under(Path::new(&format!("default_{name}")));
+    assert!(left.is_empty(), "processes left behind: {left:?}");
 }
 
 #[tokio::test]

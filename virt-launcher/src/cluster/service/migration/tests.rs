@@ -179,6 +179,15 @@ async fn a_migration_goes_through_the_pods_sockets_and_reports_its_success() {
     );
     let snapshot = launcher.service.snapshot().await.expect("snapshot").expect("domain");
     assert_eq!(snapshot.metadata.migration, Some(over));
+    // virt-handler deletes what is left of the domain: the launcher's work is over.
+    launcher
+        .service
+        .delete_virtual_machine(Request::new(vmi_request()))
+        .await
+        .expect("delete");
+    tokio::time::timeout(std::time::Duration::from_secs(1), launcher.service.migrated_away())
+        .await
+        .expect("the launcher learns it is done");
 }
 
 #[tokio::test]
