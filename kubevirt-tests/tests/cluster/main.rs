@@ -15,6 +15,7 @@ mod faults;
 mod host_disk;
 mod install;
 mod instancetypes;
+mod migration;
 mod support;
 mod unprivileged;
 mod vm;

@@ -80,6 +80,11 @@ pub fn kubectl_ok(args: &[&str]) -> String {
     text_of(&kubectl(args), &format!("kubectl {}", args.join(" ")))
 }
 
+/// `virtctl ARGS`, whatever its outcome.
+pub fn virtctl(args: &[&str]) -> Output {
+    run(&virtctl_binary(), args, None)
+}
+
 /// `virtctl ARGS`, which must succeed; its stdout.
 pub fn virtctl_ok(args: &[&str]) -> String {
     text_of(
