@@ -21,7 +21,7 @@ use crate::compact::Compact;
 use crate::migration_plan::{Observed, Plan, plan};
 use crate::pod::{PodConfig, render_target_pod};
 use crate::reconcile_error::{ReconcileError, cannot, log_and_retry};
-use crate::vmi_controller::pod_view;
+use crate::vmi_controller::{owner_key, pod_view};
 use crate::vmi_lifecycle::PodView;
 
 #[derive(Debug, Default)]
@@ -59,17 +59,6 @@ fn vmi_key_of(migration: &VirtualMachineInstanceMigration) -> String {
         migration.metadata.namespace.as_ref(),
         migration.spec.vmi_name.as_deref().unwrap_or_default(),
     )
-}
-
-/// The owning VMI's key of a launcher pod.
-fn owner_key(pod: &Pod) -> Option<String> {
-    let owner = pod
-        .metadata
-        .owner_references
-        .as_ref()?
-        .iter()
-        .find(|o| o.controller == Some(true) && o.kind == "VirtualMachineInstance")?;
-    Some(key_of(pod.metadata.namespace.as_ref(), &owner.name))
 }
 
 impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
@@ -343,39 +332,39 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
             .clone()
             .unwrap_or_else(|| "default".to_owned());
         let config = self.pod_config(vmi);
-        let pod = match render_target_pod(vmi, migration, &config) {
-            Ok(pod) => pod,
-            Err(error) => {
-                let message = format!("Error creating pod: {error}");
-                let _ = self
-                    .api
-                    .record_migration_event(migration, "Warning", "FailedCreate", &message)
-                    .await;
-                return Ok(());
-            }
+        // A VMI that cannot be rendered needs a change of it or of the configuration, not a retry.
+        let (outcome, event) = match render_target_pod(vmi, migration, &config) {
+            Err(error) => (
+                Ok(()),
+                ("Warning", "FailedCreate", format!("Error creating pod: {error}")),
+            ),
+            Ok(pod) => match self.api.create_pod(&namespace, &pod).await {
+                Ok(created) => {
+                    let name = created.metadata.name.clone().unwrap_or_default();
+                    self.on_pod_event(Event::Apply(created));
+                    (
+                        Ok(()),
+                        (
+                            "Normal",
+                            "SuccessfulCreate",
+                            format!("Created migration target pod {name}"),
+                        ),
+                    )
+                }
+                Err(error) => {
+                    let message = format!("Error creating pod: {error}");
+                    (
+                        Err(ReconcileError::new("create the migration target pod", error)),
+                        ("Warning", "FailedCreate", message),
+                    )
+                }
+            },
         };
-        match self.api.create_pod(&namespace, &pod).await {
-            Ok(created) => {
-                let message = format!(
-                    "Created migration target pod {}",
-                    created.metadata.name.as_deref().unwrap_or_default()
-                );
-                let _ = self
-                    .api
-                    .record_migration_event(migration, "Normal", "SuccessfulCreate", &message)
-                    .await;
-                self.on_pod_event(Event::Apply(created));
-                Ok(())
-            }
-            Err(error) => {
-                let message = format!("Error creating pod: {error}");
-                let _ = self
-                    .api
-                    .record_migration_event(migration, "Warning", "FailedCreate", &message)
-                    .await;
-                Err(ReconcileError::new("create the migration target pod", error))
-            }
+        let (kind, reason, message) = event;
+        if let Err(error) = self.api.record_migration_event(migration, kind, reason, &message).await {
+            tracing::warn!(error = %error, "cannot record an event");
         }
+        outcome
     }
 
     /// The target pod is rendered as the VMI's launcher pod was, with the VMI controller's pod

@@ -58,7 +58,7 @@ pub struct VmiController<A, K> {
 }
 
 /// The owning VMI's key of a launcher pod, from its controller owner reference.
-fn owner_key(pod: &Pod) -> Option<String> {
+pub(crate) fn owner_key(pod: &Pod) -> Option<String> {
     let owner = pod
         .metadata
         .owner_references

@@ -98,6 +98,14 @@ impl Drop for Proxy {
 }
 
 impl Proxy {
+    fn empty() -> Self {
+        Self {
+            tasks: JoinSet::new(),
+            sockets: Vec::new(),
+            ports: BTreeMap::new(),
+        }
+    }
+
     /// Target side: the TCP port each channel listens on.
     #[must_use]
     pub fn ports(&self) -> &BTreeMap<Channel, u16> {
@@ -124,11 +132,7 @@ impl Proxy {
         targets: BTreeMap<Channel, PathBuf>,
         security: &Security,
     ) -> Result<Self, ProxyError> {
-        let mut proxy = Self {
-            tasks: JoinSet::new(),
-            sockets: Vec::new(),
-            ports: BTreeMap::new(),
-        };
+        let mut proxy = Self::empty();
         for (channel, socket) in targets {
             let bind = SocketAddr::new(address, 0);
             let listener = TcpListener::bind(bind).await.map_err(|source| ProxyError::ListenTcp {
@@ -166,11 +170,7 @@ impl Proxy {
         owner: Option<u32>,
         security: &Security,
     ) -> Result<Self, ProxyError> {
-        let mut proxy = Self {
-            tasks: JoinSet::new(),
-            sockets: Vec::new(),
-            ports: BTreeMap::new(),
-        };
+        let mut proxy = Self::empty();
         for (channel, socket) in sources {
             let port = *target_ports.get(&channel).ok_or(ProxyError::NoPort(channel))?;
             let listener = bind_fresh(&socket, owner).map_err(|source| ProxyError::ListenUnix {

@@ -95,9 +95,10 @@ fn echo(path: &std::path::Path) {
     });
 }
 
-#[tokio::test]
-#[allow(clippy::too_many_lines, reason = "one migration from the hand-off to the take-over")]
-async fn two_handlers_move_a_vmi_from_the_source_node_to_the_target() {
+type Nodes = (tempfile::TempDir, FakeClusterApi, CancellationToken, Node, Node);
+
+/// node-a and node-b's handlers, the VMI running on node-a.
+async fn two_nodes() -> Nodes {
     let sockets = tempfile::tempdir().expect("tempdir");
     let api = FakeClusterApi::new();
     api.apply(scheduled_vmi());
@@ -108,6 +109,24 @@ async fn two_handlers_move_a_vmi_from_the_source_node_to_the_target() {
         (api.vmi(KEY)?.status?.phase == Some(kubevirt_api::v1::VirtualMachineInstancePhase::Running)).then_some(())
     })
     .await;
+    (sockets, api, stop, source, target)
+}
+
+/// virt-controller's hand-off: the VMI's migration state and its target node label.
+fn hand_off(api: &FakeClusterApi, state: &serde_json::Value) {
+    api.modify(KEY, |vmi| {
+        vmi.metadata
+            .labels
+            .get_or_insert_default()
+            .insert("kubevirt.io/migrationTargetNodeName".to_owned(), "node-b".to_owned());
+        vmi.status.get_or_insert_default().migration_state = serde_json::from_value(state.clone()).expect("state");
+    });
+}
+
+#[tokio::test]
+#[allow(clippy::too_many_lines, reason = "one migration from the hand-off to the take-over")]
+async fn two_handlers_move_a_vmi_from_the_source_node_to_the_target() {
+    let (_sockets, api, stop, source, target) = two_nodes().await;
     // The target pod's libvirt daemon.
     let target_paths = target
         .reconciler
@@ -116,19 +135,15 @@ async fn two_handlers_move_a_vmi_from_the_source_node_to_the_target() {
     echo(&target_paths.libvirt_socket);
 
     // virt-controller's hand-off.
-    api.modify(KEY, |vmi| {
-        vmi.metadata
-            .labels
-            .get_or_insert_default()
-            .insert("kubevirt.io/migrationTargetNodeName".to_owned(), "node-b".to_owned());
-        vmi.status.get_or_insert_default().migration_state = serde_json::from_value(serde_json::json!({
+    hand_off(
+        &api,
+        &serde_json::json!({
             "migrationUid": "mig-1", "sourceNode": "node-a", "targetNode": "node-b",
             "migrationConfiguration": {"bandwidthPerMigration": "16Mi", "completionTimeoutPerGiB": 60,
                                        "progressTimeout": 30, "allowAutoConverge": true,
                                        "disableTLS": true}
-        }))
-        .expect("state");
-    });
+        }),
+    );
     let published = wait_for("the target's proxies", || {
         api.vmi(KEY)?.status?.migration_state?.target_node_address
     })
@@ -208,27 +223,14 @@ async fn two_handlers_move_a_vmi_from_the_source_node_to_the_target() {
 
 #[tokio::test]
 async fn a_failed_migration_leaves_the_vmi_on_the_source() {
-    let sockets = tempfile::tempdir().expect("tempdir");
-    let api = FakeClusterApi::new();
-    api.apply(scheduled_vmi());
-    let stop = CancellationToken::new();
-    let source = start(&api, "node-a", sockets.path(), &stop);
-    let target = start(&api, "node-b", sockets.path(), &stop);
-    wait_for("the guest running on node-a", || {
-        (api.vmi(KEY)?.status?.phase == Some(kubevirt_api::v1::VirtualMachineInstancePhase::Running)).then_some(())
-    })
-    .await;
-    api.modify(KEY, |vmi| {
-        vmi.metadata
-            .labels
-            .get_or_insert_default()
-            .insert("kubevirt.io/migrationTargetNodeName".to_owned(), "node-b".to_owned());
-        vmi.status.get_or_insert_default().migration_state = serde_json::from_value(serde_json::json!({
+    let (_sockets, api, stop, source, target) = two_nodes().await;
+    hand_off(
+        &api,
+        &serde_json::json!({
             "migrationUid": "mig-2", "sourceNode": "node-a", "targetNode": "node-b",
             "migrationConfiguration": {"disableTLS": true}
-        }))
-        .expect("state");
-    });
+        }),
+    );
     wait_for("the source's migrate call", || {
         source.reconciler.launchers().migrations(UID).first().cloned()
     })

@@ -118,16 +118,9 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
             TargetStep::Finalize => self.take_over(key, vmi).await,
             TargetStep::Wait => self.write_target_status(key, vmi, None).await,
         };
-        match result {
-            Ok(()) if matches!(target_step(state, seen), TargetStep::Wait) => Some(STARTING_RETRY),
-            Ok(()) => Some(NEXT),
-            Err(error) => {
-                let message = kubevirt_api::error_report::one_line(&error);
-                warn!(vmi = %key, error = %message, "migration target step failed");
-                self.record(key, VmiEvent::warning("SyncFailed", message)).await;
-                Some(self.config.retry)
-            }
-        }
+        let settled = matches!(target_step(state, seen), TargetStep::Wait);
+        let after = if settled { STARTING_RETRY } else { NEXT };
+        Some(self.step_outcome(key, "target", result, after).await)
     }
 
     async fn open_target_proxy(
@@ -266,15 +259,17 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
             }
             (SourceStep::Wait | SourceStep::OpenProxy | SourceStep::Migrate | SourceStep::Cancel, _) => return None,
         };
-        match result {
-            Ok(()) => Some(NEXT),
-            Err(error) => {
-                let message = kubevirt_api::error_report::one_line(&error);
-                warn!(vmi = %key, error = %message, "migration source step failed");
-                self.record(key, VmiEvent::warning("SyncFailed", message)).await;
-                Some(self.config.retry)
-            }
-        }
+        Some(self.step_outcome(key, "source", result, NEXT).await)
+    }
+
+    /// When to look again after a step on `side`: `after` once it worked; after a failure, which
+    /// is logged and recorded as a `SyncFailed` event with its causes, the retry delay.
+    async fn step_outcome(&self, key: &str, side: &str, result: Result<(), StepError>, after: Duration) -> Duration {
+        let Err(error) = result else { return after };
+        let message = kubevirt_api::error_report::one_line(&error);
+        warn!(vmi = %key, side, error = %message, "migration step failed");
+        self.record(key, VmiEvent::warning("SyncFailed", message)).await;
+        self.config.retry
     }
 
     fn open_source_proxy(

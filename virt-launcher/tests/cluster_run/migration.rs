@@ -320,6 +320,36 @@ async fn ready_to_migrate_with(
     (source, target, vmi, proxies)
 }
 
+/// Starts migrating at 1 MiB/s, so that it is still under way long after it moved its first
+/// bytes; returns once it has.
+async fn slow_migration_under_way(source: &Pod, vmi: &VirtualMachineInstance, migration: &str) -> CmdClient {
+    let mut client = source.client().await;
+    client
+        .migrate(MigrationRequest {
+            vmi: request(vmi).vmi,
+            options: options(migration, 1),
+        })
+        .await
+        .expect("migrate");
+    wait_until("migration progress", Duration::from_secs(60), async || {
+        snapshot(&mut client)
+            .await
+            .and_then(|s| s.metadata.migration?.progress)
+            .filter(|p| p.data_processed_bytes > 0)
+    })
+    .await;
+    client
+}
+
+/// The guest on the source goes on printing ticks.
+async fn still_ticking(log: &Path) {
+    let count = ticks(log).len();
+    wait_until("the ticker on the source", Duration::from_secs(30), async || {
+        (ticks(log).len() > count + 20).then_some(())
+    })
+    .await;
+}
+
 /// Stops both launchers: each exits 0 and nothing of this VMI keeps running.
 fn stop_both(source: Pod, target: Pod, name: &str) {
     assert!(source.stop().success(), "the source launcher exits cleanly");
@@ -411,22 +441,8 @@ async fn a_cancelled_migration_leaves_the_guest_on_the_source() {
     let nodes = Nodes::new(1);
     let (name, uid) = ("stayer", "8c9d0e1f-2a3b-4c4d-9e5f-6a7b8c9d0e02");
     let (source, target, vmi, proxies) = ready_to_migrate(root.path(), &nodes, name, uid).await;
-    let mut source_client = source.client().await;
     // 1 MiB/s: the guest's 256 MiB cannot move before the cancel.
-    source_client
-        .migrate(MigrationRequest {
-            vmi: request(&vmi).vmi,
-            options: options("mig-2", 1),
-        })
-        .await
-        .expect("migrate");
-    wait_until("migration progress", Duration::from_secs(60), async || {
-        snapshot(&mut source_client)
-            .await
-            .and_then(|s| s.metadata.migration?.progress)
-            .filter(|p| p.data_processed_bytes > 0)
-    })
-    .await;
+    let mut source_client = slow_migration_under_way(&source, &vmi, "mig-2").await;
     source_client.cancel_migration(request(&vmi)).await.expect("cancel");
     let over = migration_over(&mut source_client).await;
     assert!(over.failed && !over.completed, "{over:?}");
@@ -434,12 +450,7 @@ async fn a_cancelled_migration_leaves_the_guest_on_the_source() {
     assert_eq!(over.abort_status, Some(cmd_protocol::migration::AbortStatus::Succeeded));
     let domain = snapshot(&mut source_client).await.expect("domain");
     assert_eq!(domain.status.status, "Running", "the guest stays on the source");
-    let log = source.serial_log(uid);
-    let count = ticks(&log).len();
-    wait_until("the ticker on the source", Duration::from_secs(30), async || {
-        (ticks(&log).len() > count + 20).then_some(())
-    })
-    .await;
+    still_ticking(&source.serial_log(uid)).await;
     let mut target_client = target.client().await;
     assert!(
         snapshot(&mut target_client)
@@ -480,21 +491,7 @@ async fn a_target_pod_dying_midway_fails_the_migration_and_the_guest_stays() {
     let nodes = Nodes::new(2);
     let (name, uid) = ("survivor", "9d0e1f2a-3b4c-4d5e-8f6a-7b8c9d0e1f03");
     let (source, target, vmi, proxies) = ready_to_migrate(root.path(), &nodes, name, uid).await;
-    let mut source_client = source.client().await;
-    source_client
-        .migrate(MigrationRequest {
-            vmi: request(&vmi).vmi,
-            options: options("mig-3", 1),
-        })
-        .await
-        .expect("migrate");
-    wait_until("migration progress", Duration::from_secs(60), async || {
-        snapshot(&mut source_client)
-            .await
-            .and_then(|s| s.metadata.migration?.progress)
-            .filter(|p| p.data_processed_bytes > 0)
-    })
-    .await;
+    let mut source_client = slow_migration_under_way(&source, &vmi, "mig-3").await;
     // The whole pod goes, as when its node fails: the launcher, its libvirtd and its QEMU.
     for pid in process_tree(target.launcher.id()) {
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
@@ -505,12 +502,7 @@ async fn a_target_pod_dying_midway_fails_the_migration_and_the_guest_stays() {
     assert_eq!(over.abort_status, None);
     let domain = snapshot(&mut source_client).await.expect("domain");
     assert_eq!(domain.status.status, "Running", "the guest stays on the source");
-    let log = source.serial_log(uid);
-    let count = ticks(&log).len();
-    wait_until("the ticker on the source", Duration::from_secs(30), async || {
-        (ticks(&log).len() > count + 20).then_some(())
-    })
-    .await;
+    still_ticking(&source.serial_log(uid)).await;
     drop(proxies);
     let mut target = target;
     let _ = target.launcher.wait();

@@ -4,7 +4,7 @@
 use kube::runtime::watcher::Event;
 use kubevirt_api::v1::VirtualMachineInstanceMigration;
 
-use super::{ApiError, FakeControllerApi, State, Write, compact, fetch_guarded, key_of, mark_deleting};
+use super::{ApiError, FakeControllerApi, State, Write, compact, fetch_guarded, key_of, mark_deleting, merge_metadata};
 use crate::compact::Compact;
 
 impl FakeControllerApi {
@@ -57,19 +57,7 @@ pub(super) fn patch_metadata(
         migration.metadata.resource_version.as_ref(),
         "patch migration",
     )?;
-    let meta = &patch["metadata"];
-    if let Some(labels) = meta["labels"].as_object() {
-        let target = stored.metadata.labels.get_or_insert_default();
-        for (k, v) in labels {
-            match v.as_str() {
-                Some(value) => target.insert(k.clone(), value.to_owned()),
-                None => target.remove(k),
-            };
-        }
-    }
-    if let Some(finalizers) = meta.get("finalizers") {
-        stored.metadata.finalizers = serde_json::from_value(finalizers.clone()).unwrap_or_default();
-    }
+    merge_metadata(&mut stored.metadata, patch);
     state.stamp(&mut stored.metadata);
     if stored.metadata.deletion_timestamp.is_some() && stored.metadata.finalizers.as_ref().is_none_or(Vec::is_empty) {
         state.migrations.remove(&key);

@@ -165,6 +165,24 @@ where
     Ok(stored)
 }
 
+/// Applies a merge patch's `metadata.labels` (a `null` removes one) and `metadata.finalizers`
+/// (replaced whole), as the API server does.
+fn merge_metadata(meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, patch: &serde_json::Value) {
+    let patch = &patch["metadata"];
+    if let Some(labels) = patch["labels"].as_object() {
+        let target = meta.labels.get_or_insert_default();
+        for (k, v) in labels {
+            match v.as_str() {
+                Some(value) => target.insert(k.clone(), value.to_owned()),
+                None => target.remove(k),
+            };
+        }
+    }
+    if let Some(finalizers) = patch.get("finalizers") {
+        meta.finalizers = serde_json::from_value(finalizers.clone()).unwrap_or_default();
+    }
+}
+
 fn key_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
     format!(
         "{}/{}",
@@ -423,19 +441,7 @@ impl ControllerApi for FakeControllerApi {
         let key = vmi.key();
         state.log(Write::PatchVmi(key.clone(), patch.clone()));
         let mut stored = fetch_guarded(&state.vmis, &key, vmi.metadata.resource_version.as_ref(), "patch")?;
-        let meta = &patch["metadata"];
-        if let Some(labels) = meta["labels"].as_object() {
-            let target = stored.metadata.labels.get_or_insert_default();
-            for (k, v) in labels {
-                match v.as_str() {
-                    Some(value) => target.insert(k.clone(), value.to_owned()),
-                    None => target.remove(k),
-                };
-            }
-        }
-        if let Some(finalizers) = meta.get("finalizers") {
-            stored.metadata.finalizers = serde_json::from_value(finalizers.clone()).unwrap_or_default();
-        }
+        merge_metadata(&mut stored.metadata, &patch);
         state.stamp(&mut stored.metadata);
         if stored.metadata.deletion_timestamp.is_some() && stored.metadata.finalizers.as_ref().is_none_or(Vec::is_empty)
         {

@@ -115,6 +115,16 @@ impl Launcher {
         panic!("the migration did not end: {:?}", self.migration());
     }
 
+    /// Starts a migration with `options(progress_timeout, post_copy)` and waits until libvirt's
+    /// migrate is called.
+    async fn start_migration(&self, progress_timeout: u64, post_copy: bool) {
+        self.service
+            .migrate_virtual_machine(Request::new(migration_request(&options(progress_timeout, post_copy))))
+            .await
+            .expect("migrate");
+        self.wait_for_migrate_call().await;
+    }
+
     async fn wait_for_migrate_call(&self) {
         for _ in 0..200 {
             if self.manager.migration_params().is_some() {
@@ -129,12 +139,7 @@ impl Launcher {
 #[tokio::test]
 async fn a_migration_goes_through_the_pods_sockets_and_reports_its_success() {
     let mut launcher = launcher().running().await;
-    launcher
-        .service
-        .migrate_virtual_machine(Request::new(migration_request(&options(150, false))))
-        .await
-        .expect("migrate");
-    launcher.wait_for_migrate_call().await;
+    launcher.start_migration(150, false).await;
     let params = launcher.manager.migration_params().expect("params");
     let proxy = format!("{}/share/migrationproxy/{UID}", launcher.dir.path().display());
     assert_eq!(
@@ -193,12 +198,7 @@ async fn a_migration_goes_through_the_pods_sockets_and_reports_its_success() {
 #[tokio::test]
 async fn cancel_aborts_the_job_and_the_guest_stays() {
     let launcher = launcher().running().await;
-    launcher
-        .service
-        .migrate_virtual_machine(Request::new(migration_request(&options(150, false))))
-        .await
-        .expect("migrate");
-    launcher.wait_for_migrate_call().await;
+    launcher.start_migration(150, false).await;
     launcher
         .service
         .cancel_virtual_machine_migration(Request::new(vmi_request()))
@@ -224,12 +224,7 @@ async fn cancel_aborts_the_job_and_the_guest_stays() {
 #[tokio::test(start_paused = true)]
 async fn a_stalled_migration_is_aborted_at_the_progress_timeout() {
     let launcher = launcher().running().await;
-    launcher
-        .service
-        .migrate_virtual_machine(Request::new(migration_request(&options(3, false))))
-        .await
-        .expect("migrate");
-    launcher.wait_for_migrate_call().await;
+    launcher.start_migration(3, false).await;
     launcher.manager.set_migration_progress(MigrationProgress {
         data_remaining_bytes: 1000,
         data_total_bytes: 4000,
@@ -255,12 +250,7 @@ async fn a_stalled_migration_is_aborted_at_the_progress_timeout() {
 #[tokio::test]
 async fn a_failed_migration_keeps_libvirts_reason() {
     let launcher = launcher().running().await;
-    launcher
-        .service
-        .migrate_virtual_machine(Request::new(migration_request(&options(150, true))))
-        .await
-        .expect("migrate");
-    launcher.wait_for_migrate_call().await;
+    launcher.start_migration(150, true).await;
     launcher
         .manager
         .end_migration(Err("unable to connect to server: Connection refused".to_owned()));
