@@ -30,5 +30,9 @@ cargo run -q --release -p kubevirt-tests --bin bench-virt-api -- --virt-api targ
 cargo run -q --release -p kubevirt-tests --bin bench-network -- --launcher target/release/virt-launcher --runs 3
 
 
+# Live migration between two network namespaces: kubevirt-rs against virsh migrate --p2p.
+cargo bench -p virt-launcher --bench migration -- --runs 3 --body "$PWD/target/bench-migration.md"
+cargo run -q -p kubevirt-tests --bin bench-report -- --section migration --body-file target/bench-migration.md
+
 # kubevirt-rs on a real Kubernetes: the test cluster (make cluster) with the release images.
 scripts/bench-cluster.sh

@@ -3,6 +3,10 @@
 //! `target/criterion/<id>/new/estimates.json`.
 //!
 //! bench-report --section render --title "..." --bench render_minimal_vmi:20000 [--bench ...]
+//! bench-report --section migration --body-file target/bench-migration.md
+//!
+//! With `--body-file`, the section is that file's markdown, as a benchmark program that cannot
+//! write BENCHMARKS.md itself wrote it (a `cargo bench` target of another crate).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -15,6 +19,7 @@ struct Args {
     benches: Vec<(String, f64)>,
     criterion_dir: PathBuf,
     output: PathBuf,
+    body_file: Option<PathBuf>,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -24,6 +29,7 @@ fn parse_args() -> anyhow::Result<Args> {
         benches: Vec::new(),
         criterion_dir: PathBuf::from("target/criterion"),
         output: PathBuf::from("BENCHMARKS.md"),
+        body_file: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -33,6 +39,7 @@ fn parse_args() -> anyhow::Result<Args> {
             "--title" => args.title = value,
             "--criterion-dir" => args.criterion_dir = value.into(),
             "--output" => args.output = value.into(),
+            "--body-file" => args.body_file = Some(value.into()),
             "--bench" => {
                 let (id, target) = value
                     .split_once(':')
@@ -45,7 +52,7 @@ fn parse_args() -> anyhow::Result<Args> {
             other => bail!("unknown flag {other}"),
         }
     }
-    if args.section.is_empty() || args.benches.is_empty() {
+    if args.section.is_empty() || (args.benches.is_empty() && args.body_file.is_none()) {
         bail!("usage: bench-report --section NAME --title TEXT --bench ID:TARGET_NS ...");
     }
     Ok(args)
@@ -75,6 +82,17 @@ fn human(ns: f64) -> String {
 
 fn main() -> anyhow::Result<()> {
     let args = parse_args()?;
+    if let Some(file) = &args.body_file {
+        let body = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+        kubevirt_tests::replace_markdown_section(&args.output, &args.section, &body)
+            .with_context(|| format!("cannot write {}", args.output.display()))?;
+        println!(
+            "bench-report: updated section {} of {}",
+            args.section,
+            args.output.display()
+        );
+        return Ok(());
+    }
     let mut body = format!(
         "## {}\n\nMachine: {}. Medians from criterion (release build).\n\n",
         args.title,

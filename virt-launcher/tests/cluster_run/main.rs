@@ -4,6 +4,7 @@
 
 mod fixture;
 mod migration;
+mod migration_rig;
 mod pod_network;
 mod through_virt_api;
 mod with_handler;
