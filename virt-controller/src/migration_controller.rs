@@ -213,9 +213,21 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
                     && m.metadata.uid.is_some()
                     && m.metadata.uid == state_owner
             });
+            // Running, or still Pending with its target pod just created (a burst of new
+            // migrations must not all create their pods before any is counted).
+            let has_target_pod = |m: &VirtualMachineInstanceMigration| {
+                let uid = m.metadata.uid.as_deref();
+                known
+                    .pods
+                    .get(&vmi_key_of(m))
+                    .is_some_and(|pods| pods.values().any(|p| p.migration_job.as_deref() == uid))
+            };
             let running: Vec<&VirtualMachineInstanceMigration> = others
                 .iter()
-                .filter(|m| m.status.as_ref().and_then(|s| s.phase).unwrap_or_default().is_running())
+                .filter(|m| {
+                    let phase = m.status.as_ref().and_then(|s| s.phase).unwrap_or_default();
+                    phase.is_running() || (!phase.is_final() && has_target_pod(m))
+                })
                 .collect();
             let from_node = running
                 .iter()

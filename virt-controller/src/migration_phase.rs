@@ -183,7 +183,9 @@ pub fn step(phase: Phase, seen: &Observation) -> Step {
     if ours.is_some_and(|p| p.failed) {
         return fail(failure::SOURCE_FAILED);
     }
-    if seen.deleting {
+    let ours_done = ours.is_some_and(|p| p.completed);
+    if seen.deleting && !(phase == Phase::Running && ours_done) {
+        // A cancel that came too late (the guest already moved) ends in Succeeded below.
         return Step::RequestAbort;
     }
     let ours = ours.unwrap_or_default();

@@ -199,6 +199,17 @@ pub fn plan(seen: &Observed<'_>) -> Plan {
             enter(&mut status, Phase::Failed);
             abort_condition = abort_requested;
             plan.events.push(event("Warning", "FailedMigration", reason));
+            // virt-handler, which only looks at the VMI, learns of it there.
+            if let Some(state) = vmi_state.filter(|s| {
+                s.migration_uid.as_deref() == Some(uid.as_str()) && s.failed != Some(true) && s.completed != Some(true)
+            }) {
+                plan.vmi_migration_state = Some(MigrationState {
+                    failed: Some(true),
+                    failure_reason: Some(reason.to_owned()),
+                    end_timestamp: Some(seen.now.clone()),
+                    ..state.clone()
+                });
+            }
         }
         Step::RequestAbort => {
             abort_condition = true;

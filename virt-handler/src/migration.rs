@@ -118,11 +118,22 @@ pub fn target_status(
     if domain.is_some_and(|d| d.status.state() != DomainState::NoState) {
         state.target_node_domain_detected = Some(true);
     }
-    let running = domain.is_some_and(|d| matches!(d.status.state(), DomainState::Running | DomainState::Paused));
-    if running && state.target_node_domain_ready_timestamp.is_none() {
+    if domain.is_some_and(runs_on_target) && state.target_node_domain_ready_timestamp.is_none() {
         state.target_node_domain_ready_timestamp = Some(now.clone());
     }
     status
+}
+
+/// The migrated domain runs on the target: running, or paused by its user (not the pause of an
+/// incoming migration, reason `Migration`, or of a domain starting up).
+#[must_use]
+pub fn runs_on_target(domain: &DomainSnapshot) -> bool {
+    use kubevirt_api::domain_state::StateReason;
+    match domain.status.state() {
+        DomainState::Running => true,
+        DomainState::Paused => !matches!(domain.status.reason(), StateReason::Migration | StateReason::StartingUp),
+        _ => false,
+    }
 }
 
 /// The take-over: the VMI runs on `node` now, and its migration completed.
@@ -142,8 +153,10 @@ pub fn finalized(status: &VirtualMachineInstanceStatus, node: &str, now: &Time) 
 pub struct SourceSeen<'a> {
     /// The source launcher serves commands.
     pub launcher_ready: bool,
-    /// The proxy sockets are open in the source pod.
+    /// The proxy sockets of this migration are open in the source pod.
     pub proxy_open: bool,
+    /// `MigrateVirtualMachine` was sent for this migration.
+    pub migrate_sent: bool,
     /// The launcher's report of its migration, if it runs or ran one.
     pub reported: Option<&'a MigrationMetadata>,
 }
@@ -157,6 +170,9 @@ pub enum SourceStep {
     Migrate,
     /// `CancelVirtualMachineMigration`.
     Cancel,
+    /// Cancelled before it started: record it failed (aborted) in the VMI, as the launcher
+    /// would have.
+    AbortUnstarted,
     /// Close the proxy sockets: the migration is over here.
     CloseProxy,
     /// Nothing to do now.
@@ -176,17 +192,40 @@ pub fn source_step(state: &MigrationState, seen: SourceSeen<'_>) -> SourceStep {
             SourceStep::Wait
         };
     }
-    if !seen.launcher_ready || state.failed == Some(true) {
+    if state.failed == Some(true) {
+        return if seen.proxy_open {
+            SourceStep::CloseProxy
+        } else {
+            SourceStep::Wait
+        };
+    }
+    if !seen.launcher_ready {
         return SourceStep::Wait;
     }
     let ports_published = state.target_node_address.is_some() && !state.target_direct_migration_node_ports.is_empty();
     match ours {
-        None if state.abort_requested == Some(true) => SourceStep::Wait,
+        // Sent, and its report is on the way: whatever comes next needs it.
+        None if seen.migrate_sent => SourceStep::Wait,
+        None if state.abort_requested == Some(true) => SourceStep::AbortUnstarted,
         None if !ports_published => SourceStep::Wait,
         None if !seen.proxy_open => SourceStep::OpenProxy,
         None => SourceStep::Migrate,
         Some(report) if state.abort_requested == Some(true) && report.abort_status.is_none() => SourceStep::Cancel,
         Some(_) => SourceStep::Wait,
+    }
+}
+
+/// A migration cancelled before the source launcher started it: failed and aborted, as the
+/// launcher reports an aborted one.
+#[must_use]
+pub fn aborted_unstarted(state: &MigrationState, now: &Time) -> MigrationState {
+    MigrationState {
+        failed: Some(true),
+        failure_reason: Some("Live migration aborted ".to_owned()),
+        abort_status: Some("Succeeded".to_owned()),
+        start_timestamp: state.start_timestamp.clone().or_else(|| Some(now.clone())),
+        end_timestamp: Some(now.clone()),
+        ..state.clone()
     }
 }
 

@@ -222,21 +222,23 @@ async fn serve_target(listener: TcpListener, acceptor: Option<TlsAcceptor>, sock
         let (acceptor, socket) = (acceptor.clone(), socket.clone());
         connections.spawn(async move {
             let _ = tcp.set_nodelay(true);
-            let pod = match cmd_protocol::sockets::connect_unix(&socket).await {
-                Ok(pod) => pod,
-                Err(e) => {
-                    warn!(?channel, socket = %socket.display(), error = %e, "cannot reach the target pod's socket");
-                    return;
-                }
-            };
+            // The peer proves who it is before anything in the pod is reached.
             match acceptor {
                 Some(acceptor) => match acceptor.accept(tcp).await {
-                    Ok(tls) => relay(tls, pod, channel).await,
+                    Ok(tls) => relay_to_pod(tls, &socket, channel).await,
                     Err(e) => warn!(?channel, %peer, error = %e, "migration TLS handshake refused"),
                 },
-                None => relay(tcp, pod, channel).await,
+                None => relay_to_pod(tcp, &socket, channel).await,
             }
         });
+    }
+}
+
+/// Connects to the pod's socket for `channel` and relays `peer` to it.
+async fn relay_to_pod<P: AsyncRead + AsyncWrite + Unpin>(peer: P, socket: &Path, channel: Channel) {
+    match cmd_protocol::sockets::connect_unix(socket).await {
+        Ok(pod) => relay(peer, pod, channel).await,
+        Err(e) => warn!(?channel, socket = %socket.display(), error = %e, "cannot reach the target pod's socket"),
     }
 }
 

@@ -64,10 +64,12 @@ struct Known {
     failing_since: HashMap<String, Timestamp>,
     /// Keys seen during a relist (between `Init` and `InitDone`).
     relisting: Option<HashSet<String>>,
-    /// Migration targets whose launcher got `SyncMigrationTarget`.
-    prepared_targets: HashSet<String>,
-    /// The migration proxies of the VMIs migrating to or from this node.
-    proxies: HashMap<String, crate::migration_proxy::Proxy>,
+    /// Migration targets whose launcher got `SyncMigrationTarget`, with the migration's UID.
+    prepared_targets: HashMap<String, String>,
+    /// The migration proxies of the VMIs migrating to or from this node, with the migration's UID.
+    proxies: HashMap<String, (String, crate::migration_proxy::Proxy)>,
+    /// Sources whose launcher was sent `MigrateVirtualMachine`, with the migration's UID.
+    migrations_sent: HashMap<String, String>,
 }
 
 /// The reconciler.
@@ -230,6 +232,7 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
             let mut known = self.known();
             known.proxies.remove(key);
             known.prepared_targets.remove(key);
+            known.migrations_sent.remove(key);
         }
         if let Some(crate::migration::Role::Target(state)) = &role {
             // Boxed: the migration steps would make every reconcile's future large.
@@ -417,6 +420,7 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
         known.listed.remove(key);
         known.proxies.remove(key);
         known.prepared_targets.remove(key);
+        known.migrations_sent.remove(key);
         if known.gone.remove(key).is_some() {
             info!(vmi = %key, "cleaned up");
         }

@@ -267,3 +267,37 @@ async fn a_failed_migration_leaves_the_vmi_on_the_source() {
     source.task.await.expect("source handler");
     target.task.await.expect("target handler");
 }
+
+#[tokio::test]
+async fn a_migration_cancelled_before_it_started_is_recorded_aborted() {
+    let sockets = tempfile::tempdir().expect("tempdir");
+    let api = FakeClusterApi::new();
+    api.apply(scheduled_vmi());
+    let stop = CancellationToken::new();
+    // Only the source: no target ever publishes its proxies.
+    let source = start(&api, "node-a", sockets.path(), &stop);
+    wait_for("the guest running on node-a", || {
+        (api.vmi(KEY)?.status?.phase == Some(kubevirt_api::v1::VirtualMachineInstancePhase::Running)).then_some(())
+    })
+    .await;
+    hand_off(
+        &api,
+        &serde_json::json!({
+            "migrationUid": "mig-3", "sourceNode": "node-a", "targetNode": "node-b",
+            "migrationConfiguration": {"disableTLS": true}, "abortRequested": true
+        }),
+    );
+    let state = wait_for("the abort in the VMI", || {
+        api.vmi(KEY)?.status?.migration_state.filter(|s| s.failed == Some(true))
+    })
+    .await;
+    assert_eq!(state.abort_status.as_deref(), Some("Succeeded"));
+    assert_eq!(state.failure_reason.as_deref(), Some("Live migration aborted "));
+    assert!(state.end_timestamp.is_some());
+    assert!(
+        source.reconciler.launchers().migrations(UID).is_empty(),
+        "never migrated"
+    );
+    stop.cancel();
+    source.task.await.expect("source handler");
+}

@@ -76,10 +76,11 @@ fn expected(phase: Phase, seen: &Observation) -> Step {
             abort_requested: *abort_requested,
         };
     }
-    if seen.deleting {
+    let p = ours.unwrap_or_default();
+    let too_late = phase == Phase::Running && ours.is_some() && p.completed;
+    if seen.deleting && !too_late {
         return Step::RequestAbort;
     }
-    let p = ours.unwrap_or_default();
     let condition = match phase {
         Phase::Unset => true,
         Phase::Pending => seen.target_pod != TargetPod::Missing,
@@ -221,6 +222,22 @@ fn a_cancel_fails_before_the_hand_off_and_asks_virt_handler_after() {
         ..Progress::default()
     });
     assert_eq!(step(Phase::Running, &running), fail(failure::SOURCE_FAILED));
+}
+
+#[test]
+fn a_cancel_after_the_guest_moved_still_ends_in_success() {
+    let mut late = seen(
+        TargetPod::Ready,
+        ours(Progress {
+            target_node: true,
+            target_address: true,
+            started: true,
+            completed: true,
+            failed: false,
+        }),
+    );
+    late.deleting = true;
+    assert_eq!(step(Phase::Running, &late), Step::Advance(Phase::Succeeded));
 }
 
 #[test]

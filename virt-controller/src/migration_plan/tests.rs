@@ -210,6 +210,28 @@ fn a_cancel_while_running_asks_virt_handler_and_the_end_releases_the_finalizer()
 }
 
 #[test]
+fn a_failure_the_controller_sees_reaches_the_vmi() {
+    let settings = MigrationSettings::default();
+    let preparing = migration(Phase::PreparingTarget, false);
+    let vmi = vmi(Some(
+        serde_json::json!({"migrationUid": "mig-uid", "targetNode": "node-b"}),
+    ));
+    let down = PodView {
+        phase: "Failed".to_owned(),
+        ..pod("t", Some("node-b"), "Failed", false)
+    };
+    let failed = plan(&observe(&preparing, Some(&vmi), Some(&down), &settings));
+    assert_eq!(phase_of(&failed), Some(Phase::Failed));
+    let state = failed.vmi_migration_state.expect("the VMI's state");
+    assert_eq!(state.failed, Some(true));
+    assert_eq!(
+        state.failure_reason.as_deref(),
+        Some("Migration failed because target pod shutdown during migration")
+    );
+    assert!(state.end_timestamp.is_some());
+}
+
+#[test]
 fn a_completed_migration_succeeds_and_keeps_its_target_pod() {
     let settings = MigrationSettings::default();
     let running = migration(Phase::Running, false);

@@ -70,14 +70,18 @@ impl Merger {
         }
     }
 
+    /// The VMI is in one watch; the newer of its two versions goes on (the watches are not
+    /// ordered with each other, so one may deliver an older version after the other's newer).
     fn apply(&mut self, at: usize, vmi: VirtualMachineInstance) -> Event<VirtualMachineInstance> {
         let member = self.members.entry(vmi.key()).or_insert_with(|| Member {
             vmi: vmi.clone(),
             in_watch: [false; 2],
         });
         member.in_watch[at] = true;
-        member.vmi = vmi.clone();
-        Event::Apply(vmi)
+        if version(&vmi) >= version(&member.vmi) {
+            member.vmi = vmi;
+        }
+        Event::Apply(member.vmi.clone())
     }
 
     /// The VMI left one watch; a deletion when it is in neither now.
@@ -89,6 +93,16 @@ impl Merger {
         }
         self.members.remove(key).map(|m| Event::Delete(m.vmi))
     }
+}
+
+/// A resourceVersion as a number (the API server's are, though clients must not rely on it for
+/// more than ordering one object's versions); 0 when absent or not a number.
+fn version(vmi: &VirtualMachineInstance) -> u64 {
+    vmi.metadata
+        .resource_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -129,6 +143,21 @@ mod tests {
             names(&merger.on(Source::Node, Event::Delete(vmi("a")))),
             ["delete default/a"]
         );
+    }
+
+    #[test]
+    fn an_older_version_from_the_other_watch_does_not_win() {
+        let mut merger = Merger::default();
+        let mut newer = vmi("a");
+        newer.metadata.resource_version = Some("12".to_owned());
+        let mut older = vmi("a");
+        older.metadata.resource_version = Some("10".to_owned());
+        merger.on(Source::Node, Event::Apply(newer));
+        let events = merger.on(Source::MigrationTarget, Event::Apply(older));
+        let [Event::Apply(kept)] = events.as_slice() else {
+            panic!("one apply");
+        };
+        assert_eq!(kept.metadata.resource_version.as_deref(), Some("12"));
     }
 
     #[test]

@@ -158,8 +158,35 @@ fn the_source_waits_for_the_ports_then_migrates_once_and_cancels_on_request() {
         "targetDirectMigrationNodePorts": {"1": 0}}));
     assert_eq!(
         source_step(&unstarted_cancel, open),
+        SourceStep::AbortUnstarted,
+        "never started after a cancel, and recorded aborted"
+    );
+    let sent = SourceSeen {
+        migrate_sent: true,
+        ..open
+    };
+    assert_eq!(
+        source_step(&published, sent),
         SourceStep::Wait,
-        "never started after a cancel"
+        "sent once, its report awaited"
+    );
+    assert_eq!(
+        source_step(&unstarted_cancel, sent),
+        SourceStep::Wait,
+        "the report decides"
+    );
+    let aborted = aborted_unstarted(&unstarted_cancel, &NOW);
+    assert_eq!(aborted.failed, Some(true));
+    assert_eq!(aborted.abort_status.as_deref(), Some("Succeeded"));
+    assert_eq!(aborted.end_timestamp, Some(NOW));
+    let failed = MigrationState {
+        failed: Some(true),
+        ..published.clone()
+    };
+    assert_eq!(
+        source_step(&failed, open),
+        SourceStep::CloseProxy,
+        "a failed migration's proxy closes"
     );
 }
 

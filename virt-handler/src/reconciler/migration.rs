@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use cmd_protocol::migration::{Channel, socket_path};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kubevirt_api::domain_state::DomainState;
 use kubevirt_api::migration_settings::MigrationSettings;
 use kubevirt_api::v1::{MigrationState, VirtualMachineInstance};
 use kubevirt_api::well_known::labels;
@@ -86,18 +85,18 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
         let (LauncherState::Ready, Some(socket)) = (launcher, socket) else {
             return Some(STARTING_RETRY);
         };
+        let uid = state.migration_uid.clone().unwrap_or_default();
         let domain = self.known().domains.get(key).cloned();
         let seen = {
-            let known = self.known();
+            let mut known = self.known();
+            forget_other_migrations(&mut known, key, &uid);
             TargetSeen {
                 launcher_ready: true,
                 needs_pod_network: pod_network::plan::uses_pod_network(vmi)
                     && !self.launchers.is_pod_network_wired(&socket, vmi),
-                prepared: known.prepared_targets.contains(key),
+                prepared: known.prepared_targets.contains_key(key),
                 proxy_open: known.proxies.contains_key(key),
-                domain_running: domain
-                    .as_ref()
-                    .is_some_and(|d| matches!(d.status.state(), DomainState::Running | DomainState::Paused)),
+                domain_running: domain.as_ref().is_some_and(crate::migration::runs_on_target),
             }
         };
         let result = match target_step(state, seen) {
@@ -110,13 +109,14 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
                 let prepared = self.launchers.sync_migration_target(&socket, vmi).await;
                 if prepared.is_ok() {
                     info!(vmi = %key, "the migration target is prepared");
-                    self.known().prepared_targets.insert(key.to_owned());
+                    self.known().prepared_targets.insert(key.to_owned(), uid.clone());
                 }
                 prepared.map_err(StepError::from)
             }
             TargetStep::OpenProxy => self.open_target_proxy(key, vmi, &socket, state).await,
             TargetStep::Finalize => self.take_over(key, vmi).await,
-            TargetStep::Wait => self.write_target_status(key, vmi, None).await,
+            // The proxies' ports again, should their first write have failed.
+            TargetStep::Wait => self.write_target_status(key, vmi, self.published(key)).await,
         };
         let settled = matches!(target_step(state, seen), TargetStep::Wait);
         let after = if settled { STARTING_RETRY } else { NEXT };
@@ -142,9 +142,18 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
         let proxy = Proxy::target(address, targets, &security).await?;
         let ports = proxy.status_ports();
         info!(vmi = %key, %address, ?ports, "migration target proxies listen");
-        self.known().proxies.insert(key.to_owned(), proxy);
+        let migration = state.migration_uid.clone().unwrap_or_default();
+        self.known().proxies.insert(key.to_owned(), (migration, proxy));
         self.write_target_status(key, vmi, Some((address.to_string(), ports)))
             .await
+    }
+
+    /// The address and ports of the VMI's open target proxies.
+    fn published(&self, key: &str) -> Option<(String, BTreeMap<String, i32>)> {
+        let address = self.config.migration.address?;
+        let known = self.known();
+        let (_, proxy) = known.proxies.get(key)?;
+        Some((address.to_string(), proxy.status_ports()))
     }
 
     /// Writes the target's part of the migration state when it changed.
@@ -175,30 +184,33 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
         Ok(())
     }
 
-    /// The guest runs here now: the VMI's node, its label, `completed`.
+    /// The guest runs here now: the VMI's node label, then its `nodeName` and `completed`. The
+    /// label goes first: should the status write fail, the VMI still names this node as its
+    /// migration's target and the take-over is tried again; the other order could leave a VMI
+    /// whose label no node's handler follows.
     async fn take_over(&self, key: &str, vmi: &VirtualMachineInstance) -> Result<(), StepError> {
         let node = self.config.node.clone();
-        let Some(status) = vmi.status.as_ref() else {
+        let labelled = self
+            .api
+            .patch_vmi_labels(
+                vmi,
+                BTreeMap::from([(labels::NODE_NAME.to_owned(), Some(node.clone()))]),
+            )
+            .await
+            .map_err(|e| StepError::Write(e.to_string()))?;
+        let Some(status) = labelled.status.as_ref() else {
             return Ok(());
         };
-        let mut updated = vmi.clone();
+        let mut updated = labelled.clone();
         updated.status = Some(finalized(status, &node, &Time(self.clock.now())));
         let stored = self
             .api
             .update_vmi_status(&updated)
             .await
             .map_err(|e| StepError::Write(e.to_string()))?;
-        let labelled = self
-            .api
-            .patch_vmi_labels(
-                &stored,
-                BTreeMap::from([(labels::NODE_NAME.to_owned(), Some(node.clone()))]),
-            )
-            .await
-            .map_err(|e| StepError::Write(e.to_string()))?;
         {
             let mut known = self.known();
-            known.vmis.insert(key.to_owned(), Arc::new(labelled));
+            known.vmis.insert(key.to_owned(), Arc::new(stored));
             known.proxies.remove(key);
             known.prepared_targets.remove(key);
         }
@@ -223,11 +235,18 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
         socket: Option<&PathBuf>,
         state: &MigrationState,
     ) -> Option<Duration> {
+        let uid = state.migration_uid.clone().unwrap_or_default();
         let domain = self.known().domains.get(key).cloned();
         let reported = domain.as_ref().and_then(|d| d.metadata.migration.as_ref());
+        let (proxy_open, migrate_sent) = {
+            let mut known = self.known();
+            forget_other_migrations(&mut known, key, &uid);
+            (known.proxies.contains_key(key), known.migrations_sent.contains_key(key))
+        };
         let seen = SourceSeen {
             launcher_ready: launcher == LauncherState::Ready && socket.is_some(),
-            proxy_open: self.known().proxies.contains_key(key),
+            proxy_open,
+            migrate_sent,
             reported,
         };
         let step = source_step(state, seen);
@@ -241,11 +260,13 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
                     VmiEvent::normal("Migrating", "VirtualMachineInstance is migrating."),
                 )
                 .await;
-                self.launchers
-                    .migrate(socket, vmi, &options)
-                    .await
-                    .map_err(StepError::from)
+                let sent = self.launchers.migrate(socket, vmi, &options).await;
+                if sent.is_ok() {
+                    self.known().migrations_sent.insert(key.to_owned(), uid.clone());
+                }
+                sent.map_err(StepError::from)
             }
+            (SourceStep::AbortUnstarted, _) => self.abort_unstarted(key, vmi, state).await,
             (SourceStep::Cancel, Some(socket)) => {
                 info!(vmi = %key, "aborting the migration");
                 self.launchers
@@ -292,8 +313,43 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
         let security = self.config.migration.security(state)?;
         let proxy = Proxy::source(target, &ports, sources, owner, &security)?;
         info!(vmi = %key, %target, "migration source proxy sockets open");
-        self.known().proxies.insert(key.to_owned(), proxy);
+        let migration = state.migration_uid.clone().unwrap_or_default();
+        self.known().proxies.insert(key.to_owned(), (migration, proxy));
         Ok(())
+    }
+
+    /// Cancelled before the source launcher got it: the VMI's migration state says failed and
+    /// aborted, so virt-controller fails the migration and the target lets go.
+    async fn abort_unstarted(
+        &self,
+        key: &str,
+        vmi: &VirtualMachineInstance,
+        state: &MigrationState,
+    ) -> Result<(), StepError> {
+        let mut updated = vmi.clone();
+        let status = updated.status.get_or_insert_default();
+        status.migration_state = Some(crate::migration::aborted_unstarted(state, &Time(self.clock.now())));
+        let stored = self
+            .api
+            .update_vmi_status(&updated)
+            .await
+            .map_err(|e| StepError::Write(e.to_string()))?;
+        info!(vmi = %key, "the migration was cancelled before it started");
+        self.known().vmis.insert(key.to_owned(), Arc::new(stored));
+        Ok(())
+    }
+}
+
+/// Drops what is kept for another (an earlier) migration of the VMI `key`.
+fn forget_other_migrations(known: &mut super::Known, key: &str, uid: &str) {
+    if known.proxies.get(key).is_some_and(|(of, _)| of != uid) {
+        known.proxies.remove(key);
+    }
+    if known.prepared_targets.get(key).is_some_and(|of| of != uid) {
+        known.prepared_targets.remove(key);
+    }
+    if known.migrations_sent.get(key).is_some_and(|of| of != uid) {
+        known.migrations_sent.remove(key);
     }
 }
 

@@ -66,6 +66,12 @@ impl Watch {
         self.post_copy
     }
 
+    /// The switch to post-copy that [`Action::StartPostCopy`] asked for happened: from now on
+    /// nothing is watched.
+    pub fn post_copy_started(&mut self) {
+        self.post_copy = true;
+    }
+
     /// Decides at `elapsed` since the start, given the counters read now (`None` while libvirt
     /// reports no job yet, which is no progress).
     pub fn tick(&mut self, elapsed: Duration, progress: Option<MigrationProgress>, limits: Limits) -> Action {
@@ -81,7 +87,6 @@ impl Watch {
         }
         let over_budget = !limits.completion_timeout.is_zero() && elapsed > limits.completion_timeout;
         if over_budget && limits.allow_post_copy {
-            self.post_copy = true;
             return Action::StartPostCopy;
         }
         let stalled_for = elapsed.saturating_sub(self.last_progress_at);
@@ -189,6 +194,13 @@ mod tests {
         let mut watch = Watch::default();
         let with = limits(5, 30, true);
         assert_eq!(watch.tick(secs(31), Some(remaining(8)), with), Action::StartPostCopy);
+        assert!(!watch.is_post_copy(), "not before the switch happened");
+        assert_eq!(
+            watch.tick(secs(32), Some(remaining(8)), with),
+            Action::StartPostCopy,
+            "asked again while it did not happen"
+        );
+        watch.post_copy_started();
         assert!(watch.is_post_copy());
         // In post-copy nothing aborts it, however long it stalls.
         assert_eq!(watch.tick(secs(1000), Some(remaining(8)), with), Action::Continue);

@@ -94,7 +94,15 @@ impl<M: DomainManager + 'static, R: ToolRunner + 'static> LauncherService<M, R> 
                 "this launcher already has a domain: it cannot receive a migration",
             ));
         }
-        self.prepare_pod(&vmi, request).await?;
+        let (ctx, pod) = self.prepare_pod(&vmi, request).await?;
+        if crate::volumes::has_steps_after_define(&pod.plan.steps) {
+            // What a sync makes once the domain is defined (ConfigDrive seeds), made here from this
+            // launcher's own rendering: the domain that arrives reads them at the same paths.
+            let rendered = crate::domain::render(&vmi, &ctx).map_err(|e| Status::invalid_argument(e.to_string()))?;
+            crate::volumes::apply_after_define(&pod.plan.steps, &rendered, &self.tools)
+                .await
+                .map_err(internal)?;
+        }
         // The target's QEMU listens on the migration sockets here.
         let proxy_dir = self.migration.share_dir.join(cmd_protocol::migration::PROXY_DIR);
         std::fs::create_dir_all(&proxy_dir)
@@ -248,6 +256,7 @@ async fn run<M: DomainManager>(
     tokio::pin!(migration);
     let mut watch = Watch::default();
     let mut monitor_reason = None;
+    let mut largest_total = 0;
     let mut ticks = tokio::time::interval(TICK);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -269,9 +278,11 @@ async fn run<M: DomainManager>(
         {
             metadata.progress = Some(progress);
         }
-        let size = progress.map_or(0, |p| p.data_total_bytes);
+        // The budget counts the most data libvirt has said it moves: a tick that reads nothing
+        // (no job yet, or the switchover) does not shrink it.
+        largest_total = largest_total.max(progress.map_or(0, |p| p.data_total_bytes));
         let limits = Limits::for_size(
-            size,
+            largest_total,
             options.completion_timeout_per_gib,
             options.progress_timeout_seconds,
             options.allow_post_copy,
@@ -282,11 +293,22 @@ async fn run<M: DomainManager>(
                 info!("the migration did not converge in time; switching to post-copy");
                 match manager.start_post_copy().await {
                     Ok(()) => {
+                        watch.post_copy_started();
                         if let Some(metadata) = remembered(shared).migration.as_mut() {
                             metadata.mode = Some(MigrationMode::PostCopy);
                         }
                     }
-                    Err(e) => warn!(error = %e, "cannot switch to post-copy"),
+                    // Out of time and no post-copy: the migration cannot finish as asked.
+                    Err(e) => {
+                        let reason = format!(
+                            "Live migration is not completed after {} seconds and cannot switch to post-copy: {e}",
+                            started.elapsed().as_secs()
+                        );
+                        warn!(%reason, "aborting the migration");
+                        if manager.abort_migration().await.is_ok() {
+                            monitor_reason = Some(reason);
+                        }
+                    }
                 }
             }
             Action::Abort(reason) => {

@@ -327,3 +327,42 @@ async fn the_target_prepares_its_pod_and_waits_for_the_domain() {
     assert_eq!(refused.code(), Code::FailedPrecondition);
     assert!(launcher.manager.calls().is_empty(), "{:?}", launcher.manager.calls());
 }
+
+/// Every file under `dir` whose name ends with `suffix`.
+fn files_ending(dir: &Path, suffix: &str) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(files_ending(&path, suffix));
+        } else if path.to_string_lossy().ends_with(suffix) {
+            found.push(path);
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn the_target_makes_the_config_drive_the_domain_will_read() {
+    let launcher = launcher();
+    let vmi = serde_json::json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+        "metadata": {"name": "web", "namespace": "prod", "uid": UID},
+        "spec": {"domain": {"memory": {"guest": "64Mi"}, "devices": {"disks": [{"name": "seed", "disk": {}}]}},
+                 "volumes": [{"name": "seed", "cloudInitConfigDrive": {"userData": "#cloud-config\n"}}]}
+    });
+    let request = VmiRequest {
+        vmi: Some(Vmi {
+            vmi_json: serde_json::to_vec(&vmi).expect("json"),
+        }),
+        options: None,
+    };
+    launcher
+        .service
+        .sync_migration_target(Request::new(request))
+        .await
+        .expect("prepare the target");
+    let isos = files_ending(launcher.dir.path(), ".iso");
+    assert_eq!(isos.len(), 1, "the ConfigDrive ISO: {isos:?}");
+    assert!(launcher.manager.calls().is_empty(), "no domain of its own");
+}
