@@ -13,8 +13,6 @@ pub const DEFAULT_PARALLEL_OUTBOUND_MIGRATIONS_PER_NODE: u32 = 2;
 pub const DEFAULT_COMPLETION_TIMEOUT_PER_GIB: u64 = 150;
 /// Upstream's `MigrationProgressTimeout`.
 pub const DEFAULT_PROGRESS_TIMEOUT: u64 = 150;
-/// Upstream's `NodeDrainTaintDefaultKey`.
-pub const DEFAULT_NODE_DRAIN_TAINT_KEY: &str = "kubevirt.io/drain";
 
 /// The settings in effect.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,12 +32,8 @@ pub struct MigrationSettings {
     pub allow_auto_converge: bool,
     /// Switch to post-copy when pre-copy runs out of time.
     pub allow_post_copy: bool,
-    /// Migrate VMIs whose disk cache mode makes it unsafe.
-    pub unsafe_migration_override: bool,
     /// Plain TCP between the nodes instead of mutual TLS.
     pub disable_tls: bool,
-    /// The taint that marks a node for draining.
-    pub node_drain_taint_key: String,
     /// Settings that are set but not supported: each field's path. A migration is refused while
     /// any is set.
     pub unsupported: Vec<&'static str>,
@@ -82,6 +76,15 @@ impl MigrationSettings {
             m.max_downtime_ms.is_some(),
             "spec.configuration.migrations.maxDowntimeMs",
         );
+        // No drain handling (evictions are not turned into migrations yet) and no unsafe flag.
+        refuse(
+            m.node_drain_taint_key.is_some(),
+            "spec.configuration.migrations.nodeDrainTaintKey",
+        );
+        refuse(
+            m.unsafe_migration_override == Some(true),
+            "spec.configuration.migrations.unsafeMigrationOverride",
+        );
         refuse(
             m.utility_volumes_timeout.is_some(),
             "spec.configuration.migrations.utilityVolumesTimeout",
@@ -104,11 +107,7 @@ impl MigrationSettings {
             progress_timeout: seconds(m.progress_timeout, DEFAULT_PROGRESS_TIMEOUT),
             allow_auto_converge: m.allow_auto_converge.unwrap_or(false),
             allow_post_copy: m.allow_post_copy.unwrap_or(false),
-            unsafe_migration_override: m.unsafe_migration_override.unwrap_or(false),
             disable_tls: m.disable_tls.unwrap_or(false),
-            node_drain_taint_key: m
-                .node_drain_taint_key
-                .unwrap_or_else(|| DEFAULT_NODE_DRAIN_TAINT_KEY.to_owned()),
             unsupported,
         }
     }
@@ -117,14 +116,12 @@ impl MigrationSettings {
     #[must_use]
     pub fn as_configuration(&self) -> MigrationConfiguration {
         MigrationConfiguration {
-            node_drain_taint_key: Some(self.node_drain_taint_key.clone()),
             parallel_outbound_migrations_per_node: Some(self.parallel_outbound_migrations_per_node),
             parallel_migrations_per_cluster: Some(self.parallel_migrations_per_cluster),
             allow_auto_converge: Some(self.allow_auto_converge),
             bandwidth_per_migration: Some(Quantity(format!("{}Mi", self.bandwidth_mib_per_second))),
             completion_timeout_per_gib: i64::try_from(self.completion_timeout_per_gib).ok(),
             progress_timeout: i64::try_from(self.progress_timeout).ok(),
-            unsafe_migration_override: Some(self.unsafe_migration_override),
             allow_post_copy: Some(self.allow_post_copy),
             disable_tls: Some(self.disable_tls),
             ..MigrationConfiguration::default()
@@ -145,7 +142,6 @@ mod tests {
         assert_eq!(settings.completion_timeout_per_gib, 150);
         assert_eq!(settings.progress_timeout, 150);
         assert!(!settings.allow_auto_converge && !settings.allow_post_copy && !settings.disable_tls);
-        assert_eq!(settings.node_drain_taint_key, "kubevirt.io/drain");
         assert!(settings.unsupported.is_empty());
     }
 
@@ -154,8 +150,7 @@ mod tests {
         let config: MigrationConfiguration = serde_json::from_value(serde_json::json!({
             "bandwidthPerMigration": "64Mi", "completionTimeoutPerGiB": 800, "progressTimeout": 20,
             "parallelMigrationsPerCluster": 9, "parallelOutboundMigrationsPerNode": 3,
-            "allowAutoConverge": true, "allowPostCopy": true, "unsafeMigrationOverride": true,
-            "disableTLS": true, "nodeDrainTaintKey": "example.com/drain"
+            "allowAutoConverge": true, "allowPostCopy": true, "disableTLS": true
         }))
         .expect("configuration");
         let settings = MigrationSettings::from_configuration(Some(&config));
@@ -169,9 +164,7 @@ mod tests {
                 progress_timeout: 20,
                 allow_auto_converge: true,
                 allow_post_copy: true,
-                unsafe_migration_override: true,
                 disable_tls: true,
-                node_drain_taint_key: "example.com/drain".to_owned(),
                 unsupported: Vec::new(),
             }
         );
@@ -185,7 +178,8 @@ mod tests {
     #[test]
     fn unsupported_settings_are_named() {
         let config: MigrationConfiguration = serde_json::from_value(serde_json::json!({
-            "network": "migration-net", "maxDowntimeMs": 300, "bandwidthPerMigration": "fast"
+            "network": "migration-net", "maxDowntimeMs": 300, "bandwidthPerMigration": "fast",
+            "nodeDrainTaintKey": "example.com/drain", "unsafeMigrationOverride": true
         }))
         .expect("configuration");
         assert_eq!(
@@ -193,6 +187,8 @@ mod tests {
             [
                 "spec.configuration.migrations.network",
                 "spec.configuration.migrations.maxDowntimeMs",
+                "spec.configuration.migrations.nodeDrainTaintKey",
+                "spec.configuration.migrations.unsafeMigrationOverride",
                 "spec.configuration.migrations.bandwidthPerMigration"
             ]
         );
