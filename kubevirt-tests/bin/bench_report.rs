@@ -80,19 +80,8 @@ fn human(ns: f64) -> String {
     }
 }
 
-fn main() -> anyhow::Result<()> {
-    let args = parse_args()?;
-    if let Some(file) = &args.body_file {
-        let body = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
-        kubevirt_tests::replace_markdown_section(&args.output, &args.section, &body)
-            .with_context(|| format!("cannot write {}", args.output.display()))?;
-        println!(
-            "bench-report: updated section {} of {}",
-            args.section,
-            args.output.display()
-        );
-        return Ok(());
-    }
+/// The section from criterion's medians of `args.benches`.
+fn criterion_body(args: &Args) -> anyhow::Result<String> {
     let mut body = format!(
         "## {}\n\nMachine: {}. Medians from criterion (release build).\n\n",
         args.title,
@@ -104,6 +93,15 @@ fn main() -> anyhow::Result<()> {
         let met = if median <= *target { "yes" } else { "**no**" };
         let _ = writeln!(body, "| `{id}` | {} | ≤ {} | {met} |", human(median), human(*target));
     }
+    Ok(body)
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = parse_args()?;
+    let body = match &args.body_file {
+        Some(file) => std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?,
+        None => criterion_body(&args)?,
+    };
     kubevirt_tests::replace_markdown_section(&args.output, &args.section, &body)
         .with_context(|| format!("cannot write {}", args.output.display()))?;
     println!(

@@ -175,9 +175,14 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
         }
         let mut updated = vmi.clone();
         updated.status = Some(wanted);
+        self.store_status(key, &updated).await
+    }
+
+    /// Writes `vmi`'s status and keeps the stored VMI.
+    async fn store_status(&self, key: &str, vmi: &VirtualMachineInstance) -> Result<(), StepError> {
         let stored = self
             .api
-            .update_vmi_status(&updated)
+            .update_vmi_status(vmi)
             .await
             .map_err(|e| StepError::Write(e.to_string()))?;
         self.known().vmis.insert(key.to_owned(), Arc::new(stored));
@@ -203,14 +208,9 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
         };
         let mut updated = labelled.clone();
         updated.status = Some(finalized(status, &node, &Time(self.clock.now())));
-        let stored = self
-            .api
-            .update_vmi_status(&updated)
-            .await
-            .map_err(|e| StepError::Write(e.to_string()))?;
+        self.store_status(key, &updated).await?;
         {
             let mut known = self.known();
-            known.vmis.insert(key.to_owned(), Arc::new(stored));
             known.proxies.remove(key);
             known.prepared_targets.remove(key);
         }
@@ -329,13 +329,8 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
         let mut updated = vmi.clone();
         let status = updated.status.get_or_insert_default();
         status.migration_state = Some(crate::migration::aborted_unstarted(state, &Time(self.clock.now())));
-        let stored = self
-            .api
-            .update_vmi_status(&updated)
-            .await
-            .map_err(|e| StepError::Write(e.to_string()))?;
+        self.store_status(key, &updated).await?;
         info!(vmi = %key, "the migration was cancelled before it started");
-        self.known().vmis.insert(key.to_owned(), Arc::new(stored));
         Ok(())
     }
 }
