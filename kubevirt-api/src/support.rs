@@ -61,9 +61,6 @@ impl Refusals<'_> {
     }
 }
 
-/// Eviction strategies that need live migration.
-const MIGRATING_EVICTION_STRATEGIES: [&str; 3] = ["LiveMigrate", "LiveMigrateIfPossible", "External"];
-
 /// The refusals of a VMI spec found at `base` (`spec`, or `spec.template.spec` in a VM).
 #[must_use]
 pub fn vmi_spec(spec: &VirtualMachineInstanceSpec, base: &str) -> Vec<Unsupported> {
@@ -277,13 +274,6 @@ fn volume_source(volume: &Volume, at: &str, r: &mut Refusals<'_>) {
 }
 
 fn scheduling_and_guest(spec: &VirtualMachineInstanceSpec, r: &mut Refusals<'_>) {
-    r.refuse_if(
-        spec.eviction_strategy
-            .as_deref()
-            .is_some_and(|s| MIGRATING_EVICTION_STRATEGIES.contains(&s)),
-        "evictionStrategy",
-        "an eviction strategy that needs live migration",
-    );
     r.refuse_if(spec.liveness_probe.is_some(), "livenessProbe", "liveness probes");
     r.refuse_if(spec.readiness_probe.is_some(), "readinessProbe", "readiness probes");
     r.refuse_if(

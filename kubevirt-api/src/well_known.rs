@@ -63,6 +63,8 @@ pub mod annotations {
     pub const STORAGE_OBSERVED_API_VERSION: &str = "kubevirt.io/storage-observed-api-version";
     /// On migration target pods: the migration's name.
     pub const MIGRATION_JOB_NAME: &str = "kubevirt.io/migrationJobName";
+    /// On migrations the evacuation controller creates: the node being evacuated.
+    pub const EVACUATION_MIGRATION: &str = "kubevirt.io/evacuationMigration";
     /// On launcher pods: the container `kubectl logs` and `exec` pick.
     pub const DEFAULT_CONTAINER: &str = "kubectl.kubernetes.io/default-container";
     /// kubevirt-rs only, on the `KubeVirt` resource: `"true"` makes every launcher emulate (TCG)

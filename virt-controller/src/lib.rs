@@ -8,6 +8,7 @@
 
 pub mod cluster_api;
 pub mod compact;
+pub mod evacuation;
 pub mod expectations;
 pub mod leader;
 pub mod migration_controller;

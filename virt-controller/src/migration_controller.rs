@@ -30,6 +30,8 @@ struct Known {
     vmis: HashMap<String, Compact<VirtualMachineInstance>>,
     /// Launcher pods by the VMI's key (`kubevirt.io/created-by` owner), then by name.
     pods: HashMap<String, BTreeMap<String, PodView>>,
+    /// The node each VMI is marked for evacuation from (`status.evacuationNodeName`), by its key.
+    evacuations: BTreeMap<String, String>,
 }
 
 /// The controller.
@@ -38,6 +40,8 @@ pub struct MigrationController<A, K> {
     api: A,
     clock: K,
     settings: Mutex<MigrationSettings>,
+    /// The cluster's `evictionStrategy`.
+    eviction_strategy: Mutex<Option<String>>,
     pod_config: Mutex<PodConfig>,
     known: Mutex<Known>,
 }
@@ -69,6 +73,7 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
             api,
             clock,
             settings: Mutex::new(MigrationSettings::default()),
+            eviction_strategy: Mutex::default(),
             pod_config: Mutex::new(pod_config),
             known: Mutex::default(),
         }
@@ -82,10 +87,10 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
     /// the pod configuration the VMI controller derived from it.
     pub fn set_cluster_configuration(&self, kubevirt: Option<&kubevirt_api::v1::KubeVirt>, pod_config: PodConfig) {
         *self.pod_config.lock().unwrap_or_else(PoisonError::into_inner) = pod_config;
-        let settings =
-            kubevirt_api::v1::ClusterConfig::from_configuration(kubevirt.and_then(|k| k.spec.configuration.as_ref()))
-                .migrations;
-        *self.settings.lock().unwrap_or_else(PoisonError::into_inner) = settings;
+        let config =
+            kubevirt_api::v1::ClusterConfig::from_configuration(kubevirt.and_then(|k| k.spec.configuration.as_ref()));
+        *self.settings.lock().unwrap_or_else(PoisonError::into_inner) = config.migrations;
+        *self.eviction_strategy.lock().unwrap_or_else(PoisonError::into_inner) = config.eviction_strategy;
     }
 
     /// The migrations of the VMI `vmi_key`.
@@ -130,11 +135,21 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
             Event::Apply(vmi) | Event::InitApply(vmi) => {
                 let key = vmi.key();
                 known.vmis.insert(key.clone(), Compact::new(&vmi));
+                let mark = vmi
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.evacuation_node_name.clone())
+                    .filter(|n| !n.is_empty());
+                match mark {
+                    Some(node) => known.evacuations.insert(key.clone(), node),
+                    None => known.evacuations.remove(&key),
+                };
                 key
             }
             Event::Delete(vmi) => {
                 let key = vmi.key();
                 known.vmis.remove(&key);
+                known.evacuations.remove(&key);
                 key
             }
             Event::Init | Event::InitDone => return Vec::new(),
@@ -408,3 +423,5 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
         Ok(())
     }
 }
+
+mod evacuate;

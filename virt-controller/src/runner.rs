@@ -1,5 +1,5 @@
 //! virt-controller's event loop: the VMI, VM, migration and launcher-pod watches feed one work
-//! queue of `vmi:`, `vm:` and `vmim:` keys, reconciled by up to `workers` tasks (never one key
+//! queue of `vmi:`, `vm:`, `vmim:` and `evac:` (a node being evacuated) keys, reconciled by up to `workers` tasks (never one key
 //! twice at once).
 
 use std::sync::Arc;
@@ -35,6 +35,7 @@ impl<A: ControllerApi, K: Clock> Controllers<A, K> {
             Some(("vmi", key)) => self.vmis.reconcile(key).await,
             Some(("vm", key)) => self.vms.reconcile(key).await,
             Some(("vmim", key)) => self.migrations.reconcile(key).await,
+            Some(("evac", node)) => self.migrations.evacuate(node).await,
             _ => None,
         }
     }
@@ -136,6 +137,7 @@ pub async fn run<A: ControllerApi, K: Clock>(
                     queue_all(&mut queue, "vm", controllers.vms.on_vmi_event(event.clone()));
                     queue_all(&mut queue, "vmim", controllers.migrations.on_vmi_event(event.clone()));
                     queue_all(&mut queue, "vmi", controllers.vmis.on_vmi_event(event));
+                    queue_all(&mut queue, "evac", controllers.migrations.evacuating_nodes());
                 }
                 Err(error) => warn!(error = %error, "VMI watch error; the watch retries"),
             },
@@ -151,7 +153,10 @@ pub async fn run<A: ControllerApi, K: Clock>(
                 Err(error) => warn!(error = %error, "pod watch error; the watch retries"),
             },
             Some(event) = migration_events.next() => match event {
-                Ok(event) => queue_all(&mut queue, "vmim", controllers.migrations.on_migration_event(event)),
+                Ok(event) => {
+                    queue_all(&mut queue, "vmim", controllers.migrations.on_migration_event(event));
+                    queue_all(&mut queue, "evac", controllers.migrations.evacuating_nodes());
+                }
                 Err(error) => warn!(error = %error, "migration watch error; the watch retries"),
             },
             () = queue.next_timer() => {}

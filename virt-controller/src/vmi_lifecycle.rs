@@ -38,7 +38,8 @@ pub struct PodView {
 }
 
 impl PodView {
-    fn is_down(&self) -> bool {
+    /// Failed, succeeded or being deleted.
+    pub(crate) fn is_down(&self) -> bool {
         self.is_terminating || self.phase == "Failed" || self.phase == "Succeeded"
     }
 }

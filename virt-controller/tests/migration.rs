@@ -1,7 +1,8 @@
 //! The migration controller in the event loop, against the in-memory API server: a migration of a
 //! running VMI gets its finalizer and label, a target pod kept off the source node, the hand-off
 //! into the VMI's migration state once the pod runs, and follows virt-handler's reports to
-//! Succeeded; a cancel before the hand-off deletes the target pod and fails it.
+//! Succeeded; a cancel before the hand-off deletes the target pod and fails it. A VMI marked for
+//! evacuation gets its migration from the evacuation controller.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -227,6 +228,81 @@ async fn a_cancel_before_the_hand_off_deletes_the_target_pod_and_releases_the_mi
             if key == "default/first" && reason == "FailedMigration" && message == "Migration failed due to being canceled")
     });
     assert!(failed, "{events:?}");
+    cluster.stop.cancel();
+    cluster.task.await.expect("runner");
+}
+
+/// Marks `default/vm1` for evacuation from node-a, with `strategy` and migratability.
+fn mark_for_evacuation(api: &FakeControllerApi, strategy: &str, migratable: bool) {
+    api.modify_vmi("default/vm1", |vmi| {
+        vmi.spec.eviction_strategy = Some(strategy.to_owned());
+        let status = vmi.status.get_or_insert_default();
+        status.conditions.push(
+            serde_json::from_value(json!({
+                "type": "LiveMigratable", "status": if migratable { "True" } else { "False" }
+            }))
+            .expect("condition"),
+        );
+        status.evacuation_node_name = Some("node-a".to_owned());
+    });
+}
+
+#[tokio::test]
+async fn a_vmi_marked_for_evacuation_gets_one_migration_which_creates_its_target_pod() {
+    let (cluster, source) = running_vmi().await;
+    let api = &cluster.api;
+    mark_for_evacuation(api, "LiveMigrate", true);
+    let key = wait_for("the evacuation's migration", || api.migration_keys().into_iter().next()).await;
+    assert!(key.starts_with("default/kubevirt-evacuation-"), "{key}");
+    let created = api.migration(&key).expect("migration");
+    assert_eq!(created.spec.vmi_name.as_deref(), Some("vm1"));
+    assert_eq!(
+        created
+            .metadata
+            .annotations
+            .and_then(|a| a.get("kubevirt.io/evacuationMigration").cloned())
+            .as_deref(),
+        Some("node-a")
+    );
+    // The migration controller takes it from there.
+    wait_for("the target pod", || target_pod(api, &source)).await;
+    // Further changes do not create a second one while the first is unfinished.
+    api.modify_vmi("default/vm1", |vmi| {
+        vmi.metadata
+            .labels
+            .get_or_insert_default()
+            .insert("touched".to_owned(), "yes".to_owned());
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(api.migration_keys().len(), 1);
+    let writes = api.writes();
+    let created = writes
+        .iter()
+        .position(|w| matches!(w, Write::CreateMigration(_)))
+        .expect("created");
+    assert_eq!(
+        writes.get(created + 1),
+        Some(&Write::Event("default/vm1".to_owned(), "SuccessfulCreate".to_owned()))
+    );
+    let creations = writes.iter().filter(|w| matches!(w, Write::CreateMigration(_))).count();
+    assert_eq!(creations, 1, "{writes:?}");
+    cluster.stop.cancel();
+    cluster.task.await.expect("runner");
+}
+
+#[tokio::test]
+async fn a_vmi_that_cannot_migrate_is_not_evacuated() {
+    let (cluster, _source) = running_vmi().await;
+    let api = &cluster.api;
+    mark_for_evacuation(api, "LiveMigrate", false);
+    wait_for("the not-migratable event", || {
+        api.writes()
+            .iter()
+            .any(|w| matches!(w, Write::Event(vmi, reason) if vmi == "default/vm1" && reason == "FailedCreate"))
+            .then_some(())
+    })
+    .await;
+    assert!(api.migration_keys().is_empty());
     cluster.stop.cancel();
     cluster.task.await.expect("runner");
 }

@@ -136,11 +136,13 @@ pub fn runs_on_target(domain: &DomainSnapshot) -> bool {
     }
 }
 
-/// The take-over: the VMI runs on `node` now, and its migration completed.
+/// The take-over: the VMI runs on `node` now, and its migration completed. An evacuation that
+/// sent it here is over, so the evacuation mark goes.
 #[must_use]
 pub fn finalized(status: &VirtualMachineInstanceStatus, node: &str, now: &Time) -> VirtualMachineInstanceStatus {
     let mut status = status.clone();
     status.node_name = Some(node.to_owned());
+    status.evacuation_node_name = None;
     if let Some(state) = status.migration_state.as_mut() {
         state.completed = Some(true);
         state.end_timestamp.get_or_insert_with(|| now.clone());

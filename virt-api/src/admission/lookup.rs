@@ -1,12 +1,14 @@
 //! What the webhooks read from the cluster: instance types, preferences and their revisions
 //! ([`InstancetypeLookup`]), the PVCs, DataVolumes and DataSources a VM infers them from
-//! ([`VolumeLookup`]), and a migration's VMI and its other migrations ([`MigrationLookup`]).
+//! ([`VolumeLookup`]), a migration's VMI and its other migrations ([`MigrationLookup`]), and an
+//! evicted pod and its VMI's evacuation mark ([`EvictionLookup`]).
 //! [`NoCluster`] stands in while the cluster cannot be reached: every lookup fails with the
 //! reason, so an object that needs one is refused rather than admitted unchecked.
 
 use std::future::Future;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::Pod;
 use kubevirt_api::instancetype::{InstancetypeLookup, KindNames, LookupError};
 use kubevirt_api::v1::{VirtualMachineInstance, VirtualMachineInstanceMigration};
 use serde_json::Value;
@@ -61,10 +63,25 @@ pub trait MigrationLookup: Send + Sync {
     ) -> impl Future<Output = Result<Vec<VirtualMachineInstanceMigration>, LookupError>> + Send;
 }
 
-/// Everything the webhooks look up.
-pub trait AdmissionLookup: InstancetypeLookup + VolumeLookup + MigrationLookup {}
+/// What the pod-eviction webhook reads and writes: the pod, and the VMI's evacuation mark.
+pub trait EvictionLookup: Send + Sync {
+    /// The pod, or `None` when it does not exist.
+    fn pod(&self, namespace: &str, name: &str) -> impl Future<Output = Result<Option<Pod>, LookupError>> + Send;
+    /// Sets the VMI's `status.evacuationNodeName` to `node` (with `dry_run`, only checks that it
+    /// could).
+    fn mark_for_evacuation(
+        &self,
+        namespace: &str,
+        vmi_name: &str,
+        node: &str,
+        dry_run: bool,
+    ) -> impl Future<Output = Result<(), LookupError>> + Send;
+}
 
-impl<T: InstancetypeLookup + VolumeLookup + MigrationLookup> AdmissionLookup for T {}
+/// Everything the webhooks look up.
+pub trait AdmissionLookup: InstancetypeLookup + VolumeLookup + MigrationLookup + EvictionLookup {}
+
+impl<T: InstancetypeLookup + VolumeLookup + MigrationLookup + EvictionLookup> AdmissionLookup for T {}
 
 /// No cluster to look in, and why.
 #[derive(Clone, Debug)]
@@ -92,6 +109,16 @@ impl MigrationLookup for NoCluster {
     }
 
     async fn migrations_of(&self, _: &str, _: &str) -> Result<Vec<VirtualMachineInstanceMigration>, LookupError> {
+        Err(LookupError(self.0.clone()))
+    }
+}
+
+impl EvictionLookup for NoCluster {
+    async fn pod(&self, _: &str, _: &str) -> Result<Option<Pod>, LookupError> {
+        Err(LookupError(self.0.clone()))
+    }
+
+    async fn mark_for_evacuation(&self, _: &str, _: &str, _: &str, _: bool) -> Result<(), LookupError> {
         Err(LookupError(self.0.clone()))
     }
 }

@@ -2,6 +2,7 @@
 //! body into its answer. Pure apart from the clock reading and UUID source passed in, so the whole
 //! corpus is tested without a server.
 
+mod eviction;
 mod infer;
 pub mod lookup;
 mod migration;
@@ -41,11 +42,13 @@ pub enum Webhook {
     MigrationValidateCreate,
     /// `/migration-validate-update`.
     MigrationValidateUpdate,
+    /// `/launcher-eviction-validate`: an eviction of a launcher pod becomes a migration.
+    PodEviction,
 }
 
 impl Webhook {
     /// Every webhook.
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 9] = [
         Self::VmiMutate,
         Self::VmMutate,
         Self::VmiValidateCreate,
@@ -54,6 +57,7 @@ impl Webhook {
         Self::MigrationMutateCreate,
         Self::MigrationValidateCreate,
         Self::MigrationValidateUpdate,
+        Self::PodEviction,
     ];
 
     /// The path virt-api serves it on (upstream's paths).
@@ -68,16 +72,21 @@ impl Webhook {
             Self::MigrationMutateCreate => "/migration-mutate-create",
             Self::MigrationValidateCreate => "/migration-validate-create",
             Self::MigrationValidateUpdate => "/migration-validate-update",
+            Self::PodEviction => "/launcher-eviction-validate",
         }
     }
 
-    fn resource(self) -> &'static str {
+    /// The API group and resource it is registered for.
+    fn resource(self) -> (&'static str, &'static str) {
         match self {
-            Self::VmiMutate | Self::VmiValidateCreate | Self::VmiValidateUpdate => "virtualmachineinstances",
-            Self::VmMutate | Self::VmValidate => "virtualmachines",
-            Self::MigrationMutateCreate | Self::MigrationValidateCreate | Self::MigrationValidateUpdate => {
-                "virtualmachineinstancemigrations"
+            Self::VmiMutate | Self::VmiValidateCreate | Self::VmiValidateUpdate => {
+                (kubevirt_api::v1::GROUP, "virtualmachineinstances")
             }
+            Self::VmMutate | Self::VmValidate => (kubevirt_api::v1::GROUP, "virtualmachines"),
+            Self::MigrationMutateCreate | Self::MigrationValidateCreate | Self::MigrationValidateUpdate => {
+                (kubevirt_api::v1::GROUP, "virtualmachineinstancemigrations")
+            }
+            Self::PodEviction => ("", "pods"),
         }
     }
 }
@@ -117,8 +126,9 @@ pub async fn admit(
         Err(err) => return AdmissionResponse::error("", err.to_string()).into_review(),
     };
     let uid = request.uid.as_str();
-    if request.resource.group != kubevirt_api::v1::GROUP || request.resource.resource != webhook.resource() {
-        return AdmissionResponse::error(uid, format!("expect resource to be '{}'", webhook.resource())).into_review();
+    let (group, resource) = webhook.resource();
+    if request.resource.group != group || request.resource.resource != resource {
+        return AdmissionResponse::error(uid, format!("expect resource to be '{resource}'")).into_review();
     }
     let response = match webhook {
         Webhook::VmiMutate => mutate::vmi(&request, ctx, now, new_uuid),
@@ -129,6 +139,7 @@ pub async fn admit(
         Webhook::MigrationMutateCreate => migration::mutate(&request),
         Webhook::MigrationValidateCreate => migration::validate_create(&request, ctx, lookup).await,
         Webhook::MigrationValidateUpdate => migration::validate_update(&request),
+        Webhook::PodEviction => eviction::validate(&request, ctx, lookup).await,
     };
     response
         .unwrap_or_else(|rejection| rejection.into_response(uid))

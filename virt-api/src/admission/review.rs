@@ -35,6 +35,15 @@ pub struct AdmissionRequest {
     /// The object's namespace.
     #[serde(default)]
     pub namespace: Option<String>,
+    /// The object's name (for a pod eviction: the pod's).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The subresource, e.g. `eviction` for `pods/eviction`.
+    #[serde(default)]
+    pub sub_resource: Option<String>,
+    /// Whether the request changes nothing.
+    #[serde(default)]
+    pub dry_run: Option<bool>,
     /// Who sent the request.
     #[serde(default)]
     pub user_info: UserInfo,
@@ -91,7 +100,8 @@ pub struct AdmissionResponse {
 /// `response.status`: a `metav1.Status`.
 #[derive(Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ResponseStatus {
-    /// HTTP code the client sees: 422 for invalid objects, 400 for undecodable requests.
+    /// HTTP code the client sees: 422 for invalid objects, 400 for undecodable requests, 429 for
+    /// evictions turned into migrations.
     pub code: u16,
     /// All cause messages joined with `", "`.
     pub message: String,
@@ -196,6 +206,23 @@ impl AdmissionResponse {
             status: Some(ResponseStatus {
                 code: 400,
                 message: message.into(),
+                ..ResponseStatus::default()
+            }),
+            ..Self::default()
+        }
+    }
+
+    /// The request is refused for now and may be retried: 429 with `message`, as the eviction
+    /// webhook answers so that `kubectl drain` keeps trying.
+    #[must_use]
+    pub fn too_many_requests(uid: &str, message: impl Into<String>) -> Self {
+        Self {
+            uid: uid.to_owned(),
+            allowed: false,
+            status: Some(ResponseStatus {
+                code: 429,
+                message: message.into(),
+                reason: "TooManyRequests".to_owned(),
                 ..ResponseStatus::default()
             }),
             ..Self::default()

@@ -10,7 +10,7 @@ use kubevirt_api::instancetype::{InstancetypeLookup, KindNames, LookupError};
 use kubevirt_api::v1::{VirtualMachine, VirtualMachineInstance, VirtualMachineInstanceMigration};
 use serde_json::Value;
 
-use crate::admission::lookup::{MigrationLookup, VolumeLookup, VolumeObject};
+use crate::admission::lookup::{EvictionLookup, MigrationLookup, VolumeLookup, VolumeObject};
 
 use super::{ClusterError, PatchTarget, SubresourceCluster};
 
@@ -50,6 +50,8 @@ pub enum Recorded {
 struct State {
     vms: BTreeMap<String, Value>,
     vmis: BTreeMap<String, Value>,
+    /// Pods by `namespace/name`.
+    pods: BTreeMap<String, Value>,
     handlers: BTreeMap<String, String>,
     writes: Vec<Recorded>,
     denied_users: Vec<String>,
@@ -200,6 +202,12 @@ impl FakeSubresourceCluster {
         self.lock().vms.get(&key(ns, name)).cloned()
     }
 
+    /// Stores a pod (JSON as the API server returns it).
+    pub fn put_pod(&self, pod: Value) {
+        let key = ns_name(&pod);
+        self.lock().pods.insert(key, pod);
+    }
+
     /// The stored VMI, as JSON.
     #[must_use]
     pub fn vmi(&self, ns: &str, name: &str) -> Option<Value> {
@@ -246,7 +254,7 @@ impl SubresourceCluster for FakeSubresourceCluster {
         });
         let store = match target {
             PatchTarget::Vm | PatchTarget::VmStatus => &mut state.vms,
-            PatchTarget::Vmi => &mut state.vmis,
+            PatchTarget::Vmi | PatchTarget::VmiStatus => &mut state.vmis,
         };
         let Some(doc) = store.get_mut(&key(ns, name)) else {
             return Err(ClusterError::Failed(format!("{ns}/{name} not found")));
@@ -351,6 +359,25 @@ impl MigrationLookup for FakeSubresourceCluster {
             .filter(|m| m["metadata"]["namespace"] == namespace && m["metadata"]["labels"][label] == vmi_name)
             .map(|m| serde_json::from_value(m.clone()).map_err(|e| LookupError(e.to_string())))
             .collect()
+    }
+}
+
+impl EvictionLookup for FakeSubresourceCluster {
+    async fn pod(&self, namespace: &str, name: &str) -> Result<Option<k8s_openapi::api::core::v1::Pod>, LookupError> {
+        decode(self.lock().pods.get(&key(namespace, name)).cloned()).map_err(|e| LookupError(e.to_string()))
+    }
+
+    async fn mark_for_evacuation(
+        &self,
+        namespace: &str,
+        vmi_name: &str,
+        node: &str,
+        dry_run: bool,
+    ) -> Result<(), LookupError> {
+        let patch = super::evacuation_mark(node);
+        self.patch(PatchTarget::VmiStatus, namespace, vmi_name, &patch, dry_run)
+            .await
+            .map_err(|e| LookupError(e.to_string()))
     }
 }
 

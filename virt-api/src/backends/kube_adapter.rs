@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kubevirt_api::instancetype::{InstancetypeLookup, KindNames, LookupError};
 
-use crate::admission::lookup::{MigrationLookup, VolumeLookup, VolumeObject};
+use crate::admission::lookup::{EvictionLookup, MigrationLookup, VolumeLookup, VolumeObject};
 use kubevirt_api::v1::{VirtualMachine, VirtualMachineInstance, VirtualMachineInstanceMigration};
 use serde_json::Value;
 
@@ -100,6 +100,10 @@ impl SubresourceCluster for KubeSubresourceCluster {
             PatchTarget::Vmi => {
                 let api: Api<VirtualMachineInstance> = Api::namespaced(self.client.clone(), ns);
                 api.patch(name, &params(dry_run), &patch).await.map(drop)
+            }
+            PatchTarget::VmiStatus => {
+                let api: Api<VirtualMachineInstance> = Api::namespaced(self.client.clone(), ns);
+                api.patch_status(name, &params(dry_run), &patch).await.map(drop)
             }
         }
         .map_err(|e| failed(&what, &e))
@@ -201,6 +205,28 @@ impl MigrationLookup for KubeSubresourceCluster {
             .await
             .map(|list| list.items)
             .map_err(|e| LookupError(format!("cannot list the migrations of {namespace}/{vmi_name}: {e}")))
+    }
+}
+
+impl EvictionLookup for KubeSubresourceCluster {
+    async fn pod(&self, namespace: &str, name: &str) -> Result<Option<Pod>, LookupError> {
+        Api::<Pod>::namespaced(self.client.clone(), namespace)
+            .get_opt(name)
+            .await
+            .map_err(|e| LookupError(format!("cannot read pod {namespace}/{name}: {e}")))
+    }
+
+    async fn mark_for_evacuation(
+        &self,
+        namespace: &str,
+        vmi_name: &str,
+        node: &str,
+        dry_run: bool,
+    ) -> Result<(), LookupError> {
+        let patch = super::evacuation_mark(node);
+        self.patch(PatchTarget::VmiStatus, namespace, vmi_name, &patch, dry_run)
+            .await
+            .map_err(|e| LookupError(e.to_string()))
     }
 }
 

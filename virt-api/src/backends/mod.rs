@@ -29,6 +29,13 @@ pub enum PatchTarget {
     VmStatus,
     /// The VMI.
     Vmi,
+    /// The VMI's status subresource.
+    VmiStatus,
+}
+
+/// The JSON patch that marks a VMI for evacuation from `node` (the eviction webhook's).
+fn evacuation_mark(node: &str) -> Value {
+    serde_json::json!([{"op": "add", "path": "/status/evacuationNodeName", "value": node}])
 }
 
 /// Why a call to the API server failed.

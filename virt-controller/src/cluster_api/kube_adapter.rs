@@ -212,6 +212,25 @@ impl ControllerApi for KubeControllerApi {
             .map_err(kube_error(format!("patch migration {namespace}/{name}")))
     }
 
+    async fn create_migration(
+        &self,
+        namespace: &str,
+        migration: &VirtualMachineInstanceMigration,
+    ) -> Result<VirtualMachineInstanceMigration, ApiError> {
+        Api::<VirtualMachineInstanceMigration>::namespaced(self.client.clone(), namespace)
+            .create(&PostParams::default(), migration)
+            .await
+            .map_err(kube_error(format!("create a migration in {namespace}")))
+    }
+
+    async fn delete_migration(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
+        Api::<VirtualMachineInstanceMigration>::namespaced(self.client.clone(), namespace)
+            .delete(name, &DeleteParams::default())
+            .await
+            .map(|_| ())
+            .map_err(kube_error(format!("delete migration {namespace}/{name}")))
+    }
+
     async fn update_migration_status(
         &self,
         migration: &VirtualMachineInstanceMigration,

@@ -116,6 +116,14 @@ pub trait ControllerApi: InstancetypeLookup + Send + Sync + 'static {
         migration: &VirtualMachineInstanceMigration,
         patch: serde_json::Value,
     ) -> impl Future<Output = Result<VirtualMachineInstanceMigration, ApiError>> + Send;
+    /// Creates a migration (the evacuation's), named from its `generateName`.
+    fn create_migration(
+        &self,
+        namespace: &str,
+        migration: &VirtualMachineInstanceMigration,
+    ) -> impl Future<Output = Result<VirtualMachineInstanceMigration, ApiError>> + Send;
+    /// Deletes a migration (garbage collection of finished ones).
+    fn delete_migration(&self, namespace: &str, name: &str) -> impl Future<Output = Result<(), ApiError>> + Send;
     /// Writes a migration's status.
     fn update_migration_status(
         &self,

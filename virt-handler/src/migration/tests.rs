@@ -89,8 +89,11 @@ fn the_target_publishes_its_ports_and_records_the_domain() {
         target_ports(&state),
         BTreeMap::from([(Channel::Libvirt, 40001), (Channel::Stream, 40002)])
     );
-    let taken = finalized(&written, "b", &NOW);
+    let mut evacuated = written.clone();
+    evacuated.evacuation_node_name = Some("a".to_owned());
+    let taken = finalized(&evacuated, "b", &NOW);
     assert_eq!(taken.node_name.as_deref(), Some("b"));
+    assert_eq!(taken.evacuation_node_name, None);
     let state = taken.migration_state.expect("state");
     assert_eq!((state.completed, state.end_timestamp), (Some(true), Some(NOW)));
 }

@@ -26,15 +26,14 @@ impl FakeControllerApi {
     pub fn delete_migration(&self, key: &str) {
         let mut guard = self.lock();
         let state = &mut *guard;
-        let Ok(marked) = mark_deleting(&mut state.migrations, &mut state.version, key) else {
-            return;
-        };
-        if marked.metadata.finalizers.as_ref().is_none_or(Vec::is_empty) {
-            state.migrations.remove(key);
-            state.migration_changed(&Event::Delete(marked));
-        } else {
-            state.migration_changed(&Event::Apply(marked));
-        }
+        // A test deleting what is not there changes nothing.
+        drop(remove(state, key));
+    }
+
+    /// The keys of the stored migrations.
+    #[must_use]
+    pub fn migration_keys(&self) -> Vec<String> {
+        self.lock().migrations.keys().cloned().collect()
     }
 
     /// The stored migration.
@@ -42,6 +41,46 @@ impl FakeControllerApi {
     pub fn migration(&self, key: &str) -> Option<VirtualMachineInstanceMigration> {
         self.lock().migrations.get(key).and_then(Compact::get)
     }
+}
+
+fn remove(state: &mut State, key: &str) -> Result<(), ApiError> {
+    let marked = mark_deleting(&mut state.migrations, &mut state.version, key)?;
+    if marked.metadata.finalizers.as_ref().is_none_or(Vec::is_empty) {
+        state.migrations.remove(key);
+        state.migration_changed(&Event::Delete(marked));
+    } else {
+        state.migration_changed(&Event::Apply(marked));
+    }
+    Ok(())
+}
+
+/// `delete` from the controller: logged, then as [`FakeControllerApi::delete_migration`].
+pub(super) fn delete(state: &mut State, key: &str) -> Result<(), ApiError> {
+    state.log(Write::DeleteMigration(key.to_owned()));
+    remove(state, key)
+}
+
+/// `create` from the controller: named from `generateName`, with a UID, logged.
+pub(super) fn create(
+    state: &mut State,
+    namespace: &str,
+    migration: &VirtualMachineInstanceMigration,
+) -> VirtualMachineInstanceMigration {
+    state.pod_counter += 1;
+    let mut created = migration.clone();
+    let prefix = migration.metadata.generate_name.clone().unwrap_or_default();
+    created
+        .metadata
+        .name
+        .get_or_insert_with(|| format!("{prefix}{:05}", state.pod_counter));
+    created.metadata.namespace = Some(namespace.to_owned());
+    created.metadata.uid = Some(format!("migration-uid-{}", state.pod_counter));
+    state.stamp(&mut created.metadata);
+    let key = key_of(&created.metadata);
+    state.log(Write::CreateMigration(key.clone()));
+    state.migrations.insert(key, compact(&created));
+    state.migration_changed(&Event::Apply(created.clone()));
+    created
 }
 
 pub(super) fn patch_metadata(

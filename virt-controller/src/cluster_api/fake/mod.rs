@@ -47,6 +47,10 @@ pub enum Write {
     PatchMigration(String, serde_json::Value),
     /// Migration status written.
     MigrationStatus(String),
+    /// Migration created.
+    CreateMigration(String),
+    /// Migration deleted.
+    DeleteMigration(String),
     /// Event recorded about a migration: its key, the reason and the message.
     MigrationEvent(String, String, String),
 }
@@ -573,6 +577,18 @@ impl ControllerApi for FakeControllerApi {
         migration: &VirtualMachineInstanceMigration,
     ) -> Result<VirtualMachineInstanceMigration, ApiError> {
         migrations::update_status(&mut self.lock(), migration)
+    }
+
+    async fn create_migration(
+        &self,
+        namespace: &str,
+        migration: &VirtualMachineInstanceMigration,
+    ) -> Result<VirtualMachineInstanceMigration, ApiError> {
+        Ok(migrations::create(&mut self.lock(), namespace, migration))
+    }
+
+    async fn delete_migration(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
+        migrations::delete(&mut self.lock(), &format!("{namespace}/{name}"))
     }
 
     async fn record_migration_event(
