@@ -1,7 +1,9 @@
 //! Live migration's API on the real cluster: the LiveMigratable condition, `virtctl migrate` and
 //! the migration it creates through virt-api and the migration webhooks, the target pod
 //! virt-controller creates (kept off the VMI's node), a second migration refused, and
-//! `virtctl migrate-cancel` deleting the migration and its target pod with the guest untouched.
+//! `virtctl migrate-cancel` deleting the migration and its target pod with the guest untouched;
+//! `kubectl drain` of the node refused by the pod-eviction webhook, which marks the VMI for
+//! evacuation, and the evacuation's migration.
 //!
 //! The test cluster has one node, and the target pod's anti-affinity keeps it off the node the
 //! VMI runs on, so the migration waits in Scheduling until cancelled. Moving a guest between two
@@ -138,4 +140,90 @@ fn migrate_creates_a_migration_that_waits_for_another_node_and_cancel_removes_it
         "{stderr}"
     );
     let _ = kubectl(&["delete", "vmim", "e2e-nothing", "--ignore-not-found"]);
+}
+
+/// On drop: the VMI's migrations deleted and the node uncordoned, whatever the test did. Declared
+/// before the test's [`Cleanup`], so the VM is gone first and no new evacuation starts.
+#[derive(Default)]
+struct UndoDrain {
+    node: Option<String>,
+    vmi: &'static str,
+}
+
+impl Drop for UndoDrain {
+    fn drop(&mut self) {
+        let label = format!("kubevirt.io/vmi-name={}", self.vmi);
+        let _ = kubectl(&["delete", "vmim", "-l", &label, "--ignore-not-found", "--timeout=60s"]);
+        if let Some(node) = &self.node {
+            let _ = kubectl(&["uncordon", node]);
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs the test cluster: make cluster"]
+fn drain_is_refused_with_429_and_the_evacuation_creates_a_migration() {
+    const NAME: &str = "e2e-evacuate";
+    let mut undo = UndoDrain {
+        node: None,
+        vmi: NAME,
+    };
+    let mut cleanup = Cleanup::new();
+    let yaml = example("vm-testguest.yaml", NAME).replace(
+        "      terminationGracePeriodSeconds: 30\n",
+        "      evictionStrategy: LiveMigrate\n      terminationGracePeriodSeconds: 30\n",
+    );
+    assert!(yaml.contains("evictionStrategy: LiveMigrate"), "{yaml}");
+    cleanup.apply("vm", NAME, &yaml);
+    let vmi = wait_for_phase(NAME, "Running", Duration::from_secs(180));
+    let (uid, node) = (field(&vmi, "metadata.uid"), field(&vmi, "status.nodeName"));
+    wait_for("LiveMigratable=True", Duration::from_secs(30), || {
+        get("vmi", NAME, "default").filter(|v| condition(v, "LiveMigratable").is_some_and(|c| c["status"] == "True"))
+    });
+    undo.node = Some(node.clone());
+
+    let drain = kubectl(&[
+        "drain",
+        &node,
+        "--pod-selector",
+        &format!("kubevirt.io/created-by={uid}"),
+        "--delete-emptydir-data",
+        "--timeout=20s",
+    ]);
+    let output = format!(
+        "{}{}",
+        String::from_utf8_lossy(&drain.stdout),
+        String::from_utf8_lossy(&drain.stderr)
+    );
+    assert!(!drain.status.success(), "the launcher pod must not be evicted: {output}");
+    assert!(
+        output.contains(&format!(
+            "admission webhook \"virt-launcher-eviction-interceptor.kubevirt.io\" denied the request: Eviction triggered evacuation of VMI \"default/{NAME}\""
+        )),
+        "{output}"
+    );
+
+    let marked = get("vmi", NAME, "default").expect("the VMI");
+    assert_eq!(field(&marked, "status.evacuationNodeName"), node);
+    let migration = wait_for("the evacuation's migration", Duration::from_secs(30), || {
+        let text = kubectl_ok(&["get", "vmim", "-l", &format!("kubevirt.io/vmi-name={NAME}"), "-o", "json"]);
+        let list: serde_json::Value = serde_json::from_str(&text).expect("list JSON");
+        list["items"].as_array()?.first().cloned()
+    });
+    let name = field(&migration, "metadata.name");
+    assert!(name.starts_with("kubevirt-evacuation-"), "{name}");
+    assert_eq!(
+        migration["metadata"]["annotations"]["kubevirt.io/evacuationMigration"],
+        serde_json::json!(node)
+    );
+    // One node: the target pod cannot be scheduled anywhere else, so the migration waits.
+    wait_for("the evacuation in Scheduling", Duration::from_secs(60), || {
+        get("vmim", &name, "default").filter(|m| field(m, "status.phase") == "Scheduling")
+    });
+    let after = get("vmi", NAME, "default").expect("the VMI");
+    assert_eq!(field(&after, "metadata.uid"), uid, "the same VMI");
+    assert_eq!(field(&after, "status.phase"), "Running");
+    assert_eq!(field(&after, "status.nodeName"), node);
+    let launcher = kubectl_ok(&["get", "pods", "-l", &format!("kubevirt.io/created-by={uid}"), "-o", "name"]);
+    assert!(!launcher.trim().is_empty(), "the launcher pod still runs");
 }
