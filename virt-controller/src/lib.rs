@@ -12,6 +12,7 @@ pub mod evacuation;
 pub mod expectations;
 pub mod leader;
 pub mod migration_controller;
+pub mod migration_history;
 pub mod migration_phase;
 pub mod migration_plan;
 pub mod overhead;

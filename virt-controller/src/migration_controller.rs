@@ -57,6 +57,42 @@ fn migration_key(migration: &VirtualMachineInstanceMigration) -> String {
     )
 }
 
+/// Of `others`, how many migrations count against the cluster's parallel limit, and how many of
+/// those leave `vmi_node`: running ones, and unfinished ones with a target pod just created (a
+/// burst of new migrations must not all create their pods before any is counted).
+fn running_counts(
+    known: &Known,
+    others: &[VirtualMachineInstanceMigration],
+    vmi_node: Option<&String>,
+) -> (usize, usize) {
+    let has_target_pod = |m: &VirtualMachineInstanceMigration| {
+        let uid = m.metadata.uid.as_deref();
+        known
+            .pods
+            .get(&vmi_key_of(m))
+            .is_some_and(|pods| pods.values().any(|p| p.migration_job.as_deref() == uid))
+    };
+    let running: Vec<&VirtualMachineInstanceMigration> = others
+        .iter()
+        .filter(|m| {
+            let phase = m.status.as_ref().and_then(|s| s.phase).unwrap_or_default();
+            phase.is_running() || (!phase.is_final() && has_target_pod(m))
+        })
+        .collect();
+    let from_node = running
+        .iter()
+        .filter(|m| {
+            let node = known
+                .vmis
+                .get(&vmi_key_of(m))
+                .and_then(Compact::get)
+                .and_then(|v| v.status?.node_name);
+            node.is_some() && node.as_ref() == vmi_node
+        })
+        .count();
+    (running.len(), from_node)
+}
+
 /// The key of the VMI a migration moves.
 fn vmi_key_of(migration: &VirtualMachineInstanceMigration) -> String {
     key_of(
@@ -228,33 +264,7 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
                     && m.metadata.uid.is_some()
                     && m.metadata.uid == state_owner
             });
-            // Running, or still Pending with its target pod just created (a burst of new
-            // migrations must not all create their pods before any is counted).
-            let has_target_pod = |m: &VirtualMachineInstanceMigration| {
-                let uid = m.metadata.uid.as_deref();
-                known
-                    .pods
-                    .get(&vmi_key_of(m))
-                    .is_some_and(|pods| pods.values().any(|p| p.migration_job.as_deref() == uid))
-            };
-            let running: Vec<&VirtualMachineInstanceMigration> = others
-                .iter()
-                .filter(|m| {
-                    let phase = m.status.as_ref().and_then(|s| s.phase).unwrap_or_default();
-                    phase.is_running() || (!phase.is_final() && has_target_pod(m))
-                })
-                .collect();
-            let from_node = running
-                .iter()
-                .filter(|m| {
-                    let node = known
-                        .vmis
-                        .get(&vmi_key_of(m))
-                        .and_then(Compact::get)
-                        .and_then(|v| v.status?.node_name);
-                    node.is_some() && node == vmi_node
-                })
-                .count();
+            let (running, from_node) = running_counts(&known, &others, vmi_node.as_ref());
             let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
             (
                 migration,
@@ -262,10 +272,12 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
                 target,
                 source,
                 other_in_flight,
-                count(running.len()),
+                count(running),
                 count(from_node),
             )
         };
+        let now = Time(self.clock.now());
+        let siblings = self.migrations_of_vmi(&vmi_key_of(&migration));
         let planned = plan(&Observed {
             migration: &migration,
             vmi: vmi.as_ref(),
@@ -275,9 +287,46 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
             running_in_cluster,
             running_from_node,
             settings: &settings,
-            now: Time(self.clock.now()),
+            backoff: crate::migration_history::evacuation_backoff(&migration, &siblings, &now),
+            now,
         });
-        self.apply(migration, vmi, planned).await
+        let requeue = self.apply(migration.clone(), vmi, planned).await?;
+        if migration
+            .status
+            .as_ref()
+            .and_then(|s| s.phase)
+            .unwrap_or_default()
+            .is_final()
+        {
+            self.collect_finished(&migration, &siblings).await?;
+        }
+        Ok(requeue)
+    }
+
+    /// Every known migration of the VMI `vmi_key`.
+    fn migrations_of_vmi(&self, vmi_key: &str) -> Vec<VirtualMachineInstanceMigration> {
+        self.known()
+            .migrations
+            .values()
+            .filter_map(Compact::get)
+            .filter(|m| vmi_key_of(m) == vmi_key)
+            .collect()
+    }
+
+    /// Deletes the VMI's oldest finished migrations (of `siblings`) beyond the number kept.
+    async fn collect_finished(
+        &self,
+        migration: &VirtualMachineInstanceMigration,
+        siblings: &[VirtualMachineInstanceMigration],
+    ) -> Result<(), ReconcileError> {
+        let namespace = migration.metadata.namespace.as_deref().unwrap_or("default");
+        for name in crate::migration_history::finished_to_delete(siblings) {
+            match self.api.delete_migration(namespace, &name).await {
+                Ok(()) | Err(ApiError::NotFound(_)) => {}
+                Err(error) => return Err(ReconcileError::new(format!("delete old migration {name}"), error)),
+            }
+        }
+        Ok(())
     }
 
     async fn apply(
@@ -310,6 +359,17 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
             && let Some(vmi) = &vmi
         {
             self.create_target_pod(&migration, vmi).await?;
+        }
+        if let Some(vmi) = &vmi {
+            for event in &plan.vmi_events {
+                if let Err(error) = self
+                    .api
+                    .record_event(vmi, event.kind, event.reason, &event.message)
+                    .await
+                {
+                    tracing::warn!(error = %error, "cannot record an event");
+                }
+            }
         }
         if let Some(vmi) = vmi.filter(|_| plan.vmi_migration_state.is_some() || plan.vmi_target_node_label.is_some()) {
             self.write_vmi(vmi, &plan).await?;

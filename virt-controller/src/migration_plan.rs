@@ -20,6 +20,14 @@ use crate::vmi_lifecycle::PodView;
 
 /// How long to wait before looking again when a parallel-migration limit is reached.
 pub const LIMIT_RETRY: Duration = Duration::from_secs(5);
+/// How long a target pod may stay unschedulable before it is deleted (and the migration fails).
+pub const UNSCHEDULABLE_TIMEOUT_SECONDS: i64 = 5 * 60;
+/// How long a target pod may stay Pending for any reason.
+pub const PENDING_TIMEOUT_SECONDS: i64 = 15 * 60;
+/// Overrides [`UNSCHEDULABLE_TIMEOUT_SECONDS`] for one migration (upstream's, for tests).
+pub const UNSCHEDULABLE_TIMEOUT_ANNOTATION: &str = "kubevirt.io/migrationUnschedulablePodTimeoutSeconds";
+/// Overrides [`PENDING_TIMEOUT_SECONDS`] for one migration.
+pub const PENDING_TIMEOUT_ANNOTATION: &str = "kubevirt.io/migrationPendingPodTimeoutSeconds";
 
 /// What the controller observed for one migration.
 #[derive(Clone, Debug)]
@@ -40,6 +48,9 @@ pub struct Observed<'a> {
     pub running_from_node: u32,
     /// The cluster's settings.
     pub settings: &'a MigrationSettings,
+    /// How long an evacuation's migration still waits after earlier ones failed
+    /// ([`crate::migration_history::evacuation_backoff`]).
+    pub backoff: Option<Duration>,
     /// Now.
     pub now: Time,
 }
@@ -73,8 +84,10 @@ pub struct Plan {
     pub status: Option<VirtualMachineInstanceMigrationStatus>,
     /// Remove the finalizer: the migration is final.
     pub remove_finalizer: bool,
-    /// Events.
+    /// Events about the migration.
     pub events: Vec<PlannedEvent>,
+    /// Events about its VMI.
+    pub vmi_events: Vec<PlannedEvent>,
     /// Look again after this long.
     pub requeue: Option<Duration>,
 }
@@ -279,7 +292,18 @@ fn phase_writes(seen: &Observed<'_>, phase: Phase, plan: &mut Plan) {
     match phase {
         Phase::Pending if seen.target_pod.is_none() => {
             let settings = seen.settings;
-            if !settings.unsupported.is_empty() {
+            if let Some(wait) = seen.backoff {
+                plan.vmi_events.push(event(
+                    "Warning",
+                    "MigrationBackoff",
+                    format!(
+                        "backoff migrating vmi {}/{}",
+                        vmi.metadata.namespace.as_deref().unwrap_or("default"),
+                        vmi.metadata.name.as_deref().unwrap_or_default()
+                    ),
+                ));
+                plan.requeue = Some(wait);
+            } else if !settings.unsupported.is_empty() {
                 plan.events.push(event(
                     "Warning",
                     "FailedCreate",
@@ -298,9 +322,69 @@ fn phase_writes(seen: &Observed<'_>, phase: Phase, plan: &mut Plan) {
                 plan.create_target_pod = true;
             }
         }
+        Phase::Pending | Phase::Scheduling => pending_timeouts(seen, vmi, plan),
         Phase::Scheduled => hand_off(seen, vmi, plan),
         _ => {}
     }
+}
+
+/// A timeout in seconds from the migration's `annotation`, else `default`; a value that is not a
+/// number is ignored, as upstream does.
+fn timeout_seconds(migration: &VirtualMachineInstanceMigration, annotation: &str, default: i64) -> i64 {
+    migration
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(annotation))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A target pod still Pending: deleted once unschedulable for too long, or Pending for too long
+/// for any reason; the migration then fails because its target pod is gone. Until then, looked
+/// at again when the next timeout falls due.
+fn pending_timeouts(seen: &Observed<'_>, vmi: &VirtualMachineInstance, plan: &mut Plan) {
+    let Some(pod) = seen.target_pod else { return };
+    let Some(created) = pod.created.as_ref() else {
+        return;
+    };
+    if pod.phase != "Pending" || pod.is_terminating {
+        return;
+    }
+    let spent = (seen.now.0.as_second() - created.0.as_second()).max(0);
+    let migration = seen.migration;
+    let mut deadlines = Vec::new();
+    if pod
+        .unschedulable
+        .as_ref()
+        .is_some_and(|(reason, _)| reason == "Unschedulable")
+    {
+        plan.events.push(event(
+            "Warning",
+            "MigrationTargetPodUnschedulable",
+            format!(
+                "Migration target pod for VMI [{}/{}] is currently unschedulable.",
+                vmi.metadata.namespace.as_deref().unwrap_or("default"),
+                vmi.metadata.name.as_deref().unwrap_or_default()
+            ),
+        ));
+        let limit = timeout_seconds(
+            migration,
+            UNSCHEDULABLE_TIMEOUT_ANNOTATION,
+            UNSCHEDULABLE_TIMEOUT_SECONDS,
+        );
+        deadlines.push((limit, "unschedulable pod timeout period exceeded"));
+    }
+    let limit = timeout_seconds(migration, PENDING_TIMEOUT_ANNOTATION, PENDING_TIMEOUT_SECONDS);
+    deadlines.push((limit, "pending pod timeout period exceeded"));
+    if let Some((_, reason)) = deadlines.iter().find(|(limit, _)| spent >= *limit) {
+        plan.delete_target_pod = Some(pod.name.clone());
+        plan.events.push(event("Normal", "SuccessfulDelete", *reason));
+        return;
+    }
+    let next = deadlines.iter().map(|(limit, _)| limit - spent).min().unwrap_or(1);
+    let wait = Duration::from_secs(u64::try_from(next).unwrap_or(1).max(1));
+    plan.requeue = Some(plan.requeue.map_or(wait, |r| r.min(wait)));
 }
 
 /// Scheduled with a ready target pod: the VMI's migration state names this migration, the nodes

@@ -112,6 +112,7 @@ pub fn pod_view(pod: &Pod) -> PodView {
             .as_ref()
             .and_then(|l| l.get(kubevirt_api::well_known::labels::MIGRATION_JOB_UID))
             .cloned(),
+        created: pod.metadata.creation_timestamp.clone(),
     }
 }
 

@@ -35,6 +35,8 @@ pub struct PodView {
     pub runtime_user: u32,
     /// The migration it was created for (its `kubevirt.io/migrationJobUID`): a migration target.
     pub migration_job: Option<String>,
+    /// Its creation timestamp.
+    pub created: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
 }
 
 impl PodView {

@@ -306,3 +306,27 @@ async fn a_vmi_that_cannot_migrate_is_not_evacuated() {
     cluster.stop.cancel();
     cluster.task.await.expect("runner");
 }
+
+#[tokio::test]
+async fn only_the_five_newest_finished_migrations_of_a_vmi_are_kept() {
+    let (cluster, _source) = running_vmi().await;
+    let api = &cluster.api;
+    for i in 0..7 {
+        let mut done = migration(&format!("done-{i}"));
+        done.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::from_second(1_000 + i).expect("time"),
+        ));
+        done.status = Some(serde_json::from_value(json!({"phase": "Succeeded"})).expect("status"));
+        api.apply_migration(done);
+    }
+    wait_for("the two oldest deleted", || {
+        (api.migration_keys().len() == 5).then_some(())
+    })
+    .await;
+    assert_eq!(
+        api.migration_keys(),
+        ["done-2", "done-3", "done-4", "done-5", "done-6"].map(|n| format!("default/{n}"))
+    );
+    cluster.stop.cancel();
+    cluster.task.await.expect("runner");
+}

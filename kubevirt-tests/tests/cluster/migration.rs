@@ -164,10 +164,7 @@ impl Drop for UndoDrain {
 #[ignore = "needs the test cluster: make cluster"]
 fn drain_is_refused_with_429_and_the_evacuation_creates_a_migration() {
     const NAME: &str = "e2e-evacuate";
-    let mut undo = UndoDrain {
-        node: None,
-        vmi: NAME,
-    };
+    let mut undo = UndoDrain { node: None, vmi: NAME };
     let mut cleanup = Cleanup::new();
     let yaml = example("vm-testguest.yaml", NAME).replace(
         "      terminationGracePeriodSeconds: 30\n",
@@ -195,7 +192,10 @@ fn drain_is_refused_with_429_and_the_evacuation_creates_a_migration() {
         String::from_utf8_lossy(&drain.stdout),
         String::from_utf8_lossy(&drain.stderr)
     );
-    assert!(!drain.status.success(), "the launcher pod must not be evicted: {output}");
+    assert!(
+        !drain.status.success(),
+        "the launcher pod must not be evicted: {output}"
+    );
     assert!(
         output.contains(&format!(
             "admission webhook \"virt-launcher-eviction-interceptor.kubevirt.io\" denied the request: Eviction triggered evacuation of VMI \"default/{NAME}\""
@@ -206,7 +206,14 @@ fn drain_is_refused_with_429_and_the_evacuation_creates_a_migration() {
     let marked = get("vmi", NAME, "default").expect("the VMI");
     assert_eq!(field(&marked, "status.evacuationNodeName"), node);
     let migration = wait_for("the evacuation's migration", Duration::from_secs(30), || {
-        let text = kubectl_ok(&["get", "vmim", "-l", &format!("kubevirt.io/vmi-name={NAME}"), "-o", "json"]);
+        let text = kubectl_ok(&[
+            "get",
+            "vmim",
+            "-l",
+            &format!("kubevirt.io/vmi-name={NAME}"),
+            "-o",
+            "json",
+        ]);
         let list: serde_json::Value = serde_json::from_str(&text).expect("list JSON");
         list["items"].as_array()?.first().cloned()
     });
@@ -224,6 +231,13 @@ fn drain_is_refused_with_429_and_the_evacuation_creates_a_migration() {
     assert_eq!(field(&after, "metadata.uid"), uid, "the same VMI");
     assert_eq!(field(&after, "status.phase"), "Running");
     assert_eq!(field(&after, "status.nodeName"), node);
-    let launcher = kubectl_ok(&["get", "pods", "-l", &format!("kubevirt.io/created-by={uid}"), "-o", "name"]);
+    let launcher = kubectl_ok(&[
+        "get",
+        "pods",
+        "-l",
+        &format!("kubevirt.io/created-by={uid}"),
+        "-o",
+        "name",
+    ]);
     assert!(!launcher.trim().is_empty(), "the launcher pod still runs");
 }

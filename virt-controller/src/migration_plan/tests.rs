@@ -46,6 +46,7 @@ fn pod(name: &str, node: Option<&str>, phase: &str, ready: bool) -> PodView {
         unschedulable: None,
         runtime_user: 107,
         migration_job: None,
+        created: None,
     }
 }
 
@@ -64,6 +65,7 @@ fn observe<'a>(
         running_in_cluster: 0,
         running_from_node: 0,
         settings,
+        backoff: None,
         now: Time(Timestamp::UNIX_EPOCH),
     }
 }
@@ -245,4 +247,101 @@ fn a_completed_migration_succeeds_and_keeps_its_target_pod() {
     assert_eq!(over.delete_target_pod, None, "the guest runs there now");
     assert!(over.remove_finalizer);
     assert_eq!(over.events[0].message, "Source node reported migration succeeded");
+}
+
+#[test]
+fn a_target_pod_pending_too_long_is_deleted_and_looked_at_again_until_then() {
+    let settings = MigrationSettings::default();
+    let vmi = vmi(None);
+    let at = |seconds: i64| Some(Time(Timestamp::from_second(seconds).expect("time")));
+    let unschedulable = |created: i64| PodView {
+        unschedulable: Some(("Unschedulable".to_owned(), "0/1 nodes are available".to_owned())),
+        created: at(created),
+        ..pod("t", None, "Pending", false)
+    };
+    let waiting = |created: i64| PodView {
+        created: at(created),
+        ..pod("t", None, "Pending", false)
+    };
+    let now = 10_000;
+    let decide = |migration: &VirtualMachineInstanceMigration, target: &PodView| {
+        plan(&Observed {
+            now: Time(Timestamp::from_second(now).expect("time")),
+            ..observe(migration, Some(&vmi), Some(target), &settings)
+        })
+    };
+    for phase in [Phase::Pending, Phase::Scheduling] {
+        let migration = migration(phase, false);
+        // Unschedulable for 100 s: a warning, and a look again when 5 minutes are up.
+        let early = decide(&migration, &unschedulable(now - 100));
+        assert_eq!(early.delete_target_pod, None, "{phase:?}");
+        assert_eq!(early.requeue, Some(Duration::from_secs(200)), "{phase:?}");
+        assert_eq!(early.events[0].reason, "MigrationTargetPodUnschedulable");
+        assert_eq!(
+            early.events[0].message,
+            "Migration target pod for VMI [prod/vm1] is currently unschedulable."
+        );
+        // Unschedulable for 5 minutes: deleted.
+        let late = decide(&migration, &unschedulable(now - 300));
+        assert_eq!(late.delete_target_pod.as_deref(), Some("t"), "{phase:?}");
+        assert_eq!(
+            late.events.last().map(|e| e.message.as_str()),
+            Some("unschedulable pod timeout period exceeded")
+        );
+        // Pending for another reason: 15 minutes.
+        let slow = decide(&migration, &waiting(now - 600));
+        assert_eq!(slow.delete_target_pod, None);
+        assert_eq!(slow.requeue, Some(Duration::from_secs(300)));
+        assert!(slow.events.is_empty());
+        let stuck = decide(&migration, &waiting(now - 900));
+        assert_eq!(stuck.delete_target_pod.as_deref(), Some("t"));
+        assert_eq!(stuck.events[0].message, "pending pod timeout period exceeded");
+    }
+    // The annotations shorten (or lengthen) each timeout; nonsense is ignored.
+    let mut quick = migration(Phase::Scheduling, false);
+    quick.metadata.annotations = Some(
+        [
+            (UNSCHEDULABLE_TIMEOUT_ANNOTATION.to_owned(), "30".to_owned()),
+            (PENDING_TIMEOUT_ANNOTATION.to_owned(), "soon".to_owned()),
+        ]
+        .into(),
+    );
+    assert_eq!(
+        decide(&quick, &unschedulable(now - 30)).delete_target_pod.as_deref(),
+        Some("t")
+    );
+    assert_eq!(
+        decide(&quick, &waiting(now - 600)).requeue,
+        Some(Duration::from_secs(300))
+    );
+    // A pod that runs, or is already going, is left alone.
+    let migration = migration(Phase::Scheduling, false);
+    let running = PodView {
+        created: at(0),
+        ..pod("t", Some("node-b"), "Running", false)
+    };
+    assert_eq!(decide(&migration, &running).delete_target_pod, None);
+    let going = PodView {
+        is_terminating: true,
+        ..unschedulable(0)
+    };
+    assert_eq!(decide(&migration, &going).delete_target_pod, None);
+}
+
+#[test]
+fn an_evacuation_in_backoff_waits_before_its_target_pod() {
+    let settings = MigrationSettings::default();
+    let pending = migration(Phase::Pending, false);
+    let vmi = vmi(None);
+    let waiting = plan(&Observed {
+        backoff: Some(Duration::from_secs(15)),
+        ..observe(&pending, Some(&vmi), None, &settings)
+    });
+    assert!(!waiting.create_target_pod);
+    assert_eq!(waiting.requeue, Some(Duration::from_secs(15)));
+    assert_eq!(waiting.vmi_events[0].reason, "MigrationBackoff");
+    assert_eq!(waiting.vmi_events[0].message, "backoff migrating vmi prod/vm1");
+    let free = plan(&observe(&pending, Some(&vmi), None, &settings));
+    assert!(free.create_target_pod);
+    assert!(free.vmi_events.is_empty());
 }
