@@ -88,12 +88,31 @@ pub struct PodDirs {
 impl PodDirs {
     /// Everything under `root`, with the share directory at `share`.
     pub fn new(root: &Path, share: PathBuf) -> Self {
-        let dirs = Self {
+        Self::filled(Self {
             share,
             private: root.join("p"),
             ephemeral: root.join("e"),
             disks: root.join("c"),
-        };
+        })
+    }
+
+    /// The pod's emptyDirs as the kubelet lays them out in `empty_dirs`
+    /// (`…/volumes/kubernetes.io~empty-dir`): `public` (the share directory, with `sockets`
+    /// mounted inside it and reachable as `sockets` too), `private`, `ephemeral-disks` and
+    /// `container-disks`, all real directories.
+    pub fn in_empty_dirs(empty_dirs: &Path) -> Self {
+        let public = empty_dirs.join("public");
+        std::fs::create_dir_all(public.join("sockets")).expect("pod dirs");
+        std::os::unix::fs::symlink(public.join("sockets"), empty_dirs.join("sockets")).expect("sockets");
+        Self::filled(Self {
+            share: public,
+            private: empty_dirs.join("private"),
+            ephemeral: empty_dirs.join("ephemeral-disks"),
+            disks: empty_dirs.join("container-disks"),
+        })
+    }
+
+    fn filled(dirs: Self) -> Self {
         // The pod's emptyDirs exist before the launcher starts.
         std::fs::create_dir_all(dirs.disks.join("kernel-boot")).expect("dirs");
         std::fs::create_dir_all(&dirs.ephemeral).expect("dirs");

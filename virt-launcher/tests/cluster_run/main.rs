@@ -7,6 +7,7 @@ mod migration;
 mod migration_rig;
 mod pod_network;
 mod through_virt_api;
+mod two_handlers;
 mod with_handler;
 
 use std::path::Path;
