@@ -34,10 +34,10 @@ pub struct Nodes {
 }
 
 impl Nodes {
-    /// The pair `slot` (each test its own) of this test process.
+    /// The pair `slot` (0 to 7, each test its own) of this test process.
     pub fn new(slot: u32) -> Self {
         let id = std::process::id();
-        let base = u32::from(Ipv4Addr::new(10, 224, 0, 0)) + ((id % 4000) * 4 + slot) * 4;
+        let base = u32::from(Ipv4Addr::new(10, 224, 0, 0)) + ((id % 2000) * 8 + slot) * 4;
         let nodes = Self {
             names: [format!("kvrs-node-{id}-{slot}a"), format!("kvrs-node-{id}-{slot}b")],
             addresses: [Ipv4Addr::from(base + 1), Ipv4Addr::from(base + 2)],

@@ -18,10 +18,11 @@ use super::fixture::{
 use super::with_handler::{World, http_get};
 
 /// The "pod": a named namespace with eth0 on a /30 whose other end is on the host.
-struct FakePod {
+pub(super) struct FakePod {
     name: String,
     host_interface: String,
-    address: Ipv4Addr,
+    /// The pod's address.
+    pub(super) address: Ipv4Addr,
     gateway: Ipv4Addr,
 }
 
@@ -31,8 +32,9 @@ fn ip(args: &[&str]) {
 }
 
 impl FakePod {
-    /// A pod with eth0 on a /30 shared with the host end, MTU 1400.
-    fn new(slot: u32) -> Self {
+    /// A pod with eth0 on a /30 shared with the host end, MTU 1400; `slot` (0 to 7) is the
+    /// test's own.
+    pub(super) fn new(slot: u32) -> Self {
         let pod = Self::named(slot, false);
         ip(&[
             "address",
@@ -85,7 +87,7 @@ impl FakePod {
 
     fn named(slot: u32, calico: bool) -> Self {
         let id = std::process::id();
-        let base = u32::from(Ipv4Addr::new(10, 221, 0, 0)) + ((id % 4000) * 16 + slot * 4);
+        let base = u32::from(Ipv4Addr::new(10, 221, 0, 0)) + ((id % 2000) * 32 + slot * 4);
         let pod = Self {
             name: format!("kvrs-pod-{id}-{slot}"),
             host_interface: format!("kvp{id}{slot}"),
@@ -122,7 +124,7 @@ impl FakePod {
         ip(&all);
     }
 
-    fn path(&self) -> PathBuf {
+    pub(super) fn path(&self) -> PathBuf {
         Path::new("/run/netns").join(&self.name)
     }
 }
