@@ -103,24 +103,35 @@ pub fn bind_unix_for(path: &Path, owner: Option<u32>) -> std::io::Result<tokio::
     } else {
         dir
     })?;
-    let short = PathBuf::from(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&dir))).join(name);
+    bind_unix_in(&dir, name, owner)
+}
+
+/// [`bind_unix_for`] for the socket `name` in the directory open as `dir` (however that was
+/// reached): bound as `/proc/self/fd/<dir>/<name>`, its mode and owner set through `dir` without
+/// following a link.
+pub fn bind_unix_in<D: std::os::fd::AsFd + std::os::fd::AsRawFd>(
+    dir: &D,
+    name: &std::ffi::OsStr,
+    owner: Option<u32>,
+) -> std::io::Result<tokio::net::UnixListener> {
+    let short = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd())).join(name);
     let listener = tokio::net::UnixListener::bind(&short)?;
     let mode = nix::sys::stat::Mode::from_bits_truncate(SOCKET_MODE);
     let give_to = |id: u32| {
         nix::unistd::fchownat(
-            &dir,
+            dir,
             name,
             Some(nix::unistd::Uid::from_raw(id)),
             Some(nix::unistd::Gid::from_raw(id)),
             nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
         )
     };
-    let set = nix::sys::stat::fchmodat(&dir, name, mode, nix::sys::stat::FchmodatFlags::NoFollowSymlink)
+    let set = nix::sys::stat::fchmodat(dir, name, mode, nix::sys::stat::FchmodatFlags::NoFollowSymlink)
         .and_then(|()| owner.map_or(Ok(()), give_to));
     if let Err(errno) = set {
         drop(listener);
         // Whatever is at the name now (the socket, or a link put there) goes; a link's target stays.
-        let _ = nix::unistd::unlinkat(&dir, name, nix::unistd::UnlinkatFlags::NoRemoveDir);
+        let _ = nix::unistd::unlinkat(dir, name, nix::unistd::UnlinkatFlags::NoRemoveDir);
         return Err(errno.into());
     }
     Ok(listener)

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
-use control_loop::tls::{CertSource, client_tls, server_tls_verifying};
+use control_loop::tls::{CertSource, server_tls_verifying};
 use virt_handler::cluster_api::KubeClusterApi;
-use virt_handler::migration_proxy::{HANDLER_NAME, Security};
+use virt_handler::migration_tls::MigrationTls;
 use virt_handler::node::{ConsoleServerConfig, NodeConfig, run};
 use virt_handler::reconciler::{MigrationNetwork, ReconcilerConfig};
 use virt_handler::runner::RunOptions;
@@ -114,15 +114,11 @@ fn migration_network(args: &Args) -> anyhow::Result<MigrationNetwork> {
         &args.console_tls_key_file,
         &args.console_client_ca_file,
     ) {
-        let source = CertSource::Files {
-            cert: cert.clone(),
-            key: key.clone(),
-        };
-        Some(Security::Tls {
-            server: server_tls_verifying(&source, Some(ca))?.config,
-            client: client_tls(ca, Some((cert, key)))?,
-            server_name: rustls_pki_types::ServerName::try_from(HANDLER_NAME)?,
-        })
+        Some(std::sync::Arc::new(MigrationTls::new(
+            cert.clone(),
+            key.clone(),
+            ca.clone(),
+        )?))
     } else {
         tracing::warn!("no migration TLS: only migrations with migrations.disableTLS can run");
         None

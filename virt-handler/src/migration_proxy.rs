@@ -10,11 +10,12 @@
 //!   connection to the target's port.
 //!
 //! Between the nodes every connection is mutual TLS with the handlers' certificates unless the
-//! cluster turns TLS off (`migrations.disableTLS`).
+//! cluster turns TLS off (`migrations.disableTLS`). The sockets in the pods are reached without
+//! following any link the pod may have put there ([`PodSocket`]).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use cmd_protocol::migration::Channel;
@@ -23,6 +24,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 use tracing::{debug, warn};
+
+use crate::pod_socket::PodSocket;
 
 /// The name in virt-handler's certificate, which the handlers check of each other.
 pub const HANDLER_NAME: &str = "virt-handler";
@@ -83,7 +86,7 @@ impl std::fmt::Debug for Security {
 #[derive(Debug)]
 pub struct Proxy {
     tasks: JoinSet<()>,
-    sockets: Vec<PathBuf>,
+    sockets: Vec<PodSocket>,
     /// Target side: the TCP port of each channel.
     ports: BTreeMap<Channel, u16>,
 }
@@ -92,7 +95,7 @@ impl Drop for Proxy {
     fn drop(&mut self) {
         self.tasks.abort_all();
         for socket in &self.sockets {
-            let _ = std::fs::remove_file(socket);
+            let _ = socket.remove();
         }
     }
 }
@@ -129,7 +132,7 @@ impl Proxy {
     /// When a port cannot be opened.
     pub async fn target(
         address: std::net::IpAddr,
-        targets: BTreeMap<Channel, PathBuf>,
+        targets: BTreeMap<Channel, PodSocket>,
         security: &Security,
     ) -> Result<Self, ProxyError> {
         let mut proxy = Self::empty();
@@ -166,15 +169,15 @@ impl Proxy {
     pub fn source(
         target: std::net::IpAddr,
         target_ports: &BTreeMap<Channel, u16>,
-        sources: BTreeMap<Channel, PathBuf>,
+        sources: BTreeMap<Channel, PodSocket>,
         owner: Option<u32>,
         security: &Security,
     ) -> Result<Self, ProxyError> {
         let mut proxy = Self::empty();
         for (channel, socket) in sources {
             let port = *target_ports.get(&channel).ok_or(ProxyError::NoPort(channel))?;
-            let listener = bind_fresh(&socket, owner).map_err(|source| ProxyError::ListenUnix {
-                path: socket.clone(),
+            let listener = socket.bind_fresh(owner).map_err(|source| ProxyError::ListenUnix {
+                path: socket.path(),
                 source,
             })?;
             proxy.sockets.push(socket);
@@ -195,20 +198,7 @@ impl Proxy {
     }
 }
 
-/// Binds a unix socket at `path` (its directory made first), replacing a stale one.
-fn bind_fresh(path: &Path, owner: Option<u32>) -> std::io::Result<tokio::net::UnixListener> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    match std::fs::remove_file(path) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
-    cmd_protocol::sockets::bind_unix_for(path, owner)
-}
-
-async fn serve_target(listener: TcpListener, acceptor: Option<TlsAcceptor>, socket: PathBuf, channel: Channel) {
+async fn serve_target(listener: TcpListener, acceptor: Option<TlsAcceptor>, socket: PodSocket, channel: Channel) {
     let mut connections = JoinSet::new();
     loop {
         while connections.try_join_next().is_some() {}
@@ -235,10 +225,12 @@ async fn serve_target(listener: TcpListener, acceptor: Option<TlsAcceptor>, sock
 }
 
 /// Connects to the pod's socket for `channel` and relays `peer` to it.
-async fn relay_to_pod<P: AsyncRead + AsyncWrite + Unpin>(peer: P, socket: &Path, channel: Channel) {
-    match cmd_protocol::sockets::connect_unix(socket).await {
+async fn relay_to_pod<P: AsyncRead + AsyncWrite + Unpin>(peer: P, socket: &PodSocket, channel: Channel) {
+    match socket.connect().await {
         Ok(pod) => relay(peer, pod, channel).await,
-        Err(e) => warn!(?channel, socket = %socket.display(), error = %e, "cannot reach the target pod's socket"),
+        Err(e) => {
+            warn!(?channel, socket = %socket.path().display(), error = %e, "cannot reach the target pod's socket");
+        }
     }
 }
 

@@ -9,7 +9,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cmd_protocol::migration::{Channel, socket_path};
+use cmd_protocol::migration::Channel;
 use kubevirt_api::v1::VirtualMachineInstance;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio_util::sync::CancellationToken;
@@ -132,7 +132,7 @@ async fn two_handlers_move_a_vmi_from_the_source_node_to_the_target() {
         .reconciler
         .launchers()
         .migration_paths(&FakeLaunchers::socket_of(UID));
-    echo(&target_paths.libvirt_socket);
+    echo(&target_paths.libvirt().path());
 
     // virt-controller's hand-off.
     hand_off(
@@ -175,7 +175,7 @@ async fn two_handlers_move_a_vmi_from_the_source_node_to_the_target() {
         .reconciler
         .launchers()
         .migration_paths(&FakeLaunchers::socket_of(UID));
-    let mut stream = cmd_protocol::sockets::connect_unix(&socket_path(&source_paths.share_dir, UID, Channel::Libvirt))
+    let mut stream = cmd_protocol::sockets::connect_unix(&source_paths.channel_socket(UID, Channel::Libvirt).path())
         .await
         .expect("the source pod's proxy socket");
     stream.write_all(b"hello").await.expect("write");
@@ -208,7 +208,7 @@ async fn two_handlers_move_a_vmi_from_the_source_node_to_the_target() {
     })
     .await;
     assert!(
-        !socket_path(&source_paths.share_dir, UID, Channel::Libvirt).exists(),
+        !source_paths.channel_socket(UID, Channel::Libvirt).path().exists(),
         "the source's proxy sockets are gone"
     );
     // The target handler runs the VMI as its own now.

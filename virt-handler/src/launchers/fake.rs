@@ -382,9 +382,14 @@ impl Launchers for FakeLaunchers {
     fn migration_paths(&self, socket: &Path) -> MigrationPaths {
         let root = self.fleet().migration_root.clone().unwrap_or_else(std::env::temp_dir);
         let pod = root.join(socket.file_name().unwrap_or_default());
+        // The pod's volumes directory exists before any migration, as the kubelet makes it.
+        if let Err(error) = std::fs::create_dir_all(&pod) {
+            tracing::warn!(pod = %pod.display(), %error, "cannot make the fake pod's directory");
+        }
         MigrationPaths {
-            share_dir: pod.join("share"),
-            libvirt_socket: pod.join("libvirt-sock"),
+            root: pod,
+            share_dir: PathBuf::from("share"),
+            libvirt_socket: PathBuf::from("libvirt-sock"),
         }
     }
 }

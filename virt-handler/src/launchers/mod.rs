@@ -184,12 +184,17 @@ pub trait Launchers: Send + Sync + 'static {
     fn migration_paths(&self, socket: &Path) -> MigrationPaths;
 }
 
-/// A launcher pod's directories as a migration uses them, on the node.
+/// A launcher pod's directories as a migration uses them, on the node: everything below the
+/// pod's volumes directory is the pod's to change, so it is reached only through
+/// [`crate::pod_socket::PodSocket`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MigrationPaths {
-    /// The pod's share directory (its `/var/run/kubevirt`): the migration sockets go under it.
+    /// The pod's volumes directory, which the kubelet makes (`…/volumes/kubernetes.io~empty-dir`).
+    pub root: PathBuf,
+    /// The pod's share directory (its `/var/run/kubevirt`) below `root`: the migration sockets
+    /// go under it.
     pub share_dir: PathBuf,
-    /// The socket of the pod's libvirt daemon.
+    /// The socket of the pod's libvirt daemon, below `root`.
     pub libvirt_socket: PathBuf,
 }
 
@@ -200,8 +205,24 @@ impl MigrationPaths {
     pub fn of_socket(socket: &Path) -> Self {
         let volumes = socket.parent().and_then(Path::parent).unwrap_or(Path::new("/"));
         Self {
-            share_dir: volumes.join("public"),
-            libvirt_socket: cmd_protocol::migration::libvirt_socket(&volumes.join("private")),
+            root: volumes.to_owned(),
+            share_dir: PathBuf::from("public"),
+            libvirt_socket: cmd_protocol::migration::libvirt_socket(Path::new("private")),
         }
+    }
+
+    /// The socket of the VMI `uid`'s `channel` in the share directory.
+    #[must_use]
+    pub fn channel_socket(&self, uid: &str, channel: cmd_protocol::migration::Channel) -> crate::pod_socket::PodSocket {
+        crate::pod_socket::PodSocket::new(
+            &self.root,
+            cmd_protocol::migration::socket_path(&self.share_dir, uid, channel),
+        )
+    }
+
+    /// The pod's libvirt socket.
+    #[must_use]
+    pub fn libvirt(&self) -> crate::pod_socket::PodSocket {
+        crate::pod_socket::PodSocket::new(&self.root, &self.libvirt_socket)
     }
 }

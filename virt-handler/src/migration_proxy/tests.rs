@@ -10,6 +10,7 @@ use cmd_protocol::migration::Channel;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use super::{Proxy, ProxyError, Security};
+use crate::pod_socket::PodSocket;
 
 const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
@@ -58,20 +59,25 @@ async fn proxies(dir: &Path, target_security: &Security, source_security: &Secur
     let target = Proxy::target(
         LOOPBACK,
         BTreeMap::from([
-            (Channel::Libvirt, target_pod.join("libvirt-sock")),
-            (Channel::Stream, target_pod.join("stream.sock")),
+            (Channel::Libvirt, PodSocket::new(dir, "target/libvirt-sock")),
+            (Channel::Stream, PodSocket::new(dir, "target/stream.sock")),
         ]),
         target_security,
     )
     .await
     .expect("target proxy");
-    let source_pod = dir.join("source/migrationproxy");
     let source = Proxy::source(
         LOOPBACK,
         target.ports(),
         BTreeMap::from([
-            (Channel::Libvirt, source_pod.join("u-source.sock")),
-            (Channel::Stream, source_pod.join("u-49152-source.sock")),
+            (
+                Channel::Libvirt,
+                PodSocket::new(dir, "source/migrationproxy/u-source.sock"),
+            ),
+            (
+                Channel::Stream,
+                PodSocket::new(dir, "source/migrationproxy/u-49152-source.sock"),
+            ),
         ]),
         None,
         source_security,
@@ -187,7 +193,7 @@ async fn the_source_needs_a_port_for_every_channel() {
     let error = Proxy::source(
         LOOPBACK,
         &BTreeMap::from([(Channel::Libvirt, 4000)]),
-        BTreeMap::from([(Channel::Stream, dir.path().join("s.sock"))]),
+        BTreeMap::from([(Channel::Stream, PodSocket::new(dir.path(), "s.sock"))]),
         None,
         &Security::Plain,
     )

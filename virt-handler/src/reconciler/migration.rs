@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use cmd_protocol::migration::{Channel, socket_path};
+use cmd_protocol::migration::Channel;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kubevirt_api::migration_settings::MigrationSettings;
 use kubevirt_api::v1::{MigrationState, VirtualMachineInstance};
@@ -31,9 +31,9 @@ pub struct MigrationNetwork {
     /// The address the target proxies listen on and publish (the handler pod's IP); without one
     /// this node cannot be a migration target.
     pub address: Option<IpAddr>,
-    /// The handlers' mutual TLS ([`Security::Tls`]), used unless the migration's settings say
-    /// `disableTLS`; without it only such migrations run.
-    pub tls: Option<Security>,
+    /// The handlers' mutual TLS ([`Security::Tls`], read again when its files change), used
+    /// unless the migration's settings say `disableTLS`; without it only such migrations run.
+    pub tls: Option<std::sync::Arc<crate::migration_tls::MigrationTls>>,
 }
 
 impl MigrationNetwork {
@@ -47,7 +47,7 @@ impl MigrationNetwork {
         if disabled {
             return Ok(Security::Plain);
         }
-        self.tls.clone().ok_or(StepError::NoTls)
+        self.tls.as_ref().map(|tls| tls.current()).ok_or(StepError::NoTls)
     }
 }
 
@@ -135,9 +135,9 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
         let uid = vmi.metadata.uid.clone().unwrap_or_default();
         let paths = self.launchers.migration_paths(socket);
         let targets = BTreeMap::from([
-            (Channel::Libvirt, paths.libvirt_socket),
-            (Channel::Stream, socket_path(&paths.share_dir, &uid, Channel::Stream)),
-            (Channel::Disks, socket_path(&paths.share_dir, &uid, Channel::Disks)),
+            (Channel::Libvirt, paths.libvirt()),
+            (Channel::Stream, paths.channel_socket(&uid, Channel::Stream)),
+            (Channel::Disks, paths.channel_socket(&uid, Channel::Disks)),
         ]);
         let proxy = Proxy::target(address, targets, &security).await?;
         let ports = proxy.status_ports();
@@ -304,10 +304,10 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
         let target: IpAddr = text.parse().map_err(|_| StepError::BadAddress(text.clone()))?;
         let ports = target_ports(state);
         let uid = vmi.metadata.uid.clone().unwrap_or_default();
-        let share = self.launchers.migration_paths(socket).share_dir;
+        let paths = self.launchers.migration_paths(socket);
         let sources = ports
             .keys()
-            .map(|channel| (*channel, socket_path(&share, &uid, *channel)))
+            .map(|channel| (*channel, paths.channel_socket(&uid, *channel)))
             .collect();
         let owner = Some(vmi.runtime_user()).filter(|u| *u != 0);
         let security = self.config.migration.security(state)?;

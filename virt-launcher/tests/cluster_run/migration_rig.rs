@@ -16,6 +16,7 @@ use cmd_protocol::migration::{Channel, MigrationMetadata, socket_path};
 use cmd_protocol::transport::CmdClient;
 use kubevirt_api::v1::VirtualMachineInstance;
 use virt_handler::migration_proxy::{Proxy, Security};
+use virt_handler::pod_socket::PodSocket;
 
 use super::fixture::{PodDirs, Stopper, open_pod_dirs, spawn_pod_launcher, testguest, wait_until};
 
@@ -172,6 +173,13 @@ impl Pod {
         self.dirs.private.join(uid).join("virt-serial0-log")
     }
 
+    /// `path` (under the pod's root) as virt-handler reaches it: below the pod's root, following
+    /// no link.
+    pub fn pod_socket(&self, path: &Path) -> PodSocket {
+        let root = self.dirs.private.parent().expect("the pod's root");
+        PodSocket::new(root, path.strip_prefix(root).expect("under the pod's root"))
+    }
+
     /// The session libvirtd's socket, as the node sees it.
     pub fn libvirt_socket(&self) -> PathBuf {
         cmd_protocol::migration::libvirt_socket(&self.dirs.private)
@@ -228,9 +236,15 @@ pub fn ticks(log: &Path) -> Vec<(u64, f64)> {
 /// The proxies for migrating the VMI `uid` from `source` on node 0 to `target` on node 1.
 pub fn proxies(nodes: &Nodes, source: &Pod, target: &Pod, uid: &str) -> (NodeProxy, NodeProxy) {
     let target_sockets = BTreeMap::from([
-        (Channel::Libvirt, target.libvirt_socket()),
-        (Channel::Stream, socket_path(&target.dirs.share, uid, Channel::Stream)),
-        (Channel::Disks, socket_path(&target.dirs.share, uid, Channel::Disks)),
+        (Channel::Libvirt, target.pod_socket(&target.libvirt_socket())),
+        (
+            Channel::Stream,
+            target.pod_socket(&socket_path(&target.dirs.share, uid, Channel::Stream)),
+        ),
+        (
+            Channel::Disks,
+            target.pod_socket(&socket_path(&target.dirs.share, uid, Channel::Disks)),
+        ),
     ]);
     let address = IpAddr::V4(nodes.addresses[1]);
     let target_proxy = NodeProxy::start(&nodes.path(1), move || {
@@ -241,9 +255,14 @@ pub fn proxies(nodes: &Nodes, source: &Pod, target: &Pod, uid: &str) -> (NodePro
         })
     });
     let ports = target_proxy.ports.clone();
-    let source_sockets: BTreeMap<Channel, PathBuf> = Channel::ALL
+    let source_sockets: BTreeMap<Channel, PodSocket> = Channel::ALL
         .into_iter()
-        .map(|channel| (channel, socket_path(&source.dirs.share, uid, channel)))
+        .map(|channel| {
+            (
+                channel,
+                source.pod_socket(&socket_path(&source.dirs.share, uid, channel)),
+            )
+        })
         .collect();
     let source_proxy = NodeProxy::start(&nodes.path(0), move || {
         Box::pin(async move {
