@@ -241,3 +241,49 @@ fn drain_is_refused_with_429_and_the_evacuation_creates_a_migration() {
     ]);
     assert!(!launcher.trim().is_empty(), "the launcher pod still runs");
 }
+
+#[test]
+#[ignore = "needs the test cluster: make cluster"]
+fn an_unschedulable_target_pod_times_out_and_fails_the_migration() {
+    const NAME: &str = "e2e-migrate-timeout";
+    let mut cleanup = Cleanup::new();
+    cleanup.apply("vm", NAME, &example("vm-testguest.yaml", NAME));
+    let vmi = wait_for_phase(NAME, "Running", Duration::from_secs(180));
+    let (uid, node) = (field(&vmi, "metadata.uid"), field(&vmi, "status.nodeName"));
+    wait_for("LiveMigratable=True", Duration::from_secs(30), || {
+        get("vmi", NAME, "default").filter(|v| condition(v, "LiveMigratable").is_some_and(|c| c["status"] == "True"))
+    });
+    let migration = format!(
+        "apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstanceMigration\nmetadata:\n  name: {NAME}\n  namespace: default\n  annotations:\n    kubevirt.io/migrationUnschedulablePodTimeoutSeconds: \"5\"\nspec:\n  vmiName: {NAME}\n"
+    );
+    cleanup.apply("vmim", NAME, &migration);
+    let failed = wait_for("the migration Failed", Duration::from_secs(90), || {
+        get("vmim", NAME, "default").filter(|m| field(m, "status.phase") == "Failed")
+    });
+    let migration_uid = field(&failed, "metadata.uid");
+    wait_for("the target pod gone", Duration::from_secs(60), || {
+        target_pods(&migration_uid).is_empty().then_some(())
+    });
+    let events = kubectl_ok(&[
+        "get",
+        "events",
+        "--field-selector",
+        &format!("involvedObject.name={NAME},involvedObject.kind=VirtualMachineInstanceMigration"),
+        "-o",
+        "json",
+    ]);
+    assert!(
+        events.contains("unschedulable pod timeout period exceeded"),
+        "no deletion event in {events}"
+    );
+    // An unscheduled pod goes at once, so the migration may see it terminating or already gone.
+    assert!(
+        events.contains("Migration failed because target pod shutdown during migration")
+            || events.contains("Migration target pod was removed during active migration."),
+        "no failure event in {events}"
+    );
+    let after = get("vmi", NAME, "default").expect("the VMI");
+    assert_eq!(field(&after, "metadata.uid"), uid, "the same VMI");
+    assert_eq!(field(&after, "status.phase"), "Running");
+    assert_eq!(field(&after, "status.nodeName"), node);
+}
