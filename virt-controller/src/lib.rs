@@ -8,6 +8,8 @@
 
 pub mod cluster_api;
 pub mod compact;
+pub mod disruption_budget;
+pub mod disruption_budget_controller;
 pub mod evacuation;
 pub mod expectations;
 pub mod leader;
