@@ -8,7 +8,8 @@
 //! address, the source migrates over TCP between the namespaces, the target takes the VMI over,
 //! and the guest's ticker goes on. With masquerade on the pod network, the launchers run in pods
 //! of their own (a network namespace each, reached from the host), virt-handler wires both, and
-//! the guest answers at the target pod's address afterwards.
+//! the guest answers at the target pod's address afterwards and gets its lease from the target
+//! pod's launcher when it asks again.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::os::fd::AsFd as _;
@@ -147,16 +148,16 @@ impl Node {
     }
 }
 
-/// `example` named `name` with `uid` and the guest's ticker, as virt-controller leaves it
-/// scheduled on node-a.
-fn scheduled(example: &str, name: &str, uid: &str) -> VirtualMachineInstance {
+/// `example` named `name` with `uid` and the guest's ticker (and `guest_args`), as virt-controller
+/// leaves it scheduled on node-a.
+fn scheduled(example: &str, name: &str, uid: &str, guest_args: &str) -> VirtualMachineInstance {
     let mut vmi = if example == "vmi-testguest.yaml" {
         testguest(name, uid)
     } else {
         example_vmi(example, name, uid)
     };
     if let Some(kernel_boot) = vmi.spec.domain.firmware.as_mut().and_then(|f| f.kernel_boot.as_mut()) {
-        kernel_boot.kernel_args = Some("console=ttyS0 quiet panic=-1 kubevirt_rs.ticker".to_owned());
+        kernel_boot.kernel_args = Some(format!("console=ttyS0 quiet panic=-1 kubevirt_rs.ticker {guest_args}"));
     }
     vmi.metadata
         .labels
@@ -334,7 +335,12 @@ impl Cluster {
 
 #[tokio::test]
 async fn two_virt_handlers_move_a_running_guest_between_nodes() {
-    let vmi = scheduled("vmi-testguest.yaml", "wanderer", "3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f");
+    let vmi = scheduled(
+        "vmi-testguest.yaml",
+        "wanderer",
+        "3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f",
+        "",
+    );
     let cluster = Cluster::running(4, None, vmi).await;
     cluster.migrate().await;
     cluster.end().await;
@@ -350,6 +356,7 @@ async fn a_masquerade_guest_answers_at_the_target_pods_address_after_moving() {
             "vmi-testguest-masquerade.yaml",
             "nomad",
             "3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e70",
+            "kubevirt_rs.dhcp_loop",
         ),
     )
     .await;
@@ -367,6 +374,14 @@ async fn a_masquerade_guest_answers_at_the_target_pods_address_after_moving() {
     })
     .await;
     guest_answers(&pods[0]).await;
+    // The guest asks for its lease again and again; the source pod's launcher serves it.
+    let lease = "KUBEVIRT-RS-GUEST-LEASE eth0 10.0.2.2 gateway 10.0.2.1";
+    wait_until("the lease asked for again", Duration::from_secs(30), async || {
+        std::fs::read_to_string(&source_log)
+            .ok()
+            .filter(|log| log.contains(lease))
+    })
+    .await;
     cluster.migrate().await;
     // The guest kept its address inside the pod (10.0.2.2): the target pod's masquerade reaches
     // it, and the VMI reports the target pod's address.
@@ -382,5 +397,13 @@ async fn a_masquerade_guest_answers_at_the_target_pods_address_after_moving() {
     )
     .await;
     assert_eq!(reported, pods[1].address.to_string());
+    // After the move, the target pod's launcher serves the same lease.
+    let target_log = cluster.target.serial_log();
+    wait_until("the lease from the target pod", Duration::from_secs(30), async || {
+        std::fs::read_to_string(&target_log)
+            .ok()
+            .filter(|log| log.contains(lease))
+    })
+    .await;
     cluster.end().await;
 }
