@@ -296,11 +296,7 @@ fn phase_writes(seen: &Observed<'_>, phase: Phase, plan: &mut Plan) {
                 plan.vmi_events.push(event(
                     "Warning",
                     "MigrationBackoff",
-                    format!(
-                        "backoff migrating vmi {}/{}",
-                        vmi.metadata.namespace.as_deref().unwrap_or("default"),
-                        vmi.metadata.name.as_deref().unwrap_or_default()
-                    ),
+                    format!("backoff migrating vmi {}", vmi.key()),
                 ));
                 plan.requeue = Some(wait);
             } else if !settings.unsupported.is_empty() {
@@ -363,9 +359,8 @@ fn pending_timeouts(seen: &Observed<'_>, vmi: &VirtualMachineInstance, plan: &mu
             "Warning",
             "MigrationTargetPodUnschedulable",
             format!(
-                "Migration target pod for VMI [{}/{}] is currently unschedulable.",
-                vmi.metadata.namespace.as_deref().unwrap_or("default"),
-                vmi.metadata.name.as_deref().unwrap_or_default()
+                "Migration target pod for VMI [{}] is currently unschedulable.",
+                vmi.key()
             ),
         ));
         let limit = timeout_seconds(

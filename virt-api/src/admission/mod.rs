@@ -146,6 +146,24 @@ pub async fn admit(
         .into_review()
 }
 
+/// The `response` of `webhook` to the review `body`, as JSON, with `config` and KubeVirt in
+/// namespace `kubevirt`, the epoch as now and the fake cluster's lookups: for the webhooks' tests.
+#[cfg(test)]
+pub(crate) async fn answer_with_fake(
+    webhook: Webhook,
+    body: &[u8],
+    config: ClusterConfig,
+    cluster: &crate::backends::FakeSubresourceCluster,
+) -> serde_json::Value {
+    let ctx = AdmissionContext {
+        config,
+        install_namespace: "kubevirt".to_owned(),
+    };
+    let now = Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
+    let answer = admit(webhook, body, &ctx, now, &|| "uuid".to_owned(), cluster).await;
+    serde_json::to_value(answer).map_or(serde_json::Value::Null, |v| v["response"].clone())
+}
+
 /// Resolves a VM's `inferFromVolume` matchers into names, as the mutating webhook does (for
 /// expand-spec, which may be given a VM that was never stored); the message of a failure.
 pub(crate) async fn infer_matchers(

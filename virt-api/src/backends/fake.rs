@@ -374,10 +374,7 @@ impl EvictionLookup for FakeSubresourceCluster {
         node: &str,
         dry_run: bool,
     ) -> Result<(), LookupError> {
-        let patch = super::evacuation_mark(node);
-        self.patch(PatchTarget::VmiStatus, namespace, vmi_name, &patch, dry_run)
-            .await
-            .map_err(|e| LookupError(e.to_string()))
+        super::mark_for_evacuation(self, namespace, vmi_name, node, dry_run).await
     }
 }
 

@@ -33,9 +33,20 @@ pub enum PatchTarget {
     VmiStatus,
 }
 
-/// The JSON patch that marks a VMI for evacuation from `node` (the eviction webhook's).
-fn evacuation_mark(node: &str) -> Value {
-    serde_json::json!([{"op": "add", "path": "/status/evacuationNodeName", "value": node}])
+/// Marks the VMI `namespace/vmi_name` for evacuation from `node` (the eviction webhook's JSON
+/// patch of its status), through `cluster`.
+async fn mark_for_evacuation<C: SubresourceCluster>(
+    cluster: &C,
+    namespace: &str,
+    vmi_name: &str,
+    node: &str,
+    dry_run: bool,
+) -> Result<(), kubevirt_api::instancetype::LookupError> {
+    let patch = serde_json::json!([{"op": "add", "path": "/status/evacuationNodeName", "value": node}]);
+    cluster
+        .patch(PatchTarget::VmiStatus, namespace, vmi_name, &patch, dry_run)
+        .await
+        .map_err(|e| kubevirt_api::instancetype::LookupError(e.to_string()))
 }
 
 /// Why a call to the API server failed.

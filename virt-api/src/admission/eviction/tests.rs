@@ -1,10 +1,9 @@
 //! The pod-eviction webhook through `admit`, with the fake cluster's pods and VMIs.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kubevirt_api::v1::ClusterConfig;
 use serde_json::{Value, json};
 
-use crate::admission::{AdmissionContext, Webhook, admit};
+use crate::admission::{Webhook, answer_with_fake};
 use crate::backends::{FakeSubresourceCluster, PatchTarget, Recorded};
 
 fn review(pod: &str, dry_run: bool, delete_options: &Value) -> Vec<u8> {
@@ -67,20 +66,7 @@ fn cluster(strategy: Option<&str>, migratable: bool) -> FakeSubresourceCluster {
 }
 
 async fn evict_with(cluster: &FakeSubresourceCluster, body: &[u8], config: ClusterConfig) -> Value {
-    let ctx = AdmissionContext {
-        config,
-        install_namespace: "kubevirt".to_owned(),
-    };
-    let answer = admit(
-        Webhook::PodEviction,
-        body,
-        &ctx,
-        Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
-        &|| "uuid".to_owned(),
-        cluster,
-    )
-    .await;
-    serde_json::to_value(answer).expect("answer")["response"].clone()
+    answer_with_fake(Webhook::PodEviction, body, config, cluster).await
 }
 
 async fn evict(cluster: &FakeSubresourceCluster, pod: &str) -> Value {

@@ -1,10 +1,9 @@
 //! The migration webhooks through `admit`, with the fake cluster's VMIs and migrations.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kubevirt_api::v1::ClusterConfig;
 use serde_json::{Value, json};
 
-use crate::admission::{AdmissionContext, Webhook, admit};
+use crate::admission::{Webhook, answer_with_fake};
 use crate::backends::FakeSubresourceCluster;
 
 fn review(operation: &str, object: &Value, old: Option<&Value>) -> Vec<u8> {
@@ -41,20 +40,7 @@ fn vmi(phase: &str, interface: &Value) -> Value {
 }
 
 async fn run(webhook: Webhook, body: &[u8], config: ClusterConfig, cluster: &FakeSubresourceCluster) -> Value {
-    let ctx = AdmissionContext {
-        config,
-        install_namespace: "kubevirt".to_owned(),
-    };
-    let answer = admit(
-        webhook,
-        body,
-        &ctx,
-        Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
-        &|| "uuid".to_owned(),
-        cluster,
-    )
-    .await;
-    serde_json::to_value(answer).expect("answer")["response"].clone()
+    answer_with_fake(webhook, body, config, cluster).await
 }
 
 fn masquerade() -> Value {

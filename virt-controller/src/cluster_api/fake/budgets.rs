@@ -32,15 +32,8 @@ impl FakeControllerApi {
 }
 
 pub(super) fn create(state: &mut State, namespace: &str, budget: &PodDisruptionBudget) -> PodDisruptionBudget {
-    state.pod_counter += 1;
     let mut created = budget.clone();
-    let prefix = budget.metadata.generate_name.clone().unwrap_or_default();
-    created
-        .metadata
-        .name
-        .get_or_insert_with(|| format!("{prefix}{:05}", state.pod_counter));
-    created.metadata.namespace = Some(namespace.to_owned());
-    state.stamp(&mut created.metadata);
+    state.admit_new(namespace, &mut created.metadata);
     let key = key_of(&created.metadata);
     state.log(Write::CreateBudget(key.clone()));
     state.budgets.objects.insert(key, created.clone());

@@ -66,16 +66,9 @@ pub(super) fn create(
     namespace: &str,
     migration: &VirtualMachineInstanceMigration,
 ) -> VirtualMachineInstanceMigration {
-    state.pod_counter += 1;
     let mut created = migration.clone();
-    let prefix = migration.metadata.generate_name.clone().unwrap_or_default();
-    created
-        .metadata
-        .name
-        .get_or_insert_with(|| format!("{prefix}{:05}", state.pod_counter));
-    created.metadata.namespace = Some(namespace.to_owned());
-    created.metadata.uid = Some(format!("migration-uid-{}", state.pod_counter));
-    state.stamp(&mut created.metadata);
+    let number = state.admit_new(namespace, &mut created.metadata);
+    created.metadata.uid = Some(format!("migration-uid-{number}"));
     let key = key_of(&created.metadata);
     state.log(Write::CreateMigration(key.clone()));
     state.migrations.insert(key, compact(&created));

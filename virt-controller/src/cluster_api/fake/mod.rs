@@ -103,6 +103,22 @@ impl State {
         meta.resource_version = Some(self.version.to_string());
     }
 
+    /// Names a new object in `namespace` as the API server does from its `generateName` (when it
+    /// has no name), and stamps it; returns the number used, unique in this fake.
+    fn admit_new(
+        &mut self,
+        namespace: &str,
+        meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    ) -> u64 {
+        self.pod_counter += 1;
+        let number = self.pod_counter;
+        let prefix = meta.generate_name.clone().unwrap_or_default();
+        meta.name.get_or_insert_with(|| format!("{prefix}{number:05}"));
+        meta.namespace = Some(namespace.to_owned());
+        self.stamp(meta);
+        number
+    }
+
     fn vmi_changed(&mut self, event: &VmiWatchEvent) {
         self.vmi_watchers.retain(|w| w.send(event.clone()).is_ok());
     }
