@@ -8,8 +8,6 @@
 
 pub mod cluster_api;
 pub mod compact;
-pub mod disruption_budget;
-pub mod disruption_budget_controller;
 pub mod evacuation;
 pub mod expectations;
 pub mod leader;

@@ -11,7 +11,6 @@ use control_loop::http::Endpoints;
 use kubevirt_api::clock::{Clock, SystemClock};
 use tokio_util::sync::CancellationToken;
 use virt_controller::cluster_api::{ControllerApi, KubeControllerApi};
-use virt_controller::disruption_budget_controller::DisruptionBudgetController;
 use virt_controller::migration_controller::MigrationController;
 use virt_controller::pod::{Emulation, PodConfig};
 use virt_controller::runner::{Controllers, run};
@@ -140,7 +139,6 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         vmis: VmiController::new(api.clone(), SystemClock, config.clone()),
         vms: VmController::new(api.clone(), SystemClock),
         migrations: MigrationController::new(api.clone(), SystemClock, config),
-        budgets: DisruptionBudgetController::new(api.clone()),
     });
     let health = Arc::new(Health {
         stop: stop.clone(),

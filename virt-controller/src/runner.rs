@@ -1,6 +1,5 @@
 //! virt-controller's event loop: the VMI, VM, migration and launcher-pod watches feed one work
-//! queue of `vmi:`, `vm:`, `vmim:`, `evac:` (a node being evacuated) and `pdb:` (a VMI's
-//! disruption budget) keys, reconciled by up to `workers` tasks (never one key
+//! queue of `vmi:`, `vm:`, `vmim:` and `evac:` (a node being evacuated) keys, reconciled by up to `workers` tasks (never one key
 //! twice at once).
 
 use std::sync::Arc;
@@ -15,7 +14,6 @@ use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 use crate::cluster_api::ControllerApi;
-use crate::disruption_budget_controller::DisruptionBudgetController;
 use crate::migration_controller::MigrationController;
 use crate::vm_controller::VmController;
 use crate::vmi_controller::VmiController;
@@ -29,8 +27,6 @@ pub struct Controllers<A, K> {
     pub vms: VmController<A, K>,
     /// Migration -> target pod and the VMI's migration state.
     pub migrations: MigrationController<A, K>,
-    /// VMI -> its PodDisruptionBudget.
-    pub budgets: DisruptionBudgetController<A>,
 }
 
 impl<A: ControllerApi, K: Clock> Controllers<A, K> {
@@ -40,7 +36,6 @@ impl<A: ControllerApi, K: Clock> Controllers<A, K> {
             Some(("vm", key)) => self.vms.reconcile(key).await,
             Some(("vmim", key)) => self.migrations.reconcile(key).await,
             Some(("evac", node)) => self.migrations.evacuate(node).await,
-            Some(("pdb", key)) => self.budgets.reconcile(key).await,
             _ => None,
         }
     }
@@ -100,7 +95,6 @@ pub async fn run<A: ControllerApi, K: Clock>(
     let mut pod_events = api.watch_launcher_pods();
     let mut kubevirt_events = api.watch_kubevirts();
     let mut migration_events = api.watch_migrations();
-    let mut budget_events = api.watch_disruption_budgets();
     let mut queue = WorkQueue::new();
     let mut running: JoinSet<(String, Option<Duration>)> = JoinSet::new();
     loop {
@@ -128,13 +122,11 @@ pub async fn run<A: ControllerApi, K: Clock>(
                     controllers.vmis.set_cluster_configuration(Some(&kubevirt));
                     controllers.vms.set_cluster_configuration(Some(&kubevirt));
                     controllers.migrations.set_cluster_configuration(Some(&kubevirt), controllers.vmis.pod_config());
-                    queue_all(&mut queue, "pdb", controllers.budgets.set_cluster_configuration(Some(&kubevirt)));
                 }
                 Ok(Event::Delete(_)) => {
                     controllers.vmis.set_cluster_configuration(None);
                     controllers.vms.set_cluster_configuration(None);
                     controllers.migrations.set_cluster_configuration(None, controllers.vmis.pod_config());
-                    queue_all(&mut queue, "pdb", controllers.budgets.set_cluster_configuration(None));
                 }
                 Ok(Event::Init | Event::InitDone) => {}
                 Err(error) => warn!(error = %error, "KubeVirt watch error; the watch retries"),
@@ -144,7 +136,6 @@ pub async fn run<A: ControllerApi, K: Clock>(
                 Ok(event) => {
                     queue_all(&mut queue, "vm", controllers.vms.on_vmi_event(event.clone()));
                     queue_all(&mut queue, "vmim", controllers.migrations.on_vmi_event(event.clone()));
-                    queue_all(&mut queue, "pdb", controllers.budgets.on_vmi_event(event.clone()));
                     queue_all(&mut queue, "vmi", controllers.vmis.on_vmi_event(event));
                     queue_all(&mut queue, "evac", controllers.migrations.evacuating_nodes());
                 }
@@ -163,15 +154,10 @@ pub async fn run<A: ControllerApi, K: Clock>(
             },
             Some(event) = migration_events.next() => match event {
                 Ok(event) => {
-                    queue_all(&mut queue, "pdb", controllers.budgets.on_migration_event(event.clone()));
                     queue_all(&mut queue, "vmim", controllers.migrations.on_migration_event(event));
                     queue_all(&mut queue, "evac", controllers.migrations.evacuating_nodes());
                 }
                 Err(error) => warn!(error = %error, "migration watch error; the watch retries"),
-            },
-            Some(event) = budget_events.next() => match event {
-                Ok(event) => queue_all(&mut queue, "pdb", controllers.budgets.on_budget_event(event)),
-                Err(error) => warn!(error = %error, "PodDisruptionBudget watch error; the watch retries"),
             },
             () = queue.next_timer() => {}
             Some(finished) = running.join_next(), if !running.is_empty() => match finished {

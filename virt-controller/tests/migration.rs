@@ -51,7 +51,6 @@ async fn running_vmi() -> (Cluster, String) {
         vmis: VmiController::new(api.clone(), SystemClock, config.clone()),
         vms: VmController::new(api.clone(), SystemClock),
         migrations: MigrationController::new(api.clone(), SystemClock, config),
-        budgets: virt_controller::disruption_budget_controller::DisruptionBudgetController::new(api.clone()),
     });
     let stop = CancellationToken::new();
     let (lead, leading) = tokio::sync::watch::channel(true);
@@ -328,55 +327,6 @@ async fn only_the_five_newest_finished_migrations_of_a_vmi_are_kept() {
         api.migration_keys(),
         ["done-2", "done-3", "done-4", "done-5", "done-6"].map(|n| format!("default/{n}"))
     );
-    cluster.stop.cancel();
-    cluster.task.await.expect("runner");
-}
-
-fn budget_min_available(api: &FakeControllerApi) -> Option<i32> {
-    let budgets = api.disruption_budgets();
-    match budgets.as_slice() {
-        [one] => match one.spec.as_ref()?.min_available {
-            Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(n)) => Some(n),
-            _ => None,
-        },
-        _ => None,
-    }
-}
-
-#[tokio::test]
-async fn a_vmi_that_migrates_on_eviction_gets_a_budget_covering_its_migration() {
-    let (cluster, _source) = running_vmi().await;
-    let api = &cluster.api;
-    assert!(api.disruption_budgets().is_empty(), "no strategy, no budget");
-    api.modify_vmi("default/vm1", |vmi| {
-        vmi.spec.eviction_strategy = Some("LiveMigrate".to_owned());
-    });
-    wait_for("the budget", || (budget_min_available(api)? == 1).then_some(())).await;
-    let budget = api.disruption_budgets().remove(0);
-    assert!(
-        budget
-            .metadata
-            .name
-            .as_deref()
-            .is_some_and(|n| n.starts_with("kubevirt-disruption-budget-"))
-    );
-    assert_eq!(
-        budget.metadata.owner_references.as_ref().map(|o| o[0].uid.as_str()),
-        Some("vmi-uid")
-    );
-    // A migration in flight covers the target pod too; its end gives the budget back.
-    api.apply_migration(migration("moving"));
-    wait_for("the expanded budget", || {
-        (budget_min_available(api)? == 2).then_some(())
-    })
-    .await;
-    api.delete_migration("default/moving");
-    wait_for("the shrunk budget", || (budget_min_available(api)? == 1).then_some(())).await;
-    // No longer protected: the budget goes.
-    api.modify_vmi("default/vm1", |vmi| {
-        vmi.spec.eviction_strategy = Some("None".to_owned());
-    });
-    wait_for("no budget", || api.disruption_budgets().is_empty().then_some(())).await;
     cluster.stop.cancel();
     cluster.task.await.expect("runner");
 }

@@ -59,7 +59,6 @@ async fn a_vm_becomes_a_scheduled_vmi_through_the_watches() {
             SystemClock,
             PodConfig::new("registry.example/virt-launcher:v0.1.0"),
         ),
-        budgets: virt_controller::disruption_budget_controller::DisruptionBudgetController::new(api.clone()),
     });
     let stop = CancellationToken::new();
     let (lead, leading) = tokio::sync::watch::channel(false);

@@ -205,25 +205,6 @@ fn drain_is_refused_with_429_and_the_evacuation_creates_a_migration() {
 
     let marked = get("vmi", NAME, "default").expect("the VMI");
     assert_eq!(field(&marked, "status.evacuationNodeName"), node);
-    // The VMI's PodDisruptionBudget, the guard while virt-api is down, covers the migration too.
-    let budget = wait_for("the VMI's PodDisruptionBudget at 2", Duration::from_secs(30), || {
-        let text = kubectl_ok(&[
-            "get",
-            "pdb",
-            "-l",
-            &format!("kubevirt.io/created-by={uid}"),
-            "-o",
-            "json",
-        ]);
-        let list: serde_json::Value = serde_json::from_str(&text).expect("list JSON");
-        list["items"]
-            .as_array()?
-            .first()
-            .filter(|b| b["spec"]["minAvailable"] == 2)
-            .cloned()
-    });
-    assert!(field(&budget, "metadata.name").starts_with("kubevirt-disruption-budget-"));
-    assert_eq!(budget["metadata"]["ownerReferences"][0]["uid"], serde_json::json!(uid));
     let migration = wait_for("the evacuation's migration", Duration::from_secs(30), || {
         let text = kubectl_ok(&[
             "get",

@@ -5,7 +5,6 @@ use futures::StreamExt as _;
 use futures::stream::BoxStream;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{Event, Pod};
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
@@ -14,8 +13,7 @@ use kubevirt_api::v1::{KubeVirt, VirtualMachine, VirtualMachineInstance, Virtual
 use kubevirt_api::well_known::labels;
 
 use super::{
-    ApiError, BudgetWatchEvent, ControllerApi, KubeVirtWatchEvent, MigrationWatchEvent, PodWatchEvent, VmWatchEvent,
-    VmiWatchEvent,
+    ApiError, ControllerApi, KubeVirtWatchEvent, MigrationWatchEvent, PodWatchEvent, VmWatchEvent, VmiWatchEvent,
 };
 
 /// The component name on events.
@@ -231,47 +229,6 @@ impl ControllerApi for KubeControllerApi {
             .await
             .map(|_| ())
             .map_err(kube_error(format!("delete migration {namespace}/{name}")))
-    }
-
-    fn watch_disruption_budgets(&self) -> BoxStream<'static, Result<BudgetWatchEvent, ApiError>> {
-        let api: Api<PodDisruptionBudget> = Api::all(self.client.clone());
-        watcher(api, watcher::Config::default().labels(labels::CREATED_BY))
-            .default_backoff()
-            .map(|event| event.map_err(ApiError::from))
-            .boxed()
-    }
-
-    async fn create_disruption_budget(
-        &self,
-        namespace: &str,
-        budget: &PodDisruptionBudget,
-    ) -> Result<PodDisruptionBudget, ApiError> {
-        Api::<PodDisruptionBudget>::namespaced(self.client.clone(), namespace)
-            .create(&PostParams::default(), budget)
-            .await
-            .map_err(kube_error(format!("create a PodDisruptionBudget in {namespace}")))
-    }
-
-    async fn set_disruption_budget_min_available(
-        &self,
-        namespace: &str,
-        name: &str,
-        min_available: i32,
-    ) -> Result<(), ApiError> {
-        let patch = serde_json::json!({"spec": {"minAvailable": min_available}});
-        Api::<PodDisruptionBudget>::namespaced(self.client.clone(), namespace)
-            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
-            .await
-            .map(|_| ())
-            .map_err(kube_error(format!("patch PodDisruptionBudget {namespace}/{name}")))
-    }
-
-    async fn delete_disruption_budget(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
-        Api::<PodDisruptionBudget>::namespaced(self.client.clone(), namespace)
-            .delete(name, &DeleteParams::default())
-            .await
-            .map(|_| ())
-            .map_err(kube_error(format!("delete PodDisruptionBudget {namespace}/{name}")))
     }
 
     async fn update_migration_status(

@@ -1,5 +1,5 @@
-//! The Kubernetes side of virt-controller behind one trait: watches of VMIs, VMs, migrations,
-//! launcher pods and the VMIs' disruption budgets, pod creation and deletion, metadata patches and status writes, and events.
+//! The Kubernetes side of virt-controller behind one trait: watches of VMIs, VMs, migrations and
+//! launcher pods, pod creation and deletion, metadata patches and status writes, and events.
 //! [`KubeControllerApi`] talks to an API server; `FakeControllerApi` (feature `testing`) keeps objects in memory and
 //! counts every write.
 
@@ -14,7 +14,6 @@ pub use fake::{FakeControllerApi, Write};
 use futures::stream::BoxStream;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::runtime::watcher;
 pub use kube_adapter::KubeControllerApi;
 use kubevirt_api::instancetype::InstancetypeLookup;
@@ -58,8 +57,6 @@ pub type VmWatchEvent = watcher::Event<VirtualMachine>;
 pub type PodWatchEvent = watcher::Event<Pod>;
 /// A watch event about a migration.
 pub type MigrationWatchEvent = watcher::Event<VirtualMachineInstanceMigration>;
-/// A watch event about a VMI's `PodDisruptionBudget`.
-pub type BudgetWatchEvent = watcher::Event<PodDisruptionBudget>;
 
 /// What virt-controller needs from the API server; instance types, preferences and their
 /// revisions are read through [`InstancetypeLookup`].
@@ -127,27 +124,6 @@ pub trait ControllerApi: InstancetypeLookup + Send + Sync + 'static {
     ) -> impl Future<Output = Result<VirtualMachineInstanceMigration, ApiError>> + Send;
     /// Deletes a migration (garbage collection of finished ones).
     fn delete_migration(&self, namespace: &str, name: &str) -> impl Future<Output = Result<(), ApiError>> + Send;
-    /// Watches the `PodDisruptionBudget`s of VMIs (labelled `kubevirt.io/created-by`).
-    fn watch_disruption_budgets(&self) -> BoxStream<'static, Result<BudgetWatchEvent, ApiError>>;
-    /// Creates a `PodDisruptionBudget`, named from its `generateName`.
-    fn create_disruption_budget(
-        &self,
-        namespace: &str,
-        budget: &PodDisruptionBudget,
-    ) -> impl Future<Output = Result<PodDisruptionBudget, ApiError>> + Send;
-    /// Sets a `PodDisruptionBudget`'s `spec.minAvailable`.
-    fn set_disruption_budget_min_available(
-        &self,
-        namespace: &str,
-        name: &str,
-        min_available: i32,
-    ) -> impl Future<Output = Result<(), ApiError>> + Send;
-    /// Deletes a `PodDisruptionBudget`.
-    fn delete_disruption_budget(
-        &self,
-        namespace: &str,
-        name: &str,
-    ) -> impl Future<Output = Result<(), ApiError>> + Send;
     /// Writes a migration's status.
     fn update_migration_status(
         &self,

@@ -7,7 +7,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use futures::StreamExt as _;
 use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::runtime::watcher::Event;
 use kubevirt_api::v1::{KubeVirt, VirtualMachine, VirtualMachineInstance, VirtualMachineInstanceMigration};
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
@@ -15,11 +14,9 @@ use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 use crate::compact::Compact;
 
 use super::{
-    ApiError, BudgetWatchEvent, ControllerApi, KubeVirtWatchEvent, MigrationWatchEvent, PodWatchEvent, VmWatchEvent,
-    VmiWatchEvent,
+    ApiError, ControllerApi, KubeVirtWatchEvent, MigrationWatchEvent, PodWatchEvent, VmWatchEvent, VmiWatchEvent,
 };
 
-mod budgets;
 mod instancetypes;
 mod migrations;
 
@@ -54,12 +51,6 @@ pub enum Write {
     CreateMigration(String),
     /// Migration deleted.
     DeleteMigration(String),
-    /// PodDisruptionBudget created.
-    CreateBudget(String),
-    /// PodDisruptionBudget's minAvailable set.
-    PatchBudget(String, i32),
-    /// PodDisruptionBudget deleted.
-    DeleteBudget(String),
     /// Event recorded about a migration: its key, the reason and the message.
     MigrationEvent(String, String, String),
 }
@@ -77,7 +68,6 @@ struct State {
     pod_watchers: Vec<UnboundedSender<PodWatchEvent>>,
     migrations: BTreeMap<String, Compact<VirtualMachineInstanceMigration>>,
     migration_watchers: Vec<UnboundedSender<MigrationWatchEvent>>,
-    budgets: budgets::Budgets,
     writes: Vec<Write>,
     write_count: usize,
     event_count: usize,
@@ -603,33 +593,6 @@ impl ControllerApi for FakeControllerApi {
         migration: &VirtualMachineInstanceMigration,
     ) -> Result<VirtualMachineInstanceMigration, ApiError> {
         migrations::update_status(&mut self.lock(), migration)
-    }
-
-    fn watch_disruption_budgets(&self) -> BoxStream<'static, Result<BudgetWatchEvent, ApiError>> {
-        let mut state = self.lock();
-        let initial = state.budgets.objects.values().cloned().collect();
-        Self::watch(initial, |tx| state.budgets.watchers.push(tx))
-    }
-
-    async fn create_disruption_budget(
-        &self,
-        namespace: &str,
-        budget: &PodDisruptionBudget,
-    ) -> Result<PodDisruptionBudget, ApiError> {
-        Ok(budgets::create(&mut self.lock(), namespace, budget))
-    }
-
-    async fn set_disruption_budget_min_available(
-        &self,
-        namespace: &str,
-        name: &str,
-        min_available: i32,
-    ) -> Result<(), ApiError> {
-        budgets::set_min_available(&mut self.lock(), &format!("{namespace}/{name}"), min_available)
-    }
-
-    async fn delete_disruption_budget(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
-        budgets::delete(&mut self.lock(), &format!("{namespace}/{name}"))
     }
 
     async fn create_migration(
