@@ -75,6 +75,29 @@ pub fn metrics<A: ControllerApi, K: Clock>(controllers: &Controllers<A, K>, lead
     text
 }
 
+/// Which watches have listed everything once: nothing is reconciled before all have, so no
+/// controller acts on a half-filled cache (a second migration or target pod for what it has not
+/// seen yet).
+#[derive(Debug, Default)]
+struct Synced {
+    vmis: bool,
+    vms: bool,
+    pods: bool,
+    kubevirts: bool,
+    migrations: bool,
+}
+
+impl Synced {
+    fn all(&self) -> bool {
+        self.vmis && self.vms && self.pods && self.kubevirts && self.migrations
+    }
+}
+
+/// Whether `event` ends a watch's (re)list.
+fn lists_done<T>(event: &Event<T>) -> bool {
+    matches!(event, Event::InitDone)
+}
+
 fn queue_all(queue: &mut WorkQueue, prefix: &str, keys: Vec<String>) {
     for key in keys {
         queue.add(&format!("{prefix}:{key}"));
@@ -97,8 +120,9 @@ pub async fn run<A: ControllerApi, K: Clock>(
     let mut migration_events = api.watch_migrations();
     let mut queue = WorkQueue::new();
     let mut running: JoinSet<(String, Option<Duration>)> = JoinSet::new();
+    let mut synced = Synced::default();
     loop {
-        while *leading.borrow() && running.len() < workers.max(1) {
+        while *leading.borrow() && synced.all() && running.len() < workers.max(1) {
             let Some(key) = queue.pop() else { break };
             let controllers = controllers.clone();
             running.spawn(async move {
@@ -118,6 +142,7 @@ pub async fn run<A: ControllerApi, K: Clock>(
                 tracing::info!(leading = *leading.borrow(), "leadership changed");
             }
             Some(event) = kubevirt_events.next() => match event {
+                Ok(Event::InitDone) => synced.kubevirts = true,
                 Ok(Event::Apply(kubevirt) | Event::InitApply(kubevirt)) => {
                     controllers.vmis.set_cluster_configuration(Some(&kubevirt));
                     controllers.vms.set_cluster_configuration(Some(&kubevirt));
@@ -128,12 +153,13 @@ pub async fn run<A: ControllerApi, K: Clock>(
                     controllers.vms.set_cluster_configuration(None);
                     controllers.migrations.set_cluster_configuration(None, controllers.vmis.pod_config());
                 }
-                Ok(Event::Init | Event::InitDone) => {}
+                Ok(Event::Init) => {}
                 Err(error) => warn!(error = %error, "KubeVirt watch error; the watch retries"),
             },
 
             Some(event) = instance_events.next() => match event {
                 Ok(event) => {
+                    synced.vmis |= lists_done(&event);
                     queue_all(&mut queue, "vm", controllers.vms.on_vmi_event(event.clone()));
                     queue_all(&mut queue, "vmim", controllers.migrations.on_vmi_event(event.clone()));
                     queue_all(&mut queue, "vmi", controllers.vmis.on_vmi_event(event));
@@ -142,11 +168,15 @@ pub async fn run<A: ControllerApi, K: Clock>(
                 Err(error) => warn!(error = %error, "VMI watch error; the watch retries"),
             },
             Some(event) = machine_events.next() => match event {
-                Ok(event) => queue_all(&mut queue, "vm", controllers.vms.on_vm_event(event)),
+                Ok(event) => {
+                    synced.vms |= lists_done(&event);
+                    queue_all(&mut queue, "vm", controllers.vms.on_vm_event(event));
+                }
                 Err(error) => warn!(error = %error, "VM watch error; the watch retries"),
             },
             Some(event) = pod_events.next() => match event {
                 Ok(event) => {
+                    synced.pods |= lists_done(&event);
                     queue_all(&mut queue, "vmim", controllers.migrations.on_pod_event(event.clone()));
                     queue_all(&mut queue, "vmi", controllers.vmis.on_pod_event(event));
                 }
@@ -154,6 +184,7 @@ pub async fn run<A: ControllerApi, K: Clock>(
             },
             Some(event) = migration_events.next() => match event {
                 Ok(event) => {
+                    synced.migrations |= lists_done(&event);
                     queue_all(&mut queue, "vmim", controllers.migrations.on_migration_event(event));
                     queue_all(&mut queue, "evac", controllers.migrations.evacuating_nodes());
                 }

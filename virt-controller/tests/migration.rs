@@ -330,3 +330,57 @@ async fn only_the_five_newest_finished_migrations_of_a_vmi_are_kept() {
     cluster.stop.cancel();
     cluster.task.await.expect("runner");
 }
+
+#[tokio::test]
+async fn nothing_is_reconciled_before_every_watch_has_listed() {
+    let api = FakeControllerApi::new();
+    // A VMI marked for evacuation whose evacuation is already under way, and a slow list of
+    // migrations: the evacuation must not start a second migration before it sees the first.
+    let mut vmi: kubevirt_api::v1::VirtualMachineInstance = serde_json::from_value(json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+        "metadata": {"name": "vm1", "namespace": "default", "uid": "vmi-uid"},
+        "spec": {"evictionStrategy": "LiveMigrate", "domain": {"devices": {}}},
+        "status": {"phase": "Running", "nodeName": "node-a", "evacuationNodeName": "node-a",
+                   "conditions": [{"type": "LiveMigratable", "status": "True"}]}
+    }))
+    .expect("VMI");
+    vmi.metadata.finalizers = Some(vec!["foregroundDeleteVirtualMachine".to_owned()]);
+    api.apply_vmi(vmi);
+    let mut under_way = migration("kubevirt-evacuation-first");
+    under_way.metadata.annotations = Some([("kubevirt.io/evacuationMigration".to_owned(), "node-a".to_owned())].into());
+    api.apply_migration(under_way);
+    api.hold_migration_list();
+    let config = PodConfig::new("registry.example/virt-launcher:v0.1.0");
+    let controllers = Arc::new(Controllers {
+        vmis: VmiController::new(api.clone(), SystemClock, config.clone()),
+        vms: VmController::new(api.clone(), SystemClock),
+        migrations: MigrationController::new(api.clone(), SystemClock, config),
+    });
+    let stop = CancellationToken::new();
+    let (lead, leading) = tokio::sync::watch::channel(true);
+    let task = {
+        let (controllers, api, stop) = (controllers.clone(), api.clone(), stop.clone());
+        tokio::spawn(async move {
+            let _leader = lead;
+            run(controllers, &api, 4, leading, stop).await;
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(api.writes().is_empty(), "nothing before the lists: {:?}", api.writes());
+    api.release_migration_list();
+    wait_for("the first migration's finalizer", || {
+        api.writes()
+            .iter()
+            .any(|w| matches!(w, Write::PatchMigration(key, _) if key == "default/kubevirt-evacuation-first"))
+            .then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        api.migration_keys(),
+        ["default/kubevirt-evacuation-first"],
+        "no second evacuation"
+    );
+    stop.cancel();
+    task.await.expect("runner");
+}

@@ -30,6 +30,20 @@ impl FakeControllerApi {
         drop(remove(state, key));
     }
 
+    /// Migration watches started from now on do not finish listing until
+    /// [`Self::release_migration_list`]: a slow list, for tests of what waits for it.
+    pub fn hold_migration_list(&self) {
+        self.lock().migration_list_held = Some(Vec::new());
+    }
+
+    /// Ends the held migration lists.
+    pub fn release_migration_list(&self) {
+        let held = self.lock().migration_list_held.take().unwrap_or_default();
+        for watcher in held {
+            let _ = watcher.send(Event::InitDone);
+        }
+    }
+
     /// The keys of the stored migrations.
     #[must_use]
     pub fn migration_keys(&self) -> Vec<String> {
@@ -118,4 +132,20 @@ pub(super) fn update_status(
     state.migrations.insert(key, compact(&stored));
     state.migration_changed(&Event::Apply(stored.clone()));
     Ok(stored)
+}
+
+/// A migration watch whose list does not end until released.
+pub(super) fn held_watch(
+    state: &mut State,
+    initial: Vec<VirtualMachineInstanceMigration>,
+) -> futures::stream::BoxStream<'static, Result<super::MigrationWatchEvent, ApiError>> {
+    use futures::StreamExt as _;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let _ = tx.send(Event::Init);
+    for migration in initial {
+        let _ = tx.send(Event::InitApply(migration));
+    }
+    state.migration_list_held.get_or_insert_default().push(tx.clone());
+    state.migration_watchers.push(tx);
+    tokio_stream::wrappers::UnboundedReceiverStream::new(rx).map(Ok).boxed()
 }

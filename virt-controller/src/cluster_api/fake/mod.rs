@@ -68,6 +68,8 @@ struct State {
     pod_watchers: Vec<UnboundedSender<PodWatchEvent>>,
     migrations: BTreeMap<String, Compact<VirtualMachineInstanceMigration>>,
     migration_watchers: Vec<UnboundedSender<MigrationWatchEvent>>,
+    /// While set, new migration watches list without ending the list (`InitDone`) until released.
+    migration_list_held: Option<Vec<UnboundedSender<MigrationWatchEvent>>>,
     writes: Vec<Write>,
     write_count: usize,
     event_count: usize,
@@ -577,6 +579,9 @@ impl ControllerApi for FakeControllerApi {
     fn watch_migrations(&self) -> BoxStream<'static, Result<MigrationWatchEvent, ApiError>> {
         let mut state = self.lock();
         let initial = state.migrations.values().filter_map(Compact::get).collect();
+        if state.migration_list_held.is_some() {
+            return migrations::held_watch(&mut state, initial);
+        }
         Self::watch(initial, |tx| state.migration_watchers.push(tx))
     }
 
