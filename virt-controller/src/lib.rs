@@ -19,6 +19,7 @@ pub mod overhead;
 pub mod pod;
 pub mod printable_status;
 pub mod reconcile_error;
+pub mod relist;
 pub mod run_strategy;
 pub mod runner;
 pub mod vm_controller;

@@ -7,7 +7,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::watcher::Event;
 use kubevirt_api::clock::Clock;
@@ -21,7 +20,7 @@ use crate::compact::Compact;
 use crate::migration_plan::{Observed, Plan, plan};
 use crate::pod::{PodConfig, render_target_pod};
 use crate::reconcile_error::{ReconcileError, cannot, log_and_retry};
-use crate::vmi_controller::{owner_key, pod_view};
+use crate::relist::Relist;
 use crate::vmi_lifecycle::PodView;
 
 #[derive(Debug, Default)]
@@ -32,6 +31,10 @@ struct Known {
     pods: HashMap<String, BTreeMap<String, PodView>>,
     /// The node each VMI is marked for evacuation from (`status.evacuationNodeName`), by its key.
     evacuations: BTreeMap<String, String>,
+    /// The relists of the migration, VMI and pod watches under way.
+    migration_list: Relist,
+    vmi_list: Relist,
+    pod_list: Relist,
 }
 
 /// The controller.
@@ -127,94 +130,6 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
             kubevirt_api::v1::ClusterConfig::from_configuration(kubevirt.and_then(|k| k.spec.configuration.as_ref()));
         *self.settings.lock().unwrap_or_else(PoisonError::into_inner) = config.migrations;
         *self.eviction_strategy.lock().unwrap_or_else(PoisonError::into_inner) = config.eviction_strategy;
-    }
-
-    /// The migrations of the VMI `vmi_key`.
-    fn migrations_of(known: &Known, vmi_key: &str) -> Vec<String> {
-        known
-            .migrations
-            .iter()
-            .filter(|(_, m)| m.get().is_some_and(|m| vmi_key_of(&m) == vmi_key))
-            .map(|(key, _)| key.clone())
-            .collect()
-    }
-
-    /// Takes in a migration watch event; returns the keys to reconcile.
-    pub fn on_migration_event(&self, event: Event<VirtualMachineInstanceMigration>) -> Vec<String> {
-        let mut known = self.known();
-        match event {
-            Event::Apply(migration) | Event::InitApply(migration) => {
-                let key = migration_key(&migration);
-                known.migrations.insert(key.clone(), Compact::new(&migration));
-                // A migration that ends lets the next one of the cluster start.
-                known
-                    .migrations
-                    .keys()
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .into_iter()
-                    .chain([key])
-                    .collect()
-            }
-            Event::Delete(migration) => {
-                known.migrations.remove(&migration_key(&migration));
-                known.migrations.keys().cloned().collect()
-            }
-            Event::Init | Event::InitDone => Vec::new(),
-        }
-    }
-
-    /// Takes in a VMI watch event; returns the keys of its migrations.
-    pub fn on_vmi_event(&self, event: Event<VirtualMachineInstance>) -> Vec<String> {
-        let mut known = self.known();
-        let key = match event {
-            Event::Apply(vmi) | Event::InitApply(vmi) => {
-                let key = vmi.key();
-                known.vmis.insert(key.clone(), Compact::new(&vmi));
-                let mark = vmi
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.evacuation_node_name.clone())
-                    .filter(|n| !n.is_empty());
-                match mark {
-                    Some(node) => known.evacuations.insert(key.clone(), node),
-                    None => known.evacuations.remove(&key),
-                };
-                key
-            }
-            Event::Delete(vmi) => {
-                let key = vmi.key();
-                known.vmis.remove(&key);
-                known.evacuations.remove(&key);
-                key
-            }
-            Event::Init | Event::InitDone => return Vec::new(),
-        };
-        Self::migrations_of(&known, &key)
-    }
-
-    /// Takes in a launcher pod watch event; returns the keys of its VMI's migrations.
-    pub fn on_pod_event(&self, event: Event<Pod>) -> Vec<String> {
-        let (pod, gone) = match event {
-            Event::Apply(pod) | Event::InitApply(pod) => (pod, false),
-            Event::Delete(pod) => (pod, true),
-            Event::Init | Event::InitDone => return Vec::new(),
-        };
-        let Some(vmi_key) = owner_key(&pod) else {
-            return Vec::new();
-        };
-        let view = pod_view(&pod);
-        let mut known = self.known();
-        let pods = known.pods.entry(vmi_key.clone()).or_default();
-        if gone {
-            pods.remove(&view.name);
-        } else {
-            pods.insert(view.name.clone(), view);
-        }
-        if pods.is_empty() {
-            known.pods.remove(&vmi_key);
-        }
-        Self::migrations_of(&known, &vmi_key)
     }
 
     /// Reconciles one migration; returns when to look again.
@@ -485,3 +400,4 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
 }
 
 mod evacuate;
+mod observe;

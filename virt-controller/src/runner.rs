@@ -79,17 +79,32 @@ pub fn metrics<A: ControllerApi, K: Clock>(controllers: &Controllers<A, K>, lead
 /// controller acts on a half-filled cache (a second migration or target pod for what it has not
 /// seen yet).
 #[derive(Debug, Default)]
-struct Synced {
-    vmis: bool,
-    vms: bool,
-    pods: bool,
-    kubevirts: bool,
-    migrations: bool,
+struct Synced([bool; Watch::COUNT]);
+
+/// The watches the loop reads.
+#[derive(Clone, Copy, Debug)]
+enum Watch {
+    Vmis,
+    Vms,
+    Pods,
+    KubeVirts,
+    Migrations,
+}
+
+impl Watch {
+    const COUNT: usize = 5;
 }
 
 impl Synced {
+    /// `watch` has listed once when `done`.
+    fn mark(&mut self, watch: Watch, done: bool) {
+        if done {
+            self.0[watch as usize] = true;
+        }
+    }
+
     fn all(&self) -> bool {
-        self.vmis && self.vms && self.pods && self.kubevirts && self.migrations
+        self.0.iter().all(|listed| *listed)
     }
 }
 
@@ -142,7 +157,7 @@ pub async fn run<A: ControllerApi, K: Clock>(
                 tracing::info!(leading = *leading.borrow(), "leadership changed");
             }
             Some(event) = kubevirt_events.next() => match event {
-                Ok(Event::InitDone) => synced.kubevirts = true,
+                Ok(Event::InitDone) => synced.mark(Watch::KubeVirts, true),
                 Ok(Event::Apply(kubevirt) | Event::InitApply(kubevirt)) => {
                     controllers.vmis.set_cluster_configuration(Some(&kubevirt));
                     controllers.vms.set_cluster_configuration(Some(&kubevirt));
@@ -159,7 +174,7 @@ pub async fn run<A: ControllerApi, K: Clock>(
 
             Some(event) = instance_events.next() => match event {
                 Ok(event) => {
-                    synced.vmis |= lists_done(&event);
+                    synced.mark(Watch::Vmis, lists_done(&event));
                     queue_all(&mut queue, "vm", controllers.vms.on_vmi_event(event.clone()));
                     queue_all(&mut queue, "vmim", controllers.migrations.on_vmi_event(event.clone()));
                     queue_all(&mut queue, "vmi", controllers.vmis.on_vmi_event(event));
@@ -169,14 +184,14 @@ pub async fn run<A: ControllerApi, K: Clock>(
             },
             Some(event) = machine_events.next() => match event {
                 Ok(event) => {
-                    synced.vms |= lists_done(&event);
+                    synced.mark(Watch::Vms, lists_done(&event));
                     queue_all(&mut queue, "vm", controllers.vms.on_vm_event(event));
                 }
                 Err(error) => warn!(error = %error, "VM watch error; the watch retries"),
             },
             Some(event) = pod_events.next() => match event {
                 Ok(event) => {
-                    synced.pods |= lists_done(&event);
+                    synced.mark(Watch::Pods, lists_done(&event));
                     queue_all(&mut queue, "vmim", controllers.migrations.on_pod_event(event.clone()));
                     queue_all(&mut queue, "vmi", controllers.vmis.on_pod_event(event));
                 }
@@ -184,7 +199,7 @@ pub async fn run<A: ControllerApi, K: Clock>(
             },
             Some(event) = migration_events.next() => match event {
                 Ok(event) => {
-                    synced.migrations |= lists_done(&event);
+                    synced.mark(Watch::Migrations, lists_done(&event));
                     queue_all(&mut queue, "vmim", controllers.migrations.on_migration_event(event));
                     queue_all(&mut queue, "evac", controllers.migrations.evacuating_nodes());
                 }

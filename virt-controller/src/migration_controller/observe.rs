@@ -1,0 +1,140 @@
+//! The migration controller's caches, fed by the watches: migrations, VMIs (with their
+//! evacuation marks) and launcher pods, each emptied of what a relist no longer names.
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::watcher::Event;
+use kubevirt_api::clock::Clock;
+use kubevirt_api::v1::{VirtualMachineInstance, VirtualMachineInstanceMigration};
+
+use super::{Known, MigrationController, migration_key, vmi_key_of};
+use crate::cluster_api::ControllerApi;
+use crate::compact::Compact;
+use crate::vmi_controller::{owner_key, pod_view};
+
+impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
+    /// The migrations of the VMI `vmi_key`.
+    fn migrations_of(known: &Known, vmi_key: &str) -> Vec<String> {
+        known
+            .migrations
+            .iter()
+            .filter(|(_, m)| m.get().is_some_and(|m| vmi_key_of(&m) == vmi_key))
+            .map(|(key, _)| key.clone())
+            .collect()
+    }
+
+    /// Takes in a migration watch event; returns the keys to reconcile.
+    pub fn on_migration_event(&self, event: Event<VirtualMachineInstanceMigration>) -> Vec<String> {
+        let mut known = self.known();
+        match event {
+            Event::Apply(migration) | Event::InitApply(migration) => {
+                let key = migration_key(&migration);
+                known.migration_list.saw(&key);
+                known.migrations.insert(key.clone(), Compact::new(&migration));
+                // A migration that ends lets the next one of the cluster start.
+                known
+                    .migrations
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .chain([key])
+                    .collect()
+            }
+            Event::Delete(migration) => {
+                known.migrations.remove(&migration_key(&migration));
+                known.migrations.keys().cloned().collect()
+            }
+            Event::Init => {
+                known.migration_list.start();
+                Vec::new()
+            }
+            Event::InitDone => {
+                if let Some(listed) = known.migration_list.finish() {
+                    known.migrations.retain(|key, _| listed.contains(key));
+                }
+                known.migrations.keys().cloned().collect()
+            }
+        }
+    }
+
+    /// Takes in a VMI watch event; returns the keys of its migrations.
+    pub fn on_vmi_event(&self, event: Event<VirtualMachineInstance>) -> Vec<String> {
+        let mut known = self.known();
+        let key = match event {
+            Event::Apply(vmi) | Event::InitApply(vmi) => {
+                let key = vmi.key();
+                known.vmi_list.saw(&key);
+                known.vmis.insert(key.clone(), Compact::new(&vmi));
+                let mark = vmi
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.evacuation_node_name.clone())
+                    .filter(|n| !n.is_empty());
+                match mark {
+                    Some(node) => known.evacuations.insert(key.clone(), node),
+                    None => known.evacuations.remove(&key),
+                };
+                key
+            }
+            Event::Delete(vmi) => {
+                let key = vmi.key();
+                known.vmis.remove(&key);
+                known.evacuations.remove(&key);
+                key
+            }
+            Event::Init => {
+                known.vmi_list.start();
+                return Vec::new();
+            }
+            Event::InitDone => {
+                if let Some(listed) = known.vmi_list.finish() {
+                    known.vmis.retain(|key, _| listed.contains(key));
+                    known.evacuations.retain(|key, _| listed.contains(key));
+                }
+                return known.migrations.keys().cloned().collect();
+            }
+        };
+        Self::migrations_of(&known, &key)
+    }
+
+    /// Takes in a launcher pod watch event; returns the keys of its VMI's migrations.
+    pub fn on_pod_event(&self, event: Event<Pod>) -> Vec<String> {
+        let (pod, gone) = match event {
+            Event::Apply(pod) | Event::InitApply(pod) => (pod, false),
+            Event::Delete(pod) => (pod, true),
+            Event::Init => {
+                self.known().pod_list.start();
+                return Vec::new();
+            }
+            Event::InitDone => {
+                let mut known = self.known();
+                if let Some(listed) = known.pod_list.finish() {
+                    for (vmi_key, pods) in &mut known.pods {
+                        pods.retain(|name, _| listed.contains(&format!("{vmi_key}/{name}")));
+                    }
+                    known.pods.retain(|_, pods| !pods.is_empty());
+                }
+                return known.migrations.keys().cloned().collect();
+            }
+        };
+        let Some(vmi_key) = owner_key(&pod) else {
+            return Vec::new();
+        };
+        let view = pod_view(&pod);
+        let mut known = self.known();
+        known.pod_list.saw(&format!("{vmi_key}/{}", view.name));
+        let pods = known.pods.entry(vmi_key.clone()).or_default();
+        if gone {
+            pods.remove(&view.name);
+        } else {
+            pods.insert(view.name.clone(), view);
+        }
+        if pods.is_empty() {
+            known.pods.remove(&vmi_key);
+        }
+        Self::migrations_of(&known, &vmi_key)
+    }
+}
+
+#[cfg(test)]
+mod tests;
