@@ -107,8 +107,10 @@ pub fn bind_unix_for(path: &Path, owner: Option<u32>) -> std::io::Result<tokio::
 }
 
 /// [`bind_unix_for`] for the socket `name` in the directory open as `dir` (however that was
-/// reached): bound as `/proc/self/fd/<dir>/<name>`, its mode and owner set through `dir` without
-/// following a link.
+/// reached): bound as `/proc/self/fd/<dir>/<name>`, then opened by name without following a link
+/// and checked to be the socket just made (a socket of this process's user with one name), and
+/// its mode and owner set through that descriptor. Whoever else can write the directory cannot
+/// swap the name for a link, hard or symbolic, to have another file's mode or owner changed.
 pub fn bind_unix_in<D: std::os::fd::AsFd + std::os::fd::AsRawFd>(
     dir: &D,
     name: &std::ffi::OsStr,
@@ -116,25 +118,47 @@ pub fn bind_unix_in<D: std::os::fd::AsFd + std::os::fd::AsRawFd>(
 ) -> std::io::Result<tokio::net::UnixListener> {
     let short = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd())).join(name);
     let listener = tokio::net::UnixListener::bind(&short)?;
-    let mode = nix::sys::stat::Mode::from_bits_truncate(SOCKET_MODE);
-    let give_to = |id: u32| {
-        nix::unistd::fchownat(
-            dir,
-            name,
-            Some(nix::unistd::Uid::from_raw(id)),
-            Some(nix::unistd::Gid::from_raw(id)),
-            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
-        )
-    };
-    let set = nix::sys::stat::fchmodat(dir, name, mode, nix::sys::stat::FchmodatFlags::NoFollowSymlink)
-        .and_then(|()| owner.map_or(Ok(()), give_to));
-    if let Err(errno) = set {
+    if let Err(error) = give_socket(dir, name, owner) {
         drop(listener);
         // Whatever is at the name now (the socket, or a link put there) goes; a link's target stays.
         let _ = nix::unistd::unlinkat(dir, name, nix::unistd::UnlinkatFlags::NoRemoveDir);
-        return Err(errno.into());
+        return Err(error);
     }
     Ok(listener)
+}
+
+/// Sets [`SOCKET_MODE`] and `owner` on the socket just bound at `name` in `dir`, through a
+/// descriptor of it.
+fn give_socket<D: std::os::fd::AsFd>(dir: &D, name: &std::ffi::OsStr, owner: Option<u32>) -> std::io::Result<()> {
+    use nix::fcntl::OFlag;
+    use nix::sys::stat::{Mode, SFlag};
+    let socket = nix::fcntl::openat(
+        dir,
+        name,
+        OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )?;
+    let stat = nix::sys::stat::fstat(&socket)?;
+    let is_socket = SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT == SFlag::S_IFSOCK;
+    if !is_socket || stat.st_nlink != 1 || stat.st_uid != nix::unistd::geteuid().as_raw() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::AlreadyExists,
+            "the socket was replaced after it was bound",
+        ));
+    }
+    let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&socket));
+    // Through the descriptor's link: the very inode opened above.
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(SOCKET_MODE))?;
+    if let Some(id) = owner {
+        nix::unistd::fchownat(
+            &socket,
+            "",
+            Some(nix::unistd::Uid::from_raw(id)),
+            Some(nix::unistd::Gid::from_raw(id)),
+            nix::fcntl::AtFlags::AT_EMPTY_PATH,
+        )?;
+    }
+    Ok(())
 }
 
 /// [`connect_unix`] for blocking code.

@@ -1,6 +1,6 @@
 //! Evacuation, decided: which of the VMIs marked for evacuation from a node (their
 //! `status.evacuationNodeName`, set by virt-api's pod-eviction webhook) get a migration now.
-//! Upstream's rules: a VMI that still runs on the node, is not shutting down, whose eviction
+//! Upstream's rules: a VMI that still runs on the node (phase Running), is not shutting down, whose eviction
 //! strategy wants a migration, that is live migratable, has no unfinished migration and a single
 //! active pod, gets one, within the cluster's and the node's parallel-migration limits.
 
@@ -14,6 +14,16 @@ use kubevirt_api::well_known::conditions;
 pub const WAIT_FOR_SLOT: Duration = Duration::from_secs(5);
 /// When a node with VMIs that cannot migrate is looked at again (they may become migratable).
 pub const WAIT_FOR_MIGRATABLE: Duration = Duration::from_secs(60);
+/// The longest wait after failures to create a node's migrations.
+pub const MAX_CREATE_RETRY: Duration = Duration::from_secs(5 * 60);
+
+/// When to try again after `failures` creations in a row failed: [`WAIT_FOR_SLOT`], doubling
+/// with each failure, at most [`MAX_CREATE_RETRY`].
+#[must_use]
+pub fn create_retry(failures: u32) -> Duration {
+    let doublings = failures.saturating_sub(1).min(16);
+    WAIT_FOR_SLOT.saturating_mul(1 << doublings).min(MAX_CREATE_RETRY)
+}
 
 /// One VMI marked for evacuation from the node, with what the controller knows about it.
 #[derive(Debug)]
@@ -78,7 +88,7 @@ pub fn is_live_migratable(vmi: &VirtualMachineInstance) -> bool {
     })
 }
 
-/// Whether the VMI still needs to leave `node`.
+/// Whether the VMI still needs to leave `node`: it runs there and is not already moving.
 fn still_on(vmi: &VirtualMachineInstance, node: &str) -> bool {
     let Some(status) = vmi.status.as_ref() else {
         return false;
@@ -90,7 +100,7 @@ fn still_on(vmi: &VirtualMachineInstance, node: &str) -> bool {
     status.evacuation_node_name.as_deref() == Some(node)
         && status.node_name.as_deref() == Some(node)
         && !migrating
-        && !status.phase.unwrap_or_default().is_final()
+        && status.phase == Some(kubevirt_api::v1::VirtualMachineInstancePhase::Running)
         && vmi.metadata.deletion_timestamp.is_none()
 }
 

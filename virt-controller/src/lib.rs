@@ -18,6 +18,7 @@ pub mod migration_plan;
 pub mod overhead;
 pub mod pod;
 pub mod printable_status;
+pub mod recent_events;
 pub mod reconcile_error;
 pub mod relist;
 pub mod run_strategy;

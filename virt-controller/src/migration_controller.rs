@@ -45,6 +45,8 @@ pub struct MigrationController<A, K> {
     settings: Mutex<MigrationSettings>,
     /// The cluster's `evictionStrategy`.
     eviction_strategy: Mutex<Option<String>>,
+    /// What the evacuation remembers between passes.
+    evacuation_memory: Mutex<evacuate::Memory>,
     pod_config: Mutex<PodConfig>,
     known: Mutex<Known>,
 }
@@ -113,6 +115,7 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
             clock,
             settings: Mutex::new(MigrationSettings::default()),
             eviction_strategy: Mutex::default(),
+            evacuation_memory: Mutex::default(),
             pod_config: Mutex::new(pod_config),
             known: Mutex::default(),
         }

@@ -303,6 +303,50 @@ async fn a_vmi_that_cannot_migrate_is_not_evacuated() {
     })
     .await;
     assert!(api.migration_keys().is_empty());
+    // Told once, however often the VMI changes.
+    for n in 0..3 {
+        api.modify_vmi("default/vm1", |vmi| {
+            vmi.metadata
+                .labels
+                .get_or_insert_default()
+                .insert("touched".to_owned(), n.to_string());
+        });
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let told = api
+        .writes()
+        .iter()
+        .filter(|w| matches!(w, Write::Event(vmi, reason) if vmi == "default/vm1" && reason == "FailedCreate"))
+        .count();
+    assert_eq!(told, 1);
+    cluster.stop.cancel();
+    cluster.task.await.expect("runner");
+}
+
+#[tokio::test]
+async fn a_refused_evacuation_is_tried_again_later_not_at_every_change() {
+    let (cluster, _source) = running_vmi().await;
+    let api = &cluster.api;
+    api.refuse_migrations("the cluster's migration settings are not supported");
+    mark_for_evacuation(api, "LiveMigrate", true);
+    let attempts = || {
+        api.writes()
+            .iter()
+            .filter(|w| matches!(w, Write::CreateMigration(_)))
+            .count()
+    };
+    wait_for("the first attempt", || (attempts() == 1).then_some(())).await;
+    for n in 0..5 {
+        api.modify_vmi("default/vm1", |vmi| {
+            vmi.metadata
+                .labels
+                .get_or_insert_default()
+                .insert("touched".to_owned(), n.to_string());
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(attempts(), 1, "no retry before the backoff is over");
     cluster.stop.cancel();
     cluster.task.await.expect("runner");
 }

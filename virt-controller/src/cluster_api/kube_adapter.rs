@@ -24,6 +24,8 @@ pub const COMPONENT: &str = "virt-controller";
 pub struct KubeControllerApi {
     client: kube::Client,
     instancetypes: KubeInstancetypeLookup,
+    /// Shared by the clones every controller holds.
+    recent_events: std::sync::Arc<std::sync::Mutex<crate::recent_events::RecentEvents>>,
 }
 
 impl std::fmt::Debug for KubeControllerApi {
@@ -39,7 +41,17 @@ impl KubeControllerApi {
         Self {
             instancetypes: KubeInstancetypeLookup::new(client.clone()),
             client,
+            recent_events: std::sync::Arc::default(),
         }
+    }
+
+    /// Whether an event about the object `uid` is new enough to send ([`crate::recent_events`]).
+    fn should_send(&self, uid: Option<&String>, kind: &'static str, reason: &str, message: &str) -> bool {
+        let uid = uid.map_or("", String::as_str);
+        self.recent_events
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .should_send(uid, kind, reason, message, std::time::Instant::now())
     }
 }
 
@@ -249,6 +261,9 @@ impl ControllerApi for KubeControllerApi {
         reason: &str,
         message: &str,
     ) -> Result<(), ApiError> {
+        if !self.should_send(migration.metadata.uid.as_ref(), event_type, reason, message) {
+            return Ok(());
+        }
         let (namespace, name) = migration_names(migration);
         let body = kubevirt_api::events::object_event(
             "VirtualMachineInstanceMigration",
@@ -272,6 +287,9 @@ impl ControllerApi for KubeControllerApi {
         reason: &str,
         message: &str,
     ) -> Result<(), ApiError> {
+        if !self.should_send(vmi.metadata.uid.as_ref(), event_type, reason, message) {
+            return Ok(());
+        }
         let (namespace, _) = names(vmi);
         let body = kubevirt_api::events::vmi_event(
             vmi,

@@ -79,6 +79,7 @@ fn only_vmis_still_running_on_the_node_and_not_moving_are_migrated() {
         ("migrating", json!({"migrationState": {"migrationUid": "m1"}})),
         ("succeeded", json!({"phase": "Succeeded"})),
         ("failed", json!({"phase": "Failed"})),
+        ("not running yet", json!({"phase": "Scheduled"})),
     ];
     for (case, status) in skipped {
         let one = vmi("a", Some("LiveMigrate"), true, &status);
@@ -142,4 +143,13 @@ fn the_parallel_limits_hold_and_the_rest_wait() {
     });
     assert_eq!(roomy.migrate, ["prod/a", "prod/b", "prod/c", "prod/d"]);
     assert_eq!(roomy.requeue, None);
+}
+
+#[test]
+fn failed_creations_are_retried_later_and_later() {
+    use super::{MAX_CREATE_RETRY, create_retry};
+    let secs = |n| create_retry(n).as_secs();
+    assert_eq!([secs(1), secs(2), secs(3), secs(4)], [5, 10, 20, 40]);
+    assert_eq!(create_retry(7), MAX_CREATE_RETRY);
+    assert_eq!(create_retry(u32::MAX), MAX_CREATE_RETRY);
 }

@@ -36,6 +36,16 @@ fn evacuation_migration(vmi: &VirtualMachineInstance, node: &str) -> VirtualMach
     }
 }
 
+/// What the evacuation remembers between passes.
+#[derive(Debug, Default)]
+pub(super) struct Memory {
+    /// Creations that failed in a row, by node, and when the last one did: the next try waits
+    /// longer, whatever change wakes the node up before.
+    failures: std::collections::HashMap<String, (u32, std::time::Instant)>,
+    /// The VMIs already reported not migratable (reported again once they were not).
+    reported_unmigratable: std::collections::HashSet<String>,
+}
+
 /// What [`MigrationController::observe_node`] found.
 struct NodeView {
     /// The marked VMIs: key, VMI, active pods.
@@ -115,6 +125,9 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone();
+        if let Some(wait) = self.still_backing_off(node) {
+            return Some(wait);
+        }
         let view = self.observe_node(node);
         let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
         let candidates = view
@@ -136,14 +149,44 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
             settings: &settings,
         });
         let vmi_of = |key: &str| view.marked.iter().find(|(k, _, _)| k == key).map(|(_, vmi, _)| vmi);
-        let mut retry = None;
+        let mut failed = false;
         for key in &decided.migrate {
             let Some(vmi) = vmi_of(key) else { continue };
-            if !self.create_evacuation_migration(vmi, node).await {
-                retry = Some(crate::evacuation::WAIT_FOR_SLOT);
-            }
+            failed |= !self.create_evacuation_migration(vmi, node).await;
         }
-        for key in &decided.not_migratable {
+        let (retry, newly_unmigratable) = {
+            let mut memory = self
+                .evacuation_memory
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let retry = if failed {
+                let previous = memory.failures.get(node).map_or(0, |(count, _)| *count);
+                let failures = previous.saturating_add(1);
+                memory
+                    .failures
+                    .insert(node.to_owned(), (failures, std::time::Instant::now()));
+                Some(crate::evacuation::create_retry(failures))
+            } else {
+                if !decided.migrate.is_empty() {
+                    memory.failures.remove(node);
+                }
+                None
+            };
+            // Reported once while it stays so; again after it was migratable in between.
+            for (key, _, _) in &view.marked {
+                if !decided.not_migratable.contains(key) {
+                    memory.reported_unmigratable.remove(key);
+                }
+            }
+            let newly: Vec<String> = decided
+                .not_migratable
+                .iter()
+                .filter(|key| memory.reported_unmigratable.insert((*key).clone()))
+                .cloned()
+                .collect();
+            (retry, newly)
+        };
+        for key in &newly_unmigratable {
             if let Some(vmi) = vmi_of(key) {
                 self.record_vmi_event(
                     vmi,
@@ -155,6 +198,18 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
             }
         }
         retry.or(decided.requeue)
+    }
+
+    /// How long `node` still waits after its last failed creation.
+    fn still_backing_off(&self, node: &str) -> Option<Duration> {
+        let memory = self
+            .evacuation_memory
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (failures, at) = memory.failures.get(node)?;
+        crate::evacuation::create_retry(*failures)
+            .checked_sub(at.elapsed())
+            .filter(|left| !left.is_zero())
     }
 
     /// Creates the migration of `vmi` off `node`, with its event; whether it was created.

@@ -43,7 +43,7 @@ fn the_certificates_are_read_again_when_they_change_and_kept_while_broken() {
         "unchanged files are not read again"
     );
 
-    // Rotated: a new certificate (and, for the length to differ, a second line in the CA file).
+    // Rotated: a new certificate and key (the sleep lets the modification time move on).
     std::thread::sleep(std::time::Duration::from_millis(20));
     write_handler_cert(dir.path(), &ca);
     let rotated = server_of(&tls.current());

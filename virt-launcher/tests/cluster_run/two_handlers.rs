@@ -386,17 +386,16 @@ async fn a_masquerade_guest_answers_at_the_target_pods_address_after_moving() {
     // The guest kept its address inside the pod (10.0.2.2): the target pod's masquerade reaches
     // it, and the VMI reports the target pod's address.
     guest_answers(&pods[1]).await;
-    let reported = wait_until(
+    wait_until(
         "the target pod's address in the status",
         Duration::from_secs(30),
         async || {
             let vmi = cluster.api.vmi(&cluster.key)?;
             let address = vmi.status?.interfaces.first()?.ip_address.clone()?;
-            (address == pods[1].address.to_string()).then_some(address)
+            (address == pods[1].address.to_string()).then_some(())
         },
     )
     .await;
-    assert_eq!(reported, pods[1].address.to_string());
     // After the move, the target pod's launcher serves the same lease.
     let target_log = cluster.target.serial_log();
     wait_until("the lease from the target pod", Duration::from_secs(30), async || {

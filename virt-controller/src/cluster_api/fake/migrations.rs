@@ -44,6 +44,11 @@ impl FakeControllerApi {
         }
     }
 
+    /// Every migration creation from now on fails with `message` (a webhook's refusal).
+    pub fn refuse_migrations(&self, message: &str) {
+        self.lock().migration_refusal = Some(message.to_owned());
+    }
+
     /// The keys of the stored migrations.
     #[must_use]
     pub fn migration_keys(&self) -> Vec<String> {
@@ -79,7 +84,11 @@ pub(super) fn create(
     state: &mut State,
     namespace: &str,
     migration: &VirtualMachineInstanceMigration,
-) -> VirtualMachineInstanceMigration {
+) -> Result<VirtualMachineInstanceMigration, ApiError> {
+    if let Some(message) = state.migration_refusal.clone() {
+        state.log(Write::CreateMigration(format!("{namespace}/(refused)")));
+        return Err(ApiError::Conflict { operation: message });
+    }
     let mut created = migration.clone();
     let number = state.admit_new(namespace, &mut created.metadata);
     created.metadata.uid = Some(format!("migration-uid-{number}"));
@@ -87,7 +96,7 @@ pub(super) fn create(
     state.log(Write::CreateMigration(key.clone()));
     state.migrations.insert(key, compact(&created));
     state.migration_changed(&Event::Apply(created.clone()));
-    created
+    Ok(created)
 }
 
 pub(super) fn patch_metadata(

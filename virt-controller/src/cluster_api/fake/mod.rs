@@ -70,6 +70,8 @@ struct State {
     migration_watchers: Vec<UnboundedSender<MigrationWatchEvent>>,
     /// While set, new migration watches list without ending the list (`InitDone`) until released.
     migration_list_held: Option<Vec<UnboundedSender<MigrationWatchEvent>>>,
+    /// Why every migration creation fails, when set.
+    migration_refusal: Option<String>,
     writes: Vec<Write>,
     write_count: usize,
     event_count: usize,
@@ -605,7 +607,7 @@ impl ControllerApi for FakeControllerApi {
         namespace: &str,
         migration: &VirtualMachineInstanceMigration,
     ) -> Result<VirtualMachineInstanceMigration, ApiError> {
-        Ok(migrations::create(&mut self.lock(), namespace, migration))
+        migrations::create(&mut self.lock(), namespace, migration)
     }
 
     async fn delete_migration(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
