@@ -35,6 +35,27 @@ struct Cluster {
     task: tokio::task::JoinHandle<()>,
 }
 
+/// The controllers' loop over `api`, leading; cancel the token and await the task to stop it.
+fn start(api: &FakeControllerApi) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+    let config = PodConfig::new("registry.example/virt-launcher:v0.1.0");
+    let controllers = Arc::new(Controllers {
+        vmis: VmiController::new(api.clone(), SystemClock, config.clone()),
+        vms: VmController::new(api.clone(), SystemClock),
+        migrations: MigrationController::new(api.clone(), SystemClock, config),
+    });
+    let stop = CancellationToken::new();
+    let (lead, leading) = tokio::sync::watch::channel(true);
+    let task = {
+        let (api, stop) = (api.clone(), stop.clone());
+        tokio::spawn(async move {
+            // The sender lives as long as the loop: leadership never ends in these tests.
+            let _leader = lead;
+            run(controllers, &api, 4, leading, stop).await;
+        })
+    };
+    (stop, task)
+}
+
 /// The controllers leading, with the VMI `default/vm1` running in its pod on node-a.
 async fn running_vmi() -> (Cluster, String) {
     let api = FakeControllerApi::new();
@@ -46,22 +67,7 @@ async fn running_vmi() -> (Cluster, String) {
         }))
         .expect("VMI"),
     );
-    let config = PodConfig::new("registry.example/virt-launcher:v0.1.0");
-    let controllers = Arc::new(Controllers {
-        vmis: VmiController::new(api.clone(), SystemClock, config.clone()),
-        vms: VmController::new(api.clone(), SystemClock),
-        migrations: MigrationController::new(api.clone(), SystemClock, config),
-    });
-    let stop = CancellationToken::new();
-    let (lead, leading) = tokio::sync::watch::channel(true);
-    let task = {
-        let (controllers, api, stop) = (controllers.clone(), api.clone(), stop.clone());
-        tokio::spawn(async move {
-            // The sender lives as long as the loop: leadership never ends in this test.
-            let _leader = lead;
-            run(controllers, &api, 4, leading, stop).await;
-        })
-    };
+    let (stop, task) = start(&api);
     let source = wait_for("the launcher pod", || api.pod_keys().into_iter().next()).await;
     api.run_pod(&source, "node-a");
     wait_for("Scheduled", || {
@@ -394,21 +400,7 @@ async fn nothing_is_reconciled_before_every_watch_has_listed() {
     under_way.metadata.annotations = Some([("kubevirt.io/evacuationMigration".to_owned(), "node-a".to_owned())].into());
     api.apply_migration(under_way);
     api.hold_migration_list();
-    let config = PodConfig::new("registry.example/virt-launcher:v0.1.0");
-    let controllers = Arc::new(Controllers {
-        vmis: VmiController::new(api.clone(), SystemClock, config.clone()),
-        vms: VmController::new(api.clone(), SystemClock),
-        migrations: MigrationController::new(api.clone(), SystemClock, config),
-    });
-    let stop = CancellationToken::new();
-    let (lead, leading) = tokio::sync::watch::channel(true);
-    let task = {
-        let (controllers, api, stop) = (controllers.clone(), api.clone(), stop.clone());
-        tokio::spawn(async move {
-            let _leader = lead;
-            run(controllers, &api, 4, leading, stop).await;
-        })
-    };
+    let (stop, task) = start(&api);
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(api.writes().is_empty(), "nothing before the lists: {:?}", api.writes());
     api.release_migration_list();
