@@ -94,6 +94,9 @@ pub struct MigrationOptions {
     /// Switch to post-copy when pre-copy runs out of time.
     #[serde(default)]
     pub allow_post_copy: bool,
+    /// Migrate even what libvirt considers unsafe (`unsafeMigrationOverride`).
+    #[serde(default)]
+    pub unsafe_migration: bool,
     /// Seconds per GiB of data to move before the migration is aborted (or switched to post-copy).
     pub completion_timeout_per_gib: u64,
     /// Seconds without progress before the migration is aborted.

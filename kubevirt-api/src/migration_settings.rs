@@ -34,6 +34,9 @@ pub struct MigrationSettings {
     pub allow_post_copy: bool,
     /// Plain TCP between the nodes instead of mutual TLS.
     pub disable_tls: bool,
+    /// Migrate even what libvirt considers unsafe (disks whose cache mode is not `none`):
+    /// libvirt's `VIR_MIGRATE_UNSAFE`, as upstream passes it.
+    pub unsafe_migration_override: bool,
     /// Settings that are set but not supported: each field's path. A migration is refused while
     /// any is set.
     pub unsupported: Vec<&'static str>,
@@ -76,14 +79,11 @@ impl MigrationSettings {
             m.max_downtime_ms.is_some(),
             "spec.configuration.migrations.maxDowntimeMs",
         );
-        // No drain handling (evictions are not turned into migrations yet) and no unsafe flag.
+        // Evictions are turned into migrations by the eviction webhook; the deprecated drain
+        // taint is not watched.
         refuse(
             m.node_drain_taint_key.is_some(),
             "spec.configuration.migrations.nodeDrainTaintKey",
-        );
-        refuse(
-            m.unsafe_migration_override == Some(true),
-            "spec.configuration.migrations.unsafeMigrationOverride",
         );
         refuse(
             m.utility_volumes_timeout.is_some(),
@@ -108,6 +108,7 @@ impl MigrationSettings {
             allow_auto_converge: m.allow_auto_converge.unwrap_or(false),
             allow_post_copy: m.allow_post_copy.unwrap_or(false),
             disable_tls: m.disable_tls.unwrap_or(false),
+            unsafe_migration_override: m.unsafe_migration_override.unwrap_or(false),
             unsupported,
         }
     }
@@ -124,6 +125,7 @@ impl MigrationSettings {
             progress_timeout: i64::try_from(self.progress_timeout).ok(),
             allow_post_copy: Some(self.allow_post_copy),
             disable_tls: Some(self.disable_tls),
+            unsafe_migration_override: Some(self.unsafe_migration_override),
             ..MigrationConfiguration::default()
         }
     }
@@ -142,6 +144,7 @@ mod tests {
         assert_eq!(settings.completion_timeout_per_gib, 150);
         assert_eq!(settings.progress_timeout, 150);
         assert!(!settings.allow_auto_converge && !settings.allow_post_copy && !settings.disable_tls);
+        assert!(!settings.unsafe_migration_override);
         assert!(settings.unsupported.is_empty());
     }
 
@@ -150,7 +153,8 @@ mod tests {
         let config: MigrationConfiguration = serde_json::from_value(serde_json::json!({
             "bandwidthPerMigration": "64Mi", "completionTimeoutPerGiB": 800, "progressTimeout": 20,
             "parallelMigrationsPerCluster": 9, "parallelOutboundMigrationsPerNode": 3,
-            "allowAutoConverge": true, "allowPostCopy": true, "disableTLS": true
+            "allowAutoConverge": true, "allowPostCopy": true, "disableTLS": true,
+            "unsafeMigrationOverride": true
         }))
         .expect("configuration");
         let settings = MigrationSettings::from_configuration(Some(&config));
@@ -165,12 +169,13 @@ mod tests {
                 allow_auto_converge: true,
                 allow_post_copy: true,
                 disable_tls: true,
+                unsafe_migration_override: true,
                 unsupported: Vec::new(),
             }
         );
         assert_eq!(
-            MigrationSettings::from_configuration(Some(&settings.as_configuration())).unsupported,
-            Vec::<&str>::new(),
+            MigrationSettings::from_configuration(Some(&settings.as_configuration())),
+            settings,
             "what the status records reads back"
         );
     }
@@ -179,7 +184,7 @@ mod tests {
     fn unsupported_settings_are_named() {
         let config: MigrationConfiguration = serde_json::from_value(serde_json::json!({
             "network": "migration-net", "maxDowntimeMs": 300, "bandwidthPerMigration": "fast",
-            "nodeDrainTaintKey": "example.com/drain", "unsafeMigrationOverride": true
+            "nodeDrainTaintKey": "example.com/drain"
         }))
         .expect("configuration");
         assert_eq!(
@@ -188,7 +193,6 @@ mod tests {
                 "spec.configuration.migrations.network",
                 "spec.configuration.migrations.maxDowntimeMs",
                 "spec.configuration.migrations.nodeDrainTaintKey",
-                "spec.configuration.migrations.unsafeMigrationOverride",
                 "spec.configuration.migrations.bandwidthPerMigration"
             ]
         );

@@ -285,6 +285,7 @@ pub fn options(state: &MigrationState, cluster: &MigrationSettings) -> Migration
         bandwidth_mib_per_second: settings.bandwidth_mib_per_second,
         allow_auto_converge: settings.allow_auto_converge,
         allow_post_copy: settings.allow_post_copy,
+        unsafe_migration: settings.unsafe_migration_override,
         completion_timeout_per_gib: settings.completion_timeout_per_gib,
         progress_timeout_seconds: settings.progress_timeout,
     }

@@ -227,13 +227,14 @@ fn options_come_from_the_hand_off_or_the_cluster() {
     let settings = MigrationSettings::default();
     let recorded = state(&serde_json::json!({"migrationConfiguration": {
         "bandwidthPerMigration": "32Mi", "completionTimeoutPerGiB": 60, "progressTimeout": 10,
-        "allowAutoConverge": true}}));
+        "allowAutoConverge": true, "unsafeMigrationOverride": true}}));
     let options = options(&recorded, &settings);
     assert_eq!(options.migration_uid, "m1");
     assert_eq!(options.bandwidth_mib_per_second, 32);
     assert_eq!(options.completion_timeout_per_gib, 60);
     assert_eq!(options.progress_timeout_seconds, 10);
-    assert!(options.allow_auto_converge && !options.allow_post_copy);
+    assert!(options.allow_auto_converge && !options.allow_post_copy && options.unsafe_migration);
     let defaults = super::options(&state(&serde_json::json!({})), &settings);
     assert_eq!(defaults.completion_timeout_per_gib, 150);
+    assert!(!defaults.unsafe_migration);
 }

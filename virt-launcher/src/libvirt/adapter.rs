@@ -420,7 +420,7 @@ impl DomainManager for LibvirtDomainManager {
 }
 
 /// libvirt's flags for `params`: live, peer to peer, the target persistent; block migration of the
-/// copied disks' top images; auto-converge and post-copy when allowed.
+/// copied disks' top images; auto-converge, post-copy and unsafe migration when allowed.
 fn migration_flags(params: &MigrationParams) -> u32 {
     let mut flags = sys::VIR_MIGRATE_LIVE | sys::VIR_MIGRATE_PEER2PEER | sys::VIR_MIGRATE_PERSIST_DEST;
     if !params.copied_disks.is_empty() {
@@ -431,6 +431,9 @@ fn migration_flags(params: &MigrationParams) -> u32 {
     }
     if params.post_copy {
         flags |= sys::VIR_MIGRATE_POSTCOPY;
+    }
+    if params.unsafe_migration {
+        flags |= sys::VIR_MIGRATE_UNSAFE;
     }
     flags
 }
@@ -469,4 +472,39 @@ fn is_agent_unavailable(error: &virt::error::Error) -> bool {
         error.code(),
         ErrorNumberEnum::Known(ErrorNumber::AgentUnresponsive | ErrorNumber::AgentUnsynced)
     )
+}
+
+#[cfg(test)]
+mod flag_tests {
+    use super::{MigrationParams, migration_flags, sys};
+
+    #[test]
+    fn each_allowed_option_adds_its_flag() {
+        let plain = MigrationParams {
+            destination_uri: String::new(),
+            stream_uri: String::new(),
+            disks_uri: None,
+            copied_disks: Vec::new(),
+            bandwidth_mib_per_second: 0,
+            auto_converge: false,
+            post_copy: false,
+            unsafe_migration: false,
+        };
+        let base = sys::VIR_MIGRATE_LIVE | sys::VIR_MIGRATE_PEER2PEER | sys::VIR_MIGRATE_PERSIST_DEST;
+        assert_eq!(migration_flags(&plain), base);
+        let all = MigrationParams {
+            copied_disks: vec!["vda".to_owned()],
+            auto_converge: true,
+            post_copy: true,
+            unsafe_migration: true,
+            ..plain
+        };
+        assert_eq!(
+            migration_flags(&all),
+            base | sys::VIR_MIGRATE_NON_SHARED_INC
+                | sys::VIR_MIGRATE_AUTO_CONVERGE
+                | sys::VIR_MIGRATE_POSTCOPY
+                | sys::VIR_MIGRATE_UNSAFE
+        );
+    }
 }

@@ -62,6 +62,8 @@ pub struct MigrationParams {
     pub auto_converge: bool,
     /// Allow switching to post-copy.
     pub post_copy: bool,
+    /// Migrate even what libvirt considers unsafe (disks cached other than `none`).
+    pub unsafe_migration: bool,
 }
 
 /// Why a domain operation failed.

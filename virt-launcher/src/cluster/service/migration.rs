@@ -55,6 +55,7 @@ impl Setup {
             bandwidth_mib_per_second: options.bandwidth_mib_per_second,
             auto_converge: options.allow_auto_converge,
             post_copy: options.allow_post_copy,
+            unsafe_migration: options.unsafe_migration,
         }
     }
 

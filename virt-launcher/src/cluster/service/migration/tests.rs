@@ -85,7 +85,8 @@ fn migration_request(options: &serde_json::Value) -> MigrationRequest {
 fn options(progress_timeout: u64, post_copy: bool) -> serde_json::Value {
     serde_json::json!({
         "migrationUid": "m-1", "completionTimeoutPerGib": 150, "progressTimeoutSeconds": progress_timeout,
-        "bandwidthMibPerSecond": 64, "allowAutoConverge": true, "allowPostCopy": post_copy
+        "bandwidthMibPerSecond": 64, "allowAutoConverge": true, "allowPostCopy": post_copy,
+        "unsafeMigration": post_copy
     })
 }
 
@@ -154,7 +155,7 @@ async fn a_migration_goes_through_the_pods_sockets_and_reports_its_success() {
         "the containerDisk is copied, the shared claim is not"
     );
     assert_eq!(params.bandwidth_mib_per_second, 64);
-    assert!(params.auto_converge && !params.post_copy);
+    assert!(params.auto_converge && !params.post_copy && !params.unsafe_migration);
     let started = launcher.migration();
     assert_eq!(started.uid, "m-1");
     assert!(started.start_timestamp.is_some() && started.end_timestamp.is_none());
