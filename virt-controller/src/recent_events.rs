@@ -36,6 +36,10 @@ impl RecentEvents {
         if self.sent.len() >= REMEMBERED {
             self.sent
                 .retain(|_, at| now.saturating_duration_since(*at) < REPEAT_WINDOW);
+            // Still full of recent ones: forget them all rather than grow (a repeat may be sent).
+            if self.sent.len() >= REMEMBERED {
+                self.sent.clear();
+            }
         }
         let said = (object_uid.to_owned(), kind, reason.to_owned(), message.to_owned());
         match self.sent.get(&said) {
@@ -45,6 +49,12 @@ impl RecentEvents {
                 true
             }
         }
+    }
+
+    /// The event could not be sent after all: it may be sent again at once.
+    pub fn forget(&mut self, object_uid: &str, kind: &'static str, reason: &str, message: &str) {
+        self.sent
+            .remove(&(object_uid.to_owned(), kind, reason.to_owned(), message.to_owned()));
     }
 }
 
@@ -84,5 +94,20 @@ mod tests {
         let later = start + REPEAT_WINDOW;
         assert!(recent.should_send("new", "Normal", "R", "m", later));
         assert_eq!(recent.sent.len(), 1, "the old ones went");
+        // Full of recent ones: all are forgotten rather than the map growing.
+        for n in 0..super::REMEMBERED {
+            recent.should_send(&format!("r{n}"), "Normal", "R", "m", later);
+        }
+        assert!(recent.sent.len() <= super::REMEMBERED);
+        assert!(recent.should_send("r0", "Normal", "R", "m", later), "forgotten");
+    }
+
+    #[test]
+    fn an_event_that_could_not_be_sent_is_sent_next_time() {
+        let mut recent = RecentEvents::default();
+        let start = Instant::now();
+        assert!(recent.should_send("u1", "Normal", "R", "m", start));
+        recent.forget("u1", "Normal", "R", "m");
+        assert!(recent.should_send("u1", "Normal", "R", "m", start));
     }
 }

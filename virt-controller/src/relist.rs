@@ -2,7 +2,7 @@
 //! again (`Init`, one `InitApply` per object, `InitDone`) and sends no `Delete` for the objects
 //! deleted meanwhile; a cache drops what the list did not name once the list is done.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// The keys one list named, while it runs.
 #[derive(Debug, Default)]
@@ -29,9 +29,53 @@ impl Relist {
     }
 }
 
+/// The keys of `map` a list did not name, removed; returns them (their objects were deleted).
+pub(crate) fn sweep<V>(listed: &HashSet<String>, map: &mut HashMap<String, V>) -> Vec<String> {
+    let gone: Vec<String> = map.keys().filter(|k| !listed.contains(*k)).cloned().collect();
+    for key in &gone {
+        map.remove(key);
+    }
+    gone
+}
+
+/// [`sweep`] for pods kept by their owner's key, then by name: a pod's listed key is
+/// `<owner key>/<name>`. Returns the owners that lost a pod.
+pub(crate) fn sweep_nested<V>(listed: &HashSet<String>, map: &mut HashMap<String, BTreeMap<String, V>>) -> Vec<String> {
+    let mut owners = Vec::new();
+    for (owner, items) in map.iter_mut() {
+        let before = items.len();
+        items.retain(|name, _| listed.contains(&format!("{owner}/{name}")));
+        if items.len() != before {
+            owners.push(owner.clone());
+        }
+    }
+    map.retain(|_, items| !items.is_empty());
+    owners
+}
+
 #[cfg(test)]
 mod tests {
-    use super::Relist;
+    use std::collections::{BTreeMap, HashMap, HashSet};
+
+    use super::{Relist, sweep, sweep_nested};
+
+    #[test]
+    fn what_a_list_left_out_is_swept_and_named() {
+        let listed: HashSet<String> = ["a".to_owned(), "o/p1".to_owned()].into();
+        let mut flat: HashMap<String, u8> = [("a".to_owned(), 1), ("b".to_owned(), 2)].into();
+        assert_eq!(sweep(&listed, &mut flat), ["b"]);
+        assert_eq!(flat.len(), 1);
+        let mut nested: HashMap<String, BTreeMap<String, u8>> = [
+            ("o".to_owned(), [("p1".to_owned(), 1), ("p2".to_owned(), 2)].into()),
+            ("x".to_owned(), [("q".to_owned(), 3)].into()),
+        ]
+        .into();
+        let mut owners = sweep_nested(&listed, &mut nested);
+        owners.sort();
+        assert_eq!(owners, ["o", "x"]);
+        assert_eq!(nested.len(), 1);
+        assert_eq!(nested["o"].len(), 1);
+    }
 
     #[test]
     fn a_list_keeps_what_it_named() {

@@ -26,6 +26,9 @@ struct Known {
     vms: HashMap<String, Arc<VirtualMachine>>,
     vmis: HashMap<String, Compact<VirtualMachineInstance>>,
     expectations: Expectations,
+    /// The relists of the VM and VMI watches under way.
+    vm_list: crate::relist::Relist,
+    vmi_list: crate::relist::Relist,
 }
 
 /// The VM an action is for, and what its instance type and preference resolved to.
@@ -119,6 +122,7 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
         match event {
             Event::Apply(vm) | Event::InitApply(vm) => {
                 let key = key_of(&vm.metadata);
+                known.vm_list.saw(&key);
                 known.vms.insert(key.clone(), Arc::new(vm));
                 vec![key]
             }
@@ -128,7 +132,19 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
                 known.expectations.forget(&key);
                 Vec::new()
             }
-            Event::Init | Event::InitDone => Vec::new(),
+            Event::Init => {
+                known.vm_list.start();
+                Vec::new()
+            }
+            // What the list left out was deleted during the gap.
+            Event::InitDone => {
+                if let Some(listed) = known.vm_list.finish() {
+                    for key in crate::relist::sweep(&listed, &mut known.vms) {
+                        known.expectations.forget(&key);
+                    }
+                }
+                Vec::new()
+            }
         }
     }
 
@@ -138,6 +154,7 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
         match event {
             Event::Apply(vmi) | Event::InitApply(vmi) => {
                 let key = vmi.key();
+                known.vmi_list.saw(&key);
                 let previous = known.vmis.get(&key).and_then(Compact::get);
                 if previous.is_none() {
                     known.expectations.creation_observed(&key);
@@ -156,7 +173,21 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
                 known.expectations.deletion_observed(&key);
                 vec![key]
             }
-            Event::Init | Event::InitDone => Vec::new(),
+            Event::Init => {
+                known.vmi_list.start();
+                Vec::new()
+            }
+            // A VMI deleted during the gap: its VM looks again (and starts a new one if it runs).
+            Event::InitDone => {
+                let Some(listed) = known.vmi_list.finish() else {
+                    return Vec::new();
+                };
+                let gone = crate::relist::sweep(&listed, &mut known.vmis);
+                for key in &gone {
+                    known.expectations.deletion_observed(key);
+                }
+                gone
+            }
         }
     }
 

@@ -27,6 +27,9 @@ struct Known {
     /// Launcher pods by owning VMI key, then by pod name.
     pods: HashMap<String, BTreeMap<String, PodView>>,
     expectations: Expectations,
+    /// The relists of the VMI and pod watches under way.
+    vmi_list: crate::relist::Relist,
+    pod_list: crate::relist::Relist,
 }
 
 /// A cached VMI: its JSON, and its phase for metrics.
@@ -163,6 +166,7 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
         match event {
             Event::Apply(vmi) | Event::InitApply(vmi) => {
                 let key = vmi.key();
+                known.vmi_list.saw(&key);
                 known.vmis.insert(key.clone(), KnownVmi::new(&vmi));
                 vec![key]
             }
@@ -172,7 +176,21 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
                 known.expectations.forget(&key);
                 vec![key]
             }
-            Event::Init | Event::InitDone => Vec::new(),
+            Event::Init => {
+                known.vmi_list.start();
+                Vec::new()
+            }
+            // What the list left out was deleted during the gap.
+            Event::InitDone => {
+                let Some(listed) = known.vmi_list.finish() else {
+                    return Vec::new();
+                };
+                let gone = crate::relist::sweep(&listed, &mut known.vmis);
+                for key in &gone {
+                    known.expectations.forget(key);
+                }
+                gone
+            }
         }
     }
 
@@ -181,11 +199,22 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
         let (pod, gone) = match event {
             Event::Apply(pod) | Event::InitApply(pod) => (pod, false),
             Event::Delete(pod) => (pod, true),
-            Event::Init | Event::InitDone => return Vec::new(),
+            Event::Init => {
+                self.known().pod_list.start();
+                return Vec::new();
+            }
+            Event::InitDone => {
+                let mut known = self.known();
+                let Some(listed) = known.pod_list.finish() else {
+                    return Vec::new();
+                };
+                return crate::relist::sweep_nested(&listed, &mut known.pods);
+            }
         };
         let Some(key) = owner_key(&pod) else { return Vec::new() };
         let view = pod_view(&pod);
         let mut known = self.known();
+        known.pod_list.saw(&format!("{key}/{}", view.name));
         let pods = known.pods.entry(key.clone()).or_default();
         let was_known = pods.contains_key(&view.name);
         let was_terminating = pods.get(&view.name).is_some_and(|p| p.is_terminating);

@@ -53,6 +53,14 @@ impl KubeControllerApi {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .should_send(uid, kind, reason, message, std::time::Instant::now())
     }
+
+    /// The event about `uid` could not be sent: it may be sent again.
+    fn not_sent(&self, uid: Option<&String>, kind: &'static str, reason: &str, message: &str) {
+        self.recent_events
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .forget(uid.map_or("", String::as_str), kind, reason, message);
+    }
 }
 
 fn kube_error(operation: String) -> impl FnOnce(kube::Error) -> ApiError {
@@ -273,10 +281,13 @@ impl ControllerApi for KubeControllerApi {
             (event_type, reason, message),
             Time(k8s_openapi::jiff::Timestamp::now()),
         );
-        Api::<Event>::namespaced(self.client.clone(), &namespace)
+        let sent = Api::<Event>::namespaced(self.client.clone(), &namespace)
             .create(&PostParams::default(), &body)
-            .await
-            .map(|_| ())
+            .await;
+        if sent.is_err() {
+            self.not_sent(migration.metadata.uid.as_ref(), event_type, reason, message);
+        }
+        sent.map(|_| ())
             .map_err(kube_error(format!("record event about migration {namespace}/{name}")))
     }
 
@@ -300,10 +311,13 @@ impl ControllerApi for KubeControllerApi {
             message,
             Time(k8s_openapi::jiff::Timestamp::now()),
         );
-        Api::<Event>::namespaced(self.client.clone(), &namespace)
+        let sent = Api::<Event>::namespaced(self.client.clone(), &namespace)
             .create(&PostParams::default(), &body)
-            .await
-            .map(|_| ())
+            .await;
+        if sent.is_err() {
+            self.not_sent(vmi.metadata.uid.as_ref(), event_type, reason, message);
+        }
+        sent.map(|_| ())
             .map_err(kube_error(format!("record event about {}", vmi.key())))
     }
 }

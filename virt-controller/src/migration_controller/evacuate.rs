@@ -42,8 +42,9 @@ pub(super) struct Memory {
     /// Creations that failed in a row, by node, and when the last one did: the next try waits
     /// longer, whatever change wakes the node up before.
     failures: std::collections::HashMap<String, (u32, std::time::Instant)>,
-    /// The VMIs already reported not migratable (reported again once they were not).
-    reported_unmigratable: std::collections::HashSet<String>,
+    /// The VMIs (key and the node they are marked for) already reported not migratable; one is
+    /// reported again once it was migratable, unmarked or gone in between.
+    reported_unmigratable: std::collections::HashSet<(String, String)>,
 }
 
 /// What [`MigrationController::observe_node`] found.
@@ -129,6 +130,14 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
             return Some(wait);
         }
         let view = self.observe_node(node);
+        if view.marked.is_empty() {
+            // Nothing (left) to evacuate: the node's past failures no longer count.
+            self.evacuation_memory
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .failures
+                .remove(node);
+        }
         let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
         let candidates = view
             .marked
@@ -172,16 +181,15 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
                 }
                 None
             };
-            // Reported once while it stays so; again after it was migratable in between.
-            for (key, _, _) in &view.marked {
-                if !decided.not_migratable.contains(key) {
-                    memory.reported_unmigratable.remove(key);
-                }
-            }
+            // Reported once while it stays so; again after it was migratable, unmarked or gone.
+            let marks = self.known().evacuations.clone();
+            memory.reported_unmigratable.retain(|(key, marked_for)| {
+                marks.get(key) == Some(marked_for) && (marked_for != node || decided.not_migratable.contains(key))
+            });
             let newly: Vec<String> = decided
                 .not_migratable
                 .iter()
-                .filter(|key| memory.reported_unmigratable.insert((*key).clone()))
+                .filter(|key| memory.reported_unmigratable.insert(((*key).clone(), node.to_owned())))
                 .cloned()
                 .collect();
             (retry, newly)

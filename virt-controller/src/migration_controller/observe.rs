@@ -109,10 +109,7 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
             Event::InitDone => {
                 let mut known = self.known();
                 if let Some(listed) = known.pod_list.finish() {
-                    for (vmi_key, pods) in &mut known.pods {
-                        pods.retain(|name, _| listed.contains(&format!("{vmi_key}/{name}")));
-                    }
-                    known.pods.retain(|_, pods| !pods.is_empty());
+                    crate::relist::sweep_nested(&listed, &mut known.pods);
                 }
                 return known.migrations.keys().cloned().collect();
             }
