@@ -66,6 +66,8 @@ pub enum Command {
     MigrateCancel {
         /// The VM.
         name: String,
+        #[command(flatten)]
+        dry_run: DryRun,
     },
     /// Pause a VM's instance or a VMI.
     Pause {

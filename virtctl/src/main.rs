@@ -63,8 +63,10 @@ async fn run(cli: &Cli) -> Result<Option<String>, VirtctlError> {
             .await
             .map(|out| Some(out.trim_end().to_owned()));
     }
-    if let Command::MigrateCancel { name } = &cli.command {
-        return migrate_cancel::run(&client, &namespace, name).await.map(Some);
+    if let Command::MigrateCancel { name, dry_run } = &cli.command {
+        return migrate_cancel::run(&client, &namespace, name, dry_run.dry_run)
+            .await
+            .map(Some);
     }
     if let Command::Console { name, timeout } = &cli.command {
         let socket = console::open(&client, &namespace, name, Duration::from_secs(timeout * 60)).await?;
