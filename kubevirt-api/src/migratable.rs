@@ -46,6 +46,24 @@ fn not(reason: &'static str, message: impl Into<String>) -> Result<(), NotMigrat
     })
 }
 
+/// Whether the VMI's status says it can live-migrate (the `LiveMigratable` condition is true, as
+/// virt-handler writes it from [`live_migratable`]).
+#[must_use]
+pub fn reported_live_migratable(vmi: &VirtualMachineInstance) -> bool {
+    use crate::well_known::conditions;
+    vmi.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.condition_type == conditions::LIVE_MIGRATABLE && c.status == conditions::TRUE)
+    })
+}
+
+/// The eviction strategy that applies to `vmi`: its own, else the cluster's `cluster_default`.
+#[must_use]
+pub fn eviction_strategy<'a>(vmi: &'a VirtualMachineInstance, cluster_default: Option<&'a str>) -> Option<&'a str> {
+    vmi.spec.eviction_strategy.as_deref().or(cluster_default)
+}
+
 /// Whether `vmi` can live-migrate; the first reason it cannot.
 pub fn live_migratable(vmi: &VirtualMachineInstance) -> Result<(), NotMigratable> {
     pod_interface(vmi)?;

@@ -6,9 +6,9 @@
 
 use std::time::Duration;
 
+use kubevirt_api::migratable::{eviction_strategy, reported_live_migratable};
 use kubevirt_api::migration_settings::MigrationSettings;
 use kubevirt_api::v1::VirtualMachineInstance;
-use kubevirt_api::well_known::conditions;
 
 /// When a node with VMIs waiting for a free migration slot is looked at again.
 pub const WAIT_FOR_SLOT: Duration = Duration::from_secs(5);
@@ -78,16 +78,6 @@ pub fn migrates_on_eviction(strategy: Option<&str>, live_migratable: bool) -> bo
     }
 }
 
-/// Whether the VMI's `LiveMigratable` condition is true.
-#[must_use]
-pub fn is_live_migratable(vmi: &VirtualMachineInstance) -> bool {
-    vmi.status.as_ref().is_some_and(|s| {
-        s.conditions
-            .iter()
-            .any(|c| c.condition_type == conditions::LIVE_MIGRATABLE && c.status == conditions::TRUE)
-    })
-}
-
 /// Whether the VMI still needs to leave `node`: it runs there and is not already moving.
 fn still_on(vmi: &VirtualMachineInstance, node: &str) -> bool {
     let Some(status) = vmi.status.as_ref() else {
@@ -114,8 +104,8 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
         if !still_on(vmi, observed.node) {
             continue;
         }
-        let strategy = vmi.spec.eviction_strategy.as_deref().or(observed.default_strategy);
-        let migratable = is_live_migratable(vmi);
+        let strategy = eviction_strategy(vmi, observed.default_strategy);
+        let migratable = reported_live_migratable(vmi);
         if !migrates_on_eviction(strategy, migratable) {
             continue;
         }

@@ -145,7 +145,7 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
 
     async fn try_reconcile(&self, key: &str) -> Result<Option<Duration>, ReconcileError> {
         let settings = self.settings.lock().unwrap_or_else(PoisonError::into_inner).clone();
-        let (migration, vmi, target, source, other_in_flight, running_in_cluster, running_from_node) = {
+        let (migration, vmi, target, source, other_in_flight, running_in_cluster, running_from_node, siblings) = {
             let known = self.known();
             let Some(migration) = known.migrations.get(key).and_then(Compact::get) else {
                 return Ok(None);
@@ -184,6 +184,13 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
             });
             let (running, from_node) = running_counts(&known, &others, vmi_node.as_ref());
             let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+            // This VMI's migrations, for the evacuation backoff and the garbage collection.
+            let siblings: Vec<VirtualMachineInstanceMigration> = others
+                .iter()
+                .filter(|m| vmi_key_of(m) == vmi_key)
+                .cloned()
+                .chain([migration.clone()])
+                .collect();
             (
                 migration,
                 vmi,
@@ -192,10 +199,10 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
                 other_in_flight,
                 count(running),
                 count(from_node),
+                siblings,
             )
         };
         let now = Time(self.clock.now());
-        let siblings = self.migrations_of_vmi(&vmi_key_of(&migration));
         let planned = plan(&Observed {
             migration: &migration,
             vmi: vmi.as_ref(),
@@ -219,16 +226,6 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
             self.collect_finished(&migration, &siblings).await?;
         }
         Ok(requeue)
-    }
-
-    /// Every known migration of the VMI `vmi_key`.
-    fn migrations_of_vmi(&self, vmi_key: &str) -> Vec<VirtualMachineInstanceMigration> {
-        self.known()
-            .migrations
-            .values()
-            .filter_map(Compact::get)
-            .filter(|m| vmi_key_of(m) == vmi_key)
-            .collect()
     }
 
     /// Deletes the VMI's oldest finished migrations (of `siblings`) beyond the number kept.

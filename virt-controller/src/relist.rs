@@ -29,8 +29,21 @@ impl Relist {
     }
 }
 
+impl Relist {
+    /// The list is done: removes from `map` what it did not name and returns those keys (none
+    /// when no list ran).
+    pub(crate) fn finish_sweep<V>(&mut self, map: &mut HashMap<String, V>) -> Vec<String> {
+        self.finish().map_or_else(Vec::new, |listed| sweep(&listed, map))
+    }
+
+    /// [`Self::finish_sweep`] for pods kept by owner then name ([`sweep_nested`]).
+    pub(crate) fn finish_sweep_nested<V>(&mut self, map: &mut HashMap<String, BTreeMap<String, V>>) -> Vec<String> {
+        self.finish().map_or_else(Vec::new, |listed| sweep_nested(&listed, map))
+    }
+}
+
 /// The keys of `map` a list did not name, removed; returns them (their objects were deleted).
-pub(crate) fn sweep<V>(listed: &HashSet<String>, map: &mut HashMap<String, V>) -> Vec<String> {
+fn sweep<V>(listed: &HashSet<String>, map: &mut HashMap<String, V>) -> Vec<String> {
     let gone: Vec<String> = map.keys().filter(|k| !listed.contains(*k)).cloned().collect();
     for key in &gone {
         map.remove(key);
@@ -40,7 +53,7 @@ pub(crate) fn sweep<V>(listed: &HashSet<String>, map: &mut HashMap<String, V>) -
 
 /// [`sweep`] for pods kept by their owner's key, then by name: a pod's listed key is
 /// `<owner key>/<name>`. Returns the owners that lost a pod.
-pub(crate) fn sweep_nested<V>(listed: &HashSet<String>, map: &mut HashMap<String, BTreeMap<String, V>>) -> Vec<String> {
+fn sweep_nested<V>(listed: &HashSet<String>, map: &mut HashMap<String, BTreeMap<String, V>>) -> Vec<String> {
     let mut owners = Vec::new();
     for (owner, items) in map.iter_mut() {
         let before = items.len();

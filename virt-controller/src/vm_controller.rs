@@ -118,7 +118,8 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
 
     /// Takes in a VM watch event; returns the keys to reconcile.
     pub fn on_vm_event(&self, event: Event<VirtualMachine>) -> Vec<String> {
-        let mut known = self.known();
+        let mut guard = self.known();
+        let known = &mut *guard;
         match event {
             Event::Apply(vm) | Event::InitApply(vm) => {
                 let key = key_of(&vm.metadata);
@@ -138,10 +139,8 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
             }
             // What the list left out was deleted during the gap.
             Event::InitDone => {
-                if let Some(listed) = known.vm_list.finish() {
-                    for key in crate::relist::sweep(&listed, &mut known.vms) {
-                        known.expectations.forget(&key);
-                    }
+                for key in known.vm_list.finish_sweep(&mut known.vms) {
+                    known.expectations.forget(&key);
                 }
                 Vec::new()
             }
@@ -150,7 +149,8 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
 
     /// Takes in a VMI watch event; returns the owning VM's key (VMI and VM share the name).
     pub fn on_vmi_event(&self, event: Event<VirtualMachineInstance>) -> Vec<String> {
-        let mut known = self.known();
+        let mut guard = self.known();
+        let known = &mut *guard;
         match event {
             Event::Apply(vmi) | Event::InitApply(vmi) => {
                 let key = vmi.key();
@@ -179,10 +179,7 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
             }
             // A VMI deleted during the gap: its VM looks again (and starts a new one if it runs).
             Event::InitDone => {
-                let Some(listed) = known.vmi_list.finish() else {
-                    return Vec::new();
-                };
-                let gone = crate::relist::sweep(&listed, &mut known.vmis);
+                let gone = known.vmi_list.finish_sweep(&mut known.vmis);
                 for key in &gone {
                     known.expectations.deletion_observed(key);
                 }

@@ -162,7 +162,8 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
 
     /// Takes in a VMI watch event; returns the keys to reconcile.
     pub fn on_vmi_event(&self, event: Event<VirtualMachineInstance>) -> Vec<String> {
-        let mut known = self.known();
+        let mut guard = self.known();
+        let known = &mut *guard;
         match event {
             Event::Apply(vmi) | Event::InitApply(vmi) => {
                 let key = vmi.key();
@@ -182,10 +183,7 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
             }
             // What the list left out was deleted during the gap.
             Event::InitDone => {
-                let Some(listed) = known.vmi_list.finish() else {
-                    return Vec::new();
-                };
-                let gone = crate::relist::sweep(&listed, &mut known.vmis);
+                let gone = known.vmi_list.finish_sweep(&mut known.vmis);
                 for key in &gone {
                     known.expectations.forget(key);
                 }
@@ -204,11 +202,9 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
                 return Vec::new();
             }
             Event::InitDone => {
-                let mut known = self.known();
-                let Some(listed) = known.pod_list.finish() else {
-                    return Vec::new();
-                };
-                return crate::relist::sweep_nested(&listed, &mut known.pods);
+                let mut guard = self.known();
+                let known = &mut *guard;
+                return known.pod_list.finish_sweep_nested(&mut known.pods);
             }
         };
         let Some(key) = owner_key(&pod) else { return Vec::new() };

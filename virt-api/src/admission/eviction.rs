@@ -5,8 +5,9 @@
 //! migrates it. Once the VMI has left the node its old pod ends and is evicted like any other.
 
 use k8s_openapi::api::core::v1::Pod;
+use kubevirt_api::migratable::{eviction_strategy, reported_live_migratable};
 use kubevirt_api::v1::VirtualMachineInstance;
-use kubevirt_api::well_known::{annotations, conditions, labels};
+use kubevirt_api::well_known::{annotations, labels};
 use serde::Deserialize;
 
 use super::lookup::{EvictionLookup, MigrationLookup};
@@ -39,27 +40,12 @@ pub(crate) enum EvictionDecision {
     Evacuate,
 }
 
-/// The strategy that applies: the VMI's own, else the cluster's.
-fn effective_strategy<'a>(vmi: &'a VirtualMachineInstance, ctx: &'a AdmissionContext) -> Option<&'a str> {
-    vmi.spec
-        .eviction_strategy
-        .as_deref()
-        .or(ctx.config.eviction_strategy.as_deref())
-}
-
-fn is_live_migratable(vmi: &VirtualMachineInstance) -> bool {
-    vmi.status.as_ref().is_some_and(|s| {
-        s.conditions
-            .iter()
-            .any(|c| c.condition_type == conditions::LIVE_MIGRATABLE && c.status == conditions::TRUE)
-    })
-}
-
 /// What evicting `pod` does to `vmi`, its VMI.
 pub(crate) fn decide(pod: &Pod, vmi: &VirtualMachineInstance, ctx: &AdmissionContext) -> EvictionDecision {
-    let wants_migration = match effective_strategy(vmi, ctx) {
+    let strategy = eviction_strategy(vmi, ctx.config.eviction_strategy.as_deref());
+    let wants_migration = match strategy {
         Some("LiveMigrate") => {
-            if !is_live_migratable(vmi) {
+            if !reported_live_migratable(vmi) {
                 return EvictionDecision::Deny(format!(
                     "VMI {} is configured with an eviction strategy but is not live-migratable",
                     vmi.metadata.name.as_deref().unwrap_or_default()
@@ -67,7 +53,7 @@ pub(crate) fn decide(pod: &Pod, vmi: &VirtualMachineInstance, ctx: &AdmissionCon
             }
             true
         }
-        Some("LiveMigrateIfPossible") => is_live_migratable(vmi),
+        Some("LiveMigrateIfPossible") => reported_live_migratable(vmi),
         Some("External") => true,
         _ => false,
     };

@@ -59,7 +59,8 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
 
     /// Takes in a VMI watch event; returns the keys of its migrations.
     pub fn on_vmi_event(&self, event: Event<VirtualMachineInstance>) -> Vec<String> {
-        let mut known = self.known();
+        let mut guard = self.known();
+        let known = &mut *guard;
         let key = match event {
             Event::Apply(vmi) | Event::InitApply(vmi) => {
                 let key = vmi.key();
@@ -87,14 +88,13 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
                 return Vec::new();
             }
             Event::InitDone => {
-                if let Some(listed) = known.vmi_list.finish() {
-                    known.vmis.retain(|key, _| listed.contains(key));
-                    known.evacuations.retain(|key, _| listed.contains(key));
+                for key in known.vmi_list.finish_sweep(&mut known.vmis) {
+                    known.evacuations.remove(&key);
                 }
                 return known.migrations.keys().cloned().collect();
             }
         };
-        Self::migrations_of(&known, &key)
+        Self::migrations_of(known, &key)
     }
 
     /// Takes in a launcher pod watch event; returns the keys of its VMI's migrations.
@@ -107,10 +107,9 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
                 return Vec::new();
             }
             Event::InitDone => {
-                let mut known = self.known();
-                if let Some(listed) = known.pod_list.finish() {
-                    crate::relist::sweep_nested(&listed, &mut known.pods);
-                }
+                let mut guard = self.known();
+                let known = &mut *guard;
+                known.pod_list.finish_sweep_nested(&mut known.pods);
                 return known.migrations.keys().cloned().collect();
             }
         };

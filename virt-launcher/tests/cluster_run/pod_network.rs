@@ -15,6 +15,7 @@ use super::fixture::{
     Stopper, assert_stops_cleanly, example_vmi, open_pod_dirs, processes_under, spawn_launcher_in,
     spawn_unprivileged_launcher_in, wait_until,
 };
+use super::migration_rig::ip;
 use super::with_handler::{World, http_get};
 
 /// The "pod": a named namespace with eth0 on a /30 whose other end is on the host.
@@ -24,11 +25,6 @@ pub(super) struct FakePod {
     /// The pod's address.
     pub(super) address: Ipv4Addr,
     gateway: Ipv4Addr,
-}
-
-fn ip(args: &[&str]) {
-    let status = Command::new("ip").args(args).status().expect("ip runs");
-    assert!(status.success(), "ip {}", args.join(" "));
 }
 
 impl FakePod {
