@@ -4,6 +4,8 @@
 //! launcher crate does. It holds the generated services, the socket names and where each side
 //! finds them, version negotiation, the transport, and the JSON the launcher reports its domain in.
 
+#[cfg(feature = "testing")]
+pub mod access_check;
 pub mod domain;
 pub mod migration;
 pub mod sockets;

@@ -1,13 +1,14 @@
-//! Memory on the node: the resident memory of each kubevirt-rs component's process, and one
-//! launcher pod's cgroup memory less its QEMU's (the pod's own cost: launcher, libvirtd,
-//! the containerDisk sidecars, pause).
+//! Memory on the node: the resident memory of each kubevirt-rs component's process; one launcher
+//! pod's cgroup memory less its QEMU's (the pod's own cost: launcher, libvirtd, the containerDisk
+//! sidecars, pause); and the per-VM figures next to their goals: PSS and RSS summed over a launcher
+//! pod's processes but QEMU.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use kubevirt_tests::node_processes;
-use kubevirt_tests::process_memory::{field_kib, resident};
+use kubevirt_tests::process_memory::{Resident, field_kib, resident};
 
 /// A pod's memory cgroup, as cgroup v1 (the `memory` hierarchy) or v2 (unified) names its files.
 struct PodMemory {
@@ -19,18 +20,7 @@ impl PodMemory {
     /// The memory cgroup of the pod a process runs in (the parent of its container's cgroup).
     fn of(pid: u32) -> anyhow::Result<Self> {
         let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).context("cgroup")?;
-        let (container, unified) = cgroups
-            .lines()
-            .find_map(|l| {
-                let mut parts = l.splitn(3, ':');
-                let (id, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-                if controllers.split(',').any(|c| c == "memory") {
-                    Some((path.to_owned(), false))
-                } else {
-                    (id == "0" && controllers.is_empty()).then(|| (path.to_owned(), true))
-                }
-            })
-            .context("no memory cgroup")?;
+        let (container, unified) = memory_cgroup(&cgroups).context("no memory cgroup")?;
         let pod = Path::new(&container).parent().context("no pod cgroup")?;
         let base = if unified {
             "/sys/fs/cgroup"
@@ -64,6 +54,101 @@ impl PodMemory {
         };
         Ok((usage, kib(anon_key), kib(cache_key)))
     }
+}
+
+/// The memory cgroup in a `/proc/<pid>/cgroup` text: its path, and whether it is cgroup v2's
+/// unified hierarchy.
+fn memory_cgroup(cgroups: &str) -> Option<(String, bool)> {
+    cgroups.lines().find_map(|l| {
+        let mut parts = l.splitn(3, ':');
+        let (id, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        if controllers.split(',').any(|c| c == "memory") {
+            Some((path.to_owned(), false))
+        } else {
+            (id == "0" && controllers.is_empty()).then(|| (path.to_owned(), true))
+        }
+    })
+}
+
+/// PSS and RSS summed over a launcher pod's processes but its QEMU: those of its compute
+/// container (the launcher and its libvirtd), and those of the whole pod (with pause and the
+/// containerDisk sidecars), in KiB.
+#[derive(Default)]
+struct PodResident {
+    compute: Resident,
+    pod: Resident,
+    compute_programs: Vec<String>,
+}
+
+fn pod_resident(qemu: u32) -> anyhow::Result<PodResident> {
+    let cgroups = std::fs::read_to_string(format!("/proc/{qemu}/cgroup")).context("QEMU's cgroup")?;
+    let (container, _) = memory_cgroup(&cgroups).context("QEMU has no memory cgroup")?;
+    let pod = Path::new(&container).parent().context("no pod cgroup")?.to_owned();
+    let mut sums = PodResident::default();
+    for process in node_processes::all() {
+        let Some((path, _)) = memory_cgroup(&process.cgroups) else {
+            continue;
+        };
+        if process.pid == qemu || !Path::new(&path).starts_with(&pod) {
+            continue;
+        }
+        let resident = resident(&process.pid.to_string());
+        sums.pod.rss_kib += resident.rss_kib;
+        sums.pod.pss_kib += resident.pss_kib;
+        if path == container {
+            sums.compute.rss_kib += resident.rss_kib;
+            sums.compute.pss_kib += resident.pss_kib;
+            sums.compute_programs.push(process.program);
+        }
+    }
+    sums.compute_programs.sort();
+    Ok(sums)
+}
+
+/// The median of `values`; 0 for none.
+fn median(mut values: Vec<u64>) -> u64 {
+    values.sort_unstable();
+    values.get(values.len() / 2).copied().unwrap_or(0)
+}
+
+/// The per-VM measure for the pods of `running`: PSS and RSS summed over every process of
+/// a launcher pod but QEMU, the median over the pods, next to the goals.
+fn per_vm_rows(running: &[String], out: &mut String) -> anyhow::Result<()> {
+    let mut pods = Vec::new();
+    for name in running {
+        let qemu = node_processes::qemu_of(name)
+            .with_context(|| format!("no QEMU for {name}"))?
+            .pid;
+        pods.push(pod_resident(qemu)?);
+    }
+    let programs = pods.first().map(|p| p.compute_programs.join(", ")).unwrap_or_default();
+    let pss = median(pods.iter().map(|p| p.compute.pss_kib).collect());
+    let rss = median(pods.iter().map(|p| p.compute.rss_kib).collect());
+    let met = |kib: u64, goal_mib: u64| if kib <= goal_mib * 1024 { "yes" } else { "**no**" };
+    let _ = writeln!(
+        out,
+        "**Per-VM infrastructure memory in a launcher pod** (uid 107, session-mode libvirtd; the median over the {} pods running at once, whose shared pages PSS splits between them)\n\n| what | measured | goal | met |\n|---|---|---|---|",
+        pods.len()
+    );
+    let _ = writeln!(
+        out,
+        "| **PSS**: the compute container's processes but QEMU ({programs}) | {} | ≤ 25 MiB | {} |",
+        mib(pss),
+        met(pss, 25)
+    );
+    let _ = writeln!(
+        out,
+        "| **RSS**: the same processes | {} | ≤ 45 MiB | {} |",
+        mib(rss),
+        met(rss, 45)
+    );
+    let _ = writeln!(
+        out,
+        "| the whole pod but QEMU (with pause and the containerDisk sidecars): PSS / RSS | {} / {} |  |  |\n",
+        mib(median(pods.iter().map(|p| p.pod.pss_kib).collect())),
+        mib(median(pods.iter().map(|p| p.pod.rss_kib).collect()))
+    );
+    Ok(())
 }
 
 fn mib(kib: u64) -> String {
@@ -118,5 +203,6 @@ pub fn report(running: &[String]) -> anyhow::Result<String> {
         mib(cache),
         mib(usage.saturating_sub(qemu_rss))
     );
+    per_vm_rows(running, &mut out)?;
     Ok(out)
 }

@@ -91,6 +91,10 @@ fn assert_unprivileged(pod: &serde_json::Value) {
         processes.iter().any(|p| p.program.starts_with("qemu-system")),
         "QEMU runs in the pod"
     );
+    assert!(
+        !processes.iter().any(|p| p.program == "virtlogd"),
+        "no virtlogd runs in the pod: QEMU writes its own logs"
+    );
     for process in processes.iter().filter(|p| p.program != "pause") {
         assert_eq!(
             status_field(process.pid, "Uid"),

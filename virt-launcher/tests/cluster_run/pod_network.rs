@@ -9,7 +9,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use cmd_protocol::access_check::{NOBODY, Refusal, connect_as};
+use cmd_protocol::sockets::SOCKET_MODE;
 use kubevirt_api::v1::VirtualMachineInstancePhase as Phase;
+use nix::errno::Errno;
 
 use super::fixture::{
     Stopper, assert_stops_cleanly, example_vmi, open_pod_dirs, processes_under, spawn_launcher_in,
@@ -246,10 +249,18 @@ fn status_field(pid: i32, field: &str) -> String {
 fn assert_unprivileged(world: &World, pod: &FakePod, launcher: u32, owner: u32, host_ports: &str) {
     use std::os::unix::fs::MetadataExt as _;
     let processes = processes_under(world.root.path());
-    for program in ["virt-launcher", "libvirtd", "qemu-system"] {
+    let programs = ["virt-launcher", "libvirtd", "qemu-system"];
+    for program in programs {
         assert!(
             processes.iter().any(|(_, cmdline)| cmdline.contains(program)),
             "no {program} among {processes:?}"
+        );
+    }
+    // Nothing else runs: no virtlogd, which QEMU's own stdio and serial log files replace.
+    for (_, cmdline) in &processes {
+        assert!(
+            programs.iter().any(|program| cmdline.contains(program)) && !cmdline.contains("virtlogd"),
+            "the pod runs {cmdline}"
         );
     }
     for (pid, cmdline) in &processes {
@@ -274,8 +285,22 @@ fn assert_unprivileged(world: &World, pod: &FakePod, launcher: u32, owner: u32, 
         let host = std::fs::metadata(format!("/{device}")).expect("the host's device");
         assert_eq!(host.uid(), 0, "the host's {device} stays root's");
     }
-    let pipe = std::fs::symlink_metadata(world.notify_pipe()).expect("the notify pipe");
-    assert_eq!((pipe.uid(), pipe.mode() & 0o777), (owner, 0o600), "the notify pipe");
+    // The launcher's command socket and the handler's notify pipe are the launcher's user's alone:
+    // another uid that reaches them is refused, and their owner connects.
+    for (what, socket) in [("command socket", world.socket()), ("notify pipe", world.notify_pipe())] {
+        let meta = std::fs::symlink_metadata(&socket).unwrap_or_else(|e| panic!("the {what}: {e}"));
+        assert_eq!((meta.uid(), meta.mode() & 0o777), (owner, SOCKET_MODE), "the {what}");
+        assert_eq!(
+            connect_as(NOBODY, &socket),
+            Err(Refusal::Connect(Errno::EACCES)),
+            "another uid connects to the {what}"
+        );
+        assert_eq!(
+            connect_as(owner, &socket),
+            Ok(()),
+            "the launcher's user connects to the {what}"
+        );
+    }
     for attribute in ["owner", "group"] {
         let read = Command::new("ip")
             .args([

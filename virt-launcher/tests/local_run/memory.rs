@@ -36,6 +36,27 @@ fn libvirtd_releases_its_start_up_pages_and_keeps_serving() {
     assert_eq!(libvirtd.len(), 1, "one libvirtd");
     let maps = std::fs::read_to_string(format!("/proc/{}/maps", libvirtd[0])).expect("maps");
     assert!(maps.contains("/libvirtd-pages.so"), "libvirtd preloads the library");
+    // Its only driver is QEMU's: no network, storage, node-device, interface, nwfilter or secret
+    // driver, nor their libraries.
+    let drivers: std::collections::BTreeSet<&str> = maps
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .filter_map(|path| path.rsplit('/').next())
+        .filter(|file| file.starts_with("libvirt_driver_"))
+        .collect();
+    assert_eq!(
+        drivers.into_iter().collect::<Vec<_>>(),
+        ["libvirt_driver_qemu.so"],
+        "libvirtd's driver modules"
+    );
+    // One malloc arena: it serves one client and one VM.
+    let daemon_environment = std::fs::read(format!("/proc/{}/environ", libvirtd[0])).expect("libvirtd's environment");
+    assert!(
+        String::from_utf8_lossy(&daemon_environment)
+            .split('\0')
+            .any(|v| v == "MALLOC_ARENA_MAX=1"),
+        "libvirtd runs with one malloc arena"
+    );
     // Without the release, libvirtd's code and read-only data are about 20 MiB resident here at
     // this point (libvirt.so, its QEMU driver, GLib, GnuTLS, libcrypto, libxml2, ICU); with it,
     // what the daemon touches again while the guest boots comes back, about 8 MiB.
