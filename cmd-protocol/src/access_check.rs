@@ -3,13 +3,15 @@
 //! take the other uid.
 
 use std::ffi::CString;
+use std::io::Read as _;
+use std::os::fd::AsRawFd as _;
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::Path;
 
 use nix::errno::Errno;
 use nix::sys::socket::{AddressFamily, SockFlag, SockType, UnixAddr, connect, socket};
 use nix::sys::wait::{WaitStatus, waitpid};
-use nix::unistd::{ForkResult, Gid, Uid, fork, setgid, setgroups, setuid};
+use nix::unistd::{ForkResult, Gid, Uid, fork, pipe, setgid, setgroups, setuid};
 
 /// `nobody` and `nogroup` on Debian.
 pub const NOBODY: u32 = 65534;
@@ -24,22 +26,23 @@ pub enum Refusal {
     Connect(Errno),
 }
 
-/// An exit code above this marks a [`Refusal::PathUnreachable`] (errno values stay below it).
-const UNREACHABLE: i32 = 128;
+/// The step at which the child stopped, as it reports it to the parent.
+const CONNECTED: u8 = 0;
+const SETUP_FAILED: u8 = 1;
+const UNREACHABLE: u8 = 2;
+const REFUSED: u8 = 3;
 
 /// Connects to the unix socket at `path` from a child process running as `uid` and group `uid`,
 /// with no supplementary groups. The child first checks that it can reach the path (`chdir` into
 /// its directory, `stat` the socket), so that a refusal names the socket and not a directory on
-/// the way.
+/// the way; it connects by the socket's name, so a path longer than a socket address holds works.
 ///
 /// # Panics
-/// When `path` cannot be a socket address, or the child cannot be started or waited for: these
-/// are faults of the test, not outcomes.
+/// When `path` cannot be a socket address, or the child cannot be started, take the uid, or be
+/// waited for: these are faults of the test, not outcomes.
 #[allow(unsafe_code)]
 pub fn connect_as(uid: u32, path: &Path) -> Result<(), Refusal> {
-    // Everything the child needs is made before the fork: it only makes system calls. It moves
-    // into the socket's directory and connects by the socket's own name, so that a path longer
-    // than a socket address holds works too.
+    // Everything the child needs is made before the fork: it only makes system calls.
     let directory = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
@@ -49,15 +52,16 @@ pub fn connect_as(uid: u32, path: &Path) -> Result<(), Refusal> {
     let c_name = CString::new(name.as_bytes()).expect("a name without NUL");
     let address = UnixAddr::new(Path::new(name)).expect("socket address");
     let mut stat_buf = std::mem::MaybeUninit::<nix::libc::stat>::zeroed();
-    // SAFETY: the child calls only async-signal-safe system calls (setgroups, setgid, setuid,
-    // chdir, stat, socket, connect) on memory prepared above, and leaves with _exit.
+    let (report_read, report_write) = pipe().expect("a pipe for the child's report");
+    // SAFETY: the child runs one thread and calls only system calls (setgroups, setgid, setuid,
+    // chdir, stat, socket, connect, write) on memory prepared above, and leaves with _exit.
     match unsafe { fork() }.expect("fork") {
         ForkResult::Child => {
-            let outcome = setgroups(&[])
+            let (step, errno) = match setgroups(&[])
                 .and_then(|()| setgid(Gid::from_raw(uid)))
-                .and_then(|()| setuid(Uid::from_raw(uid)));
-            let code = match outcome {
-                Err(errno) => UNREACHABLE + errno as i32,
+                .and_then(|()| setuid(Uid::from_raw(uid)))
+            {
+                Err(errno) => (SETUP_FAILED, errno as i32),
                 // SAFETY: both are valid C strings and `stat_buf` is writable memory.
                 Ok(())
                     if unsafe {
@@ -65,25 +69,45 @@ pub fn connect_as(uid: u32, path: &Path) -> Result<(), Refusal> {
                             || nix::libc::stat(c_name.as_ptr(), stat_buf.as_mut_ptr()) != 0
                     } =>
                 {
-                    UNREACHABLE + Errno::last_raw()
+                    (UNREACHABLE, Errno::last_raw())
                 }
                 Ok(()) => match socket(AddressFamily::Unix, SockType::Stream, SockFlag::empty(), None)
-                    .and_then(|fd| connect(std::os::fd::AsRawFd::as_raw_fd(&fd), &address))
+                    .and_then(|fd| connect(fd.as_raw_fd(), &address))
                 {
-                    Ok(()) => 0,
-                    Err(errno) => errno as i32,
+                    Ok(()) => (CONNECTED, 0),
+                    Err(errno) => (REFUSED, errno as i32),
                 },
             };
-            // SAFETY: ends the child at once, running no destructors or atexit handlers.
-            unsafe { nix::libc::_exit(code) }
-        }
-        ForkResult::Parent { child } => match waitpid(child, None).expect("wait for the child") {
-            WaitStatus::Exited(_, 0) => Ok(()),
-            WaitStatus::Exited(_, code) if code > UNREACHABLE => {
-                Err(Refusal::PathUnreachable(Errno::from_raw(code - UNREACHABLE)))
+            let mut report = [0_u8; 5];
+            report[0] = step;
+            report[1..].copy_from_slice(&errno.to_ne_bytes());
+            // SAFETY: writes the prepared bytes to the pipe, then ends the child at once, running
+            // no destructors or atexit handlers.
+            unsafe {
+                nix::libc::write(report_write.as_raw_fd(), report.as_ptr().cast(), report.len());
+                nix::libc::_exit(0)
             }
-            WaitStatus::Exited(_, code) => Err(Refusal::Connect(Errno::from_raw(code))),
-            other => panic!("the connecting child ended as {other:?}"),
-        },
+        }
+        ForkResult::Parent { child } => {
+            drop(report_write);
+            loop {
+                match waitpid(child, None) {
+                    Ok(WaitStatus::Exited(_, 0)) => break,
+                    Err(Errno::EINTR) => {}
+                    other => panic!("the connecting child ended as {other:?}"),
+                }
+            }
+            let mut report = [0_u8; 5];
+            std::fs::File::from(report_read)
+                .read_exact(&mut report)
+                .expect("the child's report");
+            let errno = Errno::from_raw(i32::from_ne_bytes([report[1], report[2], report[3], report[4]]));
+            match report[0] {
+                CONNECTED => Ok(()),
+                UNREACHABLE => Err(Refusal::PathUnreachable(errno)),
+                REFUSED => Err(Refusal::Connect(errno)),
+                _ => panic!("the child could not take uid {uid}: {errno}"),
+            }
+        }
     }
 }

@@ -10,25 +10,34 @@ use anyhow::Context;
 use kubevirt_tests::node_processes;
 use kubevirt_tests::process_memory::{Resident, field_kib, resident};
 
-/// A pod's memory cgroup, as cgroup v1 (the `memory` hierarchy) or v2 (unified) names its files.
-struct PodMemory {
+/// The memory cgroups of a process's container and of its pod (the container's parent), as
+/// cgroup v1 (the `memory` hierarchy) or v2 (unified) names them.
+struct PodCgroup {
+    /// The container's cgroup path, as `/proc/<pid>/cgroup` gives it.
+    container: PathBuf,
+    /// The pod's cgroup path.
+    pod: PathBuf,
+    /// The pod's directory under /sys/fs/cgroup.
     dir: PathBuf,
     unified: bool,
 }
 
-impl PodMemory {
-    /// The memory cgroup of the pod a process runs in (the parent of its container's cgroup).
+impl PodCgroup {
+    /// The cgroups of the container and the pod `pid` runs in.
     fn of(pid: u32) -> anyhow::Result<Self> {
         let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).context("cgroup")?;
         let (container, unified) = memory_cgroup(&cgroups).context("no memory cgroup")?;
-        let pod = Path::new(&container).parent().context("no pod cgroup")?;
+        let container = PathBuf::from(container);
+        let pod = container.parent().context("no pod cgroup")?.to_owned();
         let base = if unified {
             "/sys/fs/cgroup"
         } else {
             "/sys/fs/cgroup/memory"
         };
         Ok(Self {
-            dir: Path::new(base).join(pod.strip_prefix("/").unwrap_or(pod)),
+            dir: Path::new(base).join(pod.strip_prefix("/").unwrap_or(&pod)),
+            container,
+            pod,
             unified,
         })
     }
@@ -81,34 +90,49 @@ struct PodResident {
 }
 
 fn pod_resident(qemu: u32) -> anyhow::Result<PodResident> {
-    let cgroups = std::fs::read_to_string(format!("/proc/{qemu}/cgroup")).context("QEMU's cgroup")?;
-    let (container, _) = memory_cgroup(&cgroups).context("QEMU has no memory cgroup")?;
-    let pod = Path::new(&container).parent().context("no pod cgroup")?.to_owned();
+    let cgroup = PodCgroup::of(qemu).context("QEMU's cgroup")?;
     let mut sums = PodResident::default();
     for process in node_processes::all() {
         let Some((path, _)) = memory_cgroup(&process.cgroups) else {
             continue;
         };
-        if process.pid == qemu || !Path::new(&path).starts_with(&pod) {
+        // QEMU is not counted, nor is a zombie (no command line, no memory).
+        if process.pid == qemu || process.cmdline.is_empty() || !Path::new(&path).starts_with(&cgroup.pod) {
             continue;
         }
         let resident = resident(&process.pid.to_string());
+        if resident.rss_kib == 0 {
+            anyhow::bail!("no memory figures for {} (pid {})", process.program, process.pid);
+        }
         sums.pod.rss_kib += resident.rss_kib;
         sums.pod.pss_kib += resident.pss_kib;
-        if path == container {
+        if Path::new(&path) == cgroup.container {
             sums.compute.rss_kib += resident.rss_kib;
             sums.compute.pss_kib += resident.pss_kib;
             sums.compute_programs.push(process.program);
         }
     }
     sums.compute_programs.sort();
+    for program in ["virt-launcher", "libvirtd"] {
+        if !sums.compute_programs.iter().any(|p| p == program) {
+            anyhow::bail!(
+                "no {program} beside QEMU {qemu} in its container: {:?}",
+                sums.compute_programs
+            );
+        }
+    }
     Ok(sums)
 }
 
-/// The median of `values`; 0 for none.
-fn median(mut values: Vec<u64>) -> u64 {
+/// The median of `values` (the mean of the middle two for an even count); `None` for none.
+fn median(mut values: Vec<u64>) -> Option<u64> {
     values.sort_unstable();
-    values.get(values.len() / 2).copied().unwrap_or(0)
+    let middle = values.len() / 2;
+    match values.len() {
+        0 => None,
+        n if n % 2 == 1 => values.get(middle).copied(),
+        _ => Some((values.get(middle - 1)? + values.get(middle)?) / 2),
+    }
 }
 
 /// The per-VM measure for the pods of `running`: PSS and RSS summed over every process of
@@ -122,8 +146,10 @@ fn per_vm_rows(running: &[String], out: &mut String) -> anyhow::Result<()> {
         pods.push(pod_resident(qemu)?);
     }
     let programs = pods.first().map(|p| p.compute_programs.join(", ")).unwrap_or_default();
-    let pss = median(pods.iter().map(|p| p.compute.pss_kib).collect());
-    let rss = median(pods.iter().map(|p| p.compute.rss_kib).collect());
+    let median_of =
+        |field: fn(&PodResident) -> u64| median(pods.iter().map(field).collect()).context("no launcher pod to measure");
+    let pss = median_of(|p| p.compute.pss_kib)?;
+    let rss = median_of(|p| p.compute.rss_kib)?;
     let met = |kib: u64, goal_mib: u64| if kib <= goal_mib * 1024 { "yes" } else { "**no**" };
     let _ = writeln!(
         out,
@@ -145,8 +171,8 @@ fn per_vm_rows(running: &[String], out: &mut String) -> anyhow::Result<()> {
     let _ = writeln!(
         out,
         "| the whole pod but QEMU (with pause and the containerDisk sidecars): PSS / RSS | {} / {} |  |  |\n",
-        mib(median(pods.iter().map(|p| p.pod.pss_kib).collect())),
-        mib(median(pods.iter().map(|p| p.pod.rss_kib).collect()))
+        mib(median_of(|p| p.pod.pss_kib)?),
+        mib(median_of(|p| p.pod.rss_kib)?)
     );
     Ok(())
 }
@@ -174,7 +200,7 @@ pub fn report(running: &[String]) -> anyhow::Result<String> {
         .with_context(|| format!("no QEMU for {name}"))?
         .pid;
     let qemu_rss = resident(&qemu.to_string()).rss_kib;
-    let (usage, anon, cache) = PodMemory::of(qemu)?.usage_anon_cache()?;
+    let (usage, anon, cache) = PodCgroup::of(qemu)?.usage_anon_cache()?;
     let qemu_anon = field_kib(
         &std::fs::read_to_string(format!("/proc/{qemu}/status")).unwrap_or_default(),
         "RssAnon:",

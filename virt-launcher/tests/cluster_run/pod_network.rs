@@ -256,11 +256,12 @@ fn assert_unprivileged(world: &World, pod: &FakePod, launcher: u32, owner: u32, 
             "no {program} among {processes:?}"
         );
     }
-    // Nothing else runs: no virtlogd, which QEMU's own stdio and serial log files replace.
-    for (_, cmdline) in &processes {
+    // Nothing else runs as the launcher's user, wherever it was started from: no virtlogd, which
+    // QEMU's own stdio and serial log files replace.
+    for (pid, cmdline) in processes_of_user(owner) {
         assert!(
-            programs.iter().any(|program| cmdline.contains(program)) && !cmdline.contains("virtlogd"),
-            "the pod runs {cmdline}"
+            programs.iter().any(|program| cmdline.contains(program)),
+            "the launcher's user runs {cmdline} (pid {pid})"
         );
     }
     for (pid, cmdline) in &processes {
@@ -334,6 +335,31 @@ fn assert_unprivileged(world: &World, pod: &FakePod, launcher: u32, owner: u32, 
         "the pod binds any port"
     );
     assert_eq!(host_unprivileged_ports(), host_ports, "the host's setting is untouched");
+}
+
+/// Every live process whose real uid is `uid`, with its command line (a process that ends
+/// meanwhile is left out).
+fn processes_of_user(uid: u32) -> Vec<(i32, String)> {
+    let real_uid = |status: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .and_then(|ids| ids.split_whitespace().next()?.parse::<u32>().ok())
+    };
+    std::fs::read_dir("/proc")
+        .expect("/proc")
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|status| real_uid(&status) == Some(uid))
+        })
+        .filter_map(|pid| {
+            // A zombie has no command line left to name it.
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
+                .ok()
+                .filter(|c| !c.is_empty())?;
+            Some((pid, String::from_utf8_lossy(&cmdline).replace('\0', " ")))
+        })
+        .collect()
 }
 
 fn host_unprivileged_ports() -> String {
