@@ -207,9 +207,11 @@ async fn measure(args: &Args) -> anyhow::Result<Results> {
 }
 
 fn main() -> anyhow::Result<()> {
+    // The handler's process settings: its arenas and runtime threads.
+    control_loop::process::limit_malloc_arenas();
     let args = parse_args()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(control_loop::process::RUNTIME_WORKERS)
         .enable_all()
         .build()?;
     let results = runtime.block_on(measure(&args))?;
@@ -227,7 +229,7 @@ fn main() -> anyhow::Result<()> {
     )?;
     writeln!(
         body,
-        "Machine: {}. Release build; 2 runtime threads, 10 workers. The launchers and the API server are \
+        "Machine: {}. Release build; 2 runtime threads, 2 malloc arenas and 10 workers, as virt-handler runs. The launchers and the API server are \
          in-process fakes behind the handler's traits: there is no gRPC channel or socket per launcher and \
          no Kubernetes client, which a real handler with 1000 launchers has. So the RSS below is the \
          handler's own caches, queues and runtime with 1000 VMIs plus the fakes, not what a handler on a \
