@@ -9,9 +9,10 @@ use std::os::unix::ffi::OsStrExt as _;
 use std::path::Path;
 
 use nix::errno::Errno;
+use nix::fcntl::OFlag;
 use nix::sys::socket::{AddressFamily, SockFlag, SockType, UnixAddr, connect, socket};
 use nix::sys::wait::{WaitStatus, waitpid};
-use nix::unistd::{ForkResult, Gid, Uid, fork, pipe, setgid, setgroups, setuid};
+use nix::unistd::{ForkResult, Gid, Uid, fork, pipe2, setgid, setgroups, setuid};
 
 /// `nobody` and `nogroup` on Debian.
 pub const NOBODY: u32 = 65534;
@@ -38,8 +39,8 @@ const REFUSED: u8 = 3;
 /// the way; it connects by the socket's name, so a path longer than a socket address holds works.
 ///
 /// # Panics
-/// When `path` cannot be a socket address, or the child cannot be started, take the uid, or be
-/// waited for: these are faults of the test, not outcomes.
+/// When `path` cannot be a socket address, or the child cannot be started, take the uid, make a
+/// socket, or be waited for: these are faults of the test, not outcomes.
 #[allow(unsafe_code)]
 pub fn connect_as(uid: u32, path: &Path) -> Result<(), Refusal> {
     // Everything the child needs is made before the fork: it only makes system calls.
@@ -52,7 +53,8 @@ pub fn connect_as(uid: u32, path: &Path) -> Result<(), Refusal> {
     let c_name = CString::new(name.as_bytes()).expect("a name without NUL");
     let address = UnixAddr::new(Path::new(name)).expect("socket address");
     let mut stat_buf = std::mem::MaybeUninit::<nix::libc::stat>::zeroed();
-    let (report_read, report_write) = pipe().expect("a pipe for the child's report");
+    // Close-on-exec: processes other threads of the test start meanwhile must not inherit it.
+    let (report_read, report_write) = pipe2(OFlag::O_CLOEXEC).expect("a pipe for the child's report");
     // SAFETY: the child runs one thread and calls only system calls (setgroups, setgid, setuid,
     // chdir, stat, socket, connect, write) on memory prepared above, and leaves with _exit.
     match unsafe { fork() }.expect("fork") {
@@ -71,11 +73,12 @@ pub fn connect_as(uid: u32, path: &Path) -> Result<(), Refusal> {
                 {
                     (UNREACHABLE, Errno::last_raw())
                 }
-                Ok(()) => match socket(AddressFamily::Unix, SockType::Stream, SockFlag::empty(), None)
-                    .and_then(|fd| connect(fd.as_raw_fd(), &address))
-                {
-                    Ok(()) => (CONNECTED, 0),
-                    Err(errno) => (REFUSED, errno as i32),
+                Ok(()) => match socket(AddressFamily::Unix, SockType::Stream, SockFlag::empty(), None) {
+                    Err(errno) => (SETUP_FAILED, errno as i32),
+                    Ok(fd) => match connect(fd.as_raw_fd(), &address) {
+                        Ok(()) => (CONNECTED, 0),
+                        Err(errno) => (REFUSED, errno as i32),
+                    },
                 },
             };
             let mut report = [0_u8; 5];
@@ -106,7 +109,7 @@ pub fn connect_as(uid: u32, path: &Path) -> Result<(), Refusal> {
                 CONNECTED => Ok(()),
                 UNREACHABLE => Err(Refusal::PathUnreachable(errno)),
                 REFUSED => Err(Refusal::Connect(errno)),
-                _ => panic!("the child could not take uid {uid}: {errno}"),
+                _ => panic!("the child could not take uid {uid} or make a socket: {errno}"),
             }
         }
     }

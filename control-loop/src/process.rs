@@ -1,5 +1,5 @@
 //! What a component binary does around its work: JSON logs on stderr at upstream's verbosity,
-//! a two-thread runtime with one malloc arena per thread, SIGTERM and Ctrl-C as a stop token, and
+//! a two-thread runtime with two malloc arenas, SIGTERM and Ctrl-C as a stop token, and
 //! one error line with a non-zero exit when it fails.
 
 use std::future::Future;
@@ -10,16 +10,18 @@ use tokio_util::sync::CancellationToken;
 /// The async runtime's worker threads.
 pub const RUNTIME_WORKERS: usize = 2;
 
-/// Caps glibc's malloc arenas at one per runtime worker thread, unless `MALLOC_ARENA_MAX` is set
-/// (an operator's choice wins). By default glibc gives threads that allocate at the same moment
-/// arenas of their own, up to eight per core, and memory freed in one arena serves no other, so
-/// a component's resident memory grew with how its work happened to be spread over threads: with
-/// 1000 VMIs, bench-handler's RSS ranged over 28.4-32.7 MiB, and 26.7-28.1 MiB with two arenas.
-/// (One arena gave about 25 MiB, but its lock made a full resync about 2.5 times slower.) Call it
-/// before any thread starts.
-pub fn limit_malloc_arenas() {
-    if std::env::var_os("MALLOC_ARENA_MAX").is_some() {
-        return;
+/// Caps glibc's malloc arenas at [`RUNTIME_WORKERS`] in all (the main arena included), unless
+/// the operator set a cap (`MALLOC_ARENA_MAX`, or `glibc.malloc.arena_max` in `GLIBC_TUNABLES`,
+/// which glibc applied at start-up). By default glibc gives threads that allocate at the same
+/// moment arenas of their own, up to eight per core, and memory freed in one arena serves no
+/// other, so a component's resident memory grew with how its work happened to be spread over
+/// threads: with 1000 VMIs, bench-handler's RSS ranged over 28.4-32.7 MiB, and over 26.7-28.5 MiB
+/// with two arenas. (One arena gave about 25 MiB, but its lock made a full resync about 2.5 times
+/// slower.) Call it before any thread starts. Returns whether it set the cap.
+pub fn limit_malloc_arenas() -> bool {
+    let tunables = std::env::var("GLIBC_TUNABLES").unwrap_or_default();
+    if std::env::var_os("MALLOC_ARENA_MAX").is_some() || tunables.contains("glibc.malloc.arena_max") {
+        return false;
     }
     let arenas = nix::libc::c_int::try_from(RUNTIME_WORKERS).unwrap_or(nix::libc::c_int::MAX);
     // SAFETY: mallopt only sets a tunable of the allocator; no memory is touched.
@@ -28,6 +30,7 @@ pub fn limit_malloc_arenas() {
     if set == 0 {
         tracing::warn!(arenas, "cannot cap the malloc arenas");
     }
+    set != 0
 }
 
 /// Runs `work` as the component `name` logging at verbosity `verbosity` (upstream's `-v`;
@@ -45,7 +48,7 @@ where
         .with_writer(std::io::stderr)
         .log_internal_errors(false)
         .init();
-    limit_malloc_arenas();
+    let _ = limit_malloc_arenas();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(RUNTIME_WORKERS)
         .enable_all()

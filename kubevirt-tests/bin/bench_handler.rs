@@ -208,7 +208,11 @@ async fn measure(args: &Args) -> anyhow::Result<Results> {
 
 fn main() -> anyhow::Result<()> {
     // The handler's process settings: its arenas and runtime threads.
-    control_loop::process::limit_malloc_arenas();
+    let arenas = if control_loop::process::limit_malloc_arenas() {
+        format!("{} malloc arenas", control_loop::process::RUNTIME_WORKERS)
+    } else {
+        "malloc arenas as MALLOC_ARENA_MAX or GLIBC_TUNABLES set them".to_owned()
+    };
     let args = parse_args()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(control_loop::process::RUNTIME_WORKERS)
@@ -229,7 +233,7 @@ fn main() -> anyhow::Result<()> {
     )?;
     writeln!(
         body,
-        "Machine: {}. Release build; 2 runtime threads, 2 malloc arenas and 10 workers, as virt-handler runs. The launchers and the API server are \
+        "Machine: {}. Release build; {} runtime threads, {arenas} and 10 workers, as virt-handler runs. The launchers and the API server are \
          in-process fakes behind the handler's traits: there is no gRPC channel or socket per launcher and \
          no Kubernetes client, which a real handler with 1000 launchers has. So the RSS below is the \
          handler's own caches, queues and runtime with 1000 VMIs plus the fakes, not what a handler on a \
@@ -239,6 +243,7 @@ fn main() -> anyhow::Result<()> {
          Event to status: a launcher reports a paused or resumed domain and the handler writes the VMI \
          status, {} events.\n",
         kubevirt_tests::machine_description(),
+        control_loop::process::RUNTIME_WORKERS,
         args.resyncs,
         args.events
     )?;

@@ -157,6 +157,10 @@ async fn run_binding_as(user: LauncherUser, example: &str, pod: FakePod, uid: &s
     vmi.spec.networks = networked.spec.networks;
     vmi.spec.domain.devices.interfaces = networked.spec.domain.devices.interfaces;
     vmi.spec.domain.devices.autoattach_pod_interface = None;
+    let before = match user {
+        LauncherUser::Root => Vec::new(),
+        LauncherUser::Unprivileged(owner) => processes_of_user(owner),
+    };
     let launcher = match user {
         LauncherUser::Root => spawn_launcher_in(&dirs, name, uid, Some(&pod.path())),
         LauncherUser::Unprivileged(owner) => {
@@ -210,7 +214,7 @@ async fn run_binding_as(user: LauncherUser, example: &str, pod: FakePod, uid: &s
     let cached = std::fs::read_to_string(&cache).expect("the handler's cache");
     assert!(cached.contains(&pod.address.to_string()), "{cached}");
     if let LauncherUser::Unprivileged(owner) = user {
-        assert_unprivileged(&world, &pod, launcher.id(), owner, &host_ports);
+        assert_unprivileged(&world, &pod, launcher.id(), owner, &host_ports, &before);
         let private = std::fs::symlink_metadata(dirs.private.join(uid)).expect("private dir");
         assert_eq!(
             (
@@ -246,7 +250,15 @@ fn status_field(pid: i32, field: &str) -> String {
 
 /// Everything the launcher pod runs is `owner`'s with no capability; virt-handler gave the pod's
 /// devices, the tap and the notify pipe to `owner`, and let it bind the DHCP port, in the pod only.
-fn assert_unprivileged(world: &World, pod: &FakePod, launcher: u32, owner: u32, host_ports: &str) {
+/// `before` is what ran as `owner` before the launcher started.
+fn assert_unprivileged(
+    world: &World,
+    pod: &FakePod,
+    launcher: u32,
+    owner: u32,
+    host_ports: &str,
+    before: &[(i32, String)],
+) {
     use std::os::unix::fs::MetadataExt as _;
     let processes = processes_under(world.root.path());
     let programs = ["virt-launcher", "libvirtd", "qemu-system"];
@@ -257,8 +269,12 @@ fn assert_unprivileged(world: &World, pod: &FakePod, launcher: u32, owner: u32, 
         );
     }
     // Nothing else runs as the launcher's user, wherever it was started from: no virtlogd, which
-    // QEMU's own stdio and serial log files replace.
-    for (pid, cmdline) in processes_of_user(owner) {
+    // QEMU's own stdio and serial log files replace. (What ran as that uid before the launcher
+    // started, a host's own account perhaps, is not the pod's.)
+    for (pid, cmdline) in processes_of_user(owner)
+        .into_iter()
+        .filter(|(pid, _)| !before.iter().any(|(earlier, _)| earlier == pid))
+    {
         assert!(
             programs.iter().any(|program| cmdline.contains(program)),
             "the launcher's user runs {cmdline} (pid {pid})"
