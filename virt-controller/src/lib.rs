@@ -16,6 +16,7 @@ pub mod migration_history;
 pub mod migration_phase;
 pub mod migration_plan;
 pub mod overhead;
+pub mod own_writes;
 pub mod pod;
 pub mod printable_status;
 pub mod recent_events;

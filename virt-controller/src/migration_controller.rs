@@ -8,7 +8,6 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::runtime::watcher::Event;
 use kubevirt_api::clock::Clock;
 use kubevirt_api::migration_settings::MigrationSettings;
 use kubevirt_api::v1::{VirtualMachineInstance, VirtualMachineInstanceMigration};
@@ -343,7 +342,7 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
             Ok(pod) => match self.api.create_pod(&namespace, &pod).await {
                 Ok(created) => {
                     let name = created.metadata.name.clone().unwrap_or_default();
-                    self.on_pod_event(Event::Apply(created));
+                    self.on_pod_created(&created);
                     (
                         Ok(()),
                         (
@@ -393,7 +392,7 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
                 .update_vmi_status(&vmi)
                 .await
                 .map_err(cannot("write the VMI's migration state"))?;
-            self.on_vmi_event(Event::Apply(written));
+            self.on_vmi_written(&written);
         }
         Ok(())
     }

@@ -337,8 +337,10 @@ fn timeout_seconds(migration: &VirtualMachineInstanceMigration, annotation: &str
 }
 
 /// A target pod still Pending: deleted once unschedulable for too long, or Pending for too long
-/// for any reason; the migration then fails because its target pod is gone. Until then, looked
-/// at again when the next timeout falls due.
+/// for any reason; the migration then fails because its target pod is gone. Both periods count
+/// from the pod's creation, so until one runs out the migration is looked at again when the
+/// next could: at the unschedulable deadline even while the pod is not (yet) marked
+/// unschedulable, since the scheduler's mark may reach the cache later than its event (#31).
 fn pending_timeouts(seen: &Observed<'_>, vmi: &VirtualMachineInstance, plan: &mut Plan) {
     let Some(pod) = seen.target_pod else { return };
     let Some(created) = pod.created.as_ref() else {
@@ -349,12 +351,17 @@ fn pending_timeouts(seen: &Observed<'_>, vmi: &VirtualMachineInstance, plan: &mu
     }
     let spent = (seen.now.0.as_second() - created.0.as_second()).max(0);
     let migration = seen.migration;
-    let mut deadlines = Vec::new();
-    if pod
+    let unschedulable_limit = timeout_seconds(
+        migration,
+        UNSCHEDULABLE_TIMEOUT_ANNOTATION,
+        UNSCHEDULABLE_TIMEOUT_SECONDS,
+    );
+    let pending_limit = timeout_seconds(migration, PENDING_TIMEOUT_ANNOTATION, PENDING_TIMEOUT_SECONDS);
+    let is_unschedulable = pod
         .unschedulable
         .as_ref()
-        .is_some_and(|(reason, _)| reason == "Unschedulable")
-    {
+        .is_some_and(|(reason, _)| reason == "Unschedulable");
+    if is_unschedulable {
         plan.events.push(event(
             "Warning",
             "MigrationTargetPodUnschedulable",
@@ -363,21 +370,31 @@ fn pending_timeouts(seen: &Observed<'_>, vmi: &VirtualMachineInstance, plan: &mu
                 vmi.key()
             ),
         ));
-        let limit = timeout_seconds(
-            migration,
-            UNSCHEDULABLE_TIMEOUT_ANNOTATION,
-            UNSCHEDULABLE_TIMEOUT_SECONDS,
-        );
-        deadlines.push((limit, "unschedulable pod timeout period exceeded"));
+        if spent >= unschedulable_limit {
+            plan.delete_target_pod = Some(pod.name.clone());
+            plan.events.push(event(
+                "Normal",
+                "SuccessfulDelete",
+                "unschedulable pod timeout period exceeded",
+            ));
+            return;
+        }
     }
-    let limit = timeout_seconds(migration, PENDING_TIMEOUT_ANNOTATION, PENDING_TIMEOUT_SECONDS);
-    deadlines.push((limit, "pending pod timeout period exceeded"));
-    if let Some((_, reason)) = deadlines.iter().find(|(limit, _)| spent >= *limit) {
+    if spent >= pending_limit {
         plan.delete_target_pod = Some(pod.name.clone());
-        plan.events.push(event("Normal", "SuccessfulDelete", *reason));
+        plan.events.push(event(
+            "Normal",
+            "SuccessfulDelete",
+            "pending pod timeout period exceeded",
+        ));
         return;
     }
-    let next = deadlines.iter().map(|(limit, _)| limit - spent).min().unwrap_or(1);
+    let next = [unschedulable_limit, pending_limit]
+        .into_iter()
+        .map(|limit| limit - spent)
+        .filter(|left| *left > 0)
+        .min()
+        .unwrap_or(1);
     let wait = Duration::from_secs(u64::try_from(next).unwrap_or(1).max(1));
     plan.requeue = Some(plan.requeue.map_or(wait, |r| r.min(wait)));
 }

@@ -16,6 +16,7 @@ use serde_json::json;
 use crate::cluster_api::{ApiError, ControllerApi};
 use crate::compact::Compact;
 use crate::expectations::Expectations;
+use crate::own_writes::replaces_cached;
 use crate::reconcile_error::{RETRY, ReconcileError, cannot, log_and_retry};
 use crate::run_strategy::{Action, Observed, VmiView, decide};
 use crate::vm_instancetypes::{Failure, Resolved, vmi_to_create};
@@ -285,7 +286,17 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
                 .await
                 .map_err(cannot("write the status"))?;
         }
-        self.known().vms.insert(key.to_owned(), Arc::new(current));
+        let mut known = self.known();
+        let cached = known
+            .vms
+            .get(key)
+            .map(|cached| cached.metadata.resource_version.clone());
+        // A VM no longer cached was deleted meanwhile: it must not come back.
+        if cached.is_some_and(|cached| replaces_cached(current.metadata.resource_version.as_deref(), cached.as_deref()))
+        {
+            known.vms.insert(key.to_owned(), Arc::new(current));
+        }
+        drop(known);
         Ok(requeue)
     }
 

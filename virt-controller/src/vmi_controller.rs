@@ -17,6 +17,7 @@ use serde_json::json;
 use crate::cluster_api::{ApiError, ControllerApi};
 use crate::compact::Compact;
 use crate::expectations::Expectations;
+use crate::own_writes::{replaces_cached, replaces_cached_pod};
 use crate::pod::{PodConfig, render_launcher_pod};
 use crate::reconcile_error::{ReconcileError, cannot, log_and_retry};
 use crate::vmi_lifecycle::{Observed, PodView, plan};
@@ -116,6 +117,7 @@ pub fn pod_view(pod: &Pod) -> PodView {
             .and_then(|l| l.get(kubevirt_api::well_known::labels::MIGRATION_JOB_UID))
             .cloned(),
         created: pod.metadata.creation_timestamp.clone(),
+        resource_version: pod.metadata.resource_version.clone(),
     }
 }
 
@@ -208,16 +210,34 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
             }
         };
         let Some(key) = owner_key(&pod) else { return Vec::new() };
-        let view = pod_view(&pod);
         let mut known = self.known();
+        Self::store_pod(&mut known, key, pod_view(&pod), gone)
+    }
+
+    /// Keeps a launcher pod this controller created, unless the watch already showed it as new
+    /// or newer ([`crate::own_writes`]): the scheduler's unschedulable mark must not be lost to
+    /// the creation's answer.
+    fn on_pod_created(&self, pod: &Pod) {
+        let Some(key) = owner_key(pod) else { return };
+        let view = pod_view(pod);
+        let mut known = self.known();
+        if replaces_cached_pod(known.pods.get(&key), &view) {
+            Self::store_pod(&mut known, key, view, false);
+        }
+    }
+
+    /// Keeps (or, `gone`, forgets) the pod `view` of the VMI `key`, counting it against the
+    /// expectations; returns the key to reconcile.
+    fn store_pod(known: &mut Known, key: String, view: PodView, gone: bool) -> Vec<String> {
         known.pod_list.saw(&format!("{key}/{}", view.name));
         let pods = known.pods.entry(key.clone()).or_default();
         let was_known = pods.contains_key(&view.name);
         let was_terminating = pods.get(&view.name).is_some_and(|p| p.is_terminating);
+        let is_terminating = view.is_terminating;
         if gone {
             pods.remove(&view.name);
         } else {
-            pods.insert(view.name.clone(), view.clone());
+            pods.insert(view.name.clone(), view);
         }
         if pods.is_empty() {
             known.pods.remove(&key);
@@ -225,7 +245,7 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
         if !was_known && !gone {
             known.expectations.creation_observed(&key);
         }
-        if (gone || view.is_terminating) && !was_terminating {
+        if (gone || is_terminating) && !was_terminating {
             known.expectations.deletion_observed(&key);
         }
         vec![key]
@@ -279,7 +299,7 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
                                 created.metadata.name.as_deref().unwrap_or_default()
                             );
                             self.event(&current, "Normal", "SuccessfulCreate", &message).await;
-                            self.on_pod_event(Event::Apply(created));
+                            self.on_pod_created(&created);
                         }
                         Err(error) => {
                             self.known().expectations.creation_observed(key);
@@ -329,7 +349,17 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
                 .map_err(cannot("write the status"))?;
         }
         if current.metadata.resource_version != vmi.metadata.resource_version {
-            self.known().vmis.insert(key.to_owned(), KnownVmi::new(&current));
+            let mut known = self.known();
+            let cached = known
+                .vmis
+                .get(key)
+                .map(|cached| cached.vmi.get().and_then(|cached| cached.metadata.resource_version));
+            // A VMI no longer cached was deleted meanwhile: it must not come back.
+            if cached
+                .is_some_and(|cached| replaces_cached(current.metadata.resource_version.as_deref(), cached.as_deref()))
+            {
+                known.vmis.insert(key.to_owned(), KnownVmi::new(&current));
+            }
         }
         Ok(None)
     }

@@ -37,6 +37,8 @@ pub struct PodView {
     pub migration_job: Option<String>,
     /// Its creation timestamp.
     pub created: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    /// `metadata.resourceVersion`: which of two views is newer ([`crate::own_writes`]).
+    pub resource_version: Option<String>,
 }
 
 impl PodView {

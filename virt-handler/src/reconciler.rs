@@ -103,6 +103,22 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
         }
     }
 
+    /// Keeps a VMI this handler wrote, unless the watch already showed it as new or newer, or
+    /// showed it deleted ([`control_loop::own_writes`]): a newer VMI lost here would not come
+    /// back until the VMI changed again.
+    fn keep_written(&self, key: &str, stored: VirtualMachineInstance) {
+        let mut known = self.known();
+        let is_newer = known.vmis.get(key).is_some_and(|cached| {
+            control_loop::own_writes::replaces_cached(
+                stored.metadata.resource_version.as_deref(),
+                cached.metadata.resource_version.as_deref(),
+            )
+        });
+        if is_newer {
+            known.vmis.insert(key.to_owned(), Arc::new(stored));
+        }
+    }
+
     fn known(&self) -> std::sync::MutexGuard<'_, Known> {
         self.known.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -456,7 +472,7 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
         updated.status = Some(status);
         match self.api.update_vmi_status(&updated).await {
             Ok(stored) => {
-                self.known().vmis.insert(key.to_owned(), Arc::new(stored));
+                self.keep_written(key, stored);
                 if new_phase != old_phase {
                     info!(vmi = %key, phase = ?new_phase, "phase changed");
                     if let Some(event) = new_phase.and_then(phase_event) {

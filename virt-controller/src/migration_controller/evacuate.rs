@@ -6,7 +6,6 @@
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::runtime::watcher::Event;
 use kubevirt_api::clock::Clock;
 use kubevirt_api::v1::{VirtualMachineInstance, VirtualMachineInstanceMigration, VirtualMachineInstanceMigrationSpec};
 use kubevirt_api::well_known::annotations;
@@ -232,7 +231,7 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
             Ok(created) => {
                 let name = created.metadata.name.clone().unwrap_or_default();
                 tracing::info!(vmi = %key, migration = %name, "evacuating");
-                self.on_migration_event(Event::Apply(created));
+                self.on_migration_created(&created);
                 (true, "Normal", "SuccessfulCreate", format!("Created Migration {name}"))
             }
             Err(error) => {

@@ -9,7 +9,9 @@ use kubevirt_api::v1::{VirtualMachineInstance, VirtualMachineInstanceMigration};
 use super::{Known, MigrationController, migration_key, vmi_key_of};
 use crate::cluster_api::ControllerApi;
 use crate::compact::Compact;
+use crate::own_writes::{replaces_cached, replaces_cached_pod};
 use crate::vmi_controller::{owner_key, pod_view};
+use crate::vmi_lifecycle::PodView;
 
 impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
     /// The migrations of the VMI `vmi_key`.
@@ -62,21 +64,7 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
         let mut guard = self.known();
         let known = &mut *guard;
         let key = match event {
-            Event::Apply(vmi) | Event::InitApply(vmi) => {
-                let key = vmi.key();
-                known.vmi_list.saw(&key);
-                known.vmis.insert(key.clone(), Compact::new(&vmi));
-                let mark = vmi
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.evacuation_node_name.clone())
-                    .filter(|n| !n.is_empty());
-                match mark {
-                    Some(node) => known.evacuations.insert(key.clone(), node),
-                    None => known.evacuations.remove(&key),
-                };
-                key
-            }
+            Event::Apply(vmi) | Event::InitApply(vmi) => Self::store_vmi(known, &vmi),
             Event::Delete(vmi) => {
                 let key = vmi.key();
                 known.vmis.remove(&key);
@@ -95,6 +83,54 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
             }
         };
         Self::migrations_of(known, &key)
+    }
+
+    /// Keeps a VMI this controller wrote, unless the watch already showed it as new or newer
+    /// ([`crate::own_writes`]), or showed it deleted.
+    pub(super) fn on_vmi_written(&self, vmi: &VirtualMachineInstance) {
+        let mut known = self.known();
+        let cached = known
+            .vmis
+            .get(&vmi.key())
+            .map(|cached| cached.get().and_then(|cached| cached.metadata.resource_version));
+        if cached.is_some_and(|cached| replaces_cached(vmi.metadata.resource_version.as_deref(), cached.as_deref())) {
+            Self::store_vmi(&mut known, vmi);
+        }
+    }
+
+    /// Keeps a migration this controller created, unless the watch already showed it as new or
+    /// newer ([`crate::own_writes`]).
+    pub(super) fn on_migration_created(&self, migration: &VirtualMachineInstanceMigration) {
+        let key = migration_key(migration);
+        let mut known = self.known();
+        let cached = known
+            .migrations
+            .get(&key)
+            .map(|cached| cached.get().and_then(|cached| cached.metadata.resource_version));
+        if let Some(cached) = cached
+            && !replaces_cached(migration.metadata.resource_version.as_deref(), cached.as_deref())
+        {
+            return;
+        }
+        known.migration_list.saw(&key);
+        known.migrations.insert(key, Compact::new(migration));
+    }
+
+    /// Keeps `vmi` and its evacuation mark; returns its key.
+    fn store_vmi(known: &mut Known, vmi: &VirtualMachineInstance) -> String {
+        let key = vmi.key();
+        known.vmi_list.saw(&key);
+        known.vmis.insert(key.clone(), Compact::new(vmi));
+        let mark = vmi
+            .status
+            .as_ref()
+            .and_then(|s| s.evacuation_node_name.clone())
+            .filter(|n| !n.is_empty());
+        match mark {
+            Some(node) => known.evacuations.insert(key.clone(), node),
+            None => known.evacuations.remove(&key),
+        };
+        key
     }
 
     /// Takes in a launcher pod watch event; returns the keys of its VMI's migrations.
@@ -116,19 +152,34 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
         let Some(vmi_key) = owner_key(&pod) else {
             return Vec::new();
         };
-        let view = pod_view(&pod);
         let mut known = self.known();
+        Self::store_pod(&mut known, &vmi_key, pod_view(&pod), gone);
+        Self::migrations_of(&known, &vmi_key)
+    }
+
+    /// Keeps a target pod this controller created, unless the watch already showed it as new
+    /// or newer ([`crate::own_writes`]): a scheduler's mark must not be lost to the creation's
+    /// answer.
+    pub(super) fn on_pod_created(&self, pod: &Pod) {
+        let Some(vmi_key) = owner_key(pod) else { return };
+        let view = pod_view(pod);
+        let mut known = self.known();
+        if replaces_cached_pod(known.pods.get(&vmi_key), &view) {
+            Self::store_pod(&mut known, &vmi_key, view, false);
+        }
+    }
+
+    fn store_pod(known: &mut Known, vmi_key: &str, view: PodView, gone: bool) {
         known.pod_list.saw(&format!("{vmi_key}/{}", view.name));
-        let pods = known.pods.entry(vmi_key.clone()).or_default();
+        let pods = known.pods.entry(vmi_key.to_owned()).or_default();
         if gone {
             pods.remove(&view.name);
         } else {
             pods.insert(view.name.clone(), view);
         }
         if pods.is_empty() {
-            known.pods.remove(&vmi_key);
+            known.pods.remove(vmi_key);
         }
-        Self::migrations_of(&known, &vmi_key)
     }
 }
 

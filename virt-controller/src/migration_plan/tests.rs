@@ -47,6 +47,7 @@ fn pod(name: &str, node: Option<&str>, phase: &str, ready: bool) -> PodView {
         runtime_user: 107,
         migration_job: None,
         created: None,
+        resource_version: None,
     }
 }
 
@@ -288,6 +289,12 @@ fn a_target_pod_pending_too_long_is_deleted_and_looked_at_again_until_then() {
             late.events.last().map(|e| e.message.as_str()),
             Some("unschedulable pod timeout period exceeded")
         );
+        // Not (yet) marked unschedulable: looked at again when the unschedulable period could
+        // run out, so a scheduler's mark that reaches the cache late still fails it in time (#31).
+        let young = decide(&migration, &waiting(now - 100));
+        assert_eq!(young.delete_target_pod, None, "{phase:?}");
+        assert_eq!(young.requeue, Some(Duration::from_secs(200)), "{phase:?}");
+        assert!(young.events.is_empty());
         // Pending for another reason: 15 minutes.
         let slow = decide(&migration, &waiting(now - 600));
         assert_eq!(slow.delete_target_pod, None);

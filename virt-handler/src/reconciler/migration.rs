@@ -185,7 +185,7 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
             .update_vmi_status(vmi)
             .await
             .map_err(|e| StepError::Write(e.to_string()))?;
-        self.known().vmis.insert(key.to_owned(), Arc::new(stored));
+        self.keep_written(key, stored);
         Ok(())
     }
 
