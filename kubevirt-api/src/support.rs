@@ -212,7 +212,11 @@ fn devices(spec: &VirtualMachineInstanceSpec, r: &mut Refusals<'_>) {
         "the diag288 watchdog (s390x only)",
     );
     r.refuse_if(
-        devices.tpm.as_ref().is_some_and(|t| t.persistent == Some(true)),
+        // A disabled TPM is no device at all, whatever its other fields say.
+        devices
+            .tpm
+            .as_ref()
+            .is_some_and(|t| t.enabled != Some(false) && t.persistent == Some(true)),
         "domain.devices.tpm.persistent",
         "a persistent TPM (it needs VM state storage)",
     );

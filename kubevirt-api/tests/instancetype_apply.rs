@@ -175,7 +175,7 @@ fn every_field_the_vm_sets_too_is_a_conflict() {
         "domain.cpu.isolateEmulatorThread",
         "domain.cpu.numa",
         "domain.cpu.realtime",
-        "domain.memory",
+        "domain.memory.guest",
         "domain.ioThreadsPolicy",
         "domain.ioThreads.supplementalPoolThreadCount",
         "domain.launchSecurity",
@@ -202,8 +202,37 @@ fn only_the_first_memory_field_the_vm_sets_conflicts() {
         conflicts(
             json!({"domain": {"devices": {}, "memory": {"guest": "1Gi"}, "resources": {"requests": {"memory": "1Gi"}}}})
         ),
-        [format!("{P}.domain.memory")]
+        [format!("{P}.domain.memory.guest")]
     );
+    // Hugepages and maxGuest conflict only when the instance type sets them too.
+    let huge = instancetype(
+        json!({"cpu": {"guest": 1}, "memory": {"guest": "1Gi", "hugepages": {"pageSize": "2Mi"}, "maxGuest": "2Gi"}}),
+    );
+    assert_eq!(
+        applied(
+            Some(&huge),
+            None,
+            json!({"domain": {"devices": {}, "memory": {"hugepages": {"pageSize": "1Gi"}}}})
+        )
+        .expect_err("conflict"),
+        [format!("{P}.domain.memory.hugepages")]
+    );
+    assert_eq!(
+        applied(
+            Some(&huge),
+            None,
+            json!({"domain": {"devices": {}, "memory": {"maxGuest": "4Gi"}}})
+        )
+        .expect_err("conflict"),
+        [format!("{P}.domain.memory.maxGuest")]
+    );
+    let (spec, _) = applied(
+        Some(&small()),
+        None,
+        json!({"domain": {"devices": {}, "memory": {"hugepages": {"pageSize": "2Mi"}}}}),
+    )
+    .expect("an instance type without hugepages leaves the VM's");
+    assert_eq!(spec["domain"]["memory"]["hugepages"]["pageSize"], "2Mi");
     assert_eq!(
         conflicts(
             json!({"domain": {"devices": {}, "resources": {"requests": {"memory": "1Gi"}, "limits": {"memory": "1Gi"}}}})

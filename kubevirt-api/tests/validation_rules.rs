@@ -404,3 +404,19 @@ fn data_volume_templates_rule_62() {
         ]
     );
 }
+
+/// A VM's template is held to the same cloud-init rules as a VMI: two user-data sources are
+/// refused at the template's path, as upstream's VM admitter refuses them (#31).
+#[test]
+fn a_vm_template_with_two_user_data_sources_is_refused() {
+    let mut template = base();
+    template["volumes"][1]["cloudInitNoCloud"]["userDataBase64"] = json!("I2Nsb3VkLWNvbmZpZwo=");
+    let vm: VirtualMachine = serde_json::from_value(json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": {"name": "vm"},
+        "spec": {"runStrategy": "Always", "template": {"spec": template}}
+    }))
+    .expect("VM");
+    let causes = validate_vm(&vm, &ClusterConfig::default());
+    let got: Vec<(CauseType, &str)> = causes.iter().map(|c| (c.kind, c.field.as_str())).collect();
+    assert_eq!(got, [(Invalid, "spec.template.spec.volumes[1].cloudInitNoCloud")]);
+}

@@ -633,3 +633,44 @@ fn an_isolated_emulator_gets_the_clusters_even_parity_only_under_align_cpus() {
         "no isolated emulator"
     );
 }
+
+/// Regression (#31): a VM whose template's cloud-init volume has two user-data sources is refused
+/// at the template's path, as the VMI would be.
+#[test]
+fn a_vm_with_two_cloud_init_user_data_sources_is_refused() {
+    let mut spec = minimal_spec();
+    spec["domain"]["devices"]["disks"]
+        .as_array_mut()
+        .expect("disks")
+        .push(json!({"name": "init", "disk": {"bus": "virtio"}}));
+    spec["volumes"].as_array_mut().expect("volumes").push(json!({
+        "name": "init",
+        "cloudInitNoCloud": {"userData": "#cloud-config\n", "userDataBase64": "I2Nsb3VkLWNvbmZpZwo="}
+    }));
+    for (resource, object, hook, field) in [
+        (
+            "virtualmachines",
+            vm(spec.clone(), "Always"),
+            Webhook::VmValidate,
+            "spec.template.spec.volumes[1].cloudInitNoCloud",
+        ),
+        (
+            "virtualmachineinstances",
+            vmi(spec.clone()),
+            Webhook::VmiValidateCreate,
+            "spec.volumes[1].cloudInitNoCloud",
+        ),
+    ] {
+        let body = review(resource, "CREATE", "alice", &object, None);
+        let causes = denied(&run(hook, &body, ClusterConfig::default()));
+        assert_eq!(
+            causes,
+            [(
+                "FieldValueInvalid".to_owned(),
+                field.to_owned(),
+                format!("{field} must have only one userdatasource set.")
+            )],
+            "{resource}"
+        );
+    }
+}

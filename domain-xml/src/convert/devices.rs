@@ -7,8 +7,8 @@ use super::disks::DiskNeeds;
 use super::{ConvertContext, ConvertError, virtio_model};
 use crate::model::{
     Alias, BalloonStats, Channel, ChannelTarget, Console, Controller, ControllerDriver, Devices, Domain, Graphics,
-    GraphicsListen, Input, Log, Memballoon, Redirdev, Rng, RngBackend, Serial, SerialTarget, Sound, Tpm, TpmBackend,
-    UnixSource, Video, VideoModel, Vsock, VsockCid, Watchdog,
+    GraphicsListen, Input, Log, Memballoon, PciHole64, Redirdev, Rng, RngBackend, Serial, SerialTarget, Sound, Tpm,
+    TpmBackend, UnixSource, Video, VideoModel, Vsock, VsockCid, Watchdog,
 };
 
 /// Name of the guest agent's virtio-serial port.
@@ -45,6 +45,15 @@ pub fn apply(
             });
         }
         out.controller.push(scsi);
+    }
+    if is_pci_hole64_disabled(vmi) {
+        out.controller.push(Controller {
+            pcihole64: Some(PciHole64 {
+                unit: Some("KiB".to_owned()),
+                size: 0,
+            }),
+            ..controller("pci", "pcie-root")
+        });
     }
     out.channel.push(Channel {
         channel_type: "unix".to_owned(),
@@ -190,6 +199,16 @@ fn add_optional_devices(
         }
     }
     Ok(())
+}
+
+/// The `kubevirt.io/disablePCIHole64` annotation says `true`, in any case (as upstream reads it):
+/// a guest that cannot cope with a 64-bit PCI hole, such as Windows XP.
+fn is_pci_hole64_disabled(vmi: &VirtualMachineInstance) -> bool {
+    vmi.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(kubevirt_api::well_known::annotations::DISABLE_PCI_HOLE64))
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
 }
 
 fn controller(kind: &str, model: &str) -> Controller {

@@ -225,7 +225,8 @@ pub fn apply_features(vmi: &VirtualMachineInstance, domain: &mut Domain) -> Resu
     }
     if let Some(kvm) = features.kvm.as_ref() {
         out.kvm = Some(KvmFeatures {
-            hidden: kvm.hidden.filter(|h| *h).map(|_| State::on_off(true)),
+            // Upstream always says whether the signature is hidden, off when `hidden` is unset.
+            hidden: Some(State::on_off(kvm.hidden.unwrap_or(false))),
             hint_dedicated: None,
         });
     }

@@ -295,10 +295,24 @@ pub struct Controller {
     pub model: Option<String>,
     /// Driver options.
     pub driver: Option<ControllerDriver>,
+    /// The 64-bit PCI hole's size, on the `pcie-root` controller.
+    pub pcihole64: Option<PciHole64>,
     /// Alias.
     pub alias: Option<Alias>,
     /// Address.
     pub address: Option<Address>,
+}
+
+/// `<controller><pcihole64 unit>`.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PciHole64 {
+    /// Its unit, `KiB`.
+    #[serde(rename = "@unit")]
+    pub unit: Option<String>,
+    /// Its size.
+    #[serde(rename = "$text")]
+    pub size: u64,
 }
 
 /// `<controller><driver iothread queues>`.

@@ -144,19 +144,32 @@ fn apply_memory(
             })
             .is_some_and(|l| l.contains_key("memory"))
     };
-    if spec.domain.memory.is_some() {
-        conflicts.push(format!("{prefix}.domain.memory"));
+    // As upstream: the first conflict alone is reported, each at the field that conflicts.
+    let memory = spec.domain.memory.get_or_insert_with(Memory::default);
+    let conflict = if memory.guest.is_some() {
+        Some("domain.memory.guest")
+    } else if memory.hugepages.is_some() && wanted.hugepages.is_some() {
+        Some("domain.memory.hugepages")
+    } else if memory.max_guest.is_some() && wanted.max_guest.is_some() {
+        Some("domain.memory.maxGuest")
     } else if has("requests") {
-        conflicts.push(format!("{prefix}.domain.resources.requests.memory"));
+        Some("domain.resources.requests.memory")
     } else if has("limits") {
-        conflicts.push(format!("{prefix}.domain.resources.limits.memory"));
+        Some("domain.resources.limits.memory")
+    } else {
+        None
+    };
+    if let Some(field) = conflict {
+        conflicts.push(format!("{prefix}.{field}"));
+        return;
     }
-    spec.domain.memory = Some(Memory {
-        guest: Some(wanted.guest.clone()),
-        hugepages: wanted.hugepages.clone(),
-        max_guest: wanted.max_guest.clone(),
-        ..Memory::default()
-    });
+    memory.guest = Some(wanted.guest.clone());
+    if let Some(hugepages) = &wanted.hugepages {
+        memory.hugepages = Some(hugepages.clone());
+    }
+    if let Some(max_guest) = &wanted.max_guest {
+        memory.max_guest = Some(max_guest.clone());
+    }
     if wanted.overcommit_percent > 0
         && let Ok(bytes) = crate::quantity::to_bytes(&wanted.guest)
     {

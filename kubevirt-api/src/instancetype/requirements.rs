@@ -37,13 +37,16 @@ pub fn check_requirements(
         return Some(failure);
     }
     if let Some(memory) = &requirements.memory {
-        let (provided, by_instancetype) = match (
+        // As upstream, the cause names the instance type whenever there is one, even when the
+        // VM's own guest memory is what fell short.
+        let by_instancetype = instancetype.is_some();
+        let provided = match (
             template.domain.memory.as_ref().and_then(|m| m.guest.as_ref()),
             instancetype,
         ) {
-            (Some(guest), _) => (guest.clone(), false),
-            (None, Some(it)) => (it.memory.guest.clone(), true),
-            (None, None) => (Quantity("0Mi".to_owned()), false),
+            (Some(guest), _) => guest.clone(),
+            (None, Some(it)) => it.memory.guest.clone(),
+            (None, None) => Quantity("0Mi".to_owned()),
         };
         if bytes(&provided) < bytes(&memory.guest) {
             return Some(if by_instancetype {
