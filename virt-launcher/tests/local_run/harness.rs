@@ -94,7 +94,7 @@ impl Launcher {
             .args(extra)
             .env("VIRT_LAUNCHER_LOG", "info")
             .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -114,6 +114,15 @@ impl Launcher {
 
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Types `line` on the launcher's terminal, which passes it to the guest's serial console.
+    pub fn type_line(&mut self, line: &str) {
+        use std::io::Write as _;
+        let stdin = self.child.stdin.as_mut().expect("the launcher's stdin");
+        writeln!(stdin, "{line}")
+            .and_then(|()| stdin.flush())
+            .expect("type on the console");
     }
 
     pub fn stdout(&self) -> String {

@@ -97,6 +97,43 @@ fn the_test_guest_boots_to_its_marker_and_sigterm_shuts_it_down_gracefully() {
     launcher.assert_nothing_left(&daemons);
 }
 
+/// Regression (#31): `poweroff` typed at the guest's shell used to do nothing, since busybox asks
+/// PID 1 to power off with a signal that the test guest's init did not handle.
+#[test]
+fn poweroff_typed_at_the_guest_shell_ends_the_run_succeeded() {
+    let _serial = serial();
+    require_test_guest();
+    let mut launcher = boot(&example("vmi-testguest.yaml"));
+    let daemons = daemons(&launcher);
+    // The shell answers on the console once it reads it: typed again until it does, since the
+    // console may still be starting when the guest says it is ready.
+    let asked = std::time::Instant::now();
+    while !launcher.stdout().contains("KUBEVIRT-RS-SHELL-42") {
+        assert!(
+            asked.elapsed() < BOOT_TIMEOUT,
+            "the shell never answered\n{}",
+            launcher.stdout()
+        );
+        launcher.type_line("echo KUBEVIRT-RS-SHELL-$((6 * 7))");
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+    launcher.type_line("poweroff");
+    let status = launcher.wait_exit(BOOT_TIMEOUT);
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "a guest that powers off is Succeeded\n{}",
+        launcher.stderr()
+    );
+    assert!(
+        launcher.stdout().contains("KUBEVIRT-RS-GUEST-POWEROFF"),
+        "{}",
+        launcher.stdout()
+    );
+    assert!(launcher.stderr().contains("phase=Succeeded"), "{}", launcher.stderr());
+    launcher.assert_nothing_left(&daemons);
+}
+
 #[test]
 fn a_guest_that_ignores_acpi_is_destroyed_when_the_grace_period_ends() {
     let _serial = serial();
