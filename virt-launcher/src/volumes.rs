@@ -351,7 +351,8 @@ pub(crate) async fn run_tool(
     field: &str,
     command: &mut Command,
 ) -> Result<(), PrepareError> {
-    let (exit, stderr) = reaper.run(command).await?;
+    let output = reaper.run(command).await?;
+    let (exit, stderr) = (output.exit, output.stderr);
     if exit.is_success() {
         Ok(())
     } else {

@@ -83,6 +83,18 @@ pub struct DeveloperConfiguration {
     pub memory_overcommit: Option<u32>,
     /// vCPUs per requested CPU; 10 when unset.
     pub cpu_allocation_ratio: Option<u32>,
+    /// How launchers check containerDisk images.
+    pub disk_verification: Option<DiskVerification>,
+}
+
+/// `spec.configuration.developerConfiguration.diskVerification`.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DiskVerification {
+    /// The memory `qemu-img` may use to read an image (the launcher's `--disk-memory-limit`);
+    /// 2000Mi when unset.
+    pub memory_limit: Option<k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
 }
 
 /// `spec.configuration.network`.
@@ -136,6 +148,9 @@ pub struct ClusterConfig {
     pub vm_rollout_strategy: String,
     /// `migrations`, with upstream's defaults.
     pub migrations: crate::migration_settings::MigrationSettings,
+    /// `developerConfiguration.diskVerification.memoryLimit` in bytes, 2000 MiB when unset (or not
+    /// a quantity).
+    pub disk_verification_memory_limit: u64,
     /// The KubeVirt CR carries `alpha.kubevirt.io/EmulatorThreadCompleteToEvenParity` (HCO's
     /// `alignCPUs`): new VMIs with an isolated emulator thread get it too, under the AlignCPUs gate.
     pub emulator_thread_complete_to_even_parity: bool,
@@ -149,6 +164,8 @@ pub const DEFAULT_MACHINE_TYPE: &str = "q35";
 pub const DEFAULT_MEM_BALLOON_STATS_PERIOD: u32 = 10;
 /// Upstream's `DefaultAMD64EmulatedMachines`.
 pub const DEFAULT_EMULATED_MACHINES: [&str; 2] = ["q35*", "pc-q35*"];
+/// Upstream's `DefaultDiskVerificationMemoryLimitBytes`.
+pub const DEFAULT_DISK_VERIFICATION_MEMORY_LIMIT: u64 = 2000 * 1024 * 1024;
 /// Upstream's `DefaultNetworkInterface`.
 pub const DEFAULT_NETWORK_INTERFACE: &str = "bridge";
 
@@ -195,6 +212,11 @@ impl ClusterConfig {
             migrations: crate::migration_settings::MigrationSettings::from_configuration(
                 config.and_then(|c| c.migrations.as_ref()),
             ),
+            disk_verification_memory_limit: developer
+                .and_then(|d| d.disk_verification.as_ref())
+                .and_then(|v| v.memory_limit.as_ref())
+                .and_then(|q| crate::quantity::to_bytes(q).ok())
+                .unwrap_or(DEFAULT_DISK_VERIFICATION_MEMORY_LIMIT),
             emulator_thread_complete_to_even_parity: false,
         }
     }

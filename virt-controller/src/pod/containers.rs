@@ -96,6 +96,8 @@ pub fn compute(
         "0".to_owned(),
         "--ovmf-path".to_owned(),
         "/usr/share/OVMF".to_owned(),
+        "--disk-memory-limit".to_owned(),
+        config.disk_memory_limit.to_string(),
         // The pod is the launcher's sandbox: libvirt's directories are used in place.
         "--container-libvirt".to_owned(),
     ];

@@ -30,6 +30,8 @@ pub struct PodConfig {
     pub emulation: Emulation,
     /// Base of `--qemu-timeout`, in seconds.
     pub qemu_timeout_seconds: u64,
+    /// `--disk-memory-limit`, in bytes (`developerConfiguration.diskVerification.memoryLimit`).
+    pub disk_memory_limit: u64,
     /// vCPUs per requested host CPU (`developerConfiguration.cpuAllocationRatio`).
     pub cpu_allocation_ratio: u32,
     /// `additionalGuestMemoryOverheadRatio`.
@@ -53,6 +55,7 @@ impl PodConfig {
             image_pull_policy: "IfNotPresent".to_owned(),
             emulation: Emulation::Off,
             qemu_timeout_seconds: 240,
+            disk_memory_limit: kubevirt_api::v1::DEFAULT_DISK_VERIFICATION_MEMORY_LIMIT,
             cpu_allocation_ratio: 10,
             additional_guest_memory_overhead_ratio: None,
             memory_overcommit: kubevirt_api::v1::DEFAULT_MEMORY_OVERCOMMIT,
@@ -80,6 +83,7 @@ impl PodConfig {
                 (false, false) => Emulation::Off,
             },
             memory_overcommit: cluster.memory_overcommit.max(1),
+            disk_memory_limit: cluster.disk_verification_memory_limit,
             cpu_allocation_ratio: developer.and_then(|d| d.cpu_allocation_ratio).unwrap_or(10),
             additional_guest_memory_overhead_ratio: configuration
                 .and_then(|c| c.additional_guest_memory_overhead_ratio.as_deref())

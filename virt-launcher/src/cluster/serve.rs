@@ -28,6 +28,7 @@ use tracing::{info, warn};
 
 use super::notify::{Notifier, event_type};
 use super::service::{LauncherInfo, LauncherService};
+use super::start_deadline;
 use kubevirt_api::error_report::one_line;
 
 use crate::commands::process::{self, fail};
@@ -73,6 +74,11 @@ pub struct ServeOptions {
     /// The launcher has a container of its own: libvirt's directories are used in place, with no
     /// private mount namespace (which would need `CAP_SYS_ADMIN`).
     pub container_libvirt: bool,
+    /// `--qemu-timeout`: how long the guest may take to start ([`super::start_deadline`]); zero
+    /// waits for ever.
+    pub qemu_timeout: Duration,
+    /// `--disk-memory-limit`: the address space `qemu-img` may use to check a containerDisk.
+    pub disk_memory_limit: u64,
 }
 
 impl ServeOptions {
@@ -253,6 +259,7 @@ async fn serve(options: &ServeOptions, paths: &DaemonPaths) -> Result<(), String
         let service = Arc::new(
             LauncherService::new(manager.clone(), reaper.clone(), base)
                 .with_launcher_image(options.launcher_image.clone())
+                .with_disk_memory_limit(options.disk_memory_limit)
                 .with_migration(options.share_dir.clone(), driver, migration_changed),
         );
         let (to_stop_loop, mut events) = tokio::sync::mpsc::unbounded_channel();
@@ -268,9 +275,16 @@ async fn serve(options: &ServeOptions, paths: &DaemonPaths) -> Result<(), String
         );
         mark_ready(&options.socket_dir()).map_err(|e| error(&e))?;
         info!(socket = %options.socket_dir().join(READY_SOCKET).display(), "serving commands");
+        let mut ended = Ok(());
         tokio::select! {
             () = stops.next_stop() => info!("stop requested; stopping the domain gracefully"),
             () = service.migrated_away() => info!("the VMI runs on another node now; stopping"),
+            () = start_deadline::overdue(manager.as_ref(), options.qemu_timeout) => {
+                ended = Err(format!(
+                    "timed out waiting for domain to be defined: no guest started within the --qemu-timeout of {}s",
+                    options.qemu_timeout.as_secs()
+                ));
+            }
         }
         let policy = service
             .stop_policy(Duration::from_secs(options.grace_period_seconds))
@@ -291,7 +305,7 @@ async fn serve(options: &ServeOptions, paths: &DaemonPaths) -> Result<(), String
         if tokio::time::timeout(LAST_EVENTS_TIMEOUT, forwarder).await.is_err() {
             warn!("the last domain events did not reach virt-handler in time");
         }
-        Ok::<(), String>(())
+        ended
     }
     .await;
     daemons.stop().await;

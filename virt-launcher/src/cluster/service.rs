@@ -19,6 +19,7 @@ use tonic::{Request, Status};
 use tracing::{info, instrument};
 
 use super::access_credentials;
+use super::container_disk_check;
 use super::pod_volumes::{PodPlan, plan_in_pod};
 use super::snapshot::summarize;
 
@@ -50,6 +51,8 @@ pub struct LauncherService<M, R> {
     tools: R,
     base: ConvertContext,
     launcher_image: Option<String>,
+    /// `--disk-memory-limit`: the address space `qemu-img` may use to check a containerDisk.
+    disk_memory_limit: u64,
     remembered: Arc<Mutex<Remembered>>,
     sync: tokio::sync::Mutex<()>,
     dhcp: Mutex<Option<DhcpServer>>,
@@ -93,7 +96,15 @@ impl<M: DomainManager + 'static, R: ToolRunner + 'static> LauncherService<M, R> 
             credentials: tokio::sync::Mutex::default(),
             migration: migration::Setup::default(),
             migrated_away: tokio::sync::Notify::new(),
+            disk_memory_limit: container_disk_check::DEFAULT_DISK_MEMORY_LIMIT,
         }
+    }
+
+    /// Checks containerDisk images with `qemu-img` limited to `bytes` of address space.
+    #[must_use]
+    pub fn with_disk_memory_limit(mut self, bytes: u64) -> Self {
+        self.disk_memory_limit = bytes;
+        self
     }
 
     /// Resolves once the domain migrated to another node and virt-handler deleted what was left
@@ -194,7 +205,7 @@ impl<M: DomainManager + 'static, R: ToolRunner + 'static> LauncherService<M, R> 
         vmi: &VirtualMachineInstance,
         request: &VmiRequest,
     ) -> Result<(ConvertContext, PodPlan), Status> {
-        let formats: BTreeMap<String, String> = request
+        let mut formats: BTreeMap<String, String> = request
             .options
             .as_ref()
             .map(|o| {
@@ -205,6 +216,15 @@ impl<M: DomainManager + 'static, R: ToolRunner + 'static> LauncherService<M, R> 
             })
             .unwrap_or_default();
         let mut ctx = self.context(request);
+        container_disk_check::check_unreported(&self.tools, vmi, &ctx.layout, &mut formats, self.disk_memory_limit)
+            .await
+            .map_err(|e| {
+                if e.is_bad_input() {
+                    Status::invalid_argument(e.to_string())
+                } else {
+                    internal(e)
+                }
+            })?;
         ctx.host_cpus =
             crate::host_cpus::for_vmi(vmi).map_err(|e| internal(kubevirt_api::error_report::one_line(&e)))?;
         // The VMI's own directory holds its serial and VNC sockets.

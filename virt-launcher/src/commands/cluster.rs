@@ -8,6 +8,7 @@ use clap::Args;
 
 use super::run::DEFAULT_CACHE_DIR;
 use crate::cluster::serve::{self, ServeOptions};
+use crate::cluster::{container_disk_check, start_deadline};
 use crate::domain::PathLayout;
 use crate::emulation::EmulationFlags;
 
@@ -60,15 +61,16 @@ pub struct ClusterArgs {
     /// The launcher's own container image, reported to virt-handler; virt-controller's pod sets it.
     #[arg(long, env = "KUBEVIRT_LAUNCHER_IMAGE", value_name = "IMAGE")]
     launcher_image: Option<String>,
-    /// Accepted for compatibility: how long to wait for the domain to appear.
-    #[arg(long, value_name = "DURATION")]
-    qemu_timeout: Option<String>,
+    /// How long the guest may take to start (a Go duration, e.g. `240s`): a launcher whose
+    /// QEMU has not run by then exits with an error, failing its pod; `0` waits for ever.
+    #[arg(long, value_name = "DURATION", value_parser = start_deadline::parse_timeout, default_value = "3m")]
+    qemu_timeout: std::time::Duration,
     /// Accepted for compatibility: number of hook sidecars (none are supported).
     #[arg(long, default_value_t = 0)]
     hook_sidecars: u32,
-    /// Accepted for compatibility: memory limit for disk operations.
-    #[arg(long)]
-    disk_memory_limit: Option<u64>,
+    /// The address space, in bytes, `qemu-img` may use to check a containerDisk image.
+    #[arg(long, default_value_t = container_disk_check::DEFAULT_DISK_MEMORY_LIMIT)]
+    disk_memory_limit: u64,
 }
 
 /// Runs cluster mode with `args`.
@@ -114,5 +116,7 @@ pub fn main(args: ClusterArgs) -> ExitCode {
             .unwrap_or_else(|| PathBuf::from(DEFAULT_CACHE_DIR)),
         launcher_image: args.launcher_image,
         container_libvirt: args.container_libvirt,
+        qemu_timeout: args.qemu_timeout,
+        disk_memory_limit: args.disk_memory_limit,
     })
 }

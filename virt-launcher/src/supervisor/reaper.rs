@@ -148,41 +148,68 @@ impl Reaper {
             .map_err(|source| ReaperError::Spawn { program, source })
     }
 
-    /// Runs `command` to completion and returns its exit and its standard error.
-    pub async fn output(&self, command: &mut Command) -> Result<(ProcessExit, String), ReaperError> {
+    /// Runs `command` to completion and returns its exit and what it printed.
+    pub async fn output(&self, command: &mut Command) -> Result<ToolOutput, ReaperError> {
         let program = command.get_program().to_string_lossy().into_owned();
         let mut child = command
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|source| ReaperError::Spawn { program, source })?;
         let pid = child.id();
-        let stderr = child.stderr.take();
-        let reading = tokio::task::spawn_blocking(move || {
-            let mut text = String::new();
-            if let Some(mut stderr) = stderr {
-                let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
-            }
-            text
-        });
+        // Each stream on a thread of its own: a tool blocked writing one would never close the
+        // other.
+        let read = |stream: Option<Box<dyn std::io::Read + Send>>| {
+            tokio::task::spawn_blocking(move || {
+                let mut text = String::new();
+                if let Some(mut stream) = stream {
+                    let _ = stream.read_to_string(&mut text);
+                }
+                text
+            })
+        };
+        let stdout = read(
+            child
+                .stdout
+                .take()
+                .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+        );
+        let stderr = read(
+            child
+                .stderr
+                .take()
+                .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+        );
         let exit = self.wait(pid).await?;
-        Ok((exit, reading.await.unwrap_or_default()))
+        Ok(ToolOutput {
+            exit,
+            stdout: stdout.await.unwrap_or_default(),
+            stderr: stderr.await.unwrap_or_default(),
+        })
     }
+}
+
+/// How a tool ended and what it printed.
+#[derive(Clone, Debug)]
+pub struct ToolOutput {
+    /// Its exit.
+    pub exit: ProcessExit,
+    /// Its standard output.
+    pub stdout: String,
+    /// Its standard error.
+    pub stderr: String,
 }
 
 /// Runs a tool to completion: the seam volume preparation uses, so it can run without a reaper in
 /// tests.
 pub trait ToolRunner: Send + Sync {
-    /// Runs `command` and returns its exit and standard error.
-    fn run(
-        &self,
-        command: &mut Command,
-    ) -> impl std::future::Future<Output = Result<(ProcessExit, String), ReaperError>> + Send;
+    /// Runs `command` and returns its exit and output.
+    fn run(&self, command: &mut Command) -> impl std::future::Future<Output = Result<ToolOutput, ReaperError>> + Send;
 }
 
 impl ToolRunner for Reaper {
-    async fn run(&self, command: &mut Command) -> Result<(ProcessExit, String), ReaperError> {
+    async fn run(&self, command: &mut Command) -> Result<ToolOutput, ReaperError> {
         self.output(command).await
     }
 }
@@ -195,7 +222,7 @@ pub struct DirectRunner;
 
 #[cfg(any(test, feature = "testing"))]
 impl ToolRunner for DirectRunner {
-    async fn run(&self, command: &mut Command) -> Result<(ProcessExit, String), ReaperError> {
+    async fn run(&self, command: &mut Command) -> Result<ToolOutput, ReaperError> {
         let program = command.get_program().to_string_lossy().into_owned();
         let output = command
             .stdin(Stdio::null())
@@ -205,6 +232,10 @@ impl ToolRunner for DirectRunner {
             Some(code) => ProcessExit::Exited(code),
             None => ProcessExit::Signaled(std::os::unix::process::ExitStatusExt::signal(&output.status).unwrap_or(0)),
         };
-        Ok((exit, String::from_utf8_lossy(&output.stderr).into_owned()))
+        Ok(ToolOutput {
+            exit,
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        })
     }
 }

@@ -244,6 +244,13 @@ pub fn spawn_launcher(dirs: &PodDirs, name: &str, uid: &str) -> std::process::Ch
     spawn_launcher_in(dirs, name, uid, None)
 }
 
+/// [`spawn_launcher`] with `extra` flags after virt-controller's.
+pub fn spawn_launcher_with(dirs: &PodDirs, name: &str, uid: &str, extra: &[&str]) -> std::process::Child {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_virt-launcher"));
+    command.args(extra);
+    launcher_flags(&mut command, dirs, name, uid)
+}
+
 /// [`spawn_launcher`] inside the network namespace at `netns` (a pod's), when given; `nsenter`
 /// execs the launcher, so the child's pid is the launcher's.
 pub fn spawn_launcher_in(dirs: &PodDirs, name: &str, uid: &str, netns: Option<&Path>) -> std::process::Child {

@@ -3,6 +3,7 @@
 //! down and deletes it; SIGTERM ends the launcher with nothing left behind.
 
 mod fixture;
+mod flags;
 mod migration;
 mod migration_rig;
 mod pod_network;
