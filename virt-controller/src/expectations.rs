@@ -81,6 +81,20 @@ impl Expectations {
             .is_none_or(|p| (p.creations == 0 && p.deletions == 0) || now.saturating_sub(p.since) >= TIMEOUT)
     }
 
+    /// How long until what is pending for `key` expires: when its owner must be looked at again
+    /// even if the awaited event never comes. `None` when nothing is pending.
+    #[must_use]
+    pub fn expires_in(&self, key: &str, now: Duration) -> Option<Duration> {
+        self.pending
+            .get(key)
+            .filter(|p| p.creations > 0 || p.deletions > 0)
+            .map(|p| {
+                TIMEOUT
+                    .saturating_sub(now.saturating_sub(p.since))
+                    .max(Duration::from_secs(1))
+            })
+    }
+
     /// Forgets `key` (its VMI is gone).
     pub fn forget(&mut self, key: &str) {
         self.pending.remove(key);
@@ -103,8 +117,13 @@ mod tests {
         expectations.expect_deletions("ns/vm", 2, start);
         expectations.deletion_observed("ns/vm");
         assert!(!expectations.satisfied("ns/vm", start));
+        assert_eq!(
+            expectations.expires_in("ns/vm", start + Duration::from_secs(100)),
+            Some(Duration::from_secs(200))
+        );
         assert!(expectations.satisfied("ns/vm", start + TIMEOUT), "expired");
         expectations.forget("ns/vm");
         assert!(expectations.satisfied("ns/vm", start));
+        assert_eq!(expectations.expires_in("ns/vm", start), None);
     }
 }

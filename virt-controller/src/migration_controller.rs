@@ -97,6 +97,14 @@ fn running_counts(
     (running.len(), from_node)
 }
 
+/// Puts `value` into `slot`; whether that changed it.
+fn replace<T: PartialEq>(slot: &Mutex<T>, value: T) -> bool {
+    let mut current = slot.lock().unwrap_or_else(PoisonError::into_inner);
+    let changed = *current != value;
+    *current = value;
+    changed
+}
+
 /// The key of the VMI a migration moves.
 fn vmi_key_of(migration: &VirtualMachineInstanceMigration) -> String {
     key_of(
@@ -125,13 +133,27 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
     }
 
     /// Applies the `KubeVirt` resource's migration settings (or, with `None`, the defaults), and
-    /// the pod configuration the VMI controller derived from it.
-    pub fn set_cluster_configuration(&self, kubevirt: Option<&kubevirt_api::v1::KubeVirt>, pod_config: PodConfig) {
-        *self.pod_config.lock().unwrap_or_else(PoisonError::into_inner) = pod_config;
+    /// the pod configuration the VMI controller derived from it. Returns every migration when any
+    /// of them changed: one waiting for settings it could not use, or for a target pod it could not
+    /// render, is looked at again.
+    pub fn set_cluster_configuration(
+        &self,
+        kubevirt: Option<&kubevirt_api::v1::KubeVirt>,
+        pod_config: PodConfig,
+    ) -> Vec<String> {
         let config =
             kubevirt_api::v1::ClusterConfig::from_configuration(kubevirt.and_then(|k| k.spec.configuration.as_ref()));
-        *self.settings.lock().unwrap_or_else(PoisonError::into_inner) = config.migrations;
-        *self.eviction_strategy.lock().unwrap_or_else(PoisonError::into_inner) = config.eviction_strategy;
+        let changed = [
+            replace(&self.pod_config, pod_config),
+            replace(&self.settings, config.migrations),
+            replace(&self.eviction_strategy, config.eviction_strategy),
+        ]
+        .contains(&true);
+        if changed {
+            self.known().migrations.keys().cloned().collect()
+        } else {
+            Vec::new()
+        }
     }
 
     /// Reconciles one migration; returns when to look again.

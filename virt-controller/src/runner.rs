@@ -158,15 +158,18 @@ pub async fn run<A: ControllerApi, K: Clock>(
             }
             Some(event) = kubevirt_events.next() => match event {
                 Ok(Event::InitDone) => synced.mark(Watch::KubeVirts, true),
+                // What waits for a configuration it could not use is looked at again.
                 Ok(Event::Apply(kubevirt) | Event::InitApply(kubevirt)) => {
-                    controllers.vmis.set_cluster_configuration(Some(&kubevirt));
+                    queue_all(&mut queue, "vmi", controllers.vmis.set_cluster_configuration(Some(&kubevirt)));
                     controllers.vms.set_cluster_configuration(Some(&kubevirt));
-                    controllers.migrations.set_cluster_configuration(Some(&kubevirt), controllers.vmis.pod_config());
+                    let pods = controllers.vmis.pod_config();
+                    queue_all(&mut queue, "vmim", controllers.migrations.set_cluster_configuration(Some(&kubevirt), pods));
                 }
                 Ok(Event::Delete(_)) => {
-                    controllers.vmis.set_cluster_configuration(None);
+                    queue_all(&mut queue, "vmi", controllers.vmis.set_cluster_configuration(None));
                     controllers.vms.set_cluster_configuration(None);
-                    controllers.migrations.set_cluster_configuration(None, controllers.vmis.pod_config());
+                    let pods = controllers.vmis.pod_config();
+                    queue_all(&mut queue, "vmim", controllers.migrations.set_cluster_configuration(None, pods));
                 }
                 Ok(Event::Init) => {}
                 Err(error) => warn!(error = %error, "KubeVirt watch error; the watch retries"),

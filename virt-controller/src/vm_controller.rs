@@ -200,16 +200,23 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
     }
 
     async fn try_reconcile(&self, key: &str) -> Result<Option<Duration>, ReconcileError> {
-        let (vm, vmi, satisfied) = {
+        let (vm, vmi, satisfied, expires_in) = {
             let known = self.known();
             let Some(vm) = known.vms.get(key).cloned() else {
                 return Ok(None);
             };
             let vmi = known.vmis.get(key).and_then(Compact::get);
-            (vm, vmi, known.expectations.satisfied(key, self.clock.monotonic()))
+            let now = self.clock.monotonic();
+            (
+                vm,
+                vmi,
+                known.expectations.satisfied(key, now),
+                known.expectations.expires_in(key, now),
+            )
         };
+        // Looked at again when the expectation expires, should its event never come.
         if !satisfied {
-            return Ok(None);
+            return Ok(expires_in);
         }
         let vmi = vmi.filter(|v| {
             v.metadata
@@ -286,6 +293,14 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
                 .await
                 .map_err(cannot("write the status"))?;
         }
+        let expires_in = self.keep_written(key, current);
+        Ok([requeue, expires_in].into_iter().flatten().min())
+    }
+
+    /// Keeps the VM as this pass wrote it, unless the watch already showed it as new or newer,
+    /// or showed it deleted; returns when a VMI creation or deletion of this pass that is still
+    /// unseen expires, so the VM is looked at again should its event never come.
+    fn keep_written(&self, key: &str, current: VirtualMachine) -> Option<Duration> {
         let mut known = self.known();
         let cached = known
             .vms
@@ -296,8 +311,7 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
         {
             known.vms.insert(key.to_owned(), Arc::new(current));
         }
-        drop(known);
-        Ok(requeue)
+        known.expectations.expires_in(key, self.clock.monotonic())
     }
 
     /// Carries out the decided action. A VMI that cannot be created or deleted is reported in the

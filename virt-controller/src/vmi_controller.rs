@@ -135,8 +135,26 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
 
     /// Applies the `KubeVirt` resource's configuration (or, with `None`, the defaults) to the
     /// pods rendered from now on.
-    pub fn set_cluster_configuration(&self, kubevirt: Option<&kubevirt_api::v1::KubeVirt>) {
-        *self.config.lock().unwrap_or_else(PoisonError::into_inner) = self.base_config.with_cluster(kubevirt);
+    /// Returns the VMIs to look at again when the pod configuration changed: those without a
+    /// launcher pod, whose pod may render now (or differently).
+    pub fn set_cluster_configuration(&self, kubevirt: Option<&kubevirt_api::v1::KubeVirt>) -> Vec<String> {
+        let config = self.base_config.with_cluster(kubevirt);
+        let changed = {
+            let mut current = self.config.lock().unwrap_or_else(PoisonError::into_inner);
+            let changed = *current != config;
+            *current = config;
+            changed
+        };
+        if !changed {
+            return Vec::new();
+        }
+        let known = self.known();
+        known
+            .vmis
+            .keys()
+            .filter(|key| !known.pods.contains_key(*key))
+            .cloned()
+            .collect()
     }
 
     /// The pod configuration in effect.
@@ -361,7 +379,10 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
                 known.vmis.insert(key.to_owned(), KnownVmi::new(&current));
             }
         }
-        Ok(None)
+        // While a pod's creation or deletion is unseen (one of this pass too), looked at again
+        // when that expectation expires, should its event never come.
+        let expires_in = self.known().expectations.expires_in(key, self.clock.monotonic());
+        Ok(expires_in)
     }
 
     async fn event(&self, vmi: &VirtualMachineInstance, kind: &'static str, reason: &str, message: &str) {

@@ -15,6 +15,7 @@ pub mod container_disks;
 pub mod decide;
 pub mod device_ownership;
 pub mod device_plugins;
+pub mod drain;
 pub mod heartbeat;
 pub mod host_disks;
 pub mod launchers;

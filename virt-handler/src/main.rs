@@ -53,8 +53,8 @@ struct Args {
     /// CA whose client certificates (virt-api's) the console server accepts.
     #[arg(long, requires = "console_tls_cert_file")]
     console_client_ca_file: Option<PathBuf>,
-    /// How long a stop may take (accepted; in-flight reconciles always finish).
-    #[arg(long, default_value_t = 315)]
+    /// How long a stop waits for the migrations through this node to close their proxies.
+    #[arg(long, default_value_t = virt_handler::drain::DEFAULT_GRACE.as_secs())]
     graceful_shutdown_seconds: u64,
     /// The share directory: the notify server's socket goes here.
     #[arg(long, default_value = "/var/run/kubevirt")]
@@ -148,6 +148,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         node_process: PathBuf::from("/proc/1"),
         mount_helper: std::env::current_exe().context("cannot find this binary for the mount helper")?,
         device_plugin_dir: Some(args.kubelet_root.join("device-plugins")),
+        graceful_shutdown: Duration::from_secs(args.graceful_shutdown_seconds),
         reconciler: ReconcilerConfig {
             migration: migration_network(&args)?,
             ..ReconcilerConfig::for_node(&args.hostname_override)

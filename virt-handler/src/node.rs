@@ -52,6 +52,9 @@ pub struct NodeConfig {
     /// The kubelet's device-plugins directory, where the kvm, tun and vhost-net plugins register
     /// ([`crate::device_plugins`]); `None` runs none.
     pub device_plugin_dir: Option<PathBuf>,
+    /// `--graceful-shutdown-seconds`: how long a stop waits for open migration proxies
+    /// ([`crate::drain`]).
+    pub graceful_shutdown: Duration,
 }
 
 /// Where and how the console server listens.
@@ -85,6 +88,51 @@ pub enum NodeError {
     /// The notify socket could not be bound.
     #[error(transparent)]
     Notify(#[from] cmd_protocol::transport::TransportError),
+    /// Migration proxies were still open when the graceful shutdown period ended.
+    #[error("timed out waiting for migration listeners to terminate: {open} still open after {seconds} s")]
+    DrainTimeout {
+        /// How many VMIs still had proxies.
+        open: usize,
+        /// The period (`--graceful-shutdown-seconds`).
+        seconds: u64,
+    },
+}
+
+/// Drains the migration proxies from `signal` on, then cancels `stop` ([`crate::drain`]).
+fn spawn_drain<C, L, K>(
+    reconciler: &Arc<Reconciler<C, L, K>>,
+    signal: CancellationToken,
+    stop: CancellationToken,
+    grace: Duration,
+) -> tokio::task::JoinHandle<usize>
+where
+    C: ClusterApi + Send + Sync + 'static,
+    L: Launchers + 'static,
+    K: Clock + 'static,
+{
+    let (draining, counting) = (reconciler.clone(), reconciler.clone());
+    tokio::spawn(crate::drain::drain_then_stop(
+        signal,
+        stop,
+        grace,
+        move || draining.begin_drain(),
+        move || counting.open_proxies(),
+    ))
+}
+
+/// The run's outcome once the drain is over: an error when proxies were still open.
+async fn drained(drain: tokio::task::JoinHandle<usize>, grace: Duration) -> Result<(), NodeError> {
+    match drain.await {
+        Ok(0) => Ok(()),
+        Ok(open) => Err(NodeError::DrainTimeout {
+            open,
+            seconds: grace.as_secs(),
+        }),
+        Err(error) => {
+            warn!(error = %error, "the graceful shutdown task failed");
+            Ok(())
+        }
+    }
 }
 
 /// The real handler's endpoints.
@@ -131,7 +179,13 @@ async fn release_orphaned_images(mounts: Arc<dyn NodeMounts>, pods_dir: PathBuf,
 
 /// Runs virt-handler for `config.node` until `stop`; everything it started is stopped and its
 /// sockets are removed when it returns.
-pub async fn run<C: ClusterApi + Clone>(config: NodeConfig, api: C, stop: CancellationToken) -> Result<(), NodeError> {
+pub async fn run<C: ClusterApi + Clone>(
+    config: NodeConfig,
+    api: C,
+    signal: CancellationToken,
+) -> Result<(), NodeError> {
+    // `signal` starts the graceful shutdown; `stop` ends everything once it is over.
+    let stop = CancellationToken::new();
     let listener = match config.listen {
         Some(addr) => Some(
             tokio::net::TcpListener::bind(addr)
@@ -180,7 +234,8 @@ pub async fn run<C: ClusterApi + Clone>(config: NodeConfig, api: C, stop: Cancel
         let endpoints = Arc::new(NodeEndpoints {
             reconciler: reconciler.clone(),
             max_metric_requests: config.max_metric_requests,
-            stop: stop.clone(),
+            // Not ready from the signal on, as upstream's handler.
+            stop: signal.clone(),
         });
         let tls = config.endpoint_tls.clone();
         tokio::spawn(control_loop::http::serve(listener, endpoints, tls, stop.clone()))
@@ -213,6 +268,7 @@ pub async fn run<C: ClusterApi + Clone>(config: NodeConfig, api: C, stop: Cancel
         .device_plugin_dir
         .clone()
         .map(|dir| tokio::spawn(crate::device_plugins::run(dir, PathBuf::from("/"), stop.clone())));
+    let drain = spawn_drain(&reconciler, signal, stop.clone(), config.graceful_shutdown);
     info!(node = %config.node, notify = %notify_socket.display(), "virt-handler running");
     let vmis = api.watch_vmis(&config.node);
     crate::runner::run(reconciler, vmis, inputs, config.run, stop.clone()).await;
@@ -227,5 +283,5 @@ pub async fn run<C: ClusterApi + Clone>(config: NodeConfig, api: C, stop: Cancel
     if let Err(error) = heartbeat.await {
         warn!(error = %error, "the heartbeat task failed");
     }
-    Ok(())
+    drained(drain, config.graceful_shutdown).await
 }

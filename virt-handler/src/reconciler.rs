@@ -80,6 +80,8 @@ pub struct Reconciler<C, L, K> {
     launchers: L,
     clock: K,
     known: Mutex<Known>,
+    /// The handler is stopping: no new migration proxy opens ([`crate::drain`]).
+    draining: std::sync::atomic::AtomicBool,
 }
 
 /// The phase counts and launcher sockets metrics are built from.
@@ -100,7 +102,22 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
             launchers,
             clock,
             known: Mutex::default(),
+            draining: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// From now on no new migration proxy opens: the handler is stopping.
+    pub fn begin_drain(&self) {
+        self.draining.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// How many VMIs have migration proxies open on this node.
+    pub fn open_proxies(&self) -> usize {
+        self.known().proxies.len()
+    }
+
+    fn is_draining(&self) -> bool {
+        self.draining.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Keeps a VMI this handler wrote, unless the watch already showed it as new or newer, or

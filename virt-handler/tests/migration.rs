@@ -301,3 +301,31 @@ async fn a_migration_cancelled_before_it_started_is_recorded_aborted() {
     stop.cancel();
     source.task.await.expect("source handler");
 }
+
+/// `--graceful-shutdown-seconds` (#31): a stopping handler opens no new migration proxy; the
+/// migration's step fails with the reason, and nothing listens.
+#[tokio::test]
+async fn a_draining_target_handler_opens_no_migration_proxy() {
+    let (_sockets, api, stop, source, target) = two_nodes().await;
+    target.reconciler.begin_drain();
+    hand_off(
+        &api,
+        &serde_json::json!({
+            "migrationUid": "mig-3", "sourceNode": "node-a", "targetNode": "node-b",
+            "migrationConfiguration": {"disableTLS": true}
+        }),
+    );
+    wait_for("the target's refusal", || {
+        api.writes().into_iter().find(|write| {
+            matches!(write, virt_handler::cluster_api::Write::Event { event, .. }
+                if event.message.contains("virt-handler is shutting down"))
+        })
+    })
+    .await;
+    assert_eq!(target.reconciler.open_proxies(), 0);
+    let state = api.vmi(KEY).and_then(|v| v.status?.migration_state).expect("state");
+    assert_eq!(state.target_node_address, None, "no proxy published");
+    stop.cancel();
+    source.task.await.expect("source handler");
+    target.task.await.expect("target handler");
+}

@@ -68,6 +68,8 @@ enum StepError {
     NoTls,
     #[error("cannot write the VMI: {0}")]
     Write(String),
+    #[error("virt-handler is shutting down: no new migration proxy opens")]
+    ShuttingDown,
 }
 
 /// Go on at once with the next step.
@@ -130,6 +132,9 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
         socket: &Path,
         state: &MigrationState,
     ) -> Result<(), StepError> {
+        if self.is_draining() {
+            return Err(StepError::ShuttingDown);
+        }
         let address = self.config.migration.address.ok_or(StepError::NoAddress)?;
         let security = self.config.migration.security(state)?;
         let uid = vmi.metadata.uid.clone().unwrap_or_default();
@@ -300,6 +305,9 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
         socket: &Path,
         state: &MigrationState,
     ) -> Result<(), StepError> {
+        if self.is_draining() {
+            return Err(StepError::ShuttingDown);
+        }
         let text = state.target_node_address.clone().unwrap_or_default();
         let target: IpAddr = text.parse().map_err(|_| StepError::BadAddress(text.clone()))?;
         let ports = target_ports(state);

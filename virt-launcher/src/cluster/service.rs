@@ -32,6 +32,11 @@ use crate::supervisor::reaper::ToolRunner;
 use crate::volumes;
 pub use migration::MIGRATION_EVENT;
 
+/// Not a libvirt event: the graceful stop began (the first ACPI press), which the snapshots now
+/// carry. virt-handler counts the grace period from it, so it must hear of it: libvirt sends no
+/// event for a press.
+pub const GRACEFUL_SHUTDOWN_EVENT: i32 = -3;
+
 /// What the service remembers about its VMI between calls.
 #[derive(Debug, Default)]
 struct Remembered {
@@ -375,9 +380,19 @@ impl<M: DomainManager + 'static, R: ToolRunner + 'static> Cmd for LauncherServic
         let status = self.manager.status().await.map_err(internal)?;
         if is_running(status) {
             self.manager.shutdown().await.map_err(internal)?;
-            let mut remembered = self.remembered();
-            if remembered.graceful_shutdown_started.is_none() {
-                remembered.graceful_shutdown_started = Some(k8s_openapi::jiff::Timestamp::now().to_string());
+            let first_press = {
+                let mut remembered = self.remembered();
+                let first = remembered.graceful_shutdown_started.is_none();
+                if first {
+                    remembered.graceful_shutdown_started = Some(k8s_openapi::jiff::Timestamp::now().to_string());
+                }
+                first
+            };
+            if first_press && let Some(events) = &self.migration.events {
+                let _ = events.send(crate::libvirt::LifecycleEvent {
+                    event: GRACEFUL_SHUTDOWN_EVENT,
+                    detail: 0,
+                });
             }
         }
         Ok(ok())

@@ -367,3 +367,22 @@ async fn the_target_makes_the_config_drive_the_domain_will_read() {
     assert_eq!(isos.len(), 1, "the ConfigDrive ISO: {isos:?}");
     assert!(launcher.manager.calls().is_empty(), "no domain of its own");
 }
+
+/// Regression (#31): the first ACPI press is announced, so virt-handler's snapshot carries when
+/// the graceful stop began and its grace period can run out.
+#[tokio::test]
+async fn the_first_power_button_press_is_announced() {
+    let mut launcher = launcher().running().await;
+    launcher
+        .service
+        .shutdown_virtual_machine(Request::new(vmi_request()))
+        .await
+        .expect("shutdown");
+    assert_eq!(
+        launcher.announced.recv().await.map(|e| e.event),
+        Some(crate::cluster::service::GRACEFUL_SHUTDOWN_EVENT)
+    );
+    let snapshot = launcher.service.snapshot().await.expect("snapshot").expect("a domain");
+    assert!(snapshot.metadata.graceful_shutdown_started.is_some());
+    assert!(launcher.announced.try_recv().is_err(), "one announcement");
+}
