@@ -12,6 +12,7 @@ pub mod domain_state;
 pub mod error_report;
 pub mod events;
 pub mod graceful_stop;
+pub mod guest;
 pub mod instancetype;
 pub mod manifest;
 pub mod migratable;

@@ -196,7 +196,7 @@ fn devices(spec: &VirtualMachineInstanceSpec, r: &mut Refusals<'_>) {
     );
     for (i, panic) in devices.panic_devices.iter().enumerate() {
         r.refuse_if(
-            panic.model.as_deref() == Some("pvpanic"),
+            panic.model.as_deref() == Some(crate::v1::UNSUPPORTED_PANIC_DEVICE_MODEL),
             &format!("domain.devices.panicDevices[{i}].model"),
             "the pvpanic panic device (libvirt 9.0 has only isa and hyperv)",
         );

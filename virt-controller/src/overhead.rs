@@ -42,31 +42,10 @@ pub fn guest_memory_request(vmi: &VirtualMachineInstance) -> Option<u64> {
         .and_then(|q| quantity::to_bytes(q).ok())
 }
 
-/// vCPUs: sockets × cores × threads when a CPU topology is given, else the CPU limit, else the
-/// CPU request (rounded up), at least 1.
+/// vCPUs, as the domain has them ([`kubevirt_api::guest::vcpus`]).
 #[must_use]
 pub fn vcpus(vmi: &VirtualMachineInstance) -> u64 {
-    let domain = &vmi.spec.domain;
-    if let Some(cpu) = &domain.cpu
-        && (cpu.sockets.is_some() || cpu.cores.is_some() || cpu.threads.is_some())
-    {
-        let topology = [cpu.sockets, cpu.cores, cpu.threads]
-            .into_iter()
-            .map(|n| u64::from(n.unwrap_or(1).max(1)))
-            .product::<u64>();
-        return topology.max(1);
-    }
-    let resources = domain.resources.as_ref();
-    let cpu_of =
-        |map: Option<&std::collections::BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>| {
-            map.and_then(|m| m.get("cpu"))
-                .and_then(|q| quantity::parse(q).ok())
-                .map(|q| u64::try_from(q.ceil()).unwrap_or(1))
-        };
-    cpu_of(resources.and_then(|r| r.limits.as_ref()))
-        .or_else(|| cpu_of(resources.and_then(|r| r.requests.as_ref())))
-        .unwrap_or(1)
-        .max(1)
+    u64::from(kubevirt_api::guest::vcpus(&vmi.spec))
 }
 
 /// Whether the VMI asks for dedicated CPUs.

@@ -8,10 +8,14 @@ use std::path::{Path, PathBuf};
 
 use kubevirt_api::instancetype::annotations as instancetype_annotations;
 use kubevirt_api::v1::{AccessCredential, CloudInitSource, VirtualMachineInstance};
-use serde::Serialize;
 
 use crate::domain::PathLayout;
-use crate::volumes::{PrepareError, Step, volume_error};
+use crate::volume_step::{PrepareError, Step, volume_error};
+
+pub mod metadata;
+
+use metadata::NoCloudMetadata;
+pub use metadata::{ConfigDriveMetadata, DeviceMetadata, TaggedInterface, tagged_devices};
 
 /// Which data source.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,80 +42,6 @@ pub enum Secrets<'a> {
     Pod(&'a PathLayout),
     /// No cluster: a Secret reference is refused.
     None,
-}
-
-/// NoCloud `meta-data`, in upstream's key order.
-#[derive(Debug, Serialize)]
-struct NoCloudMetadata {
-    #[serde(rename = "instance-type", skip_serializing_if = "Option::is_none")]
-    instance_type: Option<String>,
-    #[serde(rename = "instance-id")]
-    instance_id: String,
-    #[serde(rename = "local-hostname", skip_serializing_if = "Option::is_none")]
-    local_hostname: Option<String>,
-    #[serde(rename = "public-keys", skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    public_keys: std::collections::BTreeMap<String, String>,
-}
-
-/// ConfigDrive `meta_data.json`, in upstream's key order; `devices` are added after define.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct ConfigDriveMetadata {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    instance_type: Option<String>,
-    instance_id: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    hostname: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    uuid: Option<String>,
-    /// The tagged devices.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub devices: Vec<DeviceMetadata>,
-    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    public_keys: std::collections::BTreeMap<String, String>,
-}
-
-/// One tagged device in ConfigDrive metadata.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct DeviceMetadata {
-    /// `nic`.
-    #[serde(rename = "type")]
-    pub kind: String,
-    /// `pci`.
-    pub bus: String,
-    /// `dddd:bb:ss:f`, as upstream formats it.
-    pub address: String,
-    /// The NIC's MAC address.
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub mac: String,
-    /// The user's tags.
-    pub tags: Vec<String>,
-}
-
-impl ConfigDriveMetadata {
-    /// The `meta_data.json` text.
-    #[must_use]
-    pub fn to_json(&self) -> Vec<u8> {
-        serde_json::to_vec(self).unwrap_or_default()
-    }
-}
-
-/// An interface with a `tag`, whose PCI address the defined domain tells.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TaggedInterface {
-    /// The interface name (`ua-<name>` alias in the domain).
-    pub name: String,
-    /// Its tag.
-    pub tag: String,
-}
-
-/// Upstream's `SanitizeHostname`: `spec.hostname`, else the name up to its first dot; at most 63.
-#[must_use]
-pub fn hostname(vmi: &VirtualMachineInstance) -> String {
-    let name = vmi.spec.hostname.clone().unwrap_or_else(|| {
-        let name = vmi.metadata.name.as_deref().unwrap_or_default();
-        name.split('.').next().unwrap_or_default().to_owned()
-    });
-    name.chars().take(63).collect()
 }
 
 fn instance_type(vmi: &VirtualMachineInstance) -> Option<String> {
@@ -170,7 +100,7 @@ fn resolve_data(
         }
     }
     let decode = |key: &str, text: &str| {
-        crate::volumes::decode_base64(text)
+        crate::volume_step::decode_base64(text)
             .ok_or_else(|| volume_error(&format!("{field}.{key}"), "is not a valid base64 value"))
     };
     let pick = |raw: &Option<String>, b64: &Option<String>, key: &str| -> Result<Vec<u8>, PrepareError> {
@@ -216,7 +146,7 @@ fn public_keys(
             return Err(volume_error(&field, "access credentials need a Kubernetes cluster"));
         };
         let dir = PathBuf::from(layout.secret_dir(&format!("{secret}-access-cred")));
-        for file in crate::mounted::files(&dir).map_err(crate::volumes::io(&dir))? {
+        for file in crate::mounted::files(&dir).map_err(crate::volume_step::io(&dir))? {
             let key = std::fs::read_to_string(&file).map_err(|e| {
                 volume_error(
                     &field,
@@ -250,7 +180,7 @@ pub fn iso_step(
     let keys = public_keys(&vmi.spec.access_credentials, flavor, secrets)?;
     let namespace = vmi.metadata.namespace.as_deref().unwrap_or("default");
     let name = vmi.metadata.name.as_deref().unwrap_or_default();
-    let hostname = Some(hostname(vmi)).filter(|h| !h.is_empty());
+    let hostname = Some(kubevirt_api::guest::hostname(vmi)).filter(|h| !h.is_empty());
     match flavor {
         Flavor::NoCloud => {
             let meta = NoCloudMetadata {
@@ -308,42 +238,6 @@ pub fn iso_step(
             })
         }
     }
-}
-
-/// The `devices` of ConfigDrive metadata: each tagged interface's PCI address and MAC in the
-/// defined domain.
-#[must_use]
-pub fn tagged_devices(domain: &crate::domain::Domain, tagged: &[TaggedInterface]) -> Vec<DeviceMetadata> {
-    tagged
-        .iter()
-        .filter_map(|t| {
-            let alias = crate::domain::model::Alias::user(&t.name);
-            let iface = domain
-                .devices
-                .interface
-                .iter()
-                .find(|i| i.alias.as_ref() == Some(&alias))?;
-            let address = iface.address.as_ref().filter(|a| a.address_type == "pci")?;
-            let hex = |v: &Option<String>| {
-                v.as_deref()
-                    .and_then(|v| u32::from_str_radix(v.trim_start_matches("0x"), 16).ok())
-                    .unwrap_or(0)
-            };
-            Some(DeviceMetadata {
-                kind: "nic".to_owned(),
-                bus: "pci".to_owned(),
-                address: format!(
-                    "{:04x}:{:02x}:{:02x}:{:x}",
-                    hex(&address.domain),
-                    hex(&address.bus),
-                    hex(&address.slot),
-                    hex(&address.function)
-                ),
-                mac: iface.mac.as_ref().map(|m| m.address.clone()).unwrap_or_default(),
-                tags: vec![t.tag.clone()],
-            })
-        })
-        .collect()
 }
 
 #[cfg(test)]
@@ -486,14 +380,5 @@ mod tests {
             String::from_utf8(meta.to_json()).expect("utf-8"),
             r#"{"instance_type":"fake.fake-instancetype","instance_id":"fake.fake-namespace","hostname":"fake","uuid":"fake.fake-namespace","devices":[{"type":"nic","bus":"pci","address":"0000:01:00:0","mac":"02:00:00:84:e9:58","tags":["testtag"]}]}"#
         );
-    }
-
-    #[test]
-    fn the_hostname_is_cut_at_the_first_dot() {
-        let mut named = vmi(&serde_json::json!({"domain": {"devices": {}}}));
-        named.metadata.name = Some("web.example.org".to_owned());
-        assert_eq!(hostname(&named), "web");
-        named.spec.hostname = Some("explicit.name".to_owned());
-        assert_eq!(hostname(&named), "explicit.name");
     }
 }

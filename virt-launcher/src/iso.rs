@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::Command;
 
 use crate::supervisor::reaper::ToolRunner;
-use crate::volumes::{PrepareError, io, run_tool};
+use crate::volume_step::{PrepareError, io, run_tool};
 
 fn staging(iso: &Path) -> std::path::PathBuf {
     let mut name = iso.as_os_str().to_owned();

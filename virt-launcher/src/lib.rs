@@ -16,4 +16,5 @@ pub mod local;
 pub mod mounted;
 pub mod resident_pages;
 pub mod supervisor;
+pub mod volume_step;
 pub mod volumes;

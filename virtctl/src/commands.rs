@@ -8,8 +8,7 @@ use serde::Serialize;
 use crate::VirtctlError;
 use crate::cli::{Command, DryRun, Force, Kind};
 
-/// The API path of the subresource group.
-pub const SUBRESOURCES: &str = "/apis/subresources.kubevirt.io/v1";
+pub use crate::SUBRESOURCES;
 
 /// One request virtctl sends, with what it prints on success and says on failure.
 #[derive(Debug, PartialEq, Eq)]

@@ -13,8 +13,8 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::handshake::client::generate_key;
 use tokio_tungstenite::tungstenite::protocol::Role;
 
+use crate::SUBRESOURCES;
 use crate::VirtctlError;
-use crate::commands::SUBRESOURCES;
 
 /// The byte `Ctrl+]` sends.
 pub const ESCAPE: u8 = 0x1d;

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
+use crate::SUBRESOURCES;
 use crate::VirtctlError;
-use crate::commands::SUBRESOURCES;
 
 /// The flags of `virtctl expand`.
 #[derive(Clone, Debug, Args)]

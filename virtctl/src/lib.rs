@@ -6,6 +6,9 @@
 //! writes VM manifests ([`create_vm`]), expands instance types ([`expand`]) and cancels migrations
 //! ([`migrate_cancel`]).
 
+/// The API path of the subresource group.
+pub const SUBRESOURCES: &str = "/apis/subresources.kubevirt.io/v1";
+
 pub mod cli;
 pub mod commands;
 pub mod connect;

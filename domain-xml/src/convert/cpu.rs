@@ -1,6 +1,5 @@
 //! CPU topology, vCPU count, CPU model and features.
 
-use kubevirt_api::quantity::ParsedQuantity;
 use kubevirt_api::v1::VirtualMachineInstanceSpec;
 
 use super::ConvertError;
@@ -41,34 +40,18 @@ impl Topology {
     }
 }
 
-/// Topology from `spec.domain.cpu`, or else from the CPU limit or request rounded up into sockets,
-/// as upstream's `GetCPUTopology`.
+/// Topology from `spec.domain.cpu`, or else from the CPU limit or request rounded up into sockets
+/// ([`kubevirt_api::guest::cpu_topology`]), with CPU hotplug's `maxSockets`.
 pub fn topology(spec: &VirtualMachineInstanceSpec) -> Result<Topology, ConvertError> {
     let cpu = spec.domain.cpu.as_ref();
-    let given = |v: Option<u32>| v.filter(|n| *n > 0);
-    let (sockets, cores, threads) = (
-        cpu.and_then(|c| given(c.sockets)),
-        cpu.and_then(|c| given(c.cores)),
-        cpu.and_then(|c| given(c.threads)),
-    );
-    let mut topology = if sockets.is_some() || cores.is_some() || threads.is_some() {
-        let sockets = sockets.unwrap_or(1);
-        Topology {
-            sockets,
-            cores: cores.unwrap_or(1),
-            threads: threads.unwrap_or(1),
-            enabled_sockets: sockets,
-        }
-    } else {
-        let sockets = cpus_from_resources(spec)?.unwrap_or(1);
-        Topology {
-            sockets,
-            cores: 1,
-            threads: 1,
-            enabled_sockets: sockets,
-        }
+    let base = kubevirt_api::guest::cpu_topology(spec).map_err(|e| ConvertError::invalid(e.field, e.message))?;
+    let mut topology = Topology {
+        sockets: base.sockets,
+        cores: base.cores,
+        threads: base.threads,
+        enabled_sockets: base.sockets,
     };
-    if let Some(max) = cpu.and_then(|c| given(c.max_sockets)) {
+    if let Some(max) = cpu.and_then(|c| c.max_sockets).filter(|n| *n > 0) {
         if max < topology.sockets {
             return Err(ConvertError::invalid(
                 "spec.domain.cpu.maxSockets",
@@ -90,27 +73,6 @@ pub fn topology(spec: &VirtualMachineInstanceSpec) -> Result<Topology, ConvertEr
         ));
     }
     Ok(topology)
-}
-
-/// Whole CPUs from `resources.limits.cpu`, else `resources.requests.cpu`, rounded up.
-fn cpus_from_resources(spec: &VirtualMachineInstanceSpec) -> Result<Option<u32>, ConvertError> {
-    let Some(resources) = spec.domain.resources.as_ref() else {
-        return Ok(None);
-    };
-    for (kind, list) in [("limits", &resources.limits), ("requests", &resources.requests)] {
-        if let Some(quantity) = list.as_ref().and_then(|l| l.get("cpu")) {
-            let field = format!("spec.domain.resources.{kind}.cpu");
-            let parsed =
-                ParsedQuantity::parse(&quantity.0).map_err(|e| ConvertError::invalid(&field, e.to_string()))?;
-            if parsed.is_negative() {
-                return Err(ConvertError::invalid(field, "must be greater than or equal to 0"));
-            }
-            let cpus =
-                u32::try_from(parsed.ceil().max(1)).map_err(|_| ConvertError::invalid(field, "too many CPUs"))?;
-            return Ok(Some(cpus));
-        }
-    }
-    Ok(None)
 }
 
 /// Sets `<vcpu>`, `<vcpus>` (hotplug) and `<cpu>`.

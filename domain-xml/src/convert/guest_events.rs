@@ -1,14 +1,16 @@
 //! What the domain does when the guest reboots or crashes: `spec.domain.rebootPolicy` and the
 //! panic devices of `spec.domain.devices.panicDevices`.
 
-use kubevirt_api::v1::VirtualMachineInstance;
+use kubevirt_api::v1::{PANIC_DEVICE_MODELS, UNSUPPORTED_PANIC_DEVICE_MODEL, VirtualMachineInstance};
 
 use super::ConvertError;
 use crate::model::{Domain, Panic};
 
-/// Panic device models libvirt 9.0 renders on x86_64. Upstream's `pvpanic` (a PCI device) needs
-/// libvirt 9.1; it is refused before conversion (`kubevirt_api::support`).
-const PANIC_MODELS: [&str; 2] = ["isa", "hyperv"];
+/// Whether libvirt 9.0 renders the panic device `model` on x86_64: upstream's models but the
+/// `pvpanic` PCI device, which is refused before conversion (`kubevirt_api::support`).
+fn is_rendered_panic_model(model: &str) -> bool {
+    PANIC_DEVICE_MODELS.contains(&model) && model != UNSUPPORTED_PANIC_DEVICE_MODEL
+}
 
 /// Sets `<on_reboot>` from the reboot policy and adds the panic devices; a Hyper-V panic device
 /// keeps a crashed guest as it is (`<on_crash>preserve</on_crash>`), as upstream does.
@@ -26,7 +28,7 @@ pub fn apply(vmi: &VirtualMachineInstance, domain: &mut Domain) -> Result<(), Co
     };
     for (i, device) in vmi.spec.domain.devices.panic_devices.iter().enumerate() {
         let model = device.model.as_deref().filter(|m| !m.is_empty());
-        if let Some(model) = model.filter(|m| !PANIC_MODELS.contains(m)) {
+        if let Some(model) = model.filter(|m| !is_rendered_panic_model(m)) {
             return Err(ConvertError::invalid(
                 format!("spec.domain.devices.panicDevices[{i}].model"),
                 format!("invalid PanicDeviceModel({model})"),

@@ -17,34 +17,16 @@ fn bytes(field: &str, q: &Quantity) -> Result<u64, ConvertError> {
     quantity::to_bytes(q).map_err(|e| ConvertError::invalid(field, e.to_string()))
 }
 
-/// Guest memory in bytes: `memory.guest`, else `resources.requests.memory`, else
-/// `resources.limits.memory`, as upstream's defaulting plus conversion produce it.
+/// Guest memory in bytes ([`kubevirt_api::guest::memory_source`]).
 pub fn guest_bytes(vmi: &VirtualMachineInstance) -> Result<u64, ConvertError> {
-    let domain = &vmi.spec.domain;
-    if let Some(guest) = domain.memory.as_ref().and_then(|m| m.guest.as_ref()) {
-        return bytes("spec.domain.memory.guest", guest);
-    }
-    let resources = domain.resources.as_ref();
-    for (kind, list) in [
-        ("requests", resources.and_then(|r| r.requests.as_ref())),
-        ("limits", resources.and_then(|r| r.limits.as_ref())),
-    ] {
-        if let Some(memory) = list.and_then(|l| l.get("memory")) {
-            return bytes(&format!("spec.domain.resources.{kind}.memory"), memory);
-        }
-    }
-    if let Some(page_size) = domain
-        .memory
-        .as_ref()
-        .and_then(|m| m.hugepages.as_ref())
-        .and_then(|h| h.page_size.as_ref())
-    {
-        return bytes("spec.domain.memory.hugepages.pageSize", &Quantity(page_size.clone()));
-    }
-    Err(ConvertError::invalid(
-        "spec.domain.resources.requests.memory",
-        "no memory requested, at least one of 'spec.domain.memory.guest', 'spec.domain.memory.hugepages.size' or 'spec.domain.resources.requests.memory' must be set",
-    ))
+    kubevirt_api::guest::memory_bytes(&vmi.spec)
+        .map_err(|e| ConvertError::invalid(e.field, e.message))?
+        .ok_or_else(|| {
+            ConvertError::invalid(
+                "spec.domain.resources.requests.memory",
+                "no memory requested, at least one of 'spec.domain.memory.guest', 'spec.domain.memory.hugepages.size' or 'spec.domain.resources.requests.memory' must be set",
+            )
+        })
 }
 
 /// Sets `<memory>`, `<memoryBacking>`, `<maxMemory>`, the NUMA cell and the virtio-mem device.

@@ -199,6 +199,13 @@ pub struct PanicDevice {
     pub model: Option<String>,
 }
 
+/// The panic device models upstream accepts on x86_64. kubevirt-rs refuses `pvpanic`
+/// ([`crate::support`]); the domain has the others.
+pub const PANIC_DEVICE_MODELS: [&str; 3] = ["hyperv", "isa", "pvpanic"];
+
+/// The panic device model libvirt 9.0 cannot render: a PCI `pvpanic` needs libvirt 9.1.
+pub const UNSUPPORTED_PANIC_DEVICE_MODEL: &str = "pvpanic";
+
 /// `spec.domain.devices.filesystems[]`.
 #[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

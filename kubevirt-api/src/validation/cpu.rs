@@ -22,18 +22,7 @@ fn value(list: Option<&BTreeMap<String, Quantity>>, name: &str) -> i128 {
 }
 
 fn vcpus(cpu: &Cpu) -> i128 {
-    [cpu.cores, cpu.sockets, cpu.threads]
-        .into_iter()
-        .map(|n| i128::from(n.unwrap_or(0)))
-        .fold(0, |acc, n| {
-            if n == 0 {
-                acc
-            } else if acc == 0 {
-                n
-            } else {
-                acc * n
-            }
-        })
+    i128::from(crate::guest::given_vcpus(cpu))
 }
 
 /// `*` and `?` glob matching, as Go's `filepath.Match` does for machine types.

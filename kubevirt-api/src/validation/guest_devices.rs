@@ -4,15 +4,13 @@
 use super::{Cause, CauseType, cause};
 use crate::v1::{ClusterConfig, VirtualMachineInstanceSpec};
 
-/// Panic device models upstream accepts.
-const PANIC_MODELS: [&str; 3] = ["hyperv", "isa", "pvpanic"];
 /// Video types upstream accepts on amd64.
 const AMD64_VIDEO_TYPES: [&str; 5] = ["vga", "cirrus", "virtio", "ramfb", "bochs"];
 
 fn check_panic_devices(spec: &VirtualMachineInstanceSpec, base: &str, causes: &mut Vec<Cause>) {
     for (i, device) in spec.domain.devices.panic_devices.iter().enumerate() {
         let Some(model) = device.model.as_deref() else { continue };
-        if !PANIC_MODELS.contains(&model) {
+        if !crate::v1::PANIC_DEVICE_MODELS.contains(&model) {
             causes.push(cause(
                 CauseType::Invalid,
                 format!("{base}.domain.devices.panicDevices[{i}].model"),

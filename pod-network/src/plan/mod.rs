@@ -269,27 +269,6 @@ fn forwarded_ports(iface: &Interface) -> Vec<ForwardedPort> {
     ports
 }
 
-/// The guest's vCPUs from its topology (1 when unset).
-fn vcpus(vmi: &VirtualMachineInstance) -> u32 {
-    vmi.spec.domain.cpu.as_ref().map_or(1, |cpu| {
-        cpu.sockets
-            .unwrap_or(1)
-            .saturating_mul(cpu.cores.unwrap_or(1))
-            .saturating_mul(cpu.threads.unwrap_or(1))
-    })
-}
-
-/// Upstream's guest hostname: `spec.hostname`, else the VMI's name, cut to 63 characters.
-fn hostname(vmi: &VirtualMachineInstance) -> Option<String> {
-    let name = vmi
-        .spec
-        .hostname
-        .clone()
-        .filter(|h| !h.is_empty())
-        .or_else(|| vmi.metadata.name.clone())?;
-    Some(name.chars().take(63).collect())
-}
-
 /// Whether `vmi` has an interface (not `state: absent`) on the pod network.
 #[must_use]
 pub fn uses_pod_network(vmi: &VirtualMachineInstance) -> bool {
@@ -373,7 +352,7 @@ pub fn plan_checked(
         .unwrap_or("");
     let tap_queues = (vmi.spec.domain.devices.network_interface_multiqueue == Some(true)
         && iface.model.as_deref().is_none_or(|m| m.is_empty() || m == "virtio"))
-    .then(|| vcpus(vmi).clamp(1, 256));
+    .then(|| kubevirt_api::guest::vcpus(&vmi.spec).clamp(1, 256));
     let bridge = format!("{BRIDGE_PREFIX}{}", pod.name);
     let common = |lease: Lease, bridge_address: Ipv4Cidr| InterfacePlan {
         name: iface.name.clone(),
@@ -397,7 +376,7 @@ pub fn plan_checked(
         server,
         dns: resolv.nameservers.clone(),
         search: resolv.search.clone(),
-        hostname: hostname(vmi),
+        hostname: Some(kubevirt_api::guest::hostname(vmi)).filter(|h| !h.is_empty()),
         mtu: Some(pod.mtu),
         routes: Vec::new(),
         extra: extra_options(iface),

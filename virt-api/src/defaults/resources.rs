@@ -74,54 +74,28 @@ pub fn set_default_resource_requests(spec: &mut VirtualMachineInstanceSpec, conf
     }
 }
 
-/// `memory.guest` from the memory request, else the limit, else the hugepage size.
+/// `memory.guest` from the memory request, else the limit, else the hugepage size
+/// ([`kubevirt_api::guest::memory_source`]).
 pub fn set_guest_memory(spec: &mut VirtualMachineInstanceSpec) {
-    if spec.domain.memory.as_ref().is_some_and(|m| m.guest.is_some()) {
-        return;
-    }
-    let resources = spec.domain.resources.as_ref();
-    let pick = |f: fn(&ResourceRequirements) -> Option<&std::collections::BTreeMap<String, Quantity>>| {
-        resources
-            .and_then(f)
-            .and_then(|m| m.get("memory"))
-            .filter(|q| is_nonzero(Some(q)))
-            .cloned()
-    };
+    let source = kubevirt_api::guest::memory_source(spec);
     let memory = spec.domain.memory.get_or_insert_with(Memory::default);
-    memory.guest = pick(|r| r.requests.as_ref())
-        .or_else(|| pick(|r| r.limits.as_ref()))
-        .or_else(|| {
-            memory
-                .hugepages
-                .as_ref()
-                .and_then(|h| h.page_size.clone())
-                .map(Quantity)
-                .filter(|q| quantity::parse(q).is_ok())
-        });
+    if memory.guest.is_none() {
+        memory.guest = source.map(|s| s.quantity);
+    }
 }
 
 /// With no topology given: one core and one thread per socket, and as many sockets as the CPU
 /// limit (else the CPU request) rounded up, or one.
 pub fn set_default_cpu_topology(spec: &mut VirtualMachineInstanceSpec) {
-    let unset = spec
+    if spec
         .domain
         .cpu
         .as_ref()
-        .is_none_or(|c| c.cores.unwrap_or(0) == 0 && c.sockets.unwrap_or(0) == 0 && c.threads.unwrap_or(0) == 0);
-    if !unset {
+        .is_some_and(|c| kubevirt_api::guest::given_vcpus(c) > 0)
+    {
         return;
     }
-    let resources = spec.domain.resources.as_ref();
-    let cpu_of = |list: Option<&std::collections::BTreeMap<String, Quantity>>| list.and_then(|l| l.get("cpu")).cloned();
-    let sockets = cpu_of(resources.and_then(|r| r.limits.as_ref()))
-        .or_else(|| cpu_of(resources.and_then(|r| r.requests.as_ref())))
-        .map_or(1, |q| {
-            quantity::parse(&q)
-                .map(quantity::ParsedQuantity::ceil)
-                .ok()
-                .and_then(|v| u32::try_from(v).ok())
-                .unwrap_or(1)
-        });
+    let sockets = kubevirt_api::guest::cpu_topology(spec).map_or(1, |t| t.sockets);
     let cpu = spec.domain.cpu.get_or_insert_with(Cpu::default);
     cpu.sockets = Some(sockets);
     cpu.cores = Some(1);

@@ -153,28 +153,11 @@ pub enum RenderError {
 /// The pod's grace period beyond the VMI's: the launcher's 15 s, then 15 s more for the kubelet.
 pub const POD_GRACE_EXTRA: i64 = 30;
 
-/// A DNS-1123 label from the VMI's hostname or name, as upstream's `vm.kubevirt.io/name` label.
-fn sanitized_hostname(vmi: &VirtualMachineInstance) -> String {
-    let raw = vmi
-        .spec
-        .hostname
-        .clone()
-        .or_else(|| vmi.metadata.name.clone())
-        .unwrap_or_default();
-    let cleaned: String = raw
-        .to_lowercase()
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' })
-        .take(63)
-        .collect();
-    cleaned.trim_matches('-').to_owned()
-}
-
 fn pod_labels(vmi: &VirtualMachineInstance, uid: &str) -> BTreeMap<String, String> {
     let mut pod_labels = vmi.metadata.labels.clone().unwrap_or_default();
     pod_labels.insert(labels::APP.to_owned(), labels::APP_VIRT_LAUNCHER.to_owned());
     pod_labels.insert(labels::CREATED_BY.to_owned(), uid.to_owned());
-    pod_labels.insert(labels::VM_NAME.to_owned(), sanitized_hostname(vmi));
+    pod_labels.insert(labels::VM_NAME.to_owned(), kubevirt_api::guest::hostname(vmi));
     pod_labels
 }
 
@@ -250,7 +233,7 @@ pub fn render_launcher_pod(vmi: &VirtualMachineInstance, config: &PodConfig) -> 
         spec: Some(PodSpec {
             restart_policy: Some("Never".to_owned()),
             termination_grace_period_seconds: Some(vmi.termination_grace_period_seconds() + POD_GRACE_EXTRA),
-            hostname: Some(sanitized_hostname(vmi)),
+            hostname: Some(kubevirt_api::guest::hostname(vmi)),
             subdomain: vmi.spec.subdomain.clone(),
             node_selector: Some(node_selector),
             tolerations: Some(vmi.spec.tolerations.clone()).filter(|t| !t.is_empty()),

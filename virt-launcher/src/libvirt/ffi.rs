@@ -1,8 +1,9 @@
 //! The few libvirt calls the `virt` crate does not wrap (docs/dependencies.md, "What virt does not
 //! wrap"): lifecycle event registration, the raw domain state, the guest's SSH authorized keys, and a
 //! migration's job statistics, abort and switch to post-copy.
-//! This is the only module with
-//! `unsafe` code.
+//! It is the launcher's libvirt FFI; the other `unsafe` code of the workspace is small and local
+//! (a child's set-up between fork and exec, mappings of our own memory, process-wide settings),
+//! each with its `SAFETY:` comment.
 #![allow(unsafe_code)]
 
 use std::os::raw::{c_int, c_void};

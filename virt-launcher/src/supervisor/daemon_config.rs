@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::daemons::DaemonError;
+use super::daemon_error::DaemonError;
 
 /// How the launcher's libvirtd runs.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -9,7 +9,6 @@
 
 use std::io::BufRead as _;
 use std::os::unix::process::CommandExt as _;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -24,6 +23,7 @@ use tracing::{info, warn};
 pub use super::daemon_config::{
     DaemonMode, DaemonPaths, SYSTEM_DRIVER_DIR, link_qemu_driver, loaded_drivers, write_configs,
 };
+pub use super::daemon_error::{DaemonError, NotServing};
 use super::reaper::{Reaper, ReaperError};
 use super::startup_cpu;
 
@@ -33,34 +33,6 @@ const STOP_GRACE: Duration = Duration::from_secs(5);
 const RESTART_DELAY: Duration = Duration::from_millis(200);
 /// How long a restarted daemon gets to accept connections before it is left on its startup CPU.
 const RESTART_READY: Duration = Duration::from_secs(60);
-
-/// Why the daemons could not be started.
-#[derive(Debug, thiserror::Error)]
-pub enum DaemonError {
-    /// A configuration file could not be written.
-    #[error("cannot write libvirt configuration in {path}")]
-    Config {
-        /// The directory.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// A daemon could not be started.
-    #[error(transparent)]
-    Spawn(#[from] ReaperError),
-    /// libvirtd did not serve in time.
-    #[error("libvirtd did not serve on {socket} within {timeout:?} ({reason}); see {log}")]
-    NotReady {
-        /// The socket.
-        socket: PathBuf,
-        /// How long we waited.
-        timeout: Duration,
-        /// What was missing.
-        reason: NotServing,
-        /// libvirtd's log.
-        log: PathBuf,
-    },
-}
 
 /// Asks the kernel to send SIGTERM to the child when the launcher dies.
 #[allow(unsafe_code)]
@@ -251,20 +223,6 @@ async fn wait_until_serving(socket: &std::path::Path, uri: &str, timeout: Durati
         Err(_) | Ok(Err(_)) => Err(NotServing::NoAnswer),
         Ok(Ok(answer)) => answer.map_err(NotServing::Refused),
     }
-}
-
-/// Why the daemon is not serving.
-#[derive(Debug, thiserror::Error)]
-pub enum NotServing {
-    /// Its socket does not accept connections.
-    #[error("its socket accepts no connection")]
-    NoSocket,
-    /// A connection got no answer in time.
-    #[error("a connection got no answer")]
-    NoAnswer,
-    /// A connection was refused.
-    #[error("a connection failed: {0}")]
-    Refused(crate::libvirt::DomainError),
 }
 
 /// Gives a started daemon's threads the launcher's whole CPU set back.

@@ -7,6 +7,7 @@
 
 pub mod caps_cache;
 pub mod daemon_config;
+pub mod daemon_error;
 pub mod daemons;
 pub mod lifecycle;
 pub mod namespace;
