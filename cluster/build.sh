@@ -13,7 +13,9 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=cluster/lib/common.sh
 source "$here/lib/common.sh"
 
-command -v go >/dev/null || die "go is missing: install Go 1.24 or newer"
+# shellcheck source=cluster/lib/go.sh
+source "$here/lib/go.sh"
+ensure_go
 command -v gcc >/dev/null || die "gcc is missing: run scripts/install-deps.sh"
 
 out=$CLUSTER_BIN
