@@ -41,11 +41,18 @@ struct Args {
     /// virt-handler's console server port.
     #[arg(long, default_value_t = 8186)]
     console_server_port: u16,
-    /// CA that signed virt-handler's serving certificate (PEM).
-    #[arg(long)]
+    /// CA that signed virt-handler's serving certificate (PEM); `--cluster-certificates` takes it
+    /// from the cluster instead.
+    #[arg(long, conflicts_with = "cluster_certificates")]
     handler_ca_file: Option<PathBuf>,
-    /// Client certificate presented to virt-handler (PEM); with --handler-client-key-file.
-    #[arg(long, requires = "handler_client_key_file")]
+    /// Client certificate presented to virt-handler (PEM); with --handler-client-key-file and
+    /// --handler-ca-file.
+    #[arg(
+        long,
+        requires = "handler_client_key_file",
+        requires = "handler_ca_file",
+        conflicts_with = "cluster_certificates"
+    )]
     handler_client_cert_file: Option<PathBuf>,
     /// The client certificate's key (PEM).
     #[arg(long, requires = "handler_client_cert_file")]

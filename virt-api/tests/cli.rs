@@ -32,6 +32,30 @@ fn certificate_flags_that_conflict_are_a_usage_error() {
     );
 }
 
+/// Regression (#31): handler certificate flags that `--cluster-certificates` would replace, or a
+/// client certificate without the CA to check virt-handler with, were silently dropped.
+#[test]
+fn handler_certificate_flags_that_would_be_dropped_are_a_usage_error() {
+    for args in [
+        &["--cluster-certificates", "--handler-ca-file", "/tmp/ca.pem"][..],
+        &[
+            "--self-signed",
+            "--handler-client-cert-file",
+            "/tmp/c.pem",
+            "--handler-client-key-file",
+            "/tmp/k.pem",
+        ][..],
+    ] {
+        let output = virt_api().args(args).output().expect("run");
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
 #[test]
 fn a_missing_certificate_file_is_named() {
     let output = virt_api()

@@ -65,7 +65,7 @@ pub struct ClusterArgs {
     /// QEMU has not run by then exits with an error, failing its pod; `0` waits for ever.
     #[arg(long, value_name = "DURATION", value_parser = start_deadline::parse_timeout, default_value = "3m")]
     qemu_timeout: std::time::Duration,
-    /// Accepted for compatibility: number of hook sidecars (none are supported).
+    /// Number of hook sidecars: kubevirt-rs runs none, so only 0 is taken and more is refused.
     #[arg(long, default_value_t = 0)]
     hook_sidecars: u32,
     /// The address space, in bytes, `qemu-img` may use to check a containerDisk image.
