@@ -237,6 +237,10 @@ fn the_fuzz_body_survives_its_seed_corpus() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "host-tests"),
+    ignore = "needs virt-xml-validate: make test runs it (feature host-tests)"
+)]
 fn the_benchmark_fixtures_render() {
     for value in [domain_xml::fixtures::minimal_vmi(), domain_xml::fixtures::large_vmi()] {
         let vmi = domain_xml::fixtures::vmi(value);

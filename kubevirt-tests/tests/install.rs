@@ -85,6 +85,10 @@ fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "host-tests"),
+    ignore = "needs the test cluster's kubectl: make test runs it (feature host-tests)"
+)]
 fn every_object_parses_as_its_kubernetes_type() {
     let objects = render(&install_dir());
     let mut kinds = BTreeSet::new();

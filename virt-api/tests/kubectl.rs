@@ -77,6 +77,10 @@ async fn kubectl(port: u16, args: &[&str]) -> std::process::Output {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(feature = "host-tests"),
+    ignore = "needs the test cluster's kubectl: make test runs it (feature host-tests)"
+)]
 async fn kubectl_reads_discovery_starts_a_vm_and_calls_a_webhook() {
     let server = start();
     let out = kubectl(server.port, &["get", "--raw", "/apis/subresources.kubevirt.io/v1"]).await;

@@ -104,6 +104,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        not(feature = "host-tests"),
+        ignore = "needs root: make test runs it (feature host-tests)"
+    )]
     fn the_pods_devices_become_the_launchers_and_links_are_never_followed() {
         let pod = tempfile::tempdir().expect("tempdir");
         let outside = tempfile::tempdir().expect("tempdir");
@@ -127,6 +131,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        not(feature = "host-tests"),
+        ignore = "needs root: make test runs it (feature host-tests)"
+    )]
     fn a_dev_that_is_a_link_or_missing_is_an_error_and_gives_nothing() {
         let pod = tempfile::tempdir().expect("tempdir");
         let outside = tempfile::tempdir().expect("tempdir");

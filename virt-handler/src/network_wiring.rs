@@ -265,6 +265,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        not(feature = "host-tests"),
+        ignore = "needs root: make test runs it (feature host-tests)"
+    )]
     fn an_unprivileged_launchers_private_dir_and_files_are_its_own() {
         use std::os::unix::fs::MetadataExt as _;
         let pod = pod_private_dir();
@@ -293,6 +297,10 @@ mod tests {
     /// A pod that links the VMI's private directory to a directory of the node's gets nothing
     /// written there: the handler's file work runs as the launcher's user.
     #[test]
+    #[cfg_attr(
+        not(feature = "host-tests"),
+        ignore = "needs root: make test runs it (feature host-tests)"
+    )]
     fn a_link_the_pod_put_in_place_of_the_private_dir_leads_nowhere() {
         let pod = pod_private_dir();
         let node = tempfile::tempdir().expect("tempdir");

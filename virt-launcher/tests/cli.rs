@@ -189,6 +189,10 @@ fn render_on_cpu(cpu: usize, manifest: &std::path::Path) -> std::process::Output
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "host-tests"),
+    ignore = "needs /dev/kvm and taskset: make test runs it (feature host-tests)"
+)]
 fn dedicated_cpus_are_pinned_within_the_cpus_render_may_run_on() {
     let dir = tempfile::tempdir().expect("tempdir");
     let manifest = write_manifest(

@@ -98,7 +98,7 @@ fn add_serial_console(devices: &SpecDevices, ctx: &ConvertContext, uid: &str, ou
             port: Some(0),
         }),
         log: log_enabled.then(|| Log {
-            file: format!("{serial_dir}/virt-serial0-log"),
+            file: ctx.layout.serial_console_log(uid),
             append: Some("on".to_owned()),
         }),
         alias: None,

@@ -46,6 +46,12 @@ impl PathLayout {
         format!("{}/{uid}", self.private_dir)
     }
 
+    /// `<private>/<uid>/virt-serial0-log`: the serial console's log, which QEMU writes.
+    #[must_use]
+    pub fn serial_console_log(&self, uid: &str) -> String {
+        format!("{}/virt-serial0-log", self.vmi_private_dir(uid))
+    }
+
     /// `<private>/vmi-disks/<volume>`: where a PVC or hostDisk is mounted.
     #[must_use]
     pub fn vmi_disk_dir(&self, volume: &str) -> String {

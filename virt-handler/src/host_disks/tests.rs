@@ -1,4 +1,6 @@
-//! These tests give files away to uid 107 and check owners, so they need root, as the suite does.
+//! These tests give files away to uid 107 and check owners, so they need root, as `make test` (feature
+//! host-tests) does.
+#![cfg(feature = "host-tests")]
 
 use std::os::unix::fs::MetadataExt as _;
 

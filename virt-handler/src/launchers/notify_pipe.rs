@@ -91,6 +91,10 @@ mod tests {
     }
 
     #[tokio::test]
+    #[cfg_attr(
+        not(feature = "host-tests"),
+        ignore = "needs root: make test runs it (feature host-tests)"
+    )]
     async fn bytes_go_both_ways_and_drop_removes_the_socket() {
         let dir = tempfile::tempdir().expect("tempdir");
         let server_path = dir.path().join("server.sock");

@@ -98,6 +98,10 @@ impl Drop for Reaped {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "host-tests"),
+    ignore = "needs root: make test runs it (feature host-tests)"
+)]
 fn a_process_in_the_pods_cgroup_is_held_until_it_exits() {
     let cgroup = PodCgroup::create(UID).expect("a pod's cgroup (needs root)");
     // In network and mount namespaces of its own, as a container's process is.
@@ -164,6 +168,10 @@ fn wait_for_namespace_change(pid: u32) {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "host-tests"),
+    ignore = "needs root: make test runs it (feature host-tests)"
+)]
 fn a_process_in_the_pods_cgroup_but_in_the_nodes_namespaces_is_refused() {
     // What CRI-O's conmon looks like when it runs in the pod's cgroup, or runc before it enters a
     // container's namespaces.

@@ -56,6 +56,10 @@ async fn no_link_below_the_root_is_followed() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(feature = "host-tests"),
+    ignore = "needs root: make test runs it (feature host-tests)"
+)]
 async fn only_a_socket_is_connected_to_and_the_owner_is_set_without_following_links() {
     let root = tempfile::tempdir().expect("tempdir");
     std::fs::write(root.path().join("plain"), b"x").expect("file");

@@ -164,6 +164,10 @@ mod tests {
     }
 
     #[tokio::test]
+    #[cfg_attr(
+        not(feature = "host-tests"),
+        ignore = "needs qemu-img: make test runs it (feature host-tests)"
+    )]
     async fn qemu_img_reads_images_within_the_memory_limit_and_fails_beyond_it() {
         let dir = tempfile::tempdir().expect("tempdir");
         let base = dir.path().join("base.qcow2");

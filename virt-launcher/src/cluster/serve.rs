@@ -35,6 +35,7 @@ use crate::commands::process::{self, fail};
 use crate::domain::{ConvertContext, DomainType, PathLayout};
 use crate::libvirt::{DomainManager, DomainStatus, LibvirtDomainManager, LifecycleEvent};
 use crate::supervisor::daemons::{DaemonMode, DaemonPaths, LibvirtDaemons, write_configs};
+use crate::supervisor::log_rotation::{self, LogLimit};
 use crate::supervisor::namespace::{adopt_container_libvirt, enter_private_libvirt_namespace};
 use crate::supervisor::reaper::{Reaper, ToolRunner};
 use crate::supervisor::supervise::{StopSignals, StopSource as _, supervise, teardown};
@@ -266,6 +267,14 @@ async fn serve(options: &ServeOptions, paths: &DaemonPaths) -> Result<(), String
         let finish = CancellationToken::new();
         let forwarder = forward_events(options, service.clone(), lifecycle, to_stop_loop, finish.clone());
         let credentials = propagate_access_credentials(service.clone(), credentials_changed, finish.clone());
+        let logs = tokio::spawn(log_rotation::keep_bounded(
+            vec![
+                PathBuf::from(options.layout.serial_console_log(&options.uid)),
+                paths.qemu_log_file(&domain_name),
+            ],
+            LogLimit::default(),
+            finish.clone(),
+        ));
         let incoming = listen(&options.socket_dir().join(INIT_SOCKET)).map_err(|e| error(&e))?;
         let server = tokio::spawn(
             tonic::transport::Server::builder()
@@ -302,6 +311,7 @@ async fn serve(options: &ServeOptions, paths: &DaemonPaths) -> Result<(), String
         teardown(manager.as_ref(), &domain_name, &paths.qemu_pid_file(&domain_name)).await;
         finish.cancel();
         credentials.abort();
+        logs.abort();
         if tokio::time::timeout(LAST_EVENTS_TIMEOUT, forwarder).await.is_err() {
             warn!("the last domain events did not reach virt-handler in time");
         }

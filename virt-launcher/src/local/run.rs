@@ -279,6 +279,7 @@ async fn run_with(
                 after_define: &prelude.volumes.steps,
                 reaper,
                 path: &path,
+                logs: vec![prelude.runtime.serial_console_log(), paths.qemu_log_file(&domain.name)],
             };
             boot_and_supervise(&manager, xml, paused, &booted, &mut events, &mut stops, policy).await
         }
@@ -300,6 +301,8 @@ struct Booted<'a> {
     reaper: &'a Reaper,
     /// The manifest, for errors.
     path: &'a str,
+    /// The serial console's log and the domain log, kept bounded.
+    logs: Vec<PathBuf>,
 }
 
 async fn boot_and_supervise<M: DomainManager>(
@@ -327,7 +330,15 @@ async fn boot_and_supervise<M: DomainManager>(
     booted.daemons.record_capabilities();
     crate::resident_pages::after_domain_start();
     let console = console::spawn(booted.runtime.serial_socket());
+    let stop_rotation = tokio_util::sync::CancellationToken::new();
+    let logs = tokio::spawn(crate::supervisor::log_rotation::keep_bounded(
+        booted.logs.clone(),
+        crate::supervisor::log_rotation::LogLimit::default(),
+        stop_rotation.clone(),
+    ));
     let phase = supervise(manager, events, stops, policy).await;
+    stop_rotation.cancel();
+    let _ = logs.await;
     console.abort();
     Ok(phase?)
 }

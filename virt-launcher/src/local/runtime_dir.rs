@@ -109,6 +109,12 @@ impl RuntimeDir {
         PathBuf::from(self.layout().vmi_private_dir(&self.uid)).join("virt-serial0")
     }
 
+    /// The serial console's log.
+    #[must_use]
+    pub fn serial_console_log(&self) -> PathBuf {
+        PathBuf::from(self.layout().serial_console_log(&self.uid))
+    }
+
     /// Removes everything; a directory that is already gone is fine.
     pub fn remove(&self) -> std::io::Result<()> {
         match std::fs::remove_dir_all(&self.path) {

@@ -105,6 +105,16 @@ impl DaemonPaths {
         }
     }
 
+    /// The domain log, where libvirt writes `domain`'s QEMU's stdio (as the launcher sees it: in
+    /// system mode inside its mount namespace).
+    #[must_use]
+    pub fn qemu_log_file(&self, domain: &str) -> PathBuf {
+        match self.mode {
+            DaemonMode::System => PathBuf::from(format!("/var/log/libvirt/qemu/{domain}.log")),
+            DaemonMode::Session { .. } => self.root.join(format!("cache/libvirt/qemu/log/{domain}.log")),
+        }
+    }
+
     /// The pid file libvirt writes for `domain`'s QEMU.
     #[must_use]
     pub fn qemu_pid_file(&self, domain: &str) -> PathBuf {

@@ -10,6 +10,7 @@ pub mod daemon_config;
 pub mod daemon_error;
 pub mod daemons;
 pub mod lifecycle;
+pub mod log_rotation;
 pub mod namespace;
 pub mod page_release;
 pub mod reaper;

@@ -4,6 +4,7 @@
 //! Needs root, the packages `make deps` installs and the guest `make guest` builds.
 
 mod cloud_init;
+mod console_log;
 mod dedicated_cpus;
 mod guest_devices;
 mod harness;

@@ -344,6 +344,10 @@ fn files_ending(dir: &Path, suffix: &str) -> Vec<std::path::PathBuf> {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(feature = "host-tests"),
+    ignore = "needs xorrisofs: make test runs it (feature host-tests)"
+)]
 async fn the_target_makes_the_config_drive_the_domain_will_read() {
     let launcher = launcher();
     let vmi = serde_json::json!({

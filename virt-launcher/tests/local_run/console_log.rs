@@ -1,0 +1,97 @@
+//! The serial console's log stays bounded (#31): a guest that floods its console leaves the log and
+//! its backups within virtlogd's limits (2 MiB a file, three backups), and the console the launcher
+//! streams still shows the guest's newest lines. 12 MiB rotate the log five times and drop the
+//! oldest backups twice; an emulated serial port under TCG moves about 0.2 MiB/s here, so the
+//! 100 MiB of the issue took 495 s when measured once (largest file 2.06 MiB, all four 8.2 MiB),
+//! too long for every run of the suite.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use virt_launcher::supervisor::log_rotation::{MAX_BACKUPS, MAX_SIZE};
+
+use super::harness::{Launcher, require_test_guest, serial, testguest_variant};
+use super::{BOOT_TIMEOUT, stop_gracefully};
+
+const FLOOD_MIB: u64 = 12;
+/// Generous: five times what the flood takes on our 2-core machine.
+const FLOOD_TIMEOUT: Duration = Duration::from_secs(300);
+/// What a log may grow past `MAX_SIZE` before the launcher's next look: far less than the guest
+/// writes in one look's time (250 ms) at the fastest rate seen here.
+const OVERSHOOT: u64 = 2 * 1024 * 1024;
+
+fn find(dir: &Path, name: &str) -> Option<PathBuf> {
+    for entry in std::fs::read_dir(dir).ok()?.filter_map(Result::ok) {
+        let path = entry.path();
+        if path.file_name().is_some_and(|n| n == name) {
+            return Some(path);
+        }
+        if path.is_dir()
+            && let Some(found) = find(&path, name)
+        {
+            return Some(found);
+        }
+    }
+    None
+}
+
+fn size(path: &Path) -> u64 {
+    std::fs::metadata(path).map_or(0, |m| m.len())
+}
+
+fn backup(log: &Path, n: u32) -> PathBuf {
+    let mut name = log.as_os_str().to_owned();
+    name.push(format!(".{n}"));
+    PathBuf::from(name)
+}
+
+#[test]
+fn a_guest_flooding_its_console_leaves_bounded_logs_and_the_console_shows_its_newest_lines() {
+    let _serial = serial();
+    require_test_guest();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let manifest = testguest_variant(dir.path(), |text| {
+        text.replace(
+            "kernelArgs: console=ttyS0",
+            &format!("kernelArgs: kubevirt_rs.flood={FLOOD_MIB} console=ttyS0"),
+        )
+    });
+    let mut launcher = Launcher::spawn(&manifest);
+    launcher.wait_for_console("KUBEVIRT-RS-GUEST-READY", BOOT_TIMEOUT);
+    let log = find(launcher.runtime_root.path(), "virt-serial0-log").expect("the serial console's log");
+    let begin = Instant::now();
+    let (mut largest_file, mut largest_total) = (0, 0);
+    loop {
+        let files: Vec<u64> = std::iter::once(size(&log))
+            .chain((0..MAX_BACKUPS).map(|n| size(&backup(&log, n))))
+            .collect();
+        largest_file = largest_file.max(files.iter().copied().max().unwrap_or(0));
+        largest_total = largest_total.max(files.iter().sum());
+        assert!(!backup(&log, MAX_BACKUPS).exists(), "more than {MAX_BACKUPS} backups");
+        let current = std::fs::read(&log).unwrap_or_default();
+        if current.windows(22).any(|w| w == b"KUBEVIRT-RS-FLOOD-DONE") {
+            break;
+        }
+        assert!(
+            begin.elapsed() < FLOOD_TIMEOUT,
+            "the flood did not end within {FLOOD_TIMEOUT:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let took = begin.elapsed();
+    eprintln!(
+        "{FLOOD_MIB} MiB in {took:?}; largest log file {largest_file} bytes, largest total {largest_total} bytes"
+    );
+    assert!(backup(&log, 0).exists(), "the log was rotated");
+    assert!(
+        largest_file <= MAX_SIZE + OVERSHOOT,
+        "a log file reached {largest_file} bytes"
+    );
+    let cap = u64::from(MAX_BACKUPS + 1) * (MAX_SIZE + OVERSHOOT);
+    assert!(largest_total <= cap, "the logs reached {largest_total} bytes together");
+    assert!(
+        launcher.stdout().contains("KUBEVIRT-RS-FLOOD-DONE"),
+        "the console shows the newest lines"
+    );
+    stop_gracefully(launcher);
+}
