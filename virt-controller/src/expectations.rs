@@ -88,11 +88,8 @@ impl Expectations {
         self.pending
             .get(key)
             .filter(|p| p.creations > 0 || p.deletions > 0)
-            .map(|p| {
-                TIMEOUT
-                    .saturating_sub(now.saturating_sub(p.since))
-                    .max(Duration::from_secs(1))
-            })
+            .map(|p| TIMEOUT.saturating_sub(now.saturating_sub(p.since)))
+            .filter(|left| !left.is_zero())
     }
 
     /// Forgets `key` (its VMI is gone).
@@ -122,6 +119,11 @@ mod tests {
             Some(Duration::from_secs(200))
         );
         assert!(expectations.satisfied("ns/vm", start + TIMEOUT), "expired");
+        assert_eq!(
+            expectations.expires_in("ns/vm", start + TIMEOUT),
+            None,
+            "nothing to wake for any more"
+        );
         expectations.forget("ns/vm");
         assert!(expectations.satisfied("ns/vm", start));
         assert_eq!(expectations.expires_in("ns/vm", start), None);

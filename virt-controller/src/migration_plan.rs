@@ -370,23 +370,17 @@ fn pending_timeouts(seen: &Observed<'_>, vmi: &VirtualMachineInstance, plan: &mu
                 vmi.key()
             ),
         ));
-        if spent >= unschedulable_limit {
-            plan.delete_target_pod = Some(pod.name.clone());
-            plan.events.push(event(
-                "Normal",
-                "SuccessfulDelete",
-                "unschedulable pod timeout period exceeded",
-            ));
-            return;
-        }
     }
-    if spent >= pending_limit {
+    let expired = if is_unschedulable && spent >= unschedulable_limit {
+        Some("unschedulable pod timeout period exceeded")
+    } else if spent >= pending_limit {
+        Some("pending pod timeout period exceeded")
+    } else {
+        None
+    };
+    if let Some(reason) = expired {
         plan.delete_target_pod = Some(pod.name.clone());
-        plan.events.push(event(
-            "Normal",
-            "SuccessfulDelete",
-            "pending pod timeout period exceeded",
-        ));
+        plan.events.push(event("Normal", "SuccessfulDelete", reason));
         return;
     }
     let next = [unschedulable_limit, pending_limit]

@@ -360,7 +360,9 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
                     .expectations
                     .expect_deletions(key, 1, self.clock.monotonic());
                 match self.api.delete_vmi(&namespace, &name).await {
-                    Ok(()) | Err(ApiError::NotFound(_)) => {}
+                    Ok(()) => {}
+                    // Gone already: no deletion event of this call's will come.
+                    Err(ApiError::NotFound(_)) => self.known().expectations.deletion_observed(key),
                     Err(error) => {
                         tracing::warn!(error = %error, "cannot delete the VMI; retrying");
                         self.known().expectations.deletion_observed(key);

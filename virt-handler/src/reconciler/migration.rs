@@ -148,7 +148,7 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
         let ports = proxy.status_ports();
         info!(vmi = %key, %address, ?ports, "migration target proxies listen");
         let migration = state.migration_uid.clone().unwrap_or_default();
-        self.known().proxies.insert(key.to_owned(), (migration, proxy));
+        self.keep_proxy(key, migration, proxy)?;
         self.write_target_status(key, vmi, Some((address.to_string(), ports)))
             .await
     }
@@ -298,6 +298,18 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
         self.config.retry
     }
 
+    /// Keeps a proxy just opened, unless the handler began to stop meanwhile: checked under the
+    /// lock the drain counts the open proxies under, so it never misses one; a refused proxy
+    /// closes as it is dropped.
+    fn keep_proxy(&self, key: &str, migration: String, proxy: crate::migration_proxy::Proxy) -> Result<(), StepError> {
+        let mut known = self.known();
+        if self.is_draining() {
+            return Err(StepError::ShuttingDown);
+        }
+        known.proxies.insert(key.to_owned(), (migration, proxy));
+        Ok(())
+    }
+
     fn open_source_proxy(
         &self,
         key: &str,
@@ -322,7 +334,7 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
         let proxy = Proxy::source(target, &ports, sources, owner, &security)?;
         info!(vmi = %key, %target, "migration source proxy sockets open");
         let migration = state.migration_uid.clone().unwrap_or_default();
-        self.known().proxies.insert(key.to_owned(), (migration, proxy));
+        self.keep_proxy(key, migration, proxy)?;
         Ok(())
     }
 

@@ -61,7 +61,7 @@ pub async fn check(
     let mut command = Command::new("qemu-img");
     command.args(["info", "--output=json"]).arg(image);
     limit_resources(&mut command, memory_limit);
-    let output = tools.run(&mut command).await?;
+    let output = tools.run_capturing(&mut command).await?;
     if !output.exit.is_success() {
         return Err(PrepareError::Tool {
             tool: "qemu-img",

@@ -263,6 +263,19 @@ async fn serve(options: &ServeOptions, paths: &DaemonPaths) -> Result<(), String
                 .with_disk_memory_limit(options.disk_memory_limit)
                 .with_migration(options.share_dir.clone(), driver, migration_changed),
         );
+        let incoming = listen(&options.socket_dir().join(INIT_SOCKET)).map_err(|e| error(&e))?;
+        let server = tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(CmdServer::from_arc(service.clone()))
+                .add_service(CmdInfoServer::new(LauncherInfo))
+                .serve_with_incoming(incoming),
+        );
+        if let Err(e) = mark_ready(&options.socket_dir()) {
+            server.abort();
+            return Err(error(&e));
+        }
+        // Started once nothing above can fail, so an early error leaves no task behind; the
+        // lifecycle events of a sync served meanwhile wait in their channel.
         let (to_stop_loop, mut events) = tokio::sync::mpsc::unbounded_channel();
         let finish = CancellationToken::new();
         let forwarder = forward_events(options, service.clone(), lifecycle, to_stop_loop, finish.clone());
@@ -275,14 +288,6 @@ async fn serve(options: &ServeOptions, paths: &DaemonPaths) -> Result<(), String
             LogLimit::default(),
             finish.clone(),
         ));
-        let incoming = listen(&options.socket_dir().join(INIT_SOCKET)).map_err(|e| error(&e))?;
-        let server = tokio::spawn(
-            tonic::transport::Server::builder()
-                .add_service(CmdServer::from_arc(service.clone()))
-                .add_service(CmdInfoServer::new(LauncherInfo))
-                .serve_with_incoming(incoming),
-        );
-        mark_ready(&options.socket_dir()).map_err(|e| error(&e))?;
         info!(socket = %options.socket_dir().join(READY_SOCKET).display(), "serving commands");
         let mut ended = Ok(());
         tokio::select! {

@@ -148,12 +148,14 @@ impl Reaper {
             .map_err(|source| ReaperError::Spawn { program, source })
     }
 
-    /// Runs `command` to completion and returns its exit and what it printed.
-    pub async fn output(&self, command: &mut Command) -> Result<ToolOutput, ReaperError> {
+    /// Runs `command` to completion and returns its exit, its standard error and, when
+    /// `capture_stdout`, its standard output (else it goes nowhere: a tool's child that kept it
+    /// open could otherwise hold the read up).
+    pub async fn output(&self, command: &mut Command, capture_stdout: bool) -> Result<ToolOutput, ReaperError> {
         let program = command.get_program().to_string_lossy().into_owned();
         let mut child = command
             .stdin(Stdio::null())
-            .stdout(Stdio::piped())
+            .stdout(if capture_stdout { Stdio::piped() } else { Stdio::null() })
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|source| ReaperError::Spawn { program, source })?;
@@ -204,13 +206,22 @@ pub struct ToolOutput {
 /// Runs a tool to completion: the seam volume preparation uses, so it can run without a reaper in
 /// tests.
 pub trait ToolRunner: Send + Sync {
-    /// Runs `command` and returns its exit and output.
+    /// Runs `command` and returns its exit and standard error.
     fn run(&self, command: &mut Command) -> impl std::future::Future<Output = Result<ToolOutput, ReaperError>> + Send;
+    /// Runs `command` and returns its exit, standard output and standard error.
+    fn run_capturing(
+        &self,
+        command: &mut Command,
+    ) -> impl std::future::Future<Output = Result<ToolOutput, ReaperError>> + Send;
 }
 
 impl ToolRunner for Reaper {
     async fn run(&self, command: &mut Command) -> Result<ToolOutput, ReaperError> {
-        self.output(command).await
+        self.output(command, false).await
+    }
+
+    async fn run_capturing(&self, command: &mut Command) -> Result<ToolOutput, ReaperError> {
+        self.output(command, true).await
     }
 }
 
@@ -223,6 +234,18 @@ pub struct DirectRunner;
 #[cfg(any(test, feature = "testing"))]
 impl ToolRunner for DirectRunner {
     async fn run(&self, command: &mut Command) -> Result<ToolOutput, ReaperError> {
+        command.stdout(Stdio::null());
+        Self::output(command)
+    }
+
+    async fn run_capturing(&self, command: &mut Command) -> Result<ToolOutput, ReaperError> {
+        Self::output(command)
+    }
+}
+
+#[cfg(any(test, feature = "testing"))]
+impl DirectRunner {
+    fn output(command: &mut Command) -> Result<ToolOutput, ReaperError> {
         let program = command.get_program().to_string_lossy().into_owned();
         let output = command
             .stdin(Stdio::null())

@@ -1,6 +1,7 @@
 //! The flags virt-controller passes that change what the launcher does: each test fails when its
 //! flag is ignored (#31).
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use cmd_protocol::sockets::READY_SOCKET;
@@ -9,31 +10,29 @@ use cmd_protocol::transport::CmdClient;
 use super::fixture::{PodDirs, Stopper, assert_stops_cleanly, processes_under, spawn_launcher_with, wait_until};
 use super::{UID, vmi_request};
 
-fn root() -> tempfile::TempDir {
-    tempfile::Builder::new()
+/// A cluster-mode launcher with virt-controller's flags and `extra`, serving its command socket:
+/// its root directory, the process and the socket.
+async fn serving(extra: &[&str]) -> (tempfile::TempDir, std::process::Child, Stopper, PathBuf) {
+    let root = tempfile::Builder::new()
         .prefix("kf")
         .tempdir_in("/tmp")
-        .expect("tempdir")
+        .expect("tempdir");
+    let share = root.path().join("s");
+    let launcher = spawn_launcher_with(&PodDirs::new(root.path(), share.clone()), "testguest", UID, extra);
+    let stopper = Stopper(launcher.id());
+    let socket = share.join("sockets").join(READY_SOCKET);
+    wait_until("launcher socket", Duration::from_secs(90), async || {
+        socket.exists().then_some(())
+    })
+    .await;
+    (root, launcher, stopper, socket)
 }
 
 /// `--qemu-timeout`: a launcher whose guest never starts (no virt-handler syncs it) gives up
 /// with upstream's message and a non-zero exit, so its pod and VMI fail, and leaves nothing.
 #[tokio::test]
 async fn a_launcher_whose_guest_never_starts_gives_up_after_its_qemu_timeout() {
-    let root = root();
-    let share = root.path().join("s");
-    let mut launcher = spawn_launcher_with(
-        &PodDirs::new(root.path(), share.clone()),
-        "testguest",
-        UID,
-        &["--qemu-timeout", "3s"],
-    );
-    let _stopper = Stopper(launcher.id());
-    let socket = share.join("sockets").join(READY_SOCKET);
-    wait_until("launcher socket", Duration::from_secs(90), async || {
-        socket.exists().then_some(())
-    })
-    .await;
+    let (root, mut launcher, _stopper, socket) = serving(&["--qemu-timeout", "3s"]).await;
     let status = wait_until("the launcher's exit", Duration::from_secs(60), async || {
         launcher.try_wait().expect("wait")
     })
@@ -51,25 +50,13 @@ async fn a_launcher_whose_guest_never_starts_gives_up_after_its_qemu_timeout() {
 }
 
 /// `--qemu-timeout` counts only until the guest runs: a guest started in time keeps running
-/// past it. (Generous: a fresh machine's first define waits out libvirt's capabilities probe.)
+/// past it. The launcher's clock starts once it serves; 45 s leave room for a fresh machine's
+/// first define, which waits out libvirt's capabilities probe (about 8 s here).
 #[tokio::test]
 async fn a_guest_started_in_time_outlives_the_qemu_timeout() {
-    const TIMEOUT: Duration = Duration::from_secs(20);
-    let root = root();
-    let share = root.path().join("s");
+    const TIMEOUT: Duration = Duration::from_secs(45);
+    let (root, mut launcher, _stopper, socket) = serving(&["--qemu-timeout", "45s"]).await;
     let spawned = std::time::Instant::now();
-    let mut launcher = spawn_launcher_with(
-        &PodDirs::new(root.path(), share.clone()),
-        "testguest",
-        UID,
-        &["--qemu-timeout", "20s"],
-    );
-    let _stopper = Stopper(launcher.id());
-    let socket = share.join("sockets").join(READY_SOCKET);
-    wait_until("launcher socket", Duration::from_secs(90), async || {
-        socket.exists().then_some(())
-    })
-    .await;
     let mut client = CmdClient::connect(&socket).await.expect("connect");
     client.sync(vmi_request()).await.expect("sync");
     assert!(spawned.elapsed() < TIMEOUT, "the guest started only after the timeout");
@@ -90,20 +77,7 @@ async fn a_guest_started_in_time_outlives_the_qemu_timeout() {
 /// 1 MiB cannot even load it, so the sync fails and names the volume.
 #[tokio::test]
 async fn the_disk_memory_limit_bounds_the_container_disk_check() {
-    let root = root();
-    let share = root.path().join("s");
-    let launcher = spawn_launcher_with(
-        &PodDirs::new(root.path(), share.clone()),
-        "testguest",
-        UID,
-        &["--disk-memory-limit", "1048576"],
-    );
-    let _stopper = Stopper(launcher.id());
-    let socket = share.join("sockets").join(READY_SOCKET);
-    wait_until("launcher socket", Duration::from_secs(90), async || {
-        socket.exists().then_some(())
-    })
-    .await;
+    let (root, launcher, _stopper, socket) = serving(&["--disk-memory-limit", "1048576"]).await;
     let mut client = CmdClient::connect(&socket).await.expect("connect");
     let refused = client.sync(vmi_request()).await.expect_err("qemu-img over its limit");
     let message = refused.to_string();

@@ -104,7 +104,7 @@ impl Node {
             tls: None,
         };
         NodeConfig {
-            graceful_shutdown: virt_handler::drain::DEFAULT_GRACE,
+            graceful_shutdown: std::time::Duration::from_secs(5),
             node: self.name.to_owned(),
             share_dir: self.root.path().join("h"),
             pods_dir: self.root.path().join("pods"),

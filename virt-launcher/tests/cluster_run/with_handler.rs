@@ -81,7 +81,7 @@ impl World {
 
     pub(super) fn config_listening(&self, listen: Option<std::net::SocketAddr>) -> NodeConfig {
         NodeConfig {
-            graceful_shutdown: virt_handler::drain::DEFAULT_GRACE,
+            graceful_shutdown: std::time::Duration::from_secs(5),
             node: NODE.to_owned(),
             share_dir: self.root.path().join("h"),
             pods_dir: self.root.path().join("pods"),
