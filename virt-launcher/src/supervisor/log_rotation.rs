@@ -46,7 +46,9 @@ impl Default for LogLimit {
     }
 }
 
-fn backup(path: &Path, n: u32) -> PathBuf {
+/// The `n`th backup of the log at `path` (`<log>.0` the newest).
+#[must_use]
+pub fn backup(path: &Path, n: u32) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(format!(".{n}"));
     PathBuf::from(name)

@@ -8,9 +8,9 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use virt_launcher::supervisor::log_rotation::{MAX_BACKUPS, MAX_SIZE};
+use virt_launcher::supervisor::log_rotation::{MAX_BACKUPS, MAX_SIZE, backup};
 
-use super::harness::{Launcher, require_test_guest, serial, testguest_variant};
+use super::harness::{Launcher, require_test_guest, serial, testguest_replacing};
 use super::{BOOT_TIMEOUT, stop_gracefully};
 
 const FLOOD_MIB: u64 = 12;
@@ -39,23 +39,14 @@ fn size(path: &Path) -> u64 {
     std::fs::metadata(path).map_or(0, |m| m.len())
 }
 
-fn backup(log: &Path, n: u32) -> PathBuf {
-    let mut name = log.as_os_str().to_owned();
-    name.push(format!(".{n}"));
-    PathBuf::from(name)
-}
-
 #[test]
 fn a_guest_flooding_its_console_leaves_bounded_logs_and_the_console_shows_its_newest_lines() {
     let _serial = serial();
     require_test_guest();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let manifest = testguest_variant(dir.path(), |text| {
-        text.replace(
-            "kernelArgs: console=ttyS0",
-            &format!("kernelArgs: kubevirt_rs.flood={FLOOD_MIB} console=ttyS0"),
-        )
-    });
+    let (_dir, manifest) = testguest_replacing(
+        "kernelArgs: console=ttyS0",
+        &format!("kernelArgs: kubevirt_rs.flood={FLOOD_MIB} console=ttyS0"),
+    );
     let mut launcher = Launcher::spawn(&manifest);
     launcher.wait_for_console("KUBEVIRT-RS-GUEST-READY", BOOT_TIMEOUT);
     let log = find(launcher.runtime_root.path(), "virt-serial0-log").expect("the serial console's log");
