@@ -1,14 +1,27 @@
-//! TLS for virt-api and virt-handler's console server: a certificate and key from PEM files (the
-//! cluster's certificate secrets), or a self-signed one made at start for local use; optionally
-//! requiring client certificates signed by a CA, as virt-handler requires of virt-api. rustls with
-//! the ring provider only (docs/dependencies.md, "ring only").
+//! TLS for KubeVirt's servers and their clients: a certificate and key from PEM files (the
+//! cluster's certificate Secrets, read again when they change), PEM text, or a self-signed one
+//! made at start for local use; optionally requiring client certificates signed by a CA and
+//! naming an admitted identity ([`ClientPolicy`]), as virt-handler requires of virt-api. rustls
+//! with the ring provider only (docs/dependencies.md, "ring only").
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rustls::ServerConfig;
 use rustls_pki_types::pem::PemObject as _;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+mod identity;
+mod reloading;
+#[cfg(any(test, feature = "testing"))]
+pub mod test_pki;
+
+use identity::IdentityVerifier;
+pub use identity::{
+    CertFacts, ClientCa, ClientPolicy, HANDLER_SERVER, Identities, MIGRATION_CLIENT, VIRT_API_CLIENT,
+    subject_common_name,
+};
+pub use reloading::{FileCert, HeldCert, Reloading};
 
 /// Where the serving certificate comes from.
 #[derive(Clone, Debug)]
@@ -76,8 +89,11 @@ pub enum TlsError {
 pub struct ServerTls {
     /// For the listener.
     pub config: Arc<ServerConfig>,
-    /// The leaf certificate, PEM.
+    /// The leaf certificate as it was at start, PEM.
     pub cert_pem: String,
+    /// The certificate, for its owner to replace, when it is held in memory rather than read
+    /// from files.
+    pub held: Option<Arc<HeldCert>>,
 }
 
 fn read_chain(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
@@ -101,40 +117,48 @@ pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-/// Builds the server configuration. HTTP/1.1 only: websocket upgrades need it.
+/// Builds the server configuration, without client certificates. HTTP/1.1 only: websocket
+/// upgrades need it.
 pub fn server_tls(source: &CertSource) -> Result<ServerTls, TlsError> {
-    server_tls_verifying(source, None)
+    server_tls_for(source, None)
 }
 
-/// Like [`server_tls`], and when `client_ca` is given, every client must present a certificate
-/// signed by it.
-pub fn server_tls_verifying(source: &CertSource, client_ca: Option<&Path>) -> Result<ServerTls, TlsError> {
-    build_server_tls(source, client_ca, true)
-}
-
-/// Like [`server_tls`], and when `client_ca` is given, a client may present a certificate, which
-/// must then be signed by it (Go's `VerifyClientCertIfGiven`): the caller learns from the
-/// connection whether one was presented.
-pub fn server_tls_verifying_optional(source: &CertSource, client_ca: Option<&Path>) -> Result<ServerTls, TlsError> {
-    build_server_tls(source, client_ca, false)
-}
-
-fn build_server_tls(source: &CertSource, client_ca: Option<&Path>, required: bool) -> Result<ServerTls, TlsError> {
-    let roots = client_ca
-        .map(|ca| roots(ca).map(|r| (r, ca.display().to_string())))
-        .transpose()?;
-    build_server_tls_with(source, roots, required)
-}
-
-/// Like [`server_tls_verifying_optional`], with the client CA as PEM text (`origin` names it).
-pub fn server_tls_verifying_optional_pem(
-    source: &CertSource,
-    client_ca: Option<(&str, &str)>,
-) -> Result<ServerTls, TlsError> {
-    let roots = client_ca
-        .map(|(origin, pem)| roots_from_pem(origin, pem).map(|r| (r, origin.to_owned())))
-        .transpose()?;
-    build_server_tls_with(source, roots, false)
+/// Builds the server configuration; with `clients`, client certificates are verified against
+/// its CA and admitted only for its identities ([`ClientPolicy`]). A certificate from files is
+/// read again when the files change.
+pub fn server_tls_for(source: &CertSource, clients: Option<&ClientPolicy>) -> Result<ServerTls, TlsError> {
+    install_crypto_provider();
+    let (resolver, cert_pem, held): (Arc<dyn rustls::server::ResolvesServerCert>, _, _) = match source {
+        CertSource::Files { cert, key } => {
+            let pem = std::fs::read_to_string(cert).map_err(|e| TlsError::Cert {
+                path: cert.clone(),
+                message: e.to_string(),
+            })?;
+            (Arc::new(FileCert::new(cert, key)?), pem, None)
+        }
+        CertSource::Pem { origin, cert, key } => {
+            let held = Arc::new(HeldCert::from_pem(origin, cert, key)?);
+            (held.clone(), cert.clone(), Some(held))
+        }
+        CertSource::SelfSigned { names } => {
+            let made = rcgen::generate_simple_self_signed(names.clone())?;
+            let (cert, key) = (made.cert.pem(), made.signing_key.serialize_pem());
+            let held = Arc::new(HeldCert::from_pem("the self-signed certificate", &cert, &key)?);
+            (held.clone(), cert, Some(held))
+        }
+    };
+    let builder = ServerConfig::builder();
+    let builder = match clients {
+        None => builder.with_no_client_auth(),
+        Some(policy) => builder.with_client_cert_verifier(Arc::new(IdentityVerifier::new(policy)?)),
+    };
+    let mut config = builder.with_cert_resolver(resolver);
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(ServerTls {
+        config: Arc::new(config),
+        cert_pem,
+        held,
+    })
 }
 
 fn pem_error(origin: &str, message: impl std::fmt::Display) -> TlsError {
@@ -173,58 +197,6 @@ pub fn client_tls_pem(origin: &str, ca: &str, cert: &str, key: &str) -> Result<A
     Ok(Arc::new(config))
 }
 
-fn build_server_tls_with(
-    source: &CertSource,
-    client_ca: Option<(rustls::RootCertStore, String)>,
-    required: bool,
-) -> Result<ServerTls, TlsError> {
-    install_crypto_provider();
-    let (chain, key, cert_pem) = match source {
-        CertSource::Files { cert, key } => {
-            let chain = read_chain(cert)?;
-            let private = PrivateKeyDer::from_pem_file(key).map_err(|e| TlsError::Key {
-                path: key.clone(),
-                message: e.to_string(),
-            })?;
-            let pem = std::fs::read_to_string(cert).map_err(|e| TlsError::Cert {
-                path: cert.clone(),
-                message: e.to_string(),
-            })?;
-            (chain, private, pem)
-        }
-        CertSource::Pem { origin, cert, key } => {
-            let chain = chain_from_pem(origin, cert)?;
-            let private = PrivateKeyDer::from_pem_slice(key.as_bytes()).map_err(|e| pem_error(origin, e))?;
-            (chain, private, cert.clone())
-        }
-        CertSource::SelfSigned { names } => {
-            let made = rcgen::generate_simple_self_signed(names.clone())?;
-            let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(made.signing_key.serialize_der()));
-            (vec![made.cert.der().clone()], key, made.cert.pem())
-        }
-    };
-    let builder = ServerConfig::builder();
-    let builder = match client_ca {
-        None => builder.with_no_client_auth(),
-        Some((roots, origin)) => {
-            let verifier = rustls::server::WebPkiClientVerifier::builder(Arc::new(roots));
-            let verifier = if required {
-                verifier
-            } else {
-                verifier.allow_unauthenticated()
-            };
-            let verifier = verifier.build().map_err(|e| pem_error(&origin, e))?;
-            builder.with_client_cert_verifier(verifier)
-        }
-    };
-    let mut config = builder.with_single_cert(chain, key)?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(ServerTls {
-        config: Arc::new(config),
-        cert_pem,
-    })
-}
-
 fn roots(ca: &Path) -> Result<rustls::RootCertStore, TlsError> {
     let mut roots = rustls::RootCertStore::empty();
     for cert in read_chain(ca)? {
@@ -253,3 +225,6 @@ pub fn client_tls(ca: &Path, client: Option<(&Path, &Path)>) -> Result<Arc<rustl
     };
     Ok(Arc::new(config))
 }
+
+#[cfg(test)]
+mod tests;

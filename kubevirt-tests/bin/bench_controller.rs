@@ -85,20 +85,15 @@ async fn measure(count: usize) -> anyhow::Result<Measured> {
     })
 }
 
-fn main() -> anyhow::Result<()> {
-    let mut count = 10_000;
-    let mut output = PathBuf::from("BENCHMARKS.md");
-    let mut args = std::env::args().skip(1);
-    while let Some(flag) = args.next() {
-        let value = args.next().with_context(|| format!("{flag} needs a value"))?;
-        match flag.as_str() {
-            "--vmis" => count = value.parse().context("--vmis")?,
-            "--output" => output = value.into(),
-            other => bail!("unknown flag {other}"),
-        }
-    }
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let m = runtime.block_on(measure(count))?;
+/// What the write count of the in-memory run is, and where the figure that counts is.
+const IN_MEMORY_WRITES_NOTE: &str = "\nThe API writes above are counted against the in-process fake API server: no \
+     kubelet, no virt-handler and no real scheduler take part, so they are the controller's own writes on the path \
+     the test drives. The figure that counts is the real cluster's, from its API server's audit log: \
+     **API requests per VMI start** in the cluster section (kubevirt-rs on a real Kubernetes), which also gives \
+     upstream's figure as a reference.\n";
+
+/// The BENCHMARKS.md section.
+fn report(count: usize, m: &Measured) -> anyhow::Result<String> {
     let (writes_per_vmi, events_per_vmi, elapsed) = (m.writes_per_vmi, m.events_per_vmi, m.elapsed);
     #[allow(clippy::cast_precision_loss)]
     let (rss_mib, before_mib, api_mib) = (
@@ -126,8 +121,8 @@ fn main() -> anyhow::Result<()> {
     let object_writes = writes_per_vmi - events_per_vmi;
     writeln!(
         body,
-        "| API writes per VMI start | {object_writes:.2} (pod create, status Scheduling, node label, status Scheduled; {:.2} × upstream's ~19 PUTs) | ≤ 4 | {} |",
-        object_writes / 19.0,
+        "| API writes per VMI start, in-memory API server (no kubelet, no virt-handler, no real scheduler) | \
+         {object_writes:.2} (pod create, status Scheduling, node label, status Scheduled) | ≤ 4 | {} |",
         met(object_writes <= 4.0)
     )?;
     writeln!(
@@ -149,6 +144,25 @@ fn main() -> anyhow::Result<()> {
         "| RSS before the first VMI (binary, runtime) | {before_mib:.1} MiB | | |"
     )?;
     writeln!(body, "| time to start all | {:.2} s | | |", elapsed.as_secs_f64())?;
+    body.push_str(IN_MEMORY_WRITES_NOTE);
+    Ok(body)
+}
+
+fn main() -> anyhow::Result<()> {
+    let mut count = 10_000;
+    let mut output = PathBuf::from("BENCHMARKS.md");
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        let value = args.next().with_context(|| format!("{flag} needs a value"))?;
+        match flag.as_str() {
+            "--vmis" => count = value.parse().context("--vmis")?,
+            "--output" => output = value.into(),
+            other => bail!("unknown flag {other}"),
+        }
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let m = runtime.block_on(measure(count))?;
+    let body = report(count, &m)?;
     print!("{body}");
     kubevirt_tests::replace_markdown_section(&output, "controller", &body)
         .with_context(|| format!("cannot write {}", output.display()))?;

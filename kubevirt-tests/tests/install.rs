@@ -282,16 +282,19 @@ fn every_component_runs_as_a_bound_service_account_and_the_handler_as_virt_api_e
         api_args.contains(&"--console-server-port=8186".to_owned()),
         "virt-api dials the handler's port"
     );
-    let secret = handler
+    let secrets: Vec<String> = handler
         .volumes
         .iter()
         .flatten()
-        .find_map(|v| v.secret.as_ref())
-        .and_then(|s| s.secret_name.clone());
+        .filter_map(|v| v.secret.as_ref()?.secret_name.clone())
+        .collect();
     assert_eq!(
-        secret.as_deref(),
-        Some(virt_api::certificates::HANDLER_SECRET),
-        "the handler mounts what virt-api makes"
+        secrets,
+        [
+            virt_api::certificates::HANDLER_SERVER_SECRET,
+            virt_api::certificates::MIGRATION_CLIENT_SECRET
+        ],
+        "the handler mounts what virt-api makes for it"
     );
     let controller = find(&objects, "Deployment", "virt-controller");
     assert_eq!(controller["spec"]["replicas"], 2);

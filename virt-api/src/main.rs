@@ -30,9 +30,10 @@ struct Args {
     /// Make a self-signed certificate at start, for local use.
     #[arg(long)]
     self_signed: bool,
-    /// Keep the certificates in the cluster: make them (or read them) in the Secrets
-    /// `kubevirt-virt-api-certs` and `kubevirt-virt-handler-certs`, and put the CA into the
-    /// webhook configurations and APIServices (see docs/install.md).
+    /// Keep the certificates in the cluster: make, read and renew KubeVirt's CA and every
+    /// component's certificate in their Secrets (`kubevirt-ca`, `kubevirt-virt-api-certs`, ...),
+    /// and put the CA bundle into the webhook configurations and APIServices (see
+    /// docs/install.md).
     #[arg(long, conflicts_with_all = ["tls_cert_file", "self_signed"])]
     cluster_certificates: bool,
     /// KubeVirt's namespace: its service accounts are trusted, its virt-handlers are dialled.
@@ -62,6 +63,10 @@ struct Args {
     /// present a certificate it signed, and a SubjectAccessReview decides for their user.
     #[arg(long, conflicts_with = "disable_authorization")]
     requestheader_client_ca_file: Option<PathBuf>,
+    /// The common names the request-header CA's client certificates may carry (comma-separated,
+    /// as kube-apiserver's `--requestheader-allowed-names`); empty: any it signed.
+    #[arg(long, value_delimiter = ',', requires = "requestheader_client_ca_file")]
+    requestheader_allowed_names: Vec<String>,
     /// Serve the subresources to anyone, without authentication (local use only).
     #[arg(long)]
     disable_authorization: bool,
@@ -112,6 +117,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         install_namespace: args.install_namespace,
         node,
         requestheader_ca: args.requestheader_client_ca_file,
+        requestheader_allowed_names: args.requestheader_allowed_names,
         authentication,
     };
     run(config, stop).await?;

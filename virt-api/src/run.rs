@@ -19,7 +19,7 @@ use crate::backends::{HandlerConnector, KubeSubresourceCluster};
 use crate::certificates;
 use crate::server::{router, serve};
 use crate::subresources::authorize::Authentication;
-use crate::tls::{CertSource, ServerTls, server_tls_verifying_optional, server_tls_verifying_optional_pem};
+use crate::tls::{CertSource, ClientCa, ClientPolicy, Identities, ServerTls, server_tls_for};
 
 /// How virt-api runs.
 #[derive(Clone, Debug)]
@@ -36,6 +36,9 @@ pub struct ApiConfig {
     /// The aggregation layer's request-header CA; subresource callers must present a certificate
     /// it signed. `None` with `authentication: Disabled` is for local use only.
     pub requestheader_ca: Option<std::path::PathBuf>,
+    /// The common names the request-header CA's client certificates may carry (the aggregation
+    /// layer's `requestheader-allowed-names`); empty: any it signed.
+    pub requestheader_allowed_names: Vec<String>,
     /// Whether subresource requests are authenticated and authorized.
     pub authentication: Authentication,
 }
@@ -70,10 +73,13 @@ type KubeState = AppState<KubeSubresourceCluster, HandlerConnector>;
 /// Serves until `stop` is cancelled.
 pub async fn run(config: ApiConfig, stop: CancellationToken) -> Result<(), RunError> {
     let (tls, node) = match &config.cert {
-        Some(source) => (
-            server_tls_verifying_optional(source, config.requestheader_ca.as_deref())?,
-            config.node.clone(),
-        ),
+        Some(source) => {
+            let policy = config
+                .requestheader_ca
+                .clone()
+                .map(|ca| front_proxy_clients(ClientCa::File(ca), &config.requestheader_allowed_names));
+            (server_tls_for(source, policy.as_ref())?, config.node.clone())
+        }
         None => cluster_tls(&config, &stop).await?,
     };
     let listener = std::net::TcpListener::bind(config.listen).map_err(|source| RunError::Listen {
@@ -99,8 +105,24 @@ pub async fn run(config: ApiConfig, stop: CancellationToken) -> Result<(), RunEr
     served.map_err(RunError::Serve)
 }
 
+/// The aggregation layer's client certificates: optional (virt-api learns from the connection
+/// whether one came), signed by `ca`, and naming one of `allowed` when it is not empty.
+#[must_use]
+pub fn front_proxy_clients(ca: ClientCa, allowed: &[String]) -> ClientPolicy {
+    ClientPolicy {
+        ca,
+        identities: if allowed.is_empty() {
+            Identities::AnySignedByTheCa
+        } else {
+            Identities::Only(allowed.to_vec())
+        },
+        required: false,
+    }
+}
+
 /// The certificates kept in the cluster: waits for the API server, then makes or reads them,
-/// publishes the CA and reads the request-header CA (unless a file was given).
+/// publishes the CA, reads the request-header CA (unless a file was given), and keeps the
+/// certificates current from then on.
 async fn cluster_tls(config: &ApiConfig, stop: &CancellationToken) -> Result<(ServerTls, HandlerConnector), RunError> {
     let client = loop {
         match kube::Client::try_default().await {
@@ -113,25 +135,48 @@ async fn cluster_tls(config: &ApiConfig, stop: &CancellationToken) -> Result<(Se
         }
     };
     let namespace = &config.install_namespace;
-    let made = certificates::ensure(&client, namespace).await?;
-    certificates::publish_ca_bundle(&client, &made.ca_cert).await?;
+    let (made, next) = certificates::ensure(&client, namespace).await?;
+    certificates::publish_ca_bundle(&client, &made.ca_bundle).await?;
     let origin = format!("secret {namespace}/{}", certificates::API_SECRET);
     let source = CertSource::Pem {
         origin: origin.clone(),
-        cert: made.serving.0.clone(),
-        key: made.serving.1.clone(),
+        cert: made.serving.cert.clone(),
+        key: made.serving.key.clone(),
     };
-    let tls = if let Some(path) = &config.requestheader_ca {
-        server_tls_verifying_optional(&source, Some(path))?
+    let policy = if let Some(path) = &config.requestheader_ca {
+        Some(front_proxy_clients(
+            ClientCa::File(path.clone()),
+            &config.requestheader_allowed_names,
+        ))
     } else {
-        let ca = certificates::requestheader_ca(&client).await?;
-        if ca.is_none() {
+        let header = certificates::requestheader(&client).await?;
+        if header.ca.is_none() {
             tracing::warn!("the cluster has no request-header CA: subresource requests cannot be authenticated");
         }
-        let origin = "configmap kube-system/extension-apiserver-authentication";
-        server_tls_verifying_optional_pem(&source, ca.as_deref().map(|ca| (origin, ca)))?
+        header.ca.map(|pem| {
+            let ca = ClientCa::Pem {
+                origin: "configmap kube-system/extension-apiserver-authentication".to_owned(),
+                pem,
+            };
+            front_proxy_clients(ca, &header.allowed_names)
+        })
     };
-    let node = HandlerConnector::from_pem(config.node.port(), &origin, &made.ca_cert, &made.client)?;
+    let tls = server_tls_for(&source, policy.as_ref())?;
+    let node = HandlerConnector::from_pem(config.node.port(), &origin, &made.ca_bundle, &made.handler_client)?;
+    if let Some(serving) = tls.held.clone() {
+        let holders = certificates::Holders {
+            serving,
+            handlers: node.clone(),
+        };
+        tokio::spawn(certificates::keep(
+            client,
+            namespace.clone(),
+            next,
+            made.ca_bundle,
+            holders,
+            stop.clone(),
+        ));
+    }
     Ok((tls, node))
 }
 

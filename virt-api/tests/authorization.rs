@@ -14,24 +14,25 @@ use rustls_pki_types::pem::PemObject as _;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use virt_api::backends::FakeSubresourceCluster;
+use virt_api::run::front_proxy_clients;
 use virt_api::server::{fake_app, router, serve_on_loopback};
 use virt_api::subresources::authorize::Authentication;
-use virt_api::tls::{CertSource, server_tls_verifying_optional};
+use virt_api::tls::test_pki::TestCa;
+use virt_api::tls::{CertSource, ClientCa, server_tls_for};
 
-/// The request-header CA and a front-proxy client certificate it signed, as PEM files.
+/// The request-header CA and client certificates it signed, as PEM files: the front proxy's
+/// (`proxy`), another holder's (`intruder`) and the front proxy's expired one (`expired`).
 fn front_proxy_certificates(dir: &Path) {
-    let ca_key = rcgen::KeyPair::generate().expect("key");
-    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
-    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let ca = rcgen::CertifiedIssuer::self_signed(params, ca_key).expect("CA");
-    std::fs::write(dir.join("requestheader-ca.crt"), ca.pem()).expect("write");
-    let key = rcgen::KeyPair::generate().expect("key");
-    let cert = rcgen::CertificateParams::new(vec!["front-proxy-client".to_owned()])
-        .expect("params")
-        .signed_by(&key, &ca)
-        .expect("sign");
-    std::fs::write(dir.join("proxy.crt"), cert.pem()).expect("write");
-    std::fs::write(dir.join("proxy.key"), key.serialize_pem()).expect("write");
+    let ca = TestCa::new("front-proxy-ca");
+    std::fs::write(dir.join("requestheader-ca.crt"), ca.cert_pem()).expect("write");
+    for (name, pair) in [
+        ("proxy", ca.client("front-proxy-client")),
+        ("intruder", ca.client("intruder")),
+        ("expired", ca.expired_client("front-proxy-client")),
+    ] {
+        std::fs::write(dir.join(format!("{name}.crt")), pair.cert).expect("write");
+        std::fs::write(dir.join(format!("{name}.key")), pair.key).expect("write");
+    }
 }
 
 struct Server {
@@ -42,11 +43,15 @@ struct Server {
 }
 
 fn start(dir: &Path) -> Server {
-    let tls = server_tls_verifying_optional(
+    let clients = front_proxy_clients(
+        ClientCa::File(dir.join("requestheader-ca.crt")),
+        &["front-proxy-client".to_owned()],
+    );
+    let tls = server_tls_for(
         &CertSource::SelfSigned {
             names: vec!["localhost".to_owned()],
         },
-        Some(&dir.join("requestheader-ca.crt")),
+        Some(&clients),
     )
     .expect("tls");
     let (state, cluster) = fake_app(Authentication::FrontProxy);
@@ -62,7 +67,8 @@ fn start(dir: &Path) -> Server {
     }
 }
 
-/// Sends a request; `client` is the certificate and key to present, if any.
+/// Sends a request; `client` is the certificate and key to present, if any: the directory and
+/// the files' stem.
 async fn send(
     server: &Server,
     method: &str,
@@ -70,16 +76,28 @@ async fn send(
     client: Option<&Path>,
     headers: &[(&str, &str)],
 ) -> (u16, Value) {
+    try_send(server, method, path, client.map(|dir| (dir, "proxy")), headers)
+        .await
+        .expect("an answer")
+}
+
+async fn try_send(
+    server: &Server,
+    method: &str,
+    path: &str,
+    client: Option<(&Path, &str)>,
+    headers: &[(&str, &str)],
+) -> Result<(u16, Value), String> {
     let mut roots = rustls::RootCertStore::empty();
     roots
         .add(rustls_pki_types::CertificateDer::from_pem_slice(server.server_cert.as_bytes()).expect("pem"))
         .expect("root");
     let builder = rustls::ClientConfig::builder().with_root_certificates(roots);
     let tls = match client {
-        Some(dir) => builder
+        Some((dir, stem)) => builder
             .with_client_auth_cert(
-                vec![rustls_pki_types::CertificateDer::from_pem_file(dir.join("proxy.crt")).expect("cert")],
-                rustls_pki_types::PrivateKeyDer::from_pem_file(dir.join("proxy.key")).expect("key"),
+                vec![rustls_pki_types::CertificateDer::from_pem_file(dir.join(format!("{stem}.crt"))).expect("cert")],
+                rustls_pki_types::PrivateKeyDer::from_pem_file(dir.join(format!("{stem}.key"))).expect("key"),
             )
             .expect("client auth"),
         None => builder.with_no_client_auth(),
@@ -91,10 +109,10 @@ async fn send(
     let stream = tokio_rustls::TlsConnector::from(Arc::new(tls))
         .connect(name, tcp)
         .await
-        .expect("TLS");
+        .map_err(|e| format!("TLS: {e}"))?;
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
-        .expect("HTTP");
+        .map_err(|e| format!("HTTP: {e}"))?;
     tokio::spawn(connection);
     let mut request = http::Request::builder()
         .method(method)
@@ -106,10 +124,15 @@ async fn send(
     let response = sender
         .send_request(request.body(Full::new(Bytes::new())).expect("request"))
         .await
-        .expect("response");
+        .map_err(|e| format!("response: {e}"))?;
     let code = response.status().as_u16();
-    let body = response.into_body().collect().await.expect("body").to_bytes();
-    (code, serde_json::from_slice(&body).unwrap_or(Value::Null))
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| format!("body: {e}"))?
+        .to_bytes();
+    Ok((code, serde_json::from_slice(&body).unwrap_or(Value::Null)))
 }
 
 const START: &str = "/apis/subresources.kubevirt.io/v1/namespaces/ns/virtualmachines/vm/start";
@@ -173,6 +196,25 @@ async fn only_front_proxied_users_the_api_server_allows_may_use_the_subresources
     assert_eq!(
         (code, body["message"].as_str()),
         (401, Some("unauthorized: mallory may not"))
+    );
+    server.stop.cancel();
+}
+
+#[tokio::test]
+async fn a_certificate_of_another_holder_or_an_expired_one_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    front_proxy_certificates(dir.path());
+    let server = start(dir.path());
+    let user = [("X-Remote-User", "alice"), ("X-Remote-Group", "system:authenticated")];
+    for stem in ["intruder", "expired"] {
+        let answer = try_send(&server, "PUT", START, Some((dir.path(), stem)), &user).await;
+        assert!(answer.is_err(), "{stem}: {answer:?}");
+    }
+    assert!(
+        try_send(&server, "PUT", START, Some((dir.path(), "proxy")), &user)
+            .await
+            .is_ok(),
+        "the front proxy itself gets in"
     );
     server.stop.cancel();
 }

@@ -316,30 +316,8 @@ async fn unpause_reads_the_vmi_and_finds_the_nodes_handler_pod() {
     );
 }
 
-fn secret_data(value: &Value) -> std::collections::BTreeMap<String, String> {
-    value["data"]
-        .as_object()
-        .map(|data| {
-            data.iter()
-                .map(|(k, v)| {
-                    let bytes = base64::engine::general_purpose::STANDARD
-                        .decode(v.as_str().unwrap_or_default())
-                        .expect("base64");
-                    (k.clone(), String::from_utf8(bytes).expect("utf-8"))
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 #[tokio::test]
-async fn a_fresh_cluster_gets_a_ca_the_certificates_and_the_ca_bundles() {
-    let created = |name: &str| {
-        (
-            201,
-            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}}),
-        )
-    };
+async fn the_ca_bundle_goes_into_every_webhook_and_api_service() {
     let webhooks = |kind: &str, n: usize| {
         (
             200,
@@ -349,12 +327,6 @@ async fn a_fresh_cluster_gets_a_ca_the_certificates_and_the_ca_bundles() {
     };
     let ok = (200, json!({"apiVersion": "v1", "kind": "Status", "metadata": {}}));
     let (client, log) = api_server(vec![
-        not_found("secrets"),
-        created("kubevirt-virt-api-certs"),
-        not_found("secrets"),
-        created("kubevirt-virt-handler-certs"),
-        not_found("secrets"),
-        created("kubevirt-controller-certs"),
         webhooks("MutatingWebhookConfiguration", 2),
         ok.clone(),
         webhooks("ValidatingWebhookConfiguration", 3),
@@ -362,10 +334,8 @@ async fn a_fresh_cluster_gets_a_ca_the_certificates_and_the_ca_bundles() {
         ok.clone(),
         ok,
     ]);
-    let made = virt_api::certificates::ensure(&client, "kubevirt")
-        .await
-        .expect("certificates");
-    virt_api::certificates::publish_ca_bundle(&client, &made.ca_cert)
+    let pem = "-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n";
+    virt_api::certificates::publish_ca_bundle(&client, pem)
         .await
         .expect("publish");
     let log = log.lock().expect("log");
@@ -373,12 +343,6 @@ async fn a_fresh_cluster_gets_a_ca_the_certificates_and_the_ca_bundles() {
     assert_eq!(
         paths,
         [
-            ("GET", "/api/v1/namespaces/kubevirt/secrets/kubevirt-virt-api-certs"),
-            ("POST", "/api/v1/namespaces/kubevirt/secrets?"),
-            ("GET", "/api/v1/namespaces/kubevirt/secrets/kubevirt-virt-handler-certs"),
-            ("POST", "/api/v1/namespaces/kubevirt/secrets?"),
-            ("GET", "/api/v1/namespaces/kubevirt/secrets/kubevirt-controller-certs"),
-            ("POST", "/api/v1/namespaces/kubevirt/secrets?"),
             (
                 "GET",
                 "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/virt-api-mutator"
@@ -405,63 +369,14 @@ async fn a_fresh_cluster_gets_a_ca_the_certificates_and_the_ca_bundles() {
             ),
         ]
     );
-    let api_secret = secret_data(&log[1].body);
-    assert_eq!(api_secret["ca.crt"], made.ca_cert);
+    let bundle = base64::engine::general_purpose::STANDARD.encode(pem);
+    assert_eq!(log[1].content_type, JSON_PATCH);
+    assert_eq!(log[1].body.as_array().map(Vec::len), Some(2));
     assert_eq!(
-        api_secret.keys().cloned().collect::<Vec<_>>(),
-        ["ca.crt", "ca.key", "client.crt", "client.key", "tls.crt", "tls.key"]
-    );
-    let handler_secret = secret_data(&log[3].body);
-    assert_eq!(
-        handler_secret.keys().cloned().collect::<Vec<_>>(),
-        ["ca.crt", "tls.crt", "tls.key"]
-    );
-    assert!(
-        !handler_secret.contains_key("ca.key"),
-        "the handler never sees the CA's key"
-    );
-    let controller_secret = secret_data(&log[5].body);
-    assert_eq!(log[5].body["metadata"]["name"], json!("kubevirt-controller-certs"));
-    assert_eq!(
-        controller_secret.keys().cloned().collect::<Vec<_>>(),
-        ["ca.crt", "tls.crt", "tls.key"]
-    );
-    let bundle = base64::engine::general_purpose::STANDARD.encode(&made.ca_cert);
-    assert_eq!(log[7].content_type, JSON_PATCH);
-    assert_eq!(log[7].body.as_array().map(Vec::len), Some(2));
-    assert_eq!(
-        log[9].body[2],
+        log[3].body[2],
         json!({"op": "add", "path": "/webhooks/2/clientConfig/caBundle", "value": bundle})
     );
-    assert_eq!(log[10].body, json!({"spec": {"caBundle": bundle}}));
-}
-
-#[tokio::test]
-async fn a_replica_that_loses_the_race_uses_the_winners_certificates() {
-    let winner = virt_api::certificates::issue("kubevirt").expect("issue");
-    let encode = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-    let stored = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "kubevirt-virt-api-certs"}, "data": {
-        "ca.crt": encode(&winner.ca_cert), "ca.key": encode(&winner.ca_key),
-        "tls.crt": encode(&winner.serving.0), "tls.key": encode(&winner.serving.1),
-        "client.crt": encode(&winner.client.0), "client.key": encode(&winner.client.1)}});
-    let conflict = (
-        409,
-        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "AlreadyExists", "code": 409,
-                                "message": "secrets \"kubevirt-virt-api-certs\" already exists"}),
-    );
-    let handler = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "kubevirt-virt-handler-certs"}});
-    let controller = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "kubevirt-controller-certs"}});
-    let (client, _) = api_server(vec![
-        not_found("secrets"),
-        conflict,
-        (200, stored),
-        (200, handler),
-        (200, controller),
-    ]);
-    let made = virt_api::certificates::ensure(&client, "kubevirt")
-        .await
-        .expect("certificates");
-    assert_eq!(made, winner);
+    assert_eq!(log[4].body, json!({"spec": {"caBundle": bundle}}));
 }
 
 #[test]

@@ -169,6 +169,17 @@ pub fn router<C: ClusterApi, L: Launchers, K: Clock>(state: Shared<C, L, K>) -> 
         .with_state(state)
 }
 
+/// Who the console server admits: virt-api's client certificate
+/// (`kubevirt.io:system:client:virt-handler`), signed by the CA bundle in `ca`.
+#[must_use]
+pub fn console_clients(ca: PathBuf) -> control_loop::tls::ClientPolicy {
+    control_loop::tls::ClientPolicy {
+        ca: control_loop::tls::ClientCa::File(ca),
+        identities: control_loop::tls::Identities::Only(vec![control_loop::tls::VIRT_API_CLIENT.to_owned()]),
+        required: true,
+    }
+}
+
 /// Serves the console API over TLS on `listener` until `stop` is cancelled.
 pub async fn serve<C: ClusterApi, L: Launchers, K: Clock>(
     listener: std::net::TcpListener,

@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
-use control_loop::tls::{CertSource, server_tls_verifying};
+use control_loop::tls::{CertSource, server_tls_for};
 use virt_handler::cluster_api::KubeClusterApi;
-use virt_handler::migration_tls::MigrationTls;
+use virt_handler::console_server::console_clients;
+use virt_handler::migration_tls::{MigrationFiles, MigrationTls};
 use virt_handler::node::{ConsoleServerConfig, NodeConfig, run};
 use virt_handler::reconciler::{MigrationNetwork, ReconcilerConfig};
 use virt_handler::runner::RunOptions;
@@ -44,15 +45,24 @@ struct Args {
     /// Port of the console server (pause, unpause and the serial console, for virt-api).
     #[arg(long, default_value_t = 8186)]
     console_server_port: u16,
-    /// The console server's certificate (PEM); without it and its key there is no console server.
-    #[arg(long, requires = "console_tls_key_file")]
+    /// The handler's server certificate (PEM) for the console server and the migration proxies;
+    /// without it and its key there is no console server. Read again when it changes.
+    #[arg(long, requires_all = ["console_tls_key_file", "console_client_ca_file"])]
     console_tls_cert_file: Option<PathBuf>,
-    /// The console server's private key (PEM).
+    /// The server certificate's private key (PEM).
     #[arg(long, requires = "console_tls_cert_file")]
     console_tls_key_file: Option<PathBuf>,
-    /// CA whose client certificates (virt-api's) the console server accepts.
+    /// The KubeVirt CA bundle (PEM): the console server admits virt-api's client certificate
+    /// signed by it, the migration proxies the handlers' migration client certificate.
     #[arg(long, requires = "console_tls_cert_file")]
     console_client_ca_file: Option<PathBuf>,
+    /// The client certificate (PEM) this handler presents to another handler's migration proxy
+    /// (`kubevirt.io:system:client:migration`).
+    #[arg(long, requires_all = ["migration_client_key_file", "console_tls_cert_file"])]
+    migration_client_cert_file: Option<PathBuf>,
+    /// Its private key (PEM).
+    #[arg(long, requires = "migration_client_cert_file")]
+    migration_client_key_file: Option<PathBuf>,
     /// How long a stop waits for the migrations through this node to close their proxies.
     #[arg(long, default_value_t = virt_handler::drain::DEFAULT_GRACE.as_secs())]
     graceful_shutdown_seconds: u64,
@@ -85,9 +95,13 @@ fn main() -> ExitCode {
 
 /// The console server's settings, when its certificate is given.
 fn console_config(args: &Args) -> anyhow::Result<Option<ConsoleServerConfig>> {
-    let (Some(cert), Some(key)) = (&args.console_tls_cert_file, &args.console_tls_key_file) else {
+    let (Some(cert), Some(key), Some(ca)) = (
+        &args.console_tls_cert_file,
+        &args.console_tls_key_file,
+        &args.console_client_ca_file,
+    ) else {
         tracing::warn!(
-            "no console server: pause, unpause and console need --console-tls-cert-file and --console-tls-key-file"
+            "no console server: pause, unpause and console need --console-tls-cert-file, --console-tls-key-file and --console-client-ca-file"
         );
         return Ok(None);
     };
@@ -95,10 +109,7 @@ fn console_config(args: &Args) -> anyhow::Result<Option<ConsoleServerConfig>> {
         cert: cert.clone(),
         key: key.clone(),
     };
-    let tls = server_tls_verifying(&source, args.console_client_ca_file.as_deref())?;
-    if args.console_client_ca_file.is_none() {
-        tracing::warn!("the console server accepts clients without a certificate: pass --console-client-ca-file");
-    }
+    let tls = server_tls_for(&source, Some(&console_clients(ca.clone())))?;
     let listen = SocketAddr::new(args.listen_address, args.console_server_port);
     Ok(Some(ConsoleServerConfig {
         listen,
@@ -106,21 +117,28 @@ fn console_config(args: &Args) -> anyhow::Result<Option<ConsoleServerConfig>> {
     }))
 }
 
-/// The migration proxies' network: the pod's IP, and mutual TLS with the handler's certificate
-/// (the console server's, signed by the cluster's CA) as server and as client.
+/// The migration proxies' network: the pod's IP, and mutual TLS with the handler's server
+/// certificate and its migration client certificate.
 fn migration_network(args: &Args) -> anyhow::Result<MigrationNetwork> {
-    let tls = if let (Some(cert), Some(key), Some(ca)) = (
+    let tls = if let (Some(server_cert), Some(server_key), Some(ca), Some(client_cert), Some(client_key)) = (
         &args.console_tls_cert_file,
         &args.console_tls_key_file,
         &args.console_client_ca_file,
+        &args.migration_client_cert_file,
+        &args.migration_client_key_file,
     ) {
-        Some(std::sync::Arc::new(MigrationTls::new(
-            cert.clone(),
-            key.clone(),
-            ca.clone(),
-        )?))
+        let files = MigrationFiles {
+            server_cert: server_cert.clone(),
+            server_key: server_key.clone(),
+            client_cert: client_cert.clone(),
+            client_key: client_key.clone(),
+            ca: ca.clone(),
+        };
+        Some(std::sync::Arc::new(MigrationTls::new(&files)?))
     } else {
-        tracing::warn!("no migration TLS: only migrations with migrations.disableTLS can run");
+        tracing::warn!(
+            "no migration TLS (--migration-client-cert-file and the console certificates): only migrations with migrations.disableTLS can run"
+        );
         None
     };
     if args.pod_ip_address.is_none() {

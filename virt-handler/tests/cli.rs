@@ -45,6 +45,8 @@ fn an_unreadable_console_certificate_names_the_file() {
             "/nonexistent/tls.crt",
             "--console-tls-key-file",
             "/nonexistent/tls.key",
+            "--console-client-ca-file",
+            "/nonexistent/ca.crt",
         ])
         .output()
         .expect("run");

@@ -21,7 +21,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use memory::{MemoryAtMarker, RSS_NOTE, memory_at_marker, memory_rows};
+use memory::{MemoryAtMarker, RSS_NOTE, UPSTREAM_REFERENCE, memory_at_marker, memory_rows};
 
 mod breakdown;
 mod memory;
@@ -398,7 +398,7 @@ fn main() -> anyhow::Result<()> {
     let scratch = tempfile::Builder::new().prefix("kvb").tempdir_in("/tmp")?;
     let matched = matched_manifest(&default, scratch.path())?;
     let series = measure(&args, &files, &default, &matched, scratch.path())?;
-    let body = report(&args, &series) + RSS_NOTE;
+    let body = report(&args, &series) + RSS_NOTE + UPSTREAM_REFERENCE;
     kubevirt_tests::replace_markdown_section(&args.output, "launcher", &body)
         .with_context(|| format!("cannot write {}", args.output.display()))?;
     print!("{body}");

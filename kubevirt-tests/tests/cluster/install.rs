@@ -183,7 +183,7 @@ fn the_components_serve_healthz_and_metrics_over_https_only() {
         "kubevirt",
         "get",
         "secret",
-        "kubevirt-virt-handler-certs",
+        "kubevirt-ca",
         "--template={{index .data \"ca.crt\" | base64decode}}",
     ]);
     std::fs::write(&ca, pem).expect("CA file");

@@ -4,7 +4,7 @@
 
 use std::future::Future;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 
 use futures::{SinkExt as _, StreamExt as _};
 use http_body_util::{BodyExt as _, Full};
@@ -18,7 +18,8 @@ use tokio_rustls::client::TlsStream;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 
-use crate::tls::TlsError;
+use crate::certificates::Pair;
+use crate::tls::{Reloading, TlsError};
 
 /// A VMI operation carried out by the node's virt-handler.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,36 +94,88 @@ pub trait NodeConnector: Send + Sync + 'static {
 /// The TLS server name virt-handler's serving certificate carries; handlers are dialled by pod IP.
 pub const HANDLER_SERVER_NAME: &str = "virt-handler";
 
+/// Where virt-api's TLS for the handlers comes from.
+#[derive(Clone)]
+enum HandlerTls {
+    /// Not configured: every call fails saying so.
+    Missing,
+    /// Files, read again when they change.
+    Files(Arc<Reloading<Arc<rustls::ClientConfig>>>),
+    /// PEM text from a Secret, replaced when virt-api renews it.
+    Held(Arc<RwLock<Arc<rustls::ClientConfig>>>),
+}
+
 /// The real handler connection: HTTPS to `<pod IP>:<port>`, verifying the handler's certificate
 /// against the KubeVirt CA and presenting virt-api's client certificate.
 #[derive(Clone)]
 pub struct HandlerConnector {
     port: u16,
-    tls: Option<Arc<rustls::ClientConfig>>,
+    tls: HandlerTls,
 }
 
 impl std::fmt::Debug for HandlerConnector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HandlerConnector")
             .field("port", &self.port)
-            .field("tls", &self.tls.is_some())
+            .field("tls", &!matches!(self.tls, HandlerTls::Missing))
             .finish()
     }
 }
 
 impl HandlerConnector {
     /// Handlers listen on `port`. Without `ca` virt-api cannot verify them, and every call fails
-    /// saying so.
+    /// saying so. The files are read again when they change.
     pub fn new(port: u16, ca: Option<&Path>, client: Option<(&Path, &Path)>) -> Result<Self, TlsError> {
-        let tls = ca.map(|ca| crate::tls::client_tls(ca, client)).transpose()?;
-        Ok(Self { port, tls })
+        let Some(ca) = ca else {
+            return Ok(Self {
+                port,
+                tls: HandlerTls::Missing,
+            });
+        };
+        let mut paths = vec![ca.to_owned()];
+        if let Some((cert, key)) = client {
+            paths.extend([cert.to_owned(), key.to_owned()]);
+        }
+        let reloading = Reloading::new(paths, |paths| match paths {
+            [ca, cert, key] => crate::tls::client_tls(ca, Some((cert, key))),
+            [ca, ..] => crate::tls::client_tls(ca, None),
+            [] => Err(TlsError::Pem {
+                origin: "virt-api's handler TLS".to_owned(),
+                message: "no CA file".to_owned(),
+            }),
+        })?;
+        Ok(Self {
+            port,
+            tls: HandlerTls::Files(Arc::new(reloading)),
+        })
     }
 
-    /// Handlers listen on `port`; verified against `ca`, presenting `client` (certificate, key),
-    /// all PEM text from `origin`.
-    pub fn from_pem(port: u16, origin: &str, ca: &str, client: &(String, String)) -> Result<Self, TlsError> {
-        let tls = crate::tls::client_tls_pem(origin, ca, &client.0, &client.1)?;
-        Ok(Self { port, tls: Some(tls) })
+    /// Handlers listen on `port`; verified against `ca`, presenting `client`, all PEM text from
+    /// `origin`.
+    pub fn from_pem(port: u16, origin: &str, ca: &str, client: &Pair) -> Result<Self, TlsError> {
+        let tls = crate::tls::client_tls_pem(origin, ca, &client.cert, &client.key)?;
+        Ok(Self {
+            port,
+            tls: HandlerTls::Held(Arc::new(RwLock::new(tls))),
+        })
+    }
+
+    /// Uses `ca` and `client` for the next connections (a renewed certificate); a connector
+    /// built from files reads its files instead.
+    pub fn replace_pem(&self, origin: &str, ca: &str, client: &Pair) -> Result<(), TlsError> {
+        if let HandlerTls::Held(held) = &self.tls {
+            let tls = crate::tls::client_tls_pem(origin, ca, &client.cert, &client.key)?;
+            *held.write().unwrap_or_else(PoisonError::into_inner) = tls;
+        }
+        Ok(())
+    }
+
+    fn client_tls(&self) -> Option<Arc<rustls::ClientConfig>> {
+        match &self.tls {
+            HandlerTls::Missing => None,
+            HandlerTls::Files(files) => Some(files.current()),
+            HandlerTls::Held(held) => Some(held.read().unwrap_or_else(PoisonError::into_inner).clone()),
+        }
     }
 
     /// The handlers' console server port.
@@ -136,14 +189,14 @@ impl HandlerConnector {
             address: format!("{address}:{}", self.port),
             message,
         };
-        let Some(tls) = &self.tls else {
+        let Some(tls) = self.client_tls() else {
             return Err(unreachable("virt-api was started without --handler-ca-file".to_owned()));
         };
         let tcp = TcpStream::connect((address, self.port))
             .await
             .map_err(|e| unreachable(e.to_string()))?;
         let name = ServerName::try_from(HANDLER_SERVER_NAME).map_err(|e| unreachable(e.to_string()))?;
-        TlsConnector::from(tls.clone())
+        TlsConnector::from(tls)
             .connect(name, tcp)
             .await
             .map_err(|e| unreachable(e.to_string()))

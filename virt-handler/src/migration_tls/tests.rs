@@ -1,72 +1,127 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::MigrationTls;
+use control_loop::tls::test_pki::{TestCa, TestPair, handshake};
+use control_loop::tls::{HANDLER_SERVER, MIGRATION_CLIENT, VIRT_API_CLIENT};
+
+use super::{MigrationFiles, MigrationTls};
 use crate::migration_proxy::Security;
 
-fn issuer() -> rcgen::CertifiedIssuer<'static, rcgen::KeyPair> {
-    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
-    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    rcgen::CertifiedIssuer::self_signed(params, rcgen::KeyPair::generate().expect("key")).expect("CA")
+fn write(path: &Path, text: &str) {
+    // As the kubelet updates a Secret volume: new files, then a swap.
+    let temporary = path.with_extension("new");
+    std::fs::write(&temporary, text).expect("write");
+    std::fs::rename(&temporary, path).expect("rename");
 }
 
-/// Writes a new certificate for `virt-handler` signed by `ca`, and its key, into `dir`.
-fn write_handler_cert(dir: &Path, ca: &rcgen::CertifiedIssuer<'static, rcgen::KeyPair>) {
-    let key = rcgen::KeyPair::generate().expect("key");
-    let cert = rcgen::CertificateParams::new(vec!["virt-handler".to_owned()])
-        .expect("params")
-        .signed_by(&key, ca)
-        .expect("sign");
-    std::fs::write(dir.join("tls.crt"), cert.pem()).expect("cert");
-    std::fs::write(dir.join("tls.key"), key.serialize_pem()).expect("key");
+fn files(dir: &Path) -> MigrationFiles {
+    MigrationFiles {
+        server_cert: dir.join("server.crt"),
+        server_key: dir.join("server.key"),
+        client_cert: dir.join("client.crt"),
+        client_key: dir.join("client.key"),
+        ca: dir.join("ca.crt"),
+    }
 }
 
-fn server_of(security: &Security) -> Arc<rustls::ServerConfig> {
+/// Writes a handler's certificates from `ca`, its migration client one for `client_name`.
+fn write_handler(dir: &Path, ca: &TestCa, client: &TestPair) {
+    let files = files(dir);
+    let server = ca.server(HANDLER_SERVER, &["virt-handler"]);
+    write(&files.ca, &ca.cert_pem());
+    write(&files.server_cert, &server.cert);
+    write(&files.server_key, &server.key);
+    write(&files.client_cert, &client.cert);
+    write(&files.client_key, &client.key);
+}
+
+fn parts(security: &Security) -> (Arc<rustls::ServerConfig>, Arc<rustls::ClientConfig>) {
     match security {
-        Security::Tls { server, .. } => server.clone(),
+        Security::Tls { server, client, .. } => (server.clone(), client.clone()),
         Security::Plain => panic!("plain"),
     }
+}
+
+#[tokio::test]
+async fn a_migration_proxy_admits_only_a_handlers_current_migration_certificate() {
+    let ca = TestCa::new("kubevirt.io@1");
+    let (target, source) = (tempfile::tempdir().expect("dir"), tempfile::tempdir().expect("dir"));
+    write_handler(target.path(), &ca, &ca.client(MIGRATION_CLIENT));
+    let (server, _) = parts(&MigrationTls::new(&files(target.path())).expect("target").current());
+    let peer = |client: TestPair| {
+        write_handler(source.path(), &ca, &client);
+        parts(&MigrationTls::new(&files(source.path())).expect("source").current()).1
+    };
+    handshake(server.clone(), peer(ca.client(MIGRATION_CLIENT)), "virt-handler")
+        .await
+        .expect("a handler");
+    let refused = handshake(server.clone(), peer(ca.client(VIRT_API_CLIENT)), "virt-handler")
+        .await
+        .expect_err("virt-api's certificate");
+    assert!(refused.contains(VIRT_API_CLIENT), "{refused}");
+    handshake(
+        server.clone(),
+        peer(ca.expired_client(MIGRATION_CLIENT)),
+        "virt-handler",
+    )
+    .await
+    .expect_err("an expired certificate");
+    let other = TestCa::new("kubevirt.io@2");
+    handshake(server, peer(other.client(MIGRATION_CLIENT)), "virt-handler")
+        .await
+        .expect_err("another CA");
+}
+
+#[tokio::test]
+async fn the_source_accepts_only_a_server_named_virt_handler() {
+    let ca = TestCa::new("kubevirt.io@1");
+    let (target, source) = (tempfile::tempdir().expect("dir"), tempfile::tempdir().expect("dir"));
+    write_handler(source.path(), &ca, &ca.client(MIGRATION_CLIENT));
+    let (_, client) = parts(&MigrationTls::new(&files(source.path())).expect("source").current());
+    write_handler(target.path(), &ca, &ca.client(MIGRATION_CLIENT));
+    // A target serving virt-api's certificate instead of a handler's.
+    let api = ca.server("virt-api.kubevirt.pod.cluster.local", &["virt-api"]);
+    write(&files(target.path()).server_cert, &api.cert);
+    write(&files(target.path()).server_key, &api.key);
+    let (server, _) = parts(&MigrationTls::new(&files(target.path())).expect("target").current());
+    handshake(server, client, "virt-handler")
+        .await
+        .expect_err("not a handler");
 }
 
 #[test]
 fn the_certificates_are_read_again_when_they_change_and_kept_while_broken() {
     control_loop::tls::install_crypto_provider();
     let dir = tempfile::tempdir().expect("tempdir");
-    let ca = issuer();
-    std::fs::write(dir.path().join("ca.crt"), ca.pem()).expect("ca");
-    write_handler_cert(dir.path(), &ca);
-    let files = |name: &str| dir.path().join(name);
-    let tls = MigrationTls::new(files("tls.crt"), files("tls.key"), files("ca.crt")).expect("tls");
-    let first = server_of(&tls.current());
+    let ca = TestCa::new("kubevirt.io@1");
+    write_handler(dir.path(), &ca, &ca.client(MIGRATION_CLIENT));
+    let tls = MigrationTls::new(&files(dir.path())).expect("tls");
+    let first = parts(&tls.current()).1;
     assert!(
-        Arc::ptr_eq(&first, &server_of(&tls.current())),
+        Arc::ptr_eq(&first, &parts(&tls.current()).1),
         "unchanged files are not read again"
     );
 
-    // Rotated: a new certificate and key (the sleep lets the modification time move on).
-    std::thread::sleep(std::time::Duration::from_millis(20));
-    write_handler_cert(dir.path(), &ca);
-    let rotated = server_of(&tls.current());
+    // Renewed: a new client certificate and key.
+    let renewed = ca.client(MIGRATION_CLIENT);
+    write(&files(dir.path()).client_cert, &renewed.cert);
+    write(&files(dir.path()).client_key, &renewed.key);
+    let rotated = parts(&tls.current()).1;
     assert!(!Arc::ptr_eq(&first, &rotated), "the new certificate is used");
 
     // Half written: the last good one stays.
-    std::fs::write(files("tls.crt"), "-----BEGIN CERTIFICATE-----\n").expect("broken");
-    assert!(Arc::ptr_eq(&rotated, &server_of(&tls.current())));
+    write(&files(dir.path()).client_cert, "-----BEGIN CERTIFICATE-----\n");
+    assert!(Arc::ptr_eq(&rotated, &parts(&tls.current()).1));
 
     // Whole again: read.
-    write_handler_cert(dir.path(), &ca);
-    assert!(!Arc::ptr_eq(&rotated, &server_of(&tls.current())));
+    write(&files(dir.path()).client_cert, &renewed.cert);
+    assert!(!Arc::ptr_eq(&rotated, &parts(&tls.current()).1));
 }
 
 #[test]
 fn missing_files_are_refused_at_start() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let error = MigrationTls::new(
-        dir.path().join("tls.crt"),
-        dir.path().join("tls.key"),
-        dir.path().join("ca.crt"),
-    )
-    .expect_err("no files");
+    let error = MigrationTls::new(&files(dir.path())).expect_err("no files");
     let shown = dir.path().display().to_string();
     assert!(error.to_string().contains(&shown), "names the file: {error}");
 }

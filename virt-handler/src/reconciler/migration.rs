@@ -63,7 +63,7 @@ enum StepError {
     #[error("the migration target's address {0:?} is not an IP address")]
     BadAddress(String),
     #[error(
-        "no certificates for the migration's mutual TLS (virt-handler's --console-tls-cert-file, --console-tls-key-file and --console-client-ca-file), and the cluster does not set migrations.disableTLS"
+        "no certificates for the migration's mutual TLS (virt-handler's --console-tls-cert-file, --console-tls-key-file, --console-client-ca-file, --migration-client-cert-file and --migration-client-key-file), and the cluster does not set migrations.disableTLS"
     )]
     NoTls,
     #[error("cannot write the VMI: {0}")]

@@ -1,5 +1,5 @@
 //! virt-api's node connection against a real virt-handler console server, launcher, libvirt and
-//! QEMU: mutual TLS with certificates from one CA, pause and unpause reaching the domain (the
+//! QEMU: mutual TLS with certificates from one CA, only virt-api's admitted, pause and unpause reaching the domain (the
 //! VMI's Paused condition comes and goes), and the serial console answering a shell command.
 
 use std::path::Path;
@@ -10,26 +10,33 @@ use kubevirt_api::v1::VirtualMachineInstancePhase as Phase;
 use virt_api::backends::{HandlerConnector, NodeConnector, NodeError, VmiAction};
 use virt_handler::node::ConsoleServerConfig;
 
+use control_loop::tls::test_pki::TestCa;
+
 use super::fixture::{Stopper, assert_stops_cleanly, spawn_launcher, wait_for_guest_marker, wait_until};
 use super::with_handler::{World, free_port};
 
-/// A CA, virt-handler's serving certificate (for the name `virt-handler`) and virt-api's client
-/// certificate, written as PEM files under `dir`.
+/// A CA, virt-handler's serving certificate, virt-api's client certificate, and the wrong ones
+/// (a handler's migration client certificate, an expired virt-api certificate), written as PEM
+/// files under `dir`.
 fn certificates(dir: &Path) {
-    let ca_key = rcgen::KeyPair::generate().expect("key");
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).expect("CA");
-    std::fs::write(dir.join("ca.crt"), ca.pem()).expect("write");
-    for (name, san) in [("server", "virt-handler"), ("client", "virt-api")] {
-        let key = rcgen::KeyPair::generate().expect("key");
-        let cert = rcgen::CertificateParams::new(vec![san.to_owned()])
-            .expect("params")
-            .signed_by(&key, &ca)
-            .expect("sign");
-        std::fs::write(dir.join(format!("{name}.crt")), cert.pem()).expect("write");
-        std::fs::write(dir.join(format!("{name}.key")), key.serialize_pem()).expect("write");
+    use control_loop::tls::{HANDLER_SERVER, MIGRATION_CLIENT, VIRT_API_CLIENT};
+    let ca = TestCa::new("kubevirt.io@1");
+    std::fs::write(dir.join("ca.crt"), ca.cert_pem()).expect("write");
+    for (name, pair) in [
+        ("server", ca.server(HANDLER_SERVER, &["virt-handler"])),
+        ("client", ca.client(VIRT_API_CLIENT)),
+        ("migration", ca.client(MIGRATION_CLIENT)),
+        ("expired", ca.expired_client(VIRT_API_CLIENT)),
+    ] {
+        std::fs::write(dir.join(format!("{name}.crt")), pair.cert).expect("write");
+        std::fs::write(dir.join(format!("{name}.key")), pair.key).expect("write");
     }
+}
+
+/// A connector presenting the certificate `name` from `dir`.
+fn connector(port: u16, dir: &Path, name: &str) -> HandlerConnector {
+    let (cert, key) = (dir.join(format!("{name}.crt")), dir.join(format!("{name}.key")));
+    HandlerConnector::new(port, Some(&dir.join("ca.crt")), Some((&cert, &key))).expect("client TLS")
 }
 
 fn paused(world: &World) -> bool {
@@ -49,12 +56,12 @@ async fn virt_api_pauses_unpauses_and_attaches_the_console_through_the_handler()
     let certs = world.root.path().join("certs");
     std::fs::create_dir_all(&certs).expect("certs dir");
     certificates(&certs);
-    let tls = control_loop::tls::server_tls_verifying(
+    let tls = control_loop::tls::server_tls_for(
         &control_loop::tls::CertSource::Files {
             cert: certs.join("server.crt"),
             key: certs.join("server.key"),
         },
-        Some(&certs.join("ca.crt")),
+        Some(&virt_handler::console_server::console_clients(certs.join("ca.crt"))),
     )
     .expect("server TLS");
     let listen = free_port();
@@ -69,12 +76,7 @@ async fn virt_api_pauses_unpauses_and_attaches_the_console_through_the_handler()
     wait_for_guest_marker(&dirs.private, uid).await;
 
     let address = listen.ip().to_string();
-    let node = HandlerConnector::new(
-        listen.port(),
-        Some(&certs.join("ca.crt")),
-        Some((&certs.join("client.crt"), &certs.join("client.key"))),
-    )
-    .expect("client TLS");
+    let node = connector(listen.port(), &certs, "client");
     node.vmi_action(&address, "default", "remote", VmiAction::Pause)
         .await
         .expect("pause");
@@ -90,12 +92,22 @@ async fn virt_api_pauses_unpauses_and_attaches_the_console_through_the_handler()
     })
     .await;
 
-    // A client without virt-api's certificate is turned away at the handshake.
+    // A client without virt-api's certificate is turned away at the handshake, and so are a
+    // handler's migration certificate from the same CA and virt-api's expired one.
     let anonymous = HandlerConnector::new(listen.port(), Some(&certs.join("ca.crt")), None).expect("client TLS");
-    let refused = anonymous
-        .vmi_action(&address, "default", "remote", VmiAction::Pause)
-        .await;
-    assert!(matches!(refused, Err(NodeError::Unreachable { .. })), "{refused:?}");
+    let strangers = [
+        anonymous,
+        connector(listen.port(), &certs, "migration"),
+        connector(listen.port(), &certs, "expired"),
+    ];
+    for stranger in strangers {
+        let refused = stranger
+            .vmi_action(&address, "default", "remote", VmiAction::Pause)
+            .await;
+        assert!(matches!(refused, Err(NodeError::Unreachable { .. })), "{refused:?}");
+        let console = stranger.console(&address, "default", "remote").await;
+        assert!(console.is_err(), "the console is refused too");
+    }
     assert!(!paused(&world));
     let unknown = node.vmi_action(&address, "default", "ghost", VmiAction::Pause).await;
     assert!(

@@ -1,0 +1,137 @@
+//! A CA for tests: certificates with any holder, use and validity, to show what a server admits
+//! and refuses. Built only for tests (the `testing` feature).
+
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair};
+
+/// A test CA.
+pub struct TestCa {
+    issuer: CertifiedIssuer<'static, KeyPair>,
+}
+
+impl std::fmt::Debug for TestCa {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestCa").finish_non_exhaustive()
+    }
+}
+
+/// A certificate and key, PEM.
+#[derive(Clone, Debug)]
+pub struct TestPair {
+    /// The certificate.
+    pub cert: String,
+    /// Its key.
+    pub key: String,
+}
+
+fn params(common_name: &str, names: &[&str]) -> CertificateParams {
+    let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+    let mut params = CertificateParams::new(names).unwrap_or_default();
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    params.distinguished_name.push(DnType::CommonName, common_name);
+    params
+}
+
+fn days_from_now(days: i64) -> time::OffsetDateTime {
+    time::OffsetDateTime::now_utc() + time::Duration::days(days)
+}
+
+impl TestCa {
+    /// A CA named `name`, valid from yesterday for a year.
+    ///
+    /// # Panics
+    /// When rcgen cannot make it (tests only).
+    #[must_use]
+    pub fn new(name: &str) -> Self {
+        let mut ca = params(name, &[]);
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.not_before = days_from_now(-1);
+        ca.not_after = days_from_now(365);
+        let key = KeyPair::generate().expect("CA key");
+        Self {
+            issuer: CertifiedIssuer::self_signed(ca, key).expect("CA"),
+        }
+    }
+
+    /// The CA certificate, PEM.
+    #[must_use]
+    pub fn cert_pem(&self) -> String {
+        self.issuer.pem()
+    }
+
+    /// A client certificate for `common_name`, valid from yesterday for a year.
+    #[must_use]
+    pub fn client(&self, common_name: &str) -> TestPair {
+        self.leaf(common_name, &[], ExtendedKeyUsagePurpose::ClientAuth, (-1, 365))
+    }
+
+    /// A server certificate for `common_name` and the DNS `names`, valid from yesterday for a
+    /// year.
+    #[must_use]
+    pub fn server(&self, common_name: &str, names: &[&str]) -> TestPair {
+        self.leaf(common_name, names, ExtendedKeyUsagePurpose::ServerAuth, (-1, 365))
+    }
+
+    /// A client certificate for `common_name` that expired yesterday.
+    #[must_use]
+    pub fn expired_client(&self, common_name: &str) -> TestPair {
+        self.leaf(common_name, &[], ExtendedKeyUsagePurpose::ClientAuth, (-3, -1))
+    }
+
+    /// A certificate valid between the two day offsets from now.
+    ///
+    /// # Panics
+    /// When rcgen cannot make it (tests only).
+    #[must_use]
+    pub fn leaf(
+        &self,
+        common_name: &str,
+        names: &[&str],
+        usage: ExtendedKeyUsagePurpose,
+        days: (i64, i64),
+    ) -> TestPair {
+        let mut leaf = params(common_name, names);
+        leaf.extended_key_usages = vec![usage];
+        leaf.not_before = days_from_now(days.0);
+        leaf.not_after = days_from_now(days.1);
+        let key = KeyPair::generate().expect("key");
+        let cert = leaf.signed_by(&key, &self.issuer).expect("certificate");
+        TestPair {
+            cert: cert.pem(),
+            key: key.serialize_pem(),
+        }
+    }
+}
+
+/// One TLS handshake over an in-memory pipe, to the server name `name`: `Ok` when both sides
+/// completed it, else the side's error that refused it (the server's first).
+///
+/// # Errors
+/// The refusing side's error, as text.
+pub async fn handshake(
+    server: std::sync::Arc<rustls::ServerConfig>,
+    client: std::sync::Arc<rustls::ClientConfig>,
+    name: &str,
+) -> Result<(), String> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let (a, b) = tokio::io::duplex(16 * 1024);
+    let name = rustls_pki_types::ServerName::try_from(name.to_owned()).map_err(|e| e.to_string())?;
+    let serve = async {
+        let mut stream = tokio_rustls::TlsAcceptor::from(server).accept(a).await?;
+        // TLS 1.3 checks the client's certificate after the client thinks it is done: one
+        // byte each way shows that both sides accepted.
+        let mut byte = [0_u8; 1];
+        stream.read_exact(&mut byte).await?;
+        stream.write_all(&byte).await?;
+        stream.flush().await
+    };
+    let call = async {
+        let mut stream = tokio_rustls::TlsConnector::from(client).connect(name, b).await?;
+        stream.write_all(b"x").await?;
+        stream.flush().await?;
+        let mut byte = [0_u8; 1];
+        stream.read_exact(&mut byte).await.map(|_| ())
+    };
+    let (server_side, client_side) = tokio::join!(serve, call);
+    server_side.map_err(|e| format!("server: {e}"))?;
+    client_side.map_err(|e| format!("client: {e}"))
+}
