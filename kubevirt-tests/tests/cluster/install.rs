@@ -216,3 +216,32 @@ fn the_components_serve_healthz_and_metrics_over_https_only() {
         );
     }
 }
+
+/// Each component's certificate in the cluster names its holder, as upstream's do, and is signed
+/// by the CA in `kubevirt-ca` (whose bundle every Secret carries).
+#[test]
+#[ignore = "needs the test cluster: make cluster"]
+fn every_certificate_secret_names_its_holder_and_carries_the_bundle() {
+    use virt_api::tls::CertFacts;
+    let read = |secret: &str, key: &str| {
+        kubectl_ok(&[
+            "-n",
+            "kubevirt",
+            "get",
+            "secret",
+            secret,
+            &format!("--template={{{{index .data \"{key}\" | base64decode}}}}"),
+        ])
+    };
+    let bundle = read(virt_api::certificates::CA_SECRET, "ca.crt");
+    let ca = CertFacts::from_pem(&read(virt_api::certificates::CA_SECRET, "tls.crt")).expect("the CA")[0].clone();
+    assert!(ca.common_name.starts_with("kubevirt.io@"), "{ca:?}");
+    assert_eq!(ca.not_after - ca.not_before, 7 * 24 * 3600);
+    for wanted in virt_api::certificates::wanted("kubevirt") {
+        let cert = CertFacts::from_pem(&read(wanted.secret, "tls.crt")).expect("a certificate")[0].clone();
+        assert_eq!(cert.common_name, wanted.common_name, "{}", wanted.secret);
+        assert_eq!(cert.issuer_common_name, ca.common_name, "{}", wanted.secret);
+        assert_eq!(cert.not_after - cert.not_before, 24 * 3600, "{}", wanted.secret);
+        assert_eq!(read(wanted.secret, "ca.crt"), bundle, "{}", wanted.secret);
+    }
+}
