@@ -224,10 +224,28 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
             .filter_map(|p| Some((p.uid.clone(), p.node.clone()?)))
             .collect::<BTreeMap<_, _>>();
     }
-    if status != current {
+    if status != current && !only_pods_seen_while_scheduling(&current, &status) {
         plan.status = Some(status);
     }
     plan
+}
+
+/// Whether the only news is the pods a Scheduling VMI's launcher pod was placed with: that waits
+/// for the write that schedules the VMI, a moment later, so a start costs one status write less.
+/// Nothing reads `activePods` before then (virt-handler looks for the launcher once the VMI is
+/// Scheduled on its node), and a pod that cannot be placed still shows at once, as the
+/// PodScheduled condition.
+fn only_pods_seen_while_scheduling(
+    current: &VirtualMachineInstanceStatus,
+    next: &VirtualMachineInstanceStatus,
+) -> bool {
+    let scheduling = Some(Phase::Scheduling);
+    if current.phase != scheduling || next.phase != scheduling {
+        return false;
+    }
+    let mut without_pods = next.clone();
+    without_pods.active_pods.clone_from(&current.active_pods);
+    without_pods == *current
 }
 
 #[cfg(test)]
@@ -332,8 +350,21 @@ mod tests {
         assert_eq!(status.phase, Some(Phase::Scheduled));
         assert_eq!(status.node_name.as_deref(), Some("node01"));
         assert_eq!(status.active_pods.get("pod-uid").map(String::as_str), Some("node01"));
-        let waiting = observe(&scheduling, vec![pod("Pending", false, Some("node01"))]);
-        assert_eq!(phase_of(&waiting), Some(Phase::Scheduling), "only activePods changes");
+        let mut recorded = scheduling.clone();
+        recorded.status.get_or_insert_default().runtime_user = Some(0);
+        let waiting = observe(&recorded, vec![pod("Pending", false, Some("node01"))]);
+        assert_eq!(waiting.status, None, "activePods alone waits for the Scheduled write");
+        let unschedulable = PodView {
+            node: None,
+            unschedulable: Some(("Unschedulable".to_owned(), "0/1 nodes are available".to_owned())),
+            ..pod("Pending", false, None)
+        };
+        let told = observe(&recorded, vec![unschedulable]);
+        assert_eq!(
+            told.status.map(|s| s.conditions.len()),
+            Some(1),
+            "a pod that cannot be placed shows at once"
+        );
     }
 
     #[test]

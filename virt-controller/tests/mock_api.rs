@@ -98,10 +98,19 @@ async fn creating_the_pod_and_scheduling_the_vmi_send_these_requests() {
         (
             "PUT".to_owned(),
             "/apis/kubevirt.io/v1/namespaces/default/virtualmachineinstances/testvmi/status".to_owned(),
-            expected_status
+            expected_status.clone()
         )
     );
     assert_eq!(sent.len(), 3);
+
+    // Placed on node01 and still starting: nothing is written until it runs (activePods goes
+    // with the Scheduled write).
+    let mut placed: k8s_openapi::api::core::v1::Pod = serde_json::from_value(created_pod.clone()).expect("pod");
+    placed.spec.get_or_insert_default().node_name = Some("node01".to_owned());
+    controller.on_pod_event(Event::Apply(placed));
+    controller.on_vmi_event(Event::Apply(vmi(&json!({"status": expected_status["status"]}))));
+    assert_eq!(controller.reconcile("default/testvmi").await, None);
+    assert!(taken(&log).is_empty(), "no write while only the pod's node is new");
 
     // The pod runs on node01: the label goes on with a merge patch, then the status.
     let mut pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(created_pod).expect("pod");
