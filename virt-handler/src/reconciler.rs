@@ -19,7 +19,7 @@ use crate::cluster_api::{ApiError, ClusterApi, VmiEvent};
 use crate::launchers::{LauncherError, Launchers, Presence};
 use crate::notify_server::DomainNotification;
 use crate::plan::{LauncherState, Observation, Step, phase_event, plan};
-use crate::status::{LauncherView, access_credentials_event, next_status};
+use crate::status::{LauncherView, access_credentials_event, next_status, waits_for_the_start};
 
 mod migration;
 pub use migration::MigrationNetwork;
@@ -479,7 +479,7 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
         };
         let now = Time(self.clock.now());
         let status = next_status(&vmi, &self.config.node, domain.as_ref(), view, &now, &pod_addresses);
-        if vmi.status.as_ref() == Some(&status) {
+        if vmi.status.as_ref() == Some(&status) || waits_for_the_start(vmi.status.as_ref(), &status) {
             return None;
         }
         let old_phase = vmi.status.as_ref().and_then(|s| s.phase);

@@ -259,5 +259,15 @@ pub const REASON_LAUNCHER_UNRESPONSIVE: &str = "LauncherUnresponsive";
 /// `status.reason` of a running VMI whose domain vanished.
 pub const REASON_DOMAIN_DISAPPEARED: &str = "DomainDisappeared";
 
+/// Whether a status with no new phase may wait: while the VMI stays Scheduled (its domain is
+/// being defined or started), what changes (the machine, the launcher image, the Ready and
+/// LiveMigratable conditions) goes with the write that makes it Running or Failed a moment
+/// later, so a start costs virt-handler one status write.
+#[must_use]
+pub fn waits_for_the_start(current: Option<&VirtualMachineInstanceStatus>, next: &VirtualMachineInstanceStatus) -> bool {
+    let scheduled = Some(Phase::Scheduled);
+    current.and_then(|c| c.phase) == scheduled && next.phase == scheduled
+}
+
 #[cfg(test)]
 mod tests;

@@ -285,3 +285,24 @@ fn the_pod_network_interface_reports_the_pod_address() {
     assert_eq!(default.info_source.as_deref(), Some("domain"));
     assert_eq!(status.interfaces[1].ip_address, None, "not on the pod network");
 }
+
+#[test]
+fn only_a_new_phase_is_written_while_the_vmi_is_scheduled() {
+    let status = |phase| VirtualMachineInstanceStatus {
+        phase: Some(phase),
+        ..VirtualMachineInstanceStatus::default()
+    };
+    let scheduled = status(Phase::Scheduled);
+    let mut starting = scheduled.clone();
+    starting.machine = Some(Machine {
+        machine_type: Some("q35".to_owned()),
+    });
+    assert!(waits_for_the_start(Some(&scheduled), &starting));
+    for next in [Phase::Running, Phase::Failed, Phase::Succeeded] {
+        assert!(!waits_for_the_start(Some(&scheduled), &status(next)), "{next:?}");
+    }
+    for current in [Phase::Pending, Phase::Scheduling, Phase::Running] {
+        assert!(!waits_for_the_start(Some(&status(current)), &status(current)), "{current:?}");
+    }
+    assert!(!waits_for_the_start(None, &scheduled));
+}
