@@ -264,7 +264,10 @@ pub const REASON_DOMAIN_DISAPPEARED: &str = "DomainDisappeared";
 /// LiveMigratable conditions) goes with the write that makes it Running or Failed a moment
 /// later, so a start costs virt-handler one status write.
 #[must_use]
-pub fn waits_for_the_start(current: Option<&VirtualMachineInstanceStatus>, next: &VirtualMachineInstanceStatus) -> bool {
+pub fn waits_for_the_start(
+    current: Option<&VirtualMachineInstanceStatus>,
+    next: &VirtualMachineInstanceStatus,
+) -> bool {
     let scheduled = Some(Phase::Scheduled);
     current.and_then(|c| c.phase) == scheduled && next.phase == scheduled
 }

@@ -208,7 +208,10 @@ async fn a_scheduled_vmi_is_synced_and_written_running_with_exact_bodies() {
     assert_eq!(handler.reconcile(key).await, None);
     let mut first = taken(&seen);
     normalise_events(&mut first);
-    assert_eq!(first, vec![event("Created", "Normal", "VirtualMachineInstance defined.")]);
+    assert_eq!(
+        first,
+        vec![event("Created", "Normal", "VirtualMachineInstance defined.")]
+    );
 
     // The launcher reports the running domain: the VMI turns Running, in one write.
     let added = domain_events.try_recv().expect("ADDED");

@@ -19,10 +19,8 @@ mod loaded_objects;
 
 pub use loaded_objects::{CleanMapping, DropError, Dropped, clean_file_mappings, drop_clean_file_pages, droppable};
 
-/// Drops the launcher's clean file pages and logs the outcome, and asks libvirtd to drop its own
-/// ([`crate::supervisor::page_release`]): called once the domain runs.
+/// Drops the launcher's clean file pages and logs the outcome: called once the domain runs.
 pub fn after_domain_start() {
-    crate::supervisor::page_release::request();
     match drop_clean_file_pages() {
         Ok(dropped) => tracing::debug!(
             ranges = dropped.ranges,

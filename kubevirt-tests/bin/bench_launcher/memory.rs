@@ -159,10 +159,10 @@ pub fn memory_rows(all: &[&MemoryAtMarker], row: &mut impl FnMut(&str, String, &
 pub const RSS_NOTE: &str = "\nRSS counts every shared-library page in full in every process that maps it; PSS splits \
      shared pages between the processes that map them. The launcher talks to libvirt through the `virt` crate, so \
      it links libvirt.so, and the loader maps it with its TLS, crypto, SSH, XML, ICU and GLib libraries \
-     (about 50 of them) in every process that links it: the launcher and libvirtd. PSS is what the pod's memory \
-     cgroup is charged for them. No virtlogd runs: QEMU's stdio and the serial log are written without it. Once the \
-     domain runs, the launcher and its libvirtd both let go of the code and read-only data they touched only to \
-     start it (libvirtd through the library the launcher preloads into it; docs/launcher-performance.md). The \
+     (about 50 of them) in every process that links it: the launcher and libvirtd. Neither is what the node \
+     loses: the pod's memory cgroup is charged once for each page-cache page, and the pods on a node share one copy. \
+     No virtlogd runs: QEMU's stdio and the serial log are written without it. Once the domain runs, the launcher \
+     lets go of the code and read-only data it touched only to start it (docs/launcher-performance.md). The \
      floor rows measure `bench-libvirt-client`, a program that does nothing but connect to the same libvirtd \
      through the `virt` crate and list its domains, keeping every page it touched: what linking libvirt.so costs \
      a process that lets go of nothing.\n";

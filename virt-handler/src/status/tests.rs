@@ -302,7 +302,10 @@ fn only_a_new_phase_is_written_while_the_vmi_is_scheduled() {
         assert!(!waits_for_the_start(Some(&scheduled), &status(next)), "{next:?}");
     }
     for current in [Phase::Pending, Phase::Scheduling, Phase::Running] {
-        assert!(!waits_for_the_start(Some(&status(current)), &status(current)), "{current:?}");
+        assert!(
+            !waits_for_the_start(Some(&status(current)), &status(current)),
+            "{current:?}"
+        );
     }
     assert!(!waits_for_the_start(None, &scheduled));
 }

@@ -1,10 +1,7 @@
 //! Dropping the resident pages of the loaded objects' clean read-only segments (see the parent
 //! module's docs for why and what is safe to drop).
 //!
-//! This file uses nothing but `std` and the C library, declared here: it is also compiled on its
-//! own into the library that the launcher preloads into its libvirtd (`libvirtd-pages/`, built by
-//! `build.rs`), so that libvirtd can let go of its own start-up pages. Its error type therefore
-//! implements `Error` by hand rather than through `thiserror`. Linux, 64-bit only.
+//! This file uses nothing but `std` and the C library, declared here. Linux, 64-bit only.
 
 use std::ffi::{c_int, c_long, c_void};
 use std::ptr::NonNull;

@@ -176,13 +176,6 @@ impl DaemonPaths {
     pub fn pid_file(&self, daemon: &str) -> PathBuf {
         self.root.join(format!("{daemon}.pid"))
     }
-
-    /// Where the launcher writes the library libvirtd preloads to release its start-up pages
-    /// ([`super::page_release`]).
-    #[must_use]
-    pub fn page_release_library(&self) -> PathBuf {
-        self.root.join("libvirtd-pages.so")
-    }
 }
 
 /// Where Debian installs libvirt's connection drivers.

@@ -66,11 +66,7 @@ fn spawn_logged(daemon: &'static str, command: &mut Command) -> Result<u32, Daem
     if let Some(stderr) = child.stderr.take() {
         std::thread::spawn(move || {
             for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
-                if super::page_release::is_success_report(&line) {
-                    tracing::info!(daemon, pid, "{line}");
-                } else {
-                    warn!(daemon, pid, "{line}");
-                }
+                warn!(daemon, pid, "{line}");
             }
         });
     }
@@ -101,14 +97,6 @@ impl LibvirtDaemons {
             Err(e) => tracing::warn!(error = %e, "cannot refresh the capabilities cache; libvirt may probe QEMU again"),
         }
         let stopping = CancellationToken::new();
-        let page_release = paths.page_release_library();
-        let page_release = match super::page_release::install(&page_release) {
-            Ok(()) => Some(page_release),
-            Err(e) => {
-                warn!(error = %one_line(&e), "libvirtd will keep its start-up pages");
-                None
-            }
-        };
         let drivers = paths.driver_dir();
         let libvirtd_pid = paths.pid_file("libvirtd");
         let libvirtd_conf = paths.libvirtd_conf();
@@ -122,11 +110,7 @@ impl LibvirtDaemons {
             let (socket, uri) = (socket.clone(), uri.clone());
             tokio::spawn(async move {
                 match wait_until_serving(&socket, &uri, RESTART_READY).await {
-                    Ok(()) => {
-                        release_startup_cpu(pid);
-                        // It has taken the running domain back: its start-up pages can go.
-                        super::page_release::request();
-                    }
+                    Ok(()) => release_startup_cpu(pid),
                     Err(e) => warn!(pid, error = %one_line(&e), "restarted libvirtd stays on the CPU it started on"),
                 }
             });
@@ -147,11 +131,6 @@ impl LibvirtDaemons {
                     // thread kept about 1.6 MiB more resident.
                     .env("MALLOC_ARENA_MAX", "1")
                     .envs(session_env.iter().map(|(name, dir)| (name, dir)));
-                if let Some(library) = &page_release
-                    && let Err(e) = super::page_release::preload(&mut command, library)
-                {
-                    warn!(error = %one_line(&e), "this libvirtd will keep its start-up pages");
-                }
                 if let Some(cpu) = startup_cpu::pin_to_lowest_cpu(&mut command) {
                     tracing::debug!(cpu, "libvirtd starts pinned");
                 }

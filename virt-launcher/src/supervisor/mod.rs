@@ -12,7 +12,6 @@ pub mod daemons;
 pub mod lifecycle;
 pub mod log_rotation;
 pub mod namespace;
-pub mod page_release;
 pub mod reaper;
 pub mod startup_cpu;
 pub mod supervise;

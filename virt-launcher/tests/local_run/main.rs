@@ -8,7 +8,6 @@ mod console_log;
 mod dedicated_cpus;
 mod guest_devices;
 mod harness;
-mod memory;
 mod network;
 mod startup;
 
