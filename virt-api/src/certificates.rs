@@ -131,14 +131,20 @@ pub fn wanted(namespace: &str) -> Vec<Wanted> {
     ]
 }
 
-fn secret(name: &str, data: &[(&str, &str)], resource_version: Option<String>) -> Secret {
+/// The Secret `name` with `data`; a stored one keeps its resource version (the write replaces
+/// exactly what was read) and its type (which the API server never lets change).
+fn secret(name: &str, data: &[(&str, &str)], stored: Option<&Secret>) -> Secret {
     Secret {
         metadata: kube::api::ObjectMeta {
             name: Some(name.to_owned()),
-            resource_version,
+            resource_version: stored.and_then(|s| s.metadata.resource_version.clone()),
             ..Default::default()
         },
-        type_: Some("kubernetes.io/tls".to_owned()),
+        type_: Some(
+            stored
+                .and_then(|s| s.type_.clone())
+                .unwrap_or_else(|| "kubernetes.io/tls".to_owned()),
+        ),
         data: Some(
             data.iter()
                 .map(|(k, v)| ((*k).to_owned(), ByteString(v.as_bytes().to_vec())))
@@ -219,69 +225,96 @@ async fn write(api: &Api<Secret>, secret: &Secret) -> Result<bool, CertificateEr
     }
 }
 
-fn resource_version(observed: &Observed, name: &str) -> Option<String> {
-    observed.secret(name).and_then(|s| s.metadata.resource_version.clone())
+/// The stored CA, when its certificate and key are whole.
+fn usable_ca(observed: &Observed) -> Option<(CertFacts, Pair)> {
+    let pair = observed.pair(CA_SECRET).ok()?;
+    rcgen::KeyPair::from_pem(&pair.key).ok()?;
+    Some((observed.first_facts(CA_SECRET)?, pair))
 }
 
-/// One round: what is stored, and whether it was complete (`Some`) or had to be written.
+/// A new CA, its bundle keeping the previous bundle's CAs that have not expired.
+async fn write_new_ca(api: &Api<Secret>, observed: &Observed, now: i64) -> Result<bool, CertificateError> {
+    let ca = issue::new_ca(now)?;
+    let previous = observed.text(CA_SECRET, "ca.crt").unwrap_or_default();
+    let facts = CertFacts::from_pem(&previous).unwrap_or_default();
+    let kept = plan::still_valid(now, facts.into_iter().zip(split_pem(&previous)).collect());
+    let bundle = std::iter::once(ca.cert.clone()).chain(kept).collect::<String>();
+    let data = [
+        ("tls.crt", ca.cert.as_str()),
+        ("tls.key", ca.key.as_str()),
+        ("ca.crt", &bundle),
+    ];
+    let written = write(api, &secret(CA_SECRET, &data, observed.secret(CA_SECRET))).await?;
+    if written {
+        tracing::info!(secret = CA_SECRET, "made a new KubeVirt CA");
+    }
+    Ok(written)
+}
+
+/// One round: what is stored, when it is complete and current (with when to look again), or
+/// `None` after writing (or losing a race), to be looked at again.
 async fn round(
     api: &Api<Secret>,
     wanted: &[Wanted],
     now: i64,
-) -> Result<(Option<Certificates>, Option<i64>), CertificateError> {
+) -> Result<Option<(Certificates, i64)>, CertificateError> {
     let observed = Observed::read(api, wanted).await?;
-    let ca_facts = observed
-        .first_facts(CA_SECRET)
-        .filter(|_| observed.text(CA_SECRET, "tls.key").is_some());
+    let ca = usable_ca(&observed);
     let bundle = observed.text(CA_SECRET, "ca.crt").unwrap_or_default();
+    let bundle_cas: Vec<String> = CertFacts::from_pem(&bundle)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|f| f.common_name)
+        .collect();
     let leaves: Vec<(Wanted, Option<StoredLeaf>)> =
         wanted.iter().map(|w| (w.clone(), observed.leaf(w.secret))).collect();
-    let decided = plan::decide(now, ca_facts.as_ref(), &bundle, &leaves);
+    let trust = ca.as_ref().map(|(facts, _)| plan::Trust {
+        ca: facts,
+        bundle_cas: &bundle_cas,
+        bundle: &bundle,
+    });
+    let decided = plan::decide(now, trust, &leaves);
+    let Some((ca_facts, ca_pair)) = ca.as_ref().filter(|_| !decided.new_ca) else {
+        write_new_ca(api, &observed, now).await?;
+        return Ok(None);
+    };
     if decided.is_empty() {
-        let next = plan::next_look(now, ca_facts.as_ref(), &leaves, 3600);
+        let next = plan::next_look(now, Some(ca_facts), &leaves, 3600);
         let certificates = Certificates {
             ca_bundle: bundle,
             serving: observed.pair(API_SECRET)?,
             handler_client: observed.pair(HANDLER_CLIENT_SECRET)?,
         };
-        return Ok((Some(certificates), Some(next)));
+        return Ok(Some((certificates, next)));
     }
-    let (ca, ca_name, bundle) = if decided.new_ca {
-        let ca = issue::new_ca(now)?;
-        let previous = CertFacts::from_pem(&bundle).unwrap_or_default();
-        let previous_pems = split_pem(&bundle);
-        let kept = plan::still_valid(now, previous.into_iter().zip(previous_pems).collect());
-        let bundle = std::iter::once(ca.cert.clone()).chain(kept).collect::<String>();
-        let data = [
-            ("tls.crt", ca.cert.as_str()),
-            ("tls.key", ca.key.as_str()),
-            ("ca.crt", &bundle),
-        ];
-        if !write(api, &secret(CA_SECRET, &data, resource_version(&observed, CA_SECRET))).await? {
-            return Ok((None, None));
-        }
-        tracing::info!(secret = CA_SECRET, "made a new KubeVirt CA");
-        (ca, format!("kubevirt.io@{now}"), bundle)
-    } else {
-        let ca = observed.pair(CA_SECRET)?;
-        (ca, ca_facts.map(|f| f.common_name).unwrap_or_default(), bundle)
-    };
-    for name in decided.reissue {
-        let Some(w) = wanted.iter().find(|w| w.secret == name) else {
-            continue;
-        };
-        let pair = issue::sign(&ca, &ca_name, w, now)?;
+    for name in decided.rebundle {
+        let pair = observed.pair(name)?;
         let data = [
             ("tls.crt", pair.cert.as_str()),
             ("tls.key", pair.key.as_str()),
             ("ca.crt", &bundle),
         ];
-        if !write(api, &secret(name, &data, resource_version(&observed, name))).await? {
-            return Ok((None, None));
+        if !write(api, &secret(name, &data, observed.secret(name))).await? {
+            return Ok(None);
+        }
+        tracing::info!(secret = name, "gave a certificate the current CA bundle");
+    }
+    for name in decided.reissue {
+        let Some(w) = wanted.iter().find(|w| w.secret == name) else {
+            continue;
+        };
+        let pair = issue::sign(ca_pair, &ca_facts.common_name, w, now)?;
+        let data = [
+            ("tls.crt", pair.cert.as_str()),
+            ("tls.key", pair.key.as_str()),
+            ("ca.crt", &bundle),
+        ];
+        if !write(api, &secret(name, &data, observed.secret(name))).await? {
+            return Ok(None);
         }
         tracing::info!(secret = name, common_name = %w.common_name, "issued a certificate");
     }
-    Ok((None, None))
+    Ok(None)
 }
 
 /// The PEM blocks of `text`, each as its own text.
@@ -296,13 +329,15 @@ fn split_pem(text: &str) -> Vec<String> {
 /// Makes, reads or renews the certificates until they are complete and current; returns
 /// virt-api's own, and when to look again (seconds since the epoch).
 pub async fn ensure(client: &kube::Client, namespace: &str) -> Result<(Certificates, i64), CertificateError> {
-    const ROUNDS: usize = 6;
+    // A fresh install takes three (the CA, its certificates, a look that finds them whole); the
+    // rest is room for replicas racing.
+    const ROUNDS: usize = 10;
     let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let wanted = wanted(namespace);
     for _ in 0..ROUNDS {
         let now = time::OffsetDateTime::now_utc().unix_timestamp();
-        if let (Some(certificates), Some(next)) = round(&api, &wanted, now).await? {
-            return Ok((certificates, next));
+        if let Some(done) = round(&api, &wanted, now).await? {
+            return Ok(done);
         }
     }
     Err(CertificateError::Unsettled(ROUNDS))

@@ -1,7 +1,8 @@
 //! virt-api's certificate Secrets over the real kube client and a mock API server (tower-test)
 //! that keeps Secrets as the API server does (404 for a missing one, 409 for a create of an
-//! existing one or a replace at an old resource version): every request is asserted, on a fresh
-//! cluster, when certificates are due, when the CA is due, and when another replica wins a race.
+//! existing one or a replace at an old resource version, 422 for a change of a Secret's type):
+//! every request is asserted, on a fresh cluster, when certificates are due, when the CA is due,
+//! when another replica wins a race, and over the layout an earlier kubevirt-rs left.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -60,6 +61,9 @@ fn answer(store: &Store, race: &Mutex<Option<Vec<Value>>>, method: &str, path: &
             let current = secrets.get(&name).map(|s| s["metadata"]["resourceVersion"].clone());
             if current.as_ref() != Some(&body["metadata"]["resourceVersion"]) {
                 return (409, status(409, "Conflict"));
+            }
+            if secrets.get(&name).map(|s| &s["type"]) != Some(&body["type"]) {
+                return (422, status(422, "Invalid"));
             }
             let version = current.and_then(|v| v.as_str()?.parse::<u64>().ok()).unwrap_or(0) + 1;
             let mut stored = body.clone();
@@ -176,8 +180,11 @@ async fn a_fresh_cluster_gets_a_ca_and_one_certificate_per_holder() {
     let store = Store::default();
     let (client, log) = api_server(store.clone(), None);
     let (made, next): (Certificates, i64) = ensure(&client, NS).await.expect("certificates");
+    let leaves: Vec<&str> = wanted(NS).iter().map(|w| w.secret).collect();
     let mut expected = requests("GET", &names());
-    expected.extend(requests("POST", &names()));
+    expected.extend(requests("POST", &[CA_SECRET]));
+    expected.extend(requests("GET", &names()));
+    expected.extend(requests("POST", &leaves));
     expected.extend(requests("GET", &names()));
     assert_eq!(*log.lock().expect("log"), expected);
 
@@ -194,11 +201,8 @@ async fn a_fresh_cluster_gets_a_ca_and_one_certificate_per_holder() {
         made.handler_client.cert,
         data(&store, "kubevirt-virt-handler-certs", "tls.crt")
     );
-    let signed = facts(&made.serving.cert).remove(0).not_before;
-    assert!(
-        signed + 24 * HOUR * 4 / 5 > now() + HOUR,
-        "nothing is due within the hour"
-    );
+    let expires = facts(&made.serving.cert).remove(0).not_after;
+    assert!(expires - 24 * HOUR / 5 > now() + HOUR, "nothing is due within the hour");
     assert!(
         (now() + HOUR - 60..=now() + HOUR).contains(&next),
         "the next look is within the hour: {next}"
@@ -218,25 +222,73 @@ async fn certificates_due_are_signed_again_in_place_by_the_same_ca() {
     assert_eq!(*log.lock().expect("log"), expected);
     assert_eq!(data(&store, CA_SECRET, "tls.crt"), ca.cert, "the CA stays");
     let renewed = facts(&made.serving.cert).remove(0);
-    assert!(renewed.not_before >= now() - 60, "{renewed:?}");
+    assert!(renewed.not_after >= now() + 24 * HOUR - 60, "{renewed:?}");
 }
 
 #[tokio::test]
-async fn a_ca_due_is_replaced_and_the_bundle_keeps_the_old_one_until_it_expires() {
+async fn a_ca_due_is_replaced_and_every_secret_gets_both_cas_before_any_new_certificate() {
     let (old, secrets) = stored_install(now() - 6 * 24 * HOUR, now() - HOUR);
     let store = store_of(secrets);
     let (client, log) = api_server(store.clone(), None);
-    let (made, _) = ensure(&client, NS).await.expect("certificates");
+    let (made, next) = ensure(&client, NS).await.expect("certificates");
+    let leaves: Vec<&str> = wanted(NS).iter().map(|w| w.secret).collect();
     let mut expected = requests("GET", &names());
-    expected.extend(requests("PUT", &names()));
+    expected.extend(requests("PUT", &[CA_SECRET]));
+    expected.extend(requests("GET", &names()));
+    expected.extend(requests("PUT", &leaves));
     expected.extend(requests("GET", &names()));
     assert_eq!(*log.lock().expect("log"), expected);
-    let bundle = facts(&made.ca_bundle);
     let new_name = facts(&data(&store, CA_SECRET, "tls.crt")).remove(0).common_name;
     let old_name = facts(&old.cert).remove(0).common_name;
-    let in_bundle: Vec<&str> = bundle.iter().map(|f| f.common_name.as_str()).collect();
-    assert_eq!(in_bundle, [new_name.as_str(), old_name.as_str()]);
-    assert_eq!(facts(&made.serving.cert)[0].issuer_common_name, new_name);
+    let in_bundle: Vec<String> = facts(&made.ca_bundle).into_iter().map(|f| f.common_name).collect();
+    assert_eq!(in_bundle, [new_name, old_name.clone()]);
+    for secret in &leaves {
+        assert_eq!(data(&store, secret, "ca.crt"), made.ca_bundle, "{secret}");
+    }
+    assert_eq!(
+        facts(&made.serving.cert)[0].issuer_common_name,
+        old_name,
+        "still the old CA's until the bundle has spread"
+    );
+    assert!(
+        (now() + 9 * 60..=now() + 10 * 60).contains(&next),
+        "then signed again: {next}"
+    );
+}
+
+#[tokio::test]
+async fn an_earlier_layout_is_replaced_keeping_each_secrets_type() {
+    // What an earlier kubevirt-rs stored: Opaque Secrets, a CA kept with virt-api's certificate.
+    let old = virt_api::tls::test_pki::TestCa::new("kubevirt-rs CA");
+    let serving = old.server("rcgen self signed cert", &["virt-api"]);
+    let opaque = |name: &str| {
+        let ca = old.cert_pem();
+        let data = [
+            ("tls.crt", serving.cert.as_str()),
+            ("tls.key", serving.key.as_str()),
+            ("ca.crt", ca.as_str()),
+        ];
+        let mut secret = secret_json(name, &data);
+        secret["type"] = json!("Opaque");
+        secret
+    };
+    let earlier = [
+        "kubevirt-virt-api-certs",
+        "kubevirt-virt-handler-certs",
+        "kubevirt-controller-certs",
+    ];
+    let store = store_of(earlier.iter().map(|name| opaque(name)).collect());
+    let (client, _) = api_server(store.clone(), None);
+    let (made, _) = ensure(&client, NS).await.expect("certificates");
+    let secrets = store.lock().expect("store").clone();
+    for name in earlier {
+        assert_eq!(secrets[name]["type"], json!("Opaque"), "{name}");
+    }
+    assert_eq!(secrets[CA_SECRET]["type"], json!("kubernetes.io/tls"));
+    assert_eq!(
+        facts(&made.serving.cert)[0].common_name,
+        "virt-api.kubevirt.pod.cluster.local"
+    );
 }
 
 #[tokio::test]

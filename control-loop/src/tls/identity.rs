@@ -170,9 +170,12 @@ impl IdentityVerifier {
     pub(super) fn new(policy: &ClientPolicy) -> Result<Self, TlsError> {
         let required = policy.required;
         let ca = match &policy.ca {
-            ClientCa::File(path) => Reloading::new(vec![path.clone()], move |paths| {
-                webpki(roots(&paths[0])?, required, &paths[0].display().to_string())
-            })?,
+            ClientCa::File(path) => {
+                let file = path.clone();
+                Reloading::new(vec![path.clone()], move |_| {
+                    webpki(roots(&file)?, required, &file.display().to_string())
+                })?
+            }
             ClientCa::Pem { origin, pem } => {
                 let verifier = webpki(roots_from_pem(origin, pem)?, required, origin)?;
                 Reloading::new(Vec::new(), move |_| Ok(verifier.clone()))?

@@ -104,14 +104,18 @@ impl FileCert {
     /// # Errors
     /// When a file cannot be read or the certificate and key do not fit.
     pub fn new(cert: &Path, key: &Path) -> Result<Self, TlsError> {
-        Ok(Self(Reloading::new(vec![cert.to_owned(), key.to_owned()], |paths| {
-            let chain = read_chain(&paths[0])?;
-            let private = PrivateKeyDer::from_pem_file(&paths[1]).map_err(|e| TlsError::Key {
-                path: paths[1].clone(),
-                message: e.to_string(),
-            })?;
-            certified_key(chain, &private, &paths[0].display().to_string())
-        })?))
+        let (cert_file, key_file) = (cert.to_owned(), key.to_owned());
+        Ok(Self(Reloading::new(
+            vec![cert.to_owned(), key.to_owned()],
+            move |_| {
+                let chain = read_chain(&cert_file)?;
+                let private = PrivateKeyDer::from_pem_file(&key_file).map_err(|e| TlsError::Key {
+                    path: key_file.clone(),
+                    message: e.to_string(),
+                })?;
+                certified_key(chain, &private, &cert_file.display().to_string())
+            },
+        )?))
     }
 }
 

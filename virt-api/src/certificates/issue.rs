@@ -1,6 +1,7 @@
 //! Making certificates as upstream KubeVirt does: ECDSA P-256 keys; a self-signed CA named
 //! `kubevirt.io@<unix time>`, valid for 7 days; and certificates it signs, valid for 24 hours,
-//! each for one holder (its common name) and one use (server or client).
+//! each for one holder (its common name) and one use (server or client). Each is valid from a few
+//! minutes before it is made, for peers whose clock is a little behind.
 
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
@@ -8,7 +9,7 @@ use rcgen::{
 };
 use time::OffsetDateTime;
 
-use super::plan::{CA_LIFETIME_SECONDS, LEAF_LIFETIME_SECONDS, Usage, Wanted};
+use super::plan::{CA_LIFETIME_SECONDS, CLOCK_SKEW_SECONDS, LEAF_LIFETIME_SECONDS, Usage, Wanted};
 
 /// A certificate and its key, PEM.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,7 +24,7 @@ fn at(unix: i64) -> Result<OffsetDateTime, rcgen::Error> {
     OffsetDateTime::from_unix_timestamp(unix).map_err(|_| rcgen::Error::Time)
 }
 
-fn ca_params(common_name: &str, now: i64) -> Result<CertificateParams, rcgen::Error> {
+fn ca_params(common_name: &str, made: i64) -> Result<CertificateParams, rcgen::Error> {
     let mut params = CertificateParams::new(Vec::<String>::new())?;
     params.distinguished_name = rcgen::DistinguishedName::new();
     params.distinguished_name.push(DnType::CommonName, common_name);
@@ -33,8 +34,8 @@ fn ca_params(common_name: &str, now: i64) -> Result<CertificateParams, rcgen::Er
         KeyUsagePurpose::DigitalSignature,
         KeyUsagePurpose::KeyEncipherment,
     ];
-    params.not_before = at(now)?;
-    params.not_after = at(now + CA_LIFETIME_SECONDS)?;
+    params.not_before = at(made - CLOCK_SKEW_SECONDS)?;
+    params.not_after = at(made + CA_LIFETIME_SECONDS)?;
     Ok(params)
 }
 
@@ -51,7 +52,13 @@ pub fn new_ca(now: i64) -> Result<Pair, rcgen::Error> {
 /// The certificate `wanted` names, signed at `now` by `ca`, whose common name is
 /// `ca_common_name`, for the leaf lifetime.
 pub fn sign(ca: &Pair, ca_common_name: &str, wanted: &Wanted, now: i64) -> Result<Pair, rcgen::Error> {
-    sign_between(ca, ca_common_name, wanted, now, now + LEAF_LIFETIME_SECONDS)
+    sign_between(
+        ca,
+        ca_common_name,
+        wanted,
+        now - CLOCK_SKEW_SECONDS,
+        now + LEAF_LIFETIME_SECONDS,
+    )
 }
 
 /// Like [`sign`], valid from `not_before` to `not_after`.

@@ -38,6 +38,13 @@ async fn take(
     published: &mut String,
     holders: &Holders,
 ) -> Result<(), String> {
+    // The bundle first: callers trust a renewed certificate only once they have it.
+    if *published != certificates.ca_bundle {
+        publish_ca_bundle(client, &certificates.ca_bundle)
+            .await
+            .map_err(|e| e.to_string())?;
+        published.clone_from(&certificates.ca_bundle);
+    }
     let origin = format!("secret {namespace}/{API_SECRET}");
     holders
         .serving
@@ -47,12 +54,6 @@ async fn take(
         .handlers
         .replace_pem(&origin, &certificates.ca_bundle, &certificates.handler_client)
         .map_err(|e| e.to_string())?;
-    if *published != certificates.ca_bundle {
-        publish_ca_bundle(client, &certificates.ca_bundle)
-            .await
-            .map_err(|e| e.to_string())?;
-        published.clone_from(&certificates.ca_bundle);
-    }
     Ok(())
 }
 

@@ -10,7 +10,7 @@ use control_loop::tls::{
 };
 
 use super::issue::{Pair, new_ca, sign};
-use super::plan::{CA_LIFETIME_SECONDS, LEAF_LIFETIME_SECONDS};
+use super::plan::{CA_LIFETIME_SECONDS, CLOCK_SKEW_SECONDS, LEAF_LIFETIME_SECONDS};
 use super::*;
 
 const NOW: i64 = 1_790_000_000;
@@ -39,7 +39,10 @@ fn each_holder_gets_upstreams_name_and_lifetime() {
     let (ca, leaves) = issued_at(NOW, "kv");
     let ca_facts = facts(&ca);
     assert_eq!(ca_facts.common_name, format!("kubevirt.io@{NOW}"));
-    assert_eq!(ca_facts.not_after - ca_facts.not_before, CA_LIFETIME_SECONDS);
+    assert_eq!(
+        (ca_facts.not_before, ca_facts.not_after),
+        (NOW - CLOCK_SKEW_SECONDS, NOW + CA_LIFETIME_SECONDS)
+    );
     assert_eq!(CA_LIFETIME_SECONDS, 7 * 24 * 3600);
     let names: Vec<(&str, String)> = leaves.iter().map(|(s, p)| (*s, facts(p).common_name)).collect();
     assert_eq!(
@@ -68,8 +71,8 @@ fn each_holder_gets_upstreams_name_and_lifetime() {
         let leaf = facts(pair);
         assert_eq!(leaf.issuer_common_name, ca_facts.common_name);
         assert_eq!(
-            (leaf.not_before, leaf.not_after - leaf.not_before),
-            (NOW, LEAF_LIFETIME_SECONDS)
+            (leaf.not_before, leaf.not_after),
+            (NOW - CLOCK_SKEW_SECONDS, NOW + LEAF_LIFETIME_SECONDS)
         );
     }
     assert_eq!(facts(&leaves[API_SECRET]).dns_names[2], "virt-api.kv.svc");
