@@ -135,3 +135,13 @@ pub async fn handshake(
     server_side.map_err(|e| format!("server: {e}"))?;
     client_side.map_err(|e| format!("client: {e}"))
 }
+
+/// Writes `text` to `path` as the kubelet updates a Secret volume: a new file, then a swap.
+///
+/// # Panics
+/// When the file cannot be written (tests only).
+pub fn write_atomically(path: &std::path::Path, text: &str) {
+    let temporary = path.with_extension("new");
+    std::fs::write(&temporary, text).expect("write");
+    std::fs::rename(&temporary, path).expect("rename");
+}

@@ -1,9 +1,8 @@
 //! The identity checks and reloading, over real TLS handshakes in memory.
 
-use std::path::Path;
 use std::sync::Arc;
 
-use super::test_pki::{TestCa, TestPair, handshake};
+use super::test_pki::{TestCa, TestPair, handshake, write_atomically};
 use super::{CertSource, ClientCa, ClientPolicy, Identities, client_tls_pem, server_tls_for};
 
 const ADMITTED: &str = "kubevirt.io:system:client:virt-handler";
@@ -31,6 +30,16 @@ fn server(ca: &TestCa, policy: &ClientPolicy) -> Arc<rustls::ServerConfig> {
         key: pair.key,
     };
     server_tls_for(&source, Some(policy)).expect("server").config
+}
+
+/// A client that trusts `ca` and presents no certificate.
+fn anonymous(ca: &TestCa) -> Arc<rustls::ClientConfig> {
+    let roots = super::roots_from_pem("test", &ca.cert_pem()).expect("roots");
+    Arc::new(
+        rustls::ClientConfig::builder()
+            .with_root_certificates(roots)
+            .with_no_client_auth(),
+    )
 }
 
 fn client(trusted: &TestCa, pair: &TestPair) -> Arc<rustls::ClientConfig> {
@@ -83,19 +92,9 @@ async fn any_holder_is_admitted_when_the_policy_names_none_and_none_is_needed_wh
     handshake(server.clone(), client(&ca, &ca.client("anyone")), "virt-handler")
         .await
         .expect("any name");
-    let anonymous = rustls::ClientConfig::builder()
-        .with_root_certificates(super::roots_from_pem("test", &ca.cert_pem()).expect("roots"))
-        .with_no_client_auth();
-    handshake(server, Arc::new(anonymous), "virt-handler")
+    handshake(server, anonymous(&ca), "virt-handler")
         .await
         .expect("no certificate");
-}
-
-fn write_atomically(path: &Path, text: &str) {
-    // As the kubelet updates a Secret volume: new files, then a swap.
-    let temporary = path.with_extension("new");
-    std::fs::write(&temporary, text).expect("write");
-    std::fs::rename(&temporary, path).expect("rename");
 }
 
 #[tokio::test]
@@ -174,10 +173,7 @@ async fn a_half_written_certificate_keeps_the_last_good_one() {
     };
     let config = server_tls_for(&source, None).expect("server").config;
     write_atomically(&cert, "-----BEGIN CERTIFICATE-----\n");
-    let anonymous = rustls::ClientConfig::builder()
-        .with_root_certificates(super::roots_from_pem("test", &ca.cert_pem()).expect("roots"))
-        .with_no_client_auth();
-    handshake(config, Arc::new(anonymous), "virt-handler")
+    handshake(config, anonymous(&ca), "virt-handler")
         .await
         .expect("still served with the last good certificate");
 }

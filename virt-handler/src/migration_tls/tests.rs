@@ -1,18 +1,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use control_loop::tls::test_pki::{TestCa, TestPair, handshake};
+use control_loop::tls::test_pki::{TestCa, TestPair, handshake, write_atomically as write};
 use control_loop::tls::{HANDLER_SERVER, MIGRATION_CLIENT, VIRT_API_CLIENT};
 
 use super::{MigrationFiles, MigrationTls};
 use crate::migration_proxy::Security;
-
-fn write(path: &Path, text: &str) {
-    // As the kubelet updates a Secret volume: new files, then a swap.
-    let temporary = path.with_extension("new");
-    std::fs::write(&temporary, text).expect("write");
-    std::fs::rename(&temporary, path).expect("rename");
-}
 
 fn files(dir: &Path) -> MigrationFiles {
     MigrationFiles {
