@@ -408,11 +408,27 @@ fn the_rbac_check_refuses_what_the_roles_do_not_grant() {
         )
         .is_some()
     );
-    assert_eq!(
+    assert!(
         rbac::forbidden(
             "kubevirt-apiserver",
             "GET",
             &uri("/api/v1/namespaces/kubevirt/secrets/x")
+        )
+        .is_some(),
+        "only the certificate Secrets"
+    );
+    for secret in std::iter::once(virt_api::certificates::CA_SECRET)
+        .chain(virt_api::certificates::wanted("kubevirt").iter().map(|w| w.secret))
+    {
+        let path = uri(&format!("/api/v1/namespaces/kubevirt/secrets/{secret}"));
+        assert_eq!(rbac::forbidden("kubevirt-apiserver", "GET", &path), None, "{secret}");
+        assert_eq!(rbac::forbidden("kubevirt-apiserver", "PUT", &path), None, "{secret}");
+    }
+    assert_eq!(
+        rbac::forbidden(
+            "kubevirt-apiserver",
+            "POST",
+            &uri("/api/v1/namespaces/kubevirt/secrets")
         ),
         None
     );
