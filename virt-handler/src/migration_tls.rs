@@ -7,6 +7,7 @@
 //! update) keeps the last good certificates, with a warning, until the files are whole again.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use control_loop::tls::{
     CertSource, ClientCa, ClientPolicy, Identities, MIGRATION_CLIENT, Reloading, TlsError, client_tls, server_tls_for,
@@ -39,9 +40,21 @@ pub fn migration_clients(ca: PathBuf) -> ClientPolicy {
     }
 }
 
-/// The files, and the security last built from them.
-#[derive(Debug)]
-pub struct MigrationTls(Reloading<Security>);
+/// The target side's server configuration (which reads its own files again when they change)
+/// and the source side's client configuration, built again when its files change.
+pub struct MigrationTls {
+    server: Arc<rustls::ServerConfig>,
+    client: Reloading<Arc<rustls::ClientConfig>>,
+    server_name: rustls_pki_types::ServerName<'static>,
+}
+
+impl std::fmt::Debug for MigrationTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MigrationTls")
+            .field("client", &self.client)
+            .finish_non_exhaustive()
+    }
+}
 
 impl MigrationTls {
     /// Reads the files once.
@@ -49,48 +62,34 @@ impl MigrationTls {
     /// # Errors
     /// When a file cannot be read or holds no usable certificate, key or CA.
     pub fn new(files: &MigrationFiles) -> Result<Self, TlsError> {
-        let paths = vec![
-            files.server_cert.clone(),
-            files.server_key.clone(),
-            files.client_cert.clone(),
-            files.client_key.clone(),
-            files.ca.clone(),
-        ];
-        Ok(Self(Reloading::new(paths, |paths| match paths {
-            [server_cert, server_key, client_cert, client_key, ca] => build(&MigrationFiles {
-                server_cert: server_cert.clone(),
-                server_key: server_key.clone(),
-                client_cert: client_cert.clone(),
-                client_key: client_key.clone(),
-                ca: ca.clone(),
-            }),
-            _ => Err(TlsError::Pem {
-                origin: "the migration TLS files".to_owned(),
-                message: "five files are needed".to_owned(),
-            }),
-        })?))
-    }
-
-    /// The security for the next migration: rebuilt when a file changed since the last read.
-    #[must_use]
-    pub fn current(&self) -> Security {
-        self.0.current()
-    }
-}
-
-fn build(files: &MigrationFiles) -> Result<Security, TlsError> {
-    let source = CertSource::Files {
-        cert: files.server_cert.clone(),
-        key: files.server_key.clone(),
-    };
-    Ok(Security::Tls {
-        server: server_tls_for(&source, Some(&migration_clients(files.ca.clone())))?.config,
-        client: client_tls(&files.ca, Some((&files.client_cert, &files.client_key)))?,
-        server_name: rustls_pki_types::ServerName::try_from(HANDLER_NAME).map_err(|e| TlsError::Pem {
+        let source = CertSource::Files {
+            cert: files.server_cert.clone(),
+            key: files.server_key.clone(),
+        };
+        let server = server_tls_for(&source, Some(&migration_clients(files.ca.clone())))?.config;
+        let (ca, cert, key) = (files.ca.clone(), files.client_cert.clone(), files.client_key.clone());
+        let paths = vec![ca.clone(), cert.clone(), key.clone()];
+        let client = Reloading::new(paths, move |_| client_tls(&ca, Some((&cert, &key))))?;
+        let server_name = rustls_pki_types::ServerName::try_from(HANDLER_NAME).map_err(|e| TlsError::Pem {
             origin: "the handlers' certificate name".to_owned(),
             message: e.to_string(),
-        })?,
-    })
+        })?;
+        Ok(Self {
+            server,
+            client,
+            server_name,
+        })
+    }
+
+    /// The security for the next migration, with the files as they are now.
+    #[must_use]
+    pub fn current(&self) -> Security {
+        Security::Tls {
+            server: self.server.clone(),
+            client: self.client.current(),
+            server_name: self.server_name.clone(),
+        }
+    }
 }
 
 #[cfg(test)]
