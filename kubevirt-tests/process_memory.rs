@@ -3,14 +3,18 @@
 
 use std::path::Path;
 
-/// `Rss` and `Pss` of a process (`pid` is a number or `self`). RSS counts every shared-library
-/// page in full in every process that maps it; PSS splits shared pages between those processes.
+/// `Rss`, `Pss` and `Anonymous` of a process (`pid` is a number or `self`). RSS counts every
+/// shared-library page in full in every process that maps it; PSS splits shared pages between
+/// those processes. Anonymous pages (heap, stacks, pages copied on write) are the process's own:
+/// what it adds to the node, where its file pages are shared through the page cache.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Resident {
     /// Resident set size.
     pub rss_kib: u64,
     /// Proportional set size.
     pub pss_kib: u64,
+    /// Resident pages mapped from no file.
+    pub anon_kib: u64,
 }
 
 /// Reads [`Resident`] for `pid`; zeros where /proc cannot tell (the process is gone).
@@ -20,6 +24,7 @@ pub fn resident(pid: &str) -> Resident {
     Resident {
         rss_kib: field_kib(&text, "Rss:").unwrap_or(0),
         pss_kib: field_kib(&text, "Pss:").unwrap_or(0),
+        anon_kib: field_kib(&text, "Anonymous:").unwrap_or(0),
     }
 }
 

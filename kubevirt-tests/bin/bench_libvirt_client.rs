@@ -1,6 +1,7 @@
 //! The smallest libvirt client the `virt` crate allows, as a floor for the launcher's memory: it
 //! links libvirt.so, registers libvirt's event loop, connects to a daemon, lists its domains and
-//! then prints its own `Rss` and `Pss` (KiB, from `/proc/self/smaps_rollup`) as `rss=<n> pss=<n>`.
+//! then prints its own `Rss`, `Pss` and `Anonymous` (KiB, from `/proc/self/smaps_rollup`) as
+//! `rss=<n> pss=<n> anon=<n>`.
 //!
 //! `bench-launcher` runs it against each launcher's private libvirtd while the guest runs.
 //!
@@ -28,9 +29,10 @@ fn main() -> anyhow::Result<()> {
     }
     let text = std::fs::read_to_string("/proc/self/smaps_rollup").context("cannot read /proc/self/smaps_rollup")?;
     println!(
-        "rss={} pss={}",
+        "rss={} pss={} anon={}",
         smaps_field(&text, "Rss:")?,
-        smaps_field(&text, "Pss:")?
+        smaps_field(&text, "Pss:")?,
+        smaps_field(&text, "Anonymous:")?
     );
     Ok(())
 }

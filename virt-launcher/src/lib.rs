@@ -14,7 +14,6 @@ pub mod iso;
 pub mod libvirt;
 pub mod local;
 pub mod mounted;
-pub mod resident_pages;
 pub mod supervisor;
 pub mod volume_step;
 pub mod volumes;

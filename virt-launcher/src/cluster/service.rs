@@ -284,7 +284,6 @@ impl<M: DomainManager + 'static, R: ToolRunner + 'static> LauncherService<M, R> 
             let paused = vmi.spec.start_strategy.as_deref() == Some("Paused");
             self.manager.start(paused).await.map_err(internal)?;
             info!(paused, "domain started");
-            crate::resident_pages::after_domain_start();
         }
         Ok(())
     }

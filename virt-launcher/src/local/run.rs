@@ -328,7 +328,6 @@ async fn boot_and_supervise<M: DomainManager>(
     manager.start(paused).await?;
     info!(paused, "domain started");
     booted.daemons.record_capabilities();
-    crate::resident_pages::after_domain_start();
     let console = console::spawn(booted.runtime.serial_socket());
     let stop_rotation = tokio_util::sync::CancellationToken::new();
     let logs = tokio::spawn(crate::supervisor::log_rotation::keep_bounded(
