@@ -1,7 +1,7 @@
 //! Memory on the node: the resident memory of each kubevirt-rs component's process; one launcher
 //! pod's cgroup memory less its QEMU's (the pod's own cost: launcher, libvirtd, the containerDisk
-//! sidecars, pause); and the per-VM figures next to their goals: PSS and RSS summed over a launcher
-//! pod's processes but QEMU.
+//! sidecars, pause); and the per-VM figures summed over a launcher pod's processes but QEMU: private
+//! (anonymous) memory, next to its goal, with PSS and RSS beside it.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -79,7 +79,7 @@ fn memory_cgroup(cgroups: &str) -> Option<(String, bool)> {
     })
 }
 
-/// PSS and RSS summed over a launcher pod's processes but its QEMU: those of its compute
+/// Private (anonymous) memory, PSS and RSS summed over a launcher pod's processes but its QEMU: those of its compute
 /// container (the launcher and its libvirtd), and those of the whole pod (with pause and the
 /// containerDisk sidecars), in KiB.
 #[derive(Default)]

@@ -3,9 +3,9 @@
 //!
 //! - start to the guest's serial marker: raw QEMU, the launcher with a warm libvirt capabilities
 //!   cache, and with a cold (empty) one;
-//! - private (anonymous) memory, PSS and RSS of the launcher, and of launcher + libvirtd, at the marker, with where the
-//!   launcher's pages come from, next to the smallest client the `virt` crate allows
-//!   (`bench-libvirt-client`, run against the same daemon);
+//! - private (anonymous) memory, PSS and RSS of the launcher, and of launcher + libvirtd, at the
+//!   marker, with where the launcher's pages come from, next to the smallest client the `virt`
+//!   crate allows (`bench-libvirt-client`, run against the same daemon);
 //! - SIGTERM to exit for a guest that powers off at once on ACPI.
 //!
 //! bench-launcher --launcher target/release/virt-launcher [--libvirt-client PATH] [--runs 5]

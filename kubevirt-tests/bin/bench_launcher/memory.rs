@@ -1,5 +1,6 @@
-//! The launcher benchmark's memory figures: the launcher's and its daemons' private (anonymous)
-//! memory, RSS and PSS at the marker, where the launcher's pages come from, and the smallest `virt`-crate client as a floor.
+//! The launcher benchmark's memory figures: the launcher's and its daemon's private (anonymous)
+//! memory, RSS and PSS at the marker, where the launcher's pages come from, and the smallest
+//! `virt`-crate client as a floor.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -91,8 +92,9 @@ fn children_named(parent: u32, names: &[&str]) -> Vec<u32> {
 /// One figure of a run's memory, in KiB.
 type MemoryField = fn(&MemoryAtMarker) -> u64;
 
-/// The memory rows: the launcher's RSS and where its pages come from, the daemons, and the same
-/// sums with the smallest `virt`-crate client in the launcher's place.
+/// The memory rows: the goal's private memory (anonymous pages) of the launcher and libvirtd, each
+/// process's part of it, PSS and RSS beside it, the launcher's RSS and where its pages come from,
+/// and the same sums with the smallest `virt`-crate client in the launcher's place.
 pub fn memory_rows(all: &[&MemoryAtMarker], row: &mut impl FnMut(&str, String, &str, Option<bool>)) {
     let mem = |f: MemoryField| median(all.iter().map(|m| mib(f(m))).collect());
     let launcher_rss = mem(|m| m.launcher.rss_kib);
@@ -106,6 +108,17 @@ pub fn memory_rows(all: &[&MemoryAtMarker], row: &mut impl FnMut(&str, String, &
         format!("{private_but_qemu:.1} MiB"),
         "≤ 25 MiB",
         Some(private_but_qemu <= 25.0),
+    );
+    row(
+        "&nbsp;&nbsp;launcher / libvirtd / smallest `virt`-crate client private memory",
+        format!(
+            "{:.1} / {:.1} / {:.1} MiB",
+            mem(|m| m.launcher.anon_kib),
+            mem(|m| m.libvirtd.anon_kib),
+            mem(|m| m.bare_client.anon_kib)
+        ),
+        "",
+        None,
     );
     row(
         "per-VM infrastructure PSS: launcher + libvirtd",
@@ -166,7 +179,8 @@ pub fn memory_rows(all: &[&MemoryAtMarker], row: &mut impl FnMut(&str, String, &
     );
 }
 
-/// Why RSS and PSS differ so much for these processes, and what the floor rows mean.
+/// Why the goal is on private memory, why RSS and PSS differ so much for these processes, and what
+/// the floor rows mean.
 pub const RSS_NOTE: &str = "\nThe goal is on what a VM adds to its node: the anonymous pages (heap, stacks, pages \
      copied on write) of the launcher and its libvirtd. Their file pages (the executables, libvirt.so and the \
      libraries it loads) come from the page cache, charged once to a pod's memory cgroup and shared by every \
