@@ -3,6 +3,7 @@
 #   kubernetes/go.mod  kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy
 #                      and kubectl from k8s.io/kubernetes (its staging modules pinned to match)
 #   etcd/go.mod        etcd, at the version that Kubernetes release names
+#   coredns/go.mod     CoreDNS, the cluster's DNS add-on, at the version that release names
 #   pause              upstream's pause (build/pause/linux/pause.c in the k8s.io/kubernetes module),
 #                      the pod sandbox image's only file
 # into $KUBEVIRT_RS_CACHE/cluster/bin (default /var/cache/kubevirt-rs/cluster/bin). Go's module and
@@ -22,10 +23,10 @@ out=$CLUSTER_BIN
 k8s_version=$(kubernetes_version)
 pause_version=$(awk '$1 == "TAG" && $2 == "?=" {print $3; exit}' "$(kubernetes_module_dir)/build/pause/Makefile")
 stamp_inputs=$(
-    cat "$here"/kubernetes/go.{mod,sum} "$here"/etcd/go.{mod,sum} "$0" | sha256sum | cut -c1-16
+    cat "$here"/kubernetes/go.{mod,sum} "$here"/etcd/go.{mod,sum} "$here"/coredns/go.{mod,sum} "$0" | sha256sum | cut -c1-16
     go version
 )
-binaries=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl etcd pause)
+binaries=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl etcd coredns pause)
 up_to_date=1
 [ -f "$out/.stamp" ] && [ "$(cat "$out/.stamp")" = "$stamp_inputs" ] || up_to_date=
 for binary in "${binaries[@]}"; do [ -x "$out/$binary" ] || up_to_date=; done
@@ -52,6 +53,9 @@ say "building Kubernetes $k8s_version (kube-apiserver, kube-controller-manager, 
 say "building etcd"
 (cd "$here/etcd" && CGO_ENABLED=0 go build -buildvcs=false -ldflags "-s -w" -o "$out.tmp/etcd" go.etcd.io/etcd/server/v3) \
     || die "building etcd failed"
+say "building CoreDNS"
+(cd "$here/coredns" && CGO_ENABLED=0 go build -buildvcs=false -ldflags "-s -w" -o "$out.tmp/coredns" github.com/coredns/coredns) \
+    || die "building CoreDNS failed"
 say "building pause $pause_version"
 gcc -Os -Wall -Werror -static -DVERSION="v$pause_version-kubevirt-rs" -o "$out.tmp/pause" \
     "$(kubernetes_module_dir)/build/pause/linux/pause.c" || die "building pause failed"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# make cluster: a single-node Kubernetes built from upstream, with kubevirt-rs installed on it as
-# docs/install.md tells users. Idempotent: what already runs is left running.
+# make cluster: a Kubernetes built from upstream, with nodes and cluster DNS, and kubevirt-rs
+# installed on it as docs/install.md tells users. Idempotent: what already runs is left running.
 #
+#   NODES=1..9                         how many nodes (default 2); a running cluster keeps its count
 #   KUBEVIRT_RS_PROFILE=debug|release  which build of kubevirt-rs the images carry (default debug,
 #                                      the build `make test` uses)
 #
@@ -9,7 +10,7 @@
 # docs/cluster.md describes what runs where; `make cluster-down` removes it all.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-for lib in common pki control-plane node images install; do
+for lib in common pki control-plane node images dns install; do
     # shellcheck source=/dev/null
     source "$here/lib/$lib.sh"
 done
@@ -27,10 +28,17 @@ if ((${#missing[@]})); then
     apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null || die "apt-get install ${missing[*]} failed"
 fi
 
+nodes=$(cluster_nodes) || exit 1
+if [ -f "$CLUSTER_DIR/node-count" ] && running_pid "$CLUSTER_PIDS/kube-apiserver.pid" >/dev/null \
+    && [ "$(cat "$CLUSTER_DIR/node-count")" != "$nodes" ]; then
+    die "the cluster runs $(cat "$CLUSTER_DIR/node-count") nodes, not $nodes: run make cluster-down first to change NODES"
+fi
+
 started=$(date +%s)
 "$here/build.sh"
 mkdir -p "$CLUSTER_DIR"
 chmod 700 "$CLUSTER_DIR"
+echo "$nodes" >"$CLUSTER_DIR/node-count"
 start_cluster_network
 make_pki
 start_etcd
@@ -39,8 +47,14 @@ start_controller_manager
 start_scheduler
 build_cluster_images "${KUBEVIRT_RS_PROFILE:-debug}"
 wait_for_control_plane
-start_node 1
-import_images 1
-wait_for_node 1
+for n in $(seq 1 "$nodes"); do
+    start_node "$n" "$nodes"
+done
+import_images "$nodes"
+for n in $(seq 1 "$nodes"); do
+    wait_for_node "$n"
+done
+start_dns
 install_kubevirt
+wait_for_dns
 say "up in $(($(date +%s) - started)) s; use it with: export KUBECONFIG=$ADMIN_KUBECONFIG"

@@ -11,6 +11,10 @@
 # host's address of the bridge $CLUSTER_BRIDGE, etcd, the scheduler and the controller manager on
 # loopback. Node N is a network, mount and PID namespace of its own, linked to the bridge by a veth
 # pair with address 10.240.0.(N+1), whose pods get 10.244.N.0/24 on a bridge of the node's own.
+# Each node routes the other nodes' pod ranges to them across the bridge, so pod-to-pod traffic
+# never passes through the host's IP stack (the host forwards nothing).
+#
+#   NODES (default 2, 1 to 9)  how many nodes `make cluster` runs
 
 CLUSTER_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 CLUSTER_SRC=$CLUSTER_REPO/cluster
@@ -30,6 +34,17 @@ KUBERNETES_SERVICE_IP=10.96.0.1
 POD_CIDR=10.244.0.0/16
 APISERVER_PORT=6443
 ETCD_CLIENT_URL=https://127.0.0.1:2379
+# The DNS add-on's Service (CoreDNS), which every kubelet gives its pods as their nameserver.
+CLUSTER_DNS_IP=10.96.0.10
+CLUSTER_DOMAIN=cluster.local
+COREDNS_IMAGE=localhost/kubevirt-rs/coredns:latest
+
+# How many nodes the cluster runs: NODES, 1 to 9 (the addresses above leave room for nine).
+cluster_nodes() {
+    local nodes=${NODES:-2}
+    [[ "$nodes" =~ ^[1-9]$ ]] || die "NODES=$nodes: give a number of nodes from 1 to 9"
+    echo "$nodes"
+}
 
 say() { echo "cluster: $*"; }
 die() { echo "cluster: $*" >&2; exit 1; }

@@ -7,6 +7,8 @@
 #       /disk/, and the kernel and initrd under /boot/ for kernel boot
 #   localhost/kubevirt-rs/testclient:latest
 #       busybox, for pods that talk to guests in the tests
+#   localhost/kubevirt-rs/coredns:latest
+#       the cluster's DNS add-on, CoreDNS built by cluster/build.sh
 #   registry.k8s.io/pause:<version>
 #       the pod sandbox, upstream's pause built by cluster/build.sh
 
@@ -53,32 +55,49 @@ build_cluster_images() {
         "$guest/boot/vmlinuz:/boot/vmlinuz" "$guest/boot/initrd.img:/boot/initrd.img"
     build_scratch_image localhost/kubevirt-rs/testclient:latest /bin/busybox /bin/busybox:/bin/busybox
     build_scratch_image "registry.k8s.io/pause:$(cat "$CLUSTER_BIN/pause.version")" /pause "$CLUSTER_BIN/pause:/pause"
+    build_scratch_image "$COREDNS_IMAGE" /coredns "$CLUSTER_BIN/coredns:/coredns"
 }
 
 cluster_images() {
     echo localhost/kubevirt-rs/virt-launcher:latest localhost/kubevirt-rs/virt-handler:latest
     echo localhost/kubevirt-rs/virt-controller:latest localhost/kubevirt-rs/virt-api:latest
     echo localhost/kubevirt-rs/testguest:latest localhost/kubevirt-rs/testclient:latest
-    echo "registry.k8s.io/pause:$(cat "$CLUSTER_BIN/pause.version")"
+    echo "registry.k8s.io/pause:$(cat "$CLUSTER_BIN/pause.version")" "$COREDNS_IMAGE"
 }
 
-# import_images N: copies every image whose ID changed into node N's containerd.
+# import_images NODES: copies every image whose ID changed into the containerd of nodes 1 to NODES.
+# Each image is saved once, and the nodes import it at the same time (each node's containerd has a
+# content store of its own). Prints how long the copying took.
 import_images() {
-    local n=$1 stamps
-    stamps=$(node_dir "$n")/images
-    mkdir -p "$stamps"
+    local nodes=$1 started=$SECONDS image n
     for image in $(cluster_images); do
-        local id stamp=$stamps/${image//[\/:]/_}
+        local id stale=()
         id=$(podman_vfs image inspect --format '{{.Id}}' "$image") || die "image $image is missing"
-        [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$id" ] && continue
+        for n in $(seq 1 "$nodes"); do
+            local stamp
+            stamp=$(node_dir "$n")/images/${image//[\/:]/_}
+            [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$id" ] || stale+=("$n")
+        done
+        ((${#stale[@]})) || continue
         local archive
         archive=$(mktemp "${TMPDIR:-/tmp}/kubevirt-rs-image.XXXXXX")
         podman_vfs save --quiet --format docker-archive -o "$archive" "$image" >/dev/null 2>&1 \
             || { rm -f "$archive"; die "podman save $image failed"; }
-        ctr --address "$(node_containerd_socket "$n")" -n k8s.io images import "$archive" >/dev/null \
-            || { rm -f "$archive"; die "importing $image into $(node_name "$n") failed"; }
+        local pids=() failed=()
+        for n in "${stale[@]}"; do
+            ctr --address "$(node_containerd_socket "$n")" -n k8s.io images import "$archive" >/dev/null &
+            pids+=("$!")
+        done
+        for i in "${!pids[@]}"; do
+            wait "${pids[$i]}" || failed+=("$(node_name "${stale[$i]}")")
+        done
         rm -f "$archive"
-        echo "$id" >"$stamp"
-        say "$(node_name "$n"): imported $image"
+        ((${#failed[@]} == 0)) || die "importing $image into ${failed[*]} failed"
+        for n in "${stale[@]}"; do
+            mkdir -p "$(node_dir "$n")/images"
+            echo "$id" >"$(node_dir "$n")/images/${image//[\/:]/_}"
+        done
+        say "imported $image into $(for n in "${stale[@]}"; do node_name "$n"; done | paste -sd' ')"
     done
+    say "images copied to the nodes in $((SECONDS - started)) s"
 }

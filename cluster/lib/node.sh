@@ -34,8 +34,10 @@ save_host_sysctls() {
     mv "$saved.tmp" "$saved"
 }
 
+# write_node_config N NODES: node N's containerd, CNI, kubelet and kube-proxy configuration in a
+# cluster of NODES nodes.
 write_node_config() {
-    local n=$1 dir name ip cidr
+    local n=$1 nodes=$2 dir name ip cidr
     dir=$(node_dir "$n")
     name=$(node_name "$n")
     ip=$(node_ip "$n")
@@ -104,20 +106,19 @@ failCgroupV1: false
 failSwapOn: false
 protectKernelDefaults: false
 resolvConf: /etc/resolv.conf
+clusterDNS: [$CLUSTER_DNS_IP]
+clusterDomain: $CLUSTER_DOMAIN
 serializeImagePulls: false
 # No registry serves these images: never collect them, and evict only when the disk is all but full.
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%, nodefs.inodesFree: 1%}
-# Exclusive CPUs for Guaranteed pods with whole CPUs (dedicated CPU placement). The static policy
-# needs a CPU reservation; a tenth of a CPU keeps one whole CPU out of the exclusive pool while
-# leaving the rest allocatable, so a one-vCPU VM fits beside the kubevirt-rs pods on two CPUs.
-cpuManagerPolicy: static
-kubeReserved: {cpu: 100m}
+$(kubelet_resources "$n" "$nodes")
 EOF
     # The kubelet refuses to start when its CPU manager checkpoint names another policy.
-    local state=$dir/kubelet/cpu_manager_state
-    if [ -f "$state" ] && ! grep -q '"policyName":"static"' "$state"; then
+    local state=$dir/kubelet/cpu_manager_state policy
+    policy=$(cpu_manager_policy "$n")
+    if [ -f "$state" ] && ! grep -q "\"policyName\":\"$policy\"" "$state"; then
         rm -f "$state"
     fi
     cat >"$dir/kube-proxy.yaml" <<EOF
@@ -133,6 +134,41 @@ nodePortAddresses: [primary]
 # Leave the kernel's connection-tracking settings as they are.
 conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
 EOF
+}
+
+# Node 1 runs the static CPU manager, which gives Guaranteed pods with whole CPUs CPUs of their own
+# (virt-handler labels it cpumanager=true, and dedicated-CPU VMIs are scheduled there); the others
+# run the `none` policy, as most nodes of a real cluster do.
+cpu_manager_policy() {
+    if [ "$1" = 1 ]; then echo static; else echo none; fi
+}
+
+# kubelet_resources N NODES: the kubelet settings that share this machine between the nodes. Every
+# kubelet sees all of its CPUs and memory; each reserves the other nodes' share of the memory, so
+# that together they promise the machine once. The static CPU manager needs a CPU reservation: a
+# tenth of a CPU keeps one whole CPU out of its exclusive pool while leaving the rest allocatable,
+# so a one-vCPU VM fits beside the kubevirt-rs pods on two CPUs. Every node reserves the same, so
+# that the nodes offer the same CPU.
+kubelet_resources() {
+    local n=$1 nodes=$2 total_kib
+    total_kib=$(awk '$1 == "MemTotal:" {print $2}' /proc/meminfo)
+    echo "cpuManagerPolicy: $(cpu_manager_policy "$n")"
+    echo "kubeReserved: {cpu: 100m, memory: $((total_kib * (nodes - 1) / nodes))Ki}"
+}
+
+# route_pod_ranges N NODES: node N routes each other node's pod range to that node across the
+# cluster bridge (and no longer routes a range whose node is gone).
+route_pod_ranges() {
+    local n=$1 nodes=$2 netns m
+    netns=$(node_netns "$n")
+    for m in $(seq 1 9); do
+        [ "$m" = "$n" ] && continue
+        if [ "$m" -le "$nodes" ]; then
+            ip -n "$netns" route replace "$(node_pod_cidr "$m")" via "$(node_ip "$m")" dev eth0
+        else
+            ip -n "$netns" route del "$(node_pod_cidr "$m")" 2>/dev/null || true
+        fi
+    done
 }
 
 # The node's network namespace, linked to the cluster bridge; the host routes the node's pods.
@@ -167,17 +203,19 @@ make_node_mount_points() {
     done
 }
 
+# start_node N NODES: starts node N of NODES, unless it runs.
 start_node() {
-    local n=$1 name
+    local n=$1 nodes=$2 name
     name=$(node_name "$n")
     if running_pid "$CLUSTER_PIDS/$name.pid" >/dev/null; then
         say "$name runs"
         return 0
     fi
     save_host_sysctls
-    write_node_config "$n"
+    write_node_config "$n" "$nodes"
     make_node_pki "$n"
     start_node_network "$n"
+    route_pod_ranges "$n" "$nodes"
     make_node_mount_points
     make_cgroup_root "$(node_cgroup_root "$n")"
     local binds=()

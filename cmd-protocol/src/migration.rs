@@ -101,6 +101,9 @@ pub struct MigrationOptions {
     pub completion_timeout_per_gib: u64,
     /// Seconds without progress before the migration is aborted.
     pub progress_timeout_seconds: u64,
+    /// The longest pause of the guest at the switch-over, in milliseconds; unset leaves QEMU's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_downtime_ms: Option<u64>,
 }
 
 /// Whether an abort was asked for and how it ended (upstream's `abortStatus`).

@@ -13,6 +13,7 @@ use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 
 use nix::sys::signal::{SigSet, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
 
 /// How to call it.
 pub const USAGE: &str = "usage: container-disk --copy-path PATH | --no-op";
@@ -92,13 +93,17 @@ pub fn socket_path(copy_path: &Path) -> PathBuf {
     PathBuf::from(socket)
 }
 
-/// Listens on `<copy_path>.sock` until SIGTERM or SIGINT, then removes the socket.
+/// How often the signals and the socket's existence are looked at.
+pub const WAKE_UP: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Listens on `<copy_path>.sock` until SIGTERM or SIGINT, or until the socket is removed (the
+/// launcher's exit), then removes the socket.
 ///
 /// # Errors
 /// [`ContainerDiskError`] when the socket cannot be made or the signals cannot be waited for.
 pub fn serve(copy_path: &Path) -> Result<(), ContainerDiskError> {
     // Blocked before any thread starts, so that every thread inherits the mask and the signals
-    // wait for `SigSet::wait` below instead of ending the process (PID 1 ignores them otherwise).
+    // wait in the signalfd below instead of ending the process (PID 1 ignores them otherwise).
     let mut signals = SigSet::empty();
     signals.add(Signal::SIGTERM);
     signals.add(Signal::SIGINT);
@@ -117,7 +122,18 @@ pub fn serve(copy_path: &Path) -> Result<(), ContainerDiskError> {
             drop(connection);
         }
     });
-    let waited = signals.wait();
+    // The launcher removes the socket when it exits, so that the pod completes even where the
+    // runtime's SIGTERM never comes (upstream's container-disk looks every second too): a socket
+    // gone ends the wait as SIGTERM does.
+    let pending = SignalFd::with_flags(&signals, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)?;
+    let waited = loop {
+        match pending.read_signal() {
+            Ok(Some(_)) => break Ok(()),
+            Ok(None) if !socket.exists() => break Ok(()),
+            Ok(None) => std::thread::sleep(WAKE_UP),
+            Err(e) => break Err(e),
+        }
+    };
     let _ = std::fs::remove_file(&socket);
     waited?;
     Ok(())
@@ -167,6 +183,30 @@ mod tests {
             )),
             PathBuf::from("/var/run/kubevirt-ephemeral-disks/container-disk-data/u/disk_0.sock")
         );
+    }
+
+    #[test]
+    fn serving_ends_when_the_launcher_removes_the_socket() {
+        let dir = std::env::temp_dir().join(format!("container-disk-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let copy_path = dir.join("disk_0");
+        let server = {
+            let copy_path = copy_path.clone();
+            std::thread::spawn(move || serve(&copy_path))
+        };
+        let socket = socket_path(&copy_path);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !socket.exists() {
+            assert!(std::time::Instant::now() < deadline, "the socket never appeared");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        std::fs::remove_file(&socket).expect("remove the socket");
+        while !server.is_finished() {
+            assert!(std::time::Instant::now() < deadline, "serve did not end");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(server.join().expect("thread").is_ok());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -16,6 +16,7 @@ use crate::instancetype::{
     KindNames, VirtualMachineClusterInstancetype, VirtualMachineClusterPreference, VirtualMachineInstancetype,
     VirtualMachineInstancetypeSpec, VirtualMachinePreference, VirtualMachinePreferenceSpec,
 };
+use crate::migrations::MigrationPolicy;
 use crate::v1::{KubeVirt, VirtualMachine, VirtualMachineInstance, VirtualMachineInstanceMigration};
 
 /// Why a CRD could not be rendered.
@@ -39,6 +40,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         VirtualMachine::crd(),
         VirtualMachineInstanceMigration::crd(),
         KubeVirt::crd(),
+        MigrationPolicy::crd(),
         instancetype_crd::<VirtualMachineInstancetypeSpec>(VirtualMachineInstancetype::NAMES),
         instancetype_crd::<VirtualMachineInstancetypeSpec>(VirtualMachineClusterInstancetype::NAMES),
         instancetype_crd::<VirtualMachinePreferenceSpec>(VirtualMachinePreference::NAMES),

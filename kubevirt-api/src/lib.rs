@@ -17,6 +17,7 @@ pub mod instancetype;
 pub mod manifest;
 pub mod migratable;
 pub mod migration_settings;
+pub mod migrations;
 pub mod quantity;
 pub mod schema;
 pub mod support;

@@ -14,6 +14,11 @@ pub const DEFAULT_COMPLETION_TIMEOUT_PER_GIB: u64 = 150;
 /// Upstream's `MigrationProgressTimeout`.
 pub const DEFAULT_PROGRESS_TIMEOUT: u64 = 150;
 
+/// What an unsupported disruption setting's entry ends with.
+pub(crate) const PAUSED_MODE: &str = " without allowPostCopy (the guest paused until the migration ends)";
+/// The cluster's disruption setting.
+pub(crate) const CLUSTER_DISRUPTION_PATH: &str = "spec.configuration.migrations.allowWorkloadDisruption";
+
 /// The settings in effect.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[allow(clippy::struct_excessive_bools, reason = "each is one upstream setting")]
@@ -30,8 +35,14 @@ pub struct MigrationSettings {
     pub progress_timeout: u64,
     /// Throttle the guest's vCPUs so that a migration converges.
     pub allow_auto_converge: bool,
-    /// Switch to post-copy when pre-copy runs out of time.
+    /// Switch to post-copy when pre-copy runs out of time (when disruption is allowed too).
     pub allow_post_copy: bool,
+    /// Disrupt the guest to finish a migration that runs out of time: post-copy, when allowed.
+    /// Unset, what `allowPostCopy` says, as upstream's virt-handler reads it.
+    pub allow_workload_disruption: bool,
+    /// Longest pause of the guest at the switch-over (libvirt's maximum downtime), in
+    /// milliseconds; `None` leaves QEMU's default.
+    pub max_downtime_ms: Option<u64>,
     /// Plain TCP between the nodes instead of mutual TLS.
     pub disable_tls: bool,
     /// Migrate even what libvirt considers unsafe (disks whose cache mode is not `none`):
@@ -39,7 +50,7 @@ pub struct MigrationSettings {
     pub unsafe_migration_override: bool,
     /// Settings that are set but not supported: each field's path. A migration is refused while
     /// any is set.
-    pub unsupported: Vec<&'static str>,
+    pub unsupported: Vec<String>,
 }
 
 impl Default for MigrationSettings {
@@ -49,7 +60,7 @@ impl Default for MigrationSettings {
 }
 
 /// A bandwidth quantity (per second) in MiB, rounded down; `None` when it is not a quantity.
-fn mib(bandwidth: &Quantity) -> Option<u64> {
+pub(crate) fn mib(bandwidth: &Quantity) -> Option<u64> {
     let bytes = crate::quantity::to_bytes(bandwidth).ok()?;
     Some(bytes / (1 << 20))
 }
@@ -62,7 +73,7 @@ impl MigrationSettings {
         let mut unsupported = Vec::new();
         let mut refuse = |set: bool, path: &'static str| {
             if set {
-                unsupported.push(path);
+                unsupported.push(path.to_owned());
             }
         };
         refuse(m.network.is_some(), "spec.configuration.migrations.network");
@@ -71,14 +82,6 @@ impl MigrationSettings {
             "spec.configuration.migrations.matchSELinuxLevelOnMigration",
         );
         refuse(m.experimental.is_some(), "spec.configuration.migrations.experimental");
-        refuse(
-            m.allow_workload_disruption == Some(true),
-            "spec.configuration.migrations.allowWorkloadDisruption",
-        );
-        refuse(
-            m.max_downtime_ms.is_some(),
-            "spec.configuration.migrations.maxDowntimeMs",
-        );
         // Evictions are turned into migrations by the eviction webhook; the deprecated drain
         // taint is not watched.
         refuse(
@@ -95,7 +98,8 @@ impl MigrationSettings {
             "spec.configuration.migrations.bandwidthPerMigration",
         );
         let seconds = |value: Option<i64>, default: u64| value.map_or(default, |v| u64::try_from(v).unwrap_or(0));
-        Self {
+        let allow_post_copy = m.allow_post_copy.unwrap_or(false);
+        let mut settings = Self {
             parallel_migrations_per_cluster: m
                 .parallel_migrations_per_cluster
                 .unwrap_or(DEFAULT_PARALLEL_MIGRATIONS_PER_CLUSTER),
@@ -106,10 +110,28 @@ impl MigrationSettings {
             completion_timeout_per_gib: seconds(m.completion_timeout_per_gib, DEFAULT_COMPLETION_TIMEOUT_PER_GIB),
             progress_timeout: seconds(m.progress_timeout, DEFAULT_PROGRESS_TIMEOUT),
             allow_auto_converge: m.allow_auto_converge.unwrap_or(false),
-            allow_post_copy: m.allow_post_copy.unwrap_or(false),
+            allow_post_copy,
+            allow_workload_disruption: m.allow_workload_disruption.unwrap_or(allow_post_copy),
+            max_downtime_ms: m.max_downtime_ms,
             disable_tls: m.disable_tls.unwrap_or(false),
             unsafe_migration_override: m.unsafe_migration_override.unwrap_or(false),
             unsupported,
+        };
+        settings.check_disruption(CLUSTER_DISRUPTION_PATH);
+        settings
+    }
+
+    /// Whether a migration out of time switches to post-copy: both allowed.
+    #[must_use]
+    pub fn post_copy(&self) -> bool {
+        self.allow_post_copy && self.allow_workload_disruption
+    }
+
+    /// Disruption without post-copy is upstream's `Paused` mode (the guest paused until the
+    /// migration ends), which kubevirt-rs does not have: recorded as unsupported under `path`.
+    pub(crate) fn check_disruption(&mut self, path: &str) {
+        if self.allow_workload_disruption && !self.allow_post_copy {
+            self.unsupported.push(format!("{path}{PAUSED_MODE}"));
         }
     }
 
@@ -124,6 +146,8 @@ impl MigrationSettings {
             completion_timeout_per_gib: i64::try_from(self.completion_timeout_per_gib).ok(),
             progress_timeout: i64::try_from(self.progress_timeout).ok(),
             allow_post_copy: Some(self.allow_post_copy),
+            allow_workload_disruption: Some(self.allow_workload_disruption),
+            max_downtime_ms: self.max_downtime_ms,
             disable_tls: Some(self.disable_tls),
             unsafe_migration_override: Some(self.unsafe_migration_override),
             ..MigrationConfiguration::default()
@@ -154,7 +178,7 @@ mod tests {
             "bandwidthPerMigration": "64Mi", "completionTimeoutPerGiB": 800, "progressTimeout": 20,
             "parallelMigrationsPerCluster": 9, "parallelOutboundMigrationsPerNode": 3,
             "allowAutoConverge": true, "allowPostCopy": true, "disableTLS": true,
-            "unsafeMigrationOverride": true
+            "unsafeMigrationOverride": true, "maxDowntimeMs": 300
         }))
         .expect("configuration");
         let settings = MigrationSettings::from_configuration(Some(&config));
@@ -168,10 +192,16 @@ mod tests {
                 progress_timeout: 20,
                 allow_auto_converge: true,
                 allow_post_copy: true,
+                allow_workload_disruption: true,
+                max_downtime_ms: Some(300),
                 disable_tls: true,
                 unsafe_migration_override: true,
                 unsupported: Vec::new(),
             }
+        );
+        assert!(
+            settings.post_copy(),
+            "post-copy allowed, disruption unset: as post-copy says"
         );
         assert_eq!(
             MigrationSettings::from_configuration(Some(&settings.as_configuration())),
@@ -183,7 +213,7 @@ mod tests {
     #[test]
     fn unsupported_settings_are_named() {
         let config: MigrationConfiguration = serde_json::from_value(serde_json::json!({
-            "network": "migration-net", "maxDowntimeMs": 300, "bandwidthPerMigration": "fast",
+            "network": "migration-net", "allowWorkloadDisruption": true, "bandwidthPerMigration": "fast",
             "nodeDrainTaintKey": "example.com/drain"
         }))
         .expect("configuration");
@@ -191,10 +221,39 @@ mod tests {
             MigrationSettings::from_configuration(Some(&config)).unsupported,
             [
                 "spec.configuration.migrations.network",
-                "spec.configuration.migrations.maxDowntimeMs",
                 "spec.configuration.migrations.nodeDrainTaintKey",
-                "spec.configuration.migrations.bandwidthPerMigration"
+                "spec.configuration.migrations.bandwidthPerMigration",
+                "spec.configuration.migrations.allowWorkloadDisruption without allowPostCopy (the guest paused until the migration ends)"
             ]
         );
+    }
+
+    #[test]
+    fn post_copy_needs_disruption_allowed() {
+        let read = |json: serde_json::Value| {
+            let config: MigrationConfiguration = serde_json::from_value(json).expect("configuration");
+            MigrationSettings::from_configuration(Some(&config))
+        };
+        let matrix = [
+            (serde_json::json!({}), false),
+            (serde_json::json!({"allowPostCopy": true}), true),
+            (
+                serde_json::json!({"allowPostCopy": true, "allowWorkloadDisruption": true}),
+                true,
+            ),
+            (
+                serde_json::json!({"allowPostCopy": true, "allowWorkloadDisruption": false}),
+                false,
+            ),
+            (
+                serde_json::json!({"allowPostCopy": false, "allowWorkloadDisruption": false}),
+                false,
+            ),
+        ];
+        for (json, post_copy) in matrix {
+            let settings = read(json.clone());
+            assert_eq!(settings.post_copy(), post_copy, "{json}");
+            assert!(settings.unsupported.is_empty(), "{json}");
+        }
     }
 }

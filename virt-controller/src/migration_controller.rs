@@ -10,7 +10,7 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kubevirt_api::clock::Clock;
 use kubevirt_api::migration_settings::MigrationSettings;
-use kubevirt_api::v1::{VirtualMachineInstance, VirtualMachineInstanceMigration};
+use kubevirt_api::v1::{MigrationPhase, VirtualMachineInstance, VirtualMachineInstanceMigration};
 use kubevirt_api::well_known::{finalizers, labels};
 use serde_json::json;
 
@@ -223,6 +223,13 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
                 siblings,
             )
         };
+        let phase = migration.status.as_ref().and_then(|s| s.phase).unwrap_or_default();
+        let resolves = matches!(phase, MigrationPhase::Unset | MigrationPhase::Pending) && target.is_none()
+            || phase == MigrationPhase::Scheduled;
+        let (settings, policy) = match &vmi {
+            Some(vmi) if resolves => self.resolve_settings(settings, vmi).await?,
+            _ => (settings, None),
+        };
         let now = Time(self.clock.now());
         let planned = plan(&Observed {
             migration: &migration,
@@ -233,6 +240,7 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
             running_in_cluster,
             running_from_node,
             settings: &settings,
+            policy: policy.as_deref(),
             backoff: crate::migration_history::evacuation_backoff(&migration, &siblings, &now),
             now,
         });
@@ -247,6 +255,38 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
             self.collect_finished(&migration, &siblings).await?;
         }
         Ok(requeue)
+    }
+
+    /// The settings a migration of `vmi` runs with: the cluster's, overridden by the
+    /// `MigrationPolicy` that selects the VMI, whose name comes with them. The namespace's labels
+    /// are read only when there is a policy to match.
+    async fn resolve_settings(
+        &self,
+        cluster: MigrationSettings,
+        vmi: &VirtualMachineInstance,
+    ) -> Result<(MigrationSettings, Option<String>), ReconcileError> {
+        let policies = self
+            .api
+            .list_migration_policies()
+            .await
+            .map_err(cannot("list the migration policies"))?;
+        if policies.is_empty() {
+            return Ok((cluster, None));
+        }
+        let namespace = vmi.metadata.namespace.as_deref().unwrap_or("default");
+        let namespace_labels = self
+            .api
+            .namespace_labels(namespace)
+            .await
+            .map_err(cannot("read the VMI's namespace"))?;
+        let selected = kubevirt_api::migrations::select(&policies, vmi.metadata.labels.as_ref(), &namespace_labels);
+        Ok(match selected {
+            Some(policy) => {
+                let name = policy.metadata.name.clone().unwrap_or_default();
+                (cluster.with_policy(&name, &policy.spec), Some(name))
+            }
+            None => (cluster, None),
+        })
     }
 
     /// Deletes the VMI's oldest finished migrations (of `siblings`) beyond the number kept.

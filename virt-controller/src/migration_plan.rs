@@ -24,6 +24,8 @@ pub const LIMIT_RETRY: Duration = Duration::from_secs(5);
 pub const UNSCHEDULABLE_TIMEOUT_SECONDS: i64 = 5 * 60;
 /// How long a target pod may stay Pending for any reason.
 pub const PENDING_TIMEOUT_SECONDS: i64 = 15 * 60;
+/// How soon a migration held by settings kubevirt-rs does not support is looked at again.
+pub const UNSUPPORTED_RETRY: Duration = Duration::from_secs(30);
 /// Overrides [`UNSCHEDULABLE_TIMEOUT_SECONDS`] for one migration (upstream's, for tests).
 pub const UNSCHEDULABLE_TIMEOUT_ANNOTATION: &str = "kubevirt.io/migrationUnschedulablePodTimeoutSeconds";
 /// Overrides [`PENDING_TIMEOUT_SECONDS`] for one migration.
@@ -46,8 +48,10 @@ pub struct Observed<'a> {
     pub running_in_cluster: u32,
     /// Of those, the ones leaving the VMI's node.
     pub running_from_node: u32,
-    /// The cluster's settings.
+    /// The settings the migration runs with: the cluster's, or those of the policy below.
     pub settings: &'a MigrationSettings,
+    /// The `MigrationPolicy` that selected the VMI, when one did.
+    pub policy: Option<&'a str>,
     /// How long an evacuation's migration still waits after earlier ones failed
     /// ([`crate::migration_history::evacuation_backoff`]).
     pub backoff: Option<Duration>,
@@ -304,10 +308,12 @@ fn phase_writes(seen: &Observed<'_>, phase: Phase, plan: &mut Plan) {
                     "Warning",
                     "FailedCreate",
                     format!(
-                        "the cluster's migration settings are not supported by kubevirt-rs: {}",
+                        "the migration settings are not supported by kubevirt-rs: {}",
                         settings.unsupported.join(", ")
                     ),
                 ));
+                // MigrationPolicies are read, not watched: a changed one is seen at the next look.
+                plan.requeue = Some(UNSUPPORTED_RETRY);
             } else if seen.running_in_cluster >= settings.parallel_migrations_per_cluster
                 || seen.running_from_node >= settings.parallel_outbound_migrations_per_node
             {
@@ -411,6 +417,7 @@ fn hand_off(seen: &Observed<'_>, vmi: &VirtualMachineInstance, plan: &mut Plan) 
         source_node: vmi.status.as_ref().and_then(|s| s.node_name.clone()),
         source_pod: seen.source_pod.map(|p| p.name.clone()),
         migration_configuration: Some(seen.settings.as_configuration()),
+        migration_policy_name: seen.policy.map(str::to_owned),
         ..MigrationState::default()
     });
     plan.vmi_target_node_label.clone_from(&target.node);

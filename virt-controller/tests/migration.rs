@@ -4,10 +4,13 @@
 //! Succeeded; a cancel before the hand-off deletes the target pod and fails it. A VMI marked for
 //! evacuation gets its migration from the evacuation controller.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kubevirt_api::clock::SystemClock;
+use kubevirt_api::migrations::MigrationPolicy;
 use kubevirt_api::v1::{MigrationPhase, VirtualMachineInstanceMigration};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -234,6 +237,90 @@ async fn a_cancel_before_the_hand_off_deletes_the_target_pod_and_releases_the_mi
             if key == "default/first" && reason == "FailedMigration" && message == "Migration failed due to being canceled")
     });
     assert!(failed, "{events:?}");
+    cluster.stop.cancel();
+    cluster.task.await.expect("runner");
+}
+
+fn policy(name: &str, selectors: serde_json::Value, settings: serde_json::Value) -> MigrationPolicy {
+    let mut spec = json!({"selectors": selectors});
+    if let (Some(spec), Some(settings)) = (spec.as_object_mut(), settings.as_object()) {
+        spec.extend(settings.clone());
+    }
+    serde_json::from_value(json!({
+        "apiVersion": "migrations.kubevirt.io/v1alpha1", "kind": "MigrationPolicy",
+        "metadata": {"name": name}, "spec": spec
+    }))
+    .expect("policy")
+}
+
+#[tokio::test]
+async fn the_policy_that_selects_the_vmi_gives_the_hand_off_its_settings_and_name() {
+    let (cluster, source) = running_vmi().await;
+    let api = &cluster.api;
+    api.modify_vmi("default/vm1", |vmi| {
+        vmi.metadata
+            .labels
+            .get_or_insert_default()
+            .insert("workload".to_owned(), "db".to_owned());
+    });
+    api.label_namespace("default", BTreeMap::from([("team".to_owned(), "a".to_owned())]));
+    api.apply_migration_policy(policy(
+        "b-db-of-team-a",
+        json!({"virtualMachineInstanceSelector": {"workload": "db"}, "namespaceSelector": {"team": "a"}}),
+        json!({"bandwidthPerMigration": "16Mi", "allowAutoConverge": true, "maxDowntimeMs": 250}),
+    ));
+    api.apply_migration_policy(policy(
+        "a-db",
+        json!({"virtualMachineInstanceSelector": {"workload": "db"}}),
+        json!({"bandwidthPerMigration": "1Mi"}),
+    ));
+    api.apply_migration_policy(policy(
+        "a-web",
+        json!({"virtualMachineInstanceSelector": {"workload": "web"}}),
+        json!({"bandwidthPerMigration": "2Mi"}),
+    ));
+    api.apply_migration(migration("mig"));
+    let target = wait_for("the target pod", || target_pod(api, &source)).await;
+    api.run_pod(&target, "node-b");
+    let state = wait_for("the hand-off", || api.vmi("default/vm1")?.status?.migration_state).await;
+    assert_eq!(
+        state.migration_policy_name.as_deref(),
+        Some("b-db-of-team-a"),
+        "the most labels matched"
+    );
+    let config = state.migration_configuration.expect("the settings");
+    assert_eq!(config.bandwidth_per_migration, Some(Quantity("16Mi".to_owned())));
+    assert_eq!(config.allow_auto_converge, Some(true));
+    assert_eq!(config.max_downtime_ms, Some(250));
+    assert_eq!(
+        config.completion_timeout_per_gib,
+        Some(150),
+        "the cluster's, not set by the policy"
+    );
+    cluster.stop.cancel();
+    cluster.task.await.expect("runner");
+}
+
+#[tokio::test]
+async fn a_policy_kubevirt_rs_cannot_honour_holds_the_migration_with_a_warning() {
+    let (cluster, source) = running_vmi().await;
+    let api = &cluster.api;
+    api.apply_migration_policy(policy("paused", json!({}), json!({"allowWorkloadDisruption": true})));
+    api.apply_migration(migration("held"));
+    let warned = wait_for("the warning", || {
+        api.writes().into_iter().find_map(|w| match w {
+            Write::MigrationEvent(key, reason, message) if key == "default/held" && reason == "FailedCreate" => {
+                Some(message)
+            }
+            _ => None,
+        })
+    })
+    .await;
+    assert!(
+        warned.contains("MigrationPolicy paused: spec.allowWorkloadDisruption without allowPostCopy"),
+        "{warned}"
+    );
+    assert_eq!(target_pod(api, &source), None, "no target pod while held");
     cluster.stop.cancel();
     cluster.task.await.expect("runner");
 }

@@ -284,10 +284,11 @@ pub fn options(state: &MigrationState, cluster: &MigrationSettings) -> Migration
         migration_uid: state.migration_uid.clone().unwrap_or_default(),
         bandwidth_mib_per_second: settings.bandwidth_mib_per_second,
         allow_auto_converge: settings.allow_auto_converge,
-        allow_post_copy: settings.allow_post_copy,
+        allow_post_copy: settings.post_copy(),
         unsafe_migration: settings.unsafe_migration_override,
         completion_timeout_per_gib: settings.completion_timeout_per_gib,
         progress_timeout_seconds: settings.progress_timeout,
+        max_downtime_ms: settings.max_downtime_ms,
     }
 }
 

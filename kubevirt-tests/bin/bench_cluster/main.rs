@@ -140,12 +140,17 @@ fn launcher_ready(kubectl: &Kubectl, vmi_uid: &str) -> anyhow::Result<SystemTime
     bail!("the launcher of VMI {vmi_uid} logged no \"serving commands\"")
 }
 
-/// The guest's uptime at its marker (its own boot), from the serial log on the node. Ten guests
+/// The guest's uptime at its marker (its own boot), from the serial log on its node. Ten guests
 /// booting at once under TCG on two cores take a while to reach it.
 fn guest_boot(cluster_dir: &Path, vmi_uid: &str) -> anyhow::Result<Duration> {
-    let pods = cluster_dir.join("nodes/node1/kubelet/pods");
     for _ in 0..1200 {
-        for pod in std::fs::read_dir(&pods).context("pods dir")?.filter_map(Result::ok) {
+        let nodes = std::fs::read_dir(cluster_dir.join("nodes")).context("nodes dir")?;
+        let pods_dirs: Vec<PathBuf> = nodes
+            .filter_map(Result::ok)
+            .map(|n| n.path().join("kubelet/pods"))
+            .collect();
+        let pods = pods_dirs.iter().filter_map(|d| std::fs::read_dir(d).ok()).flatten();
+        for pod in pods.filter_map(Result::ok) {
             let log = pod
                 .path()
                 .join("volumes/kubernetes.io~empty-dir/private")

@@ -11,8 +11,9 @@ use super::support::{
 };
 use super::vmi::launcher_pod;
 
-/// The Ready virt-handler pod (the node has one).
-fn handler_pod() -> String {
+/// The Ready virt-handler pod of `node` (each node has one).
+fn handler_pod(node: &str) -> String {
+    let on_node = format!("spec.nodeName={node}");
     wait_for("a Ready virt-handler pod", Duration::from_secs(180), || {
         let pods = kubectl_ok(&[
             "-n",
@@ -21,6 +22,8 @@ fn handler_pod() -> String {
             "pods",
             "-l",
             "kubevirt.io=virt-handler",
+            "--field-selector",
+            &on_node,
             "-o",
             "jsonpath={range .items[*]}{.metadata.name} {.metadata.deletionTimestamp} {.status.conditions[?(@.type=='Ready')].status}{\"\\n\"}{end}",
         ]);
@@ -40,13 +43,14 @@ fn assert_guest_answers(name: &str) {
     console_until(name, "\necho STILL-$((40+2))", "STILL-42", Duration::from_secs(30));
 }
 
-/// The test guest `name` applied and Running, with the cleanup that deletes it and its QEMU's pid.
-fn running_test_guest(name: &str) -> (Cleanup, u32) {
+/// The test guest `name` applied and Running, with the cleanup that deletes it, its QEMU's pid and
+/// its node.
+fn running_test_guest(name: &str) -> (Cleanup, u32, String) {
     let mut cleanup = Cleanup::new();
     cleanup.apply("vmi", name, &example("vmi-testguest.yaml", name));
-    wait_for_phase(name, "Running", Duration::from_secs(120));
+    let vmi = wait_for_phase(name, "Running", Duration::from_secs(120));
     let qemu = qemu_of(name).expect("QEMU runs").pid;
-    (cleanup, qemu)
+    (cleanup, qemu, super::support::field(&vmi, "status.nodeName"))
 }
 
 /// The guest `name` went through a handler change untouched: the same QEMU, still Running, and
@@ -83,8 +87,8 @@ fn killing_qemu_in_the_launcher_pod_fails_the_vmi_and_an_always_vm_gets_a_new_on
 #[test]
 #[ignore = "needs the test cluster: make cluster"]
 fn a_new_virt_handler_pod_re_adopts_a_running_vmi_without_disturbing_the_guest() {
-    let (_cleanup, qemu) = running_test_guest("e2e-adopt");
-    let old = handler_pod();
+    let (_cleanup, qemu, node) = running_test_guest("e2e-adopt");
+    let old = handler_pod(&node);
     kubectl_ok(&["-n", "kubevirt", "delete", "pod", &old, "--wait=true", "--timeout=120s"]);
     kubectl_ok(&[
         "-n",
@@ -94,7 +98,7 @@ fn a_new_virt_handler_pod_re_adopts_a_running_vmi_without_disturbing_the_guest()
         "daemonset/virt-handler",
         "--timeout=120s",
     ]);
-    assert_ne!(handler_pod(), old, "the DaemonSet made a new pod");
+    assert_ne!(handler_pod(&node), old, "the DaemonSet made a new pod");
     // The new handler serves the console and pause: it knows the launcher.
     assert_undisturbed("e2e-adopt", qemu);
     super::support::virtctl_ok(&["pause", "vmi", "e2e-adopt"]);
@@ -162,16 +166,25 @@ fn a_vmi_starts_exactly_once_when_virt_controller_is_deleted_during_the_start() 
     ]);
 }
 
-/// `ctr` against the node's containerd, in Kubernetes' namespace.
+/// `ctr` against every node's containerd, in Kubernetes' namespace: the first failure, else the
+/// last node's output.
 fn ctr(args: &[&str]) -> std::process::Output {
-    let socket = cluster_dir().join("nodes/node1/run/containerd/containerd.sock");
-    std::process::Command::new("ctr")
-        .arg("--address")
-        .arg(socket)
-        .args(["-n", "k8s.io"])
-        .args(args)
-        .output()
-        .expect("ctr runs")
+    let mut last = None;
+    for node in super::support::node_names() {
+        let socket = cluster_dir().join(format!("nodes/{node}/run/containerd/containerd.sock"));
+        let output = std::process::Command::new("ctr")
+            .arg("--address")
+            .arg(socket)
+            .args(["-n", "k8s.io"])
+            .args(args)
+            .output()
+            .expect("ctr runs");
+        if !output.status.success() {
+            return output;
+        }
+        last = Some(output);
+    }
+    last.expect("the cluster has nodes")
 }
 
 /// Puts virt-handler back on the installed image and removes the test's tag, however the test
@@ -200,7 +213,7 @@ impl Drop for RestoreHandlerImage {
 #[test]
 #[ignore = "needs the test cluster: make cluster"]
 fn a_rolling_update_of_virt_handler_leaves_running_vmis_undisturbed() {
-    let (_cleanup, qemu) = running_test_guest("e2e-roll");
+    let (_cleanup, qemu, node) = running_test_guest("e2e-roll");
     let installed = kubectl_ok(&[
         "-n",
         "kubevirt",
@@ -222,7 +235,7 @@ fn a_rolling_update_of_virt_handler_leaves_running_vmis_undisturbed() {
         installed,
         tag: updated,
     };
-    let old = handler_pod();
+    let old = handler_pod(&node);
     kubectl_ok(&[
         "-n",
         "kubevirt",
@@ -239,7 +252,7 @@ fn a_rolling_update_of_virt_handler_leaves_running_vmis_undisturbed() {
         "daemonset/virt-handler",
         "--timeout=180s",
     ]);
-    let new = handler_pod();
+    let new = handler_pod(&node);
     assert_ne!(new, old, "a new handler pod");
     let new_image = kubectl_ok(&[
         "-n",

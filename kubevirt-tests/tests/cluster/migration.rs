@@ -1,43 +1,123 @@
-//! Live migration's API on the real cluster: the LiveMigratable condition, `virtctl migrate` and
-//! the migration it creates through virt-api and the migration webhooks, the target pod
-//! virt-controller creates (kept off the VMI's node), a second migration refused, and
-//! `virtctl migrate-cancel` deleting the migration and its target pod with the guest untouched;
-//! `kubectl drain` of the node refused by the pod-eviction webhook, which marks the VMI for
-//! evacuation, and the evacuation's migration.
-//!
-//! The test cluster has one node, and the target pod's anti-affinity keeps it off the node the
-//! VMI runs on, so the migration waits in Scheduling until cancelled. Moving a guest between two
-//! nodes is tested with two network namespaces as nodes (virt-launcher's `cluster_run` migration
-//! tests, virt-handler's two-handler test).
+//! Live migration between the test cluster's two nodes: `virtctl migrate` moves a running guest
+//! to the other node through virt-api, the migration webhooks, virt-controller's target pod (kept
+//! off the VMI's node) and the two nodes' virt-handlers. The guest's ticker goes on across the
+//! move (no reboot), its largest gap is the downtime, the pod network reaches it before and after,
+//! the VMI reports the new node, pod and address, and the source node keeps nothing of it. A
+//! second migration is refused while one runs, and a target pod that cannot be scheduled fails
+//! its migration at the timeout with the guest untouched. `drain.rs` drains a node;
+//! `migration_policy.rs` cancels and times out migrations slowed by a policy.
 
 use std::time::Duration;
 
+use super::serial_tap::{SerialTap, largest_gap, serial_socket};
 use super::support::{
-    Cleanup, example, field, get, kubectl, kubectl_ok, kubectl_stdin, virtctl, virtctl_ok, wait_for, wait_for_phase,
+    Cleanup, console_until, field, get, kubectl, kubectl_ok, kubectl_stdin, node_mounts, pod_processes,
+    pod_reaches_guest_web_server, qemu_of, virtctl, virtctl_ok, wait_for, wait_for_phase,
 };
 
-const VM: &str = "e2e-migrate";
+/// The test guest as a VM on the pod network (masquerade) whose serial port ticks every 10 ms
+/// (`kubevirt_rs.ticker`), plus `kernel_args`; `labels` (YAML lines at the template's label
+/// indent) and `spec` (lines at the VMI spec's indent, e.g. an eviction strategy) are added.
+pub(super) fn migratable_vm(name: &str, kernel_args: &str, labels: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata:
+  name: {name}
+  namespace: default
+spec:
+  runStrategy: Always
+  template:
+    metadata:
+      labels:
+        kubevirt.io/vm: {name}
+{labels}    spec:
+      terminationGracePeriodSeconds: 30
+{spec}      domain:
+        cpu:
+          cores: 1
+        memory:
+          guest: 256Mi
+        features:
+          acpi: {{}}
+        resources:
+          requests:
+            memory: 256Mi
+        firmware:
+          kernelBoot:
+            kernelArgs: console=ttyS0 quiet panic=-1 kubevirt_rs.ticker {kernel_args}
+            container:
+              image: localhost/kubevirt-rs/testguest:latest
+              imagePullPolicy: IfNotPresent
+              kernelPath: /boot/vmlinuz
+              initrdPath: /boot/initrd.img
+        devices:
+          autoattachGraphicsDevice: false
+          interfaces:
+            - name: default
+              masquerade: {{}}
+          disks:
+            - name: containerdisk
+              disk:
+                bus: virtio
+      networks:
+        - name: default
+          pod: {{}}
+      volumes:
+        - name: containerdisk
+          containerDisk:
+            image: localhost/kubevirt-rs/testguest:latest
+            imagePullPolicy: IfNotPresent
+"
+    )
+}
 
-fn migrations() -> Vec<serde_json::Value> {
-    let text = kubectl_ok(&["get", "vmim", "-l", &format!("kubevirt.io/vmi-name={VM}"), "-o", "json"]);
-    let list: serde_json::Value = serde_json::from_str(&text).expect("list JSON");
+/// The migrations of VMI `vmi`.
+pub(super) fn migrations_of(vmi: &str) -> Vec<serde_json::Value> {
+    items(&kubectl_ok(&[
+        "get",
+        "vmim",
+        "-l",
+        &format!("kubevirt.io/vmi-name={vmi}"),
+        "-o",
+        "json",
+    ]))
+}
+
+fn items(text: &str) -> Vec<serde_json::Value> {
+    let list: serde_json::Value = serde_json::from_str(text).expect("list JSON");
     list["items"].as_array().cloned().unwrap_or_default()
 }
 
-fn target_pods(migration_uid: &str) -> Vec<serde_json::Value> {
-    let text = kubectl_ok(&[
+/// The pods labelled as the target of the migration with `migration_uid`.
+pub(super) fn target_pods(migration_uid: &str) -> Vec<serde_json::Value> {
+    items(&kubectl_ok(&[
         "get",
         "pods",
         "-l",
         &format!("kubevirt.io/migrationJobUID={migration_uid}"),
         "-o",
         "json",
-    ]);
-    let list: serde_json::Value = serde_json::from_str(&text).expect("list JSON");
-    list["items"].as_array().cloned().unwrap_or_default()
+    ]))
 }
 
-fn condition(vmi: &serde_json::Value, kind: &str) -> Option<serde_json::Value> {
+/// The launcher pod of `vmi_uid` on `node`: its name and UID.
+pub(super) fn launcher_on(vmi_uid: &str, node: &str) -> Option<(String, String)> {
+    let pods = items(&kubectl_ok(&[
+        "get",
+        "pods",
+        "-l",
+        &format!("kubevirt.io/created-by={vmi_uid}"),
+        "--field-selector",
+        &format!("spec.nodeName={node}"),
+        "-o",
+        "json",
+    ]));
+    let pod = pods.first()?;
+    Some((field(pod, "metadata.name"), field(pod, "metadata.uid")))
+}
+
+pub(super) fn condition(vmi: &serde_json::Value, kind: &str) -> Option<serde_json::Value> {
     vmi["status"]["conditions"]
         .as_array()?
         .iter()
@@ -45,201 +125,183 @@ fn condition(vmi: &serde_json::Value, kind: &str) -> Option<serde_json::Value> {
         .cloned()
 }
 
+/// Waits for VMI `name` to be Running and LiveMigratable; returns it.
+pub(super) fn running_and_migratable(name: &str) -> serde_json::Value {
+    wait_for_phase(name, "Running", Duration::from_secs(180));
+    wait_for("LiveMigratable=True", Duration::from_secs(60), || {
+        get("vmi", name, "default").filter(|v| condition(v, "LiveMigratable").is_some_and(|c| c["status"] == "True"))
+    })
+}
+
+/// The pod address the VMI reports for its interface.
+fn reported_address(vmi: &serde_json::Value) -> String {
+    vmi["status"]["interfaces"][0]["ipAddress"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
 #[test]
 #[ignore = "needs the test cluster: make cluster"]
-fn migrate_creates_a_migration_that_waits_for_another_node_and_cancel_removes_it() {
+fn virtctl_migrate_moves_the_guest_to_the_other_node_undisturbed() {
+    const VM: &str = "e2e-migrate";
     let mut cleanup = Cleanup::new();
-    cleanup.apply("vm", VM, &example("vm-testguest.yaml", VM));
-    let vmi = wait_for_phase(VM, "Running", Duration::from_secs(180));
-    let (uid, node) = (field(&vmi, "metadata.uid"), field(&vmi, "status.nodeName"));
-    let vmi = wait_for("the LiveMigratable condition", Duration::from_secs(30), || {
-        get("vmi", VM, "default").filter(|v| condition(v, "LiveMigratable").is_some())
-    });
-    assert_eq!(
-        condition(&vmi, "LiveMigratable").map(|c| c["status"].clone()),
-        Some(serde_json::json!("True")),
-        "no pod network, no shared disk to worry about"
-    );
+    cleanup.apply("vm", VM, &migratable_vm(VM, "", "", ""));
+    let vmi = running_and_migratable(VM);
     assert_eq!(
         field(&vmi, "status.migrationMethod"),
         "BlockMigration",
         "the containerDisk is copied"
     );
+    let (uid, source_node) = (field(&vmi, "metadata.uid"), field(&vmi, "status.nodeName"));
+    let (source_pod, source_pod_uid) = launcher_on(&uid, &source_node).expect("the source pod");
+    let address_before = wait_for("the guest's address", Duration::from_secs(60), || {
+        let address = reported_address(&get("vmi", VM, "default")?);
+        (!address.is_empty()).then_some(address)
+    });
+    pod_reaches_guest_web_server(&mut cleanup, "e2e-migrate-before", &address_before);
 
+    let source_tap = SerialTap::open(
+        &serial_socket(&source_node, &source_pod_uid, &uid),
+        Duration::from_secs(30),
+    );
+    wait_for("the guest's ticker", Duration::from_secs(60), || {
+        (source_tap.ticks().len() > 50).then_some(())
+    });
     assert_eq!(
         virtctl_ok(&["migrate", VM]).trim(),
         format!("VM {VM} was scheduled to migrate")
     );
     let migration = wait_for("the migration", Duration::from_secs(30), || {
-        migrations().into_iter().next()
+        migrations_of(VM).into_iter().next()
     });
     let name = field(&migration, "metadata.name");
     assert!(name.starts_with("kubevirt-migrate-vm-"), "{name}");
-    assert_eq!(field(&migration, "spec.vmiName"), VM);
-    assert_eq!(
-        migration["metadata"]["finalizers"],
-        serde_json::json!(["kubevirt.io/migrationJobFinalize"])
-    );
     let migration_uid = field(&migration, "metadata.uid");
-    let target = wait_for("the target pod", Duration::from_secs(60), || {
-        target_pods(&migration_uid).into_iter().next()
-    });
-    let anti = &target["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
-    assert_eq!(
-        anti[0]["labelSelector"]["matchLabels"]["kubevirt.io/created-by"],
-        serde_json::json!(uid)
+    let second = virtctl(&["migrate", VM]);
+    assert!(!second.status.success(), "a second migration while one runs");
+    assert!(
+        String::from_utf8_lossy(&second.stderr).contains("in-flight migration detected"),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
     );
-    wait_for("the migration in Scheduling", Duration::from_secs(60), || {
-        get("vmim", &name, "default").filter(|m| field(m, "status.phase") == "Scheduling")
+    let (target_pod, target_pod_uid, target_node) =
+        wait_for("the target pod on a node", Duration::from_secs(90), || {
+            let pod = target_pods(&migration_uid).into_iter().next()?;
+            let node = field(&pod, "spec.nodeName");
+            (!node.is_empty()).then(|| (field(&pod, "metadata.name"), field(&pod, "metadata.uid"), node))
+        });
+    assert_ne!(
+        target_node, source_node,
+        "the anti-affinity keeps the target off the source node"
+    );
+    let target_tap = SerialTap::open(
+        &serial_socket(&target_node, &target_pod_uid, &uid),
+        Duration::from_secs(120),
+    );
+    let done = wait_for("the migration Succeeded", Duration::from_secs(240), || {
+        get("vmim", &name, "default").filter(|m| matches!(field(m, "status.phase").as_str(), "Succeeded" | "Failed"))
     });
-    wait_for(
-        "the target pod unschedulable on a one-node cluster",
+    assert_eq!(field(&done, "status.phase"), "Succeeded", "{done}");
+    wait_for("the guest ticking on the target", Duration::from_secs(30), || {
+        (target_tap.ticks().len() > 50).then_some(())
+    });
+
+    // The guest did not reboot: its counter and uptime go straight on from the source's.
+    let (before, after) = (source_tap.ticks(), target_tap.ticks());
+    let (last, first) = (
+        before.last().expect("source ticks"),
+        after.first().expect("target ticks"),
+    );
+    assert!(
+        first.n > last.n && first.n - last.n <= 2,
+        "the ticker goes on: {last:?} then {first:?}\n{}",
+        target_tap.text()
+    );
+    assert!(first.uptime >= last.uptime, "uptime grows: {last:?} then {first:?}");
+    let downtime = largest_gap(&before, &after);
+    println!("e2e migration between nodes: downtime {} ms", downtime.as_millis());
+    assert!(downtime < Duration::from_secs(10), "downtime {downtime:?}");
+    drop((source_tap, target_tap));
+
+    let vmi = get("vmi", VM, "default").expect("the VMI");
+    assert_eq!(field(&vmi, "metadata.uid"), uid, "the same VMI");
+    assert_eq!(field(&vmi, "status.phase"), "Running");
+    assert_eq!(field(&vmi, "status.nodeName"), target_node);
+    let state = &vmi["status"]["migrationState"];
+    assert_eq!(state["completed"], true, "{state}");
+    assert_eq!(state["migrationUid"], migration_uid.as_str());
+    assert_eq!(
+        (state["sourceNode"].as_str(), state["targetNode"].as_str()),
+        (Some(source_node.as_str()), Some(target_node.as_str()))
+    );
+    assert_eq!(
+        (state["sourcePod"].as_str(), state["targetPod"].as_str()),
+        (Some(source_pod.as_str()), Some(target_pod.as_str()))
+    );
+    assert!(
+        state["startTimestamp"].is_string() && state["endTimestamp"].is_string(),
+        "{state}"
+    );
+
+    // The pod network reaches the guest at the target pod's address, which the VMI reports.
+    let target_address = field(
+        &get("pod", &target_pod, "default").expect("the target pod"),
+        "status.podIP",
+    );
+    let address_after = wait_for(
+        "the VMI reporting the target pod's address",
         Duration::from_secs(60),
         || {
-            let pod = target_pods(&migration_uid).into_iter().next()?;
-            let scheduled = pod["status"]["conditions"]
-                .as_array()?
-                .iter()
-                .find(|c| c["type"] == "PodScheduled")?
-                .clone();
-            (scheduled["status"] == "False" && scheduled["reason"] == "Unschedulable").then_some(())
+            let address = reported_address(&get("vmi", VM, "default")?);
+            (address == target_address).then_some(address)
         },
     );
-    let table = kubectl_ok(&["get", "vmim", &name]);
-    let header: Vec<&str> = table.lines().next().unwrap_or_default().split_whitespace().collect();
-    assert_eq!(header, ["NAME", "PHASE", "VMI"], "{table}");
+    pod_reaches_guest_web_server(&mut cleanup, "e2e-migrate-after", &address_after);
 
-    let second = virtctl(&["migrate", VM]);
-    assert!(!second.status.success());
-    let stderr = String::from_utf8_lossy(&second.stderr);
-    assert!(stderr.contains("in-flight migration detected"), "{stderr}");
-
-    assert_eq!(
-        virtctl_ok(&["migrate-cancel", VM]).trim(),
-        format!("VM {VM} was scheduled to migrate-cancel")
-    );
-    wait_for("the migration gone", Duration::from_secs(60), || {
-        get("vmim", &name, "default").is_none().then_some(())
+    // The source pod completes and leaves nothing on its node.
+    wait_for("the source pod Succeeded", Duration::from_secs(90), || {
+        let pod = get("pod", &source_pod, "default")?;
+        (field(&pod, "status.phase") == "Succeeded").then_some(())
     });
-    wait_for("the target pod gone", Duration::from_secs(60), || {
-        target_pods(&migration_uid).is_empty().then_some(())
+    wait_for("no process of the source pod", Duration::from_secs(30), || {
+        pod_processes(&source_pod_uid).is_empty().then_some(())
     });
-    let after = get("vmi", VM, "default").expect("the VMI");
-    assert_eq!(field(&after, "metadata.uid"), uid, "the same VMI");
-    assert_eq!(field(&after, "status.phase"), "Running");
-    assert_eq!(field(&after, "status.nodeName"), node);
+    assert_eq!(qemu_of(VM).map(|_| ()), Some(()), "one QEMU runs: the target's");
+    wait_for(
+        "no mount of the source pod on its node",
+        Duration::from_secs(60),
+        || (!node_mounts(&source_node).contains(&source_pod_uid)).then_some(()),
+    );
+    let leftovers = sockets_under(
+        &super::support::cluster_dir()
+            .join("nodes")
+            .join(&source_node)
+            .join("kubelet/pods")
+            .join(&source_pod_uid),
+    );
+    assert!(leftovers.is_empty(), "sockets left in the source pod: {leftovers:?}");
 
-    let missing = kubectl_stdin(
-        &["create", "-f", "-"],
-        "apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstanceMigration\nmetadata:\n  name: e2e-nothing\n  namespace: default\nspec:\n  vmiName: e2e-nothing\n",
-    );
-    assert!(!missing.status.success());
-    let stderr = String::from_utf8_lossy(&missing.stderr);
-    assert!(
-        stderr.contains("the VMI \"default/e2e-nothing\" does not exist"),
-        "{stderr}"
-    );
-    let _ = kubectl(&["delete", "vmim", "e2e-nothing", "--ignore-not-found"]);
+    console_until(VM, "\necho MOVED-$((40+2))", "MOVED-42", Duration::from_secs(60));
 }
 
-/// On drop: the VMI's migrations deleted and the node uncordoned, whatever the test did. Declared
-/// before the test's [`Cleanup`], so the VM is gone first and no new evacuation starts.
-#[derive(Default)]
-struct UndoDrain {
-    node: Option<String>,
-    vmi: &'static str,
-}
-
-impl Drop for UndoDrain {
-    fn drop(&mut self) {
-        let label = format!("kubevirt.io/vmi-name={}", self.vmi);
-        let _ = kubectl(&["delete", "vmim", "-l", &label, "--ignore-not-found", "--timeout=60s"]);
-        if let Some(node) = &self.node {
-            let _ = kubectl(&["uncordon", node]);
+/// Every unix socket under `dir`.
+fn sockets_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    use std::os::unix::fs::FileTypeExt as _;
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            let Ok(kind) = entry.file_type() else { continue };
+            if kind.is_dir() {
+                stack.push(entry.path());
+            } else if kind.is_socket() {
+                found.push(entry.path());
+            }
         }
     }
-}
-
-#[test]
-#[ignore = "needs the test cluster: make cluster"]
-fn drain_is_refused_with_429_and_the_evacuation_creates_a_migration() {
-    const NAME: &str = "e2e-evacuate";
-    let mut undo = UndoDrain { node: None, vmi: NAME };
-    let mut cleanup = Cleanup::new();
-    let yaml = example("vm-testguest.yaml", NAME).replace(
-        "      terminationGracePeriodSeconds: 30\n",
-        "      evictionStrategy: LiveMigrate\n      terminationGracePeriodSeconds: 30\n",
-    );
-    assert!(yaml.contains("evictionStrategy: LiveMigrate"), "{yaml}");
-    cleanup.apply("vm", NAME, &yaml);
-    let vmi = wait_for_phase(NAME, "Running", Duration::from_secs(180));
-    let (uid, node) = (field(&vmi, "metadata.uid"), field(&vmi, "status.nodeName"));
-    wait_for("LiveMigratable=True", Duration::from_secs(30), || {
-        get("vmi", NAME, "default").filter(|v| condition(v, "LiveMigratable").is_some_and(|c| c["status"] == "True"))
-    });
-    undo.node = Some(node.clone());
-
-    let drain = kubectl(&[
-        "drain",
-        &node,
-        "--pod-selector",
-        &format!("kubevirt.io/created-by={uid}"),
-        "--delete-emptydir-data",
-        "--timeout=20s",
-    ]);
-    let output = format!(
-        "{}{}",
-        String::from_utf8_lossy(&drain.stdout),
-        String::from_utf8_lossy(&drain.stderr)
-    );
-    assert!(
-        !drain.status.success(),
-        "the launcher pod must not be evicted: {output}"
-    );
-    assert!(
-        output.contains(&format!(
-            "admission webhook \"virt-launcher-eviction-interceptor.kubevirt.io\" denied the request: Eviction triggered evacuation of VMI \"default/{NAME}\""
-        )),
-        "{output}"
-    );
-
-    let marked = get("vmi", NAME, "default").expect("the VMI");
-    assert_eq!(field(&marked, "status.evacuationNodeName"), node);
-    let migration = wait_for("the evacuation's migration", Duration::from_secs(30), || {
-        let text = kubectl_ok(&[
-            "get",
-            "vmim",
-            "-l",
-            &format!("kubevirt.io/vmi-name={NAME}"),
-            "-o",
-            "json",
-        ]);
-        let list: serde_json::Value = serde_json::from_str(&text).expect("list JSON");
-        list["items"].as_array()?.first().cloned()
-    });
-    let name = field(&migration, "metadata.name");
-    assert!(name.starts_with("kubevirt-evacuation-"), "{name}");
-    assert_eq!(
-        migration["metadata"]["annotations"]["kubevirt.io/evacuationMigration"],
-        serde_json::json!(node)
-    );
-    // One node: the target pod cannot be scheduled anywhere else, so the migration waits.
-    wait_for("the evacuation in Scheduling", Duration::from_secs(60), || {
-        get("vmim", &name, "default").filter(|m| field(m, "status.phase") == "Scheduling")
-    });
-    let after = get("vmi", NAME, "default").expect("the VMI");
-    assert_eq!(field(&after, "metadata.uid"), uid, "the same VMI");
-    assert_eq!(field(&after, "status.phase"), "Running");
-    assert_eq!(field(&after, "status.nodeName"), node);
-    let launcher = kubectl_ok(&[
-        "get",
-        "pods",
-        "-l",
-        &format!("kubevirt.io/created-by={uid}"),
-        "-o",
-        "name",
-    ]);
-    assert!(!launcher.trim().is_empty(), "the launcher pod still runs");
+    found
 }
 
 #[test]
@@ -247,16 +309,20 @@ fn drain_is_refused_with_429_and_the_evacuation_creates_a_migration() {
 fn an_unschedulable_target_pod_times_out_and_fails_the_migration() {
     const NAME: &str = "e2e-migrate-timeout";
     let mut cleanup = Cleanup::new();
-    cleanup.apply("vm", NAME, &example("vm-testguest.yaml", NAME));
+    cleanup.apply("vm", NAME, &super::support::example("vm-testguest.yaml", NAME));
     let vmi = wait_for_phase(NAME, "Running", Duration::from_secs(180));
     let (uid, node) = (field(&vmi, "metadata.uid"), field(&vmi, "status.nodeName"));
     wait_for("LiveMigratable=True", Duration::from_secs(30), || {
         get("vmi", NAME, "default").filter(|v| condition(v, "LiveMigratable").is_some_and(|c| c["status"] == "True"))
     });
+    // No node has room for it: no node has the label the migration adds to the target's selector.
     let migration = format!(
-        "apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstanceMigration\nmetadata:\n  name: {NAME}\n  namespace: default\n  annotations:\n    kubevirt.io/migrationUnschedulablePodTimeoutSeconds: \"5\"\nspec:\n  vmiName: {NAME}\n"
+        "apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstanceMigration\nmetadata:\n  name: {NAME}\n  namespace: default\n  annotations:\n    kubevirt.io/migrationUnschedulablePodTimeoutSeconds: \"5\"\nspec:\n  vmiName: {NAME}\n  addedNodeSelector:\n    kubevirt-rs.io/e2e-no-such-node: \"true\"\n"
     );
     cleanup.apply("vmim", NAME, &migration);
+    let table = kubectl_ok(&["get", "vmim", NAME]);
+    let header: Vec<&str> = table.lines().next().unwrap_or_default().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "PHASE", "VMI"], "{table}");
     let failed = wait_for("the migration Failed", Duration::from_secs(90), || {
         get("vmim", NAME, "default").filter(|m| field(m, "status.phase") == "Failed")
     });
@@ -286,4 +352,16 @@ fn an_unschedulable_target_pod_times_out_and_fails_the_migration() {
     assert_eq!(field(&after, "metadata.uid"), uid, "the same VMI");
     assert_eq!(field(&after, "status.phase"), "Running");
     assert_eq!(field(&after, "status.nodeName"), node);
+
+    let missing = kubectl_stdin(
+        &["create", "-f", "-"],
+        "apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstanceMigration\nmetadata:\n  name: e2e-nothing\n  namespace: default\nspec:\n  vmiName: e2e-nothing\n",
+    );
+    assert!(!missing.status.success());
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        stderr.contains("the VMI \"default/e2e-nothing\" does not exist"),
+        "{stderr}"
+    );
+    let _ = kubectl(&["delete", "vmim", "e2e-nothing", "--ignore-not-found"]);
 }

@@ -243,14 +243,22 @@ pub fn pod_processes(uid: &str) -> Vec<NodeProcess> {
         .collect()
 }
 
-/// The node's mount table (its init's mountinfo).
-pub fn node_mounts() -> String {
-    let init = kubevirt_tests::node_processes::matching("node-init.sh node1")
+/// The mount table of `node` (its init's mountinfo).
+pub fn node_mounts(node: &str) -> String {
+    let init = kubevirt_tests::node_processes::matching(&format!("node-init.sh {node} "))
         .into_iter()
         .map(|p| p.pid)
         .min()
-        .expect("node1's init runs");
+        .unwrap_or_else(|| panic!("{node}'s init runs"));
     std::fs::read_to_string(format!("/proc/{init}/mountinfo")).expect("node mountinfo")
+}
+
+/// The cluster's nodes, by name.
+pub fn node_names() -> Vec<String> {
+    kubectl_ok(&["get", "nodes", "-o", "jsonpath={.items[*].metadata.name}"])
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect()
 }
 
 /// A client pod `client` (in `default`, deleted by `cleanup`) fetches `/` from the guest's web

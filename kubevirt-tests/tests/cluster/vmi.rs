@@ -35,7 +35,8 @@ pub fn launcher_pod(name: &str) -> (String, String) {
 fn a_vmi_runs_answers_on_its_console_and_leaves_nothing_behind_when_deleted() {
     let mut cleanup = Cleanup::new();
     cleanup.apply("vmi", "e2e-vmi", &example("vmi-testguest.yaml", "e2e-vmi"));
-    wait_for_phase("e2e-vmi", "Running", Duration::from_secs(120));
+    let vmi = wait_for_phase("e2e-vmi", "Running", Duration::from_secs(120));
+    let node = super::support::field(&vmi, "status.nodeName");
     let (pod, pod_uid) = launcher_pod("e2e-vmi");
     assert!(qemu_of("e2e-vmi").is_some(), "QEMU of e2e-vmi runs on the node");
 
@@ -83,7 +84,7 @@ fn a_vmi_runs_answers_on_its_console_and_leaves_nothing_behind_when_deleted() {
     wait_for(
         "no mount of the launcher pod on the node",
         Duration::from_secs(30),
-        || (!node_mounts().contains(&pod_uid)).then_some(()),
+        || (!node_mounts(&node).contains(&pod_uid)).then_some(()),
     );
 }
 

@@ -6,6 +6,7 @@ mod eviction;
 mod infer;
 pub mod lookup;
 mod migration;
+mod migration_policy;
 mod mutate;
 pub use mutate::vm_firmware_uuid;
 pub mod review;
@@ -44,11 +45,13 @@ pub enum Webhook {
     MigrationValidateUpdate,
     /// `/launcher-eviction-validate`: an eviction of a launcher pod becomes a migration.
     PodEviction,
+    /// `/migration-policy-validate-create`: a `MigrationPolicy` on create and update.
+    MigrationPolicyValidate,
 }
 
 impl Webhook {
     /// Every webhook.
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 10] = [
         Self::VmiMutate,
         Self::VmMutate,
         Self::VmiValidateCreate,
@@ -58,6 +61,7 @@ impl Webhook {
         Self::MigrationValidateCreate,
         Self::MigrationValidateUpdate,
         Self::PodEviction,
+        Self::MigrationPolicyValidate,
     ];
 
     /// The path virt-api serves it on (upstream's paths).
@@ -73,6 +77,7 @@ impl Webhook {
             Self::MigrationValidateCreate => "/migration-validate-create",
             Self::MigrationValidateUpdate => "/migration-validate-update",
             Self::PodEviction => "/launcher-eviction-validate",
+            Self::MigrationPolicyValidate => "/migration-policy-validate-create",
         }
     }
 
@@ -87,6 +92,7 @@ impl Webhook {
                 (kubevirt_api::v1::GROUP, "virtualmachineinstancemigrations")
             }
             Self::PodEviction => ("", "pods"),
+            Self::MigrationPolicyValidate => (kubevirt_api::migrations::GROUP, "migrationpolicies"),
         }
     }
 }
@@ -140,6 +146,7 @@ pub async fn admit(
         Webhook::MigrationValidateCreate => migration::validate_create(&request, ctx, lookup).await,
         Webhook::MigrationValidateUpdate => migration::validate_update(&request),
         Webhook::PodEviction => eviction::validate(&request, ctx, lookup).await,
+        Webhook::MigrationPolicyValidate => migration_policy::validate(&request),
     };
     response
         .unwrap_or_else(|rejection| rejection.into_response(uid))

@@ -4,11 +4,14 @@ use control_loop::instancetype_lookup::KubeInstancetypeLookup;
 use futures::StreamExt as _;
 use futures::stream::BoxStream;
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{Event, Pod};
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kubevirt_api::instancetype::{InstancetypeLookup, KindNames, LookupError};
+use kubevirt_api::migrations::MigrationPolicy;
 use kubevirt_api::v1::{KubeVirt, VirtualMachine, VirtualMachineInstance, VirtualMachineInstanceMigration};
 use kubevirt_api::well_known::labels;
 
@@ -217,6 +220,27 @@ impl ControllerApi for KubeControllerApi {
             .default_backoff()
             .map(|event| event.map_err(ApiError::from))
             .boxed()
+    }
+
+    async fn list_migration_policies(&self) -> Result<Vec<MigrationPolicy>, ApiError> {
+        let api: Api<MigrationPolicy> = Api::all(self.client.clone());
+        let list = api
+            .list(&ListParams::default())
+            .await
+            .map_err(|source| ApiError::Kube {
+                operation: "list MigrationPolicies".to_owned(),
+                source,
+            })?;
+        Ok(list.items)
+    }
+
+    async fn namespace_labels(&self, namespace: &str) -> Result<BTreeMap<String, String>, ApiError> {
+        let api: Api<Namespace> = Api::all(self.client.clone());
+        let found = api.get(namespace).await.map_err(|source| ApiError::Kube {
+            operation: format!("get Namespace {namespace}"),
+            source,
+        })?;
+        Ok(found.metadata.labels.unwrap_or_default())
     }
 
     async fn patch_migration_metadata(

@@ -7,6 +7,7 @@
 mod fake;
 mod kube_adapter;
 
+use std::collections::BTreeMap;
 use std::future::Future;
 
 #[cfg(any(test, feature = "testing"))]
@@ -17,6 +18,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::watcher;
 pub use kube_adapter::KubeControllerApi;
 use kubevirt_api::instancetype::InstancetypeLookup;
+use kubevirt_api::migrations::MigrationPolicy;
 use kubevirt_api::v1::{KubeVirt, VirtualMachine, VirtualMachineInstance, VirtualMachineInstanceMigration};
 
 /// Why a call to the API server failed.
@@ -107,6 +109,14 @@ pub trait ControllerApi: InstancetypeLookup + Send + Sync + 'static {
         &self,
         revision: &ControllerRevision,
     ) -> impl Future<Output = Result<ControllerRevision, ApiError>> + Send;
+    /// Every `MigrationPolicy` (cluster-scoped), read when a migration's settings are resolved.
+    fn list_migration_policies(&self) -> impl Future<Output = Result<Vec<MigrationPolicy>, ApiError>> + Send;
+    /// The labels of `namespace` (none when it has none), read as upstream does, from the API
+    /// server, when a migration's settings are resolved.
+    fn namespace_labels(
+        &self,
+        namespace: &str,
+    ) -> impl Future<Output = Result<BTreeMap<String, String>, ApiError>> + Send;
     /// Watches every `VirtualMachineInstanceMigration`.
     fn watch_migrations(&self) -> BoxStream<'static, Result<MigrationWatchEvent, ApiError>>;
     /// Applies a JSON merge patch to a migration's metadata (labels, finalizers), guarded by its

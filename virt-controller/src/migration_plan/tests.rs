@@ -66,6 +66,7 @@ fn observe<'a>(
         running_in_cluster: 0,
         running_from_node: 0,
         settings,
+        policy: None,
         backoff: None,
         now: Time(Timestamp::UNIX_EPOCH),
     }
@@ -111,7 +112,7 @@ fn the_parallel_limits_hold_the_target_pod_back() {
 #[test]
 fn unsupported_settings_hold_the_migration_with_a_warning() {
     let settings = MigrationSettings {
-        unsupported: vec!["spec.configuration.migrations.network"],
+        unsupported: vec!["spec.configuration.migrations.network".to_owned()],
         ..MigrationSettings::default()
     };
     let pending = migration(Phase::Pending, false);
@@ -143,8 +144,24 @@ fn a_ready_target_pod_is_handed_to_virt_handler() {
             .and_then(|c| c.parallel_migrations_per_cluster),
         Some(5)
     );
+    assert_eq!(state.migration_policy_name, None, "no policy selected the VMI");
     assert_eq!(handed.vmi_target_node_label.as_deref(), Some("node-b"));
     assert_eq!(handed.events[0].reason, "SuccessfulHandOver");
+    // A policy's settings and name are recorded.
+    let slow = MigrationSettings {
+        bandwidth_mib_per_second: 8,
+        ..MigrationSettings::default()
+    };
+    let mut by_policy = observe(&scheduled, Some(&vmi), Some(&target), &slow);
+    by_policy.policy = Some("slow-lane");
+    let state = plan(&by_policy).vmi_migration_state.expect("hand-off");
+    assert_eq!(state.migration_policy_name.as_deref(), Some("slow-lane"));
+    assert_eq!(
+        state.migration_configuration.and_then(|c| c.bandwidth_per_migration),
+        Some(k8s_openapi::apimachinery::pkg::api::resource::Quantity(
+            "8Mi".to_owned()
+        ))
+    );
     // Once the VMI carries it, the phase moves on and nothing is written twice.
     let vmi = self::vmi(Some(
         serde_json::json!({"migrationUid": "mig-uid", "targetNode": "node-b"}),

@@ -234,7 +234,21 @@ fn options_come_from_the_hand_off_or_the_cluster() {
     assert_eq!(options.completion_timeout_per_gib, 60);
     assert_eq!(options.progress_timeout_seconds, 10);
     assert!(options.allow_auto_converge && !options.allow_post_copy && options.unsafe_migration);
+    assert_eq!(options.max_downtime_ms, None, "QEMU's own");
     let defaults = super::options(&state(&serde_json::json!({})), &settings);
     assert_eq!(defaults.completion_timeout_per_gib, 150);
     assert!(!defaults.unsafe_migration);
+    let policy = state(&serde_json::json!({"migrationConfiguration": {
+        "allowPostCopy": true, "allowWorkloadDisruption": false, "maxDowntimeMs": 250}}));
+    let options = super::options(&policy, &settings);
+    assert!(
+        !options.allow_post_copy,
+        "post-copy disrupts the guest, which is not allowed"
+    );
+    assert_eq!(options.max_downtime_ms, Some(250));
+    let allowed = state(&serde_json::json!({"migrationConfiguration": {"allowPostCopy": true}}));
+    assert!(
+        super::options(&allowed, &settings).allow_post_copy,
+        "disruption unset: as post-copy says"
+    );
 }

@@ -12,7 +12,7 @@
 //!    stopped domain and then deletes it; after that (or [`HANDOVER_WINDOW`]) undefine what is
 //!    left, send the last domain events, stop the daemons, remove the sockets.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -200,6 +200,27 @@ async fn wait_for_handover<M: DomainManager>(manager: &M, window: Duration) {
 /// Serves until SIGTERM; never panics, always cleans up.
 #[must_use]
 pub fn main(options: &ServeOptions) -> ExitCode {
+    let code = serve_until_stopped(options);
+    release_container_disks(Path::new(&options.layout.container_disk_dir));
+    code
+}
+
+/// Removes the containerDisk sidecars' sockets (`*.sock` in the pod's container-disks
+/// directory), as upstream's launcher does when it exits: each sidecar ends once its socket is
+/// gone, so the pod completes (a migrated VMI's source pod, a stopped guest's pod).
+pub fn release_container_disks(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().is_some_and(|e| e == "sock")
+            && let Err(e) = std::fs::remove_file(&path)
+        {
+            tracing::warn!(path = %path.display(), error = %e, "cannot remove a containerDisk socket");
+        }
+    }
+}
+
+fn serve_until_stopped(options: &ServeOptions) -> ExitCode {
     let paths = options.daemon_paths();
     let prepared = write_configs(&paths).map_err(|e| one_line(&e)).and_then(|()| {
         let prepared = match paths.mode() {
@@ -325,4 +346,21 @@ async fn serve(options: &ServeOptions, paths: &DaemonPaths) -> Result<(), String
     .await;
     daemons.stop().await;
     outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use super::release_container_disks;
+
+    #[test]
+    fn only_the_container_disk_sockets_are_removed() {
+        let dir = tempfile::tempdir().expect("dir");
+        let socket = dir.path().join("disk_0.sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&socket).expect("socket");
+        std::fs::write(dir.path().join("disk_0"), b"image").expect("file");
+        release_container_disks(dir.path());
+        assert!(!socket.exists(), "the sidecar's socket is gone");
+        assert!(dir.path().join("disk_0").exists(), "nothing else is touched");
+        release_container_disks(&dir.path().join("missing"));
+    }
 }

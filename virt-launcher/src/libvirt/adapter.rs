@@ -417,6 +417,13 @@ impl DomainManager for LibvirtDomainManager {
         })
         .await
     }
+
+    async fn set_max_downtime(&self, milliseconds: u64) -> Result<(), DomainError> {
+        self.with_domain("set the maximum downtime", move |conn, name| {
+            lookup(conn, name)?.migrate_set_max_downtime(milliseconds, 0)
+        })
+        .await
+    }
 }
 
 /// libvirt's flags for `params`: live, peer to peer, the target persistent; block migration of the

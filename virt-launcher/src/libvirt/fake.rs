@@ -38,6 +38,8 @@ struct Inner {
 struct FakeMigration {
     params: MigrationParams,
     progress: MigrationProgress,
+    /// What `set_max_downtime` set, in milliseconds.
+    max_downtime_ms: Option<u64>,
     /// How it ended, once it did: `Ok` moved the guest away, `Err` carries libvirt's message.
     outcome: Option<Result<(), String>>,
 }
@@ -79,6 +81,12 @@ impl FakeDomainManager {
     #[must_use]
     pub fn migration_params(&self) -> Option<MigrationParams> {
         self.lock().migration.as_ref().map(|m| m.params.clone())
+    }
+
+    /// The maximum downtime set for the running migration, in milliseconds.
+    #[must_use]
+    pub fn migration_max_downtime(&self) -> Option<u64> {
+        self.lock().migration.as_ref().and_then(|m| m.max_downtime_ms)
     }
 
     /// Sets what the running migration reports as its progress.
@@ -300,6 +308,7 @@ impl DomainManager for FakeDomainManager {
         self.lock().migration = Some(FakeMigration {
             params,
             progress: MigrationProgress::default(),
+            max_downtime_ms: None,
             outcome: None,
         });
         let outcome = loop {
@@ -346,5 +355,17 @@ impl DomainManager for FakeDomainManager {
         let status = self.record("start post-copy");
         let running = self.lock().migration.as_ref().is_some_and(|m| m.params.post_copy);
         Self::need(status, "start post-copy", running)
+    }
+
+    async fn set_max_downtime(&self, milliseconds: u64) -> Result<(), DomainError> {
+        let status = self.record("set max downtime");
+        let mut inner = self.lock();
+        let running = inner
+            .migration
+            .as_mut()
+            .map(|m| m.max_downtime_ms = Some(milliseconds))
+            .is_some();
+        drop(inner);
+        Self::need(status, "set max downtime", running)
     }
 }

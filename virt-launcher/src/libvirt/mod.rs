@@ -136,4 +136,7 @@ pub trait DomainManager: Send + Sync {
     fn abort_migration(&self) -> impl Future<Output = Result<(), DomainError>> + Send;
     /// Switches the running migration to post-copy.
     fn start_post_copy(&self) -> impl Future<Output = Result<(), DomainError>> + Send;
+    /// Sets the longest pause of the guest at the switch-over of the running migration
+    /// (`virDomainMigrateSetMaxDowntime`), in milliseconds.
+    fn set_max_downtime(&self, milliseconds: u64) -> impl Future<Output = Result<(), DomainError>> + Send;
 }

@@ -22,6 +22,20 @@ impl FakeControllerApi {
         state.migration_changed(&Event::Apply(migration));
     }
 
+    /// Creates or replaces a `MigrationPolicy`.
+    pub fn apply_migration_policy(&self, policy: kubevirt_api::migrations::MigrationPolicy) {
+        let mut state = self.lock();
+        state
+            .migration_policies
+            .retain(|p| p.metadata.name != policy.metadata.name);
+        state.migration_policies.push(policy);
+    }
+
+    /// Gives `namespace` these labels.
+    pub fn label_namespace(&self, namespace: &str, labels: std::collections::BTreeMap<String, String>) {
+        self.lock().namespace_labels.insert(namespace.to_owned(), labels);
+    }
+
     /// Deletes a migration as the API server does: at once without finalizers, otherwise marked.
     pub fn delete_migration(&self, key: &str) {
         let mut guard = self.lock();

@@ -79,6 +79,8 @@ struct State {
     version: u64,
     pod_counter: u64,
     instancetypes: instancetypes::Objects,
+    migration_policies: Vec<kubevirt_api::migrations::MigrationPolicy>,
+    namespace_labels: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 impl State {
@@ -576,6 +578,14 @@ impl ControllerApi for FakeControllerApi {
         let name = revision.metadata.name.clone().unwrap_or_default();
         state.log(Write::CreateRevision(name));
         state.instancetypes.create_revision(revision)
+    }
+
+    async fn list_migration_policies(&self) -> Result<Vec<kubevirt_api::migrations::MigrationPolicy>, ApiError> {
+        Ok(self.lock().migration_policies.clone())
+    }
+
+    async fn namespace_labels(&self, namespace: &str) -> Result<BTreeMap<String, String>, ApiError> {
+        Ok(self.lock().namespace_labels.get(namespace).cloned().unwrap_or_default())
     }
 
     fn watch_migrations(&self) -> BoxStream<'static, Result<MigrationWatchEvent, ApiError>> {

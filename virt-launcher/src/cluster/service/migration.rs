@@ -258,6 +258,8 @@ async fn run<M: DomainManager>(
     let mut watch = Watch::default();
     let mut monitor_reason = None;
     let mut largest_total = 0;
+    // Set once the migration job is there to take it.
+    let mut downtime_to_set = options.max_downtime_ms;
     let mut ticks = tokio::time::interval(TICK);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -278,6 +280,12 @@ async fn run<M: DomainManager>(
             && let Some(metadata) = remembered(shared).migration.as_mut()
         {
             metadata.progress = Some(progress);
+        }
+        if progress.is_some()
+            && let Some(milliseconds) = downtime_to_set.take()
+            && let Err(error) = manager.set_max_downtime(milliseconds).await
+        {
+            warn!(error = %error, milliseconds, "cannot set the migration's maximum downtime");
         }
         // The budget counts the most data libvirt has said it moves: a tick that reads nothing
         // (no job yet, or the switchover) does not shrink it.

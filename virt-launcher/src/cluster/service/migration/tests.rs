@@ -223,6 +223,44 @@ async fn cancel_aborts_the_job_and_the_guest_stays() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn the_maximum_downtime_is_set_once_the_migration_job_runs() {
+    let launcher = launcher().running().await;
+    let mut with_downtime = options(150, false);
+    with_downtime["maxDowntimeMs"] = serde_json::json!(250);
+    launcher
+        .service
+        .migrate_virtual_machine(Request::new(migration_request(&with_downtime)))
+        .await
+        .expect("migrate");
+    launcher.wait_for_migrate_call().await;
+    for _ in 0..200 {
+        if launcher.manager.migration_max_downtime().is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(launcher.manager.migration_max_downtime(), Some(250));
+    let calls = launcher.manager.calls();
+    assert_eq!(
+        calls.iter().filter(|c| **c == "set max downtime").count(),
+        1,
+        "once: {calls:?}"
+    );
+    launcher.manager.end_migration(Ok(()));
+    assert!(launcher.wait_until_over().await.completed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_a_maximum_downtime_qemus_stays() {
+    let launcher = launcher().running().await;
+    launcher.start_migration(150, false).await;
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    assert!(!launcher.manager.calls().contains(&"set max downtime"));
+    launcher.manager.end_migration(Ok(()));
+    assert!(launcher.wait_until_over().await.completed);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_stalled_migration_is_aborted_at_the_progress_timeout() {
     let launcher = launcher().running().await;
     launcher.start_migration(3, false).await;
