@@ -223,9 +223,20 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
                 siblings,
             )
         };
+        // The settings matter before the target pod is made (a hold), and at the hand-off, which
+        // may come in the same pass that sees the target pod placed.
         let phase = migration.status.as_ref().and_then(|s| s.phase).unwrap_or_default();
-        let resolves = matches!(phase, MigrationPhase::Unset | MigrationPhase::Pending) && target.is_none()
-            || phase == MigrationPhase::Scheduled;
+        let handed_off = vmi
+            .as_ref()
+            .and_then(|v| v.status.as_ref()?.migration_state.as_ref()?.migration_uid.clone())
+            .is_some_and(|owner| migration.metadata.uid.as_ref() == Some(&owner));
+        let resolves = match phase {
+            MigrationPhase::Unset | MigrationPhase::Pending => target.is_none(),
+            MigrationPhase::Scheduling | MigrationPhase::Scheduled => {
+                !handed_off && target.as_ref().is_some_and(|t| t.node.is_some())
+            }
+            _ => false,
+        };
         let (settings, policy) = match &vmi {
             Some(vmi) if resolves => self.resolve_settings(settings, vmi).await?,
             _ => (settings, None),

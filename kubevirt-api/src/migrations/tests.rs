@@ -36,10 +36,11 @@ fn policy_with_labels(
     let ns: Vec<(String, String)> = (0..n_ns).map(|i| (format!("{name}-ns-{i}"), format!("n{i}"))).collect();
     vmi_labels.extend(vmi.iter().cloned());
     ns_labels.extend(ns.iter().cloned());
-    let as_ref = |pairs: &[(String, String)]| -> Vec<(&str, &str)> {
-        pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
-    };
-    policy(name, &as_ref(&vmi), &as_ref(&ns))
+    policy(name, &borrowed(&vmi), &borrowed(&ns))
+}
+
+fn borrowed(pairs: &[(String, String)]) -> Vec<(&str, &str)> {
+    pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
 }
 
 fn winner(policies: &[(&str, usize, usize)]) -> Option<String> {
