@@ -64,15 +64,16 @@ crds:
 bench: guest
 	scripts/bench.sh
 
-# A single-node Kubernetes built from upstream (cluster/), with kubevirt-rs installed on it as
-# docs/install.md says; `make cluster-down` removes it. See docs/cluster.md.
+# A Kubernetes built from upstream (cluster/) with two nodes (NODES=1..9) and cluster DNS, with
+# kubevirt-rs installed on it as docs/install.md says; `make cluster-down` removes it. See
+# docs/cluster.md.
 cluster: guest
 	cluster/up.sh
 
 cluster-down:
 	cluster/down.sh
 
-# The test cluster's binaries (Kubernetes, etcd, pause) from upstream's Go modules.
+# The test cluster's binaries (Kubernetes, etcd, CoreDNS, pause) from upstream's Go modules.
 kubernetes:
 	cluster/build.sh
 

@@ -29,9 +29,12 @@ if ((${#missing[@]})); then
 fi
 
 nodes=$(cluster_nodes) || exit 1
-if [ -f "$CLUSTER_DIR/node-count" ] && running_pid "$CLUSTER_PIDS/kube-apiserver.pid" >/dev/null \
-    && [ "$(cat "$CLUSTER_DIR/node-count")" != "$nodes" ]; then
-    die "the cluster runs $(cat "$CLUSTER_DIR/node-count") nodes, not $nodes: run make cluster-down first to change NODES"
+# A running cluster keeps its nodes (one made before the count was recorded has one).
+if running_pid "$CLUSTER_PIDS/kube-apiserver.pid" >/dev/null; then
+    running_nodes=1
+    [ -f "$CLUSTER_DIR/node-count" ] && running_nodes=$(cat "$CLUSTER_DIR/node-count")
+    [ "$running_nodes" = "$nodes" ] \
+        || die "the cluster runs $running_nodes nodes, not $nodes: run make cluster-down first to change NODES"
 fi
 
 started=$(date +%s)

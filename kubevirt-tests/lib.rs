@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 pub mod node_processes;
 pub mod process_memory;
+pub mod serial_tap;
 
 /// The repository root.
 #[must_use]

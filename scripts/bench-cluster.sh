@@ -22,5 +22,10 @@ cluster/build.sh
 started=$(date +%s)
 KUBEVIRT_RS_PROFILE=release cluster/up.sh
 warm_seconds=$(($(date +%s) - started))
+# Live migration between the nodes is compared with libvirt's own figures when scripts/bench.sh
+# measured them in the same run.
+baseline=()
+if [ -n "${BENCH_MIGRATION_BASELINE:-}" ]; then baseline=(--migration-baseline "$BENCH_MIGRATION_BASELINE"); fi
 target/release/bench-cluster --kubectl /var/cache/kubevirt-rs/cluster/bin/kubectl --runs 10 \
-    --build-seconds "$build_seconds" --cold-cluster-seconds "$cold_seconds" --warm-cluster-seconds "$warm_seconds"
+    --build-seconds "$build_seconds" --cold-cluster-seconds "$cold_seconds" --warm-cluster-seconds "$warm_seconds" \
+    "${baseline[@]}"

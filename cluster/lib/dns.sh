@@ -2,7 +2,8 @@
 # the Service kube-dns at $CLUSTER_DNS_IP, which every kubelet gives its pods as their nameserver
 # (sourced by up.sh). Its `kubernetes` plugin answers NAME.NAMESPACE.svc.cluster.local, pods'
 # dashed addresses and reverse lookups. Nothing leaves this machine's cluster network, so CoreDNS
-# forwards no other name: it answers them at once with REFUSED instead of timing out.
+# forwards no other name: it answers them at once (SERVFAIL, no plugin after `kubernetes`)
+# instead of timing out.
 
 start_dns() {
     kubectl_admin apply -f - >"$CLUSTER_LOGS/dns.log" 2>&1 <<YAML || die "applying CoreDNS failed: $(tail -5 "$CLUSTER_LOGS/dns.log")"
@@ -107,9 +108,10 @@ YAML
     local wanted running
     wanted=sha256:$(podman_vfs image inspect --format '{{.Id}}' "$COREDNS_IMAGE") || die "image $COREDNS_IMAGE is missing"
     running=$(kubectl_admin -n kube-system get pods -l k8s-app=kube-dns \
-        -o jsonpath='{range .items[*]}{.status.containerStatuses[0].imageID}{"\n"}{end}')
+        -o jsonpath='{range .items[*]}{.status.containerStatuses[0].imageID}{"\n"}{end}') \
+        || die "listing CoreDNS's pods failed"
     if [ -n "$running" ] && grep -qv "^$wanted\$" <<<"$running"; then
-        kubectl_admin -n kube-system rollout restart deployment/coredns >/dev/null
+        kubectl_admin -n kube-system rollout restart deployment/coredns >/dev/null || die "restarting CoreDNS failed"
     fi
 }
 

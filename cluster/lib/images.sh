@@ -69,7 +69,7 @@ cluster_images() {
 # Each image is saved once, and the nodes import it at the same time (each node's containerd has a
 # content store of its own). Prints how long the copying took.
 import_images() {
-    local nodes=$1 started=$SECONDS image n
+    local nodes=$1 started=$SECONDS image n i
     for image in $(cluster_images); do
         local id stale=()
         id=$(podman_vfs image inspect --format '{{.Id}}' "$image") || die "image $image is missing"

@@ -37,7 +37,8 @@ save_host_sysctls() {
 # write_node_config N NODES: node N's containerd, CNI, kubelet and kube-proxy configuration in a
 # cluster of NODES nodes.
 write_node_config() {
-    local n=$1 nodes=$2 dir name ip cidr
+    local n=$1 nodes=$2 dir name ip cidr resources
+    resources=$(kubelet_resources "$n" "$nodes") || die "$(node_name "$n"): cannot size the kubelet"
     dir=$(node_dir "$n")
     name=$(node_name "$n")
     ip=$(node_ip "$n")
@@ -113,7 +114,7 @@ serializeImagePulls: false
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%, nodefs.inodesFree: 1%}
-$(kubelet_resources "$n" "$nodes")
+$resources
 EOF
     # The kubelet refuses to start when its CPU manager checkpoint names another policy.
     local state=$dir/kubelet/cpu_manager_state policy
@@ -208,6 +209,7 @@ start_node() {
     local n=$1 nodes=$2 name
     name=$(node_name "$n")
     if running_pid "$CLUSTER_PIDS/$name.pid" >/dev/null; then
+        route_pod_ranges "$n" "$nodes"
         say "$name runs"
         return 0
     fi

@@ -14,6 +14,9 @@ pub const DEFAULT_COMPLETION_TIMEOUT_PER_GIB: u64 = 150;
 /// Upstream's `MigrationProgressTimeout`.
 pub const DEFAULT_PROGRESS_TIMEOUT: u64 = 150;
 
+/// The longest maximum downtime, in milliseconds (upstream's `QEMUMaxMigrationDowntimeMS`).
+pub const MAX_DOWNTIME_MS: u64 = 2_000_000;
+
 /// What an unsupported disruption setting's entry ends with.
 pub(crate) const PAUSED_MODE: &str = " without allowPostCopy (the guest paused until the migration ends)";
 /// The cluster's disruption setting.
@@ -91,6 +94,11 @@ impl MigrationSettings {
         refuse(
             m.utility_volumes_timeout.is_some(),
             "spec.configuration.migrations.utilityVolumesTimeout",
+        );
+        // Upstream's bounds (its MigrationPolicy schema's); QEMU refuses more.
+        refuse(
+            m.max_downtime_ms.is_some_and(|ms| !(1..=MAX_DOWNTIME_MS).contains(&ms)),
+            "spec.configuration.migrations.maxDowntimeMs (from 1 to 2000000)",
         );
         let bandwidth = m.bandwidth_per_migration.as_ref().map(mib);
         refuse(
@@ -214,7 +222,7 @@ mod tests {
     fn unsupported_settings_are_named() {
         let config: MigrationConfiguration = serde_json::from_value(serde_json::json!({
             "network": "migration-net", "allowWorkloadDisruption": true, "bandwidthPerMigration": "fast",
-            "nodeDrainTaintKey": "example.com/drain"
+            "nodeDrainTaintKey": "example.com/drain", "maxDowntimeMs": 2_000_001
         }))
         .expect("configuration");
         assert_eq!(
@@ -222,6 +230,7 @@ mod tests {
             [
                 "spec.configuration.migrations.network",
                 "spec.configuration.migrations.nodeDrainTaintKey",
+                "spec.configuration.migrations.maxDowntimeMs (from 1 to 2000000)",
                 "spec.configuration.migrations.bandwidthPerMigration",
                 "spec.configuration.migrations.allowWorkloadDisruption without allowPostCopy (the guest paused until the migration ends)"
             ]

@@ -169,11 +169,13 @@ pub fn validate(spec: &MigrationPolicySpec) -> Vec<Cause> {
             message: "experimental migration options (upstream's stall detector and downtime tuning) are not supported by kubevirt-rs".to_owned(),
         });
     }
-    if spec.allow_workload_disruption == Some(true) && spec.allow_post_copy != Some(true) {
+    // Disruption with post-copy unset takes the cluster's post-copy setting: held at run time
+    // (named) only where that does not allow it.
+    if spec.allow_workload_disruption == Some(true) && spec.allow_post_copy == Some(false) {
         causes.push(Cause {
             kind: CauseType::NotSupported,
             field: "spec.allowWorkloadDisruption".to_owned(),
-            message: "allowWorkloadDisruption without allowPostCopy (the guest paused until the migration ends) is not supported by kubevirt-rs".to_owned(),
+            message: "allowWorkloadDisruption with allowPostCopy false (the guest paused until the migration ends) is not supported by kubevirt-rs".to_owned(),
         });
     }
     causes

@@ -14,7 +14,10 @@
 //! measured idle and under a load rewriting 64 MiB (`kubevirt_rs.dirty`, with auto-converge).
 //! Writes a markdown section to `--body` for `bench-report --body-file`.
 //!
-//! cargo bench -p virt-launcher --bench migration -- [--runs 3] [--body FILE]
+//! cargo bench -p virt-launcher --bench migration -- [--runs 3] [--body FILE] [--baseline FILE]
+//!
+//! `--baseline` also writes libvirt's medians as JSON, which `bench-cluster` compares the real
+//! cluster's migrations with.
 //! (the body goes to the workspace's `target/bench-migration.md` by default)
 
 #[allow(dead_code, reason = "shared with the tests, which use more of it")]
@@ -222,7 +225,13 @@ fn ms(duration: Duration) -> String {
     format!("{} ms", duration.as_millis())
 }
 
-async fn measure(runs: usize) -> anyhow::Result<String> {
+/// libvirt's own medians for one load, as the real cluster's benchmark compares against them.
+fn baseline_entry(time: Duration, downtime: Duration) -> serde_json::Value {
+    serde_json::json!({"timeMs": time.as_millis(), "downtimeMs": downtime.as_millis()})
+}
+
+/// The section's body, and libvirt's medians (`{"idle": …, "dirty": …}`) for `--baseline`.
+async fn measure(runs: usize) -> anyhow::Result<(String, serde_json::Value)> {
     let nodes = Nodes::new(0);
     let mut body = String::from(
         "## Live migration of the test guest (TCG, two network namespaces as nodes)\n\n\
@@ -237,6 +246,7 @@ async fn measure(runs: usize) -> anyhow::Result<String> {
          |---|---|---|---|---|---|---|\n",
     );
     let mut run = 0;
+    let mut baseline = serde_json::Map::new();
     for dirty in [false, true] {
         let mut samples = [Vec::new(), Vec::new()];
         for _ in 0..runs {
@@ -252,6 +262,10 @@ async fn measure(runs: usize) -> anyhow::Result<String> {
         let ratio = time(0).as_secs_f64() / time(1).as_secs_f64().max(1e-9);
         let difference =
             i128::try_from(down(0).as_millis()).unwrap_or(0) - i128::try_from(down(1).as_millis()).unwrap_or(0);
+        baseline.insert(
+            if dirty { "dirty" } else { "idle" }.to_owned(),
+            baseline_entry(time(1), down(1)),
+        );
         let met = |ok: bool| if ok { "met" } else { "**not met**" };
         let _ = writeln!(
             body,
@@ -269,13 +283,14 @@ async fn measure(runs: usize) -> anyhow::Result<String> {
             met(difference <= 50)
         );
     }
-    Ok(body)
+    Ok((body, serde_json::Value::Object(baseline)))
 }
 
 fn main() -> ExitCode {
     let mut runs = 3;
     // cargo runs a benchmark in its package's directory: the workspace's target directory.
     let mut body_file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench-migration.md");
+    let mut baseline_file = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -283,6 +298,7 @@ fn main() -> ExitCode {
             "--bench" => {}
             "--runs" => runs = args.next().and_then(|v| v.parse().ok()).unwrap_or(runs),
             "--body" => body_file = args.next().map_or(body_file, PathBuf::from),
+            "--baseline" => baseline_file = args.next().map(PathBuf::from),
             other => {
                 eprintln!("bench-migration: unknown argument {other}");
                 return ExitCode::FAILURE;
@@ -301,10 +317,16 @@ fn main() -> ExitCode {
         }
     };
     match runtime.block_on(measure(runs)) {
-        Ok(body) => {
+        Ok((body, baseline)) => {
             print!("{body}");
             if let Err(e) = std::fs::write(&body_file, &body) {
                 eprintln!("bench-migration: cannot write {}: {e}", body_file.display());
+                return ExitCode::FAILURE;
+            }
+            if let Some(path) = baseline_file
+                && let Err(e) = std::fs::write(&path, baseline.to_string())
+            {
+                eprintln!("bench-migration: cannot write {}: {e}", path.display());
                 return ExitCode::FAILURE;
             }
             ExitCode::SUCCESS

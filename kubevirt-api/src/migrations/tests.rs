@@ -252,6 +252,7 @@ fn the_webhook_refuses_negative_values() {
     );
     let paused = MigrationPolicySpec {
         allow_workload_disruption: Some(true),
+        allow_post_copy: Some(false),
         experimental: Some(crate::v1::ExperimentalMigrationOptions::default()),
         ..MigrationPolicySpec::default()
     };
@@ -267,4 +268,9 @@ fn the_webhook_refuses_negative_values() {
         validate(&post_copy).is_empty(),
         "disruption by post-copy, a maximum downtime"
     );
+    let cluster_decides = MigrationPolicySpec {
+        allow_workload_disruption: Some(true),
+        ..MigrationPolicySpec::default()
+    };
+    assert!(validate(&cluster_decides).is_empty(), "post-copy as the cluster says");
 }

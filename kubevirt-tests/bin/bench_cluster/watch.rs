@@ -1,6 +1,7 @@
-//! When each VMI was first seen in each phase, and when its launcher pod was first seen bound to a
-//! node: `kubectl get ... -w -o json`, read as it streams, with the wall-clock time of each
-//! object's arrival.
+//! When each VMI was first seen in each phase, when its launcher pod was first seen bound to a
+//! node, and when each launcher pod and each of the floor's plain pods (label
+//! `kubevirt-rs.io/bench-floor`) was first seen in each phase (as `pod/<name>`): `kubectl get ...
+//! -w -o json`, read as it streams, with the wall-clock time of each object's arrival.
 
 use std::collections::BTreeMap;
 use std::io::BufReader;
@@ -21,6 +22,18 @@ pub struct PhaseWatch {
     seen: Arc<Mutex<Sightings>>,
     uids: Arc<Mutex<BTreeMap<String, String>>>,
     bound: Arc<Mutex<BTreeMap<String, SystemTime>>>,
+    /// Launcher pod name by its VMI's UID.
+    launchers: Arc<Mutex<BTreeMap<String, String>>>,
+}
+
+/// Records `object`'s phase as `pod/<name>` in `seen`, at `now`.
+fn record_pod(seen: &Mutex<Sightings>, object: &Value, now: SystemTime) {
+    let name = format!("pod/{}", object["metadata"]["name"].as_str().unwrap_or_default());
+    let phase = object["status"]["phase"].as_str().unwrap_or_default().to_owned();
+    let mut seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
+    let phases = seen.entry(name).or_default();
+    phases.entry(String::new()).or_insert(now);
+    phases.entry(phase).or_insert(now);
 }
 
 /// Runs `kubectl get <what> -w -o json` and calls `record` with each object as it arrives.
@@ -54,7 +67,9 @@ impl PhaseWatch {
         let seen: Arc<Mutex<Sightings>> = Arc::default();
         let uids: Arc<Mutex<BTreeMap<String, String>>> = Arc::default();
         let bound: Arc<Mutex<BTreeMap<String, SystemTime>>> = Arc::default();
+        let launchers: Arc<Mutex<BTreeMap<String, String>>> = Arc::default();
         let (seen_in, uids_in, bound_in) = (seen.clone(), uids.clone(), bound.clone());
+        let (pods_seen, launchers_in, floor_seen) = (seen.clone(), launchers.clone(), seen.clone());
         let vmis = spawn_watch(kubectl, kubeconfig, &["get", "vmi"], move |object, now| {
             let name = object["metadata"]["name"].as_str().unwrap_or_default().to_owned();
             let phase = object["status"]["phase"].as_str().unwrap_or_default().to_owned();
@@ -77,6 +92,14 @@ impl PhaseWatch {
                 let vmi_uid = object["metadata"]["labels"]["kubevirt.io/created-by"]
                     .as_str()
                     .unwrap_or_default();
+                record_pod(&pods_seen, object, now);
+                if let Some(name) = object["metadata"]["name"].as_str() {
+                    launchers_in
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .entry(vmi_uid.to_owned())
+                        .or_insert_with(|| name.to_owned());
+                }
                 if object["spec"]["nodeName"].as_str().is_some_and(|n| !n.is_empty()) {
                     bound_in
                         .lock()
@@ -86,13 +109,20 @@ impl PhaseWatch {
                 }
             },
         )?;
+        let floor = spawn_watch(
+            kubectl,
+            kubeconfig,
+            &["get", "pods", "-l", "kubevirt-rs.io/bench-floor"],
+            move |object, now| record_pod(&floor_seen, object, now),
+        )?;
         // The watches list what exists first; give them a moment to be established.
         std::thread::sleep(Duration::from_millis(700));
         Ok(Self {
-            children: vec![vmis, pods],
+            children: vec![vmis, pods, floor],
             seen,
             uids,
             bound,
+            launchers,
         })
     }
 
@@ -105,7 +135,30 @@ impl PhaseWatch {
             .copied()
     }
 
-    /// When VMI `name` was first seen in `phase` ("" for its creation).
+    /// The launcher pod of the VMI with `uid` (the first seen).
+    pub fn launcher_pod(&self, vmi_uid: &str) -> Option<String> {
+        self.launchers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(vmi_uid)
+            .cloned()
+    }
+
+    /// Waits until `name` (a VMI, or `pod/<name>`) was seen in `phase`.
+    pub fn wait_for(&self, name: &str, phase: &str, timeout: Duration) -> anyhow::Result<SystemTime> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(at) = self.when(name, phase) {
+                return Ok(at);
+            }
+            if Instant::now() > deadline {
+                anyhow::bail!("{name} not seen {phase} within {timeout:?}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// When VMI `name` (or pod `pod/<name>`) was first seen in `phase` ("" for its creation).
     pub fn when(&self, name: &str, phase: &str) -> Option<SystemTime> {
         self.seen
             .lock()

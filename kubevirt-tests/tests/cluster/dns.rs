@@ -34,7 +34,10 @@ spec:
 #[ignore = "needs the test cluster: make cluster"]
 fn two_nodes_route_pods_to_each_other_and_cluster_dns_resolves_services() {
     let nodes = node_names();
-    assert_eq!(nodes, ["node1", "node2"], "make test runs two nodes");
+    assert!(
+        nodes.len() >= 2 && nodes[0] == "node1",
+        "make test runs two nodes: {nodes:?}"
+    );
     for node in &nodes {
         let ready = wait_for(&format!("{node} Ready"), Duration::from_secs(60), || {
             let n = get("node", node, "default")?;

@@ -22,8 +22,8 @@ impl Drop for Uncordon {
     }
 }
 
-/// The node virt-api runs on.
-fn virt_api_node() -> String {
+/// The nodes virt-api's pods run on.
+fn virt_api_nodes() -> Vec<String> {
     kubectl_ok(&[
         "-n",
         "kubevirt",
@@ -32,8 +32,11 @@ fn virt_api_node() -> String {
         "-l",
         "kubevirt.io=virt-api",
         "-o",
-        "jsonpath={.items[0].spec.nodeName}",
+        "jsonpath={range .items[*]}{.spec.nodeName}{\"\\n\"}{end}",
     ])
+    .lines()
+    .map(str::to_owned)
+    .collect()
 }
 
 #[test]
@@ -44,9 +47,7 @@ fn kubectl_drain_migrates_live_migrate_vmis_and_evicts_the_others() {
     const STOPS: &str = "e2e-drain-stops";
     let nodes = node_names();
     assert!(nodes.len() >= 2, "the e2e tier runs on two nodes: {nodes:?}");
-    // Drained: a node virt-api does not run on, so that its eviction webhook answers throughout.
-    let keep = virt_api_node();
-    let drained = nodes.iter().find(|n| **n != keep).cloned().expect("another node");
+    let drained = nodes[nodes.len() - 1].clone();
     let _uncordon = Uncordon(nodes.clone());
     let mut cleanup = Cleanup::new();
 
@@ -67,6 +68,16 @@ fn kubectl_drain_migrates_live_migrate_vmis_and_evicts_the_others() {
             "      evictionStrategy: None\n      terminationGracePeriodSeconds: 30\n",
         ),
     );
+    assert!(
+        kubectl_ok(&[
+            "get",
+            "vm",
+            RESTARTS,
+            "-o",
+            "jsonpath={.spec.template.spec.evictionStrategy}"
+        ]) == "None",
+        "the VM's VMIs are evicted"
+    );
     let bare = example("vmi-testguest.yaml", STOPS).replace(
         "  terminationGracePeriodSeconds: 30\n",
         "  evictionStrategy: None\n  terminationGracePeriodSeconds: 30\n",
@@ -82,6 +93,29 @@ fn kubectl_drain_migrates_live_migrate_vmis_and_evicts_the_others() {
     for node in nodes.iter().filter(|n| **n != drained) {
         kubectl_ok(&["uncordon", node]);
     }
+    // virt-api leaves the node first, so that its eviction webhook answers throughout the drain
+    // (it fails open: an eviction it cannot answer goes through).
+    kubectl_ok(&["cordon", &drained]);
+    kubectl_ok(&[
+        "-n",
+        "kubevirt",
+        "delete",
+        "pods",
+        "-l",
+        "kubevirt.io=virt-api",
+        "--field-selector",
+        &format!("spec.nodeName={drained}"),
+        "--wait=true",
+    ]);
+    kubectl_ok(&[
+        "-n",
+        "kubevirt",
+        "rollout",
+        "status",
+        "deployment/virt-api",
+        "--timeout=180s",
+    ]);
+    assert!(!virt_api_nodes().contains(&drained), "virt-api left {drained}");
 
     let drain = kubectl(&[
         "drain",
@@ -115,10 +149,9 @@ fn kubectl_drain_migrates_live_migrate_vmis_and_evicts_the_others() {
     assert_eq!(moved["status"]["migrationState"]["completed"], true, "{moved}");
     let evacuation = moved["status"]["migrationState"]["migrationUid"].clone();
     assert!(evacuation.is_string(), "{moved}");
-    assert!(
-        moved["status"]["evacuationNodeName"].is_null(),
-        "the evacuation mark is cleared: {moved}"
-    );
+    wait_for("the evacuation mark cleared", Duration::from_secs(60), || {
+        get("vmi", MOVES, "default").filter(|v| v["status"]["evacuationNodeName"].is_null())
+    });
 
     // None on a VM that always runs: a new VMI, on another node.
     let restarted = wait_for("a new VMI of the VM", Duration::from_secs(240), || {

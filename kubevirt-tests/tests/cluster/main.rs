@@ -19,7 +19,6 @@ mod install;
 mod instancetypes;
 mod migration;
 mod migration_policy;
-mod serial_tap;
 mod support;
 mod unprivileged;
 mod vm;

@@ -54,6 +54,14 @@ fn a_policys_bandwidth_and_timeout_reach_the_migration_and_cancel_leaves_the_gue
         "e2e-a-broad-lane",
         "apiVersion: migrations.kubevirt.io/v1alpha1\nkind: MigrationPolicy\nmetadata:\n  name: e2e-a-broad-lane\nspec:\n  selectors:\n    virtualMachineInstanceSelector:\n      kubevirt-rs.io/e2e-lane: slow\n  allowAutoConverge: true\n",
     );
+    // Finished migrations stay (the newest five per VMI): an earlier run's are not this one's.
+    let _ = super::support::kubectl(&[
+        "delete",
+        "vmim",
+        "-l",
+        &format!("kubevirt.io/vmi-name={VM}"),
+        "--ignore-not-found",
+    ]);
     cleanup.apply(
         "vm",
         VM,
@@ -115,6 +123,9 @@ fn a_policys_bandwidth_and_timeout_reach_the_migration_and_cancel_leaves_the_gue
 #[test]
 #[ignore = "needs the test cluster: make cluster"]
 fn the_webhook_refuses_a_negative_completion_timeout() {
+    // Were it admitted, it would be deleted, not left to select the other test's VMI.
+    let mut cleanup = Cleanup::new();
+    cleanup.track("migrationpolicy", "e2e-negative");
     let refused = kubectl_stdin(
         &["create", "-f", "-"],
         &policy_yaml("e2e-negative", "  completionTimeoutPerGiB: -1\n"),

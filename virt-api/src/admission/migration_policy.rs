@@ -68,7 +68,9 @@ mod tests {
 
     #[tokio::test]
     async fn paused_mode_is_refused_by_name() {
-        let refused = answer(serde_json::json!({"selectors": {}, "allowWorkloadDisruption": true})).await;
+        let refused = answer(serde_json::json!({"selectors": {}, "allowWorkloadDisruption": true,
+            "allowPostCopy": false}))
+        .await;
         assert_eq!(refused["allowed"], false, "{refused}");
         assert_eq!(
             refused["status"]["details"]["causes"][0]["field"], "spec.allowWorkloadDisruption",

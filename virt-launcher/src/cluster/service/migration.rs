@@ -281,11 +281,14 @@ async fn run<M: DomainManager>(
         {
             metadata.progress = Some(progress);
         }
+        // Tried again at every tick until libvirt takes it: a setting is never dropped.
         if progress.is_some()
-            && let Some(milliseconds) = downtime_to_set.take()
-            && let Err(error) = manager.set_max_downtime(milliseconds).await
+            && let Some(milliseconds) = downtime_to_set
         {
-            warn!(error = %error, milliseconds, "cannot set the migration's maximum downtime");
+            match manager.set_max_downtime(milliseconds).await {
+                Ok(()) => downtime_to_set = None,
+                Err(error) => warn!(error = %error, milliseconds, "cannot set the migration's maximum downtime yet"),
+            }
         }
         // The budget counts the most data libvirt has said it moves: a tick that reads nothing
         // (no job yet, or the switchover) does not shrink it.

@@ -15,8 +15,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::support::{cluster_dir, wait_for};
-
 /// One line of the ticker: `KUBEVIRT-RS-TICK <n> <guest uptime>`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Tick {
@@ -28,9 +26,11 @@ pub struct Tick {
     pub uptime: f64,
 }
 
-/// The serial socket of the launcher pod `pod_uid` for VMI `vmi_uid` on `node`.
-pub fn serial_socket(node: &str, pod_uid: &str, vmi_uid: &str) -> PathBuf {
-    cluster_dir()
+/// The serial socket of the launcher pod `pod_uid` for VMI `vmi_uid` on `node` of the test cluster
+/// whose state is in `cluster_dir`.
+#[must_use]
+pub fn serial_socket(cluster_dir: &Path, node: &str, pod_uid: &str, vmi_uid: &str) -> PathBuf {
+    cluster_dir
         .join("nodes")
         .join(node)
         .join("kubelet/pods")
@@ -42,6 +42,7 @@ pub fn serial_socket(node: &str, pod_uid: &str, vmi_uid: &str) -> PathBuf {
 
 /// A reader of one serial socket, until dropped.
 pub struct SerialTap {
+    connected_at: Instant,
     lines: Arc<Mutex<Vec<(Instant, String)>>>,
     stop: Arc<AtomicBool>,
     reader: Option<JoinHandle<()>>,
@@ -56,14 +57,24 @@ fn connect(path: &Path) -> std::io::Result<UnixStream> {
 }
 
 impl SerialTap {
-    /// Reads the socket at `path` once it accepts a connection (within `timeout`).
-    pub fn open(path: &Path, timeout: Duration) -> Self {
-        let stream = wait_for(&format!("the serial socket {}", path.display()), timeout, || {
-            connect(path).ok()
-        });
-        stream
-            .set_read_timeout(Some(Duration::from_millis(100)))
-            .expect("read timeout");
+    /// Reads the socket at `path` once it accepts a connection, trying every 100 ms for at most
+    /// `timeout`.
+    ///
+    /// # Errors
+    /// The last connection error when none succeeded in time.
+    pub fn open(path: &Path, timeout: Duration) -> std::io::Result<Self> {
+        let deadline = Instant::now() + timeout;
+        let stream = loop {
+            match connect(path) {
+                Ok(stream) => break stream,
+                Err(e) if Instant::now() >= deadline => {
+                    return Err(std::io::Error::new(e.kind(), format!("{}: {e}", path.display())));
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(100)),
+            }
+        };
+        let connected_at = Instant::now();
+        stream.set_read_timeout(Some(Duration::from_millis(100)))?;
         let lines: Arc<Mutex<Vec<(Instant, String)>>> = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
         let reader = {
@@ -90,14 +101,22 @@ impl SerialTap {
                 }
             })
         };
-        Self {
+        Ok(Self {
+            connected_at,
             lines,
             stop,
             reader: Some(reader),
-        }
+        })
+    }
+
+    /// When it connected: QEMU drops what the guest writes while no client is connected.
+    #[must_use]
+    pub fn connected_at(&self) -> Instant {
+        self.connected_at
     }
 
     /// The ticks read so far.
+    #[must_use]
     pub fn ticks(&self) -> Vec<Tick> {
         self.lines
             .lock()
@@ -113,7 +132,8 @@ impl SerialTap {
             .collect()
     }
 
-    /// Every line read so far, for a failure's message.
+    /// The last lines read, for a failure's message.
+    #[must_use]
     pub fn text(&self) -> String {
         let lines = self.lines.lock().unwrap_or_else(PoisonError::into_inner);
         let start = lines.len().saturating_sub(20);
@@ -136,6 +156,7 @@ impl Drop for SerialTap {
 
 /// The largest gap between two ticks the host read, over both taps in turn (the source's, then
 /// the target's): the guest's downtime across a migration.
+#[must_use]
 pub fn largest_gap(source: &[Tick], target: &[Tick]) -> Duration {
     let all: Vec<&Tick> = source.iter().chain(target).collect();
     all.windows(2)
