@@ -41,6 +41,7 @@ pub fn serial_socket(cluster_dir: &Path, node: &str, pod_uid: &str, vmi_uid: &st
 }
 
 /// A reader of one serial socket, until dropped.
+#[derive(Debug)]
 pub struct SerialTap {
     connected_at: Instant,
     lines: Arc<Mutex<Vec<(Instant, String)>>>,

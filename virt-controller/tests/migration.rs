@@ -242,10 +242,8 @@ async fn a_cancel_before_the_hand_off_deletes_the_target_pod_and_releases_the_mi
 }
 
 fn policy(name: &str, selectors: serde_json::Value, settings: serde_json::Value) -> MigrationPolicy {
-    let mut spec = json!({"selectors": selectors});
-    if let (Some(spec), Some(settings)) = (spec.as_object_mut(), settings.as_object()) {
-        spec.extend(settings.clone());
-    }
+    let mut spec = settings;
+    spec["selectors"] = selectors;
     serde_json::from_value(json!({
         "apiVersion": "migrations.kubevirt.io/v1alpha1", "kind": "MigrationPolicy",
         "metadata": {"name": name}, "spec": spec

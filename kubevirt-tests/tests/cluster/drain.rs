@@ -41,6 +41,10 @@ fn virt_api_nodes() -> Vec<String> {
 
 #[test]
 #[ignore = "needs the test cluster: make cluster"]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one drain, its set-up and each VMI's outcome, in order"
+)]
 fn kubectl_drain_migrates_live_migrate_vmis_and_evicts_the_others() {
     const MOVES: &str = "e2e-drain-moves";
     const RESTARTS: &str = "e2e-drain-restarts";
@@ -138,17 +142,17 @@ fn kubectl_drain_migrates_live_migrate_vmis_and_evicts_the_others() {
     );
 
     // LiveMigrate: the same VMI, moved.
-    let moved = get("vmi", MOVES, "default").expect("the migrated VMI");
+    let migrated = get("vmi", MOVES, "default").expect("the migrated VMI");
     assert_eq!(
-        field(&moved, "metadata.uid"),
+        field(&migrated, "metadata.uid"),
         field(&moves, "metadata.uid"),
         "the same VMI"
     );
-    assert_eq!(field(&moved, "status.phase"), "Running");
-    assert_ne!(field(&moved, "status.nodeName"), drained);
-    assert_eq!(moved["status"]["migrationState"]["completed"], true, "{moved}");
-    let evacuation = moved["status"]["migrationState"]["migrationUid"].clone();
-    assert!(evacuation.is_string(), "{moved}");
+    assert_eq!(field(&migrated, "status.phase"), "Running");
+    assert_ne!(field(&migrated, "status.nodeName"), drained);
+    assert_eq!(migrated["status"]["migrationState"]["completed"], true, "{migrated}");
+    let evacuation = migrated["status"]["migrationState"]["migrationUid"].clone();
+    assert!(evacuation.is_string(), "{migrated}");
     wait_for("the evacuation mark cleared", Duration::from_secs(60), || {
         get("vmi", MOVES, "default").filter(|v| v["status"]["evacuationNodeName"].is_null())
     });

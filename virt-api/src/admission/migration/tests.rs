@@ -131,7 +131,7 @@ async fn what_kubevirt_rs_does_not_do_is_refused_by_field() {
     let decentralized = create(&json!({"vmiName": "vm1", "receive": {"migrationID": "x"}}), &cluster).await;
     assert_eq!(decentralized["allowed"], false);
     let mut config = ClusterConfig::default();
-    config.migrations.unsupported = vec!["spec.configuration.migrations.network"];
+    config.migrations.unsupported = vec!["spec.configuration.migrations.network".to_owned()];
     let held = run(
         Webhook::MigrationValidateCreate,
         &review("CREATE", &migration(&json!({"vmiName": "vm1"})), None),
