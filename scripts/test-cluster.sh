@@ -9,6 +9,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source cluster/lib/common.sh
 say() { echo "test-cluster: $*"; }
 [ "$(id -u)" = 0 ] || { say "FAILED: the test cluster needs root"; exit 1; }
+# Migration, drain and cross-node routing need another node.
+[ "${NODES:-2}" != 1 ] || { say "FAILED: the end-to-end tier runs on two nodes or more, not NODES=1"; exit 1; }
 was_running=
 if running_pid "$CLUSTER_PIDS/kube-apiserver.pid" >/dev/null; then
     was_running=1

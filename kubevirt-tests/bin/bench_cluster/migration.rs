@@ -103,25 +103,27 @@ fn logged_at(kubectl: &Kubectl, pod: &str, message: &str) -> anyhow::Result<Syst
     bail!("{pod} logged no {message:?}")
 }
 
+/// The first pod matching `selectors` (`-l …` and `--field-selector …` arguments).
+fn first_pod(kubectl: &Kubectl, selectors: &[&str]) -> anyhow::Result<Option<Value>> {
+    let mut args = vec!["get", "pods"];
+    args.extend_from_slice(selectors);
+    args.extend(["-o", "json"]);
+    let pods = json(kubectl, &args)?;
+    Ok(pods["items"].as_array().and_then(|items| items.first()).cloned())
+}
+
 /// The running launcher pod of `vmi_uid` on `node`: name and UID.
 fn launcher_on(kubectl: &Kubectl, vmi_uid: &str, node: &str) -> anyhow::Result<Option<(String, String)>> {
-    let pods = json(
+    let pod = first_pod(
         kubectl,
         &[
-            "get",
-            "pods",
             "-l",
             &format!("kubevirt.io/created-by={vmi_uid}"),
             "--field-selector",
             &format!("spec.nodeName={node},status.phase=Running"),
-            "-o",
-            "json",
         ],
     )?;
-    Ok(pods["items"]
-        .as_array()
-        .and_then(|items| items.first())
-        .map(|pod| (text(pod, &["metadata", "name"]), text(pod, &["metadata", "uid"]))))
+    Ok(pod.map(|pod| (text(&pod, &["metadata", "name"]), text(&pod, &["metadata", "uid"]))))
 }
 
 /// Migrates VMI `name` once, to the other node.
@@ -150,24 +152,14 @@ fn migrate_once(kubectl: &Kubectl, cluster_dir: &Path, name: &str, run: usize) -
         &["metadata", "uid"],
     );
     let (target_node, target_pod_uid) = poll("the target pod on a node", Duration::from_secs(180), || {
-        let pods = json(
+        let pod = first_pod(
             kubectl,
-            &[
-                "get",
-                "pods",
-                "-l",
-                &format!("kubevirt.io/migrationJobUID={migration_uid}"),
-                "-o",
-                "json",
-            ],
+            &["-l", &format!("kubevirt.io/migrationJobUID={migration_uid}")],
         )?;
-        Ok(pods["items"]
-            .as_array()
-            .and_then(|items| items.first())
-            .and_then(|pod| {
-                let node = text(pod, &["spec", "nodeName"]);
-                (!node.is_empty()).then(|| (node, text(pod, &["metadata", "uid"])))
-            }))
+        Ok(pod.and_then(|pod| {
+            let node = text(&pod, &["spec", "nodeName"]);
+            (!node.is_empty()).then(|| (node, text(&pod, &["metadata", "uid"])))
+        }))
     })?;
     let target = SerialTap::open(
         &serial_socket(cluster_dir, &target_node, &target_pod_uid, &uid),
