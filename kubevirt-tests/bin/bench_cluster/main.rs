@@ -4,13 +4,16 @@
 //! server's audit log; the memory of the components and of a launcher pod. Writes the `cluster`
 //! section of BENCHMARKS.md.
 //!
-//! Live migration between the two nodes is measured too ([`migration`]).
+//! Many small VMIs at once ([`density`]) and live migration between the two nodes
+//! ([`migration`]) are measured too.
 //!
 //! bench-cluster --kubectl PATH [--runs 10] [--cluster-dir DIR] [--build-seconds N]
 //!     [--cold-cluster-seconds N] [--warm-cluster-seconds N] [--migration-runs 3]
-//!     [--migration-baseline FILE] [--output BENCHMARKS.md]
+//!     [--migration-baseline FILE] [--density 10,50] [--output BENCHMARKS.md]
 
 mod audit;
+mod density;
+mod launcher_pod;
 mod memory;
 mod migration;
 mod pod_start;
@@ -36,6 +39,7 @@ struct Args {
     warm_cluster_seconds: Option<u64>,
     migration_runs: usize,
     migration_baseline: Option<PathBuf>,
+    density: Vec<usize>,
     output: PathBuf,
 }
 
@@ -49,6 +53,7 @@ fn parse_args() -> anyhow::Result<Args> {
         warm_cluster_seconds: None,
         migration_runs: 3,
         migration_baseline: None,
+        density: vec![10, 50],
         output: PathBuf::from("BENCHMARKS.md"),
     };
     let mut it = std::env::args().skip(1);
@@ -67,6 +72,16 @@ fn parse_args() -> anyhow::Result<Args> {
             }
             "--migration-runs" => args.migration_runs = value.parse().context("--migration-runs")?,
             "--migration-baseline" => args.migration_baseline = Some(value.into()),
+            "--density" => {
+                args.density = value
+                    .split(',')
+                    .map(|n| {
+                        n.trim()
+                            .parse::<usize>()
+                            .with_context(|| format!("--density: {n:?} is not a count"))
+                    })
+                    .collect::<anyhow::Result<_>>()?;
+            }
             "--output" => args.output = value.into(),
             other => bail!("unknown flag {other}"),
         }
@@ -320,9 +335,9 @@ fn run(args: &Args) -> anyhow::Result<String> {
             *requests.entry(key).or_default() += n;
         }
     }
-    let launcher_pods = launcher_pod_starts(&kubectl, &watch, &args.cluster_dir, &sequential_names)?;
+    let launcher_pods = launcher_pod::launcher_pod_starts(&kubectl, &watch, &args.cluster_dir, &sequential_names)?;
     delete_all(&kubectl, &sequential_names)?;
-    let floor = floor(&kubectl, &watch, &launcher_pods.shape, args.runs)?;
+    let floor = launcher_pod::floor(&kubectl, &watch, &launcher_pods.shape, args.runs)?;
 
     // All at once.
     let together: Vec<String> = (0..args.runs).map(|i| format!("bench-par-{i}")).collect();
@@ -340,6 +355,7 @@ fn run(args: &Args) -> anyhow::Result<String> {
     // Memory, with this many VMIs running.
     let memory = memory::report(&together)?;
     delete_all(&kubectl, &together)?;
+    let density = density::report(&kubectl, &watch, &args.cluster_dir, &args.density)?;
     let migration = migration::report(
         &kubectl,
         &args.cluster_dir,
@@ -349,120 +365,14 @@ fn run(args: &Args) -> anyhow::Result<String> {
 
     let mut out = heading(&version);
     out.push_str(&start_table("VMI created -> Running, one after another", &sequential));
-    out.push_str(&pod_start_table(&launcher_pods, &floor));
+    out.push_str(&launcher_pod::pod_start_table(&launcher_pods, &floor));
     out.push_str(&start_table("VMI created -> Running, all created at once", &concurrent));
     out.push_str(&requests_table(&requests, args.runs));
     out.push_str(&memory);
+    out.push_str(&density);
     out.push_str(&migration);
     out.push_str(&times_table(args));
     Ok(out)
-}
-
-/// The launcher pods of the sequential starts: created -> Running, their start's spans, and their
-/// shape (init containers, containers).
-struct LauncherPods {
-    created_to_running: Vec<Duration>,
-    spans: Vec<Vec<(String, Duration)>>,
-    shape: (usize, usize),
-}
-
-fn launcher_pod_starts(
-    kubectl: &Kubectl,
-    watch: &PhaseWatch,
-    cluster_dir: &Path,
-    names: &[String],
-) -> anyhow::Result<LauncherPods> {
-    let mut pods = LauncherPods {
-        created_to_running: Vec::new(),
-        spans: Vec::new(),
-        shape: (0, 0),
-    };
-    for name in names {
-        let uid = watch.uid(name).context("uid")?;
-        let pod = watch.launcher_pod(&uid).context("the launcher pod")?;
-        let key = format!("pod/{pod}");
-        let created = watch.when(&key, "").context("pod created")?;
-        let running = watch.wait_for(&key, "Running", Duration::from_secs(60))?;
-        pods.created_to_running.push(since(created, running));
-        let scheduled = watch.pod_bound(&uid).context("pod bound")?;
-        let steps = pod_start::steps_on_nodes(cluster_dir, &pod)?;
-        pods.spans
-            .push(pod_start::spans(scheduled, &steps, launcher_ready(kubectl, &uid)?));
-        if pods.shape == (0, 0) {
-            let spec: serde_json::Value =
-                serde_json::from_str(&kubectl.run(&["get", "pod", &pod, "-o", "json"], None)?)
-                    .context("the launcher pod's JSON")?;
-            let count = |field: &str| spec["spec"][field].as_array().map_or(0, Vec::len);
-            pods.shape = (count("initContainers"), count("containers"));
-        }
-    }
-    Ok(pods)
-}
-
-/// Created -> Running of the floor's plain pods, one at a time: (pause, shaped like a launcher).
-fn floor(
-    kubectl: &Kubectl,
-    watch: &PhaseWatch,
-    shape: &(usize, usize),
-    runs: usize,
-) -> anyhow::Result<[Vec<Duration>; 2]> {
-    // cluster/build.sh keeps the pause image's version beside the kubectl it built.
-    let version_file = kubectl.binary.with_file_name("pause.version");
-    let version = std::fs::read_to_string(&version_file)
-        .map(|v| v.trim().to_owned())
-        .with_context(|| format!("the pause image's version: {}", version_file.display()))?;
-    let image = format!("registry.k8s.io/pause:{version}");
-    let mut floor = [Vec::new(), Vec::new()];
-    for index in 0..runs {
-        for (slot, (name, yaml)) in pod_start::floor_manifests(index, shape.0, shape.1, &image)
-            .into_iter()
-            .enumerate()
-        {
-            kubectl.run(&["create", "-f", "-"], Some(&yaml))?;
-            let key = format!("pod/{name}");
-            let running = watch.wait_for(&key, "Running", Duration::from_secs(120))?;
-            let created = watch.when(&key, "").context("created")?;
-            floor[slot].push(since(created, running));
-            kubectl.run(&["delete", "pod", &name, "--wait=true", "--timeout=60s"], None)?;
-        }
-    }
-    Ok(floor)
-}
-
-fn pod_start_table(launchers: &LauncherPods, floor: &[Vec<Duration>; 2]) -> String {
-    let row = |label: &str, values: &[Duration]| {
-        let (p50, max) = stats(values);
-        format!("| {label} | {} | {} |\n", ms(p50), ms(max))
-    };
-    let (init, containers) = launchers.shape;
-    let mut out = format!(
-        "**A launcher pod's start against plain pods** (pod created -> Running, one at a time, on the same cluster)\n\n| pod | p50 | max |\n|---|---|---|\n{}{}{}",
-        row("a pause container only", &floor[0]),
-        row(
-            &format!(
-                "shaped as the launcher pod: {init} init containers (busybox `true`), {containers} pause containers"
-            ),
-            &floor[1]
-        ),
-        row("the launcher pod of the test guest", &launchers.created_to_running)
-    );
-    let (launcher, shaped) = (stats(&launchers.created_to_running).0, stats(&floor[1]).0);
-    let over = launcher.as_millis().saturating_sub(shaped.as_millis());
-    let _ = writeln!(
-        out,
-        "\nGoal: the launcher pod within 0.5 s of the pod shaped like it: {over} ms over ({}).\n",
-        if over <= 500 { "met" } else { "**not met**" }
-    );
-    out.push_str(
-        "**Where the launcher pod's start goes** (medians over the sequential starts, from the pod bound to a node \
-         to the launcher serving; containerd's own log on the node for its steps, the gaps between them the \
-         kubelet's)\n\n| span | p50 |\n|---|---|\n",
-    );
-    for (label, duration) in pod_start::median_spans(&launchers.spans) {
-        let _ = writeln!(out, "| {label} | {} |", ms(duration));
-    }
-    out.push('\n');
-    out
 }
 
 fn requests_table(requests: &audit::Counts, runs: usize) -> String {

@@ -19,6 +19,7 @@ mod install;
 mod instancetypes;
 mod migration;
 mod migration_policy;
+mod post_copy;
 mod support;
 mod unprivileged;
 mod vm;

@@ -86,7 +86,10 @@ impl Watch {
             }
         }
         let over_budget = !limits.completion_timeout.is_zero() && elapsed > limits.completion_timeout;
-        if over_budget && limits.allow_post_copy {
+        // libvirt turns QEMU's post-copy capability on just before the first page moves (after the
+        // target is prepared), and QEMU refuses the switch before that: it waits for moved data.
+        let moving = progress.is_some_and(|p| p.data_processed_bytes > 0);
+        if over_budget && limits.allow_post_copy && moving {
             return Action::StartPostCopy;
         }
         let stalled_for = elapsed.saturating_sub(self.last_progress_at);
@@ -96,7 +99,8 @@ impl Watch {
                 stalled_for.as_secs()
             ));
         }
-        if over_budget {
+        // With post-copy allowed, a migration out of time waits for its first moved page to switch.
+        if over_budget && !limits.allow_post_copy {
             return Action::Abort(format!(
                 "Live migration is not completed after {} seconds and has been aborted",
                 elapsed.as_secs()
@@ -110,8 +114,10 @@ impl Watch {
 mod tests {
     use super::*;
 
+    /// Memory moving, `bytes` left.
     fn remaining(bytes: u64) -> MigrationProgress {
         MigrationProgress {
+            data_processed_bytes: 1,
             data_remaining_bytes: bytes,
             ..MigrationProgress::default()
         }
@@ -207,8 +213,32 @@ mod tests {
     }
 
     #[test]
-    fn post_copy_wins_over_a_stall_at_the_same_tick() {
+    fn post_copy_waits_for_the_first_moved_page_and_then_wins_over_a_stall() {
         let mut watch = Watch::default();
-        assert_eq!(watch.tick(secs(40), None, limits(5, 30, true)), Action::StartPostCopy);
+        let with = limits(5, 1, true);
+        // The target still being prepared: a job, nothing moved yet.
+        let preparing = MigrationProgress {
+            data_remaining_bytes: 9,
+            ..MigrationProgress::default()
+        };
+        assert_eq!(watch.tick(secs(2), Some(preparing), with), Action::Continue);
+        assert_eq!(watch.tick(secs(3), None, with), Action::Continue);
+        assert_eq!(watch.tick(secs(4), Some(remaining(9)), with), Action::StartPostCopy);
+        // Stalled past the progress timeout at the same tick: the switch still comes first.
+        let mut watch = Watch::default();
+        assert_eq!(
+            watch.tick(secs(0), Some(remaining(9)), limits(5, 30, true)),
+            Action::Continue
+        );
+        assert_eq!(
+            watch.tick(secs(40), Some(remaining(9)), limits(5, 30, true)),
+            Action::StartPostCopy
+        );
+        // Nothing ever moved: the stall aborts it.
+        let mut watch = Watch::default();
+        assert_eq!(
+            watch.tick(secs(40), None, limits(5, 30, true)),
+            Action::Abort("Live migration stuck for 40 seconds and has been aborted".to_owned())
+        );
     }
 }

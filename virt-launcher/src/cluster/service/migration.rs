@@ -356,13 +356,31 @@ fn finish(shared: &Mutex<Remembered>, outcome: Outcome) {
                 (Some(reason), _) => reason,
                 // Upstream's reason, its trailing space included.
                 (None, true) => "Live migration aborted ".to_owned(),
-                (None, false) => message,
+                (None, false) => explained(message),
             };
             if cancelled {
                 metadata.abort_status = Some(AbortStatus::Succeeded);
             }
             warn!(migration = %metadata.uid, reason = %metadata.failure_reason, "migration failed");
         }
+    }
+}
+
+/// libvirt's reason for a failed migration, with why when QEMU on the target may not use
+/// `userfaultfd`, which post-copy needs from the start: with `VIR_MIGRATE_POSTCOPY` libvirt turns
+/// on QEMU's post-copy capability before a page moves. An unprivileged QEMU gets `userfaultfd`
+/// only where the node's `vm.unprivileged_userfaultfd` is 1 (kernels from 5.11 default to 0) and
+/// its seccomp profile allows the call, which the runtime's default profile does not.
+fn explained(message: String) -> String {
+    if message.contains("Userfaultfd not available") || message.contains("Postcopy is not supported") {
+        format!(
+            "{message} (allowPostCopy: post-copy needs userfaultfd for the unprivileged QEMU on the target node, \
+             which it gets only where the node's sysctl vm.unprivileged_userfaultfd is 1 and the pod's seccomp \
+             profile allows it; launcher pods run under the runtime's default profile (RuntimeDefault), which \
+             denies it: turn allowPostCopy off)"
+        )
+    } else {
+        message
     }
 }
 

@@ -303,6 +303,24 @@ async fn a_failed_migration_keeps_libvirts_reason() {
 }
 
 #[tokio::test]
+async fn a_post_copy_refused_for_userfaultfd_says_what_would_allow_it() {
+    let launcher = launcher().running().await;
+    launcher.start_migration(150, true).await;
+    let qemu = "internal error: unable to execute QEMU command 'migrate-set-capabilities': \
+                Postcopy is not supported: Userfaultfd not available: Operation not permitted";
+    launcher.manager.end_migration(Err(qemu.to_owned()));
+    let over = launcher.wait_until_over().await;
+    assert!(over.failed);
+    assert!(over.failure_reason.contains(qemu), "{}", over.failure_reason);
+    assert!(
+        over.failure_reason
+            .contains("sysctl vm.unprivileged_userfaultfd is 1 and the pod's seccomp profile allows it"),
+        "{}",
+        over.failure_reason
+    );
+}
+
+#[tokio::test]
 async fn only_a_running_domain_migrates_and_bad_options_are_named() {
     let launcher = launcher();
     let refused = launcher
