@@ -328,7 +328,7 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
                 if matches!(*step, Step::Sync | Step::WirePodNetwork) {
                     self.record(key, VmiEvent::warning("SyncFailed", message)).await;
                 }
-                self.note_failure(key, socket.as_ref(), now);
+                self.note_call_failure(key, socket.as_ref(), &error, now);
                 requeue = Some(self.config.retry);
                 break;
             }
@@ -382,7 +382,7 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
                 }
                 Err(error) => {
                     debug!(vmi = %key, error = %error, "cannot read the domain yet");
-                    if self.note_failure(key, Some(&socket), self.clock.now()) {
+                    if self.note_call_failure(key, Some(&socket), &error, self.clock.now()) {
                         return (LauncherState::Unresponsive, Some(socket));
                     }
                 }
@@ -391,9 +391,14 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
         (LauncherState::Ready, Some(socket))
     }
 
-    /// Counts a failed call; a launcher failing for too long is marked unresponsive (returns true).
-    fn note_failure(&self, key: &str, socket: Option<&PathBuf>, now: Timestamp) -> bool {
+    /// Counts a failed call: a launcher unreachable for too long is marked unresponsive (returns
+    /// true); one that answered, even with an error or too late, is there.
+    fn note_call_failure(&self, key: &str, socket: Option<&PathBuf>, error: &LauncherError, now: Timestamp) -> bool {
         let Some(socket) = socket else { return false };
+        if !error.is_unreachable() {
+            self.known().failing_since.remove(key);
+            return false;
+        }
         let since = *self.known().failing_since.entry(key.to_owned()).or_insert(now);
         let failing = Duration::try_from(now.duration_since(since)).unwrap_or(Duration::ZERO);
         if failing >= self.config.unresponsive_after {

@@ -74,7 +74,9 @@ fn measure(kubectl: &Kubectl, watch: &PhaseWatch, audit_log: &Path, count: usize
     let before = components_kib();
     let asked = SystemTime::now();
     kubectl.run(&["create", "-f", "-"], Some(&manifests.join("\n---\n")))?;
-    watch.wait_running(&names, Duration::from_secs(900))?;
+    if let Err(error) = watch.wait_running(&names, Duration::from_secs(900)) {
+        return Err(error.context(not_running(kubectl)));
+    }
     let mut starts = Vec::new();
     let mut last_running = asked;
     for name in &names {
@@ -117,6 +119,29 @@ fn measure(kubectl: &Kubectl, watch: &PhaseWatch, audit_log: &Path, count: usize
     })
 }
 
+/// The phase and reason of each VMI of the run that is not Running.
+fn not_running(kubectl: &Kubectl) -> String {
+    let Ok(text) = kubectl.run(&["get", "vmi", "-l", LABEL, "-o", "json"], None) else {
+        return "the VMIs could not be listed".to_owned();
+    };
+    let list: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    let lines: Vec<String> = list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|v| v["status"]["phase"] != "Running")
+        .map(|v| {
+            format!(
+                "{}: {} {}",
+                v["metadata"]["name"].as_str().unwrap_or_default(),
+                v["status"]["phase"].as_str().unwrap_or("no phase"),
+                v["status"]["reason"].as_str().unwrap_or_default()
+            )
+        })
+        .collect();
+    format!("not Running: {}", lines.join(", "))
+}
+
 fn mib(kib: u64) -> String {
     format!("{:.1} MiB", kib as f64 / 1024.0)
 }
@@ -131,10 +156,17 @@ fn growth(small: Duration, large: Duration) -> String {
 /// Runs each of `counts` (e.g. 10 then 50) and writes their table.
 pub fn report(kubectl: &Kubectl, watch: &PhaseWatch, cluster_dir: &Path, counts: &[usize]) -> anyhow::Result<String> {
     let audit_log = cluster_dir.join("audit/audit.log");
-    let runs: Vec<Run> = counts
-        .iter()
-        .map(|count| measure(kubectl, watch, &audit_log, *count))
-        .collect::<anyhow::Result<_>>()?;
+    let (mut runs, mut failures) = (Vec::new(), Vec::new());
+    for count in counts {
+        match measure(kubectl, watch, &audit_log, *count) {
+            Ok(run) => runs.push(run),
+            // Reported in the section, not dropped: the other figures still stand.
+            Err(error) => {
+                failures.push(format!("{count} VMIs at once: **failed**: {error:#}"));
+                kubectl.run(&["delete", "vmi", "-l", LABEL, "--timeout=900s"], None)?;
+            }
+        }
+    }
     let mut out = format!(
         "**Density: small VMIs created at once** (the test guest with {GUEST_MEMORY}, the least it boots in, \
          and a CPU request of {CPU_REQUEST}; one `kubectl create` for all)\n\n| figure |"
@@ -199,6 +231,9 @@ pub fn report(kubectl: &Kubectl, watch: &PhaseWatch, cluster_dir: &Path, counts:
                 _ => "-".to_owned(),
             },
         );
+    }
+    for failure in &failures {
+        let _ = writeln!(out, "\n{failure}");
     }
     out.push('\n');
     Ok(out)

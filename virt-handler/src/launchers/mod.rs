@@ -83,6 +83,17 @@ pub enum LauncherError {
 }
 
 impl LauncherError {
+    /// Whether the launcher's socket cannot be reached at all. Only that counts towards an
+    /// unresponsive launcher, as upstream's test is a failed dial: a call that reached the
+    /// launcher and failed or timed out says it is there, if slow (a node busy starting many VMs).
+    #[must_use]
+    pub fn is_unreachable(&self) -> bool {
+        matches!(
+            self,
+            Self::Transport(cmd_protocol::transport::TransportError::Connect { .. }) | Self::Gone(_)
+        )
+    }
+
     /// Whether the launcher's pod is still starting (a sidecar has not started yet): not a
     /// failure, try again shortly.
     #[must_use]
