@@ -81,6 +81,9 @@ fn parse_args() -> anyhow::Result<Args> {
                             .with_context(|| format!("--density: {n:?} is not a count"))
                     })
                     .collect::<anyhow::Result<_>>()?;
+                if args.density.iter().any(|n| *n == 0) {
+                    bail!("--density: a count must be at least 1");
+                }
             }
             "--output" => args.output = value.into(),
             other => bail!("unknown flag {other}"),

@@ -181,6 +181,11 @@ impl PhaseWatch {
     pub fn wait_running(&self, names: &[String], timeout: Duration) -> anyhow::Result<()> {
         let deadline = Instant::now() + timeout;
         while names.iter().any(|n| self.when(n, "Running").is_none()) {
+            // One that failed will not come.
+            let failed: Vec<_> = names.iter().filter(|n| self.when(n, "Failed").is_some()).collect();
+            if !failed.is_empty() {
+                anyhow::bail!("Failed before Running: {failed:?}");
+            }
             if Instant::now() > deadline {
                 let missing: Vec<_> = names.iter().filter(|n| self.when(n, "Running").is_none()).collect();
                 anyhow::bail!("not Running within {timeout:?}: {missing:?}");

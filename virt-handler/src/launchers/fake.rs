@@ -26,6 +26,8 @@ struct Fleet {
     wired: Vec<PathBuf>,
     /// Sockets whose launcher's devices cannot be given to it: every sync fails.
     refused_devices: Vec<PathBuf>,
+    /// Sockets whose launcher answers too late: every sync times out.
+    late: Vec<PathBuf>,
     /// The options of each `MigrateVirtualMachine`, by socket.
     migrations: HashMap<PathBuf, Vec<MigrationOptions>>,
     /// Where the simulated pods keep their migration sockets.
@@ -73,6 +75,12 @@ impl FakeLaunchers {
     /// so every sync fails with that cause.
     pub fn refuse_devices(&self, uid: &str) {
         self.fleet().refused_devices.push(Self::socket_of(uid));
+    }
+
+    /// From now on, the launcher is too slow to answer a sync in time (a node busy starting many
+    /// VMs): every sync fails with the client's timeout.
+    pub fn answer_late(&self, uid: &str) {
+        self.fleet().late.push(Self::socket_of(uid));
     }
 
     /// How many times the command `name` (`sync`, `shutdown`, `kill`, `delete`,
@@ -248,6 +256,12 @@ impl Launchers for FakeLaunchers {
     }
 
     async fn sync(&self, socket: &Path, vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
+        if self.fleet().late.iter().any(|s| s == socket) {
+            return Err(LauncherError::Transport(cmd_protocol::transport::TransportError::Call {
+                call: "SyncVirtualMachine",
+                message: "Timeout expired".to_owned(),
+            }));
+        }
         if self.fleet().refused_devices.iter().any(|s| s == socket) {
             return Err(LauncherError::Devices(crate::device_ownership::DeviceOwnershipError {
                 path: PathBuf::from("/proc/1/root/dev/kvm"),

@@ -90,7 +90,9 @@ impl LauncherError {
     pub fn is_unreachable(&self) -> bool {
         matches!(
             self,
-            Self::Transport(cmd_protocol::transport::TransportError::Connect { .. }) | Self::Gone(_)
+            Self::Transport(cmd_protocol::transport::TransportError::Connect { .. })
+                | Self::Network(crate::network_wiring::WireError::LauncherPid { .. })
+                | Self::Gone(_)
         )
     }
 

@@ -46,6 +46,8 @@ pub struct Watch {
     last_progress_at: Duration,
     /// Post-copy was started.
     post_copy: bool,
+    /// QEMU's memory migration was seen running (libvirt counted a memory iteration).
+    memory_moving: bool,
 }
 
 /// What to do at this tick.
@@ -86,10 +88,11 @@ impl Watch {
             }
         }
         let over_budget = !limits.completion_timeout.is_zero() && elapsed > limits.completion_timeout;
-        // libvirt turns QEMU's post-copy capability on just before the first page moves (after the
-        // target is prepared), and QEMU refuses the switch before that: it waits for moved data.
-        let moving = progress.is_some_and(|p| p.data_processed_bytes > 0);
-        if over_budget && limits.allow_post_copy && moving {
+        // libvirt turns QEMU's post-copy capability on just before QEMU's memory migration
+        // starts (after the target is prepared and any copied disk is mirrored), and QEMU refuses
+        // the switch before that: it waits for the first memory iteration.
+        self.memory_moving |= progress.is_some_and(|p| p.memory_iterations > 0);
+        if over_budget && limits.allow_post_copy && self.memory_moving {
             return Action::StartPostCopy;
         }
         let stalled_for = elapsed.saturating_sub(self.last_progress_at);
@@ -99,8 +102,14 @@ impl Watch {
                 stalled_for.as_secs()
             ));
         }
-        // With post-copy allowed, a migration out of time waits for its first moved page to switch.
-        if over_budget && !limits.allow_post_copy {
+        // With post-copy allowed, a migration out of time waits for its memory to move to switch,
+        // but no longer than a second budget: the stall check may be off (a progress timeout of 0).
+        let out_of_time = if limits.allow_post_copy {
+            !limits.completion_timeout.is_zero() && elapsed > limits.completion_timeout * 2
+        } else {
+            over_budget
+        };
+        if out_of_time {
             return Action::Abort(format!(
                 "Live migration is not completed after {} seconds and has been aborted",
                 elapsed.as_secs()
@@ -118,6 +127,7 @@ mod tests {
     fn remaining(bytes: u64) -> MigrationProgress {
         MigrationProgress {
             data_processed_bytes: 1,
+            memory_iterations: 1,
             data_remaining_bytes: bytes,
             ..MigrationProgress::default()
         }
@@ -213,32 +223,41 @@ mod tests {
     }
 
     #[test]
-    fn post_copy_waits_for_the_first_moved_page_and_then_wins_over_a_stall() {
+    fn post_copy_waits_for_the_memory_to_move_and_then_wins_over_a_stall() {
         let mut watch = Watch::default();
         let with = limits(5, 1, true);
-        // The target still being prepared: a job, nothing moved yet.
-        let preparing = MigrationProgress {
+        // The target still being prepared, or a copied disk mirrored: data, no memory iteration.
+        let disks_only = MigrationProgress {
+            data_processed_bytes: 4096,
             data_remaining_bytes: 9,
             ..MigrationProgress::default()
         };
-        assert_eq!(watch.tick(secs(2), Some(preparing), with), Action::Continue);
-        assert_eq!(watch.tick(secs(3), None, with), Action::Continue);
-        assert_eq!(watch.tick(secs(4), Some(remaining(9)), with), Action::StartPostCopy);
+        assert_eq!(watch.tick(secs(0), Some(disks_only), with), Action::Continue);
+        assert_eq!(watch.tick(secs(2), Some(disks_only), with), Action::Continue);
+        assert_eq!(watch.tick(secs(2), None, with), Action::Continue);
+        assert_eq!(watch.tick(secs(2), Some(remaining(8)), with), Action::StartPostCopy);
+        // A tick that reads nothing (the switch-over) after the memory moved still switches.
+        assert_eq!(watch.tick(secs(2), None, with), Action::StartPostCopy);
         // Stalled past the progress timeout at the same tick: the switch still comes first.
         let mut watch = Watch::default();
-        assert_eq!(
-            watch.tick(secs(0), Some(remaining(9)), limits(5, 30, true)),
-            Action::Continue
-        );
-        assert_eq!(
-            watch.tick(secs(40), Some(remaining(9)), limits(5, 30, true)),
-            Action::StartPostCopy
-        );
+        assert_eq!(watch.tick(secs(0), Some(remaining(9)), limits(5, 30, true)), Action::Continue);
+        assert_eq!(watch.tick(secs(40), Some(remaining(9)), limits(5, 30, true)), Action::StartPostCopy);
         // Nothing ever moved: the stall aborts it.
         let mut watch = Watch::default();
         assert_eq!(
             watch.tick(secs(40), None, limits(5, 30, true)),
             Action::Abort("Live migration stuck for 40 seconds and has been aborted".to_owned())
+        );
+    }
+
+    #[test]
+    fn without_a_stall_check_a_post_copy_that_never_starts_ends_at_twice_the_budget() {
+        let mut watch = Watch::default();
+        let with = limits(0, 30, true);
+        assert_eq!(watch.tick(secs(60), None, with), Action::Continue);
+        assert_eq!(
+            watch.tick(secs(61), None, with),
+            Action::Abort("Live migration is not completed after 61 seconds and has been aborted".to_owned())
         );
     }
 }

@@ -366,18 +366,19 @@ fn finish(shared: &Mutex<Remembered>, outcome: Outcome) {
     }
 }
 
-/// libvirt's reason for a failed migration, with why when QEMU on the target may not use
-/// `userfaultfd`, which post-copy needs from the start: with `VIR_MIGRATE_POSTCOPY` libvirt turns
-/// on QEMU's post-copy capability before a page moves. An unprivileged QEMU gets `userfaultfd`
-/// only where the node's `vm.unprivileged_userfaultfd` is 1 (kernels from 5.11 default to 0) and
-/// its seccomp profile allows the call, which the runtime's default profile does not.
+/// libvirt's reason for a failed migration, with the likely cause when QEMU refuses post-copy:
+/// with `VIR_MIGRATE_POSTCOPY` libvirt turns on QEMU's post-copy capability before a page moves,
+/// and QEMU on the target needs `userfaultfd` for it. The kernel gives that to a process without
+/// `CAP_SYS_PTRACE` only where `vm.unprivileged_userfaultfd` is 1 (kernels from 5.11 default to
+/// 0), and the runtime's default seccomp profile denies the call. QEMU's "Postcopy is not
+/// supported" has other causes too (a memory backend that cannot do it), hence "most likely".
 fn explained(message: String) -> String {
     if message.contains("Userfaultfd not available") || message.contains("Postcopy is not supported") {
         format!(
-            "{message} (allowPostCopy: post-copy needs userfaultfd for the unprivileged QEMU on the target node, \
-             which it gets only where the node's sysctl vm.unprivileged_userfaultfd is 1 and the pod's seccomp \
-             profile allows it; launcher pods run under the runtime's default profile (RuntimeDefault), which \
-             denies it: turn allowPostCopy off)"
+            "{message} (allowPostCopy: QEMU on the target node most likely lacks userfaultfd, which post-copy \
+             needs: a QEMU without CAP_SYS_PTRACE gets it only where the node's sysctl \
+             vm.unprivileged_userfaultfd is 1 and the pod's seccomp profile allows it; unprivileged launcher \
+             pods run under the runtime's default profile (RuntimeDefault), which denies it: turn allowPostCopy off)"
         )
     } else {
         message
