@@ -484,8 +484,10 @@ async fn a_launcher_that_answers_late_or_with_errors_is_not_declared_unresponsiv
         handler.reconcile(key).await;
         let written = taken(&seen);
         assert!(
-            written.iter().all(|s| s.body["status"]["reason"] != json!("LauncherUnresponsive")
-                && s.body["status"]["phase"] != json!("Failed")),
+            written
+                .iter()
+                .all(|s| s.body["status"]["reason"] != json!("LauncherUnresponsive")
+                    && s.body["status"]["phase"] != json!("Failed")),
             "slow: {slow}: {written:#?}"
         );
         let reported = written

@@ -257,10 +257,12 @@ impl Launchers for FakeLaunchers {
 
     async fn sync(&self, socket: &Path, vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
         if self.fleet().late.iter().any(|s| s == socket) {
-            return Err(LauncherError::Transport(cmd_protocol::transport::TransportError::Call {
-                call: "SyncVirtualMachine",
-                message: "Timeout expired".to_owned(),
-            }));
+            return Err(LauncherError::Transport(
+                cmd_protocol::transport::TransportError::Call {
+                    call: "SyncVirtualMachine",
+                    message: "Timeout expired".to_owned(),
+                },
+            ));
         }
         if self.fleet().refused_devices.iter().any(|s| s == socket) {
             return Err(LauncherError::Devices(crate::device_ownership::DeviceOwnershipError {
