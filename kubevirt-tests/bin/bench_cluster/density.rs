@@ -142,8 +142,13 @@ fn not_running(kubectl: &Kubectl) -> String {
     format!("not Running: {}", lines.join(", "))
 }
 
+/// `n` as a float; counts here are far below `u32::MAX`.
+fn float(n: u64) -> f64 {
+    f64::from(u32::try_from(n).unwrap_or(u32::MAX))
+}
+
 fn mib(kib: u64) -> String {
-    format!("{:.1} MiB", kib as f64 / 1024.0)
+    format!("{:.1} MiB", float(kib) / 1024.0)
 }
 
 fn growth(small: Duration, large: Duration) -> String {
@@ -154,7 +159,7 @@ fn growth(small: Duration, large: Duration) -> String {
 }
 
 /// Runs each of `counts` (e.g. 10 then 50) and writes their table.
-pub fn report(kubectl: &Kubectl, watch: &PhaseWatch, cluster_dir: &Path, counts: &[usize]) -> anyhow::Result<String> {
+pub fn report(kubectl: &Kubectl, watch: &PhaseWatch, cluster_dir: &Path, counts: &[usize]) -> String {
     let audit_log = cluster_dir.join("audit/audit.log");
     let (mut runs, mut failures) = (Vec::new(), Vec::new());
     for count in counts {
@@ -199,7 +204,7 @@ pub fn report(kubectl: &Kubectl, watch: &PhaseWatch, cluster_dir: &Path, counts:
         };
         row(label, &|r: &Run| ms(percentile(&r.starts, percent)), grow);
     }
-    let per_vmi = |r: &Run| r.writes as f64 / r.count.max(1) as f64;
+    let per_vmi = |r: &Run| float(r.writes as u64) / float(r.count.max(1) as u64);
     row(
         "object writes by kubevirt-rs (VMIs and pods; per VMI)",
         &|r: &Run| format!("{} ({:.1})", r.writes, per_vmi(r)),
@@ -243,5 +248,5 @@ pub fn report(kubectl: &Kubectl, watch: &PhaseWatch, cluster_dir: &Path, counts:
         let _ = writeln!(out, "\n{failure}");
     }
     out.push('\n');
-    Ok(out)
+    out
 }

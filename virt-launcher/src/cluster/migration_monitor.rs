@@ -240,8 +240,14 @@ mod tests {
         assert_eq!(watch.tick(secs(2), None, with), Action::StartPostCopy);
         // Stalled past the progress timeout at the same tick: the switch still comes first.
         let mut watch = Watch::default();
-        assert_eq!(watch.tick(secs(0), Some(remaining(9)), limits(5, 30, true)), Action::Continue);
-        assert_eq!(watch.tick(secs(40), Some(remaining(9)), limits(5, 30, true)), Action::StartPostCopy);
+        assert_eq!(
+            watch.tick(secs(0), Some(remaining(9)), limits(5, 30, true)),
+            Action::Continue
+        );
+        assert_eq!(
+            watch.tick(secs(40), Some(remaining(9)), limits(5, 30, true)),
+            Action::StartPostCopy
+        );
         // Nothing ever moved: the stall aborts it.
         let mut watch = Watch::default();
         assert_eq!(
