@@ -72,6 +72,18 @@ spec:
     )
 }
 
+/// Deletes the finished migrations of VMI `vmi`: they stay (the newest five per VMI), and an
+/// earlier run's are not this one's.
+pub(super) fn delete_finished_migrations(vmi: &str) {
+    let _ = kubectl(&[
+        "delete",
+        "vmim",
+        "-l",
+        &format!("kubevirt.io/vmi-name={vmi}"),
+        "--ignore-not-found",
+    ]);
+}
+
 /// The migrations of VMI `vmi`.
 pub(super) fn migrations_of(vmi: &str) -> Vec<serde_json::Value> {
     items(&kubectl_ok(&[
@@ -150,14 +162,7 @@ fn reported_address(vmi: &serde_json::Value) -> String {
 fn virtctl_migrate_moves_the_guest_to_the_other_node_undisturbed() {
     const VM: &str = "e2e-migrate";
     let mut cleanup = Cleanup::new();
-    // Finished migrations stay (the newest five per VMI): an earlier run's are not this one's.
-    let _ = kubectl(&[
-        "delete",
-        "vmim",
-        "-l",
-        &format!("kubevirt.io/vmi-name={VM}"),
-        "--ignore-not-found",
-    ]);
+    delete_finished_migrations(VM);
     cleanup.apply("vm", VM, &migratable_vm(VM, "", "", ""));
     let vmi = running_and_migratable(VM);
     assert_eq!(

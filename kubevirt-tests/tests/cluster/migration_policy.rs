@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use super::migration::{migratable_vm, migrations_of, running_and_migratable, target_pods};
+use super::migration::{delete_finished_migrations, migratable_vm, migrations_of, running_and_migratable, target_pods};
 use super::support::{Cleanup, console_until, field, get, kubectl_stdin, virtctl_ok, wait_for};
 
 const VM: &str = "e2e-policy";
@@ -54,14 +54,7 @@ fn a_policys_bandwidth_and_timeout_reach_the_migration_and_cancel_leaves_the_gue
         "e2e-a-broad-lane",
         "apiVersion: migrations.kubevirt.io/v1alpha1\nkind: MigrationPolicy\nmetadata:\n  name: e2e-a-broad-lane\nspec:\n  selectors:\n    virtualMachineInstanceSelector:\n      kubevirt-rs.io/e2e-lane: slow\n  allowAutoConverge: true\n",
     );
-    // Finished migrations stay (the newest five per VMI): an earlier run's are not this one's.
-    let _ = super::support::kubectl(&[
-        "delete",
-        "vmim",
-        "-l",
-        &format!("kubevirt.io/vmi-name={VM}"),
-        "--ignore-not-found",
-    ]);
+    delete_finished_migrations(VM);
     cleanup.apply(
         "vm",
         VM,

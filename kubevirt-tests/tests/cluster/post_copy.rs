@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use super::migration::{migratable_vm, migrations_of, running_and_migratable};
+use super::migration::{delete_finished_migrations, migratable_vm, migrations_of, running_and_migratable};
 use super::support::{Cleanup, console_until, field, get, virtctl_ok, wait_for};
 
 const VM: &str = "e2e-post-copy";
@@ -63,14 +63,7 @@ spec:
 "
         ),
     );
-    // Finished migrations stay (the newest five per VMI): an earlier run's are not this one's.
-    let _ = super::support::kubectl(&[
-        "delete",
-        "vmim",
-        "-l",
-        &format!("kubevirt.io/vmi-name={VM}"),
-        "--ignore-not-found",
-    ]);
+    delete_finished_migrations(VM);
     cleanup.apply(
         "vm",
         VM,
