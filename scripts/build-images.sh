@@ -89,8 +89,12 @@ copy_with_libraries() {
     echo "kubevirt:x:1001:1001::/:/sbin/nologin" >>"$root/etc/passwd"
 }
 
-# 3. The launcher image's QEMU capabilities cache: boot a diskless VM once in the image (libvirt
+# 3. The launcher image's QEMU capabilities caches: boot a diskless VM in the image (libvirt
 # probes QEMU and the launcher records the binaries), then keep the container's cache as a layer.
+# Twice: privileged, with the host's /dev/kvm, and then with every capability but no device, so
+# without KVM. libvirt throws a cache away when KVM's availability differs from when it was made;
+# the launcher keeps one copy for each and puts the matching one in place at start
+# (virt-launcher/src/supervisor/caps_variants.rs).
 warm_capabilities_cache() {
     local image=$1 name=kubevirt-rs-warm-cache-$$ vmi="$work/warm-cache.yaml"
     cat >"$vmi" <<'VMI'
@@ -109,25 +113,36 @@ spec:
       autoattachPodInterface: false
       autoattachSerialConsole: false
 VMI
-    command podman --storage-driver vfs rm -f "$name" >/dev/null 2>&1 || true
-    command podman --storage-driver vfs run -d --privileged --name "$name" -v "$vmi:/warm-cache.yaml:ro" \
-        "$image" run --vmi /warm-cache.yaml --force-emulation >/dev/null
-    local started=
-    for _ in $(seq 1 120); do
-        if [[ "$(command podman --storage-driver vfs logs "$name" 2>&1)" == *"domain started"* ]]; then started=1; break; fi
-        sleep 0.5
-    done
-    command podman --storage-driver vfs stop -t 30 "$name" >/dev/null
-    [ -n "$started" ] || die "warming the capabilities cache failed: $(command podman --storage-driver vfs logs "$name" 2>&1 | tail -3)"
     # A commit keeps the container's command line as the image's: the launcher's entry point stays.
     local keep=(--change 'ENTRYPOINT ["/usr/bin/virt-launcher"]' --change 'CMD []')
-    command podman --storage-driver vfs commit --quiet "${keep[@]}" "$name" "$image" >/dev/null
-    command podman --storage-driver vfs rm -f "$name" >/dev/null
+    local access
+    for access in kvm emulation-only; do
+        local privileges=(--privileged)
+        [ "$access" = kvm ] || privileges=(--cap-add all --security-opt seccomp=unconfined)
+        command podman --storage-driver vfs rm -f "$name" >/dev/null 2>&1 || true
+        command podman --storage-driver vfs run -d "${privileges[@]}" --name "$name" -v "$vmi:/warm-cache.yaml:ro" \
+            "$image" run --vmi /warm-cache.yaml --force-emulation >/dev/null
+        local started=
+        for _ in $(seq 1 120); do
+            if [[ "$(command podman --storage-driver vfs logs "$name" 2>&1)" == *"domain started"* ]]; then started=1; break; fi
+            sleep 0.5
+        done
+        command podman --storage-driver vfs stop -t 30 "$name" >/dev/null
+        [ -n "$started" ] || die "warming the capabilities cache ($access) failed: $(command podman --storage-driver vfs logs "$name" 2>&1 | tail -3)"
+        command podman --storage-driver vfs commit --quiet "${keep[@]}" "$name" "$image" >/dev/null
+        command podman --storage-driver vfs rm -f "$name" >/dev/null
+    done
     # An unprivileged launcher (uid 107) reads the cache and keeps it current; a root one can anyway.
     command podman --storage-driver vfs run --name "$name" --user 0 --entrypoint /usr/bin/chown "$image" \
         -R 107:107 /var/cache/kubevirt-rs/libvirt >/dev/null
     command podman --storage-driver vfs commit --quiet "${keep[@]}" "$name" "$image" >/dev/null
     command podman --storage-driver vfs rm -f "$name" >/dev/null
+    local variants
+    variants=$(command podman --storage-driver vfs run --rm --entrypoint /usr/bin/find "$image" \
+        /var/cache/kubevirt-rs/libvirt/kubevirt-rs-variants -name kubevirt-rs-binaries.json) || true
+    [[ "$variants" == *emulation-only/* ]] || die "the launcher image has no capabilities cache for emulation: ${variants:-none}"
+    # Without /dev/kvm on the build host there is no KVM to probe with.
+    [[ ! -e /dev/kvm || "$variants" == *kvm/* ]] || die "the launcher image has no capabilities cache for KVM: ${variants:-none}"
 }
 
 context_virt-controller() { context virt-controller; copy_with_libraries "$bin/virt-controller" "$work/virt-controller/root"; }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 
 use crate::watch::PhaseWatch;
-use crate::{Kubectl, launcher_ready, ms, since, stats};
+use crate::{Kubectl, domain_start, ms, since, stats};
 
 /// The launcher pods of the sequential starts: created -> Running, their start's spans, and their
 /// shape (init containers, containers).
@@ -42,7 +42,7 @@ pub fn launcher_pod_starts(
         pods.spans.push(crate::pod_start::spans(
             scheduled,
             &steps,
-            launcher_ready(kubectl, &uid)?,
+            domain_start::launcher_times(kubectl, &uid)?.serving,
         ));
         if pods.shape == (0, 0) {
             let spec: serde_json::Value =

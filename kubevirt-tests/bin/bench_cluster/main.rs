@@ -9,10 +9,12 @@
 //!
 //! bench-cluster --kubectl PATH [--runs 10] [--cluster-dir DIR] [--build-seconds N]
 //!     [--cold-cluster-seconds N] [--warm-cluster-seconds N] [--migration-runs 3]
-//!     [--migration-baseline FILE] [--density 10,50] [--output BENCHMARKS.md]
+//!     [--migration-baseline FILE] [--density 10,50] [--launcher PATH] [--local-runs 3]
+//!     [--output BENCHMARKS.md]
 
 mod audit;
 mod density;
+mod domain_start;
 mod launcher_pod;
 mod memory;
 mod migration;
@@ -40,6 +42,9 @@ struct Args {
     migration_runs: usize,
     migration_baseline: Option<PathBuf>,
     density: Vec<usize>,
+    /// The release launcher, run locally for the host-side start the cluster's is set against.
+    launcher: PathBuf,
+    local_runs: usize,
     output: PathBuf,
 }
 
@@ -54,6 +59,8 @@ fn parse_args() -> anyhow::Result<Args> {
         migration_runs: 3,
         migration_baseline: None,
         density: vec![10, 50],
+        launcher: kubevirt_tests::repo_root().join("target/release/virt-launcher"),
+        local_runs: 3,
         output: PathBuf::from("BENCHMARKS.md"),
     };
     let mut it = std::env::args().skip(1);
@@ -85,6 +92,8 @@ fn parse_args() -> anyhow::Result<Args> {
                     bail!("--density: a count must be at least 1");
                 }
             }
+            "--launcher" => args.launcher = value.into(),
+            "--local-runs" => args.local_runs = value.parse().context("--local-runs")?,
             "--output" => args.output = value.into(),
             other => bail!("unknown flag {other}"),
         }
@@ -145,28 +154,8 @@ struct Start {
     control_plane: Duration,
     pod_start: Duration,
     domain_start: Duration,
+    domain_split: domain_start::DomainSplit,
     guest_boot: Duration,
-}
-
-/// The wall-clock time of the launcher's "serving commands" log line (its socket is ready).
-fn launcher_ready(kubectl: &Kubectl, vmi_uid: &str) -> anyhow::Result<SystemTime> {
-    let selector = format!("kubevirt.io/created-by={vmi_uid}");
-    let logs = kubectl.run(&["logs", "-l", &selector, "-c", "compute", "--tail=-1"], None)?;
-    for line in logs.lines() {
-        let Ok(entry) = serde_json::from_str::<serde_json::Value>(line) else {
-            continue;
-        };
-        if entry["fields"]["message"] == "serving commands" {
-            let at: k8s_openapi::jiff::Timestamp = entry["timestamp"]
-                .as_str()
-                .context("timestamp")?
-                .parse()
-                .context("launcher log timestamp")?;
-            let nanos = u64::try_from(at.as_nanosecond()).context("timestamp")?;
-            return Ok(SystemTime::UNIX_EPOCH + Duration::from_nanos(nanos));
-        }
-    }
-    bail!("the launcher of VMI {vmi_uid} logged no \"serving commands\"")
 }
 
 /// The guest's uptime at its marker (its own boot), from the serial log on its node. Ten guests
@@ -204,12 +193,14 @@ fn start_of(kubectl: &Kubectl, watch: &PhaseWatch, cluster_dir: &Path, name: &st
     let running = watch.when(name, "Running").context("Running")?;
     let uid = watch.uid(name).context("uid")?;
     let scheduled = watch.pod_bound(&uid).context("the launcher pod bound to a node")?;
-    let ready = launcher_ready(kubectl, &uid)?;
+    let times = domain_start::launcher_times(kubectl, &uid)?;
+    let ready = times.serving;
     Ok(Start {
         total: since(created, running),
         control_plane: since(created, scheduled),
         pod_start: since(scheduled, ready),
         domain_start: since(ready, running),
+        domain_split: domain_start::split(watch, name, &times)?,
         guest_boot: guest_boot(cluster_dir, &uid)?,
     })
 }
@@ -338,6 +329,7 @@ fn run(args: &Args) -> anyhow::Result<String> {
             *requests.entry(key).or_default() += n;
         }
     }
+    let local_starts = domain_start::local_starts(&args.launcher, args.local_runs)?;
     let launcher_pods = launcher_pod::launcher_pod_starts(&kubectl, &watch, &args.cluster_dir, &sequential_names)?;
     delete_all(&kubectl, &sequential_names)?;
     let floor = launcher_pod::floor(&kubectl, &watch, &launcher_pods.shape, args.runs)?;
@@ -368,6 +360,9 @@ fn run(args: &Args) -> anyhow::Result<String> {
 
     let mut out = heading(&version);
     out.push_str(&start_table("VMI created -> Running, one after another", &sequential));
+    let splits: Vec<_> = sequential.iter().map(|s| s.domain_split).collect();
+    let serving_to_running: Vec<_> = sequential.iter().map(|s| s.domain_start).collect();
+    out.push_str(&domain_start::table(&splits, &serving_to_running, &local_starts));
     out.push_str(&launcher_pod::pod_start_table(&launcher_pods, &floor));
     out.push_str(&start_table("VMI created -> Running, all created at once", &concurrent));
     out.push_str(&requests_table(&requests, args.runs));

@@ -79,6 +79,30 @@ fn assert_unprivileged(pod: &serde_json::Value) {
         exec(&["grep", "CapEff", "/proc/self/status"]),
         "CapEff:\t0000000000000000"
     );
+    // The image's capabilities cache made without KVM was used as it is: libvirt did not probe
+    // QEMU anew, which would have rewritten a capability file after libvirtd wrote its pid file.
+    let reprobed = exec(&[
+        "find",
+        "/var/cache/kubevirt-rs/libvirt/qemu/capabilities",
+        "-name",
+        "*.xml",
+        "-newer",
+        "/var/run/kubevirt-private/libvirt-rs/libvirtd.pid",
+    ]);
+    assert_eq!(
+        reprobed, "",
+        "libvirt probed QEMU again: the image's cache was not valid in the pod"
+    );
+    assert_ne!(
+        exec(&[
+            "find",
+            "/var/cache/kubevirt-rs/libvirt/qemu/capabilities",
+            "-name",
+            "*.xml"
+        ]),
+        "",
+        "the pod has a capabilities cache"
+    );
     let processes = pod_processes(&field(pod, "metadata.uid"));
     for program in ["virt-launcher", "libvirtd"] {
         assert!(

@@ -9,6 +9,9 @@
 //! then complete); at the next start [`refresh`] compares it with the binaries now installed and,
 //! only when every one is unchanged, writes their current ctimes into the cached files. When
 //! anything differs the cache is left alone and libvirt re-probes, as it would anyway.
+//!
+//! libvirt also throws a cache away when KVM's availability differs from when it was made, so an
+//! image carries one cache made with KVM and one made without: see [`super::caps_variants`].
 
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
@@ -39,7 +42,8 @@ fn describe(path: &Path) -> std::io::Result<Binary> {
     })
 }
 
-fn capability_files(cache_dir: &Path) -> Vec<PathBuf> {
+/// The cached capability files in `cache_dir`, sorted.
+pub(super) fn capability_files(cache_dir: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(cache_dir.join("qemu/capabilities")) else {
         return Vec::new();
     };

@@ -86,6 +86,14 @@ impl LibvirtDaemons {
     /// the mount namespace was set up) and waits until libvirtd has answered a connection.
     pub async fn start(reaper: &Reaper, paths: &DaemonPaths, timeout: Duration) -> Result<Self, DaemonError> {
         let cache = paths.capabilities_cache();
+        let kvm = super::caps_variants::KvmAccess::of_this_process();
+        match super::caps_variants::select(&cache, kvm) {
+            Ok(true) => tracing::debug!(?kvm, "capabilities cache: the copy made with this KVM access"),
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, ?kvm, "cannot put the capabilities cache for this KVM access in place");
+            }
+        }
         match super::caps_cache::refresh(&cache, &loaded_drivers()) {
             Ok(super::caps_cache::Refresh::Refreshed(files)) if files > 0 => {
                 tracing::info!(
@@ -157,10 +165,17 @@ impl LibvirtDaemons {
     }
 
     /// Records, once a domain runs, the binaries the capabilities cache was made with, so that a
-    /// copy of the cache (in an image) stays valid: see [`super::caps_cache`].
+    /// copy of the cache (in an image) stays valid: see [`super::caps_cache`]; and keeps the cache
+    /// as the one for this process's KVM access ([`super::caps_variants`]).
     pub fn record_capabilities(&self) {
-        if let Err(e) = super::caps_cache::record(&self.paths.capabilities_cache(), &loaded_drivers()) {
+        let cache = self.paths.capabilities_cache();
+        if let Err(e) = super::caps_cache::record(&cache, &loaded_drivers()) {
             tracing::warn!(error = %e, "cannot record the capabilities cache's binaries");
+            return;
+        }
+        let kvm = super::caps_variants::KvmAccess::of_this_process();
+        if let Err(e) = super::caps_variants::keep(&cache, kvm) {
+            tracing::warn!(error = %e, ?kvm, "cannot keep the capabilities cache for this KVM access");
         }
     }
 

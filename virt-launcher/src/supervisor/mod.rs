@@ -6,6 +6,7 @@
 //! ([`supervise`]).
 
 pub mod caps_cache;
+pub mod caps_variants;
 pub mod daemon_config;
 pub mod daemon_error;
 pub mod daemons;
