@@ -271,13 +271,20 @@ async fn serve_source(
     }
 }
 
+/// Each direction's copy buffer. A migration streams the guest's memory and disks one way as fast
+/// as the proxy passes them on, and tokio's default 8 KiB costs a read, a write and, over TLS, a
+/// small record per 8 KiB: measured on the test cluster, the two handlers' proxies took 0.4 s of
+/// CPU in an idle 1.8 s migration on two cores. Each handler holds two per connection (one each
+/// way), and a migration opens one connection per channel.
+const RELAY_BUFFER: usize = 256 * 1024;
+
 /// Copies both ways until both sides are done.
 async fn relay<A, B>(mut a: A, mut b: B, channel: Channel)
 where
     A: AsyncRead + AsyncWrite + Unpin,
     B: AsyncRead + AsyncWrite + Unpin,
 {
-    match tokio::io::copy_bidirectional(&mut a, &mut b).await {
+    match tokio::io::copy_bidirectional_with_sizes(&mut a, &mut b, RELAY_BUFFER, RELAY_BUFFER).await {
         Ok((there, back)) => debug!(?channel, there, back, "migration connection closed"),
         Err(e) => debug!(?channel, error = %e, "migration connection ended"),
     }
