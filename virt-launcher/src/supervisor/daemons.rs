@@ -128,7 +128,13 @@ impl LibvirtDaemons {
             "libvirtd",
             stopping.clone(),
             move || {
-                let mut command = Command::new("libvirtd");
+                // By its full path: libvirt counts its own executable's ctime into the "self"
+                // ctime that validates the capabilities cache only when argv[0] is a path it can
+                // stat, and the refreshed cache carries libvirtd's ctime (see
+                // [`super::caps_cache::refresh`]). Started as plain `libvirtd`, the two disagreed
+                // whenever an image unpack gave libvirtd a later second than its QEMU driver, and
+                // libvirt probed QEMU again.
+                let mut command = Command::new(super::caps_cache::LIBVIRTD);
                 command
                     .arg("--config")
                     .arg(&libvirtd_conf)
