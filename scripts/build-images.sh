@@ -118,7 +118,8 @@ VMI
     local access
     for access in kvm emulation-only; do
         local privileges=(--privileged)
-        [ "$access" = kvm ] || privileges=(--cap-add all --security-opt seccomp=unconfined)
+        [ "$access" = kvm ] || privileges=(--cap-add all --security-opt seccomp=unconfined \
+            --security-opt apparmor=unconfined --security-opt label=disable)
         command podman --storage-driver vfs rm -f "$name" >/dev/null 2>&1 || true
         command podman --storage-driver vfs run -d "${privileges[@]}" --name "$name" -v "$vmi:/warm-cache.yaml:ro" \
             "$image" run --vmi /warm-cache.yaml --force-emulation >/dev/null

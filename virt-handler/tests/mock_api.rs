@@ -22,6 +22,7 @@ use virt_handler::reconciler::{Reconciler, ReconcilerConfig};
 mod rbac;
 
 /// Launchers that fail: calls refused, never answered, answered late.
+#[path = "mock_api/launcher_failures.rs"]
 mod launcher_failures;
 
 const NODE: &str = "node01";

@@ -144,8 +144,16 @@ pub fn local_starts(launcher: &Path, runs: usize) -> anyhow::Result<Vec<Duration
                 Err(_) => break,
             }
         }
-        // The launcher stops its guest and daemons on SIGTERM.
-        let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+        // The launcher stops its guest and daemons on SIGTERM; should the signal not go out, the
+        // launcher is killed so that the wait ends.
+        let signalled = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !signalled {
+            child.kill().context("kill the local launcher")?;
+        }
         let status = child.wait().context("wait for the local launcher")?;
         let Some(started) = started else {
             bail!(

@@ -101,6 +101,15 @@ fn parse_args() -> anyhow::Result<Args> {
     if args.kubectl.as_os_str().is_empty() {
         bail!("--kubectl is required");
     }
+    if args.local_runs == 0 {
+        bail!("--local-runs: at least one local start is needed to compare with");
+    }
+    if !args.launcher.is_file() {
+        bail!(
+            "--launcher: {} does not exist (build it: cargo build --release -p virt-launcher)",
+            args.launcher.display()
+        );
+    }
     Ok(args)
 }
 
@@ -329,9 +338,10 @@ fn run(args: &Args) -> anyhow::Result<String> {
             *requests.entry(key).or_default() += n;
         }
     }
-    let local_starts = domain_start::local_starts(&args.launcher, args.local_runs)?;
     let launcher_pods = launcher_pod::launcher_pod_starts(&kubectl, &watch, &args.cluster_dir, &sequential_names)?;
     delete_all(&kubectl, &sequential_names)?;
+    // With none of the cluster's guests running, as the sequential starts had none before them.
+    let local_starts = domain_start::local_starts(&args.launcher, args.local_runs)?;
     let floor = launcher_pod::floor(&kubectl, &watch, &launcher_pods.shape, args.runs)?;
 
     // All at once.

@@ -5,11 +5,12 @@
 //! test cluster, `useEmulation`) does not. A cache carried for the other case costs a re-probe of
 //! QEMU at the first define, about 0.4 s on the 2-core test machine.
 //!
-//! So once a domain has run, the launcher keeps a copy of its cache (the capability files and the
-//! fingerprint, [`super::caps_cache`]) under [`VARIANTS`], named after the answer it was made
-//! with ([`keep`]). The image build runs the launcher once with `/dev/kvm` and once without, and
-//! the image carries both. At start, before the ctimes are refreshed, the launcher puts the copy
-//! for this process's answer in place ([`select`]). A KVM cache also depends on the host's CPU,
+//! So once a domain has run, a local run (`virt-launcher run`, which the image build uses to warm
+//! the cache) keeps a copy of its cache (the capability files and the fingerprint,
+//! [`super::caps_cache`]) under [`VARIANTS`], named after the answer it was made with ([`keep`]);
+//! a launcher pod keeps none. The image build runs the launcher once with `/dev/kvm` and once
+//! without, and the image carries both. At every start, before the ctimes are refreshed, the
+//! launcher puts the copy for its answer in place ([`select`]). A KVM cache also depends on the host's CPU,
 //! microcode and kernel, which libvirt checks too: on a node unlike the machine that built the
 //! image, libvirt still re-probes, as it would without a cache. An emulation-only cache does not
 //! depend on the host.
@@ -25,7 +26,8 @@ pub const VARIANTS: &str = "kubevirt-rs-variants";
 /// The device libvirt checks.
 const KVM_DEVICE: &str = "/dev/kvm";
 
-/// Whether QEMU may use KVM, as libvirt decides it when it validates a cache.
+/// Whether QEMU may use KVM, as libvirt will decide it when it validates the cache at the first
+/// define.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KvmAccess {
     /// `/dev/kvm` is readable and writable by QEMU's user.
@@ -35,9 +37,11 @@ pub enum KvmAccess {
 }
 
 impl KvmAccess {
-    /// The answer for QEMU started by this process's daemon. QEMU runs as the launcher's own
-    /// user: root in a local run (its qemu.conf names root), uid 107 in a launcher pod (a
-    /// session daemon).
+    /// The answer for QEMU started by this process's daemon. libvirt asks whether QEMU's user may
+    /// read and write `/dev/kvm` when it validates the cache, at the first define, and by then
+    /// the device is QEMU's wherever it exists: a local run's QEMU runs as root, and virt-handler
+    /// gives a launcher pod's `/dev/kvm` to the pod's user (uid 107) before its first sync, after
+    /// the launcher has started. So the device's presence is the answer libvirt will find.
     #[must_use]
     pub fn of_this_process() -> Self {
         Self::of(Path::new(KVM_DEVICE))
@@ -46,12 +50,7 @@ impl KvmAccess {
     /// The answer for `device`.
     #[must_use]
     pub fn of(device: &Path) -> Self {
-        use nix::unistd::{AccessFlags, access};
-        if access(device, AccessFlags::R_OK | AccessFlags::W_OK).is_ok() {
-            Self::Usable
-        } else {
-            Self::Unusable
-        }
+        if device.exists() { Self::Usable } else { Self::Unusable }
     }
 
     fn dir_name(self) -> &'static str {
@@ -70,23 +69,47 @@ fn capabilities_dir(cache_dir: &Path) -> PathBuf {
     cache_dir.join("qemu/capabilities")
 }
 
+/// Writes `from`'s bytes to `to` through a temporary file and a rename, so that a reader sees the
+/// old file or the new one; nothing when `to` already holds them.
+fn replace_file(from: &Path, to: &Path) -> std::io::Result<()> {
+    let bytes = std::fs::read(from)?;
+    if std::fs::read(to).is_ok_and(|old| old == bytes) {
+        return Ok(());
+    }
+    let name = to
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let temp = to.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    std::fs::write(&temp, bytes)?;
+    std::fs::rename(&temp, to)
+}
+
 /// Copies the capability files and the fingerprint of `from` into `to` (a cache directory
-/// layout), replacing the capability files `to` had.
+/// layout): each file replaces its namesake, then the capability files `from` lacks go, and the
+/// fingerprint comes last. A copy that fails half-way leaves whole files, which the fingerprint
+/// no longer matches or libvirt re-probes: never a torn file.
 fn copy_cache(from: &Path, to: &Path) -> std::io::Result<()> {
     let target = capabilities_dir(to);
     std::fs::create_dir_all(&target)?;
-    for old in capability_files(to) {
-        std::fs::remove_file(old)?;
-    }
-    for file in capability_files(from) {
+    let sources = capability_files(from);
+    for file in &sources {
         let Some(name) = file.file_name() else { continue };
-        let temp = target.join(format!(".{}.tmp", name.to_string_lossy()));
-        std::fs::copy(&file, &temp)?;
-        std::fs::rename(&temp, target.join(name))?;
+        replace_file(file, &target.join(name))?;
     }
-    let temp = to.join(format!("{FINGERPRINT}.tmp"));
-    std::fs::copy(from.join(FINGERPRINT), &temp)?;
-    std::fs::rename(temp, to.join(FINGERPRINT))
+    for old in capability_files(to) {
+        if !sources.iter().any(|s| s.file_name() == old.file_name()) {
+            std::fs::remove_file(old)?;
+        }
+    }
+    replace_file(&from.join(FINGERPRINT), &to.join(FINGERPRINT))
+}
+
+/// Removes `dir` and what it holds; a directory that is not there is no error.
+fn remove_tree(dir: &Path) -> std::io::Result<()> {
+    match std::fs::remove_dir_all(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
 }
 
 /// Keeps the cache in `cache_dir` as the variant for `access`. Nothing when the cache has no
@@ -99,10 +122,11 @@ pub fn keep(cache_dir: &Path, access: KvmAccess) -> std::io::Result<()> {
         return Ok(());
     }
     let dir = variant_dir(cache_dir, access);
-    let staging = dir.with_extension("new");
-    let _ = std::fs::remove_dir_all(&staging);
+    // Two local runs may keep at once: each stages its own copy.
+    let staging = dir.with_extension(format!("new.{}", std::process::id()));
+    remove_tree(&staging)?;
     copy_cache(cache_dir, &staging)?;
-    let _ = std::fs::remove_dir_all(&dir);
+    remove_tree(&dir)?;
     std::fs::rename(&staging, &dir)
 }
 
@@ -171,6 +195,25 @@ mod tests {
     }
 
     #[test]
+    fn selecting_replaces_changed_files_only_and_drops_the_ones_the_variant_lacks() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cache = dir.path();
+        write_cache(cache, "tcg");
+        keep(cache, KvmAccess::Unusable).expect("keep");
+        let live_xml = capabilities_dir(cache).join("abc.xml");
+        let before = std::fs::metadata(&live_xml).expect("stat").modified().expect("mtime");
+        std::fs::write(capabilities_dir(cache).join("stale.xml"), "<qemuCaps/>").expect("write");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert!(select(cache, KvmAccess::Unusable).expect("select"));
+        let after = std::fs::metadata(&live_xml).expect("stat").modified().expect("mtime");
+        assert_eq!(before, after, "an identical file is not written again");
+        assert!(
+            !capabilities_dir(cache).join("stale.xml").exists(),
+            "a file the variant lacks goes"
+        );
+    }
+
+    #[test]
     fn without_a_variant_the_cache_is_left_as_it_is() {
         let dir = tempfile::tempdir().expect("tempdir");
         write_cache(dir.path(), "kvm");
@@ -190,7 +233,7 @@ mod tests {
     }
 
     #[test]
-    fn access_is_read_from_the_device() {
+    fn access_follows_the_devices_presence() {
         let dir = tempfile::tempdir().expect("tempdir");
         assert_eq!(KvmAccess::of(&dir.path().join("no-such-device")), KvmAccess::Unusable);
         let device = dir.path().join("device");
