@@ -14,7 +14,12 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{Context, bail};
 
 use crate::watch::PhaseWatch;
-use crate::{Kubectl, ms, since};
+use crate::{Kubectl, ms, since, stats};
+
+/// The median, as the other tables take it.
+fn p50(values: &[Duration]) -> Duration {
+    stats(values).0
+}
 
 /// When the launcher logged each step of its start (wall clock, from its JSON log).
 #[derive(Clone, Copy, Debug)]
@@ -41,16 +46,24 @@ fn log_time(entry: &serde_json::Value) -> anyhow::Result<SystemTime> {
 pub fn launcher_times(kubectl: &Kubectl, vmi_uid: &str) -> anyhow::Result<LauncherTimes> {
     let selector = format!("kubevirt.io/created-by={vmi_uid}");
     let logs = kubectl.run(&["logs", "-l", &selector, "-c", "compute", "--tail=-1"], None)?;
-    let find = |message: &str| -> anyhow::Result<SystemTime> {
-        for line in logs.lines() {
-            let Ok(entry) = serde_json::from_str::<serde_json::Value>(line) else {
-                continue;
-            };
-            if entry["fields"]["message"] == message {
-                return log_time(&entry);
-            }
+    // The first time each step was logged, in one pass over the log.
+    let mut first = std::collections::BTreeMap::new();
+    for line in logs.lines() {
+        let Ok(entry) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        if let Some(message) = entry["fields"]["message"].as_str()
+            && ["serving commands", "domain defined", "domain started"].contains(&message)
+            && !first.contains_key(message)
+        {
+            first.insert(message.to_owned(), log_time(&entry)?);
         }
-        bail!("the launcher of VMI {vmi_uid} logged no {message:?}")
+    }
+    let find = |message: &str| -> anyhow::Result<SystemTime> {
+        first
+            .get(message)
+            .copied()
+            .with_context(|| format!("the launcher of VMI {vmi_uid} logged no {message:?}"))
     };
     Ok(LauncherTimes {
         serving: find("serving commands")?,
@@ -166,14 +179,9 @@ pub fn local_starts(launcher: &Path, runs: usize) -> anyhow::Result<Vec<Duration
     Ok(starts)
 }
 
-fn p50(values: &mut [Duration]) -> Duration {
-    values.sort();
-    values.get(values.len() / 2).copied().unwrap_or_default()
-}
-
 /// The table of the sequential starts' splits, against the local start.
 pub fn table(splits: &[DomainSplit], serving_to_running: &[Duration], local: &[Duration]) -> String {
-    let column = |pick: fn(&DomainSplit) -> Duration| p50(&mut splits.iter().map(pick).collect::<Vec<_>>());
+    let column = |pick: fn(&DomainSplit) -> Duration| p50(&splits.iter().map(pick).collect::<Vec<_>>());
     let mut out = String::from(
         "**Where the launcher serving -> Running goes** (medians over the sequential starts; the watch's \
          sightings and the launcher's log; a local `virt-launcher run` of the same guest in the same run for \
@@ -193,11 +201,11 @@ pub fn table(splits: &[DomainSplit], serving_to_running: &[Duration], local: &[D
     for (label, value) in rows {
         let _ = writeln!(out, "| {label} | {} |", ms(value));
     }
-    let total = p50(&mut serving_to_running.to_vec());
+    let total = p50(serving_to_running);
     let runs = local.len();
-    let local = p50(&mut local.to_vec());
+    let local = p50(local);
     // Per start, then the median: medians of parts do not add up.
-    let ours = p50(&mut splits
+    let ours = p50(&splits
         .iter()
         .zip(serving_to_running)
         .map(|(split, total)| total.saturating_sub(split.pod_running))
