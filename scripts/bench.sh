@@ -34,7 +34,7 @@ cargo run -q --release -p kubevirt-tests --bin bench-network -- --launcher targe
 # libvirt's own figures are kept for the real cluster's migrations below, measured in this run.
 export BENCH_MIGRATION_BASELINE="$PWD/target/bench-migration-baseline.json"
 rm -f "$BENCH_MIGRATION_BASELINE"
-cargo bench -p virt-launcher --bench migration -- --runs 3 --body "$PWD/target/bench-migration.md" \
+cargo bench -p virt-launcher --bench migration -- --runs 5 --body "$PWD/target/bench-migration.md" \
     --baseline "$BENCH_MIGRATION_BASELINE"
 cargo run -q -p kubevirt-tests --bin bench-report -- --section migration --body-file target/bench-migration.md
 

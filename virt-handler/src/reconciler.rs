@@ -16,11 +16,12 @@ use tracing::{debug, info, instrument, warn};
 
 use crate::clock::Clock;
 use crate::cluster_api::{ApiError, ClusterApi, VmiEvent};
-use crate::launchers::{LauncherError, Launchers, Presence};
+use crate::launchers::{LauncherError, Launchers};
 use crate::notify_server::DomainNotification;
 use crate::plan::{LauncherState, Observation, Step, phase_event, plan};
 use crate::status::{LauncherView, access_credentials_event, next_status, waits_for_the_start};
 
+mod launcher_presence;
 mod migration;
 pub use migration::MigrationNetwork;
 
@@ -344,69 +345,6 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
             requeue = Some(requeue.map_or(delay, |r| r.min(delay)));
         }
         requeue
-    }
-
-    /// Finds the launcher; on first sight since this handler started, asks it for its domain, so a
-    /// restarted handler re-adopts running domains.
-    async fn observe_launcher(&self, key: &str, vmi: &VirtualMachineInstance) -> (LauncherState, Option<PathBuf>) {
-        let presence = self.launchers.locate(vmi);
-        let socket = match presence {
-            Presence::Ready(socket) => socket,
-            Presence::Starting => return (LauncherState::Starting, None),
-            Presence::Absent => {
-                let remembered = self.known().sockets.get(key).cloned();
-                return match remembered {
-                    Some(socket) if !self.launchers.is_unresponsive(&socket) => (LauncherState::Ready, Some(socket)),
-                    _ => (LauncherState::Absent, None),
-                };
-            }
-        };
-        if self.launchers.is_unresponsive(&socket) {
-            return (LauncherState::Unresponsive, Some(socket));
-        }
-        let first_sight = {
-            let mut known = self.known();
-            known.sockets.insert(key.to_owned(), socket.clone());
-            !known.listed.contains(key)
-        };
-        if first_sight {
-            match self.launchers.domain(&socket).await {
-                Ok(domain) => {
-                    let mut known = self.known();
-                    known.listed.insert(key.to_owned());
-                    if let Some(domain) = domain {
-                        info!(vmi = %key, state = %domain.status.status, "adopted the launcher's domain");
-                        known.domains.insert(key.to_owned(), domain);
-                    }
-                    known.failing_since.remove(key);
-                }
-                Err(error) => {
-                    debug!(vmi = %key, error = %error, "cannot read the domain yet");
-                    if self.note_call_failure(key, Some(&socket), &error, self.clock.now()) {
-                        return (LauncherState::Unresponsive, Some(socket));
-                    }
-                }
-            }
-        }
-        (LauncherState::Ready, Some(socket))
-    }
-
-    /// Counts a failed call: a launcher unreachable for too long is marked unresponsive (returns
-    /// true); one that answered, even with an error or too late, is there.
-    fn note_call_failure(&self, key: &str, socket: Option<&PathBuf>, error: &LauncherError, now: Timestamp) -> bool {
-        let Some(socket) = socket else { return false };
-        if !error.is_unreachable() {
-            self.known().failing_since.remove(key);
-            return false;
-        }
-        let since = *self.known().failing_since.entry(key.to_owned()).or_insert(now);
-        let failing = Duration::try_from(now.duration_since(since)).unwrap_or(Duration::ZERO);
-        if failing >= self.config.unresponsive_after {
-            warn!(vmi = %key, socket = %socket.display(), "the launcher stopped answering");
-            self.launchers.mark_unresponsive(socket);
-            return true;
-        }
-        false
     }
 
     async fn apply(

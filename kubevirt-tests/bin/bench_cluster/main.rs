@@ -8,7 +8,7 @@
 //! ([`migration`]) are measured too.
 //!
 //! bench-cluster --kubectl PATH [--runs 10] [--cluster-dir DIR] [--build-seconds N]
-//!     [--cold-cluster-seconds N] [--warm-cluster-seconds N] [--migration-runs 3]
+//!     [--cold-cluster-seconds N] [--warm-cluster-seconds N] [--migration-runs 5]
 //!     [--migration-baseline FILE] [--density 10,50] [--launcher PATH] [--local-runs 3]
 //!     [--output BENCHMARKS.md]
 
@@ -56,7 +56,7 @@ fn parse_args() -> anyhow::Result<Args> {
         build_seconds: None,
         cold_cluster_seconds: None,
         warm_cluster_seconds: None,
-        migration_runs: 3,
+        migration_runs: 5,
         migration_baseline: None,
         density: vec![10, 50],
         launcher: kubevirt_tests::repo_root().join("target/release/virt-launcher"),

@@ -7,7 +7,10 @@
 //! figures that the rig measured in the same `make bench` run (its `--baseline` file).
 
 use std::fmt::Write as _;
+use std::io::{BufRead as _, BufReader};
 use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, bail};
@@ -85,6 +88,41 @@ fn poll<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> anyhow::Res
         }
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// Waits for migration `name` to reach Succeeded or Failed, through one `kubectl get -w` that
+/// streams its phase. A `kubectl get` every 200 ms would cost about 0.6 CPU-seconds a second on
+/// this two-core machine, taken from the migration being timed; a watch costs next to nothing,
+/// as a user's `kubectl get -w` or virtctl's wait does.
+fn watch_until_finished(kubectl: &Kubectl, name: &str, timeout: Duration) -> anyhow::Result<String> {
+    let mut child = Command::new(&kubectl.binary)
+        .env("KUBECONFIG", &kubectl.kubeconfig)
+        .args(["get", "vmim", name, "-w", "-o", "jsonpath={.status.phase}{\"\\n\"}"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("kubectl get vmim -w")?;
+    let stdout = child.stdout.take().context("the watch's stdout")?;
+    let (phases, seen) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if phases.send(line.trim().to_owned()).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + timeout;
+    let finished = loop {
+        match seen.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(phase) if matches!(phase.as_str(), "Succeeded" | "Failed") => break Ok(phase),
+            Ok(_) => {}
+            Err(RecvTimeoutError::Timeout) => break Err(anyhow::anyhow!("migration {name} did not end within {timeout:?}")),
+            Err(RecvTimeoutError::Disconnected) => break Err(anyhow::anyhow!("the watch of migration {name} ended")),
+        }
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    finished
 }
 
 /// When the compute container of `pod` logged `message`.
@@ -165,13 +203,7 @@ fn migrate_once(kubectl: &Kubectl, cluster_dir: &Path, name: &str, run: usize) -
         &serial_socket(cluster_dir, &target_node, &target_pod_uid, &uid),
         Duration::from_secs(180),
     )?;
-    let phase = poll("the migration's end", Duration::from_secs(600), || {
-        let phase = text(
-            &json(kubectl, &["get", "vmim", &migration, "-o", "json"])?,
-            &["status", "phase"],
-        );
-        Ok(matches!(phase.as_str(), "Succeeded" | "Failed").then_some(phase))
-    })?;
+    let phase = watch_until_finished(kubectl, &migration, Duration::from_secs(600))?;
     if phase != "Succeeded" {
         bail!("migration {migration} {phase}");
     }
