@@ -116,7 +116,9 @@ fn watch_until_finished(kubectl: &Kubectl, name: &str, timeout: Duration) -> any
         match seen.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
             Ok(phase) if matches!(phase.as_str(), "Succeeded" | "Failed") => break Ok(phase),
             Ok(_) => {}
-            Err(RecvTimeoutError::Timeout) => break Err(anyhow::anyhow!("migration {name} did not end within {timeout:?}")),
+            Err(RecvTimeoutError::Timeout) => {
+                break Err(anyhow::anyhow!("migration {name} did not end within {timeout:?}"));
+            }
             Err(RecvTimeoutError::Disconnected) => break Err(anyhow::anyhow!("the watch of migration {name} ended")),
         }
     };

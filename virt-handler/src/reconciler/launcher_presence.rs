@@ -17,7 +17,11 @@ use crate::plan::LauncherState;
 impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
     /// Finds the launcher; on first sight since this handler started, asks it for its domain, so a
     /// restarted handler re-adopts running domains.
-    pub(super) async fn observe_launcher(&self, key: &str, vmi: &VirtualMachineInstance) -> (LauncherState, Option<PathBuf>) {
+    pub(super) async fn observe_launcher(
+        &self,
+        key: &str,
+        vmi: &VirtualMachineInstance,
+    ) -> (LauncherState, Option<PathBuf>) {
         let presence = self.launchers.locate(vmi);
         let socket = match presence {
             Presence::Ready(socket) => socket,
@@ -62,7 +66,13 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
 
     /// Counts a failed call: a launcher unreachable for too long is marked unresponsive (returns
     /// true); one that answered, even with an error or too late, is there.
-    pub(super) fn note_call_failure(&self, key: &str, socket: Option<&PathBuf>, error: &LauncherError, now: Timestamp) -> bool {
+    pub(super) fn note_call_failure(
+        &self,
+        key: &str,
+        socket: Option<&PathBuf>,
+        error: &LauncherError,
+        now: Timestamp,
+    ) -> bool {
         let Some(socket) = socket else { return false };
         if !error.is_unreachable() {
             self.known().failing_since.remove(key);
