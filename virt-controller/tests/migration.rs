@@ -323,7 +323,6 @@ async fn a_policy_kubevirt_rs_cannot_honour_holds_the_migration_with_a_warning()
     cluster.task.await.expect("runner");
 }
 
-/// Marks `default/vm1` for evacuation from node-a, with `strategy` and migratability.
 #[tokio::test]
 async fn only_the_five_newest_finished_migrations_of_a_vmi_are_kept() {
     let (cluster, _source) = running_vmi().await;

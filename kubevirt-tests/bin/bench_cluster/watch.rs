@@ -18,7 +18,8 @@ pub type Sightings = BTreeMap<String, BTreeMap<String, SystemTime>>;
 
 /// Running watches of the default namespace's VMIs and launcher pods.
 pub struct PhaseWatch {
-    children: Vec<Child>,
+    /// The watches, stopped when this is dropped.
+    _children: Vec<WatchProcess>,
     seen: Arc<Mutex<Sightings>>,
     uids: Arc<Mutex<BTreeMap<String, String>>>,
     bound: Arc<Mutex<BTreeMap<String, SystemTime>>>,
@@ -36,13 +37,31 @@ fn record_pod(seen: &Mutex<Sightings>, object: &Value, now: SystemTime) {
     phases.entry(phase).or_insert(now);
 }
 
-/// Runs `kubectl get <what> -w -o json` and calls `record` with each object as it arrives.
-fn spawn_watch(
+/// A `kubectl get -w` child, killed and reaped when dropped.
+pub struct WatchProcess(Child);
+
+impl WatchProcess {
+    /// How the child ended, once it has (`None` while it runs).
+    pub fn exit_status(&mut self) -> Option<std::process::ExitStatus> {
+        self.0.try_wait().ok().flatten()
+    }
+}
+
+impl Drop for WatchProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Runs `kubectl get <what> -n default -w -o json` and calls `record` with each object as it
+/// arrives.
+pub fn spawn_watch(
     kubectl: &Path,
     kubeconfig: &Path,
     args: &[&str],
     mut record: impl FnMut(&Value, SystemTime) + Send + 'static,
-) -> anyhow::Result<Child> {
+) -> anyhow::Result<WatchProcess> {
     let mut child = Command::new(kubectl)
         .env("KUBECONFIG", kubeconfig)
         .args(args)
@@ -58,7 +77,7 @@ fn spawn_watch(
             record(&object, SystemTime::now());
         }
     });
-    Ok(child)
+    Ok(WatchProcess(child))
 }
 
 impl PhaseWatch {
@@ -118,7 +137,7 @@ impl PhaseWatch {
         // The watches list what exists first; give them a moment to be established.
         std::thread::sleep(Duration::from_millis(700));
         Ok(Self {
-            children: vec![vmis, pods, floor],
+            _children: vec![vmis, pods, floor],
             seen,
             uids,
             bound,
@@ -193,14 +212,5 @@ impl PhaseWatch {
             std::thread::sleep(Duration::from_millis(50));
         }
         Ok(())
-    }
-}
-
-impl Drop for PhaseWatch {
-    fn drop(&mut self) {
-        for child in &mut self.children {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
     }
 }

@@ -3,6 +3,7 @@
 
 use super::*;
 
+/// Marks `default/vm1` for evacuation from node-a, with `strategy` and migratability.
 fn mark_for_evacuation(api: &FakeControllerApi, strategy: &str, migratable: bool) {
     api.modify_vmi("default/vm1", |vmi| {
         vmi.spec.eviction_strategy = Some(strategy.to_owned());
