@@ -196,7 +196,12 @@ proptest! {
         let at_boot = admitted.status.as_ref().and_then(|s| s.memory.as_ref()).and_then(|m| m.guest_at_boot.as_ref());
         prop_assert_eq!(at_boot, Some(guest));
 
-        let pod = render_launcher_pod(&admitted, &PodConfig::new("registry.example/virt-launcher:v1")).expect("the pod");
+        let pod = render_launcher_pod(
+            &admitted,
+            &PodConfig::new("registry.example/virt-launcher:v1"),
+            &virt_controller::claims::ClaimModes::default(),
+        )
+        .expect("the pod");
         let pod_hostname = pod.spec.as_ref().and_then(|s| s.hostname.clone()).expect("the pod's hostname");
         prop_assert!(!pod_hostname.is_empty() && pod_hostname.len() <= 63 && !pod_hostname.contains('.'));
         let label = pod.metadata.labels.as_ref().and_then(|l| l.get("vm.kubevirt.io/name")).cloned();

@@ -6,6 +6,7 @@
 //! ([`overhead`]), the run-strategy decision ([`run_strategy`]), and the printable status and
 //! crash-loop backoff ([`printable_status`]).
 
+pub mod claims;
 pub mod cluster_api;
 pub mod compact;
 pub mod evacuation;

@@ -48,6 +48,8 @@ pub struct MigrationController<A, K> {
     evacuation_memory: Mutex<evacuate::Memory>,
     pod_config: Mutex<PodConfig>,
     known: Mutex<Known>,
+    /// The claims target pods use, from the PVC watch.
+    claims: crate::claims::ClaimStore,
 }
 
 fn key_of(namespace: Option<&String>, name: &str) -> String {
@@ -125,7 +127,16 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
             evacuation_memory: Mutex::default(),
             pod_config: Mutex::new(pod_config),
             known: Mutex::default(),
+            claims: crate::claims::ClaimStore::default(),
         }
+    }
+
+    /// Takes in a PVC watch event (a target pod renders the VMI's claims as its source did).
+    pub fn on_claim_event(
+        &self,
+        event: &kube::runtime::watcher::Event<k8s_openapi::api::core::v1::PersistentVolumeClaim>,
+    ) {
+        self.claims.on_event(event);
     }
 
     fn known(&self) -> std::sync::MutexGuard<'_, Known> {
@@ -407,7 +418,12 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
             .unwrap_or_else(|| "default".to_owned());
         let config = self.pod_config(vmi);
         // A VMI that cannot be rendered needs a change of it or of the configuration, not a retry.
-        let (outcome, event) = match render_target_pod(vmi, migration, &config) {
+        let rendered = self
+            .claims
+            .modes_for(vmi)
+            .map_err(|missing| missing.to_string())
+            .and_then(|claims| render_target_pod(vmi, migration, &config, &claims).map_err(|e| e.to_string()));
+        let (outcome, event) = match rendered {
             Err(error) => (
                 Ok(()),
                 ("Warning", "FailedCreate", format!("Error creating pod: {error}")),

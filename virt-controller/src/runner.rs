@@ -1,4 +1,4 @@
-//! virt-controller's event loop: the VMI, VM, migration and launcher-pod watches feed one work
+//! virt-controller's event loop: the VMI, VM, migration, PVC and launcher-pod watches feed one work
 //! queue of `vmi:`, `vm:`, `vmim:` and `evac:` (a node being evacuated) keys, reconciled by up to `workers` tasks (never one key
 //! twice at once).
 
@@ -89,10 +89,11 @@ enum Watch {
     Pods,
     KubeVirts,
     Migrations,
+    Claims,
 }
 
 impl Watch {
-    const COUNT: usize = 5;
+    const COUNT: usize = 6;
 }
 
 impl Synced {
@@ -119,6 +120,34 @@ fn queue_all(queue: &mut WorkQueue, prefix: &str, keys: Vec<String>) {
     }
 }
 
+/// Applies a `KubeVirt` resource's change to the controllers; what waits for a configuration it
+/// could not use is looked at again.
+fn configure<A: ControllerApi, K: Clock>(
+    controllers: &Controllers<A, K>,
+    queue: &mut WorkQueue,
+    event: Event<kubevirt_api::v1::KubeVirt>,
+) {
+    let kubevirt = match event {
+        Event::Apply(kubevirt) | Event::InitApply(kubevirt) => Some(kubevirt),
+        Event::Delete(_) => None,
+        Event::Init | Event::InitDone => return,
+    };
+    queue_all(
+        queue,
+        "vmi",
+        controllers.vmis.set_cluster_configuration(kubevirt.as_ref()),
+    );
+    controllers.vms.set_cluster_configuration(kubevirt.as_ref());
+    let pods = controllers.vmis.pod_config();
+    queue_all(
+        queue,
+        "vmim",
+        controllers
+            .migrations
+            .set_cluster_configuration(kubevirt.as_ref(), pods),
+    );
+}
+
 /// Runs until `stop`; in-flight reconciles finish first. The watches keep the caches warm at all
 /// times, but objects are reconciled only while `leading` says this replica leads.
 pub async fn run<A: ControllerApi, K: Clock>(
@@ -133,6 +162,7 @@ pub async fn run<A: ControllerApi, K: Clock>(
     let mut pod_events = api.watch_launcher_pods();
     let mut kubevirt_events = api.watch_kubevirts();
     let mut migration_events = api.watch_migrations();
+    let mut claim_events = api.watch_claims();
     let mut queue = WorkQueue::new();
     let mut running: JoinSet<(String, Option<Duration>)> = JoinSet::new();
     let mut synced = Synced::default();
@@ -158,20 +188,7 @@ pub async fn run<A: ControllerApi, K: Clock>(
             }
             Some(event) = kubevirt_events.next() => match event {
                 Ok(Event::InitDone) => synced.mark(Watch::KubeVirts, true),
-                // What waits for a configuration it could not use is looked at again.
-                Ok(Event::Apply(kubevirt) | Event::InitApply(kubevirt)) => {
-                    queue_all(&mut queue, "vmi", controllers.vmis.set_cluster_configuration(Some(&kubevirt)));
-                    controllers.vms.set_cluster_configuration(Some(&kubevirt));
-                    let pods = controllers.vmis.pod_config();
-                    queue_all(&mut queue, "vmim", controllers.migrations.set_cluster_configuration(Some(&kubevirt), pods));
-                }
-                Ok(Event::Delete(_)) => {
-                    queue_all(&mut queue, "vmi", controllers.vmis.set_cluster_configuration(None));
-                    controllers.vms.set_cluster_configuration(None);
-                    let pods = controllers.vmis.pod_config();
-                    queue_all(&mut queue, "vmim", controllers.migrations.set_cluster_configuration(None, pods));
-                }
-                Ok(Event::Init) => {}
+                Ok(event) => configure(&controllers, &mut queue, event),
                 Err(error) => warn!(error = %error, "KubeVirt watch error; the watch retries"),
             },
 
@@ -207,6 +224,14 @@ pub async fn run<A: ControllerApi, K: Clock>(
                     queue_all(&mut queue, "evac", controllers.migrations.evacuating_nodes());
                 }
                 Err(error) => warn!(error = %error, "migration watch error; the watch retries"),
+            },
+            Some(event) = claim_events.next() => match event {
+                Ok(event) => {
+                    synced.mark(Watch::Claims, lists_done(&event));
+                    controllers.migrations.on_claim_event(&event);
+                    queue_all(&mut queue, "vmi", controllers.vmis.on_claim_event(&event));
+                }
+                Err(error) => warn!(error = %error, "PVC watch error; the watch retries"),
             },
             () = queue.next_timer() => {}
             Some(finished) = running.join_next(), if !running.is_empty() => match finished {

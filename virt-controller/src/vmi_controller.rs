@@ -2,7 +2,7 @@
 //! observes them, plans ([`crate::vmi_lifecycle`]) and applies the plan: pod creation (with
 //! expectations), pod deletion, the node label and finalizer, then the status.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
@@ -14,13 +14,14 @@ use kubevirt_api::v1::VirtualMachineInstance;
 use kubevirt_api::well_known::{finalizers, labels};
 use serde_json::json;
 
+use crate::claims::{ClaimModes, ClaimStore};
 use crate::cluster_api::{ApiError, ControllerApi};
 use crate::compact::Compact;
 use crate::expectations::Expectations;
 use crate::own_writes::{replaces_cached, replaces_cached_pod};
 use crate::pod::{PodConfig, render_launcher_pod};
 use crate::reconcile_error::{ReconcileError, cannot, log_and_retry};
-use crate::vmi_lifecycle::{Observed, PodView, plan};
+use crate::vmi_lifecycle::{Observed, PodView, REASON_PVC_NOT_FOUND, plan};
 
 #[derive(Debug, Default)]
 struct Known {
@@ -31,6 +32,8 @@ struct Known {
     /// The relists of the VMI and pod watches under way.
     vmi_list: crate::relist::Relist,
     pod_list: crate::relist::Relist,
+    /// The VMIs whose pod waits for a claim, by the claim's `namespace/name`.
+    claim_waiters: HashMap<String, BTreeSet<String>>,
 }
 
 /// A cached VMI: its JSON, and its phase for metrics.
@@ -59,6 +62,8 @@ pub struct VmiController<A, K> {
     /// With the `KubeVirt` resource's settings applied.
     config: Mutex<PodConfig>,
     known: Mutex<Known>,
+    /// The claims launcher pods use, from the PVC watch.
+    claims: ClaimStore,
 }
 
 /// The owning VMI's key of a launcher pod, from its controller owner reference.
@@ -130,7 +135,19 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
             config: Mutex::new(config.clone()),
             base_config: config,
             known: Mutex::default(),
+            claims: ClaimStore::default(),
         }
+    }
+
+    /// Takes in a PVC watch event; returns the VMIs whose pod waited for a claim that appeared.
+    pub fn on_claim_event(&self, event: &Event<k8s_openapi::api::core::v1::PersistentVolumeClaim>) -> Vec<String> {
+        let changed = self.claims.on_event(event);
+        let mut known = self.known();
+        changed
+            .iter()
+            .filter_map(|claim| known.claim_waiters.remove(claim))
+            .flatten()
+            .collect()
     }
 
     /// Applies the `KubeVirt` resource's configuration (or, with `None`, the defaults) to the
@@ -292,11 +309,13 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
             (vmi, pods, known.expectations.satisfied(key, self.clock.monotonic()))
         };
         let config = self.pod_config();
+        let claims = self.claims.modes_for(&vmi);
         let plan = plan(&Observed {
             vmi: &vmi,
             pods,
             expectations_satisfied: satisfied,
             runtime_user: config.runtime_user,
+            missing_claim: claims.as_ref().err().map(ToString::to_string),
             now: Time(self.clock.now()),
         });
         let namespace = vmi.metadata.namespace.clone().unwrap_or_else(|| "default".to_owned());
@@ -307,35 +326,17 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
             if let Some(status) = &plan.status {
                 planned.status = Some(status.clone());
             }
-            match render_launcher_pod(&planned, &config).map(Box::new) {
-                Ok(pod) => {
-                    self.known().expectations.expect_creation(key, self.clock.monotonic());
-                    match self.api.create_pod(&namespace, &pod).await {
-                        Ok(created) => {
-                            let message = format!(
-                                "Created virtual machine pod {}",
-                                created.metadata.name.as_deref().unwrap_or_default()
-                            );
-                            self.event(&current, "Normal", "SuccessfulCreate", &message).await;
-                            self.on_pod_created(&created);
-                        }
-                        Err(error) => {
-                            self.known().expectations.creation_observed(key);
-                            self.event(&current, "Warning", "FailedCreate", &error.to_string())
-                                .await;
-                            return Err(ReconcileError::new("create the launcher pod", error));
-                        }
-                    }
-                }
-                Err(error) => {
-                    // The VMI itself cannot be rendered: retrying does not help, a change of
-                    // the VMI or the configuration does.
-                    tracing::warn!(error = %error, "cannot render the launcher pod");
-                    self.event(&current, "Warning", "FailedCreate", &error.to_string())
-                        .await;
-                    return Ok(None);
-                }
+            let claims = claims.as_ref().unwrap_or(&ClaimModes::default()).clone();
+            if !self
+                .create_launcher_pod(key, &namespace, &planned, &config, &claims, &current)
+                .await?
+            {
+                return Ok(None);
             }
+        }
+        if let (Some(message), Err(missing)) = (&plan.waits_for_claim, &claims) {
+            self.wait_for_claim(key, missing, &current, message, plan.status.is_some())
+                .await;
         }
         if !plan.delete_pods.is_empty() {
             let count = u32::try_from(plan.delete_pods.len()).unwrap_or(u32::MAX);
@@ -383,6 +384,66 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
         // when that expectation expires, should its event never come.
         let expires_in = self.known().expectations.expires_in(key, self.clock.monotonic());
         Ok(expires_in)
+    }
+
+    /// Renders and creates `vmi`'s launcher pod (`planned`: with the status the plan writes);
+    /// whether the reconcile goes on. A VMI that cannot be rendered needs a change of it or of the
+    /// configuration, not a retry.
+    async fn create_launcher_pod(
+        &self,
+        key: &str,
+        namespace: &str,
+        planned: &VirtualMachineInstance,
+        config: &PodConfig,
+        claims: &ClaimModes,
+        current: &VirtualMachineInstance,
+    ) -> Result<bool, ReconcileError> {
+        match render_launcher_pod(planned, config, claims).map(Box::new) {
+            Ok(pod) => {
+                self.known().expectations.expect_creation(key, self.clock.monotonic());
+                match self.api.create_pod(namespace, &pod).await {
+                    Ok(created) => {
+                        let message = format!(
+                            "Created virtual machine pod {}",
+                            created.metadata.name.as_deref().unwrap_or_default()
+                        );
+                        self.event(current, "Normal", "SuccessfulCreate", &message).await;
+                        self.on_pod_created(&created);
+                        Ok(true)
+                    }
+                    Err(error) => {
+                        self.known().expectations.creation_observed(key);
+                        self.event(current, "Warning", "FailedCreate", &error.to_string()).await;
+                        Err(ReconcileError::new("create the launcher pod", error))
+                    }
+                }
+            }
+            Err(error) => {
+                tracing::warn!(error = %error, "cannot render the launcher pod");
+                self.event(current, "Warning", "FailedCreate", &error.to_string()).await;
+                Ok(false)
+            }
+        }
+    }
+
+    /// Remembers that `key`'s pod waits for the claim `missing`, to look at it again when the
+    /// claim appears (the PVC watch); says so in an event when the wait is new (`is_news`).
+    async fn wait_for_claim(
+        &self,
+        key: &str,
+        missing: &crate::claims::MissingClaim,
+        vmi: &VirtualMachineInstance,
+        message: &str,
+        is_news: bool,
+    ) {
+        self.known()
+            .claim_waiters
+            .entry(format!("{}/{}", missing.namespace, missing.name))
+            .or_default()
+            .insert(key.to_owned());
+        if is_news {
+            self.event(vmi, "Normal", REASON_PVC_NOT_FOUND, message).await;
+        }
     }
 
     async fn event(&self, vmi: &VirtualMachineInstance, kind: &'static str, reason: &str, message: &str) {

@@ -59,6 +59,8 @@ pub struct Observed<'a> {
     pub expectations_satisfied: bool,
     /// The uid a new launcher runs as, recorded in `status.runtimeUser` when the VMI has none.
     pub runtime_user: u32,
+    /// Why the pod cannot be made yet: a claim it needs is missing (its message).
+    pub missing_claim: Option<String>,
     /// Now.
     pub now: Time,
 }
@@ -78,6 +80,50 @@ pub struct Plan {
     pub node_label: Option<String>,
     /// Write this status (only when it differs from the current one).
     pub status: Option<VirtualMachineInstanceStatus>,
+    /// The pod waits for a claim to appear: why (upstream's `FailedPvcNotFound` event).
+    pub waits_for_claim: Option<String>,
+}
+
+/// Upstream's reason while a claim a VMI needs is missing.
+pub const REASON_PVC_NOT_FOUND: &str = "FailedPvcNotFound";
+const SYNCHRONIZED: &str = "Synchronized";
+const POD_SCHEDULED: &str = "PodScheduled";
+
+/// Sets the condition `kind` to False with `reason` and `message`, keeping its transition time
+/// when it says that already.
+fn set_false(status: &mut VirtualMachineInstanceStatus, kind: &str, reason: &str, message: &str, now: &Time) {
+    let wanted = VirtualMachineInstanceCondition {
+        condition_type: kind.to_owned(),
+        status: conditions::FALSE.to_owned(),
+        last_probe_time: None,
+        last_transition_time: Some(now.clone()),
+        reason: Some(reason.to_owned()),
+        message: Some(message.to_owned()),
+    };
+    match status.conditions.iter_mut().find(|c| c.condition_type == kind) {
+        Some(existing)
+            if existing.status == wanted.status
+                && existing.reason == wanted.reason
+                && existing.message == wanted.message => {}
+        Some(existing) => *existing = wanted,
+        None => status.conditions.push(wanted),
+    }
+}
+
+/// What a VMI shows while its pod waits for a claim, as upstream's: not synchronized, and not
+/// schedulable.
+fn wait_for_claim(status: &mut VirtualMachineInstanceStatus, message: &str, now: &Time) {
+    set_false(status, SYNCHRONIZED, REASON_PVC_NOT_FOUND, message, now);
+    set_false(status, POD_SCHEDULED, "Unschedulable", message, now);
+}
+
+/// The claim is there and the pod is made: the wait's conditions go (no pod exists yet, so no
+/// `PodScheduled` can be the pod's).
+fn end_claim_wait(status: &mut VirtualMachineInstanceStatus) {
+    status.conditions.retain(|c| {
+        c.condition_type != POD_SCHEDULED
+            && !(c.condition_type == SYNCHRONIZED && c.reason.as_deref() == Some(REASON_PVC_NOT_FOUND))
+    });
 }
 
 fn has_finalizer(vmi: &VirtualMachineInstance) -> bool {
@@ -105,7 +151,6 @@ fn fail(status: &mut VirtualMachineInstanceStatus, reason: &str, now: &Time) {
 
 /// Copies a pod's `PodScheduled=False` into the VMI (it drives the VM's `ErrorUnschedulable`).
 fn pod_scheduled_condition(status: &mut VirtualMachineInstanceStatus, pod: Option<&PodView>, now: &Time) {
-    const POD_SCHEDULED: &str = "PodScheduled";
     let wanted = pod.and_then(|p| p.unschedulable.clone());
     let existing = status.conditions.iter().position(|c| c.condition_type == POD_SCHEDULED);
     match (wanted, existing) {
@@ -164,7 +209,13 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
 
     match phase_step(phase, pod, is_deleting, observed.expectations_satisfied) {
         PhaseStep::Stay => {}
+        PhaseStep::CreatePod if let Some(message) = &observed.missing_claim => {
+            enter(&mut status, Phase::Pending, now);
+            wait_for_claim(&mut status, message, now);
+            plan.waits_for_claim = Some(message.clone());
+        }
         PhaseStep::CreatePod => {
+            end_claim_wait(&mut status);
             plan.create_pod = true;
             // The user the pod is rendered for; it never changes for this VMI afterwards.
             status.runtime_user.get_or_insert(u64::from(observed.runtime_user));
@@ -289,6 +340,7 @@ mod tests {
             pods,
             expectations_satisfied: true,
             runtime_user: 107,
+            missing_claim: None,
             now: Time(Timestamp::from_second(1_800_000_000).expect("time")),
         })
     }
@@ -329,6 +381,52 @@ mod tests {
     }
 
     #[test]
+    fn a_missing_claim_holds_the_pod_back_until_it_appears() {
+        let message = "PVC default/disk does not exist, waiting for it to appear";
+        let new = vmi(Phase::Unset, false, true);
+        let observed = |vmi| Observed {
+            vmi,
+            pods: vec![],
+            expectations_satisfied: true,
+            runtime_user: 107,
+            missing_claim: Some(message.to_owned()),
+            now: Time(Timestamp::UNIX_EPOCH),
+        };
+        let waiting = plan(&observed(&new));
+        assert!(!waiting.create_pod);
+        assert_eq!(waiting.waits_for_claim.as_deref(), Some(message));
+        let status = waiting.status.clone().expect("status");
+        assert_eq!(status.phase, Some(Phase::Pending));
+        let condition = |kind: &str| status.conditions.iter().find(|c| c.condition_type == kind).cloned();
+        let synchronized = condition("Synchronized").expect("Synchronized");
+        assert_eq!(
+            (
+                synchronized.status.as_str(),
+                synchronized.reason.as_deref(),
+                synchronized.message.as_deref()
+            ),
+            ("False", Some("FailedPvcNotFound"), Some(message))
+        );
+        let scheduled = condition("PodScheduled").expect("PodScheduled");
+        assert_eq!(
+            (scheduled.status.as_str(), scheduled.reason.as_deref()),
+            ("False", Some("Unschedulable"))
+        );
+        let mut pending = new.clone();
+        pending.status = Some(status);
+        assert_eq!(
+            plan(&observed(&pending)).status,
+            None,
+            "the same wait writes nothing again"
+        );
+        let found = observe(&pending, vec![]);
+        assert!(found.create_pod && found.waits_for_claim.is_none());
+        let status = found.status.expect("status");
+        assert_eq!(status.phase, Some(Phase::Scheduling));
+        assert!(status.conditions.is_empty(), "{:?}", status.conditions);
+    }
+
+    #[test]
     fn an_unsatisfied_expectation_creates_nothing() {
         let new = vmi(Phase::Pending, false, true);
         let waiting = plan(&Observed {
@@ -336,6 +434,7 @@ mod tests {
             pods: vec![],
             expectations_satisfied: false,
             runtime_user: 107,
+            missing_claim: None,
             now: Time(Timestamp::UNIX_EPOCH),
         });
         assert_eq!(waiting, Plan::default());
@@ -420,6 +519,7 @@ mod tests {
             pods: vec![pod("Running", true, Some("n"))],
             expectations_satisfied: false,
             runtime_user: 107,
+            missing_claim: None,
             now: Time(Timestamp::from_second(1_800_000_000).expect("time")),
         });
         assert!(

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use kubevirt_api::v1::VirtualMachineInstance;
 use pretty_assertions::assert_eq;
+use virt_controller::claims::{ClaimModes, VolumeMode, claim_of};
 use virt_controller::pod::{Emulation, PodConfig, render_launcher_pod};
 
 const LAUNCHER_IMAGE: &str = "registry.example/kubevirt-rs/virt-launcher:v0.1.0";
@@ -20,6 +21,18 @@ fn config_for(case: &str) -> PodConfig {
         Emulation::Off
     };
     config
+}
+
+/// The claims' modes as the PVC watch would give them: block for the claims whose name says so.
+fn claims_of(vmi: &VirtualMachineInstance) -> ClaimModes {
+    ClaimModes::new(vmi.spec.volumes.iter().filter_map(claim_of).map(|name| {
+        let mode = if name.ends_with("-block") {
+            VolumeMode::Block
+        } else {
+            VolumeMode::Filesystem
+        };
+        (name.to_owned(), mode)
+    }))
 }
 
 #[test]
@@ -44,7 +57,7 @@ fn every_vmi_renders_its_golden_pod() {
         cases += 1;
         let vmi: VirtualMachineInstance =
             serde_saphyr::from_str(&std::fs::read_to_string(&path).expect("read VMI")).expect("VMI YAML");
-        let pod = render_launcher_pod(&vmi, &config_for(case)).expect("render");
+        let pod = render_launcher_pod(&vmi, &config_for(case), &claims_of(&vmi)).expect("render");
         let rendered = serde_json::to_value(&pod).expect("pod JSON");
         let golden_path = dir.join(format!("{case}.pod.yaml"));
         if update {
@@ -67,7 +80,21 @@ fn every_vmi_renders_its_golden_pod() {
         assert_eq!(rendered, golden, "{case}");
     }
     assert_eq!(
-        cases, 7,
-        "minimal, emulation, forced emulation, many disks, hugepages, EFI, dedicated"
+        cases, 8,
+        "minimal, emulation, forced emulation, many disks, block claims, hugepages, EFI, dedicated"
+    );
+}
+
+#[test]
+fn a_claim_whose_mode_is_unknown_is_refused_by_field() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+    let vmi: VirtualMachineInstance =
+        serde_saphyr::from_str(&std::fs::read_to_string(dir.join("block-claims.vmi.yaml")).expect("read"))
+            .expect("VMI YAML");
+    let only_fast = ClaimModes::new([("fast-block".to_owned(), VolumeMode::Block)]);
+    let refused = render_launcher_pod(&vmi, &PodConfig::new(LAUNCHER_IMAGE), &only_fast).expect_err("refused");
+    assert_eq!(
+        refused.to_string(),
+        "spec.volumes[1]: PVC default/home-dv does not exist, waiting for it to appear"
     );
 }

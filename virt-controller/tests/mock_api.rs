@@ -13,6 +13,7 @@ use kubevirt_api::v1::VirtualMachineInstance;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use support::{api_server, taken};
+use virt_controller::claims::ClaimModes;
 use virt_controller::cluster_api::KubeControllerApi;
 use virt_controller::pod::{PodConfig, render_launcher_pod};
 use virt_controller::vmi_controller::VmiController;
@@ -43,11 +44,16 @@ fn controller(client: kube::Client) -> VmiController<KubeControllerApi, Arc<Manu
     VmiController::new(KubeControllerApi::new(client), clock, PodConfig::new(IMAGE))
 }
 
+/// The launcher pod of `vmi` (which has no claims), as JSON.
+fn rendered(vmi: &VirtualMachineInstance) -> serde_json::Value {
+    serde_json::to_value(render_launcher_pod(vmi, &PodConfig::new(IMAGE), &ClaimModes::default()).expect("pod"))
+        .expect("json")
+}
+
 #[tokio::test]
 async fn creating_the_pod_and_scheduling_the_vmi_send_these_requests() {
     let new = vmi(&json!({}));
-    let mut created_pod =
-        serde_json::to_value(render_launcher_pod(&new, &PodConfig::new(IMAGE)).expect("pod")).expect("json");
+    let mut created_pod = rendered(&new);
     created_pod["metadata"]["name"] = json!("virt-launcher-testvmi-x7k2p");
     created_pod["metadata"]["uid"] = json!("pod-1");
     let mut after_status = serde_json::to_value(&new).expect("json");
@@ -63,8 +69,7 @@ async fn creating_the_pod_and_scheduling_the_vmi_send_these_requests() {
     // The pod is rendered for the user the status records: unprivileged, 107.
     let mut unprivileged = new.clone();
     unprivileged.status.get_or_insert_default().runtime_user = Some(107);
-    let expected_pod =
-        serde_json::to_value(render_launcher_pod(&unprivileged, &PodConfig::new(IMAGE)).expect("pod")).expect("json");
+    let expected_pod = rendered(&unprivileged);
     assert_eq!(expected_pod["spec"]["securityContext"]["runAsUser"], json!(107));
     assert_eq!(
         sent[0],

@@ -47,16 +47,7 @@ fn directory(parent: Option<&OwnedFd>, path: &Path) -> nix::Result<OwnedFd> {
 /// [`DeviceOwnershipError`] when `root/dev` cannot be opened as a directory (without following a
 /// link at `dev`), or a device that is there cannot be given.
 pub fn claim_launcher_devices(root: &Path, owner: u32) -> Result<Vec<&'static str>, DeviceOwnershipError> {
-    let error = |relative: &str, source| DeviceOwnershipError {
-        path: root.join("dev").join(relative),
-        owner,
-        source,
-    };
-    // A launcher always has a /dev: not reaching it (the launcher gone, or a link in its place)
-    // is an error, so the claim is tried again rather than taken as done.
-    let dev = directory(None, root)
-        .and_then(|root_dir| directory(Some(&root_dir), Path::new("dev")))
-        .map_err(|source| error("", source))?;
+    let dev = launcher_dev(root, owner)?;
     let mut claimed = Vec::new();
     for device in LAUNCHER_DEVICES {
         let subdir;
@@ -70,23 +61,78 @@ pub fn claim_launcher_devices(root: &Path, owner: u32) -> Result<Vec<&'static st
             },
             None => (&dev, device),
         };
-        let Ok(stat) = fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW) else {
-            continue;
-        };
-        if SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT != SFlag::S_IFCHR {
-            continue;
+        if give(dir, name, SFlag::S_IFCHR, owner).map_err(|source| DeviceOwnershipError {
+            path: root.join("dev").join(device),
+            owner,
+            source,
+        })? {
+            claimed.push(device);
         }
-        fchownat(
-            dir,
-            name,
-            Some(Uid::from_raw(owner)),
-            Some(Gid::from_raw(owner)),
-            AtFlags::AT_SYMLINK_NOFOLLOW,
-        )
-        .map_err(|source| error(device, source))?;
-        claimed.push(device);
     }
     Ok(claimed)
+}
+
+/// Gives the block devices of the VMI's block-mode claims, `/dev/<volume>` under `root` (where the
+/// kubelet puts a claim's `volumeDevices`), to `owner`, as upstream's virt-handler does for an
+/// unprivileged launcher. A volume without such a block device (a filesystem claim, or any other
+/// kind) is skipped. Returns the volumes given.
+///
+/// # Errors
+/// As [`claim_launcher_devices`].
+pub fn claim_block_volumes(
+    root: &Path,
+    vmi: &kubevirt_api::v1::VirtualMachineInstance,
+    owner: u32,
+) -> Result<Vec<String>, DeviceOwnershipError> {
+    let dev = launcher_dev(root, owner)?;
+    let mut claimed = Vec::new();
+    for volume in &vmi.spec.volumes {
+        let is_claim =
+            volume.persistent_volume_claim.is_some() || volume.data_volume.is_some() || volume.ephemeral.is_some();
+        // A volume's name is a DNS label; anything else never names a device here.
+        if !is_claim || volume.name.is_empty() || volume.name.contains('/') || volume.name.starts_with('.') {
+            continue;
+        }
+        if give(&dev, &volume.name, SFlag::S_IFBLK, owner).map_err(|source| DeviceOwnershipError {
+            path: root.join("dev").join(&volume.name),
+            owner,
+            source,
+        })? {
+            claimed.push(volume.name.clone());
+        }
+    }
+    Ok(claimed)
+}
+
+/// The launcher's `/dev`. A launcher always has one: not reaching it (the launcher gone, or a
+/// link in its place) is an error, so the claim is tried again rather than taken as done.
+fn launcher_dev(root: &Path, owner: u32) -> Result<OwnedFd, DeviceOwnershipError> {
+    directory(None, root)
+        .and_then(|root_dir| directory(Some(&root_dir), Path::new("dev")))
+        .map_err(|source| DeviceOwnershipError {
+            path: root.join("dev"),
+            owner,
+            source,
+        })
+}
+
+/// Gives `name` in `dir` to `owner` when it is a device of `kind` (never following a link);
+/// whether it was.
+fn give(dir: &OwnedFd, name: &str, kind: SFlag, owner: u32) -> nix::Result<bool> {
+    let Ok(stat) = fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW) else {
+        return Ok(false);
+    };
+    if SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT != kind {
+        return Ok(false);
+    }
+    fchownat(
+        dir,
+        name,
+        Some(Uid::from_raw(owner)),
+        Some(Gid::from_raw(owner)),
+        AtFlags::AT_SYMLINK_NOFOLLOW,
+    )?;
+    Ok(true)
 }
 
 #[cfg(test)]
@@ -150,6 +196,58 @@ mod tests {
         assert_eq!(
             claim_launcher_devices(empty.path(), 107).expect("nothing"),
             Vec::<&str>::new()
+        );
+    }
+
+    #[test]
+    #[cfg_attr(
+        not(feature = "host-tests"),
+        ignore = "needs root: make test runs it (feature host-tests)"
+    )]
+    fn block_claims_become_the_launchers_and_nothing_else_does() {
+        let pod = tempfile::tempdir().expect("tempdir");
+        let outside = tempfile::tempdir().expect("tempdir");
+        let dev = pod.path().join("dev");
+        std::fs::create_dir(&dev).expect("dev");
+        // The loop device "loop0" (7, 0) as a node: nothing opens it.
+        let block = |name: &str| {
+            mknod(
+                &dev.join(name),
+                SFlag::S_IFBLK,
+                Mode::from_bits_truncate(0o600),
+                makedev(7, 0),
+            )
+            .expect("mknod (needs root)");
+        };
+        block("fast");
+        block("imported");
+        block("scratch");
+        char_device(&dev.join("home"));
+        let bystander = outside.path().join("host-disk");
+        std::fs::write(&bystander, b"").expect("file");
+        std::os::unix::fs::symlink(&bystander, dev.join("linked")).expect("link");
+        let vmi: kubevirt_api::v1::VirtualMachineInstance = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "vmi"},
+            "spec": {"domain": {"devices": {}}, "volumes": [
+                {"name": "fast", "persistentVolumeClaim": {"claimName": "a"}},
+                {"name": "imported", "dataVolume": {"name": "b"}},
+                {"name": "home", "persistentVolumeClaim": {"claimName": "c"}},
+                {"name": "linked", "persistentVolumeClaim": {"claimName": "d"}},
+                {"name": "missing", "persistentVolumeClaim": {"claimName": "e"}},
+                {"name": "scratch", "emptyDisk": {"capacity": "1Gi"}}
+            ]}
+        }))
+        .expect("VMI");
+        let claimed = claim_block_volumes(pod.path(), &vmi, 107).expect("claimed");
+        assert_eq!(claimed, ["fast", "imported"]);
+        let owner = |name: &str| std::fs::symlink_metadata(dev.join(name)).expect("node").uid();
+        assert_eq!((owner("fast"), owner("imported")), (107, 107));
+        assert_eq!(owner("home"), 0, "a character device is no claim's");
+        assert_eq!(owner("scratch"), 0, "not a claim's volume");
+        assert_eq!(
+            std::fs::metadata(&bystander).expect("target").uid(),
+            0,
+            "a link is never followed"
         );
     }
 }

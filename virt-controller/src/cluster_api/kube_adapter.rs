@@ -6,7 +6,7 @@ use futures::stream::BoxStream;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
+use k8s_openapi::api::core::v1::{Event, Namespace, PersistentVolumeClaim, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
@@ -16,7 +16,8 @@ use kubevirt_api::v1::{KubeVirt, VirtualMachine, VirtualMachineInstance, Virtual
 use kubevirt_api::well_known::labels;
 
 use super::{
-    ApiError, ControllerApi, KubeVirtWatchEvent, MigrationWatchEvent, PodWatchEvent, VmWatchEvent, VmiWatchEvent,
+    ApiError, ClaimWatchEvent, ControllerApi, KubeVirtWatchEvent, MigrationWatchEvent, PodWatchEvent, VmWatchEvent,
+    VmiWatchEvent,
 };
 
 /// The component name on events.
@@ -212,6 +213,14 @@ impl ControllerApi for KubeControllerApi {
             .create(&PostParams::default(), revision)
             .await
             .map_err(kube_error(format!("create ControllerRevision {namespace}/{name}")))
+    }
+
+    fn watch_claims(&self) -> BoxStream<'static, Result<ClaimWatchEvent, ApiError>> {
+        let api: Api<PersistentVolumeClaim> = Api::all(self.client.clone());
+        watcher(api, watcher::Config::default())
+            .default_backoff()
+            .map(|event| event.map_err(ApiError::from))
+            .boxed()
     }
 
     fn watch_migrations(&self) -> BoxStream<'static, Result<MigrationWatchEvent, ApiError>> {

@@ -1,5 +1,5 @@
-//! The Kubernetes side of virt-controller behind one trait: watches of VMIs, VMs, migrations and
-//! launcher pods, pod creation and deletion, metadata patches and status writes, and events.
+//! The Kubernetes side of virt-controller behind one trait: watches of VMIs, VMs, migrations,
+//! PersistentVolumeClaims and launcher pods, pod creation and deletion, metadata patches and status writes, and events.
 //! [`KubeControllerApi`] talks to an API server; `FakeControllerApi` (feature `testing`) keeps objects in memory and
 //! counts every write.
 
@@ -14,7 +14,7 @@ use std::future::Future;
 pub use fake::{FakeControllerApi, Write};
 use futures::stream::BoxStream;
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::runtime::watcher;
 pub use kube_adapter::KubeControllerApi;
 use kubevirt_api::instancetype::InstancetypeLookup;
@@ -59,6 +59,8 @@ pub type VmWatchEvent = watcher::Event<VirtualMachine>;
 pub type PodWatchEvent = watcher::Event<Pod>;
 /// A watch event about a migration.
 pub type MigrationWatchEvent = watcher::Event<VirtualMachineInstanceMigration>;
+/// A watch event about a PersistentVolumeClaim.
+pub type ClaimWatchEvent = watcher::Event<PersistentVolumeClaim>;
 
 /// What virt-controller needs from the API server; instance types, preferences and their
 /// revisions are read through [`InstancetypeLookup`].
@@ -117,6 +119,9 @@ pub trait ControllerApi: InstancetypeLookup + Send + Sync + 'static {
         &self,
         namespace: &str,
     ) -> impl Future<Output = Result<BTreeMap<String, String>, ApiError>> + Send;
+    /// Watches every PersistentVolumeClaim (what launcher pods need of them: that they exist, and
+    /// their volume mode).
+    fn watch_claims(&self) -> BoxStream<'static, Result<ClaimWatchEvent, ApiError>>;
     /// Watches every `VirtualMachineInstanceMigration`.
     fn watch_migrations(&self) -> BoxStream<'static, Result<MigrationWatchEvent, ApiError>>;
     /// Applies a JSON merge patch to a migration's metadata (labels, finalizers), guarded by its

@@ -73,6 +73,7 @@ pub fn compute(
     config: &PodConfig,
     resources: ResourceRequirements,
     mounts: Vec<VolumeMount>,
+    devices: Vec<k8s_openapi::api::core::v1::VolumeDevice>,
 ) -> Container {
     let uid = vmi.metadata.uid.clone().unwrap_or_default();
     let mut args: Vec<String> = vec![
@@ -127,6 +128,7 @@ pub fn compute(
         resources: Some(resources),
         security_context: Some(super::security::compute_security_context(vmi)),
         volume_mounts: Some(mounts),
+        volume_devices: Some(devices).filter(|d| !d.is_empty()),
         termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
         ..Container::default()
     }

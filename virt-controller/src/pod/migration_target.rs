@@ -21,6 +21,7 @@ pub fn render_target_pod(
     vmi: &VirtualMachineInstance,
     migration: &VirtualMachineInstanceMigration,
     config: &PodConfig,
+    claims: &crate::claims::ClaimModes,
 ) -> Result<Pod, RenderError> {
     let migration_uid = migration
         .metadata
@@ -33,7 +34,7 @@ pub fn render_target_pod(
         .clone()
         .ok_or(RenderError::Identity("migration name"))?;
     let vmi_uid = vmi.metadata.uid.clone().ok_or(RenderError::Identity("uid"))?;
-    let mut pod = render_launcher_pod(vmi, config)?;
+    let mut pod = render_launcher_pod(vmi, config, claims)?;
     pod.metadata
         .labels
         .get_or_insert_default()
@@ -99,7 +100,13 @@ mod tests {
 
     #[test]
     fn the_target_is_the_launcher_pod_labelled_and_kept_off_the_source_node() {
-        let pod = render_target_pod(&vmi(), &migration(), &PodConfig::new("image")).expect("pod");
+        let pod = render_target_pod(
+            &vmi(),
+            &migration(),
+            &PodConfig::new("image"),
+            &crate::claims::ClaimModes::default(),
+        )
+        .expect("pod");
         let labels = pod.metadata.labels.clone().unwrap_or_default();
         assert_eq!(
             labels.get("kubevirt.io/migrationJobUID").map(String::as_str),
@@ -141,6 +148,14 @@ mod tests {
     fn a_migration_without_identity_is_refused() {
         let mut nameless = migration();
         nameless.metadata.uid = None;
-        assert!(render_target_pod(&vmi(), &nameless, &PodConfig::new("image")).is_err());
+        assert!(
+            render_target_pod(
+                &vmi(),
+                &nameless,
+                &PodConfig::new("image"),
+                &crate::claims::ClaimModes::default()
+            )
+            .is_err()
+        );
     }
 }

@@ -16,6 +16,8 @@ use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kubevirt_api::v1::VirtualMachineInstance;
 use kubevirt_api::well_known::{annotations, labels};
+
+use crate::claims::ClaimModes;
 pub use migration_target::{HOSTNAME_TOPOLOGY, render_target_pod};
 pub use resources::{KVM, TUN, VHOST_NET, has_pod_interface};
 
@@ -180,8 +182,16 @@ fn pod_annotations(vmi: &VirtualMachineInstance, name: &str) -> BTreeMap<String,
     pod_annotations
 }
 
-/// Renders the launcher pod of `vmi`.
-pub fn render_launcher_pod(vmi: &VirtualMachineInstance, config: &PodConfig) -> Result<Pod, RenderError> {
+/// Renders the launcher pod of `vmi`, whose claims have the modes `claims`
+/// ([`crate::claims::ClaimStore::modes_for`]).
+///
+/// # Errors
+/// [`RenderError`] naming the field, when a claim's mode is not known among them.
+pub fn render_launcher_pod(
+    vmi: &VirtualMachineInstance,
+    config: &PodConfig,
+    claims: &ClaimModes,
+) -> Result<Pod, RenderError> {
     let name = vmi.metadata.name.clone().ok_or(RenderError::Identity("name"))?;
     let uid = vmi.metadata.uid.clone().ok_or(RenderError::Identity("uid"))?;
     let refused = kubevirt_api::support::unprivileged_vmi(&vmi.spec, "spec", vmi.is_non_root());
@@ -190,7 +200,11 @@ pub fn render_launcher_pod(vmi: &VirtualMachineInstance, config: &PodConfig) -> 
         return Err(RenderError::Unprivileged(reasons.join("; ")));
     }
     let hugepages = resources::hugepage_size(vmi).is_some();
-    let (mut pod_volumes, mut mounts) = volumes::volumes(vmi, hugepages)?;
+    let volumes::PodStorage {
+        volumes: mut pod_volumes,
+        mut mounts,
+        devices,
+    } = volumes::volumes(vmi, hugepages, claims)?;
     let config_volumes = config_volumes::config_volumes(vmi)?;
     pod_volumes.extend(config_volumes.volumes);
     mounts.extend(config_volumes.mounts);
@@ -199,7 +213,7 @@ pub fn render_launcher_pod(vmi: &VirtualMachineInstance, config: &PodConfig) -> 
     let service_account = config_volumes
         .service_account
         .or_else(|| vmi.spec.service_account_name.clone());
-    let compute = containers::compute(vmi, config, resources::compute_resources(vmi, config), mounts);
+    let compute = containers::compute(vmi, config, resources::compute_resources(vmi, config), mounts, devices);
     let mut pod_containers = vec![compute];
     pod_containers.extend(containers::disk_sidecars(vmi, config));
     let init = containers::init_containers(vmi, config);

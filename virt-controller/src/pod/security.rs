@@ -130,11 +130,22 @@ mod tests {
         let mut realtime = vmi(Some(107));
         realtime.metadata.uid = Some("u".to_owned());
         realtime.spec.domain.cpu = Some(serde_json::from_value(serde_json::json!({"realtime": {}})).expect("cpu"));
-        let refused =
-            super::super::render_launcher_pod(&realtime, &super::super::PodConfig::new("image")).expect_err("refused");
+        let refused = super::super::render_launcher_pod(
+            &realtime,
+            &super::super::PodConfig::new("image"),
+            &crate::claims::ClaimModes::default(),
+        )
+        .expect_err("refused");
         assert!(refused.to_string().contains("spec.domain.cpu.realtime"), "{refused}");
         realtime.status = None;
-        assert!(super::super::render_launcher_pod(&realtime, &super::super::PodConfig::new("image")).is_ok());
+        assert!(
+            super::super::render_launcher_pod(
+                &realtime,
+                &super::super::PodConfig::new("image"),
+                &crate::claims::ClaimModes::default()
+            )
+            .is_ok()
+        );
     }
 
     #[test]

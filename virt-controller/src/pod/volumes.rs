@@ -1,13 +1,26 @@
-//! The launcher pod's volumes and the `compute` container's mounts (upstream's
-//! `renderLaunchManifest`): the emptyDirs the launcher works in, and one pod volume per VMI volume
-//! that needs the kubelet.
+//! The launcher pod's volumes and the `compute` container's mounts and devices (upstream's
+//! `renderLaunchManifest` and `rendervolumes.go`): the emptyDirs the launcher works in, and one pod
+//! volume per VMI volume that needs the kubelet. A claim in block mode reaches the container as
+//! the device `/dev/<volume>` (`volumeDevices`), any other as a mount of its directory.
 
 use k8s_openapi::api::core::v1::{
-    EmptyDirVolumeSource, HostPathVolumeSource, PersistentVolumeClaimVolumeSource, Volume, VolumeMount,
+    EmptyDirVolumeSource, HostPathVolumeSource, PersistentVolumeClaimVolumeSource, Volume, VolumeDevice, VolumeMount,
 };
 use kubevirt_api::v1::{VirtualMachineInstance, VolumeSource};
 
 use super::RenderError;
+use crate::claims::{ClaimModes, VolumeMode};
+
+/// The pod's volumes and what the `compute` container gets of them.
+#[derive(Debug, Default)]
+pub struct PodStorage {
+    /// `spec.volumes`.
+    pub volumes: Vec<Volume>,
+    /// The container's `volumeMounts`.
+    pub mounts: Vec<VolumeMount>,
+    /// The container's `volumeDevices` (block claims).
+    pub devices: Vec<VolumeDevice>,
+}
 
 /// The launcher's private directory.
 pub const PRIVATE_DIR: &str = "/var/run/kubevirt-private";
@@ -48,8 +61,9 @@ pub fn has_kernel_boot_container(vmi: &VirtualMachineInstance) -> bool {
     vmi.kernel_boot_container().is_some()
 }
 
-/// The pod's volumes and the `compute` container's mounts.
-pub fn volumes(vmi: &VirtualMachineInstance, hugepages: bool) -> Result<(Vec<Volume>, Vec<VolumeMount>), RenderError> {
+/// The pod's volumes and the `compute` container's mounts and devices; `claims` says each claim's
+/// mode.
+pub fn volumes(vmi: &VirtualMachineInstance, hugepages: bool, claims: &ClaimModes) -> Result<PodStorage, RenderError> {
     let mut volumes = vec![
         empty_dir("private"),
         empty_dir("public"),
@@ -73,10 +87,16 @@ pub fn volumes(vmi: &VirtualMachineInstance, hugepages: bool) -> Result<(Vec<Vol
         volumes.push(empty_dir("virt-bin-share-dir"));
     }
     add_hugepages(hugepages, &mut volumes, &mut mounts);
+    let mut storage = PodStorage {
+        volumes,
+        mounts,
+        devices: Vec::new(),
+    };
+    let namespace = vmi.metadata.namespace.as_deref().unwrap_or("default");
     for (index, volume) in vmi.spec.volumes.iter().enumerate() {
-        add_volume(index, volume, &mut volumes, &mut mounts)?;
+        add_volume(index, volume, namespace, claims, &mut storage)?;
     }
-    Ok((volumes, mounts))
+    Ok(storage)
 }
 
 /// The hugepages mount the guest's memory comes from.
@@ -94,13 +114,20 @@ fn add_hugepages(hugepages: bool, volumes: &mut Vec<Volume>, mounts: &mut Vec<Vo
     }
 }
 
-/// The pod volume and mount of `spec.volumes[index]`, for the kinds the kubelet provides.
+/// The pod volume and mount (or device) of `spec.volumes[index]`, for the kinds the kubelet
+/// provides.
 fn add_volume(
     index: usize,
     volume: &kubevirt_api::v1::Volume,
-    volumes: &mut Vec<Volume>,
-    mounts: &mut Vec<VolumeMount>,
+    namespace: &str,
+    claims: &ClaimModes,
+    storage: &mut PodStorage,
 ) -> Result<(), RenderError> {
+    let PodStorage {
+        volumes,
+        mounts,
+        devices,
+    } = storage;
     let field = format!("spec.volumes[{index}]");
     let source = volume.source().map_err(|e| RenderError::Volume {
         field: field.clone(),
@@ -115,21 +142,34 @@ fn add_volume(
         }),
         ..Volume::default()
     };
-    match source {
-        VolumeSource::PersistentVolumeClaim(pvc) => {
-            volumes.push(claim(&pvc.claim_name, pvc.read_only));
-            mounts.push(mount(&volume.name, &disk_dir));
+    // A claim's volume: its device in block mode, else its directory.
+    let mut attach = |claim_name: &str, read_only: Option<bool>| -> Result<(), RenderError> {
+        let mode = claims.get(claim_name).ok_or_else(|| RenderError::Volume {
+            field: field.clone(),
+            message: crate::claims::MissingClaim {
+                namespace: namespace.to_owned(),
+                name: claim_name.to_owned(),
+            }
+            .to_string(),
+        })?;
+        volumes.push(claim(claim_name, read_only));
+        match mode {
+            VolumeMode::Block => devices.push(VolumeDevice {
+                name: volume.name.clone(),
+                device_path: format!("/dev/{}", volume.name),
+            }),
+            VolumeMode::Filesystem => mounts.push(mount(&volume.name, &disk_dir)),
         }
+        Ok(())
+    };
+    match source {
+        VolumeSource::PersistentVolumeClaim(pvc) => attach(&pvc.claim_name, pvc.read_only)?,
         VolumeSource::Ephemeral(ephemeral) => {
             if let Some(pvc) = &ephemeral.persistent_volume_claim {
-                volumes.push(claim(&pvc.claim_name, Some(true)));
-                mounts.push(mount(&volume.name, &disk_dir));
+                attach(&pvc.claim_name, Some(true))?;
             }
         }
-        VolumeSource::DataVolume(dv) => {
-            volumes.push(claim(&dv.name, None));
-            mounts.push(mount(&volume.name, &disk_dir));
-        }
+        VolumeSource::DataVolume(dv) => attach(&dv.name, None)?,
         VolumeSource::HostDisk(host) => {
             let dir = std::path::Path::new(&host.path)
                 .parent()

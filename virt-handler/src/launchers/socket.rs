@@ -171,8 +171,8 @@ impl SocketLaunchers {
         Ok(())
     }
 
-    /// Gives an unprivileged launcher (the VMI's runtime user is not root) its devices inside its
-    /// pod ([`crate::device_ownership`]) and its `DiskOrCreate` hostDisk images
+    /// Gives an unprivileged launcher (the VMI's runtime user is not root) its devices and its
+    /// block-mode claims inside its pod ([`crate::device_ownership`]) and its `DiskOrCreate` hostDisk images
     /// ([`crate::host_disks`]), once, before its first Sync.
     async fn prepare_unprivileged(&self, socket: &Path, vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
         if !vmi.is_non_root() || self.held().unprivileged_prepared.contains(socket) {
@@ -181,15 +181,16 @@ impl SocketLaunchers {
         let launcher = self.launcher_process(socket, vmi).await?;
         let owner = vmi.runtime_user();
         let for_launcher = vmi.clone();
-        let (devices, images) = tokio::task::spawn_blocking(move || {
+        let (devices, block_volumes, images) = tokio::task::spawn_blocking(move || {
             let root = launcher.root();
             let devices = crate::device_ownership::claim_launcher_devices(&root, owner)?;
+            let block_volumes = crate::device_ownership::claim_block_volumes(&root, &for_launcher, owner)?;
             let images = crate::host_disks::prepare(&root, &for_launcher, owner)?;
-            Ok::<_, LauncherError>((devices, images))
+            Ok::<_, LauncherError>((devices, block_volumes, images))
         })
         .await
         .map_err(|_| LauncherError::Interrupted("giving the launcher its devices"))??;
-        tracing::info!(vmi = %vmi.key(), owner, ?devices, ?images, "devices and hostDisk images given to the unprivileged launcher");
+        tracing::info!(vmi = %vmi.key(), owner, ?devices, ?block_volumes, ?images, "devices, block volumes and hostDisk images given to the unprivileged launcher");
         self.held().unprivileged_prepared.insert(socket.to_owned());
         Ok(())
     }

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::StreamExt as _;
 use futures::stream::BoxStream;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::runtime::watcher::Event;
 use kubevirt_api::v1::{KubeVirt, VirtualMachine, VirtualMachineInstance, VirtualMachineInstanceMigration};
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
@@ -14,9 +14,11 @@ use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 use crate::compact::Compact;
 
 use super::{
-    ApiError, ControllerApi, KubeVirtWatchEvent, MigrationWatchEvent, PodWatchEvent, VmWatchEvent, VmiWatchEvent,
+    ApiError, ClaimWatchEvent, ControllerApi, KubeVirtWatchEvent, MigrationWatchEvent, PodWatchEvent, VmWatchEvent,
+    VmiWatchEvent,
 };
 
+mod claims;
 mod instancetypes;
 mod migrations;
 
@@ -68,6 +70,8 @@ struct State {
     pod_watchers: Vec<UnboundedSender<PodWatchEvent>>,
     migrations: BTreeMap<String, Compact<VirtualMachineInstanceMigration>>,
     migration_watchers: Vec<UnboundedSender<MigrationWatchEvent>>,
+    claims: BTreeMap<String, PersistentVolumeClaim>,
+    claim_watchers: Vec<UnboundedSender<ClaimWatchEvent>>,
     /// While set, new migration watches list without ending the list (`InitDone`) until released.
     migration_list_held: Option<Vec<UnboundedSender<MigrationWatchEvent>>>,
     /// Why every migration creation fails, when set.
@@ -586,6 +590,12 @@ impl ControllerApi for FakeControllerApi {
 
     async fn namespace_labels(&self, namespace: &str) -> Result<BTreeMap<String, String>, ApiError> {
         Ok(self.lock().namespace_labels.get(namespace).cloned().unwrap_or_default())
+    }
+
+    fn watch_claims(&self) -> BoxStream<'static, Result<ClaimWatchEvent, ApiError>> {
+        let mut state = self.lock();
+        let initial = state.claims.values().cloned().collect();
+        Self::watch(initial, |tx| state.claim_watchers.push(tx))
     }
 
     fn watch_migrations(&self) -> BoxStream<'static, Result<MigrationWatchEvent, ApiError>> {

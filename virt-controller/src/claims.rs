@@ -1,0 +1,275 @@
+//! The PersistentVolumeClaims launcher pods use, as virt-controller's PVC watch last saw them:
+//! whether each exists and its `volumeMode`. Upstream's renderer reads the same from its PVC
+//! informer: a block claim becomes a `volumeDevices` entry at `/dev/<volume>`, a filesystem claim
+//! (or one without a mode) a mount of its directory, and a claim that is not there yet holds the
+//! pod back (`FailedPvcNotFound`) until it appears.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Mutex, PoisonError};
+
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use kube::runtime::watcher::Event;
+use kubevirt_api::v1::{VirtualMachineInstance, Volume};
+
+/// How a claim's volume reaches the pod.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VolumeMode {
+    /// Mounted as a directory (`volumeMode: Filesystem`, or none).
+    Filesystem,
+    /// Handed over as a device node (`volumeMode: Block`).
+    Block,
+}
+
+impl VolumeMode {
+    /// The mode of `claim`: Block only when it says so, as upstream reads it.
+    #[must_use]
+    pub fn of(claim: &PersistentVolumeClaim) -> Self {
+        let mode = claim.spec.as_ref().and_then(|s| s.volume_mode.as_deref());
+        if mode == Some("Block") {
+            Self::Block
+        } else {
+            Self::Filesystem
+        }
+    }
+}
+
+/// The modes of one VMI's claims, by claim name (its namespace's).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClaimModes(BTreeMap<String, VolumeMode>);
+
+impl ClaimModes {
+    /// Modes given by hand (tests, and callers that know the claims).
+    #[must_use]
+    pub fn new(modes: impl IntoIterator<Item = (String, VolumeMode)>) -> Self {
+        Self(modes.into_iter().collect())
+    }
+
+    /// The mode of the claim `name`, if it is known.
+    #[must_use]
+    pub fn get(&self, name: &str) -> Option<VolumeMode> {
+        self.0.get(name).copied()
+    }
+}
+
+/// A claim the VMI needs is not there (yet).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("PVC {namespace}/{name} does not exist, waiting for it to appear")]
+pub struct MissingClaim {
+    /// The VMI's namespace.
+    pub namespace: String,
+    /// The claim.
+    pub name: String,
+}
+
+/// The claim a volume needs in the launcher pod: `persistentVolumeClaim`, `dataVolume` (the
+/// claim of the DataVolume's name) and `ephemeral`. (Hotpluggable volumes are refused at
+/// admission, `kubevirt_api::support`, so every claim is the pod's.)
+#[must_use]
+pub fn claim_of(volume: &Volume) -> Option<&str> {
+    if let Some(pvc) = &volume.persistent_volume_claim {
+        return Some(pvc.claim_name.as_str());
+    }
+    if let Some(dv) = &volume.data_volume {
+        return Some(dv.name.as_str());
+    }
+    volume
+        .ephemeral
+        .as_ref()
+        .and_then(|e| e.persistent_volume_claim.as_ref())
+        .map(|pvc| pvc.claim_name.as_str())
+}
+
+#[derive(Debug, Default)]
+struct Cache {
+    /// `namespace/name` → mode.
+    modes: HashMap<String, VolumeMode>,
+    /// The claims seen since a (re)list began, while it lasts.
+    listing: Option<HashSet<String>>,
+}
+
+fn key_of(claim: &PersistentVolumeClaim) -> String {
+    format!(
+        "{}/{}",
+        claim.metadata.namespace.as_deref().unwrap_or("default"),
+        claim.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// The claims the PVC watch has seen.
+#[derive(Debug, Default)]
+pub struct ClaimStore {
+    cache: Mutex<Cache>,
+}
+
+impl ClaimStore {
+    fn cache(&self) -> std::sync::MutexGuard<'_, Cache> {
+        self.cache.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Takes in one watch event; returns the claims (`namespace/name`) that appeared, changed or
+    /// went. A relist forgets the claims it did not see again (a deletion the watch missed).
+    pub fn on_event(&self, event: &Event<PersistentVolumeClaim>) -> Vec<String> {
+        let mut cache = self.cache();
+        match event {
+            Event::Init => {
+                cache.listing = Some(HashSet::new());
+                Vec::new()
+            }
+            Event::InitApply(claim) | Event::Apply(claim) => {
+                let key = key_of(claim);
+                if let Some(listing) = cache.listing.as_mut() {
+                    listing.insert(key.clone());
+                }
+                let mode = VolumeMode::of(claim);
+                if cache.modes.insert(key.clone(), mode) == Some(mode) {
+                    Vec::new()
+                } else {
+                    vec![key]
+                }
+            }
+            Event::Delete(claim) => {
+                let key = key_of(claim);
+                cache.modes.remove(&key).map(|_| key).into_iter().collect()
+            }
+            Event::InitDone => {
+                let Some(seen) = cache.listing.take() else {
+                    return Vec::new();
+                };
+                let gone: Vec<String> = cache.modes.keys().filter(|k| !seen.contains(*k)).cloned().collect();
+                for key in &gone {
+                    cache.modes.remove(key);
+                }
+                gone
+            }
+        }
+    }
+
+    /// The modes of every claim `vmi` needs in its launcher pod, or the first (in volume order)
+    /// that is not there.
+    ///
+    /// # Errors
+    /// [`MissingClaim`] naming the claim.
+    pub fn modes_for(&self, vmi: &VirtualMachineInstance) -> Result<ClaimModes, MissingClaim> {
+        let namespace = vmi.metadata.namespace.as_deref().unwrap_or("default");
+        let cache = self.cache();
+        let mut modes = BTreeMap::new();
+        for name in vmi.spec.volumes.iter().filter_map(claim_of) {
+            let mode = cache
+                .modes
+                .get(&format!("{namespace}/{name}"))
+                .copied()
+                .ok_or_else(|| MissingClaim {
+                    namespace: namespace.to_owned(),
+                    name: name.to_owned(),
+                })?;
+            modes.insert(name.to_owned(), mode);
+        }
+        Ok(ClaimModes(modes))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::PersistentVolumeClaimSpec;
+    use kubevirt_api::v1::{DataVolumeSource, PersistentVolumeClaimSource};
+
+    use super::*;
+
+    fn claim(name: &str, mode: Option<&str>) -> PersistentVolumeClaim {
+        let mut claim = PersistentVolumeClaim::default();
+        claim.metadata.name = Some(name.to_owned());
+        claim.metadata.namespace = Some("ns".to_owned());
+        claim.spec = Some(PersistentVolumeClaimSpec {
+            volume_mode: mode.map(str::to_owned),
+            ..PersistentVolumeClaimSpec::default()
+        });
+        claim
+    }
+
+    fn vmi(volumes: Vec<Volume>) -> VirtualMachineInstance {
+        let mut vmi = VirtualMachineInstance::default();
+        vmi.metadata.namespace = Some("ns".to_owned());
+        vmi.spec.volumes = volumes;
+        vmi
+    }
+
+    fn pvc_volume(name: &str, claim: &str) -> Volume {
+        Volume {
+            name: name.to_owned(),
+            persistent_volume_claim: Some(PersistentVolumeClaimSource {
+                claim_name: claim.to_owned(),
+                ..PersistentVolumeClaimSource::default()
+            }),
+            ..Volume::default()
+        }
+    }
+
+    fn dv_volume(name: &str, dv: &str) -> Volume {
+        Volume {
+            name: name.to_owned(),
+            data_volume: Some(DataVolumeSource {
+                name: dv.to_owned(),
+                ..DataVolumeSource::default()
+            }),
+            ..Volume::default()
+        }
+    }
+
+    #[test]
+    fn only_block_says_block() {
+        assert_eq!(VolumeMode::of(&claim("a", Some("Block"))), VolumeMode::Block);
+        assert_eq!(VolumeMode::of(&claim("a", Some("Filesystem"))), VolumeMode::Filesystem);
+        assert_eq!(VolumeMode::of(&claim("a", None)), VolumeMode::Filesystem);
+    }
+
+    #[test]
+    fn a_vmi_gets_its_claims_modes_or_the_first_missing_claim() {
+        let store = ClaimStore::default();
+        store.on_event(&Event::Apply(claim("disk", Some("Block"))));
+        let vmi = vmi(vec![pvc_volume("root", "disk"), dv_volume("data", "imported")]);
+        let missing = store.modes_for(&vmi).expect_err("the DataVolume's claim is missing");
+        assert_eq!(
+            missing.to_string(),
+            "PVC ns/imported does not exist, waiting for it to appear"
+        );
+        assert_eq!(
+            store.on_event(&Event::Apply(claim("imported", None))),
+            vec!["ns/imported"]
+        );
+        let modes = store.modes_for(&vmi).expect("both claims are there");
+        assert_eq!(modes.get("disk"), Some(VolumeMode::Block));
+        assert_eq!(modes.get("imported"), Some(VolumeMode::Filesystem));
+    }
+
+    #[test]
+    fn a_claim_in_another_namespace_does_not_count() {
+        let store = ClaimStore::default();
+        let mut elsewhere = claim("disk", None);
+        elsewhere.metadata.namespace = Some("other".to_owned());
+        store.on_event(&Event::Apply(elsewhere));
+        assert!(store.modes_for(&vmi(vec![pvc_volume("root", "disk")])).is_err());
+    }
+
+    #[test]
+    fn deletions_and_relists_forget_claims_and_say_which() {
+        let store = ClaimStore::default();
+        store.on_event(&Event::Apply(claim("a", None)));
+        store.on_event(&Event::Apply(claim("b", None)));
+        assert!(
+            store.on_event(&Event::Apply(claim("a", None))).is_empty(),
+            "nothing changed"
+        );
+        assert_eq!(store.on_event(&Event::Apply(claim("a", Some("Block")))), vec!["ns/a"]);
+        assert_eq!(store.on_event(&Event::Delete(claim("a", None))), vec!["ns/a"]);
+        store.on_event(&Event::Init);
+        store.on_event(&Event::InitApply(claim("c", None)));
+        assert_eq!(
+            store.on_event(&Event::InitDone),
+            vec!["ns/b"],
+            "b went while the watch was away"
+        );
+        let only_c = vmi(vec![pvc_volume("x", "c")]);
+        assert!(store.modes_for(&only_c).is_ok());
+        assert!(store.modes_for(&vmi(vec![pvc_volume("x", "b")])).is_err());
+    }
+}
