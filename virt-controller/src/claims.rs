@@ -9,7 +9,7 @@ use std::sync::{Mutex, PoisonError};
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::runtime::watcher::Event;
-use kubevirt_api::v1::{VirtualMachineInstance, Volume};
+use kubevirt_api::v1::{PersistentVolumeClaimInfo, VirtualMachineInstance, Volume};
 
 /// How a claim's volume reaches the pod.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,10 +79,51 @@ pub fn claim_of(volume: &Volume) -> Option<&str> {
         .map(|pvc| pvc.claim_name.as_str())
 }
 
+/// What the controller keeps of a claim.
+#[derive(Clone, Debug, PartialEq)]
+struct ClaimFacts {
+    mode: VolumeMode,
+    /// For the VMI's `status.volumeStatus[].persistentVolumeClaimInfo`.
+    info: PersistentVolumeClaimInfo,
+}
+
+/// Upstream's (and CDI's) default share of a filesystem volume that its filesystem takes.
+pub const DEFAULT_FILESYSTEM_OVERHEAD: &str = "0.055";
+
+/// What the VMI's status says of a claim, as upstream's `processPVCInfo` writes it: the access
+/// and volume modes, capacity, requests, whether CDI preallocated it, and the filesystem overhead
+/// (none on a block volume).
+#[must_use]
+pub fn claim_info(claim: &PersistentVolumeClaim) -> PersistentVolumeClaimInfo {
+    let spec = claim.spec.clone().unwrap_or_default();
+    let mode = VolumeMode::of(claim);
+    let preallocated = claim
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get("cdi.kubevirt.io/storage.preallocation"))
+        .is_some_and(|v| v == "true");
+    PersistentVolumeClaimInfo {
+        claim_name: claim.metadata.name.clone(),
+        access_modes: spec.access_modes.unwrap_or_default(),
+        volume_mode: spec.volume_mode,
+        capacity: claim.status.as_ref().and_then(|s| s.capacity.clone()),
+        requests: spec.resources.and_then(|r| r.requests),
+        preallocated: Some(preallocated),
+        filesystem_overhead: Some(
+            match mode {
+                VolumeMode::Block => "0",
+                VolumeMode::Filesystem => DEFAULT_FILESYSTEM_OVERHEAD,
+            }
+            .to_owned(),
+        ),
+    }
+}
+
 #[derive(Debug, Default)]
 struct Cache {
-    /// `namespace/name` → mode.
-    modes: HashMap<String, VolumeMode>,
+    /// `namespace/name` → what is kept of it.
+    claims: HashMap<String, ClaimFacts>,
     /// The claims seen since a (re)list began, while it lasts.
     listing: Option<HashSet<String>>,
 }
@@ -120,8 +161,11 @@ impl ClaimStore {
                 if let Some(listing) = cache.listing.as_mut() {
                     listing.insert(key.clone());
                 }
-                let mode = VolumeMode::of(claim);
-                if cache.modes.insert(key.clone(), mode) == Some(mode) {
+                let facts = ClaimFacts {
+                    mode: VolumeMode::of(claim),
+                    info: claim_info(claim),
+                };
+                if cache.claims.insert(key.clone(), facts.clone()) == Some(facts) {
                     Vec::new()
                 } else {
                     vec![key]
@@ -129,15 +173,15 @@ impl ClaimStore {
             }
             Event::Delete(claim) => {
                 let key = key_of(claim);
-                cache.modes.remove(&key).map(|_| key).into_iter().collect()
+                cache.claims.remove(&key).map(|_| key).into_iter().collect()
             }
             Event::InitDone => {
                 let Some(seen) = cache.listing.take() else {
                     return Vec::new();
                 };
-                let gone: Vec<String> = cache.modes.keys().filter(|k| !seen.contains(*k)).cloned().collect();
+                let gone: Vec<String> = cache.claims.keys().filter(|k| !seen.contains(*k)).cloned().collect();
                 for key in &gone {
-                    cache.modes.remove(key);
+                    cache.claims.remove(key);
                 }
                 gone
             }
@@ -155,9 +199,9 @@ impl ClaimStore {
         let mut modes = BTreeMap::new();
         for name in vmi.spec.volumes.iter().filter_map(claim_of) {
             let mode = cache
-                .modes
+                .claims
                 .get(&format!("{namespace}/{name}"))
-                .copied()
+                .map(|facts| facts.mode)
                 .ok_or_else(|| MissingClaim {
                     namespace: namespace.to_owned(),
                     name: name.to_owned(),
@@ -165,6 +209,22 @@ impl ClaimStore {
             modes.insert(name.to_owned(), mode);
         }
         Ok(ClaimModes(modes))
+    }
+
+    /// What the status says of each claim of `vmi` that is there, by claim name.
+    #[must_use]
+    pub fn infos_for(&self, vmi: &VirtualMachineInstance) -> BTreeMap<String, PersistentVolumeClaimInfo> {
+        let namespace = vmi.metadata.namespace.as_deref().unwrap_or("default");
+        let cache = self.cache();
+        vmi.spec
+            .volumes
+            .iter()
+            .filter_map(claim_of)
+            .filter_map(|name| {
+                let facts = cache.claims.get(&format!("{namespace}/{name}"))?;
+                Some((name.to_owned(), facts.info.clone()))
+            })
+            .collect()
     }
 }
 

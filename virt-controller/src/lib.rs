@@ -31,3 +31,4 @@ pub mod vm_status;
 pub mod vmi_controller;
 pub mod vmi_lifecycle;
 pub mod vmi_phase;
+pub mod volume_status;

@@ -316,6 +316,7 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
             expectations_satisfied: satisfied,
             runtime_user: config.runtime_user,
             missing_claim: claims.as_ref().err().map(ToString::to_string),
+            claim_infos: self.claims.infos_for(&vmi),
             now: Time(self.clock.now()),
         });
         let namespace = vmi.metadata.namespace.clone().unwrap_or_else(|| "default".to_owned());

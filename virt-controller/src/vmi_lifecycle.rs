@@ -61,6 +61,8 @@ pub struct Observed<'a> {
     pub runtime_user: u32,
     /// Why the pod cannot be made yet: a claim it needs is missing (its message).
     pub missing_claim: Option<String>,
+    /// What the status says of the VMI's claims that are there, by claim name.
+    pub claim_infos: BTreeMap<String, kubevirt_api::v1::PersistentVolumeClaimInfo>,
     /// Now.
     pub now: Time,
 }
@@ -269,6 +271,15 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
         if phase == Phase::Scheduling && matches!(pod, PodState::Starting | PodState::Ready) {
             pod_scheduled_condition(&mut status, live_pod, now);
         }
+        // Upstream describes the volumes once the pod is there: Scheduling with a pod, Scheduled
+        // and Running.
+        let phase_now = status.phase.unwrap_or_default();
+        if matches!(phase_now, Phase::Scheduled | Phase::Running)
+            || (phase_now == Phase::Scheduling && live_pod.is_some())
+        {
+            status.volume_status =
+                crate::volume_status::volume_statuses(vmi, &current.volume_status, &observed.claim_infos);
+        }
         status.active_pods = observed
             .pods
             .iter()
@@ -281,7 +292,8 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
     plan
 }
 
-/// Whether the only news is the pods a Scheduling VMI's launcher pod was placed with: that waits
+/// Whether the only news is the pods a Scheduling VMI's launcher pod was placed with (and the
+/// volumes described once it is there): that waits
 /// for the write that schedules the VMI, a moment later, so a start costs one status write less.
 /// Nothing reads `activePods` before then (virt-handler looks for the launcher once the VMI is
 /// Scheduled on its node), and a pod that cannot be placed still shows at once, as the
@@ -296,6 +308,7 @@ fn only_pods_seen_while_scheduling(
     }
     let mut without_pods = next.clone();
     without_pods.active_pods.clone_from(&current.active_pods);
+    without_pods.volume_status.clone_from(&current.volume_status);
     without_pods == *current
 }
 
@@ -341,6 +354,7 @@ mod tests {
             expectations_satisfied: true,
             runtime_user: 107,
             missing_claim: None,
+            claim_infos: BTreeMap::new(),
             now: Time(Timestamp::from_second(1_800_000_000).expect("time")),
         })
     }
@@ -390,6 +404,7 @@ mod tests {
             expectations_satisfied: true,
             runtime_user: 107,
             missing_claim: Some(message.to_owned()),
+            claim_infos: BTreeMap::new(),
             now: Time(Timestamp::UNIX_EPOCH),
         };
         let waiting = plan(&observed(&new));
@@ -435,6 +450,7 @@ mod tests {
             expectations_satisfied: false,
             runtime_user: 107,
             missing_claim: None,
+            claim_infos: BTreeMap::new(),
             now: Time(Timestamp::UNIX_EPOCH),
         });
         assert_eq!(waiting, Plan::default());
@@ -520,6 +536,7 @@ mod tests {
             expectations_satisfied: false,
             runtime_user: 107,
             missing_claim: None,
+            claim_infos: BTreeMap::new(),
             now: Time(Timestamp::from_second(1_800_000_000).expect("time")),
         });
         assert!(
