@@ -6,6 +6,10 @@
 //! upstream's virt-handler does. The launcher then finds the image in place. `Disk` images are
 //! the user's and are left as they are.
 //!
+//! A filesystem-mode claim's image, `disk.img` in the claim's directory, is made the same way when
+//! it is missing, as upstream's virt-handler does (`pkg/host-disk`): sized from the claim as the
+//! VMI's status describes it, within the space the volume has ([`claim_images`]).
+//!
 //! The images are reached through the launcher's root (`/proc/<pid>/root`, held by
 //! [`crate::pod_process::PodProcess`]) with `openat2(RESOLVE_IN_ROOT)`: every symbolic link on the
 //! way, absolute or not, resolves inside the launcher's root. The image itself may not be a link,
@@ -62,6 +66,14 @@ pub enum HostDiskError {
         /// Why.
         source: nix::Error,
     },
+    /// A claim's image cannot be sized or does not fit its volume.
+    #[error("{field}: {message}")]
+    Space {
+        /// `spec.volumes[i].persistentVolumeClaim` (or `dataVolume`).
+        field: String,
+        /// Why, in upstream's words.
+        message: String,
+    },
     /// A system call failed.
     #[error("{field}: cannot {action} {node} (seen at {path}): {source}")]
     Io {
@@ -81,49 +93,42 @@ pub enum HostDiskError {
 /// The suffix of the name an image is made under before it takes its own name.
 const STAGING: &str = ".kubevirt-rs-staging";
 
-/// Creates the missing `DiskOrCreate` images of `vmi` under the launcher's root `root`, and gives
-/// every `DiskOrCreate` image to `owner` (uid and gid). Returns the images, as the handler reached
-/// them. An image is made under a staging name, sized, and given its own name only when it is
-/// complete, so a failure or a crash never leaves a short image that a later attempt would take
-/// for the user's.
+/// What [`prepare`] did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Prepared {
+    /// The images, as the handler reached them.
+    pub images: Vec<PathBuf>,
+    /// A claim's image made smaller than asked, within the toleration: upstream's
+    /// `ToleratedSmallPV` event message for each.
+    pub tolerated: Vec<String>,
+}
+
+/// How large a missing image is made.
+#[derive(Clone, Copy, Debug)]
+enum ImageSize {
+    /// A hostDisk's capacity.
+    Exactly(i64),
+    /// A claim's size, shrunk to what the volume has within the toleration.
+    Claim(i64),
+}
+
+/// Creates the missing `DiskOrCreate` and filesystem-claim images of `vmi` under the launcher's
+/// root `root`, and gives every such image to `owner` (uid and gid). An image is made under a
+/// staging name, sized, and given its own name only when it is complete, so a failure or a crash
+/// never leaves a short image that a later attempt would take for the user's.
 ///
 /// # Errors
 /// [`HostDiskError`] naming the field and the path.
-pub fn prepare(root: &Path, vmi: &VirtualMachineInstance, owner: u32) -> Result<Vec<PathBuf>, HostDiskError> {
-    let mut prepared = Vec::new();
+pub fn prepare(root: &Path, vmi: &VirtualMachineInstance, owner: u32) -> Result<Prepared, HostDiskError> {
+    let mut prepared = Prepared::default();
     let mut root_dir = None;
     for (index, volume) in vmi.spec.volumes.iter().enumerate() {
-        let Some(host) = &volume.host_disk else {
-            continue;
+        let found = match host_disk_image(root, index, volume)? {
+            Some(found) => Some(found),
+            None => claim_images::claim_image(root, vmi, index, volume)?,
         };
-        if host.disk_type != "DiskOrCreate" {
+        let Some((image, size)) = found else {
             continue;
-        }
-        let field = format!("spec.volumes[{index}].hostDisk");
-        let capacity = host
-            .capacity
-            .as_ref()
-            .ok_or_else(|| "DiskOrCreate needs a capacity".to_owned())
-            .and_then(|c| kubevirt_api::quantity::to_bytes(c).map_err(|e| e.to_string()))
-            .and_then(|bytes| i64::try_from(bytes).map_err(|_| format!("{bytes} bytes is too large for a file")))
-            .map_err(|message| HostDiskError::Capacity {
-                field: format!("{field}.capacity"),
-                message,
-            })?;
-        let image = Image {
-            field: format!("{field}.path"),
-            node: host.path.clone(),
-            dir: PathBuf::from(volume_dir_in_pod(&volume.name)),
-            name: Path::new(&host.path)
-                .file_name()
-                .map(ToOwned::to_owned)
-                .ok_or_else(|| HostDiskError::NotAFile {
-                    field: format!("{field}.path"),
-                    node: host.path.clone(),
-                    path: PathBuf::from(&host.path),
-                    what: "a directory",
-                })?,
-            root: root.to_owned(),
         };
         if root_dir.is_none() {
             let opened = open(
@@ -137,12 +142,55 @@ pub fn prepare(root: &Path, vmi: &VirtualMachineInstance, owner: u32) -> Result<
             })?;
             root_dir = Some(opened);
         }
-        if let Some(root_dir) = &root_dir {
-            image.prepare(root_dir, capacity, owner)?;
+        if let Some(root_dir) = &root_dir
+            && let Some(note) = image.prepare(root_dir, size, owner)?
+        {
+            prepared.tolerated.push(note);
         }
-        prepared.push(image.shown());
+        prepared.images.push(image.shown());
     }
     Ok(prepared)
+}
+
+/// A `DiskOrCreate` hostDisk's image and capacity.
+fn host_disk_image(
+    root: &Path,
+    index: usize,
+    volume: &kubevirt_api::v1::Volume,
+) -> Result<Option<(Image, ImageSize)>, HostDiskError> {
+    let Some(host) = &volume.host_disk else {
+        return Ok(None);
+    };
+    if host.disk_type != "DiskOrCreate" {
+        return Ok(None);
+    }
+    let field = format!("spec.volumes[{index}].hostDisk");
+    let capacity = host
+        .capacity
+        .as_ref()
+        .ok_or_else(|| "DiskOrCreate needs a capacity".to_owned())
+        .and_then(|c| kubevirt_api::quantity::to_bytes(c).map_err(|e| e.to_string()))
+        .and_then(|bytes| i64::try_from(bytes).map_err(|_| format!("{bytes} bytes is too large for a file")))
+        .map_err(|message| HostDiskError::Capacity {
+            field: format!("{field}.capacity"),
+            message,
+        })?;
+    let image = Image {
+        field: format!("{field}.path"),
+        node: host.path.clone(),
+        dir: PathBuf::from(volume_dir_in_pod(&volume.name)),
+        name: Path::new(&host.path)
+            .file_name()
+            .map(ToOwned::to_owned)
+            .ok_or_else(|| HostDiskError::NotAFile {
+                field: format!("{field}.path"),
+                node: host.path.clone(),
+                path: PathBuf::from(&host.path),
+                what: "a directory",
+            })?,
+        root: root.to_owned(),
+    };
+    Ok(Some((image, ImageSize::Exactly(capacity))))
 }
 
 /// One `DiskOrCreate` image: where the VMI and the pod put it.
@@ -175,20 +223,33 @@ impl Image {
         }
     }
 
-    /// Creates the image when it is missing, and gives it to `owner`.
-    fn prepare(&self, root: &OwnedFd, capacity: i64, owner: u32) -> Result<(), HostDiskError> {
+    /// Creates the image when it is missing, and gives it to `owner`; says so when a claim's
+    /// image was made smaller than asked.
+    fn prepare(&self, root: &OwnedFd, size: ImageSize, owner: u32) -> Result<Option<String>, HostDiskError> {
         // The volume's directory, every link on the way resolved inside the launcher's root.
         let how = OpenHow::new()
             .flags(OFlag::O_DIRECTORY | OFlag::O_PATH | OFlag::O_CLOEXEC)
             .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
         let dir = openat2(root, &self.dir, how).map_err(self.io("open the directory of"))?;
         let (uid, gid) = (Some(Uid::from_raw(owner)), Some(Gid::from_raw(owner)));
-        match self.existing(&dir)? {
+        if let Some(image) = self.existing(&dir)? {
             // Given away through a descriptor that only names it: never opened for reading or
             // writing, so opening has no effect, whatever the file is.
-            Some(image) => fchownat(&image, "", uid, gid, AtFlags::AT_EMPTY_PATH).map_err(self.io("give away")),
-            None => self.create(&dir, capacity, uid, gid),
+            return fchownat(&image, "", uid, gid, AtFlags::AT_EMPTY_PATH)
+                .map_err(self.io("give away"))
+                .map(|()| None);
         }
+        let (capacity, note) = match size {
+            ImageSize::Exactly(capacity) => (capacity, None),
+            ImageSize::Claim(wanted) => {
+                let available = claim_images::available_bytes(&dir).map_err(self.io("measure the volume of"))?;
+                claim_images::fit(wanted, available, &self.node).map_err(|message| HostDiskError::Space {
+                    field: self.field.clone(),
+                    message,
+                })?
+            }
+        };
+        self.create(&dir, capacity, uid, gid).map(|()| note)
     }
 
     /// The image, if it is there: a regular file with one name, opened without following a link.
@@ -244,5 +305,6 @@ impl Image {
     }
 }
 
+mod claim_images;
 #[cfg(test)]
 mod tests;

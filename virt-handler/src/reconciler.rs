@@ -365,7 +365,11 @@ impl<C: ClusterApi, L: Launchers, K: Clock> Reconciler<C, L, K> {
         match step {
             Step::WirePodNetwork => self.launchers.wire_pod_network(socket, vmi).await?,
             Step::Sync => {
-                self.launchers.sync(socket, vmi).await?;
+                let synced = self.launchers.sync(socket, vmi).await;
+                for notice in self.launchers.take_notices(socket) {
+                    self.record(key, VmiEvent::normal("ToleratedSmallPV", &notice)).await;
+                }
+                synced?;
                 if had_no_domain {
                     self.record(key, VmiEvent::normal("Created", "VirtualMachineInstance defined."))
                         .await;

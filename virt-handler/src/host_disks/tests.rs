@@ -37,7 +37,8 @@ fn a_missing_disk_or_create_image_is_made_sparse_at_its_capacity_and_given_to_th
     let (root, dir) = launcher_root();
     let prepared = prepare(root.path(), &vmi("DiskOrCreate", Some("64Mi")), OWNER).expect("prepared");
     let image = dir.join("data.img");
-    assert_eq!(prepared, std::slice::from_ref(&image));
+    assert_eq!(prepared.images, std::slice::from_ref(&image));
+    assert!(prepared.tolerated.is_empty());
     let meta = std::fs::metadata(&image).expect("the image");
     assert_eq!(meta.len(), 64 << 20);
     assert!(meta.blocks() < 64, "sparse: {} blocks", meta.blocks());
@@ -62,6 +63,7 @@ fn a_disk_image_is_the_users_and_left_alone() {
     assert!(
         prepare(root.path(), &vmi("Disk", None), OWNER)
             .expect("nothing")
+            .images
             .is_empty()
     );
     assert_eq!(std::fs::metadata(dir.join("data.img")).expect("image").uid(), 0);
@@ -177,4 +179,103 @@ fn a_missing_or_bad_capacity_names_its_field() {
             "{error}"
         );
     }
+}
+
+/// A VMI with the filesystem claim `data` (a `persistentVolumeClaim`) as the controller describes
+/// it in the status, and a block claim `fast`.
+fn claim_vmi(request: &str) -> VirtualMachineInstance {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+        "metadata": {"name": "v", "namespace": "default"},
+        "spec": {"domain": {"devices": {}}, "volumes": [
+            {"name": "data", "persistentVolumeClaim": {"claimName": "data-pvc"}},
+            {"name": "fast", "dataVolume": {"name": "fast-dv"}}
+        ]},
+        "status": {"volumeStatus": [
+            {"name": "data", "target": "", "persistentVolumeClaimInfo": {
+                "claimName": "data-pvc", "volumeMode": "Filesystem",
+                "capacity": {"storage": "100Gi"}, "requests": {"storage": request}}},
+            {"name": "fast", "target": "", "persistentVolumeClaimInfo": {
+                "claimName": "fast-dv", "volumeMode": "Block", "capacity": {"storage": "1Gi"}}}
+        ]}
+    }))
+    .expect("VMI")
+}
+
+/// A launcher root whose `data` claim directory is a small tmpfs of `size`, so the space it has
+/// is known; unmounted on drop.
+struct SmallVolume {
+    root: tempfile::TempDir,
+    dir: PathBuf,
+}
+
+impl SmallVolume {
+    fn new(size: &str) -> Self {
+        let root = tempfile::tempdir().expect("tempdir");
+        let dir = root.path().join("var/run/kubevirt-private/vmi-disks/data");
+        std::fs::create_dir_all(&dir).expect("volume dir");
+        nix::mount::mount(
+            Some("tmpfs"),
+            &dir,
+            Some("tmpfs"),
+            nix::mount::MsFlags::empty(),
+            Some(format!("size={size}").as_str()),
+        )
+        .expect("tmpfs (needs root)");
+        Self { root, dir }
+    }
+}
+
+impl Drop for SmallVolume {
+    fn drop(&mut self) {
+        let _ = nix::mount::umount2(&self.dir, nix::mount::MntFlags::MNT_DETACH);
+    }
+}
+
+#[test]
+fn a_filesystem_claims_missing_image_is_made_at_its_request_and_a_block_claim_gets_none() {
+    let volume = SmallVolume::new("64m");
+    let prepared = prepare(volume.root.path(), &claim_vmi("10Mi"), OWNER).expect("prepared");
+    let image = volume.dir.join("disk.img");
+    assert_eq!(prepared.images, std::slice::from_ref(&image));
+    assert!(prepared.tolerated.is_empty());
+    let meta = std::fs::metadata(&image).expect("the image");
+    assert_eq!(meta.len(), 10 << 20);
+    assert_eq!((meta.uid(), meta.gid()), (OWNER, OWNER));
+    // Made once: the guest's data stays.
+    std::fs::write(&image, b"guest data").expect("write");
+    prepare(volume.root.path(), &claim_vmi("10Mi"), OWNER).expect("again");
+    assert_eq!(std::fs::read(&image).expect("image"), b"guest data");
+}
+
+#[test]
+fn a_claim_image_shrinks_within_ten_percent_and_is_refused_beyond() {
+    // 64 MiB of tmpfs less the 128 KiB reserve: a 70 MiB request is within 10 %, 72 MiB is not.
+    let volume = SmallVolume::new("64m");
+    let available = (64 << 20) - (128 << 10);
+    let prepared = prepare(volume.root.path(), &claim_vmi("70Mi"), OWNER).expect("tolerated");
+    assert_eq!(
+        prepared.tolerated,
+        [format!(
+            "PV size too small: expected {} B, found {available} B. Using it anyway, it is within 10 % toleration",
+            70 << 20
+        )]
+    );
+    assert_eq!(
+        std::fs::metadata(volume.dir.join("disk.img")).expect("image").len(),
+        available
+    );
+
+    let volume = SmallVolume::new("64m");
+    let error = prepare(volume.root.path(), &claim_vmi("72Mi"), OWNER).expect_err("too small");
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "spec.volumes[0].persistentVolumeClaim: unable to create \
+             /var/run/kubevirt-private/vmi-disks/data/disk.img, not enough space, demanded size {} B is bigger \
+             than available space {available} B, also after taking 10 % toleration into account",
+            72 << 20
+        )
+    );
+    assert!(!volume.dir.join("disk.img").exists(), "nothing half-made");
 }

@@ -28,6 +28,8 @@ struct Fleet {
     refused_devices: Vec<PathBuf>,
     /// Sockets whose launcher answers too late: every sync times out.
     late: Vec<PathBuf>,
+    /// What the next sync of each socket's pod preparation has to say (`take_notices`).
+    notices: HashMap<PathBuf, Vec<String>>,
     /// The options of each `MigrateVirtualMachine`, by socket.
     migrations: HashMap<PathBuf, Vec<MigrationOptions>>,
     /// Where the simulated pods keep their migration sockets.
@@ -75,6 +77,16 @@ impl FakeLaunchers {
     /// so every sync fails with that cause.
     pub fn refuse_devices(&self, uid: &str) {
         self.fleet().refused_devices.push(Self::socket_of(uid));
+    }
+
+    /// The next sync of the VMI's launcher makes a claim's image smaller than asked, with
+    /// `notice` to say so.
+    pub fn tolerate_small_volume(&self, uid: &str, notice: &str) {
+        self.fleet()
+            .notices
+            .entry(Self::socket_of(uid))
+            .or_default()
+            .push(notice.to_owned());
     }
 
     /// From now on, the launcher is too slow to answer a sync in time (a node busy starting many
@@ -350,6 +362,10 @@ impl Launchers for FakeLaunchers {
     }
 
     fn forget(&self, _socket: &Path) {}
+
+    fn take_notices(&self, socket: &Path) -> Vec<String> {
+        self.fleet().notices.remove(socket).unwrap_or_default()
+    }
 
     /// Simulated launchers have no pods to mount into.
     async fn release_volumes(&self, _vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {

@@ -167,6 +167,9 @@ pub trait Launchers: Send + Sync + 'static {
     fn is_unresponsive(&self, socket: &Path) -> bool;
     /// Releases what the handler holds for the launcher (client connection, notify pipe).
     fn forget(&self, socket: &Path);
+    /// What preparing the launcher's pod had to say since last asked, for Normal
+    /// `ToleratedSmallPV` events: a claim's image made smaller than asked, within the toleration.
+    fn take_notices(&self, socket: &Path) -> Vec<String>;
     /// Removes what the handler mounted into `vmi`'s launcher pods on this node (containerDisk
     /// and kernel-boot images), so that the kubelet can remove the pods' volumes.
     fn release_volumes(&self, vmi: &VirtualMachineInstance) -> impl Future<Output = Result<(), LauncherError>> + Send;

@@ -29,8 +29,10 @@ struct Held {
     wired: HashSet<PathBuf>,
     /// Sockets whose pod has its containerDisk and kernel-boot images mounted.
     disks_provided: HashSet<PathBuf>,
-    /// Sockets whose unprivileged launcher was given its devices and hostDisk images.
-    unprivileged_prepared: HashSet<PathBuf>,
+    /// Sockets whose launcher has its disk images (and, unprivileged, its devices).
+    prepared: HashSet<PathBuf>,
+    /// What the preparation has to say in events (a claim's image made smaller than asked).
+    notices: HashMap<PathBuf, Vec<String>>,
     /// Pod addresses read once the pod network is wired; they do not change for the pod's life.
     pod_addresses: HashMap<PathBuf, BTreeMap<String, Vec<String>>>,
 }
@@ -171,27 +173,42 @@ impl SocketLaunchers {
         Ok(())
     }
 
-    /// Gives an unprivileged launcher (the VMI's runtime user is not root) its devices and its
-    /// block-mode claims inside its pod ([`crate::device_ownership`]) and its `DiskOrCreate` hostDisk images
-    /// ([`crate::host_disks`]), once, before its first Sync.
-    async fn prepare_unprivileged(&self, socket: &Path, vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
-        if !vmi.is_non_root() || self.held().unprivileged_prepared.contains(socket) {
+    /// Prepares the launcher's pod once, before its first Sync: makes the missing `DiskOrCreate`
+    /// and filesystem-claim images ([`crate::host_disks`]) for any launcher, and gives an
+    /// unprivileged launcher (the VMI's runtime user is not root) its devices, its block claims
+    /// ([`crate::device_ownership`]) and those images.
+    async fn prepare_launcher(&self, socket: &Path, vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
+        if self.held().prepared.contains(socket) {
             return Ok(());
         }
         let launcher = self.launcher_process(socket, vmi).await?;
         let owner = vmi.runtime_user();
+        let unprivileged = vmi.is_non_root();
         let for_launcher = vmi.clone();
         let (devices, block_volumes, images) = tokio::task::spawn_blocking(move || {
             let root = launcher.root();
-            let devices = crate::device_ownership::claim_launcher_devices(&root, owner)?;
-            let block_volumes = crate::device_ownership::claim_block_volumes(&root, &for_launcher, owner)?;
+            let (devices, block_volumes) = if unprivileged {
+                (
+                    crate::device_ownership::claim_launcher_devices(&root, owner)?,
+                    crate::device_ownership::claim_block_volumes(&root, &for_launcher, owner)?,
+                )
+            } else {
+                (Vec::new(), Vec::new())
+            };
             let images = crate::host_disks::prepare(&root, &for_launcher, owner)?;
             Ok::<_, LauncherError>((devices, block_volumes, images))
         })
         .await
-        .map_err(|_| LauncherError::Interrupted("giving the launcher its devices"))??;
-        tracing::info!(vmi = %vmi.key(), owner, ?devices, ?block_volumes, ?images, "devices, block volumes and hostDisk images given to the unprivileged launcher");
-        self.held().unprivileged_prepared.insert(socket.to_owned());
+        .map_err(|_| LauncherError::Interrupted("preparing the launcher's pod"))??;
+        tracing::info!(vmi = %vmi.key(), owner, ?devices, ?block_volumes, images = ?images.images, "the launcher's pod is prepared");
+        let mut held = self.held();
+        held.prepared.insert(socket.to_owned());
+        if !images.tolerated.is_empty() {
+            held.notices
+                .entry(socket.to_owned())
+                .or_default()
+                .extend(images.tolerated);
+        }
         Ok(())
     }
 
@@ -302,7 +319,7 @@ impl Launchers for SocketLaunchers {
     }
 
     async fn sync(&self, socket: &Path, vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
-        self.prepare_unprivileged(socket, vmi).await?;
+        self.prepare_launcher(socket, vmi).await?;
         self.provide_container_disks(socket, vmi).await?;
         let request = vmi_request(vmi)?;
         self.with_client(socket, async |mut c| c.sync(request).await).await
@@ -360,8 +377,13 @@ impl Launchers for SocketLaunchers {
         held.pipes.remove(socket);
         held.wired.remove(socket);
         held.disks_provided.remove(socket);
-        held.unprivileged_prepared.remove(socket);
+        held.prepared.remove(socket);
+        held.notices.remove(socket);
         held.pod_addresses.remove(socket);
+    }
+
+    fn take_notices(&self, socket: &Path) -> Vec<String> {
+        self.held().notices.remove(socket).unwrap_or_default()
     }
 
     async fn release_volumes(&self, vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
@@ -394,7 +416,7 @@ impl Launchers for SocketLaunchers {
     }
 
     async fn sync_migration_target(&self, socket: &Path, vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
-        self.prepare_unprivileged(socket, vmi).await?;
+        self.prepare_launcher(socket, vmi).await?;
         self.provide_container_disks(socket, vmi).await?;
         let request = vmi_request(vmi)?;
         self.with_client(socket, async |mut c| c.sync_migration_target(request).await)

@@ -86,3 +86,20 @@ async fn a_launcher_that_answers_late_or_with_errors_is_not_declared_unresponsiv
         assert!(reported, "slow: {slow}: the failures are reported: {written:#?}");
     }
 }
+
+#[tokio::test]
+async fn a_claim_image_made_smaller_than_asked_is_said_in_a_normal_event() {
+    let (handler, _domain_events, _clock, seen) = handler();
+    let notice =
+        "PV size too small: expected 104857600 B, found 99614720 B. Using it anyway, it is within 10 % toleration";
+    handler.launchers().tolerate_small_volume(UID, notice);
+    handler.on_vmi_event(Event::Apply(scheduled_vmi()));
+    handler.reconcile("default/testvmi").await;
+    let tolerated: Vec<Seen> = taken(&seen)
+        .into_iter()
+        .filter(|s| s.body["reason"] == json!("ToleratedSmallPV"))
+        .collect();
+    assert_eq!(tolerated.len(), 1, "{tolerated:#?}");
+    assert_eq!(tolerated[0].body["type"], json!("Normal"));
+    assert_eq!(tolerated[0].body["message"], json!(notice));
+}
