@@ -91,12 +91,10 @@ struct ClaimFacts {
 pub const DEFAULT_FILESYSTEM_OVERHEAD: &str = "0.055";
 
 /// What the VMI's status says of a claim, as upstream's `processPVCInfo` writes it: the access
-/// and volume modes, capacity, requests, whether CDI preallocated it, and the filesystem overhead
-/// (none on a block volume).
+/// and volume modes, capacity, requests, whether CDI preallocated it, and the filesystem overhead.
 #[must_use]
 pub fn claim_info(claim: &PersistentVolumeClaim) -> PersistentVolumeClaimInfo {
     let spec = claim.spec.clone().unwrap_or_default();
-    let mode = VolumeMode::of(claim);
     let preallocated = claim
         .metadata
         .annotations
@@ -110,13 +108,9 @@ pub fn claim_info(claim: &PersistentVolumeClaim) -> PersistentVolumeClaimInfo {
         capacity: claim.status.as_ref().and_then(|s| s.capacity.clone()),
         requests: spec.resources.and_then(|r| r.requests),
         preallocated: Some(preallocated),
-        filesystem_overhead: Some(
-            match mode {
-                VolumeMode::Block => "0",
-                VolumeMode::Filesystem => DEFAULT_FILESYSTEM_OVERHEAD,
-            }
-            .to_owned(),
-        ),
+        // Upstream's default whenever CDI is not installed, whatever the volume mode (CDI's
+        // CDIConfig says it otherwise, and 0 for a block volume).
+        filesystem_overhead: Some(DEFAULT_FILESYSTEM_OVERHEAD.to_owned()),
     }
 }
 

@@ -9,6 +9,7 @@
 
 mod access_credentials;
 mod admission;
+mod claims;
 mod config_volumes;
 mod dedicated_cpus;
 mod dns;
