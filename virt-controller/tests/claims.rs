@@ -3,31 +3,15 @@
 //! and gets its pod once the claim appears, with the block claim as a device and the filesystem
 //! claim as a mount.
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
-use kubevirt_api::clock::SystemClock;
 use kubevirt_api::v1::{VirtualMachineInstance, VirtualMachineInstancePhase as Phase};
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 use virt_controller::cluster_api::{FakeControllerApi, Write};
-use virt_controller::migration_controller::MigrationController;
-use virt_controller::pod::PodConfig;
-use virt_controller::runner::{Controllers, run};
-use virt_controller::vm_controller::VmController;
-use virt_controller::vmi_controller::VmiController;
 
-async fn wait_for<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let begin = Instant::now();
-    loop {
-        if let Some(value) = check() {
-            return value;
-        }
-        assert!(begin.elapsed() < Duration::from_secs(10), "no {what}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
+#[path = "support/event_loop.rs"]
+mod event_loop;
+
+use event_loop::{start, wait_for};
 
 fn claim(name: &str, mode: &str) -> PersistentVolumeClaim {
     serde_json::from_value(json!({
@@ -58,18 +42,7 @@ async fn a_pod_waits_for_its_claims_and_gets_each_in_its_mode() {
     }))
     .expect("VMI");
     api.apply_vmi(vmi);
-    let config = PodConfig::new("registry.example/virt-launcher:v0.1.0");
-    let controllers = Arc::new(Controllers {
-        vmis: VmiController::new(api.clone(), SystemClock, config.clone()),
-        vms: VmController::new(api.clone(), SystemClock),
-        migrations: MigrationController::new(api.clone(), SystemClock, config),
-    });
-    let stop = CancellationToken::new();
-    let (_lead, leading) = tokio::sync::watch::channel(true);
-    let task = {
-        let (controllers, api, stop) = (controllers.clone(), api.clone(), stop.clone());
-        tokio::spawn(async move { run(controllers, &api, 2, leading, stop).await })
-    };
+    let (stop, task) = start(&api);
 
     let message = "PVC default/home-dv does not exist, waiting for it to appear";
     let status = wait_for("the wait for the claim", || {

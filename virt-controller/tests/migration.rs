@@ -5,58 +5,24 @@
 //! evacuation gets its migration from the evacuation controller.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kubevirt_api::clock::SystemClock;
 use kubevirt_api::migrations::MigrationPolicy;
 use kubevirt_api::v1::{MigrationPhase, VirtualMachineInstanceMigration};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use virt_controller::cluster_api::{FakeControllerApi, Write};
-use virt_controller::migration_controller::MigrationController;
-use virt_controller::pod::PodConfig;
-use virt_controller::runner::{Controllers, run};
-use virt_controller::vm_controller::VmController;
-use virt_controller::vmi_controller::VmiController;
 
-async fn wait_for<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let begin = Instant::now();
-    loop {
-        if let Some(value) = check() {
-            return value;
-        }
-        assert!(begin.elapsed() < Duration::from_secs(5), "no {what}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
+#[path = "support/event_loop.rs"]
+mod event_loop;
+
+use event_loop::{start, wait_for};
 
 struct Cluster {
     api: FakeControllerApi,
     stop: CancellationToken,
     task: tokio::task::JoinHandle<()>,
-}
-
-/// The controllers' loop over `api`, leading; cancel the token and await the task to stop it.
-fn start(api: &FakeControllerApi) -> (CancellationToken, tokio::task::JoinHandle<()>) {
-    let config = PodConfig::new("registry.example/virt-launcher:v0.1.0");
-    let controllers = Arc::new(Controllers {
-        vmis: VmiController::new(api.clone(), SystemClock, config.clone()),
-        vms: VmController::new(api.clone(), SystemClock),
-        migrations: MigrationController::new(api.clone(), SystemClock, config),
-    });
-    let stop = CancellationToken::new();
-    let (lead, leading) = tokio::sync::watch::channel(true);
-    let task = {
-        let (api, stop) = (api.clone(), stop.clone());
-        tokio::spawn(async move {
-            // The sender lives as long as the loop: leadership never ends in these tests.
-            let _leader = lead;
-            run(controllers, &api, 4, leading, stop).await;
-        })
-    };
-    (stop, task)
 }
 
 /// The controllers leading, with the VMI `default/vm1` running in its pod on node-a.

@@ -1,0 +1,47 @@
+//! The controllers' event loop over the in-memory API server, as the event-loop tests start it,
+//! and the wait they poll with.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kubevirt_api::clock::SystemClock;
+use tokio_util::sync::CancellationToken;
+use virt_controller::cluster_api::FakeControllerApi;
+use virt_controller::migration_controller::MigrationController;
+use virt_controller::pod::PodConfig;
+use virt_controller::runner::{Controllers, run};
+use virt_controller::vm_controller::VmController;
+use virt_controller::vmi_controller::VmiController;
+
+/// Polls `check` every 5 ms until it gives a value; fails the test after 10 s.
+pub async fn wait_for<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let begin = Instant::now();
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        assert!(begin.elapsed() < Duration::from_secs(10), "no {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// The controllers' loop over `api`, leading; cancel the token and await the task to stop it.
+pub fn start(api: &FakeControllerApi) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+    let config = PodConfig::new("registry.example/virt-launcher:v0.1.0");
+    let controllers = Arc::new(Controllers {
+        vmis: VmiController::new(api.clone(), SystemClock, config.clone()),
+        vms: VmController::new(api.clone(), SystemClock),
+        migrations: MigrationController::new(api.clone(), SystemClock, config),
+    });
+    let stop = CancellationToken::new();
+    let (lead, leading) = tokio::sync::watch::channel(true);
+    let task = {
+        let (api, stop) = (api.clone(), stop.clone());
+        tokio::spawn(async move {
+            // The sender lives as long as the loop: leadership never ends in these tests.
+            let _leader = lead;
+            run(controllers, &api, 4, leading, stop).await;
+        })
+    };
+    (stop, task)
+}
