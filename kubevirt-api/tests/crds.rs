@@ -5,6 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
+#[path = "../../kubevirt-tests/support/generated.rs"]
+mod generated;
+
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kubevirt_api::crd;
 use serde_json::Value;
@@ -15,22 +18,11 @@ fn crd_dir() -> PathBuf {
 
 #[test]
 fn committed_crds_match_the_types() {
-    let update = std::env::var_os("KUBEVIRT_RS_UPDATE_GOLDEN").is_some();
-    let mut stale = Vec::new();
-    for rendered in crd::render_all().expect("CRDs render") {
-        let path = crd_dir().join(&rendered.file_name);
-        if update {
-            std::fs::write(&path, &rendered.yaml).expect("write CRD");
-        }
-        let committed = std::fs::read_to_string(&path).unwrap_or_default();
-        if committed != rendered.yaml {
-            stale.push(rendered.file_name);
-        }
-    }
-    assert!(
-        stale.is_empty(),
-        "stale CRDs {stale:?}: run `cargo run -p kubevirt-api --bin crdgen` and commit the result"
-    );
+    let files = crd::render_all()
+        .expect("CRDs render")
+        .into_iter()
+        .map(|c| (c.file_name, c.yaml));
+    generated::assert_committed(&crd_dir(), files, "cargo run -p kubevirt-api --bin crdgen");
 }
 
 #[test]

@@ -4,7 +4,7 @@
 //! (or one without a mode) a mount of its directory, and a claim that is not there yet holds the
 //! pod back (`FailedPvcNotFound`) until it appears.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Mutex, PoisonError};
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
@@ -222,6 +222,57 @@ impl ClaimStore {
     }
 }
 
+/// Which VMIs use which claims, kept from the VMI watch, so that a claim's change (it appears, is
+/// resized, goes) wakes every VMI that uses it, as upstream's PVC handlers do.
+#[derive(Debug, Default)]
+pub struct ClaimUsers {
+    /// `namespace/claim` → VMI keys.
+    by_claim: HashMap<String, BTreeSet<String>>,
+    /// VMI key → its `namespace/claim` keys.
+    by_vmi: HashMap<String, Vec<String>>,
+}
+
+impl ClaimUsers {
+    /// Records the claims `vmi` (under `key`) uses now.
+    pub fn set(&mut self, key: &str, vmi: &VirtualMachineInstance) {
+        self.remove(key);
+        let namespace = vmi.metadata.namespace.as_deref().unwrap_or("default");
+        let claims: Vec<String> = vmi
+            .spec
+            .volumes
+            .iter()
+            .filter_map(claim_of)
+            .map(|name| format!("{namespace}/{name}"))
+            .collect();
+        if claims.is_empty() {
+            return;
+        }
+        for claim in &claims {
+            self.by_claim.entry(claim.clone()).or_default().insert(key.to_owned());
+        }
+        self.by_vmi.insert(key.to_owned(), claims);
+    }
+
+    /// Forgets the VMI `key`.
+    pub fn remove(&mut self, key: &str) {
+        for claim in self.by_vmi.remove(key).unwrap_or_default() {
+            if let Some(users) = self.by_claim.get_mut(&claim) {
+                users.remove(key);
+                if users.is_empty() {
+                    self.by_claim.remove(&claim);
+                }
+            }
+        }
+    }
+
+    /// The VMIs that use any of `claims` (`namespace/name`).
+    #[must_use]
+    pub fn users_of(&self, claims: &[String]) -> Vec<String> {
+        let users: BTreeSet<&String> = claims.iter().filter_map(|c| self.by_claim.get(c)).flatten().collect();
+        users.into_iter().cloned().collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::core::v1::PersistentVolumeClaimSpec;
@@ -325,5 +376,25 @@ mod tests {
         let only_c = vmi(vec![pvc_volume("x", "c")]);
         assert!(store.modes_for(&only_c).is_ok());
         assert!(store.modes_for(&vmi(vec![pvc_volume("x", "b")])).is_err());
+    }
+
+    #[test]
+    fn a_claims_users_are_the_vmis_that_name_it_now() {
+        let mut users = ClaimUsers::default();
+        users.set(
+            "ns/a",
+            &vmi(vec![pvc_volume("root", "disk"), dv_volume("data", "imported")]),
+        );
+        users.set("ns/b", &vmi(vec![pvc_volume("root", "disk")]));
+        let keys = |claims: &[&str]| claims.iter().map(|c| (*c).to_owned()).collect::<Vec<_>>();
+        assert_eq!(users.users_of(&keys(&["ns/disk"])), ["ns/a", "ns/b"]);
+        assert_eq!(users.users_of(&keys(&["ns/imported", "ns/disk"])), ["ns/a", "ns/b"]);
+        users.set("ns/a", &vmi(vec![dv_volume("data", "imported")]));
+        assert_eq!(users.users_of(&keys(&["ns/disk"])), ["ns/b"], "a no longer uses it");
+        users.remove("ns/b");
+        assert!(users.users_of(&keys(&["ns/disk"])).is_empty());
+        assert_eq!(users.users_of(&keys(&["ns/imported"])), ["ns/a"]);
+        users.set("ns/c", &vmi(vec![]));
+        assert!(!users.by_vmi.contains_key("ns/c"), "a VMI without claims costs nothing");
     }
 }

@@ -11,11 +11,8 @@ use control_loop::http::Endpoints;
 use kubevirt_api::clock::{Clock, SystemClock};
 use tokio_util::sync::CancellationToken;
 use virt_controller::cluster_api::{ControllerApi, KubeControllerApi};
-use virt_controller::migration_controller::MigrationController;
 use virt_controller::pod::{Emulation, PodConfig};
 use virt_controller::runner::{Controllers, run};
-use virt_controller::vm_controller::VmController;
-use virt_controller::vmi_controller::VmiController;
 
 /// virt-controller's flags (upstream's names).
 #[derive(Debug, Parser)]
@@ -135,11 +132,7 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     }
     let (leading, _always) = leadership(&client, &args).await?;
     let api = KubeControllerApi::new(client);
-    let controllers = Arc::new(Controllers {
-        vmis: VmiController::new(api.clone(), SystemClock, config.clone()),
-        vms: VmController::new(api.clone(), SystemClock),
-        migrations: MigrationController::new(api.clone(), SystemClock, config),
-    });
+    let controllers = Arc::new(Controllers::new(&api, &SystemClock, config));
     let health = Arc::new(Health {
         stop: stop.clone(),
         controllers: controllers.clone(),

@@ -48,8 +48,8 @@ pub struct MigrationController<A, K> {
     evacuation_memory: Mutex<evacuate::Memory>,
     pod_config: Mutex<PodConfig>,
     known: Mutex<Known>,
-    /// The claims target pods use, from the PVC watch.
-    claims: crate::claims::ClaimStore,
+    /// The claims target pods use: the VMI controller's store, kept from the PVC watch.
+    claims: std::sync::Arc<crate::claims::ClaimStore>,
 }
 
 fn key_of(namespace: Option<&String>, name: &str) -> String {
@@ -116,9 +116,10 @@ fn vmi_key_of(migration: &VirtualMachineInstanceMigration) -> String {
 }
 
 impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
-    /// A controller over `api` rendering target pods with `pod_config`, as the VMI controller
+    /// A controller over `api` rendering target pods with `pod_config` and the claims in
+    /// `claims` ([`crate::vmi_controller::VmiController::claim_store`]), as the VMI controller
     /// renders launcher pods.
-    pub fn new(api: A, clock: K, pod_config: PodConfig) -> Self {
+    pub fn new(api: A, clock: K, pod_config: PodConfig, claims: std::sync::Arc<crate::claims::ClaimStore>) -> Self {
         Self {
             api,
             clock,
@@ -127,16 +128,8 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
             evacuation_memory: Mutex::default(),
             pod_config: Mutex::new(pod_config),
             known: Mutex::default(),
-            claims: crate::claims::ClaimStore::default(),
+            claims,
         }
-    }
-
-    /// Takes in a PVC watch event (a target pod renders the VMI's claims as its source did).
-    pub fn on_claim_event(
-        &self,
-        event: &kube::runtime::watcher::Event<k8s_openapi::api::core::v1::PersistentVolumeClaim>,
-    ) {
-        self.claims.on_event(event);
     }
 
     fn known(&self) -> std::sync::MutexGuard<'_, Known> {
@@ -417,13 +410,27 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
             .clone()
             .unwrap_or_else(|| "default".to_owned());
         let config = self.pod_config(vmi);
-        // A VMI that cannot be rendered needs a change of it or of the configuration, not a retry.
-        let rendered = self
-            .claims
-            .modes_for(vmi)
-            .map_err(|missing| missing.to_string())
-            .and_then(|claims| render_target_pod(vmi, migration, &config, &claims).map_err(|e| e.to_string()));
-        let (outcome, event) = match rendered {
+        // A claim that went is waited for (retried with backoff, as upstream's); a VMI that cannot
+        // be rendered needs a change of it or of the configuration, not a retry.
+        let claims = match self.claims.modes_for(vmi) {
+            Ok(claims) => claims,
+            Err(missing) => {
+                let message = format!("Error creating pod: {missing}");
+                if let Err(error) = self
+                    .api
+                    .record_migration_event(migration, "Warning", "FailedCreate", &message)
+                    .await
+                {
+                    tracing::warn!(error = %error, "cannot record an event");
+                }
+                let claim = format!("PersistentVolumeClaim {}/{}", missing.namespace, missing.name);
+                return Err(ReconcileError::new(
+                    "render the migration target pod",
+                    crate::cluster_api::ApiError::NotFound(claim),
+                ));
+            }
+        };
+        let (outcome, event) = match render_target_pod(vmi, migration, &config, &claims) {
             Err(error) => (
                 Ok(()),
                 ("Warning", "FailedCreate", format!("Error creating pod: {error}")),

@@ -15,6 +15,7 @@ use tracing::warn;
 
 use crate::cluster_api::ControllerApi;
 use crate::migration_controller::MigrationController;
+use crate::pod::PodConfig;
 use crate::vm_controller::VmController;
 use crate::vmi_controller::VmiController;
 
@@ -27,6 +28,20 @@ pub struct Controllers<A, K> {
     pub vms: VmController<A, K>,
     /// Migration -> target pod and the VMI's migration state.
     pub migrations: MigrationController<A, K>,
+}
+
+impl<A: ControllerApi + Clone, K: Clock + Clone> Controllers<A, K> {
+    /// The three controllers over `api`, rendering pods with `config`; the migration controller
+    /// renders target pods from the VMI controller's claim store.
+    pub fn new(api: &A, clock: &K, config: PodConfig) -> Self {
+        let vmis = VmiController::new(api.clone(), clock.clone(), config.clone());
+        let migrations = MigrationController::new(api.clone(), clock.clone(), config, vmis.claim_store());
+        Self {
+            vmis,
+            vms: VmController::new(api.clone(), clock.clone()),
+            migrations,
+        }
+    }
 }
 
 impl<A: ControllerApi, K: Clock> Controllers<A, K> {
@@ -228,7 +243,6 @@ pub async fn run<A: ControllerApi, K: Clock>(
             Some(event) = claim_events.next() => match event {
                 Ok(event) => {
                     synced.mark(Watch::Claims, lists_done(&event));
-                    controllers.migrations.on_claim_event(&event);
                     queue_all(&mut queue, "vmi", controllers.vmis.on_claim_event(&event));
                 }
                 Err(error) => warn!(error = %error, "PVC watch error; the watch retries"),

@@ -2,8 +2,8 @@
 //! observes them, plans ([`crate::vmi_lifecycle`]) and applies the plan: pod creation (with
 //! expectations), pod deletion, the node label and finalizer, then the status.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Mutex, PoisonError};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -14,7 +14,7 @@ use kubevirt_api::v1::VirtualMachineInstance;
 use kubevirt_api::well_known::{finalizers, labels};
 use serde_json::json;
 
-use crate::claims::{ClaimModes, ClaimStore};
+use crate::claims::{ClaimModes, ClaimStore, ClaimUsers};
 use crate::cluster_api::{ApiError, ControllerApi};
 use crate::compact::Compact;
 use crate::expectations::Expectations;
@@ -32,8 +32,8 @@ struct Known {
     /// The relists of the VMI and pod watches under way.
     vmi_list: crate::relist::Relist,
     pod_list: crate::relist::Relist,
-    /// The VMIs whose pod waits for a claim, by the claim's `namespace/name`.
-    claim_waiters: HashMap<String, BTreeSet<String>>,
+    /// Which VMIs use which claims.
+    claim_users: ClaimUsers,
 }
 
 /// A cached VMI: its JSON, and its phase for metrics.
@@ -62,8 +62,8 @@ pub struct VmiController<A, K> {
     /// With the `KubeVirt` resource's settings applied.
     config: Mutex<PodConfig>,
     known: Mutex<Known>,
-    /// The claims launcher pods use, from the PVC watch.
-    claims: ClaimStore,
+    /// The claims launcher pods use, from the PVC watch (shared with the migration controller).
+    claims: Arc<ClaimStore>,
 }
 
 /// The owning VMI's key of a launcher pod, from its controller owner reference.
@@ -135,19 +135,27 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
             config: Mutex::new(config.clone()),
             base_config: config,
             known: Mutex::default(),
-            claims: ClaimStore::default(),
+            claims: Arc::default(),
         }
     }
 
-    /// Takes in a PVC watch event; returns the VMIs whose pod waited for a claim that appeared.
+    /// The claim store this controller keeps from the PVC watch, for the migration controller,
+    /// whose target pods render the same claims.
+    #[must_use]
+    pub fn claim_store(&self) -> Arc<ClaimStore> {
+        self.claims.clone()
+    }
+
+    /// Takes in a PVC watch event; returns the VMIs that use a claim that appeared, changed or
+    /// went (a pod waiting for it, a status describing it).
     pub fn on_claim_event(&self, event: &Event<k8s_openapi::api::core::v1::PersistentVolumeClaim>) -> Vec<String> {
+        // The store first: a reconcile that reads the store after this sees the claim, and one
+        // that read it before is queued again here (its VMI is a user since its watch event).
         let changed = self.claims.on_event(event);
-        let mut known = self.known();
-        changed
-            .iter()
-            .filter_map(|claim| known.claim_waiters.remove(claim))
-            .flatten()
-            .collect()
+        if changed.is_empty() {
+            return Vec::new();
+        }
+        self.known().claim_users.users_of(&changed)
     }
 
     /// Applies the `KubeVirt` resource's configuration (or, with `None`, the defaults) to the
@@ -205,12 +213,14 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
             Event::Apply(vmi) | Event::InitApply(vmi) => {
                 let key = vmi.key();
                 known.vmi_list.saw(&key);
+                known.claim_users.set(&key, &vmi);
                 known.vmis.insert(key.clone(), KnownVmi::new(&vmi));
                 vec![key]
             }
             Event::Delete(vmi) => {
                 let key = vmi.key();
                 known.vmis.remove(&key);
+                known.claim_users.remove(&key);
                 known.expectations.forget(&key);
                 vec![key]
             }
@@ -223,6 +233,7 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
                 let gone = known.vmi_list.finish_sweep(&mut known.vmis);
                 for key in &gone {
                     known.expectations.forget(key);
+                    known.claim_users.remove(key);
                 }
                 gone
             }
@@ -335,9 +346,11 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
                 return Ok(None);
             }
         }
-        if let (Some(message), Err(missing)) = (&plan.waits_for_claim, &claims) {
-            self.wait_for_claim(key, missing, &current, message, plan.status.is_some())
-                .await;
+        // Looked at again when the claim appears (the PVC watch); said once, when the wait is new.
+        if let Some(message) = &plan.waits_for_claim
+            && plan.status.is_some()
+        {
+            self.event(&current, "Normal", REASON_PVC_NOT_FOUND, message).await;
         }
         if !plan.delete_pods.is_empty() {
             let count = u32::try_from(plan.delete_pods.len()).unwrap_or(u32::MAX);
@@ -424,26 +437,6 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
                 self.event(current, "Warning", "FailedCreate", &error.to_string()).await;
                 Ok(false)
             }
-        }
-    }
-
-    /// Remembers that `key`'s pod waits for the claim `missing`, to look at it again when the
-    /// claim appears (the PVC watch); says so in an event when the wait is new (`is_news`).
-    async fn wait_for_claim(
-        &self,
-        key: &str,
-        missing: &crate::claims::MissingClaim,
-        vmi: &VirtualMachineInstance,
-        message: &str,
-        is_news: bool,
-    ) {
-        self.known()
-            .claim_waiters
-            .entry(format!("{}/{}", missing.namespace, missing.name))
-            .or_default()
-            .insert(key.to_owned());
-        if is_news {
-            self.event(vmi, "Normal", REASON_PVC_NOT_FOUND, message).await;
         }
     }
 

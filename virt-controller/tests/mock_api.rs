@@ -191,3 +191,69 @@ async fn a_final_vmi_has_its_pod_deleted_then_its_finalizer_removed() {
         )]
     );
 }
+
+/// A VMI whose claim is missing: one event and one status write say it waits, and nothing else is
+/// sent; the claim's watch event wakes the VMI and its pod is created with the claim's device.
+#[tokio::test]
+async fn a_missing_claim_sends_the_wait_then_the_pod_once_the_claim_appears() {
+    let with_claim = json!({"spec": {
+        "domain": {"resources": {"requests": {"memory": "128Mi"}}, "devices": {"disks": [{"name": "data", "disk": {}}]}},
+        "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "db"}}]
+    }});
+    let new = vmi(&with_claim);
+    let (client, log) = api_server(VecDeque::new());
+    let controller = controller(client);
+    controller.on_vmi_event(Event::Apply(new.clone()));
+    assert_eq!(controller.reconcile("default/testvmi").await, None);
+    let sent = taken(&log);
+    let message = "PVC default/db does not exist, waiting for it to appear";
+    assert_eq!(
+        (sent[0].0.as_str(), sent[0].1.as_str()),
+        ("POST", "/api/v1/namespaces/default/events")
+    );
+    assert_eq!(
+        (&sent[0].2["type"], &sent[0].2["reason"], &sent[0].2["message"]),
+        (&json!("Normal"), &json!("FailedPvcNotFound"), &json!(message))
+    );
+    let mut expected_status = serde_json::to_value(&new).expect("json");
+    expected_status["status"] = json!({
+        "phase": "Pending",
+        "conditions": [
+            {"type": "Synchronized", "status": "False", "lastTransitionTime": "2026-11-21T10:00:00Z",
+             "reason": "FailedPvcNotFound", "message": message},
+            {"type": "PodScheduled", "status": "False", "lastTransitionTime": "2026-11-21T10:00:00Z",
+             "reason": "Unschedulable", "message": message}
+        ],
+        "phaseTransitionTimestamps": [{"phase": "Pending", "phaseTransitionTimestamp": "2026-11-21T10:00:00Z"}]
+    });
+    assert_eq!(
+        sent[1],
+        (
+            "PUT".to_owned(),
+            "/apis/kubevirt.io/v1/namespaces/default/virtualmachineinstances/testvmi/status".to_owned(),
+            expected_status.clone()
+        )
+    );
+    assert_eq!(sent.len(), 2, "{sent:#?}");
+
+    // The block claim appears: the VMI that uses it is looked at again, and its pod carries the
+    // claim as a device.
+    let claim: k8s_openapi::api::core::v1::PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "db", "namespace": "default"}, "spec": {"volumeMode": "Block"}
+    }))
+    .expect("claim");
+    assert_eq!(controller.on_claim_event(&Event::Apply(claim)), ["default/testvmi"]);
+    controller.on_vmi_event(Event::Apply(vmi(&json!({
+        "spec": with_claim["spec"], "status": expected_status["status"]
+    }))));
+    controller.reconcile("default/testvmi").await;
+    let sent = taken(&log);
+    assert_eq!(
+        (sent[0].0.as_str(), sent[0].1.as_str()),
+        ("POST", "/api/v1/namespaces/default/pods")
+    );
+    assert_eq!(
+        sent[0].2["spec"]["containers"][0]["volumeDevices"],
+        json!([{"name": "data", "devicePath": "/dev/data"}])
+    );
+}

@@ -10,11 +10,8 @@ use kubevirt_api::v1::{VirtualMachine, VirtualMachineInstancePhase as Phase};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use virt_controller::cluster_api::FakeControllerApi;
-use virt_controller::migration_controller::MigrationController;
 use virt_controller::pod::PodConfig;
 use virt_controller::runner::{Controllers, metrics, run};
-use virt_controller::vm_controller::VmController;
-use virt_controller::vmi_controller::VmiController;
 
 async fn wait_for<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
     let begin = Instant::now();
@@ -47,19 +44,11 @@ async fn a_vm_becomes_a_scheduled_vmi_through_the_watches() {
         }))
         .expect("KubeVirt"),
     );
-    let controllers = Arc::new(Controllers {
-        vmis: VmiController::new(
-            api.clone(),
-            SystemClock,
-            PodConfig::new("registry.example/virt-launcher:v0.1.0"),
-        ),
-        vms: VmController::new(api.clone(), SystemClock),
-        migrations: MigrationController::new(
-            api.clone(),
-            SystemClock,
-            PodConfig::new("registry.example/virt-launcher:v0.1.0"),
-        ),
-    });
+    let controllers = Arc::new(Controllers::new(
+        &api,
+        &SystemClock,
+        PodConfig::new("registry.example/virt-launcher:v0.1.0"),
+    ));
     let stop = CancellationToken::new();
     let (lead, leading) = tokio::sync::watch::channel(false);
     let task = {

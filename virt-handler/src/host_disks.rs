@@ -142,8 +142,11 @@ pub fn prepare(root: &Path, vmi: &VirtualMachineInstance, owner: u32) -> Result<
             })?;
             root_dir = Some(opened);
         }
+        // Upstream gives away only what it makes, except an unprivileged launcher's hostDisk
+        // images, which are the launcher's to open whoever made them.
+        let give_existing = matches!(size, ImageSize::Exactly(_)) && owner != 0;
         if let Some(root_dir) = &root_dir
-            && let Some(note) = image.prepare(root_dir, size, owner)?
+            && let Some(note) = image.prepare(root_dir, size, owner, give_existing)?
         {
             prepared.tolerated.push(note);
         }
@@ -223,16 +226,34 @@ impl Image {
         }
     }
 
-    /// Creates the image when it is missing, and gives it to `owner`; says so when a claim's
-    /// image was made smaller than asked.
-    fn prepare(&self, root: &OwnedFd, size: ImageSize, owner: u32) -> Result<Option<String>, HostDiskError> {
+    /// Creates the image when it is missing and gives it to `owner`, and gives an existing one
+    /// too when `give_existing`; says so when a claim's image was made smaller than asked.
+    fn prepare(
+        &self,
+        root: &OwnedFd,
+        size: ImageSize,
+        owner: u32,
+        give_existing: bool,
+    ) -> Result<Option<String>, HostDiskError> {
         // The volume's directory, every link on the way resolved inside the launcher's root.
         let how = OpenHow::new()
             .flags(OFlag::O_DIRECTORY | OFlag::O_PATH | OFlag::O_CLOEXEC)
             .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
         let dir = openat2(root, &self.dir, how).map_err(self.io("open the directory of"))?;
         let (uid, gid) = (Some(Uid::from_raw(owner)), Some(Gid::from_raw(owner)));
-        if let Some(image) = self.existing(&dir)? {
+        if !give_existing {
+            // Whatever is there is the user's, and left as it is.
+            match openat(
+                &dir,
+                self.name.as_os_str(),
+                OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            ) {
+                Ok(_) => return Ok(None),
+                Err(Errno::ENOENT) => {}
+                Err(e) => return Err(self.io("open")(e)),
+            }
+        } else if let Some(image) = self.existing(&dir)? {
             // Given away through a descriptor that only names it: never opened for reading or
             // writing, so opening has no effect, whatever the file is.
             return fchownat(&image, "", uid, gid, AtFlags::AT_EMPTY_PATH)

@@ -7,11 +7,8 @@ use std::time::{Duration, Instant};
 use kubevirt_api::clock::SystemClock;
 use tokio_util::sync::CancellationToken;
 use virt_controller::cluster_api::FakeControllerApi;
-use virt_controller::migration_controller::MigrationController;
 use virt_controller::pod::PodConfig;
 use virt_controller::runner::{Controllers, run};
-use virt_controller::vm_controller::VmController;
-use virt_controller::vmi_controller::VmiController;
 
 /// Polls `check` every 5 ms until it gives a value; fails the test after 10 s.
 pub async fn wait_for<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
@@ -27,12 +24,11 @@ pub async fn wait_for<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T 
 
 /// The controllers' loop over `api`, leading; cancel the token and await the task to stop it.
 pub fn start(api: &FakeControllerApi) -> (CancellationToken, tokio::task::JoinHandle<()>) {
-    let config = PodConfig::new("registry.example/virt-launcher:v0.1.0");
-    let controllers = Arc::new(Controllers {
-        vmis: VmiController::new(api.clone(), SystemClock, config.clone()),
-        vms: VmController::new(api.clone(), SystemClock),
-        migrations: MigrationController::new(api.clone(), SystemClock, config),
-    });
+    let controllers = Arc::new(Controllers::new(
+        api,
+        &SystemClock,
+        PodConfig::new("registry.example/virt-launcher:v0.1.0"),
+    ));
     let stop = CancellationToken::new();
     let (lead, leading) = tokio::sync::watch::channel(true);
     let task = {

@@ -119,7 +119,7 @@ pub(super) fn fit(wanted: i64, available: i64, path: &str) -> Result<(i64, Optio
     if wanted <= available {
         return Ok((wanted, None));
     }
-    let tolerated = wanted * (100 - TOLERATION_PERCENT) / 100;
+    let tolerated = i64::try_from(i128::from(wanted) * i128::from(100 - TOLERATION_PERCENT) / 100).unwrap_or(i64::MAX);
     if tolerated > available {
         return Err(format!(
             "unable to create {path}, not enough space, demanded size {wanted} B is bigger than available space \
@@ -194,6 +194,10 @@ mod tests {
             )
         );
         assert_eq!(fit(100 * MIB, 90 * MIB, "/d/disk.img").map(|(s, _)| s), Ok(90 * MIB));
+        assert!(
+            fit(i64::MAX, 1, "/d/disk.img").is_err(),
+            "no overflow at the largest size"
+        );
         let refused = fit(100 * MIB, 90 * MIB - 1, "/d/disk.img").expect_err("too small");
         assert_eq!(
             refused,

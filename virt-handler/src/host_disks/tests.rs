@@ -242,10 +242,25 @@ fn a_filesystem_claims_missing_image_is_made_at_its_request_and_a_block_claim_ge
     let meta = std::fs::metadata(&image).expect("the image");
     assert_eq!(meta.len(), 10 << 20);
     assert_eq!((meta.uid(), meta.gid()), (OWNER, OWNER));
-    // Made once: the guest's data stays.
+    // Made once: the guest's data stays, and an existing image is the user's, never given away
+    // (upstream gives away only what it makes).
     std::fs::write(&image, b"guest data").expect("write");
+    std::os::unix::fs::chown(&image, Some(0), Some(0)).expect("chown");
     prepare(volume.root.path(), &claim_vmi("10Mi"), OWNER).expect("again");
     assert_eq!(std::fs::read(&image).expect("image"), b"guest data");
+    assert_eq!(std::fs::metadata(&image).expect("image").uid(), 0);
+}
+
+#[test]
+fn a_root_launcher_gets_missing_images_made_and_existing_ones_left_as_they_are() {
+    let (root, dir) = launcher_root();
+    std::fs::write(dir.join("data.img"), b"x").expect("image");
+    std::os::unix::fs::chown(dir.join("data.img"), Some(1234), Some(1234)).expect("chown");
+    prepare(root.path(), &vmi("DiskOrCreate", Some("1Mi")), 0).expect("prepared");
+    assert_eq!(std::fs::metadata(dir.join("data.img")).expect("image").uid(), 1234);
+    let (root, dir) = launcher_root();
+    prepare(root.path(), &vmi("DiskOrCreate", Some("1Mi")), 0).expect("prepared");
+    assert_eq!(std::fs::metadata(dir.join("data.img")).expect("image").len(), 1 << 20);
 }
 
 #[test]

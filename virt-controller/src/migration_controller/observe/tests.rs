@@ -20,6 +20,7 @@ fn a_relist_drops_what_was_deleted_during_the_gap() {
         FakeControllerApi::new(),
         SystemClock,
         PodConfig::new("registry.example/virt-launcher:v0.1.0"),
+        std::sync::Arc::default(),
     );
     controller.on_migration_event(Event::Apply(migration("gone")));
     controller.on_migration_event(Event::Apply(migration("kept")));
@@ -58,6 +59,7 @@ fn a_created_target_pod_never_hides_a_newer_state_the_watch_showed() {
         FakeControllerApi::new(),
         SystemClock,
         PodConfig::new("registry.example/virt-launcher:v0.1.0"),
+        std::sync::Arc::default(),
     );
     let unschedulable = |c: &MigrationController<FakeControllerApi, SystemClock>| {
         c.known().pods["default/vm1"]["virt-launcher-vm1-target"]
@@ -72,6 +74,7 @@ fn a_created_target_pod_never_hides_a_newer_state_the_watch_showed() {
         FakeControllerApi::new(),
         SystemClock,
         PodConfig::new("registry.example/virt-launcher:v0.1.0"),
+        std::sync::Arc::default(),
     );
     controller.on_pod_created(&target_pod("11", false));
     assert!(!unschedulable(&controller));
@@ -83,7 +86,12 @@ fn a_created_target_pod_never_hides_a_newer_state_the_watch_showed() {
 #[test]
 fn a_changed_configuration_looks_at_every_migration_again() {
     let pods = PodConfig::new("registry.example/virt-launcher:v0.1.0");
-    let controller = MigrationController::new(FakeControllerApi::new(), SystemClock, pods.clone());
+    let controller = MigrationController::new(
+        FakeControllerApi::new(),
+        SystemClock,
+        pods.clone(),
+        std::sync::Arc::default(),
+    );
     controller.on_migration_event(Event::Apply(migration("waiting")));
     assert!(
         controller.set_cluster_configuration(None, pods.clone()).is_empty(),

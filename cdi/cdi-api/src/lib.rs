@@ -1,0 +1,19 @@
+//! The Containerized Data Importer's API, `cdi.kubevirt.io/v1beta1`, as upstream CDI defines it:
+//! [`DataVolume`] (a claim and the data to fill it with: an HTTP or registry import, an upload, a
+//! clone, a blank disk) and [`DataSource`] (a named pointer to a claim, a snapshot, or another
+//! DataSource). The schemas, short names and printer columns are upstream's, so that users'
+//! manifests apply unmodified; [`crd`] renders the CRDs that `manifests/cdi/crds/` holds.
+
+pub mod crd;
+pub mod data_source;
+pub mod data_volume;
+
+pub use data_source::{DataSource, DataSourceSource, DataSourceSpec, DataSourceStatus};
+pub use data_volume::{
+    DataVolume, DataVolumeCondition, DataVolumePhase, DataVolumeSource, DataVolumeSpec, DataVolumeStatus, StorageSpec,
+};
+
+/// The API group.
+pub const GROUP: &str = "cdi.kubevirt.io";
+/// The API version served and stored.
+pub const VERSION: &str = "v1beta1";
