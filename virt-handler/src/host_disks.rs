@@ -93,6 +93,17 @@ pub enum HostDiskError {
 /// The suffix of the name an image is made under before it takes its own name.
 const STAGING: &str = ".kubevirt-rs-staging";
 
+/// Whether [`prepare`] may have an image to make for `vmi`: a `DiskOrCreate` hostDisk, or a
+/// claim's volume (`persistentVolumeClaim`, `dataVolume`).
+#[must_use]
+pub fn may_make_images(vmi: &VirtualMachineInstance) -> bool {
+    vmi.spec.volumes.iter().any(|v| {
+        v.host_disk.as_ref().is_some_and(|h| h.disk_type == "DiskOrCreate")
+            || v.persistent_volume_claim.is_some()
+            || v.data_volume.is_some()
+    })
+}
+
 /// What [`prepare`] did.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Prepared {

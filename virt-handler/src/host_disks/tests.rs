@@ -294,3 +294,10 @@ fn a_claim_image_shrinks_within_ten_percent_and_is_refused_beyond() {
     );
     assert!(!volume.dir.join("disk.img").exists(), "nothing half-made");
 }
+
+#[test]
+fn only_disk_or_create_host_disks_and_claims_may_need_an_image() {
+    assert!(may_make_images(&vmi("DiskOrCreate", Some("1Mi"))));
+    assert!(!may_make_images(&vmi("Disk", None)));
+    assert!(may_make_images(&claim_vmi("1Mi")));
+}

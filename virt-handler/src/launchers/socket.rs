@@ -181,9 +181,14 @@ impl SocketLaunchers {
         if self.held().prepared.contains(socket) {
             return Ok(());
         }
+        let unprivileged = vmi.is_non_root();
+        if !unprivileged && !crate::host_disks::may_make_images(vmi) {
+            // A root launcher with no image to make needs nothing of the handler.
+            self.held().prepared.insert(socket.to_owned());
+            return Ok(());
+        }
         let launcher = self.launcher_process(socket, vmi).await?;
         let owner = vmi.runtime_user();
-        let unprivileged = vmi.is_non_root();
         let for_launcher = vmi.clone();
         let (devices, block_volumes, images) = tokio::task::spawn_blocking(move || {
             let root = launcher.root();
