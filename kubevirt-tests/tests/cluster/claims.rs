@@ -60,6 +60,16 @@ impl Drop for NodeDir {
     }
 }
 
+/// The e2e tests' common directory on the node, removed once empty (after the loop device's
+/// backing file and the volume's directory, which are declared later and so dropped first).
+struct E2eRoot(PathBuf);
+
+impl Drop for E2eRoot {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
 fn volumes(pid: u32, dir: &std::path::Path, device: &str) -> (String, String, String) {
     let filesystem_pv = format!(
         "apiVersion: v1\nkind: PersistentVolume\nmetadata:\n  name: {NAME}-fs-{pid}\nspec:\n  capacity: {{storage: 128Mi}}\n  \
@@ -94,6 +104,7 @@ fn volumes(pid: u32, dir: &std::path::Path, device: &str) -> (String, String, St
 #[ignore = "needs the test cluster: make cluster"]
 fn a_vmi_waits_for_its_claims_then_gets_a_filesystem_image_and_a_block_device() {
     let pid = std::process::id();
+    let _root = E2eRoot(PathBuf::from("/var/lib/kubevirt-rs-e2e"));
     let dir = NodeDir(PathBuf::from(format!("/var/lib/kubevirt-rs-e2e/{NAME}-{pid}")));
     std::fs::create_dir_all(&dir.0).expect("the volume's directory");
     let loop_device = LoopDevice::new(PathBuf::from(format!("/var/lib/kubevirt-rs-e2e/{NAME}-{pid}.img")));
