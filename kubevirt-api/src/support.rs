@@ -347,11 +347,6 @@ pub fn vm(vm: &VirtualMachine) -> Vec<Unsupported> {
     };
     let spec = &vm.spec;
     r.refuse_if(
-        !spec.data_volume_templates.is_empty(),
-        "dataVolumeTemplates",
-        "DataVolume templates (they need CDI)",
-    );
-    r.refuse_if(
         spec.update_volumes_strategy.as_deref() == Some("Migration"),
         "updateVolumesStrategy",
         "volume migration",

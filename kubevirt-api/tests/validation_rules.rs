@@ -383,25 +383,89 @@ fn annotation_gates_rule_55() {
     assert!(validate_metadata(&meta, "metadata", &gates).is_empty());
 }
 
+/// Rule 62 with upstream's `ValidateDataVolumeTemplate`: each template's first problem, in
+/// upstream's order and at its paths.
 #[test]
 fn data_volume_templates_rule_62() {
+    let storage = json!({"resources": {"requests": {"storage": "1Gi"}}});
+    let templates = json!([
+        {"metadata": {"name": "unused"}, "spec": {"source": {"blank": {}}, "storage": storage}},
+        {"metadata": {}, "spec": {}},
+        {"metadata": {"name": "root"}, "spec": {"source": {"blank": {}}}},
+        {"metadata": {"name": "root"}, "spec": {"source": {"blank": {}}, "pvc": {}, "storage": storage}},
+        {"metadata": {"name": "root"}, "spec": {"source": {"blank": {}}, "storage": {"dataSource": {"kind": "PersistentVolumeClaim", "name": "x"}}}},
+        {"metadata": {"name": "root"}, "spec": {"storage": storage}},
+        {"metadata": {"name": "root"}, "spec": {"source": {}, "storage": storage}},
+        {"metadata": {"name": "root"}, "spec": {"source": {"blank": {}, "upload": {}}, "storage": storage}},
+        {"metadata": {"name": "root"}, "spec": {"source": {"http": "not an object"}, "storage": storage}},
+        {"metadata": {"name": "root"}, "spec": {"sourceRef": {"kind": "DataSource", "name": "fedora"}, "storage": storage}},
+        {"metadata": {"name": "root"}, "spec": {"pvc": {"dataSourceRef": {"kind": "VolumeSnapshot", "name": "s"}}}}
+    ]);
+    let mut template = base();
+    template["volumes"]
+        .as_array_mut()
+        .expect("volumes")
+        .push(json!({"name": "root", "dataVolume": {"name": "root"}}));
     let vm: VirtualMachine = serde_json::from_value(json!({
         "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": {"name": "vm"},
-        "spec": {
-            "runStrategy": "Always",
-            "dataVolumeTemplates": [{"metadata": {"name": "unused"}, "spec": {}}, {"metadata": {}, "spec": {}}],
-            "template": {"spec": base()}
-        }
+        "spec": {"runStrategy": "Always", "dataVolumeTemplates": templates, "template": {"spec": template}}
     }))
     .expect("VM");
     let causes = validate_vm(&vm, &ClusterConfig::default());
-    let got: Vec<(CauseType, &str)> = causes.iter().map(|c| (c.kind, c.field.as_str())).collect();
+    let got: Vec<(CauseType, &str, &str)> = causes
+        .iter()
+        .filter(|c| c.field.starts_with("spec.dataVolumeTemplate"))
+        .map(|c| {
+            (
+                c.kind,
+                c.field.as_str(),
+                c.message.split(':').next().unwrap_or_default(),
+            )
+        })
+        .collect();
+    let entry = "spec.dataVolumeTemplate";
     assert_eq!(
         got,
         [
-            (Invalid, "spec.dataVolumeTemplate[0]"),
-            (Required, "spec.dataVolumeTemplate[1].name")
-        ]
+            (
+                Required,
+                "spec.dataVolumeTemplate[0]",
+                "DataVolumeTemplate entry spec.dataVolumeTemplate[0] must be referenced in the VMI template's 'volumes' list"
+            ),
+            (
+                Required,
+                "spec.dataVolumeTemplate[1].name",
+                "'name' field must not be empty for DataVolumeTemplate entry spec.dataVolumeTemplate[1].name."
+            ),
+            (
+                Invalid,
+                &*format!("{entry}[2].PVC.Storage"),
+                "Missing Data volume PVC or Storage"
+            ),
+            (
+                Invalid,
+                &*format!("{entry}[3].PVC.Storage"),
+                "Duplicate storage definition, both target storage and target pvc defined"
+            ),
+            (
+                Invalid,
+                &*format!("{entry}[4].source"),
+                "External population is incompatible with Source and SourceRef"
+            ),
+            (
+                Invalid,
+                &*format!("{entry}[5].source.sourceRef"),
+                "Data volume should have either Source, SourceRef, or be externally populated"
+            ),
+            (
+                Invalid,
+                &*format!("{entry}[6].source"),
+                "Missing dataVolume valid source"
+            ),
+            (Invalid, &*format!("{entry}[7].source"), "Multiple dataVolume sources"),
+            (Invalid, &*format!("{entry}[8].spec"), "not a DataVolume spec"),
+        ],
+        "entries 9 (a sourceRef) and 10 (external population) are valid"
     );
 }
 

@@ -569,9 +569,7 @@ fn fields_kubevirt_rs_does_not_act_on_are_refused_with_their_path() {
             ),
         ]
     );
-    let mut object = vm(spec, "Always");
-    object["spec"]["dataVolumeTemplates"] = json!([{"metadata": {"name": "root"}, "spec": {}}]);
-    let body = review("virtualmachines", "CREATE", "alice", &object, None);
+    let body = review("virtualmachines", "CREATE", "alice", &vm(spec, "Always"), None);
     let fields: Vec<String> = denied(&run(Webhook::VmValidate, &body, ClusterConfig::default()))
         .into_iter()
         .filter(|c| c.0 == "FieldValueNotSupported")
@@ -580,10 +578,51 @@ fn fields_kubevirt_rs_does_not_act_on_are_refused_with_their_path() {
     assert_eq!(
         fields,
         [
-            "spec.dataVolumeTemplates",
             "spec.template.spec.domain.launchSecurity",
             "spec.template.spec.domain.devices.gpus"
         ]
+    );
+}
+
+/// A VM with a DataVolume template its volumes use is admitted; a template in another namespace
+/// than the VM's is refused at upstream's path, on create and on an update that changes the
+/// templates, but not on an update that leaves them as they were.
+#[test]
+fn data_volume_templates_are_admitted_in_the_vm_namespace_only() {
+    let mut spec = minimal_spec();
+    spec["volumes"] = json!([{"name": "root", "dataVolume": {"name": "root"}}]);
+    spec["domain"]["devices"]["disks"] = json!([{"name": "root", "disk": {}}]);
+    let template = |namespace: Option<&str>| {
+        let mut meta = json!({"name": "root"});
+        if let Some(namespace) = namespace {
+            meta["namespace"] = json!(namespace);
+        }
+        json!([{"metadata": meta, "spec": {"source": {"blank": {}}, "storage": {"resources": {"requests": {"storage": "1Gi"}}}}}])
+    };
+    let mut object = vm(spec, "Always");
+    object["metadata"]["namespace"] = json!("default");
+    object["spec"]["dataVolumeTemplates"] = template(None);
+    let body = review("virtualmachines", "CREATE", "alice", &object, None);
+    assert!(
+        run(Webhook::VmValidate, &body, ClusterConfig::default())
+            .response
+            .allowed
+    );
+    object["spec"]["dataVolumeTemplates"] = template(Some("other"));
+    let body = review("virtualmachines", "CREATE", "alice", &object, None);
+    assert_eq!(
+        denied(&run(Webhook::VmValidate, &body, ClusterConfig::default())),
+        [(
+            "FieldValueInvalid".to_owned(),
+            "spec.dataVolumeTemplates[0]".to_owned(),
+            "Embedded DataVolume namespace other differs from VM namespace default".to_owned()
+        )]
+    );
+    let body = review("virtualmachines", "UPDATE", "alice", &object, Some(&object));
+    assert!(
+        run(Webhook::VmValidate, &body, ClusterConfig::default())
+            .response
+            .allowed
     );
 }
 

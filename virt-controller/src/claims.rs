@@ -4,12 +4,14 @@
 //! (or one without a mode) a mount of its directory, and a claim that is not there yet holds the
 //! pod back (`FailedPvcNotFound`) until it appears.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Mutex, PoisonError};
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::runtime::watcher::Event;
 use kubevirt_api::v1::{PersistentVolumeClaimInfo, VirtualMachineInstance, Volume};
+
+use crate::watched_facts::WatchedFacts;
 
 /// How a claim's volume reaches the pod.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,8 +85,21 @@ pub fn claim_of(volume: &Volume) -> Option<&str> {
 #[derive(Clone, Debug, PartialEq)]
 struct ClaimFacts {
     mode: VolumeMode,
+    /// `status.phase` is `Bound`.
+    bound: bool,
+    /// A DataVolume controls the claim (it fills it).
+    filled_by_data_volume: bool,
     /// For the VMI's `status.volumeStatus[].persistentVolumeClaimInfo`.
     info: PersistentVolumeClaimInfo,
+}
+
+/// Whether a DataVolume is the claim's controller, as CDI makes the claims it fills.
+fn filled_by_data_volume(claim: &PersistentVolumeClaim) -> bool {
+    claim.metadata.owner_references.as_ref().is_some_and(|owners| {
+        owners.iter().any(|o| {
+            o.controller == Some(true) && o.kind == "DataVolume" && o.api_version.starts_with("cdi.kubevirt.io/")
+        })
+    })
 }
 
 /// Upstream's (and CDI's) default share of a filesystem volume that its filesystem takes.
@@ -114,72 +129,26 @@ pub fn claim_info(claim: &PersistentVolumeClaim) -> PersistentVolumeClaimInfo {
     }
 }
 
-#[derive(Debug, Default)]
-struct Cache {
-    /// `namespace/name` → what is kept of it.
-    claims: HashMap<String, ClaimFacts>,
-    /// The claims seen since a (re)list began, while it lasts.
-    listing: Option<HashSet<String>>,
-}
-
-fn key_of(claim: &PersistentVolumeClaim) -> String {
-    format!(
-        "{}/{}",
-        claim.metadata.namespace.as_deref().unwrap_or("default"),
-        claim.metadata.name.as_deref().unwrap_or_default()
-    )
-}
-
 /// The claims the PVC watch has seen.
 #[derive(Debug, Default)]
 pub struct ClaimStore {
-    cache: Mutex<Cache>,
+    cache: Mutex<WatchedFacts<ClaimFacts>>,
 }
 
 impl ClaimStore {
-    fn cache(&self) -> std::sync::MutexGuard<'_, Cache> {
+    fn cache(&self) -> std::sync::MutexGuard<'_, WatchedFacts<ClaimFacts>> {
         self.cache.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Takes in one watch event; returns the claims (`namespace/name`) that appeared, changed or
     /// went. A relist forgets the claims it did not see again (a deletion the watch missed).
     pub fn on_event(&self, event: &Event<PersistentVolumeClaim>) -> Vec<String> {
-        let mut cache = self.cache();
-        match event {
-            Event::Init => {
-                cache.listing = Some(HashSet::new());
-                Vec::new()
-            }
-            Event::InitApply(claim) | Event::Apply(claim) => {
-                let key = key_of(claim);
-                if let Some(listing) = cache.listing.as_mut() {
-                    listing.insert(key.clone());
-                }
-                let facts = ClaimFacts {
-                    mode: VolumeMode::of(claim),
-                    info: claim_info(claim),
-                };
-                if cache.claims.insert(key.clone(), facts.clone()) == Some(facts) {
-                    Vec::new()
-                } else {
-                    vec![key]
-                }
-            }
-            Event::Delete(claim) => {
-                let key = key_of(claim);
-                cache.claims.remove(&key).map(|_| key).into_iter().collect()
-            }
-            Event::InitDone => {
-                let Some(seen) = cache.listing.take() else {
-                    return Vec::new();
-                };
-                let gone: Vec<String> = cache.claims.keys().filter(|k| !seen.contains(*k)).cloned().collect();
-                for key in &gone {
-                    cache.claims.remove(key);
-                }
-                gone
-            }
-        }
+        self.cache().on_event(event, |claim| ClaimFacts {
+            mode: VolumeMode::of(claim),
+            bound: claim.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"),
+            filled_by_data_volume: filled_by_data_volume(claim),
+            info: claim_info(claim),
+        })
     }
 
     /// The modes of every claim `vmi` needs in its launcher pod, or the first (in volume order)
@@ -193,8 +162,7 @@ impl ClaimStore {
         let mut modes = BTreeMap::new();
         for name in vmi.spec.volumes.iter().filter_map(claim_of) {
             let mode = cache
-                .claims
-                .get(&format!("{namespace}/{name}"))
+                .get(namespace, name)
                 .map(|facts| facts.mode)
                 .ok_or_else(|| MissingClaim {
                     namespace: namespace.to_owned(),
@@ -215,10 +183,25 @@ impl ClaimStore {
             .iter()
             .filter_map(claim_of)
             .filter_map(|name| {
-                let facts = cache.claims.get(&format!("{namespace}/{name}"))?;
+                let facts = cache.get(namespace, name)?;
                 Some((name.to_owned(), facts.info.clone()))
             })
             .collect()
+    }
+}
+
+impl ClaimStore {
+    /// Whether the claim `namespace/name` is there and a DataVolume fills it (`None` when it is
+    /// not there).
+    #[must_use]
+    pub fn filled_by_data_volume(&self, namespace: &str, name: &str) -> Option<bool> {
+        self.cache().get(namespace, name).map(|f| f.filled_by_data_volume)
+    }
+
+    /// Whether the claim `namespace/name` is there and bound (`None` when it is not there).
+    #[must_use]
+    pub fn is_bound(&self, namespace: &str, name: &str) -> Option<bool> {
+        self.cache().get(namespace, name).map(|f| f.bound)
     }
 }
 

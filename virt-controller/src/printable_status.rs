@@ -30,6 +30,24 @@ pub struct StatusInputs {
     pub consecutive_fail_count: u32,
     /// The run strategy.
     pub strategy: Option<RunStrategy>,
+    /// What the VM's volumes say.
+    pub volumes: VolumeStates,
+}
+
+/// What a VM's volumes say for its printable status (upstream's `HasDataVolumeErrors`,
+/// `HasDataVolumeProvisioning` and `HasUnboundPVC`).
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "independent observations, as upstream checks them"
+)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VolumeStates {
+    /// A template volume's DataVolume failed, or its pod fails.
+    pub data_volume_error: bool,
+    /// A template volume's DataVolume is still being filled.
+    pub provisioning: bool,
+    /// A claim a template volume names is there but not bound.
+    pub unbound_claim: bool,
 }
 
 /// The printable status.
@@ -50,8 +68,18 @@ pub fn printable_status(inputs: &StatusInputs) -> &'static str {
     if sync == Some("FailedPvcNotFound") {
         return "ErrorPvcNotFound";
     }
+    if inputs.volumes.data_volume_error {
+        return "DataVolumeError";
+    }
     if inputs.pod_scheduled_false_reason.as_deref() == Some("Unschedulable") {
         return "ErrorUnschedulable";
+    }
+    if inputs.volumes.provisioning {
+        return "Provisioning";
+    }
+    let set_to_start = inputs.creation_expected || phase.is_some_and(|p| !p.is_final());
+    if set_to_start && inputs.volumes.unbound_claim {
+        return "WaitingForVolumeBinding";
     }
     if let Some(reason @ ("ErrImagePull" | "ImagePullBackOff")) = sync {
         return if reason == "ErrImagePull" {

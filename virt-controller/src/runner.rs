@@ -1,4 +1,4 @@
-//! virt-controller's event loop: the VMI, VM, migration, PVC and launcher-pod watches feed one work
+//! virt-controller's event loop: the VMI, VM, migration, PVC, DataVolume and launcher-pod watches feed one work
 //! queue of `vmi:`, `vm:`, `vmim:` and `evac:` (a node being evacuated) keys, reconciled by up to `workers` tasks (never one key
 //! twice at once).
 
@@ -35,10 +35,12 @@ impl<A: ControllerApi + Clone, K: Clock + Clone> Controllers<A, K> {
     /// renders target pods from the VMI controller's claim store.
     pub fn new(api: &A, clock: &K, config: PodConfig) -> Self {
         let vmis = VmiController::new(api.clone(), clock.clone(), config.clone());
+        let machines =
+            VmController::new(api.clone(), clock.clone()).with_storage(vmis.claim_store(), vmis.data_volume_store());
         let migrations = MigrationController::new(api.clone(), clock.clone(), config, vmis.claim_store());
         Self {
             vmis,
-            vms: VmController::new(api.clone(), clock.clone()),
+            vms: machines,
             migrations,
         }
     }
@@ -105,10 +107,11 @@ enum Watch {
     KubeVirts,
     Migrations,
     Claims,
+    DataVolumes,
 }
 
 impl Watch {
-    const COUNT: usize = 6;
+    const COUNT: usize = 7;
 }
 
 impl Synced {
@@ -178,6 +181,7 @@ pub async fn run<A: ControllerApi, K: Clock>(
     let mut kubevirt_events = api.watch_kubevirts();
     let mut migration_events = api.watch_migrations();
     let mut claim_events = api.watch_claims();
+    let mut data_volume_events = api.watch_data_volumes();
     let mut queue = WorkQueue::new();
     let mut running: JoinSet<(String, Option<Duration>)> = JoinSet::new();
     let mut synced = Synced::default();
@@ -243,9 +247,20 @@ pub async fn run<A: ControllerApi, K: Clock>(
             Some(event) = claim_events.next() => match event {
                 Ok(event) => {
                     synced.mark(Watch::Claims, lists_done(&event));
-                    queue_all(&mut queue, "vmi", controllers.vmis.on_claim_event(&event));
+                    let changed = controllers.vmis.claim_store().on_event(&event);
+                    queue_all(&mut queue, "vmi", controllers.vmis.claim_users(&changed));
+                    queue_all(&mut queue, "vm", controllers.vms.users_of(&changed));
                 }
                 Err(error) => warn!(error = %error, "PVC watch error; the watch retries"),
+            },
+            Some(event) = data_volume_events.next() => match event {
+                Ok(event) => {
+                    synced.mark(Watch::DataVolumes, lists_done(&event));
+                    let changed = controllers.vmis.data_volume_store().on_event(&event);
+                    queue_all(&mut queue, "vmi", controllers.vmis.claim_users(&changed));
+                    queue_all(&mut queue, "vm", controllers.vms.users_of(&changed));
+                }
+                Err(error) => warn!(error = %error, "DataVolume watch error; the watch retries"),
             },
             () = queue.next_timer() => {}
             Some(finished) = running.join_next(), if !running.is_empty() => match finished {

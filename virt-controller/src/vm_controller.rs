@@ -13,14 +13,17 @@ use kubevirt_api::v1::{VirtualMachine, VirtualMachineInstance};
 use kubevirt_api::well_known::finalizers;
 use serde_json::json;
 
+use crate::claims::ClaimStore;
 use crate::cluster_api::{ApiError, ControllerApi};
 use crate::compact::Compact;
+use crate::data_volumes::{DataVolumeStore, plan_templates, template_volume_states};
 use crate::expectations::Expectations;
 use crate::own_writes::replaces_cached;
+use crate::printable_status::VolumeStates;
 use crate::reconcile_error::{RETRY, ReconcileError, cannot, log_and_retry};
 use crate::run_strategy::{Action, Observed, VmiView, decide};
 use crate::vm_instancetypes::{Failure, Resolved, vmi_to_create};
-use crate::vm_status::{backing_off, first_request, next_vm_status};
+use crate::vm_status::{backing_off, first_request, next_vm_status_with_volumes};
 
 #[derive(Debug, Default)]
 struct Known {
@@ -56,6 +59,54 @@ struct Applied {
     failure: Option<Failure>,
 }
 
+/// What the run-strategy decision sees of a VM and its VMI.
+fn observe(
+    vm: &VirtualMachine,
+    vmi: Option<&VirtualMachineInstance>,
+    strategy: kubevirt_api::v1::RunStrategy,
+    backing_off: bool,
+) -> Observed {
+    Observed {
+        strategy,
+        recorded_strategy: vm
+            .status
+            .as_ref()
+            .and_then(|s| s.run_strategy.as_deref())
+            .and_then(|s| s.parse().ok()),
+        vmi: vmi.map(|v| VmiView {
+            uid: v.metadata.uid.clone().unwrap_or_default(),
+            phase: v.status.as_ref().and_then(|s| s.phase).unwrap_or_default(),
+            is_deleting: v.metadata.deletion_timestamp.is_some(),
+        }),
+        request: first_request(vm),
+        backing_off,
+    }
+}
+
+/// The decision while the VM's DataVolumes hold its VMI back: as upstream returns before the run
+/// strategy, nothing is started or stopped and the requests wait; a start shows as expected.
+fn held_back(decision: crate::run_strategy::Decision) -> crate::run_strategy::Decision {
+    crate::run_strategy::Decision {
+        action: match decision.action {
+            Action::Create { paused } => Action::Create { paused },
+            _ => Action::Nothing,
+        },
+        trim_first_request: false,
+        append_start_request: false,
+    }
+}
+
+/// What the VM's DataVolumes decided for this pass.
+#[derive(Debug, Default)]
+struct VolumesOutcome {
+    /// The VMI waits for them.
+    holds_back: bool,
+    /// A DataVolume could not be made: look again.
+    retry: bool,
+    /// Upstream's `FailedCreate` message for the VM's `Failure` condition.
+    error: Option<String>,
+}
+
 /// The controller.
 #[derive(Debug)]
 pub struct VmController<A, K> {
@@ -65,6 +116,9 @@ pub struct VmController<A, K> {
     /// The cluster's defaults (the default pod interface's binding) for VMIs built with an
     /// instance type or preference.
     cluster: Mutex<kubevirt_api::v1::ClusterConfig>,
+    /// The claims (bound or not) and DataVolumes the VMs name, shared with the VMI controller.
+    claims: Arc<ClaimStore>,
+    data_volumes: Arc<DataVolumeStore>,
 }
 
 fn key_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
@@ -102,7 +156,51 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
             clock,
             known: Mutex::default(),
             cluster: Mutex::default(),
+            claims: Arc::default(),
+            data_volumes: Arc::default(),
         }
+    }
+
+    /// Reads claims and DataVolumes from these stores (the VMI controller's, which the watches
+    /// fill).
+    #[must_use]
+    pub fn with_storage(mut self, claims: Arc<ClaimStore>, data_volumes: Arc<DataVolumeStore>) -> Self {
+        self.claims = claims;
+        self.data_volumes = data_volumes;
+        self
+    }
+
+    /// The VMs whose templates or template volumes name any of `changed` (`namespace/name` of
+    /// claims or DataVolumes): their status (or their start) may change with it.
+    #[must_use]
+    pub fn users_of(&self, changed: &[String]) -> Vec<String> {
+        let known = self.known();
+        let mut users: Vec<String> = known
+            .vms
+            .iter()
+            .filter(|(key, vm)| {
+                let namespace = key.split_once('/').map_or("default", |(n, _)| n);
+                let volumes = vm
+                    .spec
+                    .template
+                    .spec
+                    .as_ref()
+                    .map(|s| s.volumes.as_slice())
+                    .unwrap_or_default();
+                let names = vm
+                    .spec
+                    .data_volume_templates
+                    .iter()
+                    .map(crate::data_volumes::template_name)
+                    .chain(volumes.iter().filter_map(crate::claims::claim_of));
+                names
+                    .into_iter()
+                    .any(|name| changed.contains(&format!("{namespace}/{name}")))
+            })
+            .map(|(key, _)| key.clone())
+            .collect();
+        users.sort();
+        users
     }
 
     /// Takes the `KubeVirt` resource's configuration (or, with `None`, the defaults) for VMIs
@@ -254,36 +352,43 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
         };
         let now = self.clock.now();
         let backoff = backing_off(&vm, now);
-        let observed = Observed {
-            strategy,
-            recorded_strategy: vm
-                .status
-                .as_ref()
-                .and_then(|s| s.run_strategy.as_deref())
-                .and_then(|s| s.parse().ok()),
-            vmi: vmi.as_ref().map(|v| VmiView {
-                uid: v.metadata.uid.clone().unwrap_or_default(),
-                phase: v.status.as_ref().and_then(|s| s.phase).unwrap_or_default(),
-                is_deleting: v.metadata.deletion_timestamp.is_some(),
-            }),
-            request: first_request(&vm),
-            backing_off: backoff.is_some(),
-        };
-        let decision = decide(&observed);
+        let mut decision = decide(&observe(&vm, vmi.as_ref(), strategy, backoff.is_some()));
+        let volumes = self.handle_data_volumes(&vm, strategy, &decision).await;
+        if volumes.holds_back {
+            decision = held_back(decision);
+        }
         let target = Target {
             key,
             vm: &vm,
             instancetypes: &instancetypes,
         };
-        let Applied { requeue, failure } = self.apply(&target, decision.action, &mut current, backoff).await?;
+        let action = if volumes.holds_back {
+            Action::Nothing
+        } else {
+            decision.action
+        };
+        let Applied { requeue, failure } = self.apply(&target, action, &mut current, backoff).await?;
         let jitter = f64::from(now.subsec_nanosecond().unsigned_abs() % 1000) / 1000.0;
-        let mut status = next_vm_status(&current, strategy, vmi.as_ref(), &decision, now, jitter);
+        let mut status = next_vm_status_with_volumes(
+            &current,
+            strategy,
+            vmi.as_ref(),
+            &decision,
+            (now, jitter),
+            self.volume_states(&vm),
+        );
+        let failure = failure.or_else(|| volumes.error.map(|message| ("FailedCreate", message)));
         // On an error the references stay as they were until the objects can be read again.
         if let Ok(resolved) = &instancetypes {
             status.instancetype_ref.clone_from(&resolved.instancetype_ref);
             status.preference_ref.clone_from(&resolved.preference_ref);
         }
         let failure = failure.or_else(|| instancetypes.as_ref().err().cloned());
+        let requeue = if volumes.retry {
+            [requeue, Some(RETRY)].into_iter().flatten().min()
+        } else {
+            requeue
+        };
         crate::vm_status::set_failure(&mut status, failure, now);
         if current.status.as_ref() != Some(&status) {
             current.status = Some(status);
@@ -295,6 +400,57 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
         }
         let expires_in = self.keep_written(key, current);
         Ok([requeue, expires_in].into_iter().flatten().min())
+    }
+
+    /// What the VM's template volumes say for its printable status: a DataVolume in error or
+    /// still filling, a claim not bound yet.
+    fn volume_states(&self, vm: &VirtualMachine) -> VolumeStates {
+        let namespace = vm.metadata.namespace.as_deref().unwrap_or("default");
+        let (data_volume_error, provisioning) =
+            template_volume_states(vm, |name| self.data_volumes.get(namespace, name));
+        let unbound_claim = vm.spec.template.spec.as_ref().is_some_and(|s| {
+            s.volumes
+                .iter()
+                .filter_map(crate::claims::claim_of)
+                .any(|name| self.claims.is_bound(namespace, name) == Some(false))
+        });
+        VolumeStates {
+            data_volume_error,
+            provisioning,
+            unbound_claim,
+        }
+    }
+
+    /// Creates and adopts the DataVolumes of the VM's templates (at once, unless the VM says to
+    /// wait for its start), and says whether they hold its VMI back.
+    async fn handle_data_volumes(
+        &self,
+        vm: &VirtualMachine,
+        strategy: kubevirt_api::v1::RunStrategy,
+        decision: &crate::run_strategy::Decision,
+    ) -> VolumesOutcome {
+        if vm.spec.data_volume_templates.is_empty() {
+            return VolumesOutcome::default();
+        }
+        let immediate = vm
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(crate::vm_data_volumes::IMMEDIATE_CREATION))
+            .is_none_or(|v| v != "false");
+        let starting = matches!(decision.action, Action::Create { .. });
+        if !immediate && !starting {
+            return VolumesOutcome::default();
+        }
+        let namespace = vm.metadata.namespace.as_deref().unwrap_or("default");
+        let plan = plan_templates(vm, |name| self.data_volumes.get(namespace, name));
+        let handled = crate::vm_data_volumes::apply_templates(&self.api, vm, &plan).await;
+        let holds_back = !handled.ready && (strategy != kubevirt_api::v1::RunStrategy::Halted || starting);
+        VolumesOutcome {
+            holds_back,
+            retry: handled.error.is_some(),
+            error: handled.error,
+        }
     }
 
     /// Keeps the VM as this pass wrote it, unless the watch already showed it as new or newer,

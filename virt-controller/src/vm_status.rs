@@ -14,7 +14,7 @@ use kubevirt_api::v1::{
 };
 use kubevirt_api::well_known::{annotations, conditions, finalizers};
 
-use crate::printable_status::{StatusInputs, crash_loop_backoff, printable_status};
+use crate::printable_status::{StatusInputs, VolumeStates, crash_loop_backoff, printable_status};
 use crate::run_strategy::{ChangeRequest, Decision};
 
 /// The VMI a VM runs: name, namespace, labels and annotations of the template, the template's
@@ -151,6 +151,19 @@ pub fn next_vm_status(
     now: Timestamp,
     jitter: f64,
 ) -> VirtualMachineStatus {
+    next_vm_status_with_volumes(vm, strategy, vmi, decision, (now, jitter), VolumeStates::default())
+}
+
+/// [`next_vm_status`], with what the VM's volumes say (`clock`: now, and the backoff's jitter).
+#[must_use]
+pub fn next_vm_status_with_volumes(
+    vm: &VirtualMachine,
+    strategy: RunStrategy,
+    vmi: Option<&VirtualMachineInstance>,
+    decision: &Decision,
+    (now, jitter): (Timestamp, f64),
+    volumes: VolumeStates,
+) -> VirtualMachineStatus {
     let mut status = vm.status.clone().unwrap_or_default();
     if decision.trim_first_request && !status.state_change_requests.is_empty() {
         status.state_change_requests.remove(0);
@@ -186,6 +199,7 @@ pub fn next_vm_status(
             .and_then(|f| f.consecutive_fail_count)
             .map_or(0, |c| u32::try_from(c).unwrap_or(0)),
         strategy: Some(strategy),
+        volumes,
     };
     status.printable_status = Some(printable_status(&inputs).to_owned());
     let ready_condition = match vmi_condition(vmi, conditions::READY) {

@@ -17,6 +17,7 @@ use serde_json::json;
 use crate::claims::{ClaimModes, ClaimStore, ClaimUsers};
 use crate::cluster_api::{ApiError, ControllerApi};
 use crate::compact::Compact;
+use crate::data_volumes::{DataVolumeStore, DataVolumeWait, vmi_gate};
 use crate::expectations::Expectations;
 use crate::own_writes::{replaces_cached, replaces_cached_pod};
 use crate::pod::{PodConfig, render_launcher_pod};
@@ -64,6 +65,8 @@ pub struct VmiController<A, K> {
     known: Mutex<Known>,
     /// The claims launcher pods use, from the PVC watch (shared with the migration controller).
     claims: Arc<ClaimStore>,
+    /// The DataVolumes that fill those claims, from the DataVolume watch.
+    data_volumes: Arc<DataVolumeStore>,
 }
 
 /// The owning VMI's key of a launcher pod, from its controller owner reference.
@@ -136,7 +139,32 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
             base_config: config,
             known: Mutex::default(),
             claims: Arc::default(),
+            data_volumes: Arc::default(),
         }
+    }
+
+    /// The DataVolume store this controller keeps from the DataVolume watch, for the VM
+    /// controller.
+    #[must_use]
+    pub fn data_volume_store(&self) -> Arc<DataVolumeStore> {
+        self.data_volumes.clone()
+    }
+
+    /// The VMIs that use any of `claims` (`namespace/name` of claims, or of DataVolumes, whose
+    /// claims have their names).
+    #[must_use]
+    pub fn claim_users(&self, claims: &[String]) -> Vec<String> {
+        if claims.is_empty() {
+            return Vec::new();
+        }
+        self.known().claim_users.users_of(claims)
+    }
+
+    /// Takes in a DataVolume watch event; returns the VMIs that use a DataVolume that appeared,
+    /// changed or went.
+    pub fn on_data_volume_event(&self, event: &Event<cdi_api::DataVolume>) -> Vec<String> {
+        let changed = self.data_volumes.on_event(event);
+        self.claim_users(&changed)
     }
 
     /// The claim store this controller keeps from the PVC watch, for the migration controller,
@@ -321,6 +349,12 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
         };
         let config = self.pod_config();
         let claims = self.claims.modes_for(&vmi);
+        let namespace = vmi.metadata.namespace.clone().unwrap_or_else(|| "default".to_owned());
+        let data_volumes = vmi_gate(
+            &vmi,
+            |name| self.claims.filled_by_data_volume(&namespace, name),
+            |name| self.data_volumes.get(&namespace, name),
+        );
         let plan = plan(&Observed {
             vmi: &vmi,
             pods,
@@ -328,9 +362,9 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
             runtime_user: config.runtime_user,
             missing_claim: claims.as_ref().err().map(ToString::to_string),
             claim_infos: self.claims.infos_for(&vmi),
+            data_volumes,
             now: Time(self.clock.now()),
         });
-        let namespace = vmi.metadata.namespace.clone().unwrap_or_else(|| "default".to_owned());
         let mut current = vmi.clone();
         if plan.create_pod {
             // Rendered from the status the plan writes, whose `runtimeUser` says who the pod runs as.
@@ -351,6 +385,11 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
             && plan.status.is_some()
         {
             self.event(&current, "Normal", REASON_PVC_NOT_FOUND, message).await;
+        }
+        if let Some(DataVolumeWait::Unknown(message)) = &plan.waits_for_data_volume
+            && plan.status.is_some()
+        {
+            self.event(&current, "Warning", REASON_PVC_NOT_FOUND, message).await;
         }
         if !plan.delete_pods.is_empty() {
             let count = u32::try_from(plan.delete_pods.len()).unwrap_or(u32::MAX);

@@ -12,6 +12,7 @@ use kubevirt_api::v1::{
 };
 use kubevirt_api::well_known::{conditions, finalizers, labels};
 
+use crate::data_volumes::{DataVolumeWait, VmiGate};
 use crate::vmi_phase::{PhaseStep, PodState, phase_step};
 
 /// A launcher pod of the VMI, as the controller sees it.
@@ -63,6 +64,8 @@ pub struct Observed<'a> {
     pub missing_claim: Option<String>,
     /// What the status says of the VMI's claims that are there, by claim name.
     pub claim_infos: BTreeMap<String, kubevirt_api::v1::PersistentVolumeClaimInfo>,
+    /// What its DataVolumes say of the pod and the status.
+    pub data_volumes: VmiGate,
     /// Now.
     pub now: Time,
 }
@@ -84,10 +87,16 @@ pub struct Plan {
     pub status: Option<VirtualMachineInstanceStatus>,
     /// The pod waits for a claim to appear: why (upstream's `FailedPvcNotFound` event).
     pub waits_for_claim: Option<String>,
+    /// The pod waits for a DataVolume.
+    pub waits_for_data_volume: Option<DataVolumeWait>,
 }
 
 /// Upstream's reason while a claim a VMI needs is missing.
 pub const REASON_PVC_NOT_FOUND: &str = "FailedPvcNotFound";
+/// Upstream's reason while a claim's DataVolume cannot be found.
+pub const REASON_DATA_VOLUME_IMPORT: &str = "FailedDataVolumeImport";
+/// The VMI condition that sums up its DataVolumes' `Ready`.
+pub const DATA_VOLUMES_READY: &str = "DataVolumesReady";
 const SYNCHRONIZED: &str = "Synchronized";
 const POD_SCHEDULED: &str = "PodScheduled";
 
@@ -124,8 +133,41 @@ fn wait_for_claim(status: &mut VirtualMachineInstanceStatus, message: &str, now:
 fn end_claim_wait(status: &mut VirtualMachineInstanceStatus) {
     status.conditions.retain(|c| {
         c.condition_type != POD_SCHEDULED
-            && !(c.condition_type == SYNCHRONIZED && c.reason.as_deref() == Some(REASON_PVC_NOT_FOUND))
+            && !(c.condition_type == SYNCHRONIZED
+                && matches!(
+                    c.reason.as_deref(),
+                    Some(REASON_PVC_NOT_FOUND | REASON_DATA_VOLUME_IMPORT)
+                ))
     });
+}
+
+/// Sets (or, when the VMI has no DataVolumes, removes) `DataVolumesReady`, keeping its
+/// transition time while its status stays.
+fn data_volumes_ready(status: &mut VirtualMachineInstanceStatus, gate: &VmiGate, now: &Time) {
+    let Some((value, reason, message)) = gate.condition else {
+        status.conditions.retain(|c| c.condition_type != DATA_VOLUMES_READY);
+        return;
+    };
+    let wanted = VirtualMachineInstanceCondition {
+        condition_type: DATA_VOLUMES_READY.to_owned(),
+        status: value.to_owned(),
+        last_probe_time: None,
+        last_transition_time: Some(now.clone()),
+        reason: Some(reason.to_owned()),
+        message: Some(message.to_owned()),
+    };
+    match status
+        .conditions
+        .iter_mut()
+        .find(|c| c.condition_type == DATA_VOLUMES_READY)
+    {
+        Some(existing) if existing.status == wanted.status => {
+            existing.reason = wanted.reason;
+            existing.message = wanted.message;
+        }
+        Some(existing) => *existing = wanted,
+        None => status.conditions.push(wanted),
+    }
 }
 
 fn has_finalizer(vmi: &VirtualMachineInstance) -> bool {
@@ -216,6 +258,16 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
             wait_for_claim(&mut status, message, now);
             plan.waits_for_claim = Some(message.clone());
         }
+        // Upstream fails a VMI without a pod whose DataVolume failed.
+        PhaseStep::CreatePod if observed.data_volumes.failed => enter(&mut status, Phase::Failed, now),
+        PhaseStep::CreatePod if let Some(wait) = &observed.data_volumes.wait => {
+            enter(&mut status, Phase::Pending, now);
+            end_claim_wait(&mut status);
+            if let DataVolumeWait::Unknown(message) = wait {
+                set_false(&mut status, SYNCHRONIZED, REASON_DATA_VOLUME_IMPORT, message, now);
+            }
+            plan.waits_for_data_volume = Some(wait.clone());
+        }
         PhaseStep::CreatePod => {
             end_claim_wait(&mut status);
             plan.create_pod = true;
@@ -268,6 +320,7 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
             status.runtime_user = Some(u64::from(pod.runtime_user));
         }
         plan.add_finalizer = !has_finalizer(vmi);
+        data_volumes_ready(&mut status, &observed.data_volumes, now);
         if phase == Phase::Scheduling && matches!(pod, PodState::Starting | PodState::Ready) {
             pod_scheduled_condition(&mut status, live_pod, now);
         }
@@ -313,236 +366,4 @@ fn only_pods_seen_while_scheduling(
 }
 
 #[cfg(test)]
-mod tests {
-    use k8s_openapi::jiff::Timestamp;
-
-    use super::*;
-    use crate::vmi_phase::{REASON_POD_FAILED, REASON_POD_NOT_EXISTS};
-
-    fn vmi(phase: Phase, deleting: bool, finalizer: bool) -> VirtualMachineInstance {
-        let mut vmi = VirtualMachineInstance::default();
-        vmi.metadata.name = Some("vm".to_owned());
-        vmi.metadata.uid = Some("u".to_owned());
-        if finalizer {
-            vmi.metadata.finalizers = Some(vec![finalizers::VMI_FOREGROUND_DELETE.to_owned()]);
-        }
-        if deleting {
-            vmi.metadata.deletion_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
-        }
-        vmi.status = Some(VirtualMachineInstanceStatus {
-            phase: Some(phase),
-            ..VirtualMachineInstanceStatus::default()
-        });
-        vmi
-    }
-
-    fn pod(phase: &str, ready: bool, node: Option<&str>) -> PodView {
-        PodView {
-            name: "virt-launcher-vm-abcde".to_owned(),
-            uid: "pod-uid".to_owned(),
-            node: node.map(str::to_owned),
-            phase: phase.to_owned(),
-            is_compute_ready: ready,
-            ..PodView::default()
-        }
-    }
-
-    fn observe(vmi: &VirtualMachineInstance, pods: Vec<PodView>) -> Plan {
-        plan(&Observed {
-            vmi,
-            pods,
-            expectations_satisfied: true,
-            runtime_user: 107,
-            missing_claim: None,
-            claim_infos: BTreeMap::new(),
-            now: Time(Timestamp::from_second(1_800_000_000).expect("time")),
-        })
-    }
-
-    fn phase_of(plan: &Plan) -> Option<Phase> {
-        plan.status.as_ref().and_then(|s| s.phase)
-    }
-
-    #[test]
-    fn a_new_vmi_gets_its_pod_and_goes_pending_then_scheduling_in_one_write() {
-        let new = vmi(Phase::Unset, false, true);
-        let plan = observe(&new, vec![]);
-        assert!(plan.create_pod && !plan.add_finalizer);
-        assert_eq!(
-            plan.status.as_ref().and_then(|s| s.runtime_user),
-            Some(107),
-            "the pod's user is recorded with it"
-        );
-        let status = plan.status.expect("status");
-        assert_eq!(status.phase, Some(Phase::Scheduling));
-        let phases: Vec<_> = status.phase_transition_timestamps.iter().map(|t| t.phase).collect();
-        assert_eq!(phases, [Some(Phase::Pending), Some(Phase::Scheduling)]);
-        assert!(observe(&vmi(Phase::Unset, false, false), vec![]).add_finalizer);
-    }
-
-    /// The status write after the pod's creation failed: the next round takes the user from the
-    /// pod, so virt-handler prepares the pod for the user it runs as.
-    #[test]
-    fn a_vmi_whose_pod_exists_gets_the_pods_user() {
-        let new = vmi(Phase::Unset, false, true);
-        let mut unprivileged = pod("Pending", false, None);
-        unprivileged.runtime_user = 107;
-        let plan = observe(&new, vec![unprivileged]);
-        assert!(!plan.create_pod);
-        assert_eq!(plan.status.as_ref().and_then(|s| s.runtime_user), Some(107));
-        let root = observe(&new, vec![pod("Pending", false, None)]);
-        assert_eq!(root.status.as_ref().and_then(|s| s.runtime_user), Some(0));
-    }
-
-    #[test]
-    fn a_missing_claim_holds_the_pod_back_until_it_appears() {
-        let message = "PVC default/disk does not exist, waiting for it to appear";
-        let new = vmi(Phase::Unset, false, true);
-        let observed = |vmi| Observed {
-            vmi,
-            pods: vec![],
-            expectations_satisfied: true,
-            runtime_user: 107,
-            missing_claim: Some(message.to_owned()),
-            claim_infos: BTreeMap::new(),
-            now: Time(Timestamp::UNIX_EPOCH),
-        };
-        let waiting = plan(&observed(&new));
-        assert!(!waiting.create_pod);
-        assert_eq!(waiting.waits_for_claim.as_deref(), Some(message));
-        let status = waiting.status.clone().expect("status");
-        assert_eq!(status.phase, Some(Phase::Pending));
-        let condition = |kind: &str| status.conditions.iter().find(|c| c.condition_type == kind).cloned();
-        let synchronized = condition("Synchronized").expect("Synchronized");
-        assert_eq!(
-            (
-                synchronized.status.as_str(),
-                synchronized.reason.as_deref(),
-                synchronized.message.as_deref()
-            ),
-            ("False", Some("FailedPvcNotFound"), Some(message))
-        );
-        let scheduled = condition("PodScheduled").expect("PodScheduled");
-        assert_eq!(
-            (scheduled.status.as_str(), scheduled.reason.as_deref()),
-            ("False", Some("Unschedulable"))
-        );
-        let mut pending = new.clone();
-        pending.status = Some(status);
-        assert_eq!(
-            plan(&observed(&pending)).status,
-            None,
-            "the same wait writes nothing again"
-        );
-        let found = observe(&pending, vec![]);
-        assert!(found.create_pod && found.waits_for_claim.is_none());
-        let status = found.status.expect("status");
-        assert_eq!(status.phase, Some(Phase::Scheduling));
-        assert!(status.conditions.is_empty(), "{:?}", status.conditions);
-    }
-
-    #[test]
-    fn an_unsatisfied_expectation_creates_nothing() {
-        let new = vmi(Phase::Pending, false, true);
-        let waiting = plan(&Observed {
-            vmi: &new,
-            pods: vec![],
-            expectations_satisfied: false,
-            runtime_user: 107,
-            missing_claim: None,
-            claim_infos: BTreeMap::new(),
-            now: Time(Timestamp::UNIX_EPOCH),
-        });
-        assert_eq!(waiting, Plan::default());
-    }
-
-    #[test]
-    fn a_ready_pod_schedules_the_vmi_on_its_node_with_the_label() {
-        let scheduling = vmi(Phase::Scheduling, false, true);
-        let plan = observe(&scheduling, vec![pod("Running", true, Some("node01"))]);
-        assert_eq!(plan.node_label.as_deref(), Some("node01"));
-        let status = plan.status.expect("status");
-        assert_eq!(status.phase, Some(Phase::Scheduled));
-        assert_eq!(status.node_name.as_deref(), Some("node01"));
-        assert_eq!(status.active_pods.get("pod-uid").map(String::as_str), Some("node01"));
-        let mut recorded = scheduling.clone();
-        recorded.status.get_or_insert_default().runtime_user = Some(0);
-        let waiting = observe(&recorded, vec![pod("Pending", false, Some("node01"))]);
-        assert_eq!(waiting.status, None, "activePods alone waits for the Scheduled write");
-        let unschedulable = PodView {
-            node: None,
-            unschedulable: Some(("Unschedulable".to_owned(), "0/1 nodes are available".to_owned())),
-            ..pod("Pending", false, None)
-        };
-        let told = observe(&recorded, vec![unschedulable]);
-        assert_eq!(
-            told.status.map(|s| s.conditions.len()),
-            Some(1),
-            "a pod that cannot be placed shows at once"
-        );
-    }
-
-    #[test]
-    fn a_pod_that_fails_or_vanishes_fails_the_vmi_with_a_reason() {
-        let scheduling = vmi(Phase::Scheduling, false, true);
-        let failed = observe(&scheduling, vec![pod("Failed", false, Some("n"))]);
-        assert_eq!(phase_of(&failed), Some(Phase::Failed));
-        assert_eq!(failed.status.and_then(|s| s.reason).as_deref(), Some(REASON_POD_FAILED));
-        for phase in [Phase::Scheduling, Phase::Scheduled, Phase::Running] {
-            let vanished = observe(&vmi(phase, false, true), vec![]);
-            assert_eq!(phase_of(&vanished), Some(Phase::Failed), "{phase:?}");
-            assert_eq!(
-                vanished.status.and_then(|s| s.reason).as_deref(),
-                Some(REASON_POD_NOT_EXISTS)
-            );
-        }
-    }
-
-    #[test]
-    fn an_unschedulable_pod_is_reported_on_the_vmi() {
-        let scheduling = vmi(Phase::Scheduling, false, true);
-        let mut stuck = pod("Pending", false, None);
-        stuck.unschedulable = Some(("Unschedulable".to_owned(), "0/3 nodes are available".to_owned()));
-        let status = observe(&scheduling, vec![stuck]).status.expect("status");
-        let condition = status
-            .conditions
-            .iter()
-            .find(|c| c.condition_type == "PodScheduled")
-            .expect("PodScheduled");
-        assert_eq!(
-            (condition.status.as_str(), condition.reason.as_deref()),
-            ("False", Some("Unschedulable"))
-        );
-    }
-
-    #[test]
-    fn finished_or_deleted_vmis_lose_their_pods_then_their_finalizer() {
-        let done = vmi(Phase::Succeeded, false, true);
-        let with_pod = observe(&done, vec![pod("Running", true, Some("n"))]);
-        assert_eq!(with_pod.delete_pods, ["virt-launcher-vm-abcde"]);
-        assert!(!with_pod.remove_finalizer);
-        let without = observe(&done, vec![]);
-        assert!(without.remove_finalizer && without.status.is_none());
-        let deleted_early = observe(&vmi(Phase::Pending, true, true), vec![]);
-        assert_eq!(phase_of(&deleted_early), Some(Phase::Failed));
-        assert!(deleted_early.remove_finalizer);
-        let mut terminating = pod("Running", true, Some("n"));
-        terminating.is_terminating = true;
-        let running_deleted = observe(&vmi(Phase::Running, true, true), vec![terminating]);
-        assert!(running_deleted.delete_pods.is_empty(), "already terminating");
-        let waiting = plan(&Observed {
-            vmi: &done,
-            pods: vec![pod("Running", true, Some("n"))],
-            expectations_satisfied: false,
-            runtime_user: 107,
-            missing_claim: None,
-            claim_infos: BTreeMap::new(),
-            now: Time(Timestamp::from_second(1_800_000_000).expect("time")),
-        });
-        assert!(
-            waiting.delete_pods.is_empty(),
-            "a deletion sent but not seen yet is not sent again"
-        );
-        assert!(!running_deleted.remove_finalizer, "the handler finishes the VMI first");
-    }
-}
+mod tests;

@@ -5,6 +5,7 @@
 //! Pure: the cluster configuration (feature gates, permitted bindings) comes in as an argument.
 
 mod cpu;
+mod data_volume_templates;
 mod devices;
 mod guest;
 mod guest_devices;
@@ -14,6 +15,8 @@ mod memory_hotplug;
 mod scheduling;
 mod structure;
 mod volumes;
+
+pub use data_volume_templates::check_namespaces as check_data_volume_template_namespaces;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -119,40 +122,6 @@ pub fn validate_metadata(meta: &ObjectMeta, base: &str, config: &ClusterConfig) 
     causes
 }
 
-/// Rule 62: every DataVolume template is named and used by a template volume.
-fn check_data_volume_templates(vm: &VirtualMachine, causes: &mut Vec<Cause>) {
-    let volumes = vm
-        .spec
-        .template
-        .spec
-        .as_ref()
-        .map(|s| s.volumes.as_slice())
-        .unwrap_or_default();
-    for (i, template) in vm.spec.data_volume_templates.iter().enumerate() {
-        let here = format!("spec.dataVolumeTemplate[{i}]");
-        let name = template.metadata.as_ref().and_then(|m| m.name.as_deref()).unwrap_or("");
-        if name.is_empty() {
-            causes.push(cause(
-                CauseType::Required,
-                format!("{here}.name"),
-                format!("'name' field must not be empty for DataVolumeTemplate entry {here}."),
-            ));
-            continue;
-        }
-        let used = volumes.iter().any(|v| {
-            v.data_volume.as_ref().is_some_and(|d| d.name == name)
-                || v.persistent_volume_claim.as_ref().is_some_and(|p| p.claim_name == name)
-        });
-        if !used {
-            causes.push(cause(
-                CauseType::Invalid,
-                here.clone(),
-                format!("DataVolumeTemplate entry {here} must be referenced in the VMI template's 'volumes' list"),
-            ));
-        }
-    }
-}
-
 /// Validates a VM: its run strategy and its template (as a VMI spec at `spec.template.spec`).
 #[must_use]
 pub fn validate_vm(vm: &VirtualMachine, config: &ClusterConfig) -> Vec<Cause> {
@@ -186,6 +155,6 @@ pub fn validate_vm(vm: &VirtualMachine, config: &ClusterConfig) -> Vec<Cause> {
             memory_hotplug::check_memory_hotplug(spec, "spec.template.spec", &mut causes);
         }
     }
-    check_data_volume_templates(vm, &mut causes);
+    data_volume_templates::check(vm, &mut causes);
     causes
 }

@@ -11,6 +11,7 @@ mod access_credentials;
 mod admission;
 mod claims;
 mod config_volumes;
+mod data_volumes;
 mod dedicated_cpus;
 mod dns;
 mod drain;

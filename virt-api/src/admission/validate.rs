@@ -108,6 +108,16 @@ pub(super) fn vmi_update(request: &AdmissionRequest, ctx: &AdmissionContext) -> 
     Ok(answer(&request.uid, &causes))
 }
 
+/// Whether the request may have changed the VM's DataVolume templates: a create, or an update
+/// whose old object had others (upstream checks their namespaces only then).
+fn templates_changed(request: &AdmissionRequest, vm: &VirtualMachine) -> bool {
+    let old: Option<VirtualMachine> = request
+        .old_object
+        .as_deref()
+        .and_then(|raw| serde_json::from_str(raw.get()).ok());
+    old.is_none_or(|old| old.spec.data_volume_templates != vm.spec.data_volume_templates)
+}
+
 /// `/virtualmachines-validate`: with an instance type or preference, the rules are checked on the
 /// template with both applied.
 pub(super) async fn vm(
@@ -125,6 +135,16 @@ pub(super) async fn vm(
     };
     let checked = expanded.as_ref().unwrap_or(&vm);
     let mut causes = validation::validate_vm(checked, &ctx.config);
+    if templates_changed(request, &vm) {
+        let namespace = vm
+            .metadata
+            .namespace
+            .as_deref()
+            .filter(|n| !n.is_empty())
+            .or(request.namespace.as_deref())
+            .unwrap_or("default");
+        causes.extend(validation::check_data_volume_template_namespaces(&vm, namespace));
+    }
     causes.extend(support::vm(checked).into_iter().map(Cause::from));
     if let Some(template) = &checked.spec.template.spec {
         causes.extend(

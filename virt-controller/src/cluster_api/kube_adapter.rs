@@ -15,9 +15,11 @@ use kubevirt_api::migrations::MigrationPolicy;
 use kubevirt_api::v1::{KubeVirt, VirtualMachine, VirtualMachineInstance, VirtualMachineInstanceMigration};
 use kubevirt_api::well_known::labels;
 
+use cdi_api::{DataSource, DataVolume};
+
 use super::{
-    ApiError, ClaimWatchEvent, ControllerApi, KubeVirtWatchEvent, MigrationWatchEvent, PodWatchEvent, VmWatchEvent,
-    VmiWatchEvent,
+    ApiError, ClaimWatchEvent, ControllerApi, DataVolumeWatchEvent, KubeVirtWatchEvent, MigrationWatchEvent,
+    PodWatchEvent, ResourceAccess, VmWatchEvent, VmiWatchEvent,
 };
 
 /// The component name on events.
@@ -49,6 +51,41 @@ impl KubeControllerApi {
         }
     }
 
+    pub(super) fn client(&self) -> &kube::Client {
+        &self.client
+    }
+
+    /// Sends an event about the object (`kind`, `meta`), unless the same was sent lately.
+    async fn send_event(
+        &self,
+        kind: &str,
+        meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+        (event_type, reason, message): (&'static str, &str, &str),
+    ) -> Result<(), ApiError> {
+        if !self.should_send(meta.uid.as_ref(), event_type, reason, message) {
+            return Ok(());
+        }
+        let namespace = meta.namespace.clone().unwrap_or_else(|| "default".to_owned());
+        let body = kubevirt_api::events::object_event(
+            kind,
+            meta,
+            COMPONENT,
+            None,
+            (event_type, reason, message),
+            Time(k8s_openapi::jiff::Timestamp::now()),
+        );
+        let sent = Api::<Event>::namespaced(self.client.clone(), &namespace)
+            .create(&PostParams::default(), &body)
+            .await;
+        if sent.is_err() {
+            self.not_sent(meta.uid.as_ref(), event_type, reason, message);
+        }
+        sent.map(|_| ()).map_err(kube_error(format!(
+            "record event about {kind} {namespace}/{}",
+            meta.name.as_deref().unwrap_or_default()
+        )))
+    }
+
     /// Whether an event about the object `uid` is new enough to send ([`crate::recent_events`]).
     fn should_send(&self, uid: Option<&String>, kind: &'static str, reason: &str, message: &str) -> bool {
         let uid = uid.map_or("", String::as_str);
@@ -67,7 +104,7 @@ impl KubeControllerApi {
     }
 }
 
-fn kube_error(operation: String) -> impl FnOnce(kube::Error) -> ApiError {
+pub(super) fn kube_error(operation: String) -> impl FnOnce(kube::Error) -> ApiError {
     move |source| match &source {
         kube::Error::Api(status) if status.code == 409 && status.reason == "AlreadyExists" => {
             ApiError::AlreadyExists(operation)
@@ -302,26 +339,48 @@ impl ControllerApi for KubeControllerApi {
         reason: &str,
         message: &str,
     ) -> Result<(), ApiError> {
-        if !self.should_send(migration.metadata.uid.as_ref(), event_type, reason, message) {
-            return Ok(());
-        }
-        let (namespace, name) = migration_names(migration);
-        let body = kubevirt_api::events::object_event(
+        self.send_event(
             "VirtualMachineInstanceMigration",
             &migration.metadata,
-            COMPONENT,
-            None,
             (event_type, reason, message),
-            Time(k8s_openapi::jiff::Timestamp::now()),
-        );
-        let sent = Api::<Event>::namespaced(self.client.clone(), &namespace)
-            .create(&PostParams::default(), &body)
-            .await;
-        if sent.is_err() {
-            self.not_sent(migration.metadata.uid.as_ref(), event_type, reason, message);
-        }
-        sent.map(|_| ())
-            .map_err(kube_error(format!("record event about migration {namespace}/{name}")))
+        )
+        .await
+    }
+
+    fn watch_data_volumes(&self) -> BoxStream<'static, Result<DataVolumeWatchEvent, ApiError>> {
+        self.data_volume_watch()
+    }
+
+    async fn create_data_volume(&self, data_volume: &DataVolume) -> Result<DataVolume, ApiError> {
+        self.create_dv(data_volume).await
+    }
+
+    async fn patch_data_volume_metadata(
+        &self,
+        namespace: &str,
+        name: &str,
+        patch: serde_json::Value,
+    ) -> Result<(), ApiError> {
+        self.patch_dv_metadata(namespace, name, patch).await
+    }
+
+    async fn get_data_source(&self, namespace: &str, name: &str) -> Result<Option<DataSource>, ApiError> {
+        self.data_source(namespace, name).await
+    }
+
+    async fn user_may(&self, user: &str, access: &ResourceAccess) -> Result<bool, ApiError> {
+        self.review_access(user, access).await
+    }
+
+    async fn record_vm_event(
+        &self,
+        vm: &VirtualMachine,
+        event_type: &'static str,
+        reason: &str,
+        message: &str,
+    ) -> Result<(), ApiError> {
+        self.send_event("VirtualMachine", &vm.metadata, (event_type, reason, message))
+            .await
     }
 
     async fn record_event(

@@ -1,15 +1,17 @@
 //! The Kubernetes side of virt-controller behind one trait: watches of VMIs, VMs, migrations,
-//! PersistentVolumeClaims and launcher pods, pod creation and deletion, metadata patches and status writes, and events.
+//! PersistentVolumeClaims, DataVolumes and launcher pods, DataVolume creation, access reviews, pod creation and deletion, metadata patches and status writes, and events.
 //! [`KubeControllerApi`] talks to an API server; `FakeControllerApi` (feature `testing`) keeps objects in memory and
 //! counts every write.
 
 #[cfg(any(test, feature = "testing"))]
 mod fake;
 mod kube_adapter;
+mod kube_storage;
 
 use std::collections::BTreeMap;
 use std::future::Future;
 
+use cdi_api::{DataSource, DataVolume};
 #[cfg(any(test, feature = "testing"))]
 pub use fake::{FakeControllerApi, Write};
 use futures::stream::BoxStream;
@@ -61,6 +63,23 @@ pub type PodWatchEvent = watcher::Event<Pod>;
 pub type MigrationWatchEvent = watcher::Event<VirtualMachineInstanceMigration>;
 /// A watch event about a PersistentVolumeClaim.
 pub type ClaimWatchEvent = watcher::Event<PersistentVolumeClaim>;
+/// A watch event about a DataVolume.
+pub type DataVolumeWatchEvent = watcher::Event<DataVolume>;
+
+/// What a user (a service account) asks to do, as a SubjectAccessReview's resource attributes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResourceAccess {
+    /// The namespace it is asked in.
+    pub namespace: String,
+    /// `create`, `get`, …
+    pub verb: String,
+    /// The API group (empty for the core group).
+    pub group: String,
+    /// The resource (`datavolumes`, `pods`).
+    pub resource: String,
+    /// The subresource (`source`), or empty.
+    pub subresource: String,
+}
 
 /// What virt-controller needs from the API server; instance types, preferences and their
 /// revisions are read through [`InstancetypeLookup`].
@@ -148,6 +167,34 @@ pub trait ControllerApi: InstancetypeLookup + Send + Sync + 'static {
     fn record_migration_event(
         &self,
         migration: &VirtualMachineInstanceMigration,
+        event_type: &'static str,
+        reason: &str,
+        message: &str,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// Watches every DataVolume. Without CDI's CRD the watch lists nothing (and keeps looking).
+    fn watch_data_volumes(&self) -> BoxStream<'static, Result<DataVolumeWatchEvent, ApiError>>;
+    /// Creates a DataVolume (a VM's template).
+    fn create_data_volume(&self, data_volume: &DataVolume)
+    -> impl Future<Output = Result<DataVolume, ApiError>> + Send;
+    /// Merge-patches a DataVolume's metadata (a VM adopts it).
+    fn patch_data_volume_metadata(
+        &self,
+        namespace: &str,
+        name: &str,
+        patch: serde_json::Value,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// Reads a DataSource; `None` when it is not there.
+    fn get_data_source(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<DataSource>, ApiError>> + Send;
+    /// Whether `user` may do `access` (a SubjectAccessReview).
+    fn user_may(&self, user: &str, access: &ResourceAccess) -> impl Future<Output = Result<bool, ApiError>> + Send;
+    /// Records an event about a VM.
+    fn record_vm_event(
+        &self,
+        vm: &VirtualMachine,
         event_type: &'static str,
         reason: &str,
         message: &str,

@@ -14,11 +14,12 @@ use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 use crate::compact::Compact;
 
 use super::{
-    ApiError, ClaimWatchEvent, ControllerApi, KubeVirtWatchEvent, MigrationWatchEvent, PodWatchEvent, VmWatchEvent,
-    VmiWatchEvent,
+    ApiError, ClaimWatchEvent, ControllerApi, DataVolumeWatchEvent, KubeVirtWatchEvent, MigrationWatchEvent,
+    PodWatchEvent, ResourceAccess, VmWatchEvent, VmiWatchEvent,
 };
 
 mod claims;
+mod data_volumes;
 mod instancetypes;
 mod migrations;
 
@@ -55,6 +56,12 @@ pub enum Write {
     DeleteMigration(String),
     /// Event recorded about a migration: its key, the reason and the message.
     MigrationEvent(String, String, String),
+    /// DataVolume created.
+    CreateDataVolume(String),
+    /// DataVolume metadata patched.
+    PatchDataVolume(String, serde_json::Value),
+    /// Event recorded about a VM: its key, the reason and the message.
+    VmEvent(String, String, String),
 }
 
 #[derive(Debug, Default)]
@@ -72,6 +79,11 @@ struct State {
     migration_watchers: Vec<UnboundedSender<MigrationWatchEvent>>,
     claims: BTreeMap<String, PersistentVolumeClaim>,
     claim_watchers: Vec<UnboundedSender<ClaimWatchEvent>>,
+    data_volumes: BTreeMap<String, cdi_api::DataVolume>,
+    data_volume_watchers: Vec<UnboundedSender<DataVolumeWatchEvent>>,
+    data_sources: BTreeMap<String, cdi_api::DataSource>,
+    /// `user namespace verb group/resource/subresource` entries a test allowed.
+    allowed: std::collections::BTreeSet<String>,
     /// While set, new migration watches list without ending the list (`InitDone`) until released.
     migration_list_held: Option<Vec<UnboundedSender<MigrationWatchEvent>>>,
     /// Why every migration creation fails, when set.
@@ -90,7 +102,7 @@ struct State {
 impl State {
     fn log(&mut self, write: Write) {
         self.write_count += 1;
-        if matches!(write, Write::Event(..) | Write::MigrationEvent(..)) {
+        if matches!(write, Write::Event(..) | Write::MigrationEvent(..) | Write::VmEvent(..)) {
             self.event_count += 1;
         }
         if self.keeps_writes {
@@ -195,8 +207,8 @@ where
     Ok(stored)
 }
 
-/// Applies a merge patch's `metadata.labels` (a `null` removes one) and `metadata.finalizers`
-/// (replaced whole), as the API server does.
+/// Applies a merge patch's `metadata.labels` (a `null` removes one), `metadata.finalizers` and
+/// `metadata.ownerReferences` (each replaced whole), as the API server does.
 fn merge_metadata(meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, patch: &serde_json::Value) {
     let patch = &patch["metadata"];
     if let Some(labels) = patch["labels"].as_object() {
@@ -210,6 +222,9 @@ fn merge_metadata(meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::Obj
     }
     if let Some(finalizers) = patch.get("finalizers") {
         meta.finalizers = serde_json::from_value(finalizers.clone()).unwrap_or_default();
+    }
+    if let Some(owners) = patch.get("ownerReferences") {
+        meta.owner_references = serde_json::from_value(owners.clone()).unwrap_or_default();
     }
 }
 
@@ -644,6 +659,46 @@ impl ControllerApi for FakeControllerApi {
         let key = key_of(&migration.metadata);
         self.lock()
             .log(Write::MigrationEvent(key, reason.to_owned(), message.to_owned()));
+        Ok(())
+    }
+
+    fn watch_data_volumes(&self) -> BoxStream<'static, Result<DataVolumeWatchEvent, ApiError>> {
+        let mut state = self.lock();
+        let initial = state.data_volumes.values().cloned().collect();
+        Self::watch(initial, |tx| state.data_volume_watchers.push(tx))
+    }
+
+    async fn create_data_volume(&self, data_volume: &cdi_api::DataVolume) -> Result<cdi_api::DataVolume, ApiError> {
+        self.create_stored_data_volume(data_volume)
+    }
+
+    async fn patch_data_volume_metadata(
+        &self,
+        namespace: &str,
+        name: &str,
+        patch: serde_json::Value,
+    ) -> Result<(), ApiError> {
+        self.patch_stored_data_volume(namespace, name, &patch)
+    }
+
+    async fn get_data_source(&self, namespace: &str, name: &str) -> Result<Option<cdi_api::DataSource>, ApiError> {
+        Ok(self.lock().data_sources.get(&format!("{namespace}/{name}")).cloned())
+    }
+
+    async fn user_may(&self, user: &str, access: &ResourceAccess) -> Result<bool, ApiError> {
+        Ok(self.lock().allowed.contains(&data_volumes::access_key(user, access)))
+    }
+
+    async fn record_vm_event(
+        &self,
+        vm: &VirtualMachine,
+        _event_type: &'static str,
+        reason: &str,
+        message: &str,
+    ) -> Result<(), ApiError> {
+        let key = key_of(&vm.metadata);
+        self.lock()
+            .log(Write::VmEvent(key, reason.to_owned(), message.to_owned()));
         Ok(())
     }
 

@@ -1,0 +1,285 @@
+//! The VM controller's DataVolumes, as upstream's `handleDataVolumes`: each template's
+//! DataVolume is created (owned by the VM, labelled with its uid, a `sourceRef` to a DataSource
+//! resolved to what the DataSource points to, a clone from another namespace allowed only when
+//! the VM's service account may), orphans of its templates are adopted, and the VM's VMI waits
+//! until every one is far enough along. Nothing else is done to a DataVolume: it goes with the
+//! VM through the garbage collector (its owner reference), as upstream's.
+
+use std::collections::BTreeMap;
+
+use cdi_api::data_volume::{NamespacedName, SOURCE_REF_DATA_SOURCE};
+use cdi_api::{DataVolume, DataVolumeSource, DataVolumeSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kubevirt_api::v1::{DataVolumeTemplateSpec, VirtualMachine};
+use kubevirt_api::well_known::labels;
+use serde_json::json;
+
+use crate::cluster_api::{ApiError, ControllerApi, ResourceAccess};
+use crate::data_volumes::{TemplatesPlan, template_name};
+
+/// CDI's annotation letting a DataVolume take over a claim of its name that exists already.
+pub const ALLOW_CLAIM_ADOPTION: &str = "cdi.kubevirt.io/allowClaimAdoption";
+/// The VM annotation that, set to `false`, creates DataVolumes only when the VM starts.
+pub const IMMEDIATE_CREATION: &str = "kubevirt.io/immediate-data-volume-creation";
+
+/// Why a template's DataVolume was not created.
+#[derive(Debug, thiserror::Error)]
+pub enum TemplateError {
+    /// The template cannot be made into a DataVolume.
+    #[error("unable to create DataVolume manifest: {0}")]
+    Manifest(String),
+    /// The VM's service account may not clone from the source's namespace.
+    #[error("not authorized to create DataVolume: {0}")]
+    Unauthorized(String),
+    /// The API server refused.
+    #[error(transparent)]
+    Api(#[from] ApiError),
+}
+
+/// What handling the templates found: whether the VMI may be created, and the failure to report.
+#[derive(Debug, Default)]
+pub struct Handled {
+    /// Every DataVolume is far enough along.
+    pub ready: bool,
+    /// Upstream's `FailedCreate` message, when a DataVolume could not be made.
+    pub error: Option<String>,
+}
+
+fn owner_of(vm: &VirtualMachine) -> OwnerReference {
+    OwnerReference {
+        api_version: "kubevirt.io/v1".to_owned(),
+        kind: "VirtualMachine".to_owned(),
+        name: vm.metadata.name.clone().unwrap_or_default(),
+        uid: vm.metadata.uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+/// The service account the VM's pods run as: the template's, or the one a `serviceAccount`
+/// volume names, or `default`.
+fn service_account(vm: &VirtualMachine) -> String {
+    let spec = vm.spec.template.spec.as_ref();
+    spec.and_then(|s| s.service_account_name.clone())
+        .or_else(|| {
+            spec?
+                .volumes
+                .iter()
+                .find_map(|v| v.service_account.as_ref()?.service_account_name.clone())
+        })
+        .unwrap_or_else(|| "default".to_owned())
+}
+
+/// The DataVolume of `template` (before its `sourceRef` is resolved): the template's metadata in
+/// the VM's namespace, owned by the VM, with its uid label and CDI's adoption annotation; the VM's
+/// priority class when the template names none.
+///
+/// # Errors
+/// A spec that is no DataVolume spec.
+pub fn data_volume_of(vm: &VirtualMachine, template: &DataVolumeTemplateSpec) -> Result<DataVolume, TemplateError> {
+    let mut spec: DataVolumeSpec =
+        serde_json::from_value(template.spec.clone()).map_err(|e| TemplateError::Manifest(e.to_string()))?;
+    if spec.priority_class_name.as_deref().is_none_or(str::is_empty) {
+        spec.priority_class_name = vm
+            .spec
+            .template
+            .spec
+            .as_ref()
+            .and_then(|s| s.priority_class_name.clone());
+    }
+    let mut meta = template.metadata.clone().unwrap_or_default();
+    meta.namespace.clone_from(&vm.metadata.namespace);
+    meta.labels.get_or_insert_with(BTreeMap::new).insert(
+        labels::CREATED_BY.to_owned(),
+        vm.metadata.uid.clone().unwrap_or_default(),
+    );
+    meta.annotations
+        .get_or_insert_with(BTreeMap::new)
+        .insert(ALLOW_CLAIM_ADOPTION.to_owned(), "true".to_owned());
+    meta.owner_references = Some(vec![owner_of(vm)]);
+    meta.resource_version = None;
+    meta.uid = None;
+    let mut data_volume = DataVolume::new(template_name(template), spec);
+    data_volume.metadata = meta;
+    Ok(data_volume)
+}
+
+/// Resolves a `sourceRef` to a DataSource into the claim or snapshot it points to now (its
+/// status's when it points to another DataSource), as upstream's `GetResolvedCloneSource`.
+async fn resolve_source_ref(
+    api: &impl ControllerApi,
+    namespace: &str,
+    spec: &mut DataVolumeSpec,
+) -> Result<(), TemplateError> {
+    let Some(reference) = spec.source_ref.clone() else {
+        return Ok(());
+    };
+    if reference.kind != SOURCE_REF_DATA_SOURCE {
+        return Err(TemplateError::Manifest(format!(
+            "DataVolume sourceRef kind {} not supported",
+            reference.kind
+        )));
+    }
+    let source_namespace = reference.namespace.clone().unwrap_or_else(|| namespace.to_owned());
+    let data_source = api
+        .get_data_source(&source_namespace, &reference.name)
+        .await?
+        .ok_or_else(|| {
+            TemplateError::Manifest(format!("DataSource {source_namespace}/{} not found", reference.name))
+        })?;
+    let source = if data_source.spec.source.data_source.is_some() {
+        data_source.status.map(|s| s.source).unwrap_or_default()
+    } else {
+        data_source.spec.source
+    };
+    let in_namespace = |n: NamespacedName| NamespacedName {
+        namespace: if n.namespace.is_empty() {
+            source_namespace.clone()
+        } else {
+            n.namespace
+        },
+        name: n.name,
+    };
+    let resolved = match (source.pvc, source.snapshot) {
+        (Some(pvc), _) => DataVolumeSource {
+            pvc: Some(in_namespace(pvc)),
+            ..DataVolumeSource::default()
+        },
+        (None, Some(snapshot)) => DataVolumeSource {
+            snapshot: Some(in_namespace(snapshot)),
+            ..DataVolumeSource::default()
+        },
+        (None, None) => {
+            return Err(TemplateError::Manifest(format!(
+                "DataSource {source_namespace}/{} points to nothing yet: DataVolume sourceRef not supported",
+                reference.name
+            )));
+        }
+    };
+    spec.source = Some(resolved);
+    spec.source_ref = None;
+    Ok(())
+}
+
+/// Checks that the VM's service account may clone from another namespace, as upstream's
+/// `authorizeDataVolume`: `create datavolumes/source` there, or else `create pods`.
+async fn authorize_clone(
+    api: &impl ControllerApi,
+    vm: &VirtualMachine,
+    spec: &DataVolumeSpec,
+) -> Result<(), TemplateError> {
+    let namespace = vm.metadata.namespace.as_deref().unwrap_or("default");
+    let source = spec.source.as_ref();
+    let Some(source_namespace) = source
+        .and_then(|s| s.pvc.as_ref().or(s.snapshot.as_ref()))
+        .map(|n| n.namespace.as_str())
+        .filter(|n| !n.is_empty() && *n != namespace)
+    else {
+        return Ok(());
+    };
+    let user = format!("system:serviceaccount:{namespace}:{}", service_account(vm));
+    let access = |group: &str, resource: &str, subresource: &str| ResourceAccess {
+        namespace: source_namespace.to_owned(),
+        verb: "create".to_owned(),
+        group: group.to_owned(),
+        resource: resource.to_owned(),
+        subresource: subresource.to_owned(),
+    };
+    if api
+        .user_may(&user, &access("cdi.kubevirt.io", "datavolumes", "source"))
+        .await?
+        || api.user_may(&user, &access("", "pods", "")).await?
+    {
+        return Ok(());
+    }
+    Err(TemplateError::Unauthorized(format!(
+        "User {user} has insufficient permissions in clone source namespace {source_namespace}"
+    )))
+}
+
+/// Makes the DataVolume of one template, as the API server will get it.
+async fn manifest(
+    api: &impl ControllerApi,
+    vm: &VirtualMachine,
+    template: &DataVolumeTemplateSpec,
+) -> Result<DataVolume, TemplateError> {
+    let mut data_volume = data_volume_of(vm, template)?;
+    let namespace = vm.metadata.namespace.clone().unwrap_or_else(|| "default".to_owned());
+    resolve_source_ref(api, &namespace, &mut data_volume.spec).await?;
+    authorize_clone(api, vm, &data_volume.spec).await?;
+    Ok(data_volume)
+}
+
+/// Carries out a templates plan: creates the missing DataVolumes and adopts the orphans, with
+/// upstream's events on the VM.
+pub async fn apply_templates(api: &impl ControllerApi, vm: &VirtualMachine, plan: &TemplatesPlan) -> Handled {
+    let namespace = vm.metadata.namespace.clone().unwrap_or_else(|| "default".to_owned());
+    let mut errors: Vec<String> = Vec::new();
+    for &index in &plan.create {
+        let Some(template) = vm.spec.data_volume_templates.get(index) else {
+            continue;
+        };
+        let name = template_name(template);
+        let created = match manifest(api, vm, template).await {
+            Ok(data_volume) => api.create_data_volume(&data_volume).await.map_err(TemplateError::from),
+            Err(error) => Err(error),
+        };
+        let (event_type, reason, message) = match &created {
+            Ok(_) => (
+                "Normal",
+                "SuccessfulDataVolumeCreate",
+                format!("Created DataVolume {name}"),
+            ),
+            // Made meanwhile (by a user, or a pass whose write the watch has not shown yet).
+            Err(TemplateError::Api(ApiError::AlreadyExists(_))) => continue,
+            Err(error @ TemplateError::Unauthorized(_)) => (
+                "Warning",
+                "UnauthorizedDataVolumeCreate",
+                format!("Not authorized to create DataVolume {name}: {error}"),
+            ),
+            Err(error) => (
+                "Warning",
+                "FailedDataVolumeCreate",
+                format!("Error creating DataVolume {name}: {error}"),
+            ),
+        };
+        if let Err(error) = created {
+            errors.push(error.to_string());
+        }
+        if let Err(error) = api.record_vm_event(vm, event_type, reason, &message).await {
+            tracing::warn!(error = %error, "cannot record an event about the VM");
+        }
+    }
+    if vm.metadata.deletion_timestamp.is_none() {
+        for name in &plan.adopt {
+            let patch = json!({"metadata": {"ownerReferences": [owner_of(vm)]}});
+            if let Err(error) = api.patch_data_volume_metadata(&namespace, name, patch).await {
+                errors.push(format!("cannot adopt DataVolume {name}: {error}"));
+            }
+        }
+    }
+    for name in &plan.failed {
+        let message = format!("DataVolume {name} failed to import disk image");
+        if let Err(error) = api
+            .record_vm_event(vm, "Warning", "FailedDataVolumeImport", &message)
+            .await
+        {
+            tracing::warn!(error = %error, "cannot record an event about the VM");
+        }
+    }
+    for name in &plan.over_quota {
+        let message = format!("DataVolume {name} exceeds quota limits");
+        if let Err(error) = api
+            .record_vm_event(vm, "Warning", "FailedDataVolumeImport", &message)
+            .await
+        {
+            tracing::warn!(error = %error, "cannot record an event about the VM");
+        }
+        errors.push(message);
+    }
+    Handled {
+        ready: plan.ready,
+        error: (!errors.is_empty())
+            .then(|| format!("Error encountered while creating DataVolumes: {}", errors.join("; "))),
+    }
+}
