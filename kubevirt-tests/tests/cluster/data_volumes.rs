@@ -66,8 +66,8 @@ fn a_vm_creates_its_data_volume_waits_for_it_and_takes_it_along_when_deleted() {
             1,
         )
         .replacen(
-            "      disks:\n",
-            "      disks:\n        - name: root\n          disk:\n            bus: virtio\n",
+            "          disks:\n",
+            "          disks:\n            - name: root\n              disk:\n                bus: virtio\n",
             1,
         )
         .replacen(
