@@ -316,17 +316,7 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
         if !satisfied {
             return Ok(expires_in);
         }
-        let vmi = vmi.filter(|v| {
-            v.metadata
-                .owner_references
-                .as_ref()
-                .is_some_and(|o| o.iter().any(|r| Some(&r.uid) == vm.metadata.uid.as_ref()))
-        });
-        if let Some(vmi) = &vmi {
-            self.release_vmi(vmi)
-                .await
-                .map_err(cannot("release the VM controller's finalizer on the VMI"))?;
-        }
+        let vmi = self.owned_vmi(&vm, vmi).await?;
         let mut current = vm.as_ref().clone();
         if vm.metadata.deletion_timestamp.is_some() {
             return self.finish_deletion(key, &current, vmi.as_ref()).await.map(|()| None);
@@ -575,6 +565,26 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
             // The VMI is on its way out, or nothing is left to do.
             Some(_) | None => Ok(()),
         }
+    }
+
+    /// The VMI if the VM owns it, its finalizer released when it is done.
+    async fn owned_vmi(
+        &self,
+        vm: &VirtualMachine,
+        vmi: Option<VirtualMachineInstance>,
+    ) -> Result<Option<VirtualMachineInstance>, ReconcileError> {
+        let vmi = vmi.filter(|v| {
+            v.metadata
+                .owner_references
+                .as_ref()
+                .is_some_and(|o| o.iter().any(|r| Some(&r.uid) == vm.metadata.uid.as_ref()))
+        });
+        if let Some(vmi) = &vmi {
+            self.release_vmi(vmi)
+                .await
+                .map_err(cannot("release the VM controller's finalizer on the VMI"))?;
+        }
+        Ok(vmi)
     }
 
     /// Releases the VM controller's finalizer on a VMI that is final or being deleted (upstream

@@ -1,7 +1,8 @@
 //! `virtctl create vm`: a VirtualMachine manifest from flags, as upstream's
 //! `pkg/virtctl/create/vm` writes it: a run strategy, a grace period, guest memory unless an
 //! instance type gives it, the instance type and preference (named, or inferred from a volume),
-//! the volumes, and cloud-init. Pure: nothing is sent to a cluster.
+//! the volumes (imported ones as DataVolume templates, [`crate::volume_import`]), and cloud-init.
+//! Pure: nothing is sent to a cluster.
 
 use std::collections::BTreeMap;
 
@@ -56,6 +57,19 @@ pub struct CreateVmArgs {
     /// `src:<pvc>[,name:<name>][,bootorder:<n>]`: a PVC volume (repeatable).
     #[arg(long = "volume-pvc")]
     pub volume_pvc: Vec<String>,
+    /// `type:<http|registry|pvc|blank|ds>,size:<quantity>[,name:<name>][,bootorder:<n>]` and the
+    /// source's keys: a DataVolume template and its volume (repeatable).
+    #[arg(long = "volume-import")]
+    pub volume_import: Vec<String>,
+    /// Deprecated: `--volume-import type:ds,…`.
+    #[arg(long = "volume-datasource")]
+    pub volume_datasource: Vec<String>,
+    /// Deprecated: `--volume-import type:pvc,…`.
+    #[arg(long = "volume-clone-pvc")]
+    pub volume_clone_pvc: Vec<String>,
+    /// Deprecated: `--volume-import type:blank,…`.
+    #[arg(long = "volume-blank")]
+    pub volume_blank: Vec<String>,
     /// `nocloud` (the default), `configdrive` or `none`.
     #[arg(long = "cloud-init", default_value = "nocloud", value_parser = ["nocloud", "configdrive", "none"])]
     pub cloud_init: String,
@@ -79,7 +93,7 @@ fn parameters(flag: &str, text: &str) -> Result<BTreeMap<String, String>, Virtct
     for part in text.split(',') {
         let (key, value) = part.split_once(':').ok_or_else(|| {
             usage(format!(
-                "failed to parse \"--{flag}={text}\": params need to have at least one colon: {part}"
+                "failed to parse \"--{flag}\" flag: params need to have at least one colon: {part}"
             ))
         })?;
         match key {
@@ -88,14 +102,14 @@ fn parameters(flag: &str, text: &str) -> Result<BTreeMap<String, String>, Virtct
             }
             other => {
                 return Err(usage(format!(
-                    "failed to parse \"--{flag}={text}\": unknown param(s): {other}:{value}"
+                    "failed to parse \"--{flag}\" flag: unknown param(s): {other}:{value}"
                 )));
             }
         }
     }
     if out.get("src").is_none_or(String::is_empty) {
         return Err(usage(format!(
-            "failed to parse \"--{flag}={text}\": src must be specified"
+            "failed to parse \"--{flag}\" flag: src must be specified"
         )));
     }
     Ok(out)
@@ -134,41 +148,96 @@ fn canonical_kind(kind: &str) -> String {
     .to_owned()
 }
 
-/// Adds a volume (and a disk when it boots in an order) from a volume flag.
-fn add_volume(
-    spec: &mut VirtualMachineInstanceSpec,
-    flag: &str,
-    text: &str,
-    default_name: String,
-    source: impl FnOnce(&str, &mut Volume),
-) -> Result<(), VirtctlError> {
-    let params = parameters(flag, text)?;
-    let src = params.get("src").cloned().unwrap_or_default();
-    let name = params.get("name").cloned().unwrap_or(default_name);
-    let mut volume = Volume {
-        name: name.clone(),
-        ..Volume::default()
-    };
-    source(&src, &mut volume);
-    spec.volumes.push(volume);
-    if let Some(order) = params.get("bootorder") {
-        let order: u32 = order.parse().map_err(|_| {
-            usage(format!(
-                "failed to parse \"--{flag}={text}\": bootorder must be a number"
-            ))
-        })?;
-        spec.domain.devices.disks.push(Disk {
-            name,
-            boot_order: Some(order),
-            ..Disk::default()
-        });
+/// The volumes and disks the flags add, with upstream's checks: names are DNS labels and unique,
+/// boot orders positive and unique.
+struct VolumeList<'a> {
+    spec: &'a mut VirtualMachineInstanceSpec,
+    boot_orders: Vec<u32>,
+}
+
+impl VolumeList<'_> {
+    /// Adds `volume` (and a disk when it boots in an order) for `flag`.
+    fn add(&mut self, flag: &str, volume: Volume, boot_order: Option<&str>) -> Result<(), VirtctlError> {
+        let fail = |message: String| usage(format!("failed to parse \"--{flag}\" flag: {message}"));
+        crate::volume_import::check_name(&volume.name).map_err(fail)?;
+        if self.spec.volumes.iter().any(|v| v.name == volume.name) {
+            return Err(fail(format!("there is already a volume with name \"{}\"", volume.name)));
+        }
+        let order = boot_order
+            .map(crate::volume_import::boot_order)
+            .transpose()
+            .map_err(fail)?;
+        if let Some(order) = order {
+            if self.boot_orders.contains(&order) {
+                return Err(fail(format!("bootorder {order} was specified multiple times")));
+            }
+            self.boot_orders.push(order);
+            self.spec.domain.devices.disks.push(Disk {
+                name: volume.name.clone(),
+                boot_order: Some(order),
+                ..Disk::default()
+            });
+        }
+        self.spec.volumes.push(volume);
+        Ok(())
     }
-    Ok(())
+
+    /// Adds a volume from a `src`/`name`/`bootorder` flag.
+    fn add_from_flag(
+        &mut self,
+        flag: &str,
+        text: &str,
+        default_name: String,
+        source: impl FnOnce(&str, &mut Volume),
+    ) -> Result<(), VirtctlError> {
+        let params = parameters(flag, text)?;
+        let src = params.get("src").cloned().unwrap_or_default();
+        let mut volume = Volume {
+            name: params.get("name").cloned().unwrap_or(default_name),
+            ..Volume::default()
+        };
+        source(&src, &mut volume);
+        self.add(flag, volume, params.get("bootorder").map(String::as_str))
+    }
+}
+
+/// The `--volume-import` values, the deprecated aliases' first (each prepended in turn, as
+/// upstream does).
+fn import_values(args: &CreateVmArgs) -> Vec<String> {
+    let mut values = args.volume_import.clone();
+    for (kind, list) in [
+        ("ds", &args.volume_datasource),
+        ("pvc", &args.volume_clone_pvc),
+        ("blank", &args.volume_blank),
+    ] {
+        for value in list {
+            values.insert(0, format!("type:{kind},{value}"));
+        }
+    }
+    values
+}
+
+/// The deprecation warnings the flags given deserve (upstream prints them on standard error).
+#[must_use]
+pub fn deprecation_warnings(args: &CreateVmArgs) -> Vec<String> {
+    [
+        ("volume-datasource", &args.volume_datasource),
+        ("volume-clone-pvc", &args.volume_clone_pvc),
+        ("volume-blank", &args.volume_blank),
+    ]
+    .into_iter()
+    .filter(|(_, list)| !list.is_empty())
+    .map(|(flag, _)| format!("Flag --{flag} has been deprecated, use flag --volume-import instead"))
+    .collect()
 }
 
 /// The volume to infer from: the one named, else the disk that boots first, else the first
 /// volume; only PVC and DataVolume volumes can carry the labels.
-fn inference_volume(spec: &VirtualMachineInstanceSpec, named: Option<&str>) -> Result<Option<String>, VirtctlError> {
+fn inference_volume(
+    spec: &VirtualMachineInstanceSpec,
+    templates: &[kubevirt_api::v1::DataVolumeTemplateSpec],
+    named: Option<&str>,
+) -> Result<Option<String>, VirtctlError> {
     let chosen = named.map(str::to_owned).or_else(|| {
         spec.domain
             .devices
@@ -190,15 +259,35 @@ fn inference_volume(spec: &VirtualMachineInstanceSpec, named: Option<&str>) -> R
             "inference of instancetype or preference works only with DataSources, DataVolumes or PersistentVolumeClaims",
         ));
     }
+    // An imported volume carries labels only when it clones: a claim, a registry image (its
+    // labels), a snapshot or a DataSource.
+    let template = templates
+        .iter()
+        .find(|t| t.metadata.as_ref().and_then(|m| m.name.as_deref()) == Some(name.as_str()));
+    if let Some(template) = template {
+        let spec = &template.spec;
+        let source = &spec["source"];
+        let clones = !source["pvc"].is_null() || !source["registry"].is_null() || !source["snapshot"].is_null();
+        if !clones && spec["sourceRef"]["kind"] != "DataSource" {
+            return Err(usage(
+                "this datavolume is not valid to infer an instancetype or preference from (source needs to be PVC, Registry or Snapshot, sourceRef needs to be DataSource)",
+            ));
+        }
+    }
     Ok(Some(name))
 }
 
 /// The VM the flags describe; `name` is used when `--name` is not given, `namespace` when `-n`
-/// was.
-pub fn create_vm(args: &CreateVmArgs, name: &str, namespace: Option<&str>) -> Result<VirtualMachine, VirtctlError> {
+/// was; `random` gives five characters for each generated volume name.
+pub fn create_vm(
+    args: &CreateVmArgs,
+    name: &str,
+    namespace: Option<&str>,
+    random: &mut dyn FnMut() -> String,
+) -> Result<VirtualMachine, VirtctlError> {
     if !RUN_STRATEGIES.contains(&args.run_strategy.as_str()) {
         return Err(usage(format!(
-            "failed to parse \"--run-strategy\" flag: invalid RunStrategy \"{}\", supported values are: {}",
+            "failed to parse \"--run-strategy\" flag: invalid run strategy \"{}\", supported values are: {}",
             args.run_strategy,
             RUN_STRATEGIES.join(", ")
         )));
@@ -246,9 +335,39 @@ pub fn create_vm(args: &CreateVmArgs, name: &str, namespace: Option<&str>) -> Re
             ..PreferenceMatcher::default()
         });
     }
+    add_volumes(
+        args,
+        &vm_name,
+        &mut template,
+        &mut vm_spec.data_volume_templates,
+        random,
+    )?;
+    add_cloud_init(args, &mut template)?;
+    infer(args, &mut vm_spec, &mut template)?;
+    vm_spec.template = VirtualMachineInstanceTemplateSpec {
+        metadata: None,
+        spec: Some(template),
+    };
+    let mut vm = VirtualMachine::new(&vm_name, vm_spec);
+    vm.metadata.namespace = namespace.map(str::to_owned);
+    Ok(vm)
+}
+
+/// The volumes of the volume flags, in upstream's order: containerDisks, PVCs, then imported
+/// volumes (whose DataVolume templates go to `templates`).
+fn add_volumes(
+    args: &CreateVmArgs,
+    vm_name: &str,
+    template: &mut VirtualMachineInstanceSpec,
+    templates: &mut Vec<kubevirt_api::v1::DataVolumeTemplateSpec>,
+    random: &mut dyn FnMut() -> String,
+) -> Result<(), VirtctlError> {
+    let mut volumes = VolumeList {
+        spec: template,
+        boot_orders: Vec::new(),
+    };
     for (i, text) in args.volume_containerdisk.iter().enumerate() {
-        add_volume(
-            &mut template,
+        volumes.add_from_flag(
             "volume-containerdisk",
             text,
             format!("{vm_name}-containerdisk-{i}"),
@@ -263,26 +382,33 @@ pub fn create_vm(args: &CreateVmArgs, name: &str, namespace: Option<&str>) -> Re
     for text in &args.volume_pvc {
         let src = parameters("volume-pvc", text)?.get("src").cloned().unwrap_or_default();
         if src.contains('/') {
-            return Err(usage(format!(
-                "failed to parse \"--volume-pvc={text}\": not allowed to specify namespace of PVC, it must be in the VM's namespace"
-            )));
+            return Err(usage(
+                "failed to parse \"--volume-pvc\" flag: not allowed to specify namespace of PVC, it must be in the VM's namespace",
+            ));
         }
-        add_volume(&mut template, "volume-pvc", text, src, |src, v| {
+        volumes.add_from_flag("volume-pvc", text, src, |src, v| {
             v.persistent_volume_claim = Some(PersistentVolumeClaimSource {
                 claim_name: src.to_owned(),
                 ..PersistentVolumeClaimSource::default()
             });
         })?;
     }
-    add_cloud_init(args, &mut template)?;
-    infer(args, &mut vm_spec, &mut template)?;
-    vm_spec.template = VirtualMachineInstanceTemplateSpec {
-        metadata: None,
-        spec: Some(template),
-    };
-    let mut vm = VirtualMachine::new(&vm_name, vm_spec);
-    vm.metadata.namespace = namespace.map(str::to_owned);
-    Ok(vm)
+    for text in import_values(args) {
+        let fail = |message: String| usage(format!("failed to parse \"--volume-import\" flag: {message}"));
+        let import = crate::volume_import::parse_import(&text, random).map_err(fail)?;
+        let volume = Volume {
+            name: import.name.clone(),
+            data_volume: Some(kubevirt_api::v1::DataVolumeSource {
+                name: import.name.clone(),
+                ..kubevirt_api::v1::DataVolumeSource::default()
+            }),
+            ..Volume::default()
+        };
+        let order = import.boot_order.map(|o| o.to_string());
+        volumes.add("volume-import", volume, order.as_deref())?;
+        templates.push(import.template);
+    }
+    Ok(())
 }
 
 fn add_cloud_init(args: &CreateVmArgs, template: &mut VirtualMachineInstanceSpec) -> Result<(), VirtctlError> {
@@ -322,7 +448,11 @@ fn infer(
 ) -> Result<(), VirtctlError> {
     let explicit_it = args.infer_instancetype == Some(true) || args.infer_instancetype_from.is_some();
     if args.instancetype.is_none() && args.memory.is_none() && args.infer_instancetype != Some(false) {
-        match inference_volume(template, args.infer_instancetype_from.as_deref()) {
+        match inference_volume(
+            template,
+            &vm_spec.data_volume_templates,
+            args.infer_instancetype_from.as_deref(),
+        ) {
             Ok(Some(volume)) => {
                 vm_spec.instancetype = Some(InstancetypeMatcher {
                     infer_from_volume: Some(volume),
@@ -339,7 +469,11 @@ fn infer(
     }
     let explicit_pref = args.infer_preference == Some(true) || args.infer_preference_from.is_some();
     if args.preference.is_none() && args.infer_preference != Some(false) {
-        match inference_volume(template, args.infer_preference_from.as_deref()) {
+        match inference_volume(
+            template,
+            &vm_spec.data_volume_templates,
+            args.infer_preference_from.as_deref(),
+        ) {
             Ok(Some(volume)) => {
                 vm_spec.preference = Some(PreferenceMatcher {
                     infer_from_volume: Some(volume),

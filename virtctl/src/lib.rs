@@ -16,6 +16,7 @@ pub mod console;
 pub mod create_vm;
 pub mod expand;
 pub mod migrate_cancel;
+pub mod volume_import;
 
 /// Why a command failed. Each message is what the user sees after `virtctl: error:`.
 #[derive(Debug, thiserror::Error)]

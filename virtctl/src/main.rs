@@ -29,8 +29,8 @@ fn main() -> ExitCode {
     }
 }
 
-/// `vm-` and five random lowercase letters and digits, as upstream names a VM it creates.
-fn random_vm_name() -> String {
+/// Five random lowercase letters and digits, as upstream's generated names end.
+fn random_suffix() -> String {
     use std::hash::{BuildHasher as _, Hasher as _};
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
     hasher.write_u128(
@@ -40,19 +40,26 @@ fn random_vm_name() -> String {
     );
     let mut bits = hasher.finish();
     let alphabet = b"abcdefghijklmnopqrstuvwxyz0123456789";
-    let suffix: String = (0..5)
+    (0..5)
         .map(|_| {
             let index = usize::try_from(bits % 36).unwrap_or(0);
             bits /= 36;
             char::from(alphabet[index])
         })
-        .collect();
-    format!("vm-{suffix}")
+        .collect()
 }
 
 async fn run(cli: &Cli) -> Result<Option<String>, VirtctlError> {
     if let Command::Create { what: Create::Vm(args) } = &cli.command {
-        let vm = create_vm::create_vm(args, &random_vm_name(), cli.namespace.as_deref())?;
+        for warning in create_vm::deprecation_warnings(args) {
+            eprintln!("{warning}");
+        }
+        let vm = create_vm::create_vm(
+            args,
+            &format!("vm-{}", random_suffix()),
+            cli.namespace.as_deref(),
+            &mut random_suffix,
+        )?;
         return create_vm::to_yaml(&vm).map(|yaml| Some(yaml.trim_end().to_owned()));
     }
     // Bad flags are reported before the cluster is looked for.

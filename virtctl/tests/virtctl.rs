@@ -304,3 +304,145 @@ async fn migrate_asks_virt_api_for_a_migration_and_says_so() {
     assert_eq!(out.status.code(), Some(2), "a bad selector is a usage error");
     f.stop.cancel();
 }
+
+/// `--volume-import` writes a DataVolume template and its volume (a disk only with a boot order),
+/// after the PVC volumes, the deprecated `--volume-datasource` comes first with its warning, an
+/// imported DataSource is what the instance type is inferred from when it boots first, and bad
+/// values are refused with upstream's messages.
+#[tokio::test]
+async fn create_vm_imports_volumes_as_data_volume_templates() {
+    let f = fixture();
+    let out = f
+        .virtctl(
+            &[
+                "create",
+                "vm",
+                "--name",
+                "imported",
+                "--volume-pvc",
+                "src:data",
+                "--volume-import",
+                "type:http,url:http://images.default.svc/disk.qcow2,size:1Gi,name:root,bootorder:2",
+                "--volume-datasource",
+                "src:os-images/debian,name:base,bootorder:1",
+            ],
+            &[],
+        )
+        .await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stderr),
+        "Flag --volume-datasource has been deprecated, use flag --volume-import instead\n"
+    );
+    let manifest: serde_json::Value = serde_saphyr::from_str(&text(&out.stdout)).expect("YAML");
+    let spec = &manifest["spec"];
+    assert_eq!(
+        spec["dataVolumeTemplates"],
+        json!([
+            {"metadata": {"name": "base"}, "spec": {
+                "sourceRef": {"kind": "DataSource", "namespace": "os-images", "name": "debian"}, "storage": {}}},
+            {"metadata": {"name": "root"}, "spec": {
+                "source": {"http": {"url": "http://images.default.svc/disk.qcow2"}},
+                "storage": {"resources": {"requests": {"storage": "1Gi"}}}}}
+        ])
+    );
+    let template = &spec["template"]["spec"];
+    assert_eq!(
+        template["volumes"],
+        json!([
+            {"name": "data", "persistentVolumeClaim": {"claimName": "data"}},
+            {"name": "base", "dataVolume": {"name": "base"}},
+            {"name": "root", "dataVolume": {"name": "root"}}
+        ])
+    );
+    assert_eq!(
+        template["domain"]["devices"]["disks"],
+        json!([{"name": "base", "bootOrder": 1}, {"name": "root", "bootOrder": 2}])
+    );
+    assert_eq!(
+        spec["instancetype"],
+        json!({"inferFromVolume": "base", "inferFromVolumeFailurePolicy": "Ignore"}),
+        "the DataSource boots first"
+    );
+    f.stop.cancel();
+}
+
+/// Bad `--volume-import` values and clashes with other volumes get upstream's messages; a
+/// generated name is `imported-volume-` and five characters.
+#[tokio::test]
+async fn create_vm_refuses_bad_volume_imports() {
+    let f = fixture();
+    let out = f
+        .virtctl(
+            &[
+                "create",
+                "vm",
+                "--volume-import",
+                "type:blank,size:1Gi",
+                "--infer-instancetype",
+            ],
+            &[],
+        )
+        .await;
+    assert_eq!(
+        text(&out.stderr),
+        "virtctl: error: this datavolume is not valid to infer an instancetype or preference from (source needs to be PVC, Registry or Snapshot, sourceRef needs to be DataSource)\n"
+    );
+    let out = f
+        .virtctl(
+            &[
+                "create",
+                "vm",
+                "--volume-import",
+                "type:blank,size:1Gi,bootorder:1",
+                "--volume-import",
+                "type:blank,size:1Gi,bootorder:1",
+            ],
+            &[],
+        )
+        .await;
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        "virtctl: error: failed to parse \"--volume-import\" flag: bootorder 1 was specified multiple times\n"
+    );
+    let out = f
+        .virtctl(
+            &[
+                "create",
+                "vm",
+                "--volume-pvc",
+                "src:my-name",
+                "--volume-import",
+                "type:blank,size:1Gi,name:my-name",
+            ],
+            &[],
+        )
+        .await;
+    assert_eq!(
+        text(&out.stderr),
+        "virtctl: error: failed to parse \"--volume-import\" flag: there is already a volume with name \"my-name\"\n"
+    );
+    let out = f
+        .virtctl(
+            &["create", "vm", "--volume-import", "type:s3,size:1Gi,url:s3://b/k"],
+            &[],
+        )
+        .await;
+    assert_eq!(
+        text(&out.stderr),
+        "virtctl: error: failed to parse \"--volume-import\" flag: volume import type \"s3\" is not supported by kubevirt-rs (its CDI imports from http, registry, pvc, blank and ds)\n"
+    );
+    let out = f
+        .virtctl(&["create", "vm", "--volume-import", "type:blank,size:1Gi"], &[])
+        .await;
+    let generated: serde_json::Value = serde_saphyr::from_str(&text(&out.stdout)).expect("YAML");
+    let name = generated["spec"]["dataVolumeTemplates"][0]["metadata"]["name"]
+        .as_str()
+        .expect("a generated name");
+    assert!(
+        name.starts_with("imported-volume-") && name.len() == "imported-volume-".len() + 5,
+        "{name}"
+    );
+    f.stop.cancel();
+}
