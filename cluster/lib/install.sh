@@ -4,7 +4,8 @@ install_kubevirt() {
     local k=(kubectl_admin)
     # CDI's CRDs (DataVolume, DataSource), so VMs' dataVolumeTemplates have somewhere to go. No CDI
     # controller acts on them yet (issue #33); cdi-operator will install them once it exists.
-    "${k[@]}" apply -f "$CLUSTER_REPO/manifests/cdi/crds" >"$CLUSTER_LOGS/cdi-crds.log" 2>&1 \
+    "${k[@]}" apply -f "$CLUSTER_REPO/manifests/cdi/crds/datavolumes.cdi.kubevirt.io.yaml" \
+        -f "$CLUSTER_REPO/manifests/cdi/crds/datasources.cdi.kubevirt.io.yaml" >"$CLUSTER_LOGS/cdi-crds.log" 2>&1 \
         || die "applying CDI's CRDs failed: $(tail -5 "$CLUSTER_LOGS/cdi-crds.log")"
     # The KubeVirt object waits for its CRD: the first apply may refuse it, the second takes it.
     "${k[@]}" apply -k "$CLUSTER_REPO/manifests/install" >"$CLUSTER_LOGS/install.log" 2>&1 || true

@@ -5,7 +5,7 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
-use crate::{DataSource, DataVolume};
+use crate::{CDI, CDIConfig, DataSource, DataVolume, StorageProfile};
 
 /// Why a CRD could not be rendered.
 #[derive(Debug, thiserror::Error)]
@@ -17,10 +17,17 @@ pub struct CrdError {
     pub source: serde_saphyr::ser::Error,
 }
 
-/// Every CDI CRD kubevirt-rs installs.
+/// Every CDI CRD (the test cluster installs DataVolume's and DataSource's until cdi-operator
+/// installs them all).
 #[must_use]
 pub fn all() -> Vec<CustomResourceDefinition> {
-    vec![DataVolume::crd(), DataSource::crd()]
+    vec![
+        DataVolume::crd(),
+        DataSource::crd(),
+        StorageProfile::crd(),
+        CDIConfig::crd(),
+        CDI::crd(),
+    ]
 }
 
 /// One generated file: its name under `manifests/cdi/crds/` and its content.

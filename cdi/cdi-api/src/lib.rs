@@ -1,14 +1,22 @@
 //! The Containerized Data Importer's API, `cdi.kubevirt.io/v1beta1`, as upstream CDI defines it:
 //! [`DataVolume`] (a claim and the data to fill it with: an HTTP or registry import, an upload, a
 //! clone, a blank disk) and [`DataSource`] (a named pointer to a claim, a snapshot, or another
-//! DataSource). The schemas, short names and printer columns are upstream's, so that users'
+//! DataSource), [`StorageProfile`] (what a StorageClass's claims get), [`CDIConfig`] (the
+//! settings CDI's controllers read) and [`CDI`] (what cdi-operator installs from). The schemas,
+//! short names and printer columns are upstream's, so that users'
 //! manifests apply unmodified; [`crd`] renders the CRDs that `manifests/cdi/crds/` holds.
 
+pub mod cdi;
+pub mod cdi_config;
 pub mod crd;
 pub mod data_source;
 pub mod data_volume;
+pub mod storage_profile;
 
+pub use cdi::{CDI, CDISpec, CDIStatus};
+pub use cdi_config::{CDIConfig, CDIConfigSpec, CDIConfigStatus, FilesystemOverhead};
 pub use data_source::{DataSource, DataSourceSource, DataSourceSpec, DataSourceStatus};
+pub use storage_profile::{ClaimPropertySet, StorageProfile, StorageProfileSpec, StorageProfileStatus};
 pub use data_volume::{
     DataVolume, DataVolumeCondition, DataVolumePhase, DataVolumeSource, DataVolumeSpec, DataVolumeStatus, StorageSpec,
 };

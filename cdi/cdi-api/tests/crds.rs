@@ -154,3 +154,87 @@ fn every_upstream_phase_reads_and_writes_as_upstream_spells_it() {
     }
     assert!(serde_json::from_value::<DataVolumePhase>(json!("Importing")).is_err());
 }
+
+/// StorageProfile, CDIConfig and CDI are cluster-scoped, as upstream's; CDI has its short names
+/// and columns; upstream-shaped objects of each read into the types and back unchanged.
+#[test]
+fn the_cluster_scoped_kinds_have_upstreams_names_and_round_trip() {
+    let crds = crd::all();
+    let find = |plural: &str| {
+        crds.iter()
+            .find(|c| c.spec.names.plural == plural)
+            .unwrap_or_else(|| panic!("{plural}"))
+    };
+    for plural in ["storageprofiles", "cdiconfigs", "cdis"] {
+        assert_eq!(find(plural).spec.scope, "Cluster", "{plural}");
+    }
+    let cdi = find("cdis");
+    assert_eq!(
+        cdi.spec.names.short_names,
+        Some(vec!["cdi".to_owned(), "cdis".to_owned()])
+    );
+    let columns: Vec<String> = cdi.spec.versions[0]
+        .additional_printer_columns
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| format!("{} {} {}", c.name, c.type_, c.json_path))
+        .collect();
+    assert_eq!(
+        columns,
+        ["Age date .metadata.creationTimestamp", "Phase string .status.phase"]
+    );
+
+    let profile = json!({
+        "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "StorageProfile",
+        "metadata": {"name": "hostpath-csi"},
+        "spec": {"claimPropertySets": [{"accessModes": ["ReadWriteOnce"], "volumeMode": "Filesystem"}]},
+        "status": {
+            "storageClass": "hostpath-csi", "provisioner": "kubevirt.io.hostpath-provisioner",
+            "cloneStrategy": "copy", "dataImportCronSourceFormat": "pvc",
+            "claimPropertySets": [{"accessModes": ["ReadWriteOnce"], "volumeMode": "Filesystem"}],
+            "conditions": [{"type": "Recognized", "status": "True", "reason": "RecognizedProvisioner",
+                            "message": "Provisioner is recognized"}]
+        }
+    });
+    let config = json!({
+        "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "CDIConfig", "metadata": {"name": "config"},
+        "spec": {
+            "uploadProxyURLOverride": "https://upload.example", "scratchSpaceStorageClass": "hostpath-csi",
+            "filesystemOverhead": {"global": "0.06", "storageClass": {"local": "0.1"}},
+            "importProxy": {"HTTPProxy": "http://proxy:3128", "noProxy": ".svc"},
+            "podResourceRequirements": {"limits": {"cpu": "750m", "memory": "600M"}},
+            "dataVolumeTTLSeconds": -1
+        },
+        "status": {"uploadProxyURL": "https://upload.example", "scratchSpaceStorageClass": "hostpath-csi",
+                   "filesystemOverhead": {"global": "0.06", "storageClass": {"hostpath-csi": "0.06"}},
+                   "preallocation": false}
+    });
+    let cdi = json!({
+        "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "CDI", "metadata": {"name": "cdi"},
+        "spec": {
+            "imagePullPolicy": "IfNotPresent", "uninstallStrategy": "BlockUninstallIfWorkloadsExist",
+            "infra": {"nodeSelector": {"kubernetes.io/os": "linux"}, "apiServerReplicas": 1},
+            "workload": {"nodeSelector": {"kubernetes.io/os": "linux"}},
+            "config": {"featureGates": ["HonorWaitForFirstConsumer"]},
+            "certConfig": {"ca": {"duration": "48h", "renewBefore": "24h"}}
+        },
+        "status": {"phase": "Deployed", "observedVersion": "v1.62.0",
+                   "conditions": [{"type": "Available", "status": "True", "reason": "DeployCompleted"}]}
+    });
+    let round_trip = |value: &serde_json::Value, parsed: serde_json::Value| assert_eq!(&parsed, value);
+    round_trip(
+        &profile,
+        serde_json::to_value(serde_json::from_value::<cdi_api::StorageProfile>(profile.clone()).expect("profile"))
+            .expect("JSON"),
+    );
+    round_trip(
+        &config,
+        serde_json::to_value(serde_json::from_value::<cdi_api::CDIConfig>(config.clone()).expect("config"))
+            .expect("JSON"),
+    );
+    round_trip(
+        &cdi,
+        serde_json::to_value(serde_json::from_value::<cdi_api::CDI>(cdi.clone()).expect("cdi")).expect("JSON"),
+    );
+}

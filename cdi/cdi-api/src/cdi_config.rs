@@ -1,0 +1,127 @@
+//! `CDIConfig` (cluster-scoped, one named `config`): the settings CDI's controllers read, and what
+//! they resolved them to, as upstream CDI's.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{LocalObjectReference, ResourceRequirements};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The name of the one `CDIConfig`.
+pub const CONFIG_NAME: &str = "config";
+
+/// `spec` of a `CDIConfig`.
+#[serde_with::skip_serializing_none]
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "cdi.kubevirt.io",
+    version = "v1beta1",
+    kind = "CDIConfig",
+    plural = "cdiconfigs",
+    singular = "cdiconfig",
+    status = "CDIConfigStatus",
+    derive = "Default",
+    derive = "PartialEq"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct CDIConfigSpec {
+    /// The upload proxy's URL, overriding what CDI finds.
+    #[serde(rename = "uploadProxyURLOverride")]
+    pub upload_proxy_url_override: Option<String>,
+    /// The proxy importer pods use.
+    pub import_proxy: Option<ImportProxy>,
+    /// The StorageClass of scratch space.
+    pub scratch_space_storage_class: Option<String>,
+    /// The resources of CDI's worker pods.
+    pub pod_resource_requirements: Option<ResourceRequirements>,
+    /// Feature gates.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub feature_gates: Vec<String>,
+    /// `Enabled` or `Disabled`: whether the PVC webhook renders claims.
+    #[schemars(extend("enum" = ["Enabled", "Disabled"]))]
+    pub webhook_pvc_rendering: Option<String>,
+    /// The share of a filesystem volume its filesystem takes.
+    pub filesystem_overhead: Option<FilesystemOverhead>,
+    /// Preallocate new disks.
+    pub preallocation: Option<bool>,
+    /// Registries reached without TLS verification.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub insecure_registries: Vec<String>,
+    /// Deprecated: seconds before a finished DataVolume is removed.
+    #[serde(rename = "dataVolumeTTLSeconds")]
+    pub data_volume_ttl_seconds: Option<i32>,
+    /// The TLS profile of CDI's servers (kept as given).
+    #[schemars(schema_with = "preserve_unknown_object")]
+    pub tls_security_profile: Option<serde_json::Value>,
+    /// Pull secrets of CDI's worker pods.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub image_pull_secrets: Vec<LocalObjectReference>,
+    /// Log verbosity of CDI's worker pods.
+    pub log_verbosity: Option<i32>,
+}
+
+/// An object schema that keeps unknown fields.
+fn preserve_unknown_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "object", "x-kubernetes-preserve-unknown-fields": true, "nullable": true})
+}
+
+/// `importProxy`.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ImportProxy {
+    /// The HTTP proxy.
+    #[serde(rename = "HTTPProxy")]
+    pub http_proxy: Option<String>,
+    /// The HTTPS proxy.
+    #[serde(rename = "HTTPSProxy")]
+    pub https_proxy: Option<String>,
+    /// Hosts reached without the proxy.
+    #[serde(rename = "noProxy")]
+    pub no_proxy: Option<String>,
+    /// A ConfigMap with the proxy's CA.
+    #[serde(rename = "trustedCAProxy")]
+    pub trusted_ca_proxy: Option<String>,
+}
+
+/// `filesystemOverhead`: a share from 0 to 1 (at most three decimals), overall and per class.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FilesystemOverhead {
+    /// For every class without its own.
+    #[schemars(regex(pattern = r"^(0(?:\.\d{1,3})?|1)$"))]
+    pub global: Option<String>,
+    /// Per StorageClass.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub storage_class: BTreeMap<String, String>,
+}
+
+/// `status` of a `CDIConfig`: the settings as resolved.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CDIConfigStatus {
+    /// Where `virtctl image-upload` sends uploads.
+    #[serde(rename = "uploadProxyURL")]
+    pub upload_proxy_url: Option<String>,
+    /// The upload proxy's CA.
+    #[serde(rename = "uploadProxyCA")]
+    pub upload_proxy_ca: Option<String>,
+    /// The proxy importer pods use.
+    pub import_proxy: Option<ImportProxy>,
+    /// The StorageClass of scratch space, when it exists.
+    pub scratch_space_storage_class: Option<String>,
+    /// The resources of CDI's worker pods.
+    pub default_pod_resource_requirements: Option<ResourceRequirements>,
+    /// The filesystem overhead of every class.
+    pub filesystem_overhead: Option<FilesystemOverhead>,
+    /// Whether new disks are preallocated.
+    pub preallocation: Option<bool>,
+    /// Pull secrets of CDI's worker pods.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub image_pull_secrets: Vec<LocalObjectReference>,
+}
+
+/// CDI's default overall filesystem overhead.
+pub const DEFAULT_FILESYSTEM_OVERHEAD: &str = "0.06";
