@@ -10,7 +10,7 @@
 //!
 //! The way, for each fixture:
 //! 1. A VM is checked for refused fields as virt-api's validating webhook checks it
-//!    (`kubevirt_api::support::vm`: DataVolume templates, VM-owned DRA claims, its template).
+//!    (`kubevirt_api::support::vm`: volume migration, VM-owned DRA claims, its template).
 //! 2. The VMI is loaded as local mode loads it (`virt_launcher::local::manifest::load_vmi`): a VM
 //!    becomes its template's VMI, with the instance type and preference applied as virt-controller
 //!    applies them.
@@ -69,7 +69,6 @@ const fn case_with(file: &'static str, with: &'static [&'static str], expected: 
 const NOT_SUPPORTED: &str = "is not supported by kubevirt-rs";
 
 const MULTUS: Expected = Refused("Multus networks is not supported by kubevirt-rs");
-const DATA_VOLUME_TEMPLATES: Expected = Refused("DataVolume templates (they need CDI) is not supported by kubevirt-rs");
 const GPUS: Expected = Refused("GPU passthrough is not supported by kubevirt-rs");
 
 /// Every fixture and its outcome.
@@ -117,7 +116,7 @@ const CASES: &[Case] = &[
     case("vm-priorityclass.yaml", Renders),
     case("vm-cirros-sata.yaml", Renders),
     case("vm-cirros-with-sidecar-hook-configmap.yaml", Refused(HOOKS)),
-    case("vm-alpine-datavolume.yaml", DATA_VOLUME_TEMPLATES),
+    case("vm-alpine-datavolume.yaml", Renders),
     case("vm-alpine-multipvc.yaml", Renders),
     case_with("vm-cirros-csmall.yaml", &["instancetype-csmall.yaml"], Renders),
     case_with(
@@ -141,7 +140,7 @@ const CASES: &[Case] = &[
         &["instancetype-clarge.yaml", "preference-windows.yaml"],
         Renders,
     ),
-    case("vm-win2k19.yaml", DATA_VOLUME_TEMPLATES),
+    case("vm-win2k19.yaml", MULTUS),
     case("vm_multus_with_nad.yaml", MULTUS),
     case(
         "vm-dra-pgpu.yaml",

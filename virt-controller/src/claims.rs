@@ -205,8 +205,8 @@ impl ClaimStore {
     }
 }
 
-/// Which VMIs use which claims, kept from the VMI watch, so that a claim's change (it appears, is
-/// resized, goes) wakes every VMI that uses it, as upstream's PVC handlers do.
+/// Which VMIs (or VMs) use which claims, kept from their watch, so that a claim's change (it
+/// appears, is resized, goes) wakes every one that uses it, as upstream's PVC handlers do.
 #[derive(Debug, Default)]
 pub struct ClaimUsers {
     /// `namespace/claim` → VMI keys.
@@ -218,15 +218,17 @@ pub struct ClaimUsers {
 impl ClaimUsers {
     /// Records the claims `vmi` (under `key`) uses now.
     pub fn set(&mut self, key: &str, vmi: &VirtualMachineInstance) {
-        self.remove(key);
         let namespace = vmi.metadata.namespace.as_deref().unwrap_or("default");
-        let claims: Vec<String> = vmi
-            .spec
-            .volumes
-            .iter()
-            .filter_map(claim_of)
-            .map(|name| format!("{namespace}/{name}"))
-            .collect();
+        self.set_names(key, namespace, vmi.spec.volumes.iter().filter_map(claim_of));
+    }
+
+    /// Records the claims (or DataVolumes) named `names` in `namespace` that the object `key`
+    /// uses now.
+    pub fn set_names<'a>(&mut self, key: &str, namespace: &str, names: impl IntoIterator<Item = &'a str>) {
+        self.remove(key);
+        let mut claims: Vec<String> = names.into_iter().map(|name| format!("{namespace}/{name}")).collect();
+        claims.sort();
+        claims.dedup();
         if claims.is_empty() {
             return;
         }

@@ -12,6 +12,7 @@
 use std::sync::{Mutex, PoisonError};
 
 use cdi_api::{DataVolume, DataVolumePhase as Phase};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::runtime::watcher::Event;
 use kubevirt_api::v1::{VirtualMachine, VirtualMachineInstance};
 
@@ -27,7 +28,7 @@ pub struct ConditionFacts {
 }
 
 /// What is kept of a DataVolume.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct DataVolumeFacts {
     /// `status.phase`.
     pub phase: Phase,
@@ -39,6 +40,10 @@ pub struct DataVolumeFacts {
     pub running: Option<ConditionFacts>,
     /// The uid of its controlling owner, if it has one.
     pub controller_uid: Option<String>,
+    /// Its own uid.
+    pub uid: Option<String>,
+    /// Its owners.
+    pub owners: Vec<OwnerReference>,
 }
 
 fn condition(data_volume: &DataVolume, kind: &str) -> Option<ConditionFacts> {
@@ -70,6 +75,8 @@ impl DataVolumeFacts {
                 .as_ref()
                 .and_then(|owners| owners.iter().find(|o| o.controller == Some(true)))
                 .map(|o| o.uid.clone()),
+            uid: data_volume.metadata.uid.clone(),
+            owners: data_volume.metadata.owner_references.clone().unwrap_or_default(),
         }
     }
 
@@ -140,13 +147,24 @@ impl DataVolumeStore {
     }
 }
 
+/// A DataVolume no one controls, as the adoption needs it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Orphan {
+    /// Its name.
+    pub name: String,
+    /// Its uid: the adoption applies to this DataVolume only, not to one made again since.
+    pub uid: Option<String>,
+    /// Its owners, which it keeps.
+    pub owners: Vec<OwnerReference>,
+}
+
 /// What a VM's DataVolume templates need.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct TemplatesPlan {
     /// The templates (by index) whose DataVolume is not there: to create.
     pub create: Vec<usize>,
     /// DataVolumes of the VM's templates that no one controls: the VM adopts them.
-    pub adopt: Vec<String>,
+    pub adopt: Vec<Orphan>,
     /// Failed DataVolumes (upstream's `FailedDataVolumeImport` event for each).
     pub failed: Vec<String>,
     /// DataVolumes over the quota (an event, and an error).
@@ -180,7 +198,11 @@ pub fn plan_templates(vm: &VirtualMachine, lookup: impl Fn(&str) -> Option<DataV
             continue;
         };
         if facts.controller_uid.is_none() {
-            plan.adopt.push(name.to_owned());
+            plan.adopt.push(Orphan {
+                name: name.to_owned(),
+                uid: facts.uid.clone(),
+                owners: facts.owners.clone(),
+            });
         }
         if facts.phase == Phase::Failed {
             plan.failed.push(name.to_owned());
@@ -271,13 +293,16 @@ pub fn vmi_gate(
                 )));
             }
             Some(facts) => {
-                gate.failed |= facts.phase == Phase::Failed;
                 if !matches!(facts.phase, Phase::Succeeded | Phase::PendingPopulation) {
                     gate.wait.get_or_insert(DataVolumeWait::Populating);
                 }
             }
         }
     }
+    // A failed DataVolume fails a VMI without a pod whether or not its claim was made.
+    gate.failed = names
+        .iter()
+        .any(|name| lookup(name).is_some_and(|f| f.phase == Phase::Failed));
     // Over the DataVolumes that are there, as upstream lists them.
     let statuses: Vec<Option<String>> = names
         .iter()

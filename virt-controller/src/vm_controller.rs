@@ -1,7 +1,7 @@
 //! The VM controller: keeps the VMs and VMIs it watched, and for one VM at a time observes it and
 //! its VMI, decides by run strategy ([`crate::run_strategy`]) and applies: VMI creation and
 //! deletion (with expectations), the strategy switch of a started Halted VM, the finalizers, and
-//! the status ([`crate::vm_status`]).
+//! the status ([`crate::vm_status`]); its DataVolume templates are handled in [`volumes`].
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -16,20 +16,24 @@ use serde_json::json;
 use crate::claims::ClaimStore;
 use crate::cluster_api::{ApiError, ControllerApi};
 use crate::compact::Compact;
-use crate::data_volumes::{DataVolumeStore, plan_templates, template_volume_states};
+use crate::data_volumes::DataVolumeStore;
 use crate::expectations::Expectations;
 use crate::own_writes::replaces_cached;
-use crate::printable_status::VolumeStates;
 use crate::reconcile_error::{RETRY, ReconcileError, cannot, log_and_retry};
 use crate::run_strategy::{Action, Observed, VmiView, decide};
 use crate::vm_instancetypes::{Failure, Resolved, vmi_to_create};
-use crate::vm_status::{backing_off, first_request, next_vm_status_with_volumes};
+use crate::vm_status::{backing_off, first_request, next_vm_status};
+
+mod volumes;
+use volumes::held_back;
 
 #[derive(Debug, Default)]
 struct Known {
     vms: HashMap<String, Arc<VirtualMachine>>,
     vmis: HashMap<String, Compact<VirtualMachineInstance>>,
     expectations: Expectations,
+    /// The claims and DataVolumes each VM's templates name (`namespace/name` → VM keys).
+    volume_users: crate::claims::ClaimUsers,
     /// The relists of the VM and VMI watches under way.
     vm_list: crate::relist::Relist,
     vmi_list: crate::relist::Relist,
@@ -81,30 +85,6 @@ fn observe(
         request: first_request(vm),
         backing_off,
     }
-}
-
-/// The decision while the VM's DataVolumes hold its VMI back: as upstream returns before the run
-/// strategy, nothing is started or stopped and the requests wait; a start shows as expected.
-fn held_back(decision: crate::run_strategy::Decision) -> crate::run_strategy::Decision {
-    crate::run_strategy::Decision {
-        action: match decision.action {
-            Action::Create { paused } => Action::Create { paused },
-            _ => Action::Nothing,
-        },
-        trim_first_request: false,
-        append_start_request: false,
-    }
-}
-
-/// What the VM's DataVolumes decided for this pass.
-#[derive(Debug, Default)]
-struct VolumesOutcome {
-    /// The VMI waits for them.
-    holds_back: bool,
-    /// A DataVolume could not be made: look again.
-    retry: bool,
-    /// Upstream's `FailedCreate` message for the VM's `Failure` condition.
-    error: Option<String>,
 }
 
 /// The controller.
@@ -170,39 +150,6 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
         self
     }
 
-    /// The VMs whose templates or template volumes name any of `changed` (`namespace/name` of
-    /// claims or DataVolumes): their status (or their start) may change with it.
-    #[must_use]
-    pub fn users_of(&self, changed: &[String]) -> Vec<String> {
-        let known = self.known();
-        let mut users: Vec<String> = known
-            .vms
-            .iter()
-            .filter(|(key, vm)| {
-                let namespace = key.split_once('/').map_or("default", |(n, _)| n);
-                let volumes = vm
-                    .spec
-                    .template
-                    .spec
-                    .as_ref()
-                    .map(|s| s.volumes.as_slice())
-                    .unwrap_or_default();
-                let names = vm
-                    .spec
-                    .data_volume_templates
-                    .iter()
-                    .map(crate::data_volumes::template_name)
-                    .chain(volumes.iter().filter_map(crate::claims::claim_of));
-                names
-                    .into_iter()
-                    .any(|name| changed.contains(&format!("{namespace}/{name}")))
-            })
-            .map(|(key, _)| key.clone())
-            .collect();
-        users.sort();
-        users
-    }
-
     /// Takes the `KubeVirt` resource's configuration (or, with `None`, the defaults) for VMIs
     /// created from now on.
     pub fn set_cluster_configuration(&self, kubevirt: Option<&kubevirt_api::v1::KubeVirt>) {
@@ -223,12 +170,15 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
             Event::Apply(vm) | Event::InitApply(vm) => {
                 let key = key_of(&vm.metadata);
                 known.vm_list.saw(&key);
+                let namespace = vm.metadata.namespace.as_deref().unwrap_or("default");
+                known.volume_users.set_names(&key, namespace, volumes::names_used(&vm));
                 known.vms.insert(key.clone(), Arc::new(vm));
                 vec![key]
             }
             Event::Delete(vm) => {
                 let key = key_of(&vm.metadata);
                 known.vms.remove(&key);
+                known.volume_users.remove(&key);
                 known.expectations.forget(&key);
                 Vec::new()
             }
@@ -239,6 +189,7 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
             // What the list left out was deleted during the gap.
             Event::InitDone => {
                 for key in known.vm_list.finish_sweep(&mut known.vms) {
+                    known.volume_users.remove(&key);
                     known.expectations.forget(&key);
                 }
                 Vec::new()
@@ -343,7 +294,12 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
         let now = self.clock.now();
         let backoff = backing_off(&vm, now);
         let mut decision = decide(&observe(&vm, vmi.as_ref(), strategy, backoff.is_some()));
-        let volumes = self.handle_data_volumes(&vm, strategy, &decision).await;
+        // As upstream, nothing of the templates is done while the instance type cannot be read.
+        let volumes = if instancetypes.is_ok() {
+            self.handle_data_volumes(&vm, strategy, &decision).await
+        } else {
+            volumes::VolumesOutcome::default()
+        };
         if volumes.holds_back {
             decision = held_back(decision);
         }
@@ -359,7 +315,7 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
         };
         let Applied { requeue, failure } = self.apply(&target, action, &mut current, backoff).await?;
         let jitter = f64::from(now.subsec_nanosecond().unsigned_abs() % 1000) / 1000.0;
-        let mut status = next_vm_status_with_volumes(
+        let mut status = next_vm_status(
             &current,
             strategy,
             vmi.as_ref(),
@@ -390,57 +346,6 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
         }
         let expires_in = self.keep_written(key, current);
         Ok([requeue, expires_in].into_iter().flatten().min())
-    }
-
-    /// What the VM's template volumes say for its printable status: a DataVolume in error or
-    /// still filling, a claim not bound yet.
-    fn volume_states(&self, vm: &VirtualMachine) -> VolumeStates {
-        let namespace = vm.metadata.namespace.as_deref().unwrap_or("default");
-        let (data_volume_error, provisioning) =
-            template_volume_states(vm, |name| self.data_volumes.get(namespace, name));
-        let unbound_claim = vm.spec.template.spec.as_ref().is_some_and(|s| {
-            s.volumes
-                .iter()
-                .filter_map(crate::claims::claim_of)
-                .any(|name| self.claims.is_bound(namespace, name) == Some(false))
-        });
-        VolumeStates {
-            data_volume_error,
-            provisioning,
-            unbound_claim,
-        }
-    }
-
-    /// Creates and adopts the DataVolumes of the VM's templates (at once, unless the VM says to
-    /// wait for its start), and says whether they hold its VMI back.
-    async fn handle_data_volumes(
-        &self,
-        vm: &VirtualMachine,
-        strategy: kubevirt_api::v1::RunStrategy,
-        decision: &crate::run_strategy::Decision,
-    ) -> VolumesOutcome {
-        if vm.spec.data_volume_templates.is_empty() {
-            return VolumesOutcome::default();
-        }
-        let immediate = vm
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(crate::vm_data_volumes::IMMEDIATE_CREATION))
-            .is_none_or(|v| v != "false");
-        let starting = matches!(decision.action, Action::Create { .. });
-        if !immediate && !starting {
-            return VolumesOutcome::default();
-        }
-        let namespace = vm.metadata.namespace.as_deref().unwrap_or("default");
-        let plan = plan_templates(vm, |name| self.data_volumes.get(namespace, name));
-        let handled = crate::vm_data_volumes::apply_templates(&self.api, vm, &plan).await;
-        let holds_back = !handled.ready && (strategy != kubevirt_api::v1::RunStrategy::Halted || starting);
-        VolumesOutcome {
-            holds_back,
-            retry: handled.error.is_some(),
-            error: handled.error,
-        }
     }
 
     /// Keeps the VM as this pass wrote it, unless the watch already showed it as new or newer,

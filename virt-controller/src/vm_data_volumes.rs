@@ -206,76 +206,105 @@ async fn manifest(
     let mut data_volume = data_volume_of(vm, template)?;
     let namespace = vm.metadata.namespace.clone().unwrap_or_else(|| "default".to_owned());
     resolve_source_ref(api, &namespace, &mut data_volume.spec).await?;
+    // A clone source without a namespace is in the VM's.
+    if let Some(source) = data_volume.spec.source.as_mut() {
+        for named in [source.pvc.as_mut(), source.snapshot.as_mut()].into_iter().flatten() {
+            if named.namespace.is_empty() {
+                named.namespace.clone_from(&namespace);
+            }
+        }
+    }
     authorize_clone(api, vm, &data_volume.spec).await?;
     Ok(data_volume)
 }
 
-/// Carries out a templates plan: creates the missing DataVolumes and adopts the orphans, with
-/// upstream's events on the VM.
-pub async fn apply_templates(api: &impl ControllerApi, vm: &VirtualMachine, plan: &TemplatesPlan) -> Handled {
-    let namespace = vm.metadata.namespace.clone().unwrap_or_else(|| "default".to_owned());
-    let mut errors: Vec<String> = Vec::new();
-    for &index in &plan.create {
-        let Some(template) = vm.spec.data_volume_templates.get(index) else {
-            continue;
-        };
-        let name = template_name(template);
-        let created = match manifest(api, vm, template).await {
-            Ok(data_volume) => api.create_data_volume(&data_volume).await.map_err(TemplateError::from),
-            Err(error) => Err(error),
-        };
-        let (event_type, reason, message) = match &created {
-            Ok(_) => (
+/// Records an event about the VM; one that cannot be sent is logged.
+async fn tell(api: &impl ControllerApi, vm: &VirtualMachine, event_type: &'static str, reason: &str, message: &str) {
+    if let Err(error) = api.record_vm_event(vm, event_type, reason, message).await {
+        tracing::warn!(error = %error, "cannot record an event about the VM");
+    }
+}
+
+/// Creates one template's DataVolume; the error names it.
+async fn create(
+    api: &impl ControllerApi,
+    vm: &VirtualMachine,
+    template: &DataVolumeTemplateSpec,
+) -> Result<(), String> {
+    let name = template_name(template);
+    let created = match manifest(api, vm, template).await {
+        Ok(data_volume) => api.create_data_volume(&data_volume).await.map_err(TemplateError::from),
+        Err(error) => Err(error),
+    };
+    let error = match created {
+        Ok(_) => {
+            tell(
+                api,
+                vm,
                 "Normal",
                 "SuccessfulDataVolumeCreate",
-                format!("Created DataVolume {name}"),
-            ),
-            // Made meanwhile (by a user, or a pass whose write the watch has not shown yet).
-            Err(TemplateError::Api(ApiError::AlreadyExists(_))) => continue,
-            Err(error @ TemplateError::Unauthorized(_)) => (
-                "Warning",
-                "UnauthorizedDataVolumeCreate",
-                format!("Not authorized to create DataVolume {name}: {error}"),
-            ),
-            Err(error) => (
-                "Warning",
-                "FailedDataVolumeCreate",
-                format!("Error creating DataVolume {name}: {error}"),
-            ),
-        };
-        if let Err(error) = created {
-            errors.push(error.to_string());
+                &format!("Created DataVolume {name}"),
+            )
+            .await;
+            return Ok(());
         }
-        if let Err(error) = api.record_vm_event(vm, event_type, reason, &message).await {
-            tracing::warn!(error = %error, "cannot record an event about the VM");
-        }
-    }
+        // Made meanwhile (by a user, or a pass whose write the watch has not shown yet).
+        Err(TemplateError::Api(ApiError::AlreadyExists(_))) => return Ok(()),
+        Err(error) => error,
+    };
+    let (reason, message) = match &error {
+        TemplateError::Unauthorized(_) => (
+            "UnauthorizedDataVolumeCreate",
+            format!("Not authorized to create DataVolume {name}: {error}"),
+        ),
+        _ => (
+            "FailedDataVolumeCreate",
+            format!("Error creating DataVolume {name}: {error}"),
+        ),
+    };
+    tell(api, vm, "Warning", reason, &message).await;
+    Err(format!("DataVolume {name}: {error}"))
+}
+
+/// Carries out a templates plan: adopts the orphans, and with `creating` creates the missing
+/// DataVolumes and reports failed ones, with upstream's events on the VM.
+pub async fn apply_templates(
+    api: &impl ControllerApi,
+    vm: &VirtualMachine,
+    plan: &TemplatesPlan,
+    creating: bool,
+) -> Handled {
+    let namespace = vm.metadata.namespace.clone().unwrap_or_else(|| "default".to_owned());
+    let mut errors: Vec<String> = Vec::new();
     if vm.metadata.deletion_timestamp.is_none() {
-        for name in &plan.adopt {
-            let patch = json!({"metadata": {"ownerReferences": [owner_of(vm)]}});
-            if let Err(error) = api.patch_data_volume_metadata(&namespace, name, patch).await {
-                errors.push(format!("cannot adopt DataVolume {name}: {error}"));
+        for orphan in &plan.adopt {
+            let mut owners = orphan.owners.clone();
+            owners.push(owner_of(vm));
+            // The uid makes the API server refuse the patch if the DataVolume was made again.
+            let patch = json!({"metadata": {"uid": orphan.uid, "ownerReferences": owners}});
+            if let Err(error) = api.patch_data_volume_metadata(&namespace, &orphan.name, patch).await {
+                errors.push(format!("cannot adopt DataVolume {}: {error}", orphan.name));
             }
         }
     }
-    for name in &plan.failed {
-        let message = format!("DataVolume {name} failed to import disk image");
-        if let Err(error) = api
-            .record_vm_event(vm, "Warning", "FailedDataVolumeImport", &message)
-            .await
-        {
-            tracing::warn!(error = %error, "cannot record an event about the VM");
+    if creating {
+        for &index in &plan.create {
+            let Some(template) = vm.spec.data_volume_templates.get(index) else {
+                continue;
+            };
+            if let Err(error) = create(api, vm, template).await {
+                errors.push(error);
+            }
         }
-    }
-    for name in &plan.over_quota {
-        let message = format!("DataVolume {name} exceeds quota limits");
-        if let Err(error) = api
-            .record_vm_event(vm, "Warning", "FailedDataVolumeImport", &message)
-            .await
-        {
-            tracing::warn!(error = %error, "cannot record an event about the VM");
+        for name in &plan.failed {
+            let message = format!("DataVolume {name} failed to import disk image");
+            tell(api, vm, "Warning", "FailedDataVolumeImport", &message).await;
         }
-        errors.push(message);
+        for name in &plan.over_quota {
+            let message = format!("DataVolume {name} exceeds quota limits");
+            tell(api, vm, "Warning", "FailedDataVolumeImport", &message).await;
+            errors.push(message);
+        }
     }
     Handled {
         ready: plan.ready,

@@ -141,22 +141,10 @@ fn vmi_condition<'a>(
 /// Conditions the VM controller sets on the VM itself rather than mirroring from the VMI.
 pub const VM_OWNED_CONDITIONS: [&str; 2] = ["Failure", "RestartRequired"];
 
-/// The VM's next status after `decision`, observed with `vmi`.
+/// The VM's next status after `decision`, observed with `vmi` and what the VM's volumes say
+/// (`clock`: now, and the backoff's jitter).
 #[must_use]
 pub fn next_vm_status(
-    vm: &VirtualMachine,
-    strategy: RunStrategy,
-    vmi: Option<&VirtualMachineInstance>,
-    decision: &Decision,
-    now: Timestamp,
-    jitter: f64,
-) -> VirtualMachineStatus {
-    next_vm_status_with_volumes(vm, strategy, vmi, decision, (now, jitter), VolumeStates::default())
-}
-
-/// [`next_vm_status`], with what the VM's volumes say (`clock`: now, and the backoff's jitter).
-#[must_use]
-pub fn next_vm_status_with_volumes(
     vm: &VirtualMachine,
     strategy: RunStrategy,
     vmi: Option<&VirtualMachineInstance>,
@@ -227,10 +215,13 @@ pub fn next_vm_status_with_volumes(
             ),
         },
     };
-    // The VM's own conditions stay; every VMI condition is mirrored, as upstream copies them.
-    status
+    // The VM's own conditions stay, last, in their order (so an unchanged status is written
+    // unchanged); every VMI condition is mirrored before them, as upstream copies them.
+    let owned: Vec<VirtualMachineInstanceCondition> = status
         .conditions
-        .retain(|c| VM_OWNED_CONDITIONS.contains(&c.condition_type.as_str()));
+        .drain(..)
+        .filter(|c| VM_OWNED_CONDITIONS.contains(&c.condition_type.as_str()))
+        .collect();
     status.conditions.push(ready_condition);
     if let Some(vmi_status) = vmi.and_then(|v| v.status.as_ref()) {
         status.conditions.extend(
@@ -241,12 +232,22 @@ pub fn next_vm_status_with_volumes(
                 .cloned(),
         );
     }
+    status.conditions.extend(owned);
     status
 }
 
 /// Sets the VM's `Failure` condition from a failed step (reason, message), or clears it.
 pub fn set_failure(status: &mut VirtualMachineStatus, failure: Option<(&str, String)>, now: Timestamp) {
     const FAILURE: &str = "Failure";
+    let unchanged = failure.as_ref().is_some_and(|(reason, message)| {
+        status.conditions.iter().any(|c| {
+            c.condition_type == FAILURE && c.reason.as_deref() == Some(*reason) && c.message.as_ref() == Some(message)
+        })
+    });
+    // The same failure again keeps its transition time: nothing to write.
+    if unchanged {
+        return;
+    }
     status.conditions.retain(|c| c.condition_type != FAILURE);
     if let Some((reason, message)) = failure {
         status.conditions.push(VirtualMachineInstanceCondition {

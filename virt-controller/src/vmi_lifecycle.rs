@@ -141,11 +141,11 @@ fn end_claim_wait(status: &mut VirtualMachineInstanceStatus) {
     });
 }
 
-/// Sets (or, when the VMI has no DataVolumes, removes) `DataVolumesReady`, keeping its
+/// Sets `DataVolumesReady` when any of the VMI's DataVolumes is there, keeping its
 /// transition time while its status stays.
 fn data_volumes_ready(status: &mut VirtualMachineInstanceStatus, gate: &VmiGate, now: &Time) {
+    // Without a DataVolume to sum up, a condition written before stays, as upstream's.
     let Some((value, reason, message)) = gate.condition else {
-        status.conditions.retain(|c| c.condition_type != DATA_VOLUMES_READY);
         return;
     };
     let wanted = VirtualMachineInstanceCondition {
@@ -253,13 +253,13 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
 
     match phase_step(phase, pod, is_deleting, observed.expectations_satisfied) {
         PhaseStep::Stay => {}
+        // Upstream fails a VMI without a pod whose DataVolume failed.
+        PhaseStep::CreatePod if observed.data_volumes.failed => enter(&mut status, Phase::Failed, now),
         PhaseStep::CreatePod if let Some(message) = &observed.missing_claim => {
             enter(&mut status, Phase::Pending, now);
             wait_for_claim(&mut status, message, now);
             plan.waits_for_claim = Some(message.clone());
         }
-        // Upstream fails a VMI without a pod whose DataVolume failed.
-        PhaseStep::CreatePod if observed.data_volumes.failed => enter(&mut status, Phase::Failed, now),
         PhaseStep::CreatePod if let Some(wait) = &observed.data_volumes.wait => {
             enter(&mut status, Phase::Pending, now);
             end_claim_wait(&mut status);

@@ -55,6 +55,7 @@ struct Rig {
     controller: VmController<FakeControllerApi, Arc<ManualClock>>,
     api: FakeControllerApi,
     data_volumes: Arc<DataVolumeStore>,
+    clock: Arc<ManualClock>,
 }
 
 impl Rig {
@@ -64,13 +65,14 @@ impl Rig {
             "2026-11-29T10:00:00Z".parse::<Timestamp>().expect("time"),
         ));
         let data_volumes = Arc::new(DataVolumeStore::default());
-        let controller =
-            VmController::new(api.clone(), clock).with_storage(Arc::new(ClaimStore::default()), data_volumes.clone());
+        let controller = VmController::new(api.clone(), clock.clone())
+            .with_storage(Arc::new(ClaimStore::default()), data_volumes.clone());
         api.apply_vm(vm);
         Self {
             controller,
             api,
             data_volumes,
+            clock,
         }
     }
 
@@ -179,12 +181,41 @@ async fn a_template_becomes_an_owned_data_volume_and_the_vmi_waits_for_it() {
     assert_eq!(creates, 1, "the DataVolume is created once");
 }
 
-#[tokio::test]
-async fn an_orphan_of_a_template_is_adopted() {
-    let rig = Rig::new(vm(&json!({"source": {"blank": {}}})));
+fn orphan() -> cdi_api::DataVolume {
     let mut orphan = cdi_api::DataVolume::new("testvm-root", cdi_api::DataVolumeSpec::default());
     orphan.metadata.namespace = Some("default".to_owned());
-    rig.api.apply_data_volume(orphan);
+    orphan.metadata.uid = Some("orphan-uid".to_owned());
+    orphan.metadata.owner_references = Some(vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+        api_version: "v1".to_owned(),
+        kind: "ConfigMap".to_owned(),
+        name: "keeper".to_owned(),
+        uid: "keeper-uid".to_owned(),
+        controller: None,
+        block_owner_deletion: None,
+    }]);
+    orphan
+}
+
+fn later(strategy: &str) -> VirtualMachine {
+    let mut vm = vm(&json!({"source": {"blank": {}}}));
+    vm.spec.run_strategy = Some(strategy.to_owned());
+    vm.metadata.annotations = Some(
+        [(
+            "kubevirt.io/immediate-data-volume-creation".to_owned(),
+            "false".to_owned(),
+        )]
+        .into(),
+    );
+    vm
+}
+
+/// An orphan is adopted on every pass, even by a VM that makes its DataVolumes only when it
+/// starts, keeping its other owners; the patch names the orphan's uid, so one made again since is
+/// not taken.
+#[tokio::test]
+async fn an_orphan_of_a_template_is_adopted_with_its_owners() {
+    let rig = Rig::new(later("Halted"));
+    rig.api.apply_data_volume(orphan());
     rig.settle().await;
     let dv = rig.api.data_volume(DV).expect("the DataVolume");
     let owners = dv.metadata.owner_references.unwrap_or_default();
@@ -193,8 +224,81 @@ async fn an_orphan_of_a_template_is_adopted() {
             .iter()
             .map(|o| (o.uid.as_str(), o.controller))
             .collect::<Vec<_>>(),
-        [("vm-uid", Some(true))]
+        [("keeper-uid", None), ("vm-uid", Some(true))]
     );
+    let patch = rig.api.writes().into_iter().find_map(|w| match w {
+        Write::PatchDataVolume(_, patch) => Some(patch),
+        _ => None,
+    });
+    assert_eq!(patch.map(|p| p["metadata"]["uid"].clone()), Some(json!("orphan-uid")));
+}
+
+/// A VM that makes its DataVolumes at its start makes none while Halted (Stopped); one that
+/// makes them at once does so whatever its strategy, and shows Provisioning while they fill.
+#[tokio::test]
+async fn data_volumes_are_made_at_once_unless_the_vm_waits_for_its_start() {
+    let rig = Rig::new(later("Halted"));
+    rig.settle().await;
+    assert!(rig.api.data_volume(DV).is_none());
+    assert_eq!(rig.printable().as_deref(), Some("Stopped"));
+
+    let rig = Rig::new(later("Always"));
+    rig.settle().await;
+    assert!(rig.api.data_volume(DV).is_some(), "made when the VM starts");
+    assert!(rig.api.vmi(KEY).is_none(), "and the VMI waits for it");
+
+    let mut at_once = vm(&json!({"source": {"blank": {}}}));
+    at_once.spec.run_strategy = Some("Halted".to_owned());
+    let rig = Rig::new(at_once);
+    rig.settle().await;
+    assert!(rig.api.data_volume(DV).is_some(), "made at once, whatever the strategy");
+    rig.settle().await;
+    assert_eq!(
+        rig.printable().as_deref(),
+        Some("Provisioning"),
+        "a stopped VM's DataVolume still fills"
+    );
+    assert!(rig.api.vmi(KEY).is_none());
+}
+
+/// The same failure on later passes writes nothing again (its transition time stays), and a
+/// DataVolume made meanwhile by someone else is no failure and no event.
+#[tokio::test]
+async fn a_repeated_failure_writes_once_and_a_lost_race_is_no_failure() {
+    let rig = Rig::new(vm(&json!({"sourceRef": {"kind": "DataSource", "name": "missing"}})));
+    rig.settle().await;
+    let status_writes = |rig: &Rig| {
+        rig.api
+            .writes()
+            .iter()
+            .filter(|w| matches!(w, Write::VmStatus(_)))
+            .count()
+    };
+    let after_first = status_writes(&rig);
+    rig.clock.advance(std::time::Duration::from_secs(30));
+    rig.settle().await;
+    rig.clock.advance(std::time::Duration::from_secs(30));
+    rig.settle().await;
+    assert_eq!(
+        status_writes(&rig),
+        after_first,
+        "the same Failure is not written again"
+    );
+
+    let rig = Rig::new(vm(&json!({"source": {"blank": {}}})));
+    // Someone made it; the watch has not shown it yet.
+    let mut theirs = cdi_api::DataVolume::new("testvm-root", cdi_api::DataVolumeSpec::default());
+    theirs.metadata.namespace = Some("default".to_owned());
+    rig.api.apply_data_volume(theirs);
+    rig.controller.on_vm_event(Event::Apply(rig.api.vm(KEY).expect("VM")));
+    rig.controller.reconcile(KEY).await;
+    assert!(rig.vm_events().is_empty(), "{:?}", rig.vm_events());
+    let failure = rig
+        .api
+        .vm(KEY)
+        .and_then(|vm| vm.status)
+        .and_then(|s| s.conditions.into_iter().find(|c| c.condition_type == "Failure"));
+    assert!(failure.is_none(), "{failure:?}");
 }
 
 fn data_source(namespace: &str) -> DataSource {
@@ -224,7 +328,8 @@ async fn a_source_ref_is_resolved_and_a_clone_from_elsewhere_needs_the_right() {
     assert_eq!(
         failure.message.as_deref(),
         Some(
-            "Error encountered while creating DataVolumes: unable to create DataVolume manifest: DataSource images/debian not found"
+            "Error encountered while creating DataVolumes: DataVolume testvm-root: unable to create DataVolume manifest: \
+             DataSource images/debian not found"
         )
     );
     assert!(rig.api.data_volume(DV).is_none());

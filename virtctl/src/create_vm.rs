@@ -211,7 +211,13 @@ fn import_values(args: &CreateVmArgs) -> Vec<String> {
         ("blank", &args.volume_blank),
     ] {
         for value in list {
-            values.insert(0, format!("type:{kind},{value}"));
+            // An empty value stays empty, so it is refused as one.
+            let aliased = if value.is_empty() {
+                String::new()
+            } else {
+                format!("type:{kind},{value}")
+            };
+            values.insert(0, aliased);
         }
     }
     values

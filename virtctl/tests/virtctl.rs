@@ -433,6 +433,13 @@ async fn create_vm_refuses_bad_volume_imports() {
         text(&out.stderr),
         "virtctl: error: failed to parse \"--volume-import\" flag: volume import type \"s3\" is not supported by kubevirt-rs (its CDI imports from http, registry, pvc, blank and ds)\n"
     );
+    let out = f.virtctl(&["create", "vm", "--volume-blank", ""], &[]).await;
+    assert!(
+        text(&out.stderr)
+            .ends_with("virtctl: error: failed to parse \"--volume-import\" flag: params may not be empty\n"),
+        "{}",
+        text(&out.stderr)
+    );
     let out = f
         .virtctl(&["create", "vm", "--volume-import", "type:blank,size:1Gi"], &[])
         .await;

@@ -16,10 +16,10 @@ pub mod storage_profile;
 pub use cdi::{CDI, CDISpec, CDIStatus};
 pub use cdi_config::{CDIConfig, CDIConfigSpec, CDIConfigStatus, FilesystemOverhead};
 pub use data_source::{DataSource, DataSourceSource, DataSourceSpec, DataSourceStatus};
-pub use storage_profile::{ClaimPropertySet, StorageProfile, StorageProfileSpec, StorageProfileStatus};
 pub use data_volume::{
     DataVolume, DataVolumeCondition, DataVolumePhase, DataVolumeSource, DataVolumeSpec, DataVolumeStatus, StorageSpec,
 };
+pub use storage_profile::{ClaimPropertySet, StorageProfile, StorageProfileSpec, StorageProfileStatus};
 
 /// The API group.
 pub const GROUP: &str = "cdi.kubevirt.io";

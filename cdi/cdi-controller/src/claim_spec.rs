@@ -75,7 +75,7 @@ pub struct ClassCandidate {
 /// `kubevirt` content), else the default class; among several, the newest, then the first by
 /// name, as upstream's.
 #[must_use]
-pub fn default_class<'a>(classes: &'a [ClassCandidate], kubevirt_content: bool) -> Option<&'a ClassCandidate> {
+pub fn default_class(classes: &[ClassCandidate], kubevirt_content: bool) -> Option<&ClassCandidate> {
     let marked = |annotation: &str| {
         let mut found: Vec<&ClassCandidate> = classes
             .iter()
@@ -121,10 +121,7 @@ pub fn required_space(size: u64, overhead: &str) -> Result<u64, RenderError> {
     u64::try_from(grown.div_ceil(1000)).map_err(|_| RenderError::Malformed(format!("size {size} is too large")))
 }
 
-fn default_modes(
-    claim: &mut PersistentVolumeClaimSpec,
-    class: &ChosenClass,
-) -> Result<(), RenderError> {
+fn default_modes(claim: &mut PersistentVolumeClaimSpec, class: &ChosenClass) -> Result<(), RenderError> {
     let profile = class
         .profile
         .as_ref()
@@ -133,7 +130,9 @@ fn default_modes(
     let access_modes = claim.access_modes.clone().unwrap_or_default();
     match (access_modes.is_empty(), claim.volume_mode.is_none()) {
         (true, true) => {
-            let first = sets.first().ok_or_else(|| RenderError::NoAccessMode(class.name.clone()))?;
+            let first = sets
+                .first()
+                .ok_or_else(|| RenderError::NoAccessMode(class.name.clone()))?;
             claim.access_modes = Some(first.access_modes.clone());
             claim.volume_mode.clone_from(&first.volume_mode);
         }
@@ -161,7 +160,11 @@ fn default_modes(
 ///
 /// # Errors
 /// [`RenderError`], with upstream's message.
-pub fn render(spec: &DataVolumeSpec, class: Option<&ChosenClass>, archive: bool) -> Result<PersistentVolumeClaimSpec, RenderError> {
+pub fn render(
+    spec: &DataVolumeSpec,
+    class: Option<&ChosenClass>,
+    archive: bool,
+) -> Result<PersistentVolumeClaimSpec, RenderError> {
     if let Some(pvc) = &spec.pvc {
         return Ok(pvc.clone());
     }
@@ -194,7 +197,10 @@ pub fn render(spec: &DataVolumeSpec, class: Option<&ChosenClass>, archive: bool)
             default_modes(&mut claim, class)?;
         }
     }
-    let is_clone = spec.source.as_ref().is_some_and(|s| s.pvc.is_some() || s.snapshot.is_some());
+    let is_clone = spec
+        .source
+        .as_ref()
+        .is_some_and(|s| s.pvc.is_some() || s.snapshot.is_some());
     let requested = claim
         .resources
         .as_ref()

@@ -209,7 +209,10 @@ mod tests {
         for (key, found) in TABLE {
             assert!(!found.is_empty(), "{key}");
             for (access, mode) in *found {
-                assert!(["ReadWriteOnce", "ReadWriteMany", "ReadOnlyMany"].contains(access), "{key}");
+                assert!(
+                    ["ReadWriteOnce", "ReadWriteMany", "ReadOnlyMany"].contains(access),
+                    "{key}"
+                );
                 assert!(["Filesystem", "Block"].contains(mode), "{key}");
             }
         }

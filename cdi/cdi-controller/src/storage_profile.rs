@@ -41,7 +41,10 @@ pub struct IncompletePropertySet;
 ///
 /// # Errors
 /// [`IncompletePropertySet`] when a set of the spec lacks its access modes or volume mode.
-pub fn profile_status(class: &ClassFacts, spec: &StorageProfileSpec) -> Result<StorageProfileStatus, IncompletePropertySet> {
+pub fn profile_status(
+    class: &ClassFacts,
+    spec: &StorageProfileSpec,
+) -> Result<StorageProfileStatus, IncompletePropertySet> {
     let key = provisioner_key(&class.provisioner, &class.parameters);
     let known = capabilities(&key);
     let claim_property_sets = if spec.claim_property_sets.is_empty() {
@@ -64,13 +67,18 @@ pub fn profile_status(class: &ClassFacts, spec: &StorageProfileSpec) -> Result<S
         .clone_strategy
         .clone()
         .or_else(|| {
-            class.annotations.get(CLONE_STRATEGY_ANNOTATION).map(|v| match v.as_str() {
-                "copy" | "snapshot" | "csi-clone" => v.clone(),
-                _ => String::new(),
-            })
+            class
+                .annotations
+                .get(CLONE_STRATEGY_ANNOTATION)
+                .map(|v| match v.as_str() {
+                    "copy" | "snapshot" | "csi-clone" => v.clone(),
+                    _ => String::new(),
+                })
         })
-        .map(|s| if s == "snapshot" { "copy".to_owned() } else { s })
-        .unwrap_or_else(|| "copy".to_owned());
+        .map_or_else(
+            || "copy".to_owned(),
+            |s| if s == "snapshot" { "copy".to_owned() } else { s },
+        );
     let (status, reason, message) = if known.is_some() {
         ("True", "RecognizedProvisioner", "Provisioner is recognized")
     } else {
@@ -111,8 +119,11 @@ mod tests {
 
     #[test]
     fn a_known_provisioner_is_recognized_with_its_capabilities() {
-        let status = profile_status(&class("kubevirt.io.hostpath-provisioner"), &StorageProfileSpec::default())
-            .expect("status");
+        let status = profile_status(
+            &class("kubevirt.io.hostpath-provisioner"),
+            &StorageProfileSpec::default(),
+        )
+        .expect("status");
         assert_eq!(
             status.claim_property_sets,
             [ClaimPropertySet {
@@ -167,7 +178,10 @@ mod tests {
         local.volumes = vec![(vec!["ReadWriteOnce".to_owned()], Some("Block".to_owned()))];
         let status = profile_status(&local, &StorageProfileSpec::default()).expect("status");
         assert_eq!(status.claim_property_sets[0].volume_mode.as_deref(), Some("Block"));
-        assert_eq!(status.conditions[0].state.status, "False", "upstream does not recognize it");
+        assert_eq!(
+            status.conditions[0].state.status, "False",
+            "upstream does not recognize it"
+        );
     }
 
     #[test]
@@ -188,6 +202,10 @@ mod tests {
             .annotations
             .insert(CLONE_STRATEGY_ANNOTATION.to_owned(), "fast".to_owned());
         let status = profile_status(&annotated, &StorageProfileSpec::default()).expect("status");
-        assert_eq!(status.clone_strategy.as_deref(), Some(""), "upstream keeps an unknown value as empty");
+        assert_eq!(
+            status.clone_strategy.as_deref(),
+            Some(""),
+            "upstream keeps an unknown value as empty"
+        );
     }
 }

@@ -390,27 +390,8 @@ impl ControllerApi for KubeControllerApi {
         reason: &str,
         message: &str,
     ) -> Result<(), ApiError> {
-        if !self.should_send(vmi.metadata.uid.as_ref(), event_type, reason, message) {
-            return Ok(());
-        }
-        let (namespace, _) = names(vmi);
-        let body = kubevirt_api::events::vmi_event(
-            vmi,
-            COMPONENT,
-            None,
-            event_type,
-            reason,
-            message,
-            Time(k8s_openapi::jiff::Timestamp::now()),
-        );
-        let sent = Api::<Event>::namespaced(self.client.clone(), &namespace)
-            .create(&PostParams::default(), &body)
-            .await;
-        if sent.is_err() {
-            self.not_sent(vmi.metadata.uid.as_ref(), event_type, reason, message);
-        }
-        sent.map(|_| ())
-            .map_err(kube_error(format!("record event about {}", vmi.key())))
+        self.send_event("VirtualMachineInstance", &vmi.metadata, (event_type, reason, message))
+            .await
     }
 }
 

@@ -155,7 +155,11 @@ fn the_templates_plan_creates_adopts_and_waits() {
         plan,
         TemplatesPlan {
             create: vec![2],
-            adopt: vec!["orphan".to_owned()],
+            adopt: vec![Orphan {
+                name: "orphan".to_owned(),
+                uid: None,
+                owners: vec![],
+            }],
             failed: vec!["broken".to_owned()],
             over_quota: vec![],
             ready: false,
@@ -264,6 +268,13 @@ fn the_vmi_gate_waits_for_the_data_volumes_that_fill_its_claims() {
     let gate = vmi_gate(&vmi, filled, |name| store.get("ns", name));
     assert_eq!(gate.wait, None);
     assert_eq!(gate.condition.map(|c| c.1), Some("AllDVsReady"));
+    let unclaimed = vmi_with(vec![dv_volume("early")]);
+    store.on_event(&Event::Apply(data_volume("early", Phase::Failed, None, Some("False"))));
+    let gate = vmi_gate(&unclaimed, |_| None, |name| store.get("ns", name));
+    assert!(
+        gate.failed,
+        "a DataVolume that failed before making its claim fails the VMI too"
+    );
     let plain_only = vmi_with(vec![pvc_volume("plain")]);
     assert_eq!(
         vmi_gate(&plain_only, filled, |_| None),

@@ -305,6 +305,25 @@ fn data_volumes_hold_the_pod_back_or_fail_the_vmi() {
     );
     assert!(!failed.create_pod);
     assert_eq!(failed.status.and_then(|s| s.phase), Some(Phase::Failed));
+    let failed_without_claim = plan(&Observed {
+        vmi: &new,
+        pods: vec![],
+        expectations_satisfied: true,
+        runtime_user: 107,
+        missing_claim: Some("PVC default/disk does not exist, waiting for it to appear".to_owned()),
+        claim_infos: BTreeMap::new(),
+        data_volumes: VmiGate {
+            wait: None,
+            failed: true,
+            condition: Some(not_ready),
+        },
+        now: Time(Timestamp::UNIX_EPOCH),
+    });
+    assert_eq!(
+        failed_without_claim.status.and_then(|s| s.phase),
+        Some(Phase::Failed),
+        "a failed DataVolume wins over its missing claim"
+    );
 
     let mut pending = new.clone();
     pending.status = Some(status);

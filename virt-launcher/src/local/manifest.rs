@@ -24,7 +24,8 @@ pub fn load_vmi(path: &Path, with: &[PathBuf]) -> Result<VirtualMachineInstance,
         objects.add_file(file)?;
     }
     let manifest = Manifest::from_path(path)?;
-    // A VM's own fields (DataVolume templates, ...) are refused here; the VMI's in rendering.
+    // A VM's own refused fields (volume migration, its DRA claims, ...) are refused here, the
+    // VMI's in rendering (a `dataVolume` volume among them: local mode has no CDI).
     if let Manifest::Vm(vm) = &manifest
         && let Some(first) = kubevirt_api::support::vm(vm).into_iter().next()
     {

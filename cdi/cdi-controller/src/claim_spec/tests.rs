@@ -33,7 +33,6 @@ fn rendered(storage: &serde_json::Value, chosen: Option<&ChosenClass>) -> serde_
     serde_json::to_value(render(&spec(storage), chosen, false).expect("rendered")).expect("JSON")
 }
 
-
 #[test]
 fn nothing_given_takes_the_profiles_first_set_and_grows_a_filesystem() {
     let local = class(&[("ReadWriteOnce", "Filesystem"), ("ReadWriteOnce", "Block")]);
@@ -113,7 +112,10 @@ fn what_cannot_be_rendered_says_why() {
         ),
         "no matching accessMode specified in StorageProfile local"
     );
-    assert_eq!(err(&json!({}), Some(&local)), "PVC Spec is not valid - missing storage size");
+    assert_eq!(
+        err(&json!({}), Some(&local)),
+        "PVC Spec is not valid - missing storage size"
+    );
     assert_eq!(
         err(&json!({"resources": {"requests": {"storage": "1Ki"}}}), Some(&local)),
         "PVC Spec is not valid - storage size should be at least 1MiB"
@@ -171,7 +173,10 @@ fn the_default_class_is_the_virt_default_then_the_default_newest_first() {
         candidate("a-default", Some(DEFAULT_CLASS), "2026-06-01T00:00:00Z"),
         candidate("plain", None, "2026-09-01T00:00:00Z"),
     ];
-    assert_eq!(default_class(&classes, true).map(|c| c.name.as_str()), Some("a-default"));
+    assert_eq!(
+        default_class(&classes, true).map(|c| c.name.as_str()),
+        Some("a-default")
+    );
     let mut with_virt = classes.clone();
     with_virt.push(candidate("vms", Some(DEFAULT_VIRT_CLASS), "2025-01-01T00:00:00Z"));
     assert_eq!(default_class(&with_virt, true).map(|c| c.name.as_str()), Some("vms"));

@@ -47,6 +47,14 @@ impl FakeControllerApi {
         let mut stored = self
             .data_volume(&key)
             .ok_or_else(|| ApiError::NotFound(format!("patch DataVolume {key}")))?;
+        // A uid in the patch is a precondition, as the API server checks it.
+        if let Some(uid) = patch["metadata"]["uid"].as_str()
+            && stored.metadata.uid.as_deref() != Some(uid)
+        {
+            return Err(ApiError::Conflict {
+                operation: format!("patch DataVolume {key}: the uid differs"),
+            });
+        }
         merge_metadata(&mut stored.metadata, patch);
         self.apply_data_volume(stored);
         Ok(())
