@@ -227,13 +227,7 @@ pub fn data_volume_names(volumes: &[kubevirt_api::v1::Volume]) -> impl Iterator<
 /// being filled (those not there are skipped, as upstream's).
 #[must_use]
 pub fn template_volume_states(vm: &VirtualMachine, lookup: impl Fn(&str) -> Option<DataVolumeFacts>) -> (bool, bool) {
-    let volumes = vm
-        .spec
-        .template
-        .spec
-        .as_ref()
-        .map(|s| s.volumes.as_slice())
-        .unwrap_or_default();
+    let volumes = vm.spec.template_volumes();
     let facts: Vec<DataVolumeFacts> = data_volume_names(volumes).filter_map(lookup).collect();
     (
         facts.iter().any(DataVolumeFacts::has_error),

@@ -9,7 +9,6 @@ use std::collections::BTreeMap;
 
 use cdi_api::data_volume::{NamespacedName, SOURCE_REF_DATA_SOURCE};
 use cdi_api::{DataVolume, DataVolumeSource, DataVolumeSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kubevirt_api::v1::{DataVolumeTemplateSpec, VirtualMachine};
 use kubevirt_api::well_known::labels;
 use serde_json::json;
@@ -43,17 +42,6 @@ pub struct Handled {
     pub ready: bool,
     /// Upstream's `FailedCreate` message, when a DataVolume could not be made.
     pub error: Option<String>,
-}
-
-fn owner_of(vm: &VirtualMachine) -> OwnerReference {
-    OwnerReference {
-        api_version: "kubevirt.io/v1".to_owned(),
-        kind: "VirtualMachine".to_owned(),
-        name: vm.metadata.name.clone().unwrap_or_default(),
-        uid: vm.metadata.uid.clone().unwrap_or_default(),
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-    }
 }
 
 /// The service account the VM's pods run as: the template's, or the one a `serviceAccount`
@@ -96,7 +84,7 @@ pub fn data_volume_of(vm: &VirtualMachine, template: &DataVolumeTemplateSpec) ->
     meta.annotations
         .get_or_insert_with(BTreeMap::new)
         .insert(ALLOW_CLAIM_ADOPTION.to_owned(), "true".to_owned());
-    meta.owner_references = Some(vec![owner_of(vm)]);
+    meta.owner_references = Some(vec![crate::vm_status::owned_by(vm)]);
     meta.resource_version = None;
     meta.uid = None;
     let mut data_volume = DataVolume::new(template_name(template), spec);
@@ -279,7 +267,7 @@ pub async fn apply_templates(
     if vm.metadata.deletion_timestamp.is_none() {
         for orphan in &plan.adopt {
             let mut owners = orphan.owners.clone();
-            owners.push(owner_of(vm));
+            owners.push(crate::vm_status::owned_by(vm));
             // The uid makes the API server refuse the patch if the DataVolume was made again.
             let patch = json!({"metadata": {"uid": orphan.uid, "ownerReferences": owners}});
             if let Err(error) = api.patch_data_volume_metadata(&namespace, &orphan.name, patch).await {

@@ -17,6 +17,20 @@ use kubevirt_api::well_known::{annotations, conditions, finalizers};
 use crate::printable_status::{StatusInputs, VolumeStates, crash_loop_backoff, printable_status};
 use crate::run_strategy::{ChangeRequest, Decision};
 
+/// The reference that makes the VM the controlling owner of what it creates (its VMI, its
+/// DataVolumes), blocking the owner's deletion until they are gone.
+#[must_use]
+pub fn owned_by(vm: &VirtualMachine) -> OwnerReference {
+    OwnerReference {
+        api_version: "kubevirt.io/v1".to_owned(),
+        kind: "VirtualMachine".to_owned(),
+        name: vm.metadata.name.clone().unwrap_or_default(),
+        uid: vm.metadata.uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
 /// The VMI a VM runs: name, namespace, labels and annotations of the template, the template's
 /// spec, owned by the VM, with the VM controller's finalizer and the VM generation.
 #[must_use]
@@ -39,14 +53,7 @@ pub fn vmi_from_vm(vm: &VirtualMachine, paused: bool) -> VirtualMachineInstance 
         labels: template_meta.labels,
         annotations: Some(annotations_map),
         finalizers: Some(vec![finalizers::VM_CONTROLLER.to_owned()]),
-        owner_references: Some(vec![OwnerReference {
-            api_version: "kubevirt.io/v1".to_owned(),
-            kind: "VirtualMachine".to_owned(),
-            name: vm.metadata.name.clone().unwrap_or_default(),
-            uid: vm.metadata.uid.clone().unwrap_or_default(),
-            controller: Some(true),
-            block_owner_deletion: Some(true),
-        }]),
+        owner_references: Some(vec![owned_by(vm)]),
         ..ObjectMeta::default()
     };
     vmi

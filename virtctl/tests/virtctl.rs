@@ -372,67 +372,42 @@ async fn create_vm_imports_volumes_as_data_volume_templates() {
 #[tokio::test]
 async fn create_vm_refuses_bad_volume_imports() {
     let f = fixture();
-    let out = f
-        .virtctl(
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["--volume-import", "type:blank,size:1Gi", "--infer-instancetype"],
+            "this datavolume is not valid to infer an instancetype or preference from (source needs to be PVC, \
+             Registry or Snapshot, sourceRef needs to be DataSource)",
+        ),
+        (
             &[
-                "create",
-                "vm",
-                "--volume-import",
-                "type:blank,size:1Gi",
-                "--infer-instancetype",
-            ],
-            &[],
-        )
-        .await;
-    assert_eq!(
-        text(&out.stderr),
-        "virtctl: error: this datavolume is not valid to infer an instancetype or preference from (source needs to be PVC, Registry or Snapshot, sourceRef needs to be DataSource)\n"
-    );
-    let out = f
-        .virtctl(
-            &[
-                "create",
-                "vm",
                 "--volume-import",
                 "type:blank,size:1Gi,bootorder:1",
                 "--volume-import",
                 "type:blank,size:1Gi,bootorder:1",
             ],
-            &[],
-        )
-        .await;
-    assert_eq!(out.status.code(), Some(1));
-    assert_eq!(
-        text(&out.stderr),
-        "virtctl: error: failed to parse \"--volume-import\" flag: bootorder 1 was specified multiple times\n"
-    );
-    let out = f
-        .virtctl(
+            "failed to parse \"--volume-import\" flag: bootorder 1 was specified multiple times",
+        ),
+        (
             &[
-                "create",
-                "vm",
                 "--volume-pvc",
                 "src:my-name",
                 "--volume-import",
                 "type:blank,size:1Gi,name:my-name",
             ],
-            &[],
-        )
-        .await;
-    assert_eq!(
-        text(&out.stderr),
-        "virtctl: error: failed to parse \"--volume-import\" flag: there is already a volume with name \"my-name\"\n"
-    );
-    let out = f
-        .virtctl(
-            &["create", "vm", "--volume-import", "type:s3,size:1Gi,url:s3://b/k"],
-            &[],
-        )
-        .await;
-    assert_eq!(
-        text(&out.stderr),
-        "virtctl: error: failed to parse \"--volume-import\" flag: volume import type \"s3\" is not supported by kubevirt-rs (its CDI imports from http, registry, pvc, blank and ds)\n"
-    );
+            "failed to parse \"--volume-import\" flag: there is already a volume with name \"my-name\"",
+        ),
+        (
+            &["--volume-import", "type:s3,size:1Gi,url:s3://b/k"],
+            "failed to parse \"--volume-import\" flag: volume import type \"s3\" is not supported by kubevirt-rs \
+             (its CDI imports from http, registry, pvc, blank and ds)",
+        ),
+    ];
+    for (flags, message) in cases {
+        let args: Vec<&str> = ["create", "vm"].iter().chain(flags).copied().collect();
+        let out = f.virtctl(&args, &[]).await;
+        assert_eq!(out.status.code(), Some(1), "{flags:?}");
+        assert_eq!(text(&out.stderr), format!("virtctl: error: {message}\n"), "{flags:?}");
+    }
     let out = f.virtctl(&["create", "vm", "--volume-blank", ""], &[]).await;
     assert!(
         text(&out.stderr)

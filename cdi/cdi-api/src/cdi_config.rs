@@ -125,3 +125,46 @@ pub struct CDIConfigStatus {
 
 /// CDI's default overall filesystem overhead.
 pub const DEFAULT_FILESYSTEM_OVERHEAD: &str = "0.06";
+
+/// An overhead that is not a share from 0 to 1 with at most three decimals.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid filesystem overhead {0:?}: a share from 0 to 1 with at most three decimals")]
+pub struct BadOverhead(pub String);
+
+/// A filesystem overhead (`0.06`, the `Percent` of `filesystemOverhead`) in thousandths.
+///
+/// # Errors
+/// [`BadOverhead`] for anything upstream's pattern `^(0(?:\.\d{1,3})?|1)$` refuses.
+pub fn overhead_thousandths(overhead: &str) -> Result<u64, BadOverhead> {
+    if overhead == "1" {
+        return Ok(1000);
+    }
+    let fraction = match overhead.strip_prefix('0') {
+        Some("") => return Ok(0),
+        Some(rest) => rest.strip_prefix('.'),
+        None => None,
+    };
+    match fraction {
+        Some(digits) if (1..=3).contains(&digits.len()) && digits.bytes().all(|b| b.is_ascii_digit()) => {
+            format!("{digits:0<3}")
+                .parse()
+                .map_err(|_| BadOverhead(overhead.to_owned()))
+        }
+        _ => Err(BadOverhead(overhead.to_owned())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overheads_read_as_upstreams_pattern_allows() {
+        for (text, thousandths) in [("0", 0), ("1", 1000), ("0.06", 60), ("0.055", 55), ("0.5", 500)] {
+            assert_eq!(overhead_thousandths(text), Ok(thousandths), "{text}");
+        }
+        for bad in ["", "1.5", "1.0", "0.0555", "-0.1", "x", ".5", "0.", "2"] {
+            assert!(overhead_thousandths(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -93,22 +93,6 @@ pub fn default_class(classes: &[ClassCandidate], kubevirt_content: bool) -> Opti
         .or_else(|| marked(DEFAULT_CLASS))
 }
 
-/// Parses an overhead (`0.06`) into thousandths.
-fn thousandths(overhead: &str) -> Result<u64, RenderError> {
-    let malformed = || RenderError::Malformed(format!("invalid filesystem overhead {overhead:?}"));
-    let (whole, fraction) = overhead.split_once('.').unwrap_or((overhead, ""));
-    if fraction.len() > 3 || !fraction.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(malformed());
-    }
-    let whole: u64 = whole.parse().map_err(|_| malformed())?;
-    let fraction: u64 = format!("{fraction:0<3}").parse().map_err(|_| malformed())?;
-    let total = whole * 1000 + fraction;
-    if total > 1000 {
-        return Err(malformed());
-    }
-    Ok(total)
-}
-
 /// The size a Filesystem claim needs for `size` bytes of disk: rounded up to a MiB, then grown by
 /// the overhead, rounded up to a byte (upstream's `GetRequiredSpace`).
 ///
@@ -116,7 +100,8 @@ fn thousandths(overhead: &str) -> Result<u64, RenderError> {
 /// An overhead that is not a share.
 pub fn required_space(size: u64, overhead: &str) -> Result<u64, RenderError> {
     let rounded = size.div_ceil(MIB).saturating_mul(MIB);
-    let share = thousandths(overhead)?;
+    let share =
+        cdi_api::cdi_config::overhead_thousandths(overhead).map_err(|e| RenderError::Malformed(e.to_string()))?;
     let grown = u128::from(rounded) * u128::from(1000 + share);
     u64::try_from(grown.div_ceil(1000)).map_err(|_| RenderError::Malformed(format!("size {size} is too large")))
 }

@@ -253,6 +253,16 @@ pub enum RunStrategyError {
 }
 
 impl VirtualMachineSpec {
+    /// The volumes of the VM's template (none without a template spec).
+    #[must_use]
+    pub fn template_volumes(&self) -> &[super::Volume] {
+        self.template
+            .spec
+            .as_ref()
+            .map(|s| s.volumes.as_slice())
+            .unwrap_or_default()
+    }
+
     /// The effective run strategy: `runStrategy`, else `running` (true is Always, false is
     /// Halted), else Halted, as upstream's `VirtualMachine.RunStrategy()`.
     pub fn effective_run_strategy(&self) -> Result<RunStrategy, RunStrategyError> {

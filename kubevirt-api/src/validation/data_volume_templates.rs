@@ -64,13 +64,7 @@ fn check_spec(spec: &DataVolumeSpec, here: &str) -> Option<Cause> {
 
 /// The causes of the VM's DataVolume templates.
 pub(super) fn check(vm: &VirtualMachine, causes: &mut Vec<Cause>) {
-    let volumes = vm
-        .spec
-        .template
-        .spec
-        .as_ref()
-        .map(|s| s.volumes.as_slice())
-        .unwrap_or_default();
+    let volumes = vm.spec.template_volumes();
     for (i, template) in vm.spec.data_volume_templates.iter().enumerate() {
         let here = format!("spec.dataVolumeTemplate[{i}]");
         let name = template.metadata.as_ref().and_then(|m| m.name.as_deref()).unwrap_or("");

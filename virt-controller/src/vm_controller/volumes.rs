@@ -100,13 +100,7 @@ impl<A: ControllerApi, K: Clock> VmController<A, K> {
 /// The claims and DataVolumes a VM's templates name: its DataVolume templates and its template's
 /// claim volumes.
 pub(super) fn names_used(vm: &VirtualMachine) -> impl Iterator<Item = &str> {
-    let volumes = vm
-        .spec
-        .template
-        .spec
-        .as_ref()
-        .map(|s| s.volumes.as_slice())
-        .unwrap_or_default();
+    let volumes = vm.spec.template_volumes();
     vm.spec
         .data_volume_templates
         .iter()
