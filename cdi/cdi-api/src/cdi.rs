@@ -42,7 +42,7 @@ pub struct CDISpec {
     /// Where CDI's worker pods (importer, upload server, cloner) run.
     pub workload: Option<NodePlacement>,
     /// Patches and flags for CDI's components (kept as given).
-    #[schemars(schema_with = "preserve_unknown_object")]
+    #[schemars(schema_with = "crate::preserve_unknown_object")]
     pub customize_components: Option<serde_json::Value>,
     /// `copy`, `snapshot` or `csi-clone` for every clone.
     #[schemars(extend("enum" = ["copy", "snapshot", "csi-clone"]))]
@@ -53,11 +53,6 @@ pub struct CDISpec {
     pub cert_config: Option<CDICertConfig>,
     /// The priority class of CDI's pods.
     pub priority_class: Option<String>,
-}
-
-/// An object schema that keeps unknown fields.
-fn preserve_unknown_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({"type": "object", "x-kubernetes-preserve-unknown-fields": true, "nullable": true})
 }
 
 /// Node placement.

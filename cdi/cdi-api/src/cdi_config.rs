@@ -52,18 +52,13 @@ pub struct CDIConfigSpec {
     #[serde(rename = "dataVolumeTTLSeconds")]
     pub data_volume_ttl_seconds: Option<i32>,
     /// The TLS profile of CDI's servers (kept as given).
-    #[schemars(schema_with = "preserve_unknown_object")]
+    #[schemars(schema_with = "crate::preserve_unknown_object")]
     pub tls_security_profile: Option<serde_json::Value>,
     /// Pull secrets of CDI's worker pods.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub image_pull_secrets: Vec<LocalObjectReference>,
     /// Log verbosity of CDI's worker pods.
     pub log_verbosity: Option<i32>,
-}
-
-/// An object schema that keeps unknown fields.
-fn preserve_unknown_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({"type": "object", "x-kubernetes-preserve-unknown-fields": true, "nullable": true})
 }
 
 /// `importProxy`.

@@ -25,3 +25,8 @@ pub use storage_profile::{ClaimPropertySet, StorageProfile, StorageProfileSpec, 
 pub const GROUP: &str = "cdi.kubevirt.io";
 /// The API version served and stored.
 pub const VERSION: &str = "v1beta1";
+
+/// An object schema that keeps unknown fields (for fields kept as given).
+pub(crate) fn preserve_unknown_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "object", "x-kubernetes-preserve-unknown-fields": true, "nullable": true})
+}
