@@ -160,13 +160,6 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
         self.known().claim_users.users_of(claims)
     }
 
-    /// Takes in a DataVolume watch event; returns the VMIs that use a DataVolume that appeared,
-    /// changed or went.
-    pub fn on_data_volume_event(&self, event: &Event<cdi_api::DataVolume>) -> Vec<String> {
-        let changed = self.data_volumes.on_event(event);
-        self.claim_users(&changed)
-    }
-
     /// The claim store this controller keeps from the PVC watch, for the migration controller,
     /// whose target pods render the same claims.
     #[must_use]
@@ -180,10 +173,7 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
         // The store first: a reconcile that reads the store after this sees the claim, and one
         // that read it before is queued again here (its VMI is a user since its watch event).
         let changed = self.claims.on_event(event);
-        if changed.is_empty() {
-            return Vec::new();
-        }
-        self.known().claim_users.users_of(&changed)
+        self.claim_users(&changed)
     }
 
     /// Applies the `KubeVirt` resource's configuration (or, with `None`, the defaults) to the
