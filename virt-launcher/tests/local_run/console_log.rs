@@ -14,11 +14,14 @@ use super::harness::{Launcher, require_test_guest, serial, testguest_replacing};
 use super::{BOOT_TIMEOUT, stop_gracefully};
 
 const FLOOD_MIB: u64 = 12;
-/// Generous: five times what the flood takes on our 2-core machine.
-const FLOOD_TIMEOUT: Duration = Duration::from_secs(300);
+/// Generous: the flood took about 60 s on our 2-core machine and 159 s on a slower CI machine.
+const FLOOD_TIMEOUT: Duration = Duration::from_secs(600);
 /// What a log may grow past `MAX_SIZE` before the launcher's next look: far less than the guest
 /// writes in one look's time (250 ms) at the fastest rate seen here.
 const OVERSHOOT: u64 = 2 * 1024 * 1024;
+/// How long the streamed console may trail the log file: the stream had shown the marker within
+/// a second everywhere it was watched; a minute leaves room for a loaded machine.
+const CONSOLE_CATCH_UP: Duration = Duration::from_secs(60);
 
 fn find(dir: &Path, name: &str) -> Option<PathBuf> {
     for entry in std::fs::read_dir(dir).ok()?.filter_map(Result::ok) {
@@ -80,9 +83,8 @@ fn a_guest_flooding_its_console_leaves_bounded_logs_and_the_console_shows_its_ne
     );
     let cap = u64::from(MAX_BACKUPS + 1) * (MAX_SIZE + OVERSHOOT);
     assert!(largest_total <= cap, "the logs reached {largest_total} bytes together");
-    assert!(
-        launcher.stdout().contains("KUBEVIRT-RS-FLOOD-DONE"),
-        "the console shows the newest lines"
-    );
+    // The console reaches stdout through the launcher's own stream, which may trail the log file
+    // by a moment on a loaded machine: wait for it rather than expect it at once.
+    launcher.wait_for_console("KUBEVIRT-RS-FLOOD-DONE", CONSOLE_CATCH_UP);
     stop_gracefully(launcher);
 }
