@@ -34,7 +34,7 @@ fmt:
 # The tiers that need root, a real libvirt and QEMU, network namespaces or the host tools `make deps`
 # installs sit behind each crate's `host-tests` feature: plain `cargo test` leaves them out, so a
 # contributor's loop runs as any user; `make test` runs them all.
-HOST_TESTS := --features cmd-protocol/host-tests,pod-network/host-tests,domain-xml/host-tests,kubevirt-tests/host-tests,virt-api/host-tests,virt-handler/host-tests,virt-launcher/host-tests
+HOST_TESTS := --features cdi-importer/host-tests,cmd-protocol/host-tests,pod-network/host-tests,domain-xml/host-tests,kubevirt-tests/host-tests,virt-api/host-tests,virt-handler/host-tests,virt-launcher/host-tests
 
 # The second pass lints the shipped crates as the images build them: without the `testing`
 # feature that the test crates turn on.

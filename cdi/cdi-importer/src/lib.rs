@@ -2,9 +2,17 @@
 //! its compression, writes it raw into the claim (converting formats that need it with
 //! `qemu-img`), and grows it to the size asked for.
 //!
-//! So far it holds the pure decisions: what a stream's first bytes say it is ([`format`]) and how
-//! much of a volume the disk may take ([`space`]). The data path and the binary come next
-//! (issue #33).
+//! - [`format`]: what a stream's first bytes say it is; [`layers`]: taking compression off.
+//! - [`sparse_copy`]: writing raw bytes with holes for zeros; [`convert`]: `qemu-img`.
+//! - [`space`]: how much of a volume the disk may take; [`import`]: one import, start to end.
+//! - [`http_source`]: the `http` source.
+//!
+//! The binary, the registry source and progress reporting come next (issue #33).
 
+pub mod convert;
 pub mod format;
+pub mod http_source;
+pub mod import;
+pub mod layers;
 pub mod space;
+pub mod sparse_copy;

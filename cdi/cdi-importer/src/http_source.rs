@@ -1,0 +1,299 @@
+//! The `http` source: a GET of the DataVolume's URL, as upstream's importer makes it. Redirects
+//! are followed (up to ten, as Go's client does); an `https` URL is checked against the system's
+//! roots and the certificates of `certConfigMap`; `secretRef` gives basic auth; `extraHeaders` are
+//! sent as given. The body reaches the importer's blocking pipeline as a [`std::io::Read`], with
+//! the bytes it has read counted for progress.
+
+use std::io::{self, Read};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use base64::Engine as _;
+use bytes::Bytes;
+use http_body_util::BodyExt as _;
+use hyper::{Request, StatusCode, Uri};
+use hyper_util::rt::TokioIo;
+use rustls_pki_types::{CertificateDer, ServerName};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+
+/// How many redirects are followed.
+pub const MAX_REDIRECTS: usize = 10;
+/// How many body chunks wait for the pipeline before the download pauses.
+const QUEUED_CHUNKS: usize = 64;
+
+/// Why the download failed.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    /// The URL (or a redirect's) is not one we can fetch.
+    #[error("bad URL {url:?}: {reason}")]
+    BadUrl {
+        /// The URL.
+        url: String,
+        /// Why.
+        reason: String,
+    },
+    /// The connection failed.
+    #[error("connecting to {authority}: {source}")]
+    Connect {
+        /// Host and port.
+        authority: String,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// The request failed.
+    #[error("GET {url}: {reason}")]
+    Request {
+        /// The URL.
+        url: String,
+        /// Why.
+        reason: String,
+    },
+    /// The server answered with an error.
+    #[error("GET {url}: HTTP {status}")]
+    Status {
+        /// The URL.
+        url: String,
+        /// Its answer.
+        status: StatusCode,
+    },
+    /// Too many redirects.
+    #[error("GET {url}: more than {MAX_REDIRECTS} redirects")]
+    TooManyRedirects {
+        /// The first URL.
+        url: String,
+    },
+    /// A certificate could not be read.
+    #[error("reading certificates: {0}")]
+    Certificates(String),
+}
+
+/// How to reach the source.
+#[derive(Clone, Debug, Default)]
+pub struct HttpSource {
+    /// The URL.
+    pub url: String,
+    /// Basic auth: user and password (the secret's `accessKeyId` and `secretKey`).
+    pub basic_auth: Option<(String, String)>,
+    /// Extra headers, each `Name: value`.
+    pub extra_headers: Vec<String>,
+    /// PEM certificates trusted besides the system's.
+    pub extra_roots_pem: Vec<u8>,
+}
+
+/// A body being downloaded, read as a stream from a blocking thread (never from async code).
+#[derive(Debug)]
+pub struct Download {
+    chunks: mpsc::Receiver<io::Result<Bytes>>,
+    current: Bytes,
+    /// The body's length, when the server said it.
+    pub content_length: Option<u64>,
+    /// The bytes read so far (shared with whoever reports progress).
+    pub read: Arc<AtomicU64>,
+}
+
+impl Read for Download {
+    fn read(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
+        while self.current.is_empty() {
+            match self.chunks.blocking_recv() {
+                Some(Ok(chunk)) => self.current = chunk,
+                Some(Err(e)) => return Err(e),
+                None => return Ok(0),
+            }
+        }
+        let n = buffer.len().min(self.current.len());
+        buffer[..n].copy_from_slice(&self.current.split_to(n));
+        self.read.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+fn tls_config(extra_roots_pem: &[u8]) -> Result<Arc<rustls::ClientConfig>, HttpError> {
+    use rustls_pki_types::pem::PemObject as _;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_native_certs::load_native_certs().certs {
+        let _ = roots.add(cert);
+    }
+    for cert in CertificateDer::pem_slice_iter(extra_roots_pem) {
+        let cert = cert.map_err(|e| HttpError::Certificates(e.to_string()))?;
+        roots.add(cert).map_err(|e| HttpError::Certificates(e.to_string()))?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| HttpError::Certificates(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
+type Body = hyper::body::Incoming;
+
+/// Sends one GET to `uri` and gives its response.
+async fn get_once(
+    source: &HttpSource,
+    uri: &Uri,
+    tls: &Arc<rustls::ClientConfig>,
+) -> Result<hyper::Response<Body>, HttpError> {
+    let url = uri.to_string();
+    let bad = |reason: &str| HttpError::BadUrl {
+        url: url.clone(),
+        reason: reason.to_owned(),
+    };
+    let https = match uri.scheme_str() {
+        Some("http") => false,
+        Some("https") => true,
+        _ => return Err(bad("the scheme must be http or https")),
+    };
+    let host = uri.host().ok_or_else(|| bad("no host"))?.to_owned();
+    let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+    let authority = format!("{host}:{port}");
+    let connect_error = |source| HttpError::Connect {
+        authority: authority.clone(),
+        source,
+    };
+    let tcp = TcpStream::connect((host.trim_matches(['[', ']']), port))
+        .await
+        .map_err(connect_error)?;
+    let mut request = Request::get(uri.path_and_query().map_or("/", |p| p.as_str()))
+        .header(
+            hyper::header::HOST,
+            uri.authority().map_or(host.as_str(), |a| a.as_str()),
+        )
+        .header(hyper::header::USER_AGENT, "cdi-importer");
+    if let Some((user, password)) = &source.basic_auth {
+        let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+        request = request.header(hyper::header::AUTHORIZATION, format!("Basic {token}"));
+    }
+    for header in &source.extra_headers {
+        let (name, value) = header.split_once(':').ok_or_else(|| HttpError::Request {
+            url: url.clone(),
+            reason: format!("extra header {header:?} is not `Name: value`"),
+        })?;
+        request = request.header(name.trim(), value.trim());
+    }
+    let request = request
+        .body(http_body_util::Empty::<Bytes>::new())
+        .map_err(|e| HttpError::Request {
+            url: url.clone(),
+            reason: e.to_string(),
+        })?;
+    let request_error = |e: hyper::Error| HttpError::Request {
+        url: url.clone(),
+        reason: e.to_string(),
+    };
+    if https {
+        let name = ServerName::try_from(host.trim_matches(['[', ']']).to_owned()).map_err(|e| bad(&e.to_string()))?;
+        let stream = tokio_rustls::TlsConnector::from(Arc::clone(tls))
+            .connect(name, tcp)
+            .await
+            .map_err(connect_error)?;
+        send(TokioIo::new(stream), request).await.map_err(request_error)
+    } else {
+        send(TokioIo::new(tcp), request).await.map_err(request_error)
+    }
+}
+
+async fn send<T>(
+    io: TokioIo<T>,
+    request: Request<http_body_util::Empty<Bytes>>,
+) -> Result<hyper::Response<Body>, hyper::Error>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(io).await?;
+    tokio::spawn(connection);
+    sender.send_request(request).await
+}
+
+/// Starts the download: follows redirects, checks the answer, and streams the body on the
+/// current tokio runtime.
+///
+/// # Errors
+/// [`HttpError`].
+pub async fn open(source: &HttpSource) -> Result<Download, HttpError> {
+    let tls = tls_config(&source.extra_roots_pem)?;
+    let parse = |url: &str| {
+        url.parse::<Uri>().map_err(|e| HttpError::BadUrl {
+            url: url.to_owned(),
+            reason: e.to_string(),
+        })
+    };
+    let mut uri = parse(&source.url)?;
+    let mut redirects = 0;
+    let response = loop {
+        let response = get_once(source, &uri, &tls).await?;
+        if !response.status().is_redirection() {
+            break response;
+        }
+        redirects += 1;
+        if redirects > MAX_REDIRECTS {
+            return Err(HttpError::TooManyRedirects {
+                url: source.url.clone(),
+            });
+        }
+        let location = response
+            .headers()
+            .get(hyper::header::LOCATION)
+            .and_then(|l| l.to_str().ok())
+            .ok_or_else(|| HttpError::Status {
+                url: uri.to_string(),
+                status: response.status(),
+            })?;
+        uri = resolve(&uri, location, parse)?;
+    };
+    if !response.status().is_success() {
+        return Err(HttpError::Status {
+            url: uri.to_string(),
+            status: response.status(),
+        });
+    }
+    let content_length = response
+        .headers()
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse().ok());
+    let (chunks, receiver) = mpsc::channel(QUEUED_CHUNKS);
+    let mut body = response.into_body();
+    tokio::spawn(async move {
+        while let Some(frame) = body.frame().await {
+            let item = match frame {
+                Ok(frame) => match frame.into_data() {
+                    Ok(data) => Ok(data),
+                    Err(_) => continue,
+                },
+                Err(e) => Err(io::Error::other(e)),
+            };
+            let failed = item.is_err();
+            // While the pipeline is behind, the send waits and the body waits in the kernel:
+            // the back-pressure wanted.
+            if chunks.send(item).await.is_err() || failed {
+                return;
+            }
+        }
+    });
+    Ok(Download {
+        chunks: receiver,
+        current: Bytes::new(),
+        content_length,
+        read: Arc::new(AtomicU64::new(0)),
+    })
+}
+
+/// A redirect's `location`, absolute or relative to `base`.
+fn resolve(base: &Uri, location: &str, parse: impl Fn(&str) -> Result<Uri, HttpError>) -> Result<Uri, HttpError> {
+    let target = parse(location)?;
+    if target.scheme().is_some() {
+        return Ok(target);
+    }
+    let scheme = base.scheme_str().unwrap_or("http");
+    let authority = base.authority().map_or("", |a| a.as_str());
+    let path = if location.starts_with('/') {
+        location.to_owned()
+    } else {
+        let base_path = base.path();
+        let directory = base_path.rsplit_once('/').map_or("", |(d, _)| d);
+        format!("{directory}/{location}")
+    };
+    parse(&format!("{scheme}://{authority}{path}"))
+}

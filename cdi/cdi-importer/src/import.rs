@@ -1,0 +1,267 @@
+//! One import, start to end: the stream's compression comes off ([`layers`]); a raw image is
+//! written into the target as it streams ([`sparse_copy`]); any other format is first saved to
+//! the scratch space and converted ([`convert`]); a disk in a file is then grown to the size
+//! asked for, within what the volume may hold ([`space`]). A failed import leaves no image file.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Seek as _, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use crate::convert::{ConvertError, Converter};
+use crate::format::{Compression, ImageFormat};
+use crate::layers::{self, LayerError, Stream};
+use crate::space::{self, TooLarge};
+use crate::sparse_copy::{self, CopyError, Holes};
+
+/// The name of the image in the scratch space (upstream's `tmpimage`).
+pub const SCRATCH_IMAGE: &str = "tmpimage";
+
+/// Where the disk goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// A file on a filesystem volume (upstream's `/data/disk.img`).
+    File(PathBuf),
+    /// A block volume (upstream's `/dev/cdi-block-volume`).
+    Block(PathBuf),
+}
+
+impl Target {
+    /// Its path.
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        match self {
+            Self::File(path) | Self::Block(path) => path,
+        }
+    }
+}
+
+/// What the import was asked for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Request {
+    /// The size the disk should have (the claim's requested storage), when given.
+    pub requested_size: Option<u64>,
+    /// The share of a filesystem volume kept for the filesystem (`"0.06"`).
+    pub filesystem_overhead: String,
+    /// The scratch space, for images that must be converted.
+    pub scratch: Option<PathBuf>,
+}
+
+/// What an import did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// The image's format.
+    pub format: ImageFormat,
+    /// The compression taken off, outermost first.
+    pub compression: Vec<Compression>,
+    /// The disk's size as imported.
+    pub virtual_size: u64,
+    /// The size it was grown to, when it was.
+    pub resized_to: Option<u64>,
+}
+
+/// Why an import failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    /// The target's space could not be read.
+    #[error("reading the space of {path}: {source}")]
+    Space {
+        /// The target or its directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The filesystem overhead is not a fraction.
+    #[error(transparent)]
+    Overhead(#[from] cdi_api::cdi_config::BadOverhead),
+    /// The stream could not be opened.
+    #[error(transparent)]
+    Layers(#[from] LayerError),
+    /// A file could not be opened.
+    #[error("opening {path}: {source}")]
+    Open {
+        /// Which.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Streaming the image failed.
+    #[error("{path}: {source}")]
+    Copy {
+        /// Where it was being written.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: CopyError,
+    },
+    /// The image does not fit.
+    #[error(transparent)]
+    TooLarge(#[from] TooLarge),
+    /// An image that must be converted, and no scratch space to put it in.
+    #[error("a {0:?} image must be converted, and the import has no scratch space")]
+    NoScratch(ImageFormat),
+    /// `qemu-img` failed.
+    #[error(transparent)]
+    Convert(#[from] ConvertError),
+}
+
+/// The bytes free on the filesystem holding `path`.
+fn filesystem_space(path: &Path) -> Result<u64, ImportError> {
+    let directory = path.parent().unwrap_or(path);
+    let stats = nix::sys::statvfs::statvfs(directory).map_err(|errno| ImportError::Space {
+        path: directory.to_owned(),
+        source: errno.into(),
+    })?;
+    Ok(stats.blocks_available().saturating_mul(stats.fragment_size()))
+}
+
+/// The size of the block device at `path`.
+fn device_size(path: &Path) -> Result<u64, ImportError> {
+    let space_error = |source| ImportError::Space {
+        path: path.to_owned(),
+        source,
+    };
+    let mut device = File::open(path).map_err(space_error)?;
+    device.seek(SeekFrom::End(0)).map_err(space_error)
+}
+
+/// What the disk may take of the target: a filesystem keeps its overhead, a device gives all.
+fn usable_space(target: &Target, overhead: &str) -> Result<u64, ImportError> {
+    match target {
+        Target::File(path) => Ok(space::usable_space(filesystem_space(path)?, overhead)?),
+        Target::Block(path) => device_size(path),
+    }
+}
+
+fn open_target(target: &Target) -> Result<File, ImportError> {
+    let mut options = OpenOptions::new();
+    options.write(true);
+    if matches!(target, Target::File(_)) {
+        options.create(true).truncate(true);
+    }
+    options.open(target.path()).map_err(|source| ImportError::Open {
+        path: target.path().to_owned(),
+        source,
+    })
+}
+
+/// Streams a raw image into the target.
+fn write_raw(stream: &mut Stream, target: &Target, usable: u64) -> Result<u64, ImportError> {
+    let file = open_target(target)?;
+    let holes = match target {
+        Target::File(_) => Holes::Punch,
+        Target::Block(_) => Holes::WriteZeros,
+    };
+    let copy_error = |source| ImportError::Copy {
+        path: target.path().to_owned(),
+        source,
+    };
+    let written = sparse_copy::copy(stream, &file, holes, usable).map_err(copy_error)?;
+    file.sync_all().map_err(|e| copy_error(CopyError::Write(e)))?;
+    Ok(written)
+}
+
+/// Saves the image to the scratch space, checks that it fits and converts it into the target.
+fn convert(
+    stream: &mut Stream,
+    format: ImageFormat,
+    target: &Target,
+    scratch: &Path,
+    usable: u64,
+    converter: &dyn Converter,
+) -> Result<u64, ImportError> {
+    if let ImageFormat::Qcow2 { virtual_size } = format
+        && virtual_size > 0
+    {
+        space::check_fits(virtual_size, usable)?;
+    }
+    let saved = scratch.join(SCRATCH_IMAGE);
+    let result = (|| {
+        let file = open_target(&Target::File(saved.clone()))?;
+        sparse_copy::copy(stream, &file, Holes::Punch, u64::MAX).map_err(|source| ImportError::Copy {
+            path: saved.clone(),
+            source,
+        })?;
+        drop(file);
+        let virtual_size = converter.virtual_size(&saved)?;
+        space::check_fits(virtual_size, usable)?;
+        drop(open_target(target)?);
+        converter.convert_to_raw(&saved, target.path())?;
+        Ok(virtual_size)
+    })();
+    let _ = std::fs::remove_file(&saved);
+    result
+}
+
+/// Imports `stream` into `target`.
+///
+/// # Errors
+/// [`ImportError`]; a disk file left half-written is removed.
+pub fn import(
+    stream: Stream,
+    target: &Target,
+    request: &Request,
+    converter: &dyn Converter,
+) -> Result<Outcome, ImportError> {
+    let result = import_inner(stream, target, request, converter);
+    if result.is_err()
+        && let Target::File(path) = target
+    {
+        let _ = std::fs::remove_file(path);
+    }
+    result
+}
+
+fn import_inner(
+    stream: Stream,
+    target: &Target,
+    request: &Request,
+    converter: &dyn Converter,
+) -> Result<Outcome, ImportError> {
+    let usable = usable_space(target, &request.filesystem_overhead)?;
+    let layers::Opened {
+        format,
+        compression,
+        mut stream,
+    } = layers::open(stream)?;
+    let virtual_size = if format.needs_conversion() {
+        let scratch = request.scratch.as_deref().ok_or(ImportError::NoScratch(format))?;
+        convert(&mut stream, format, target, scratch, usable, converter)?
+    } else {
+        write_raw(&mut stream, target, usable)?
+    };
+    let resized_to = match (target, request.requested_size) {
+        (Target::File(path), Some(requested)) => {
+            let grown = space::resize_target(virtual_size, requested, usable);
+            if let Some(size) = grown {
+                let file = open_target_for_resize(path)?;
+                file.set_len(size).map_err(|source| ImportError::Open {
+                    path: path.clone(),
+                    source,
+                })?;
+            }
+            grown
+        }
+        _ => None,
+    };
+    Ok(Outcome {
+        format,
+        compression,
+        virtual_size,
+        resized_to,
+    })
+}
+
+fn open_target_for_resize(path: &Path) -> Result<File, ImportError> {
+    OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(|source| ImportError::Open {
+            path: path.to_owned(),
+            source,
+        })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,278 @@
+use std::cell::RefCell;
+use std::io::{Cursor, Write as _};
+
+use super::*;
+
+/// A converter that says every image is `size` bytes and converts by writing `disk`.
+struct FakeConverter {
+    size: u64,
+    disk: Vec<u8>,
+    calls: RefCell<Vec<String>>,
+}
+
+impl FakeConverter {
+    fn new(size: u64, disk: Vec<u8>) -> Self {
+        Self {
+            size,
+            disk,
+            calls: RefCell::new(Vec::new()),
+        }
+    }
+}
+
+impl Converter for FakeConverter {
+    fn virtual_size(&self, image: &Path) -> Result<u64, ConvertError> {
+        assert!(image.exists(), "the image is saved before it is read");
+        self.calls.borrow_mut().push(format!("info {}", image.display()));
+        Ok(self.size)
+    }
+
+    fn convert_to_raw(&self, image: &Path, target: &Path) -> Result<(), ConvertError> {
+        self.calls
+            .borrow_mut()
+            .push(format!("convert {} {}", image.display(), target.display()));
+        std::fs::write(target, &self.disk).map_err(|e| ConvertError::Info(e.to_string()))
+    }
+}
+
+struct Dirs {
+    _root: tempfile::TempDir,
+    data: PathBuf,
+    scratch: PathBuf,
+}
+
+fn dirs() -> Dirs {
+    let root = tempfile::tempdir().expect("temp dir");
+    let data = root.path().join("data");
+    let scratch = root.path().join("scratch");
+    std::fs::create_dir(&data).expect("data");
+    std::fs::create_dir(&scratch).expect("scratch");
+    Dirs {
+        data,
+        scratch,
+        _root: root,
+    }
+}
+
+fn request(dirs: &Dirs, requested_size: Option<u64>) -> Request {
+    Request {
+        requested_size,
+        filesystem_overhead: "0.06".to_owned(),
+        scratch: Some(dirs.scratch.clone()),
+    }
+}
+
+fn stream(bytes: Vec<u8>) -> Stream {
+    Box::new(Cursor::new(bytes))
+}
+
+fn disk() -> Vec<u8> {
+    let mut bytes = vec![0_u8; 3 << 20];
+    bytes[..4096].fill(0xeb);
+    bytes[2 << 20..(2 << 20) + 10].fill(7);
+    bytes
+}
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    encoder.write_all(data).expect("gzip");
+    encoder.finish().expect("gzip")
+}
+
+fn qcow2_header(virtual_size: u64) -> Vec<u8> {
+    let mut header = b"QFI\xfb\x00\x00\x00\x03".to_vec();
+    header.resize(4096, 0);
+    header[24..32].copy_from_slice(&virtual_size.to_be_bytes());
+    header
+}
+
+#[test]
+fn a_raw_image_is_written_as_it_comes_and_grown_to_the_size_asked_for() {
+    let dirs = dirs();
+    let target = Target::File(dirs.data.join("disk.img"));
+    let converter = FakeConverter::new(0, Vec::new());
+    let outcome = import(
+        stream(gzip(&disk())),
+        &target,
+        &request(&dirs, Some(64 << 20)),
+        &converter,
+    )
+    .expect("imported");
+    assert_eq!(
+        outcome,
+        Outcome {
+            format: ImageFormat::Raw,
+            compression: vec![Compression::Gzip],
+            virtual_size: disk().len() as u64,
+            resized_to: Some(64 << 20),
+        }
+    );
+    let written = std::fs::read(target.path()).expect("the disk");
+    assert_eq!(written.len(), 64 << 20);
+    assert!(written[..disk().len()] == disk()[..], "the image's bytes");
+    assert!(
+        written[disk().len()..].iter().all(|&b| b == 0),
+        "the growth reads as zeros"
+    );
+    assert!(converter.calls.borrow().is_empty(), "raw needs no qemu-img");
+    assert_eq!(std::fs::read_dir(&dirs.scratch).expect("scratch").count(), 0);
+}
+
+#[test]
+fn an_image_as_large_as_asked_or_larger_is_not_grown() {
+    let dirs = dirs();
+    let target = Target::File(dirs.data.join("disk.img"));
+    let converter = FakeConverter::new(0, Vec::new());
+    let outcome = import(stream(disk()), &target, &request(&dirs, Some(1 << 20)), &converter).expect("imported");
+    assert_eq!(outcome.resized_to, None);
+    assert_eq!(
+        std::fs::metadata(target.path()).expect("disk").len(),
+        disk().len() as u64
+    );
+    let outcome = import(stream(disk()), &target, &request(&dirs, None), &converter).expect("imported");
+    assert_eq!(outcome.resized_to, None, "no size asked for, none grown to");
+}
+
+#[test]
+fn a_format_to_convert_goes_through_the_scratch_space_which_is_emptied() {
+    let dirs = dirs();
+    let target = Target::File(dirs.data.join("disk.img"));
+    let converter = FakeConverter::new(5 << 20, vec![3; 5 << 20]);
+    let mut vmdk = b"KDMV".to_vec();
+    vmdk.resize(8192, 1);
+    let outcome = import(stream(vmdk), &target, &request(&dirs, Some(8 << 20)), &converter).expect("imported");
+    assert_eq!(outcome.format, ImageFormat::Vmdk);
+    assert_eq!(outcome.virtual_size, 5 << 20);
+    assert_eq!(outcome.resized_to, Some(8 << 20));
+    let saved = dirs.scratch.join(SCRATCH_IMAGE);
+    assert_eq!(
+        *converter.calls.borrow(),
+        [
+            format!("info {}", saved.display()),
+            format!("convert {} {}", saved.display(), target.path().display())
+        ]
+    );
+    assert!(!saved.exists(), "the scratch image is removed");
+    let written = std::fs::read(target.path()).expect("disk");
+    assert_eq!(written.len(), 8 << 20);
+    assert!(written[..5 << 20].iter().all(|&b| b == 3));
+}
+
+#[test]
+fn a_qcow2_larger_than_the_volume_is_refused_before_it_is_downloaded() {
+    let dirs = dirs();
+    let target = Target::File(dirs.data.join("disk.img"));
+    let converter = FakeConverter::new(0, Vec::new());
+    let error = import(
+        stream(qcow2_header(u64::MAX / 2)),
+        &target,
+        &request(&dirs, None),
+        &converter,
+    )
+    .expect_err("too large");
+    assert!(matches!(error, ImportError::TooLarge(_)), "{error}");
+    assert!(error.to_string().contains("A larger PVC is required"), "{error}");
+    assert!(converter.calls.borrow().is_empty());
+    assert!(!target.path().exists());
+    assert_eq!(std::fs::read_dir(&dirs.scratch).expect("scratch").count(), 0);
+}
+
+#[test]
+fn a_converted_image_larger_than_the_volume_is_refused_and_leaves_nothing() {
+    let dirs = dirs();
+    let target = Target::File(dirs.data.join("disk.img"));
+    let converter = FakeConverter::new(u64::MAX / 2, Vec::new());
+    let error = import(
+        stream(b"conectix-and-more".to_vec()),
+        &target,
+        &request(&dirs, None),
+        &converter,
+    )
+    .expect_err("too large");
+    assert!(matches!(error, ImportError::TooLarge(_)), "{error}");
+    assert_eq!(converter.calls.borrow().len(), 1, "read, never converted");
+    assert!(!target.path().exists());
+    assert_eq!(std::fs::read_dir(&dirs.scratch).expect("scratch").count(), 0);
+}
+
+#[test]
+fn a_format_to_convert_without_scratch_space_is_refused() {
+    let dirs = dirs();
+    let target = Target::File(dirs.data.join("disk.img"));
+    let mut no_scratch = request(&dirs, None);
+    no_scratch.scratch = None;
+    let error = import(
+        stream(qcow2_header(1 << 20)),
+        &target,
+        &no_scratch,
+        &FakeConverter::new(0, Vec::new()),
+    )
+    .expect_err("no scratch");
+    assert!(
+        matches!(error, ImportError::NoScratch(ImageFormat::Qcow2 { .. })),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_stream_cut_short_leaves_no_disk_file() {
+    let dirs = dirs();
+    let target = Target::File(dirs.data.join("disk.img"));
+    std::fs::write(target.path(), b"an earlier attempt").expect("earlier");
+    let mut cut = gzip(&disk());
+    cut.truncate(cut.len() / 2);
+    let error = import(
+        stream(cut),
+        &target,
+        &request(&dirs, None),
+        &FakeConverter::new(0, Vec::new()),
+    )
+    .expect_err("cut short");
+    assert!(
+        matches!(
+            error,
+            ImportError::Copy {
+                source: CopyError::Read(_),
+                ..
+            }
+        ),
+        "{error}"
+    );
+    assert!(error.to_string().contains("disk.img"), "{error}");
+    assert!(!target.path().exists());
+}
+
+#[test]
+fn a_block_volume_gets_every_byte_and_is_never_grown_or_overrun() {
+    let dirs = dirs();
+    let device = dirs.data.join("device");
+    std::fs::write(&device, vec![0xff_u8; 4 << 20]).expect("device");
+    let target = Target::Block(device.clone());
+    let converter = FakeConverter::new(0, Vec::new());
+    let outcome = import(stream(disk()), &target, &request(&dirs, Some(64 << 20)), &converter).expect("imported");
+    assert_eq!(outcome.resized_to, None);
+    let written = std::fs::read(&device).expect("device");
+    assert_eq!(written.len(), 4 << 20, "a device keeps its size");
+    assert!(
+        written[..disk().len()] == disk()[..],
+        "zeros overwrite what the device held"
+    );
+    let error = import(stream(vec![1_u8; 5 << 20]), &target, &request(&dirs, None), &converter)
+        .expect_err("larger than the device");
+    assert!(
+        matches!(error, ImportError::Copy { source: CopyError::TooLarge { limit }, .. } if limit == 4 << 20),
+        "{error}"
+    );
+    assert!(device.exists(), "a device is never removed");
+}
+
+#[test]
+fn a_bad_overhead_is_refused_before_anything_is_written() {
+    let dirs = dirs();
+    let target = Target::File(dirs.data.join("disk.img"));
+    let mut bad = request(&dirs, None);
+    bad.filesystem_overhead = "six percent".to_owned();
+    let error = import(stream(disk()), &target, &bad, &FakeConverter::new(0, Vec::new())).expect_err("bad");
+    assert!(matches!(error, ImportError::Overhead(_)), "{error}");
+    assert!(!target.path().exists());
+}

@@ -1,0 +1,229 @@
+//! The http source against a server on the loopback: plain and TLS, redirects, basic auth and
+//! extra headers, and each way a download fails, named.
+
+use std::convert::Infallible;
+use std::io::Read as _;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+use cdi_importer::http_source::{self, HttpError, HttpSource};
+use http_body_util::Full;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+
+fn image() -> Vec<u8> {
+    (0..3_000_000_u32).map(|n| (n % 253) as u8).collect()
+}
+
+fn respond(request: &Request<hyper::body::Incoming>) -> Response<Full<Bytes>> {
+    let reply = |status: StatusCode, body: Vec<u8>| {
+        let mut response = Response::new(Full::new(Bytes::from(body)));
+        *response.status_mut() = status;
+        response
+    };
+    let redirect = |to: &str| {
+        let mut response = reply(StatusCode::FOUND, Vec::new());
+        response
+            .headers_mut()
+            .insert(hyper::header::LOCATION, to.parse().expect("location"));
+        response
+    };
+    match request.uri().path() {
+        "/images/disk.img" => reply(StatusCode::OK, image()),
+        "/moved" => redirect("/images/disk.img"),
+        "/images/relative" => redirect("disk.img"),
+        "/loop" => redirect("/loop"),
+        "/private" => {
+            let auth = request.headers().get(hyper::header::AUTHORIZATION);
+            let header = request.headers().get("x-token");
+            // "user:secret" in base64.
+            if auth.is_some_and(|a| a == "Basic dXNlcjpzZWNyZXQ=") && header.is_some_and(|h| h == "abc") {
+                reply(StatusCode::OK, image())
+            } else {
+                reply(StatusCode::UNAUTHORIZED, Vec::new())
+            }
+        }
+        _ => reply(StatusCode::NOT_FOUND, Vec::new()),
+    }
+}
+
+async fn serve_plain() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("listener");
+    let address = listener.local_addr().expect("address");
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(hyper::server::conn::http1::Builder::new().serve_connection(
+                TokioIo::new(stream),
+                service_fn(|r| async move { Ok::<_, Infallible>(respond(&r)) }),
+            ));
+        }
+    });
+    address
+}
+
+/// A server that promises more than it sends, then hangs up.
+async fn serve_cut_short() -> SocketAddr {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("listener");
+    let address = listener.local_addr().expect("address");
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let mut request = [0_u8; 4096];
+            let _ = stream.read(&mut request).await;
+            let _ = stream
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\nonly this much")
+                .await;
+        }
+    });
+    address
+}
+
+async fn serve_tls() -> (SocketAddr, String) {
+    let key = rcgen::KeyPair::generate().expect("key");
+    let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+        .expect("params")
+        .self_signed(&key)
+        .expect("cert");
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der().clone()],
+            rustls_pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+        )
+        .expect("server config");
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("listener");
+    let address = listener.local_addr().expect("address");
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                if let Ok(stream) = acceptor.accept(stream).await {
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(
+                            TokioIo::new(stream),
+                            service_fn(|r| async move { Ok::<_, Infallible>(respond(&r)) }),
+                        )
+                        .await;
+                }
+            });
+        }
+    });
+    (address, cert.pem())
+}
+
+/// Opens `source` and reads it to its end on a blocking thread, as the importer does.
+async fn download(source: HttpSource) -> Result<Vec<u8>, String> {
+    let download = http_source::open(&source).await.map_err(|e| e.to_string())?;
+    let length = download.content_length;
+    let read = Arc::clone(&download.read);
+    let bytes = tokio::task::spawn_blocking(move || {
+        let mut download = download;
+        let mut bytes = Vec::new();
+        download.read_to_end(&mut bytes).map(|_| bytes)
+    })
+    .await
+    .expect("the reader")
+    .map_err(|e| format!("read: {e}"))?;
+    assert_eq!(
+        read.load(Ordering::Relaxed),
+        bytes.len() as u64,
+        "progress counts every byte"
+    );
+    assert_eq!(length, Some(bytes.len() as u64));
+    Ok(bytes)
+}
+
+fn source(url: String) -> HttpSource {
+    HttpSource {
+        url,
+        ..HttpSource::default()
+    }
+}
+
+#[tokio::test]
+async fn a_plain_download_and_its_redirects_bring_the_whole_image() {
+    let server = serve_plain().await;
+    for path in ["/images/disk.img", "/moved", "/images/relative"] {
+        let bytes = download(source(format!("http://{server}{path}"))).await.expect(path);
+        assert!(bytes == image(), "{path} brought the image");
+    }
+}
+
+#[tokio::test]
+async fn basic_auth_and_extra_headers_are_sent() {
+    let server = serve_plain().await;
+    let url = format!("http://{server}/private");
+    let denied = download(source(url.clone())).await.expect_err("no credentials");
+    assert_eq!(denied, format!("GET {url}: HTTP 401 Unauthorized"));
+    let allowed = HttpSource {
+        url,
+        basic_auth: Some(("user".to_owned(), "secret".to_owned())),
+        extra_headers: vec!["X-Token: abc".to_owned()],
+        extra_roots_pem: Vec::new(),
+    };
+    assert!(download(allowed).await.expect("allowed") == image());
+}
+
+#[tokio::test]
+async fn each_failure_is_named() {
+    let server = serve_plain().await;
+    let missing = download(source(format!("http://{server}/nothing")))
+        .await
+        .expect_err("404");
+    assert_eq!(missing, format!("GET http://{server}/nothing: HTTP 404 Not Found"));
+    let looping = http_source::open(&source(format!("http://{server}/loop"))).await.err();
+    assert!(
+        matches!(looping, Some(HttpError::TooManyRedirects { .. })),
+        "{looping:?}"
+    );
+    let scheme = download(source("ftp://example.com/disk.img".to_owned()))
+        .await
+        .expect_err("ftp");
+    assert!(scheme.contains("the scheme must be http or https"), "{scheme}");
+    let closed = TcpListener::bind("127.0.0.1:0").await.expect("port");
+    let port = closed.local_addr().expect("address").port();
+    drop(closed);
+    let refused = download(source(format!("http://127.0.0.1:{port}/x")))
+        .await
+        .expect_err("refused");
+    assert!(
+        refused.starts_with(&format!("connecting to 127.0.0.1:{port}")),
+        "{refused}"
+    );
+    let header = HttpSource {
+        extra_headers: vec!["no colon".to_owned()],
+        ..source(format!("http://{server}/images/disk.img"))
+    };
+    let bad_header = download(header).await.expect_err("bad header");
+    assert!(bad_header.contains("extra header \"no colon\""), "{bad_header}");
+}
+
+#[tokio::test]
+async fn a_body_cut_short_is_a_read_error() {
+    let server = serve_cut_short().await;
+    let cut = download(source(format!("http://{server}/disk.img")))
+        .await
+        .expect_err("cut short");
+    assert!(cut.starts_with("read: "), "{cut}");
+}
+
+#[tokio::test]
+async fn https_trusts_the_given_certificate_and_no_unknown_one() {
+    let (server, pem) = serve_tls().await;
+    let url = format!("https://localhost:{}/images/disk.img", server.port());
+    let unknown = download(source(url.clone())).await.expect_err("unknown certificate");
+    assert!(unknown.starts_with("connecting to localhost:"), "{unknown}");
+    let trusted = HttpSource {
+        extra_roots_pem: pem.into_bytes(),
+        ..source(url)
+    };
+    assert!(download(trusted).await.expect("trusted") == image());
+}

@@ -1,0 +1,133 @@
+//! Imports through the real `qemu-img`: images in each format it writes come out as the same raw
+//! disk, a corrupt image fails with qemu-img's own words, and nothing is left behind.
+
+use std::io::{Cursor, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use cdi_importer::convert::{Converter as _, QemuImg};
+use cdi_importer::format::ImageFormat;
+use cdi_importer::import::{self, ImportError, Request, Target};
+
+/// A 6 MiB disk with data at its start, its middle and its end.
+fn disk() -> Vec<u8> {
+    let mut bytes = vec![0_u8; 6 << 20];
+    bytes[..4096].fill(0xeb);
+    bytes[3 << 20..(3 << 20) + 65_536].fill(0x5a);
+    let end = bytes.len();
+    bytes[end - 512..].fill(0xaa);
+    bytes
+}
+
+fn qemu_img(args: &[&str]) {
+    let status = Command::new("qemu-img")
+        .args(args)
+        .status()
+        .expect("qemu-img is installed (make deps)");
+    assert!(status.success(), "qemu-img {args:?}");
+}
+
+/// The disk in `format`, as qemu-img writes it.
+fn image_in(dir: &Path, format: &str) -> Vec<u8> {
+    let raw = dir.join("source.raw");
+    std::fs::write(&raw, disk()).expect("raw");
+    let out = dir.join(format!("source.{format}"));
+    qemu_img(&[
+        "convert",
+        "-f",
+        "raw",
+        "-O",
+        format,
+        raw.to_str().expect("path"),
+        out.to_str().expect("path"),
+    ]);
+    std::fs::read(out).expect("image")
+}
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    encoder.write_all(data).expect("gzip");
+    encoder.finish().expect("gzip")
+}
+
+struct Volume {
+    _root: tempfile::TempDir,
+    disk: PathBuf,
+    scratch: PathBuf,
+    work: PathBuf,
+}
+
+fn volume() -> Volume {
+    let root = tempfile::tempdir().expect("temp dir");
+    let [data, scratch, work] = ["data", "scratch", "work"].map(|d| {
+        let path = root.path().join(d);
+        std::fs::create_dir(&path).expect("dir");
+        path
+    });
+    Volume {
+        disk: data.join("disk.img"),
+        scratch,
+        work,
+        _root: root,
+    }
+}
+
+fn request(volume: &Volume) -> Request {
+    Request {
+        requested_size: Some(8 << 20),
+        filesystem_overhead: "0.06".to_owned(),
+        scratch: Some(volume.scratch.clone()),
+    }
+}
+
+#[test]
+fn every_format_qemu_img_writes_imports_as_the_same_raw_disk() {
+    for (format, expected) in [
+        ("qcow2", ImageFormat::Qcow2 { virtual_size: 6 << 20 }),
+        ("vmdk", ImageFormat::Vmdk),
+        ("vdi", ImageFormat::Vdi),
+        ("vpc", ImageFormat::Vhd),
+        ("vhdx", ImageFormat::Vhdx),
+    ] {
+        let volume = volume();
+        let image = gzip(&image_in(&volume.work, format));
+        let outcome = import::import(
+            Box::new(Cursor::new(image)),
+            &Target::File(volume.disk.clone()),
+            &request(&volume),
+            &QemuImg::default(),
+        )
+        .unwrap_or_else(|e| panic!("{format}: {e}"));
+        assert_eq!(outcome.format, expected, "{format}");
+        assert_eq!(outcome.resized_to, Some(8 << 20), "{format}");
+        let written = std::fs::read(&volume.disk).expect("disk");
+        assert_eq!(written.len(), 8 << 20, "{format}");
+        // VHD rounds its size up to its own geometry: compare what the source held.
+        assert!(written[..disk().len()] == disk()[..], "{format}: the same bytes");
+        assert_eq!(QemuImg::default().virtual_size(&volume.disk).expect("info"), 8 << 20);
+        assert_eq!(
+            std::fs::read_dir(&volume.scratch).expect("scratch").count(),
+            0,
+            "{format}"
+        );
+    }
+}
+
+#[test]
+fn a_corrupt_qcow2_fails_with_qemu_imgs_words_and_leaves_nothing() {
+    let volume = volume();
+    let mut image = image_in(&volume.work, "qcow2");
+    // The L1 table's offset, pointed past the end of the image.
+    image[40..48].copy_from_slice(&u64::MAX.to_be_bytes());
+    let error = import::import(
+        Box::new(Cursor::new(image)),
+        &Target::File(volume.disk.clone()),
+        &request(&volume),
+        &QemuImg::default(),
+    )
+    .expect_err("corrupt");
+    assert!(matches!(error, ImportError::Convert(_)), "{error}");
+    assert!(error.to_string().starts_with("qemu-img info failed: "), "{error}");
+    assert!(!volume.disk.exists());
+    assert_eq!(std::fs::read_dir(&volume.scratch).expect("scratch").count(), 0);
+}
