@@ -70,7 +70,7 @@ pub enum HttpError {
 }
 
 /// How to reach the source.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct HttpSource {
     /// The URL.
     pub url: String,

@@ -5,14 +5,16 @@
 //! - [`format`]: what a stream's first bytes say it is; [`layers`]: taking compression off.
 //! - [`sparse_copy`]: writing raw bytes with holes for zeros; [`convert`]: `qemu-img`.
 //! - [`space`]: how much of a volume the disk may take; [`import`]: one import, start to end.
-//! - [`http_source`]: the `http` source.
+//! - [`job`]: the pod's environment, read; [`http_source`]: the `http` source; [`checksum`]: the DataVolume's `checksum`.
 //!
 //! The binary, the registry source and progress reporting come next (issue #33).
 
+pub mod checksum;
 pub mod convert;
 pub mod format;
 pub mod http_source;
 pub mod import;
+pub mod job;
 pub mod layers;
 pub mod space;
 pub mod sparse_copy;

@@ -1,0 +1,212 @@
+//! What the importer pod is asked to do, read from its environment with upstream's variable
+//! names, and refused by name when a value is bad or not supported yet. Pure: the environment
+//! comes in as a map.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+use crate::checksum::{Checksum, ChecksumError};
+use crate::http_source::HttpSource;
+
+/// Upstream's variable names.
+pub mod env {
+    /// The source kind: `http`, `none` (a blank disk), and upstream's others.
+    pub const SOURCE: &str = "IMPORTER_SOURCE";
+    /// The source's URL.
+    pub const ENDPOINT: &str = "IMPORTER_ENDPOINT";
+    /// `kubevirt` or `archive`.
+    pub const CONTENT_TYPE: &str = "IMPORTER_CONTENTTYPE";
+    /// The claim's requested size, a quantity.
+    pub const IMAGE_SIZE: &str = "IMPORTER_IMAGE_SIZE";
+    /// The filesystem's share, a fraction.
+    pub const FILESYSTEM_OVERHEAD: &str = "FILESYSTEM_OVERHEAD";
+    /// `true` or `false`.
+    pub const PREALLOCATION: &str = "PREALLOCATION";
+    /// Basic auth's user (the secret's `accessKeyId`).
+    pub const ACCESS_KEY_ID: &str = "IMPORTER_ACCESS_KEY_ID";
+    /// Basic auth's password (the secret's `secretKey`).
+    pub const SECRET_KEY: &str = "IMPORTER_SECRET_KEY";
+    /// The directory of `certConfigMap`'s certificates.
+    pub const CERT_DIR: &str = "IMPORTER_CERT_DIR";
+    /// `true` skips TLS verification (a registry's `insecure`): refused for now.
+    pub const INSECURE_TLS: &str = "INSECURE_TLS";
+    /// The expected checksum, `algorithm:hash`.
+    pub const CHECKSUM: &str = "IMPORTER_CHECKSUM";
+    /// The prefix of each extra header's variable (`IMPORTER_EXTRA_HEADER_0`, ...).
+    pub const EXTRA_HEADER_PREFIX: &str = "IMPORTER_EXTRA_HEADER_";
+    /// Variables of upstream's other sources, refused while those sources are.
+    pub const UNSUPPORTED: [&str; 6] = [
+        "IMPORTER_PROXY_CERT_DIR",
+        "IMPORTER_BACKING_FILE",
+        "IMPORTER_THUMBPRINT",
+        "IMPORTER_CURRENT_CHECKPOINT",
+        "IMPORTER_READY_FILE",
+        "CACHE_MODE",
+    ];
+}
+
+/// Where the data comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// A GET of a URL.
+    Http(HttpSource),
+    /// Nothing: a blank disk of the size asked for.
+    Blank,
+}
+
+/// An import to run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Job {
+    /// The source.
+    pub source: Source,
+    /// The directory of `certConfigMap`'s certificates, read when the job starts.
+    pub cert_dir: Option<PathBuf>,
+    /// The size asked for.
+    pub image_size: Option<u64>,
+    /// The filesystem's share.
+    pub filesystem_overhead: String,
+    /// Whether the disk's space is allocated up front.
+    pub preallocation: bool,
+    /// The expected checksum.
+    pub checksum: Option<Checksum>,
+}
+
+/// Why the environment is refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum JobError {
+    /// A variable's value is bad.
+    #[error("{variable}={value:?}: {reason}")]
+    Bad {
+        /// The variable.
+        variable: String,
+        /// Its value.
+        value: String,
+        /// Why.
+        reason: String,
+    },
+    /// A variable that must be set is not.
+    #[error("{0} is not set")]
+    Missing(&'static str),
+    /// Upstream's source or option we do not run yet.
+    #[error("{variable}={value:?} is not supported by this importer yet")]
+    Unsupported {
+        /// The variable.
+        variable: String,
+        /// Its value.
+        value: String,
+    },
+    /// The checksum.
+    #[error("IMPORTER_CHECKSUM: {0}")]
+    Checksum(#[from] ChecksumError),
+}
+
+fn bad(variable: &str, value: &str, reason: impl Into<String>) -> JobError {
+    JobError::Bad {
+        variable: variable.to_owned(),
+        value: value.to_owned(),
+        reason: reason.into(),
+    }
+}
+
+fn unsupported(variable: &str, value: &str) -> JobError {
+    JobError::Unsupported {
+        variable: variable.to_owned(),
+        value: value.to_owned(),
+    }
+}
+
+/// Reads the job from `vars` (the process's environment).
+///
+/// # Errors
+/// [`JobError`] naming the variable.
+pub fn from_env(vars: &BTreeMap<String, String>) -> Result<Job, JobError> {
+    let get = |name: &str| vars.get(name).map(String::as_str).filter(|v| !v.is_empty());
+    for name in env::UNSUPPORTED {
+        if let Some(value) = get(name) {
+            return Err(unsupported(name, value));
+        }
+    }
+    match get(env::CONTENT_TYPE) {
+        None | Some("kubevirt") => {}
+        Some(other) => return Err(unsupported(env::CONTENT_TYPE, other)),
+    }
+    if let Some(value) = get(env::INSECURE_TLS) {
+        match value.parse::<bool>() {
+            Ok(false) => {}
+            Ok(true) => return Err(unsupported(env::INSECURE_TLS, value)),
+            Err(_) => return Err(bad(env::INSECURE_TLS, value, "should be \"true\" or \"false\"")),
+        }
+    }
+    let preallocation = match get(env::PREALLOCATION) {
+        None => false,
+        Some(value) => value
+            .parse::<bool>()
+            .map_err(|_| bad(env::PREALLOCATION, value, "should be \"true\" or \"false\""))?,
+    };
+    let image_size = get(env::IMAGE_SIZE)
+        .map(|value| {
+            kubevirt_api::quantity::to_bytes(&Quantity(value.to_owned()))
+                .map_err(|e| bad(env::IMAGE_SIZE, value, e.to_string()))
+        })
+        .transpose()?;
+    let filesystem_overhead = get(env::FILESYSTEM_OVERHEAD).unwrap_or("0").to_owned();
+    cdi_api::cdi_config::overhead_thousandths(&filesystem_overhead)
+        .map_err(|e| bad(env::FILESYSTEM_OVERHEAD, &filesystem_overhead, e.to_string()))?;
+    let checksum = get(env::CHECKSUM).map(Checksum::parse).transpose()?;
+    let source = match get(env::SOURCE) {
+        Some("http") => Source::Http(http_source(vars, get(env::ENDPOINT).ok_or(JobError::Missing(env::ENDPOINT))?)?),
+        Some("none") => {
+            if image_size.is_none() {
+                return Err(JobError::Missing(env::IMAGE_SIZE));
+            }
+            Source::Blank
+        }
+        Some(other) => return Err(unsupported(env::SOURCE, other)),
+        None => return Err(JobError::Missing(env::SOURCE)),
+    };
+    if checksum.is_some() && source == Source::Blank {
+        return Err(bad(env::CHECKSUM, get(env::CHECKSUM).unwrap_or_default(), "a blank disk has nothing to check"));
+    }
+    Ok(Job {
+        source,
+        cert_dir: get(env::CERT_DIR).map(PathBuf::from),
+        image_size,
+        filesystem_overhead,
+        preallocation,
+        checksum,
+    })
+}
+
+fn http_source(vars: &BTreeMap<String, String>, endpoint: &str) -> Result<HttpSource, JobError> {
+    let get = |name: &str| vars.get(name).filter(|v| !v.is_empty()).cloned();
+    let basic_auth = match (get(env::ACCESS_KEY_ID), get(env::SECRET_KEY)) {
+        (Some(user), Some(password)) => Some((user, password)),
+        (None, None) => None,
+        (Some(_), None) => return Err(JobError::Missing(env::SECRET_KEY)),
+        (None, Some(_)) => return Err(JobError::Missing(env::ACCESS_KEY_ID)),
+    };
+    let mut extra_headers = Vec::new();
+    for (name, value) in vars.range(env::EXTRA_HEADER_PREFIX.to_owned()..) {
+        let Some(index) = name.strip_prefix(env::EXTRA_HEADER_PREFIX) else {
+            break;
+        };
+        if index.parse::<u32>().is_err() {
+            return Err(bad(name, value, "extra headers are numbered"));
+        }
+        if !value.contains(':') {
+            return Err(bad(name, value, "a header is `Name: value`"));
+        }
+        extra_headers.push(value.clone());
+    }
+    Ok(HttpSource {
+        url: endpoint.to_owned(),
+        basic_auth,
+        extra_headers,
+        extra_roots_pem: Vec::new(),
+    })
+}
+
+#[cfg(test)]
+mod tests;
