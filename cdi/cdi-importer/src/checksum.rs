@@ -2,6 +2,7 @@
 //! the bytes downloaded, as upstream's importer does: parsed (with upstream's messages) before the
 //! download starts, computed as the source is read, compared when it has been read whole.
 
+use std::fmt::Write as _;
 use std::io::{self, Read};
 use std::sync::{Arc, Mutex};
 
@@ -149,7 +150,9 @@ pub struct Verifier {
 
 impl std::fmt::Debug for Verifier {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Verifier").field("expected", &self.expected).finish_non_exhaustive()
+        f.debug_struct("Verifier")
+            .field("expected", &self.expected)
+            .finish_non_exhaustive()
     }
 }
 
@@ -164,7 +167,10 @@ impl Verifier {
             .lock()
             .map(|hasher| hasher.box_clone().finalize())
             .unwrap_or_default();
-        let calculated: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        let calculated = digest.iter().fold(String::new(), |mut hex, b| {
+            let _ = write!(hex, "{b:02x}");
+            hex
+        });
         if calculated != self.expected.hash {
             return Err(ChecksumError::Mismatch {
                 algorithm: self.expected.algorithm.clone(),
@@ -219,8 +225,14 @@ mod tests {
     #[test]
     fn malformed_checksums_are_refused_with_upstreams_messages() {
         let cases = [
-            ("sha256abc123", "invalid checksum format: expected 'algorithm:hash', got 'sha256abc123'"),
-            ("sha256:abc:123", "invalid checksum format: expected 'algorithm:hash', got 'sha256:abc:123'"),
+            (
+                "sha256abc123",
+                "invalid checksum format: expected 'algorithm:hash', got 'sha256abc123'",
+            ),
+            (
+                "sha256:abc:123",
+                "invalid checksum format: expected 'algorithm:hash', got 'sha256:abc:123'",
+            ),
             (
                 "crc32:abc123",
                 "unsupported hash algorithm 'crc32': supported algorithms are: md5, sha1, sha256, sha512",

@@ -156,7 +156,10 @@ pub fn from_env(vars: &BTreeMap<String, String>) -> Result<Job, JobError> {
         .map_err(|e| bad(env::FILESYSTEM_OVERHEAD, &filesystem_overhead, e.to_string()))?;
     let checksum = get(env::CHECKSUM).map(Checksum::parse).transpose()?;
     let source = match get(env::SOURCE) {
-        Some("http") => Source::Http(http_source(vars, get(env::ENDPOINT).ok_or(JobError::Missing(env::ENDPOINT))?)?),
+        Some("http") => Source::Http(http_source(
+            vars,
+            get(env::ENDPOINT).ok_or(JobError::Missing(env::ENDPOINT))?,
+        )?),
         Some("none") => {
             if image_size.is_none() {
                 return Err(JobError::Missing(env::IMAGE_SIZE));
@@ -167,7 +170,11 @@ pub fn from_env(vars: &BTreeMap<String, String>) -> Result<Job, JobError> {
         None => return Err(JobError::Missing(env::SOURCE)),
     };
     if checksum.is_some() && source == Source::Blank {
-        return Err(bad(env::CHECKSUM, get(env::CHECKSUM).unwrap_or_default(), "a blank disk has nothing to check"));
+        return Err(bad(
+            env::CHECKSUM,
+            get(env::CHECKSUM).unwrap_or_default(),
+            "a blank disk has nothing to check",
+        ));
     }
     Ok(Job {
         source,

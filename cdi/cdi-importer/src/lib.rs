@@ -4,10 +4,12 @@
 //!
 //! - [`format`]: what a stream's first bytes say it is; [`layers`]: taking compression off.
 //! - [`sparse_copy`]: writing raw bytes with holes for zeros; [`convert`]: `qemu-img`.
-//! - [`space`]: how much of a volume the disk may take; [`import`]: one import, start to end.
+//! - [`space`]: how much of a volume the disk may take; [`import`]: one import, start to end;
+//!   [`run`]: a job in the importer pod, with its termination message.
 //! - [`job`]: the pod's environment, read; [`http_source`]: the `http` source; [`checksum`]: the DataVolume's `checksum`.
 //!
-//! The binary, the registry source and progress reporting come next (issue #33).
+//! Not yet (issue #33): the registry, S3, GCS, ImageIO and VDDK sources, `archive` content and the
+//! progress metric.
 
 pub mod checksum;
 pub mod convert;
@@ -16,5 +18,6 @@ pub mod http_source;
 pub mod import;
 pub mod job;
 pub mod layers;
+pub mod run;
 pub mod space;
 pub mod sparse_copy;

@@ -53,8 +53,12 @@ fn an_http_import_reads_every_variable() {
 
 #[test]
 fn a_blank_disk_needs_a_size_and_defaults_stand_in_for_the_rest() {
-    let job = from_env(&vars(&[(env::SOURCE, "none"), (env::IMAGE_SIZE, "1Gi"), (env::PREALLOCATION, "true")]))
-        .expect("job");
+    let job = from_env(&vars(&[
+        (env::SOURCE, "none"),
+        (env::IMAGE_SIZE, "1Gi"),
+        (env::PREALLOCATION, "true"),
+    ]))
+    .expect("job");
     assert_eq!(job.source, Source::Blank);
     assert_eq!(job.filesystem_overhead, "0");
     assert!(job.preallocation);
@@ -69,19 +73,50 @@ fn each_bad_or_unsupported_variable_is_named() {
     let cases: Vec<(BTreeMap<String, String>, &str)> = vec![
         (vars(&[]), "IMPORTER_SOURCE is not set"),
         (http(&[(env::ENDPOINT, "")]), "IMPORTER_ENDPOINT is not set"),
-        (http(&[(env::SOURCE, "registry")]), "IMPORTER_SOURCE=\"registry\" is not supported by this importer yet"),
-        (http(&[(env::CONTENT_TYPE, "archive")]), "IMPORTER_CONTENTTYPE=\"archive\" is not supported by this importer yet"),
-        (http(&[(env::PREALLOCATION, "yes")]), "PREALLOCATION=\"yes\": should be \"true\" or \"false\""),
-        (http(&[(env::INSECURE_TLS, "true")]), "INSECURE_TLS=\"true\" is not supported by this importer yet"),
-        (http(&[(env::IMAGE_SIZE, "ten")]), "IMPORTER_IMAGE_SIZE=\"ten\""),
-        (http(&[(env::FILESYSTEM_OVERHEAD, "1.5")]), "FILESYSTEM_OVERHEAD=\"1.5\""),
-        (http(&[(env::CHECKSUM, "crc32:abc")]), "IMPORTER_CHECKSUM: unsupported hash algorithm 'crc32'"),
-        (http(&[(env::ACCESS_KEY_ID, "user")]), "IMPORTER_SECRET_KEY is not set"),
-        (http(&[("IMPORTER_EXTRA_HEADER_0", "no colon")]), "IMPORTER_EXTRA_HEADER_0=\"no colon\": a header is `Name: value`"),
-        (http(&[("IMPORTER_EXTRA_HEADER_X", "A: b")]), "IMPORTER_EXTRA_HEADER_X=\"A: b\": extra headers are numbered"),
-        (http(&[("IMPORTER_THUMBPRINT", "ab:cd")]), "IMPORTER_THUMBPRINT=\"ab:cd\" is not supported by this importer yet"),
         (
-            vars(&[(env::SOURCE, "none"), (env::IMAGE_SIZE, "1Gi"), (env::CHECKSUM, "md5:d41d8cd98f00b204e9800998ecf8427e")]),
+            http(&[(env::SOURCE, "registry")]),
+            "IMPORTER_SOURCE=\"registry\" is not supported by this importer yet",
+        ),
+        (
+            http(&[(env::CONTENT_TYPE, "archive")]),
+            "IMPORTER_CONTENTTYPE=\"archive\" is not supported by this importer yet",
+        ),
+        (
+            http(&[(env::PREALLOCATION, "yes")]),
+            "PREALLOCATION=\"yes\": should be \"true\" or \"false\"",
+        ),
+        (
+            http(&[(env::INSECURE_TLS, "true")]),
+            "INSECURE_TLS=\"true\" is not supported by this importer yet",
+        ),
+        (http(&[(env::IMAGE_SIZE, "ten")]), "IMPORTER_IMAGE_SIZE=\"ten\""),
+        (
+            http(&[(env::FILESYSTEM_OVERHEAD, "1.5")]),
+            "FILESYSTEM_OVERHEAD=\"1.5\"",
+        ),
+        (
+            http(&[(env::CHECKSUM, "crc32:abc")]),
+            "IMPORTER_CHECKSUM: unsupported hash algorithm 'crc32'",
+        ),
+        (http(&[(env::ACCESS_KEY_ID, "user")]), "IMPORTER_SECRET_KEY is not set"),
+        (
+            http(&[("IMPORTER_EXTRA_HEADER_0", "no colon")]),
+            "IMPORTER_EXTRA_HEADER_0=\"no colon\": a header is `Name: value`",
+        ),
+        (
+            http(&[("IMPORTER_EXTRA_HEADER_X", "A: b")]),
+            "IMPORTER_EXTRA_HEADER_X=\"A: b\": extra headers are numbered",
+        ),
+        (
+            http(&[("IMPORTER_THUMBPRINT", "ab:cd")]),
+            "IMPORTER_THUMBPRINT=\"ab:cd\" is not supported by this importer yet",
+        ),
+        (
+            vars(&[
+                (env::SOURCE, "none"),
+                (env::IMAGE_SIZE, "1Gi"),
+                (env::CHECKSUM, "md5:d41d8cd98f00b204e9800998ecf8427e"),
+            ]),
             "IMPORTER_CHECKSUM=\"md5:d41d8cd98f00b204e9800998ecf8427e\": a blank disk has nothing to check",
         ),
     ];

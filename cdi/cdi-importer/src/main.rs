@@ -1,0 +1,67 @@
+//! The importer pod's process: reads its job from the environment, runs it, and leaves the
+//! outcome as the pod's termination message, as upstream's `cdi-importer` does.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use cdi_importer::convert::QemuImg;
+use cdi_importer::job;
+use cdi_importer::run::{self, Ended, Paths};
+use tracing::error;
+
+/// Where kubelet reads a container's termination message.
+const TERMINATION_LOG: &str = "/dev/termination-log";
+
+fn write_termination_message(message: &str) {
+    if let Err(e) = std::fs::write(Path::new(TERMINATION_LOG), message) {
+        error!(error = %e, path = TERMINATION_LOG, "writing the termination message");
+    }
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    match run_main() {
+        Ok(code) => code,
+        Err(e) => {
+            error!("{e:#}");
+            write_termination_message(&format!("Unable to process data: {e:#}"));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_main() -> anyhow::Result<ExitCode> {
+    let vars: BTreeMap<String, String> = std::env::vars().collect();
+    let job = job::from_env(&vars).context("reading the importer's environment")?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let ended = runtime.block_on(run::run(job, &Paths::default(), QemuImg::default()));
+    match ended {
+        Ok(Ended::Finished(finished)) => {
+            let message = serde_json::to_string(&finished).context("writing the termination message")?;
+            tracing::info!(%message, "finished");
+            write_termination_message(&message);
+            Ok(ExitCode::SUCCESS)
+        }
+        Ok(Ended::ChecksumMismatch(mismatch)) => {
+            // Upstream ends the pod successfully so that it is not restarted; the message says why.
+            error!(error = %mismatch, "the download's checksum differs; the disk was removed");
+            let message = serde_json::json!({ "message": format!("Unable to process data: {mismatch}") });
+            write_termination_message(&message.to_string());
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            error!(error = %e, "the import failed");
+            write_termination_message(&e.termination_message());
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}

@@ -1,0 +1,272 @@
+//! Running a [`Job`] in the importer pod: the target is the block device when one is attached,
+//! else `disk.img` in the data directory; the scratch space is used when it is mounted; the
+//! outcome becomes the pod's termination message in upstream's form, which the controller reads.
+
+use std::fs::OpenOptions;
+use std::os::unix::fs::FileExt as _;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use tracing::info;
+
+use crate::checksum::ChecksumError;
+use crate::convert::Converter;
+use crate::http_source::{self, HttpError};
+use crate::import::{self, ImportError, Request, Target};
+use crate::job::{Job, Source};
+use crate::layers::Stream;
+use crate::space;
+
+/// The message of a finished import (upstream's).
+pub const COMPLETE: &str = "Import Complete";
+/// The file name of the disk in a filesystem volume (upstream's).
+pub const DISK_IMAGE: &str = "disk.img";
+
+/// Where the pod's volumes are.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Paths {
+    /// A filesystem volume's mount (upstream's `/data`).
+    pub data_dir: PathBuf,
+    /// A block volume's device (upstream's `/dev/cdi-block-volume`).
+    pub block_device: PathBuf,
+    /// The scratch volume's mount (upstream's `/scratch`).
+    pub scratch_dir: PathBuf,
+}
+
+impl Default for Paths {
+    fn default() -> Self {
+        Self {
+            data_dir: PathBuf::from("/data"),
+            block_device: PathBuf::from("/dev/cdi-block-volume"),
+            scratch_dir: PathBuf::from("/scratch"),
+        }
+    }
+}
+
+impl Paths {
+    /// The target: the block device when it exists, else the disk file.
+    #[must_use]
+    pub fn target(&self) -> Target {
+        if self.block_device.exists() {
+            Target::Block(self.block_device.clone())
+        } else {
+            Target::File(self.data_dir.join(DISK_IMAGE))
+        }
+    }
+
+    fn scratch(&self) -> Option<PathBuf> {
+        self.scratch_dir.is_dir().then(|| self.scratch_dir.clone())
+    }
+}
+
+/// The termination message of a finished run (upstream's JSON).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Finished {
+    /// The image must be converted and no scratch space was mounted: the controller adds one
+    /// and runs the pod again.
+    pub scratch_space_required: bool,
+    /// Whether the disk's space was allocated up front.
+    pub preallocation_applied: bool,
+    /// [`COMPLETE`], or why the import ended without a disk.
+    pub message: String,
+}
+
+/// Why a run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The certificates could not be read.
+    #[error("reading certificates in {path}: {source}")]
+    Certificates {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The download.
+    #[error(transparent)]
+    Http(#[from] HttpError),
+    /// The import.
+    #[error(transparent)]
+    Import(#[from] ImportError),
+    /// Writing a blank disk or its preallocation.
+    #[error("writing {path}: {source}")]
+    Write {
+        /// The target.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The import's thread ended without an answer.
+    #[error("the import stopped: {0}")]
+    Stopped(String),
+}
+
+impl RunError {
+    /// The termination message of a failed run (upstream's wording).
+    #[must_use]
+    pub fn termination_message(&self) -> String {
+        format!("Unable to process data: {self}")
+    }
+}
+
+/// What a run ended with: finished (with or without a disk), or a checksum mismatch, which ends
+/// the pod successfully so that it is not restarted, with the disk removed (as upstream does).
+#[derive(Debug)]
+pub enum Ended {
+    /// Done: the termination message to write.
+    Finished(Finished),
+    /// The download's checksum differs.
+    ChecksumMismatch(ChecksumError),
+}
+
+fn certificates(dir: &Path) -> Result<Vec<u8>, RunError> {
+    let error = |source| RunError::Certificates {
+        path: dir.to_owned(),
+        source,
+    };
+    let mut pem = Vec::new();
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(error)?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        // A configmap's keys are files; its `..data` machinery are directories and dot files.
+        .filter(|path| path.is_file() && !path.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')))
+        .collect();
+    entries.sort();
+    for path in entries {
+        pem.extend(std::fs::read(&path).map_err(error)?);
+        pem.push(b'\n');
+    }
+    Ok(pem)
+}
+
+/// Allocates the disk's space up front: a file's blocks are reserved; a block device's bytes
+/// after `from` are zeroed.
+fn preallocate(target: &Target, from: u64) -> Result<(), RunError> {
+    let write_error = |source| RunError::Write {
+        path: target.path().to_owned(),
+        source,
+    };
+    let file = OpenOptions::new()
+        .write(true)
+        .open(target.path())
+        .map_err(write_error)?;
+    match target {
+        Target::File(_) => {
+            let length = file.metadata().map_err(write_error)?.len();
+            let length = i64::try_from(length).unwrap_or(i64::MAX);
+            nix::fcntl::fallocate(&file, nix::fcntl::FallocateFlags::empty(), 0, length)
+                .map_err(|errno| write_error(errno.into()))?;
+        }
+        Target::Block(path) => {
+            let end = std::fs::File::open(path)
+                .and_then(|mut f| std::io::Seek::seek(&mut f, std::io::SeekFrom::End(0)))
+                .map_err(write_error)?;
+            let zeros = vec![0_u8; 1 << 20];
+            let mut at = from;
+            while at < end {
+                let n = usize::try_from(end - at).map_or(zeros.len(), |left| left.min(zeros.len()));
+                file.write_all_at(&zeros[..n], at).map_err(write_error)?;
+                at += n as u64;
+            }
+        }
+    }
+    file.sync_all().map_err(write_error)
+}
+
+/// A blank disk: a file of the size asked for (within what the volume may hold); a block
+/// device as it is.
+fn blank(job: &Job, target: &Target) -> Result<(), RunError> {
+    let Target::File(path) = target else {
+        return Ok(());
+    };
+    let write_error = |source| RunError::Write {
+        path: path.clone(),
+        source,
+    };
+    let available = nix::sys::statvfs::statvfs(path.parent().unwrap_or(path))
+        .map(|s| s.blocks_available().saturating_mul(s.fragment_size()))
+        .map_err(|errno| write_error(errno.into()))?;
+    let usable = space::usable_space(available, &job.filesystem_overhead).map_err(ImportError::from)?;
+    let size = job.image_size.unwrap_or(usable).min(usable);
+    let file = std::fs::File::create(path).map_err(write_error)?;
+    let written = file.set_len(size).and_then(|()| file.sync_all());
+    if written.is_err() {
+        let _ = std::fs::remove_file(path);
+    }
+    written.map_err(write_error)
+}
+
+/// Runs `job` on the current tokio runtime (the import itself on a blocking thread).
+///
+/// # Errors
+/// [`RunError`]; a disk file left half-written is removed.
+pub async fn run<C>(job: Job, paths: &Paths, converter: C) -> Result<Ended, RunError>
+where
+    C: Converter + Send + 'static,
+{
+    let target = paths.target();
+    let mut written_to = 0;
+    match &job.source {
+        Source::Blank => blank(&job, &target)?,
+        Source::Http(source) => {
+            let mut source = source.clone();
+            if let Some(dir) = &job.cert_dir {
+                source.extra_roots_pem = certificates(dir)?;
+            }
+            let download = http_source::open(&source).await?;
+            info!(url = %source.url, length = ?download.content_length, "downloading");
+            let request = Request {
+                requested_size: job.image_size,
+                filesystem_overhead: job.filesystem_overhead.clone(),
+                scratch: paths.scratch(),
+            };
+            let checksum = job.checksum.clone();
+            let blocking_target = target.clone();
+            let outcome = tokio::task::spawn_blocking(move || {
+                let (stream, verifier): (Stream, _) = match &checksum {
+                    Some(checksum) => {
+                        let (hashing, verifier) = checksum.watch(download);
+                        (Box::new(hashing), Some(verifier))
+                    }
+                    None => (Box::new(download), None),
+                };
+                let outcome = import::import(stream, &blocking_target, &request, &converter)?;
+                Ok::<_, ImportError>((outcome, verifier))
+            })
+            .await
+            .map_err(|e| RunError::Stopped(e.to_string()))?;
+            let (outcome, verifier) = match outcome {
+                Err(ImportError::NoScratch(format)) => {
+                    info!(?format, "the image must be converted: asking for scratch space");
+                    return Ok(Ended::Finished(Finished {
+                        scratch_space_required: true,
+                        preallocation_applied: false,
+                        message: COMPLETE.to_owned(),
+                    }));
+                }
+                other => other?,
+            };
+            if let Some(verifier) = verifier
+                && let Err(mismatch) = verifier.verify()
+            {
+                if let Target::File(path) = &target {
+                    let _ = std::fs::remove_file(path);
+                }
+                return Ok(Ended::ChecksumMismatch(mismatch));
+            }
+            info!(format = ?outcome.format, compression = ?outcome.compression, virtual_size = outcome.virtual_size, resized_to = ?outcome.resized_to, "imported");
+            written_to = outcome.virtual_size;
+        }
+    }
+    if job.preallocation {
+        preallocate(&target, written_to)?;
+    }
+    Ok(Ended::Finished(Finished {
+        scratch_space_required: false,
+        preallocation_applied: job.preallocation,
+        message: COMPLETE.to_owned(),
+    }))
+}
