@@ -11,6 +11,7 @@ pub mod cdi_config;
 pub mod crd;
 pub mod data_source;
 pub mod data_volume;
+pub mod importer_env;
 pub mod storage_profile;
 
 pub use cdi::{CDI, CDISpec, CDIStatus};

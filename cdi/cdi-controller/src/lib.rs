@@ -7,5 +7,6 @@
 //! The reconcilers and the binary come next (issue #33).
 
 pub mod claim_spec;
+pub mod importer_pod;
 pub mod storage_capabilities;
 pub mod storage_profile;

@@ -10,42 +10,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use crate::checksum::{Checksum, ChecksumError};
 use crate::http_source::HttpSource;
 
-/// Upstream's variable names.
-pub mod env {
-    /// The source kind: `http`, `none` (a blank disk), and upstream's others.
-    pub const SOURCE: &str = "IMPORTER_SOURCE";
-    /// The source's URL.
-    pub const ENDPOINT: &str = "IMPORTER_ENDPOINT";
-    /// `kubevirt` or `archive`.
-    pub const CONTENT_TYPE: &str = "IMPORTER_CONTENTTYPE";
-    /// The claim's requested size, a quantity.
-    pub const IMAGE_SIZE: &str = "IMPORTER_IMAGE_SIZE";
-    /// The filesystem's share, a fraction.
-    pub const FILESYSTEM_OVERHEAD: &str = "FILESYSTEM_OVERHEAD";
-    /// `true` or `false`.
-    pub const PREALLOCATION: &str = "PREALLOCATION";
-    /// Basic auth's user (the secret's `accessKeyId`).
-    pub const ACCESS_KEY_ID: &str = "IMPORTER_ACCESS_KEY_ID";
-    /// Basic auth's password (the secret's `secretKey`).
-    pub const SECRET_KEY: &str = "IMPORTER_SECRET_KEY";
-    /// The directory of `certConfigMap`'s certificates.
-    pub const CERT_DIR: &str = "IMPORTER_CERT_DIR";
-    /// `true` skips TLS verification (a registry's `insecure`): refused for now.
-    pub const INSECURE_TLS: &str = "INSECURE_TLS";
-    /// The expected checksum, `algorithm:hash`.
-    pub const CHECKSUM: &str = "IMPORTER_CHECKSUM";
-    /// The prefix of each extra header's variable (`IMPORTER_EXTRA_HEADER_0`, ...).
-    pub const EXTRA_HEADER_PREFIX: &str = "IMPORTER_EXTRA_HEADER_";
-    /// Variables of upstream's other sources, refused while those sources are.
-    pub const UNSUPPORTED: [&str; 6] = [
-        "IMPORTER_PROXY_CERT_DIR",
-        "IMPORTER_BACKING_FILE",
-        "IMPORTER_THUMBPRINT",
-        "IMPORTER_CURRENT_CHECKPOINT",
-        "IMPORTER_READY_FILE",
-        "CACHE_MODE",
-    ];
-}
+use cdi_api::importer_env as env;
 
 /// Where the data comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]

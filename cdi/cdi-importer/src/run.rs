@@ -6,6 +6,7 @@ use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 
+use cdi_api::importer_env;
 use serde::Serialize;
 use tracing::info;
 
@@ -36,9 +37,9 @@ pub struct Paths {
 impl Default for Paths {
     fn default() -> Self {
         Self {
-            data_dir: PathBuf::from("/data"),
-            block_device: PathBuf::from("/dev/cdi-block-volume"),
-            scratch_dir: PathBuf::from("/scratch"),
+            data_dir: PathBuf::from(importer_env::DATA_DIR),
+            block_device: PathBuf::from(importer_env::BLOCK_DEVICE),
+            scratch_dir: PathBuf::from(importer_env::SCRATCH_DIR),
         }
     }
 }

@@ -1,0 +1,240 @@
+//! The importer pod of a claim, as upstream's import controller makes it (`makeImporterPodSpec`):
+//! named `importer-<claim>`, owned by the claim, restarted `OnFailure` (so the kubelet's backoff),
+//! the claim mounted at `/data` (or attached as `/dev/cdi-block-volume`), the scratch claim at
+//! `/scratch` when the image needs one, `certConfigMap` at `/certs`, the secret's keys as basic
+//! auth, and the job in upstream's environment variables. Pure.
+
+use std::collections::BTreeMap;
+
+use cdi_api::data_volume::DataVolumeSourceHttp;
+use cdi_api::importer_env as env;
+use k8s_openapi::api::core::v1::{
+    ConfigMapVolumeSource, Container, ContainerPort, EnvVar, EnvVarSource, PersistentVolumeClaimVolumeSource, Pod,
+    PodSpec, ResourceRequirements, SecretKeySelector, Volume, VolumeDevice, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+
+/// The importer container's name (upstream's).
+pub const CONTAINER: &str = "importer";
+/// The claim's volume in the pod (upstream's `cdi-data-vol`).
+pub const DATA_VOLUME: &str = "cdi-data-vol";
+/// The scratch claim's volume (upstream's `cdi-scratch-vol`).
+pub const SCRATCH_VOLUME: &str = "cdi-scratch-vol";
+/// The certificates' volume (upstream's `cdi-cert-vol`).
+pub const CERT_VOLUME: &str = "cdi-cert-vol";
+/// The label every CDI object carries, and its value.
+pub const CDI_LABEL: (&str, &str) = ("app", "containerized-data-importer");
+/// The label naming the component.
+pub const COMPONENT_LABEL: (&str, &str) = ("cdi.kubevirt.io", "importer");
+/// The annotation saying CDI created an object.
+pub const CREATED_BY: &str = "cdi.kubevirt.io/storage.createdByController";
+
+/// The pod name of `claim`'s importer.
+#[must_use]
+pub fn pod_name(claim: &str) -> String {
+    format!("importer-{claim}")
+}
+
+/// What the import reads.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ImportSource {
+    /// A URL.
+    Http(DataVolumeSourceHttp),
+    /// Nothing: a blank disk.
+    Blank,
+}
+
+/// Everything the pod is made from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ImporterPodArgs {
+    /// The claim's name, namespace and uid.
+    pub claim: String,
+    /// Its namespace.
+    pub namespace: String,
+    /// Its uid (the pod's owner).
+    pub claim_uid: String,
+    /// Whether the claim is a block volume.
+    pub block: bool,
+    /// The source.
+    pub source: ImportSource,
+    /// The claim's requested size, as its quantity is written.
+    pub image_size: String,
+    /// The filesystem overhead for this claim's class.
+    pub filesystem_overhead: String,
+    /// `spec.preallocation`, or CDIConfig's default.
+    pub preallocation: bool,
+    /// The scratch claim, once the image asked for one.
+    pub scratch_claim: Option<String>,
+    /// The DataVolume's uid (the progress metric's label).
+    pub owner_uid: String,
+    /// The importer image.
+    pub image: String,
+    /// Its pull policy.
+    pub pull_policy: String,
+    /// The DataVolume's `priorityClassName`.
+    pub priority_class: Option<String>,
+    /// The DataVolume's `serviceAccountName`.
+    pub service_account: Option<String>,
+    /// CDIConfig's `podResourceRequirements`.
+    pub resources: Option<ResourceRequirements>,
+}
+
+fn value(name: &str, value: impl Into<String>) -> EnvVar {
+    EnvVar {
+        name: name.to_owned(),
+        value: Some(value.into()),
+        value_from: None,
+    }
+}
+
+fn from_secret(name: &str, secret: &str, key: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_owned(),
+        value: None,
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: secret.to_owned(),
+                key: key.to_owned(),
+                optional: None,
+            }),
+            ..EnvVarSource::default()
+        }),
+    }
+}
+
+fn environment(args: &ImporterPodArgs) -> Vec<EnvVar> {
+    let (source, endpoint) = match &args.source {
+        ImportSource::Http(http) => ("http", http.url.as_str()),
+        ImportSource::Blank => ("none", ""),
+    };
+    let mut vars = vec![
+        value(env::SOURCE, source),
+        value(env::ENDPOINT, endpoint),
+        value(env::CONTENT_TYPE, "kubevirt"),
+        value(env::IMAGE_SIZE, &args.image_size),
+        value(env::OWNER_UID, &args.owner_uid),
+        value(env::FILESYSTEM_OVERHEAD, &args.filesystem_overhead),
+        value(env::INSECURE_TLS, "false"),
+        value(env::PREALLOCATION, args.preallocation.to_string()),
+    ];
+    if let ImportSource::Http(http) = &args.source {
+        if let Some(checksum) = &http.checksum {
+            vars.push(value(env::CHECKSUM, checksum));
+        }
+        if let Some(secret) = &http.secret_ref {
+            vars.push(from_secret(env::ACCESS_KEY_ID, secret, "accessKeyId"));
+            vars.push(from_secret(env::SECRET_KEY, secret, "secretKey"));
+        }
+        if http.cert_config_map.is_some() {
+            vars.push(value(env::CERT_DIR, env::CERT_DIR_PATH));
+        }
+        for (index, header) in http.extra_headers.iter().enumerate() {
+            vars.push(value(&format!("{}{index}", env::EXTRA_HEADER_PREFIX), header));
+        }
+    }
+    vars
+}
+
+fn claim_volume(name: &str, claim: &str) -> Volume {
+    Volume {
+        name: name.to_owned(),
+        persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+            claim_name: claim.to_owned(),
+            read_only: None,
+        }),
+        ..Volume::default()
+    }
+}
+
+fn mount(name: &str, path: &str) -> VolumeMount {
+    VolumeMount {
+        name: name.to_owned(),
+        mount_path: path.to_owned(),
+        ..VolumeMount::default()
+    }
+}
+
+/// The importer pod.
+#[must_use]
+pub fn render(args: &ImporterPodArgs) -> Pod {
+    let mut volumes = vec![claim_volume(DATA_VOLUME, &args.claim)];
+    let mut mounts = Vec::new();
+    let mut devices = Vec::new();
+    if args.block {
+        devices.push(VolumeDevice {
+            name: DATA_VOLUME.to_owned(),
+            device_path: env::BLOCK_DEVICE.to_owned(),
+        });
+    } else {
+        mounts.push(mount(DATA_VOLUME, env::DATA_DIR));
+    }
+    if let Some(scratch) = &args.scratch_claim {
+        volumes.push(claim_volume(SCRATCH_VOLUME, scratch));
+        mounts.push(mount(SCRATCH_VOLUME, env::SCRATCH_DIR));
+    }
+    if let ImportSource::Http(DataVolumeSourceHttp {
+        cert_config_map: Some(config_map),
+        ..
+    }) = &args.source
+    {
+        volumes.push(Volume {
+            name: CERT_VOLUME.to_owned(),
+            config_map: Some(ConfigMapVolumeSource {
+                name: config_map.clone(),
+                ..ConfigMapVolumeSource::default()
+            }),
+            ..Volume::default()
+        });
+        mounts.push(mount(CERT_VOLUME, env::CERT_DIR_PATH));
+    }
+    let container = Container {
+        name: CONTAINER.to_owned(),
+        image: Some(args.image.clone()),
+        image_pull_policy: Some(args.pull_policy.clone()),
+        env: Some(environment(args)),
+        ports: Some(vec![ContainerPort {
+            name: Some("metrics".to_owned()),
+            container_port: 8443,
+            protocol: Some("TCP".to_owned()),
+            ..ContainerPort::default()
+        }]),
+        termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
+        volume_mounts: (!mounts.is_empty()).then_some(mounts),
+        volume_devices: (!devices.is_empty()).then_some(devices),
+        resources: args.resources.clone(),
+        ..Container::default()
+    };
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(pod_name(&args.claim)),
+            namespace: Some(args.namespace.clone()),
+            annotations: Some(BTreeMap::from([(CREATED_BY.to_owned(), "yes".to_owned())])),
+            labels: Some(BTreeMap::from([
+                (CDI_LABEL.0.to_owned(), CDI_LABEL.1.to_owned()),
+                (COMPONENT_LABEL.0.to_owned(), COMPONENT_LABEL.1.to_owned()),
+            ])),
+            owner_references: Some(vec![OwnerReference {
+                api_version: "v1".to_owned(),
+                kind: "PersistentVolumeClaim".to_owned(),
+                name: args.claim.clone(),
+                uid: args.claim_uid.clone(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            }]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PodSpec {
+            containers: vec![container],
+            volumes: Some(volumes),
+            restart_policy: Some("OnFailure".to_owned()),
+            priority_class_name: args.priority_class.clone(),
+            service_account_name: args.service_account.clone(),
+            enable_service_links: Some(false),
+            ..PodSpec::default()
+        }),
+        status: None,
+    }
+}
+
+#[cfg(test)]
+mod tests;
