@@ -6,6 +6,7 @@
 //! ([`storage_profile`]), and a DataVolume's claim spec from its `spec.storage` ([`claim_spec`]).
 //! The reconcilers and the binary come next (issue #33).
 
+pub mod claim_annotations;
 pub mod claim_spec;
 pub mod importer_pod;
 pub mod storage_capabilities;

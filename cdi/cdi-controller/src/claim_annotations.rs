@@ -1,0 +1,271 @@
+//! What an importer pod tells its claim, as upstream's import controller writes it
+//! (`updatePvcFromPod`): the pod's phase and restarts, a `Running` condition with its reason and
+//! message (from the container's state and termination message), whether the image asked for
+//! scratch space, and a checksum mismatch as a fatal error. The DataVolume's status is then read
+//! from these annotations ([`crate::import_status`]). Pure.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+use serde::Deserialize;
+
+/// The annotations, upstream's names.
+pub mod ann {
+    /// The importer pod's phase.
+    pub const POD_PHASE: &str = "cdi.kubevirt.io/storage.pod.phase";
+    /// Its container's restarts.
+    pub const POD_RESTARTS: &str = "cdi.kubevirt.io/storage.pod.restarts";
+    /// `false` while the scheduler cannot place it.
+    pub const POD_SCHEDULABLE: &str = "cdi.kubevirt.io/storage.pod.schedulable";
+    /// `true` keeps the pod after it completed.
+    pub const POD_RETAIN: &str = "cdi.kubevirt.io/storage.pod.retainAfterCompletion";
+    /// The importer pod's name.
+    pub const IMPORT_POD: &str = "cdi.kubevirt.io/storage.import.importPodName";
+    /// The `Running` condition: `true`, `false`.
+    pub const RUNNING: &str = "cdi.kubevirt.io/storage.condition.running";
+    /// Its message.
+    pub const RUNNING_MESSAGE: &str = "cdi.kubevirt.io/storage.condition.running.message";
+    /// Its reason.
+    pub const RUNNING_REASON: &str = "cdi.kubevirt.io/storage.condition.running.reason";
+    /// The `Bound` condition a controller sets on the claim.
+    pub const BOUND: &str = "cdi.kubevirt.io/storage.condition.bound";
+    /// Its message.
+    pub const BOUND_MESSAGE: &str = "cdi.kubevirt.io/storage.condition.bound.message";
+    /// Its reason.
+    pub const BOUND_REASON: &str = "cdi.kubevirt.io/storage.condition.bound.reason";
+    /// The image must be converted through scratch space.
+    pub const REQUIRES_SCRATCH: &str = "cdi.kubevirt.io/storage.import.requiresScratch";
+    /// The import failed for good (a checksum mismatch): no new pod.
+    pub const FATAL_ERROR: &str = "cdi.kubevirt.io/storage.import.fatalError";
+    /// Preallocation was applied.
+    pub const PREALLOCATION_APPLIED: &str = "cdi.kubevirt.io/storage.preallocation";
+    /// The source kind.
+    pub const SOURCE: &str = "cdi.kubevirt.io/storage.import.source";
+    /// The source's URL.
+    pub const ENDPOINT: &str = "cdi.kubevirt.io/storage.import.endpoint";
+    /// The content type.
+    pub const CONTENT_TYPE: &str = "cdi.kubevirt.io/storage.contentType";
+}
+
+/// The `Running` reason of a running pod (upstream's).
+pub const POD_RUNNING: &str = "Pod is running";
+/// The `Running` reason while scratch space is made (upstream's).
+pub const SCRATCH_REQUIRED_REASON: &str = "Scratch space required";
+/// Its message (upstream's).
+pub const SCRATCH_REQUIRED_MESSAGE: &str = "scratch space required and none found";
+/// The reason of an image that could not be pulled.
+pub const IMAGE_PULL_FAILED: &str = "ImagePullFailed";
+/// The message prefix of an image that could not be pulled.
+pub const IMAGE_PULL_FAILURE_TEXT: &str = "failed to pull image";
+/// The reason of a checksum mismatch.
+pub const CHECKSUM_ERROR: &str = "ChecksumError";
+
+/// An event for the claim.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClaimEvent {
+    /// `Normal` or `Warning`.
+    pub event_type: &'static str,
+    /// The reason.
+    pub reason: &'static str,
+    /// The message.
+    pub message: String,
+}
+
+/// What the pod says, and what to do about it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Observed {
+    /// The claim's annotations, updated.
+    pub annotations: BTreeMap<String, String>,
+    /// The pod must go: it completed, it needs scratch space (a new pod mounts it), or it failed
+    /// for good.
+    pub delete_pod: bool,
+    /// Events for the claim.
+    pub events: Vec<ClaimEvent>,
+}
+
+/// The importer's JSON termination message.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct TerminationMessage {
+    scratch_space_required: Option<bool>,
+    preallocation_applied: Option<bool>,
+    message: Option<String>,
+}
+
+/// Upstream's short message for the ways an image does not fit.
+#[must_use]
+pub fn simplify(message: &str) -> String {
+    const TOO_SMALL: [&str; 4] = [
+        "is larger than the reported available",
+        "no space left on device",
+        "file largest block is bigger than maxblock",
+        "disk quota exceeded",
+    ];
+    if TOO_SMALL.iter().any(|s| message.contains(s)) {
+        return "DataVolume too small to contain image".to_owned();
+    }
+    message.to_owned()
+}
+
+fn statuses(pod: &Pod) -> &[ContainerStatus] {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_deref())
+        .unwrap_or_default()
+}
+
+fn termination_message(pod: &Pod) -> Option<TerminationMessage> {
+    let message = statuses(pod).first()?.state.as_ref()?.terminated.as_ref()?.message.as_deref()?;
+    serde_json::from_str(message).ok()
+}
+
+fn set(anno: &mut BTreeMap<String, String>, status: &str, message: String, reason: &str) {
+    anno.insert(ann::RUNNING.to_owned(), status.to_owned());
+    anno.insert(ann::RUNNING_MESSAGE.to_owned(), message);
+    anno.insert(ann::RUNNING_REASON.to_owned(), reason.to_owned());
+}
+
+/// Writes the `Running` condition and restarts from the pod's containers (upstream's
+/// `setAnnotationsFromPodWithPrefix`).
+fn set_running(anno: &mut BTreeMap<String, String>, pod: &Pod, term: Option<&TerminationMessage>) {
+    let statuses = statuses(pod);
+    let Some(first) = statuses.first() else {
+        return;
+    };
+    let known: i32 = anno.get(ann::POD_RESTARTS).and_then(|r| r.parse().ok()).unwrap_or(0);
+    if first.restart_count >= known {
+        anno.insert(ann::POD_RESTARTS.to_owned(), first.restart_count.to_string());
+    }
+    if statuses
+        .iter()
+        .all(|s| s.state.as_ref().is_some_and(|state| state.running.is_some()))
+    {
+        set(anno, "true", String::new(), POD_RUNNING);
+        return;
+    }
+    for status in statuses {
+        let waiting = status.state.as_ref().and_then(|s| s.waiting.as_ref());
+        if status.started == Some(false)
+            && let Some(reason) = waiting.and_then(|w| w.reason.as_deref())
+            && matches!(reason, "ImagePullBackOff" | "ErrImagePull" | "InvalidImageName")
+        {
+            set(anno, "false", format!("{IMAGE_PULL_FAILURE_TEXT}: {}", status.image), IMAGE_PULL_FAILED);
+            return;
+        }
+    }
+    let state = first.state.clone().unwrap_or_default();
+    anno.insert(ann::RUNNING.to_owned(), "false".to_owned());
+    if let Some(waiting) = &state.waiting
+        && waiting.reason.as_deref() != Some("CrashLoopBackOff")
+    {
+        set(
+            anno,
+            "false",
+            simplify(waiting.message.as_deref().unwrap_or_default()),
+            waiting.reason.as_deref().unwrap_or_default(),
+        );
+        return;
+    }
+    let Some(terminated) = &state.terminated else {
+        return;
+    };
+    if let Some(term) = term {
+        if term.scratch_space_required == Some(true) {
+            anno.insert(ann::REQUIRES_SCRATCH.to_owned(), "true".to_owned());
+            set(anno, "false", SCRATCH_REQUIRED_MESSAGE.to_owned(), SCRATCH_REQUIRED_REASON);
+            return;
+        }
+        if let Some(message) = &term.message {
+            anno.insert(ann::RUNNING_MESSAGE.to_owned(), message.clone());
+        }
+        if term.preallocation_applied == Some(true) {
+            anno.insert(ann::PREALLOCATION_APPLIED.to_owned(), "true".to_owned());
+        }
+    } else {
+        let message = terminated.message.as_deref().unwrap_or_default();
+        anno.insert(ann::RUNNING_MESSAGE.to_owned(), simplify(message));
+        if message.contains(IMAGE_PULL_FAILURE_TEXT) {
+            anno.insert(ann::RUNNING_REASON.to_owned(), IMAGE_PULL_FAILED.to_owned());
+            return;
+        }
+    }
+    anno.insert(
+        ann::RUNNING_REASON.to_owned(),
+        terminated.reason.clone().unwrap_or_default(),
+    );
+}
+
+/// Reads the importer `pod` of a claim with `annotations`.
+#[must_use]
+pub fn observe_importer(annotations: &BTreeMap<String, String>, pod: &Pod) -> Observed {
+    let mut anno = annotations.clone();
+    let mut events = Vec::new();
+    let term = termination_message(pod);
+    set_running(&mut anno, pod, term.as_ref());
+    if let Some(message) = term.as_ref().and_then(|t| t.message.as_deref())
+        && message.contains("checksum mismatch")
+    {
+        anno.insert(ann::POD_PHASE.to_owned(), "Failed".to_owned());
+        anno.insert(ann::FATAL_ERROR.to_owned(), "true".to_owned());
+        anno.insert(ann::RUNNING.to_owned(), "false".to_owned());
+        if anno.get(ann::RUNNING_MESSAGE).is_none_or(String::is_empty) {
+            anno.insert(ann::RUNNING_MESSAGE.to_owned(), simplify(message));
+        }
+        anno.insert(ann::RUNNING_REASON.to_owned(), CHECKSUM_ERROR.to_owned());
+        events.push(ClaimEvent {
+            event_type: "Warning",
+            reason: "ErrImportFailed",
+            message: simplify(message),
+        });
+    }
+    let scratch_required = term.as_ref().and_then(|t| t.scratch_space_required) == Some(true);
+    if let Some(terminated) = statuses(pod)
+        .first()
+        .and_then(|s| s.state.as_ref())
+        .and_then(|s| s.terminated.as_ref())
+        && terminated.exit_code > 0
+    {
+        events.push(ClaimEvent {
+            event_type: "Warning",
+            reason: "ErrImportFailed",
+            message: terminated.message.clone().unwrap_or_default(),
+        });
+    }
+    if let Some(name) = &pod.metadata.name {
+        anno.insert(ann::IMPORT_POD.to_owned(), name.clone());
+    }
+    let fatal = anno.get(ann::FATAL_ERROR).is_some_and(|v| v == "true");
+    let phase = pod.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
+    if !scratch_required && !fatal {
+        anno.insert(ann::POD_PHASE.to_owned(), phase);
+    }
+    let unschedulable = anno.get(ann::POD_PHASE).is_some_and(|p| p == "Pending")
+        && pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| {
+                c.iter()
+                    .any(|c| c.type_ == "PodScheduled" && c.reason.as_deref() == Some("Unschedulable"))
+            });
+    anno.insert(ann::POD_SCHEDULABLE.to_owned(), (!unschedulable).to_string());
+    let complete = anno.get(ann::POD_PHASE).is_some_and(|p| p == "Succeeded");
+    if complete && !scratch_required {
+        events.push(ClaimEvent {
+            event_type: "Normal",
+            reason: "ImportSucceeded",
+            message: "Import Successful".to_owned(),
+        });
+    }
+    let retain = anno.get(ann::POD_RETAIN).is_some_and(|v| v == "true")
+        && anno.get(ann::REQUIRES_SCRATCH).is_none_or(|v| v != "true");
+    let delete_pod = fatal || ((complete || scratch_required) && !retain);
+    Observed {
+        annotations: anno,
+        delete_pod,
+        events,
+    }
+}
+
+#[cfg(test)]
+mod tests;
