@@ -115,7 +115,14 @@ fn statuses(pod: &Pod) -> &[ContainerStatus] {
 }
 
 fn termination_message(pod: &Pod) -> Option<TerminationMessage> {
-    let message = statuses(pod).first()?.state.as_ref()?.terminated.as_ref()?.message.as_deref()?;
+    let message = statuses(pod)
+        .first()?
+        .state
+        .as_ref()?
+        .terminated
+        .as_ref()?
+        .message
+        .as_deref()?;
     serde_json::from_str(message).ok()
 }
 
@@ -149,7 +156,12 @@ fn set_running(anno: &mut BTreeMap<String, String>, pod: &Pod, term: Option<&Ter
             && let Some(reason) = waiting.and_then(|w| w.reason.as_deref())
             && matches!(reason, "ImagePullBackOff" | "ErrImagePull" | "InvalidImageName")
         {
-            set(anno, "false", format!("{IMAGE_PULL_FAILURE_TEXT}: {}", status.image), IMAGE_PULL_FAILED);
+            set(
+                anno,
+                "false",
+                format!("{IMAGE_PULL_FAILURE_TEXT}: {}", status.image),
+                IMAGE_PULL_FAILED,
+            );
             return;
         }
     }
@@ -172,7 +184,12 @@ fn set_running(anno: &mut BTreeMap<String, String>, pod: &Pod, term: Option<&Ter
     if let Some(term) = term {
         if term.scratch_space_required == Some(true) {
             anno.insert(ann::REQUIRES_SCRATCH.to_owned(), "true".to_owned());
-            set(anno, "false", SCRATCH_REQUIRED_MESSAGE.to_owned(), SCRATCH_REQUIRED_REASON);
+            set(
+                anno,
+                "false",
+                SCRATCH_REQUIRED_MESSAGE.to_owned(),
+                SCRATCH_REQUIRED_REASON,
+            );
             return;
         }
         if let Some(message) = &term.message {

@@ -3,7 +3,7 @@ use serde_json::{Value, json};
 
 use super::*;
 
-fn pod(phase: &str, state: Value, restarts: i32) -> Pod {
+fn pod(phase: &str, state: &Value, restarts: i32) -> Pod {
     serde_json::from_value(json!({
         "metadata": {"name": "importer-disk"},
         "status": {
@@ -27,10 +27,16 @@ fn annotations(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 
 /// The annotations a case sets, without the pod name and schedulable flag every case sets.
 fn running_of(observed: &Observed) -> Vec<(&str, &str)> {
-    [ann::POD_PHASE, ann::POD_RESTARTS, ann::RUNNING, ann::RUNNING_MESSAGE, ann::RUNNING_REASON]
-        .iter()
-        .map(|k| (*k, observed.annotations.get(*k).map_or("-", String::as_str)))
-        .collect()
+    [
+        ann::POD_PHASE,
+        ann::POD_RESTARTS,
+        ann::RUNNING,
+        ann::RUNNING_MESSAGE,
+        ann::RUNNING_REASON,
+    ]
+    .iter()
+    .map(|k| (*k, observed.annotations.get(*k).map_or("-", String::as_str)))
+    .collect()
 }
 
 #[test]
@@ -40,25 +46,25 @@ fn each_pod_state_becomes_upstreams_running_annotations() {
     let cases: Vec<(&str, Pod, [&str; 5], bool)> = vec![
         (
             "running",
-            pod("Running", json!({"running": {}}), 0),
+            pod("Running", &json!({"running": {}}), 0),
             ["Running", "0", "true", "", POD_RUNNING],
             false,
         ),
         (
             "complete",
-            pod("Succeeded", terminated(0, "Completed", complete), 0),
+            pod("Succeeded", &terminated(0, "Completed", complete), 0),
             ["Succeeded", "0", "false", "Import Complete", "Completed"],
             true,
         ),
         (
             "failed, restarting",
-            pod("Running", terminated(1, "Error", not_found), 2),
+            pod("Running", &terminated(1, "Error", not_found), 2),
             ["Running", "2", "false", not_found, "Error"],
             false,
         ),
         (
             "creating",
-            pod("Pending", json!({"waiting": {"reason": "ContainerCreating"}}), 0),
+            pod("Pending", &json!({"waiting": {"reason": "ContainerCreating"}}), 0),
             ["Pending", "0", "false", "", "ContainerCreating"],
             false,
         ),
@@ -66,23 +72,35 @@ fn each_pod_state_becomes_upstreams_running_annotations() {
             "too large",
             pod(
                 "Running",
-                terminated(
+                &terminated(
                     1,
                     "Error",
                     "Unable to process data: virtual image size 9 is larger than the reported available storage 1. A larger PVC is required",
                 ),
                 0,
             ),
-            ["Running", "0", "false", "DataVolume too small to contain image", "Error"],
+            [
+                "Running",
+                "0",
+                "false",
+                "DataVolume too small to contain image",
+                "Error",
+            ],
             false,
         ),
     ];
     for (name, pod, expected, delete) in cases {
         let observed = observe_importer(&BTreeMap::new(), &pod);
-        let want: Vec<(&str, &str)> = [ann::POD_PHASE, ann::POD_RESTARTS, ann::RUNNING, ann::RUNNING_MESSAGE, ann::RUNNING_REASON]
-            .into_iter()
-            .zip(expected)
-            .collect();
+        let want: Vec<(&str, &str)> = [
+            ann::POD_PHASE,
+            ann::POD_RESTARTS,
+            ann::RUNNING,
+            ann::RUNNING_MESSAGE,
+            ann::RUNNING_REASON,
+        ]
+        .into_iter()
+        .zip(expected)
+        .collect();
         assert_eq!(running_of(&observed), want, "{name}");
         assert_eq!(observed.delete_pod, delete, "{name}");
         assert_eq!(observed.annotations[ann::IMPORT_POD], "importer-disk", "{name}");
@@ -96,7 +114,10 @@ fn a_crash_loop_keeps_the_last_message_and_restarts_never_go_back() {
         (ann::RUNNING_REASON, "Error"),
         (ann::POD_RESTARTS, "5"),
     ]);
-    let observed = observe_importer(&before, &pod("Running", json!({"waiting": {"reason": "CrashLoopBackOff"}}), 3));
+    let observed = observe_importer(
+        &before,
+        &pod("Running", &json!({"waiting": {"reason": "CrashLoopBackOff"}}), 3),
+    );
     assert_eq!(
         running_of(&observed),
         [
@@ -111,32 +132,50 @@ fn a_crash_loop_keeps_the_last_message_and_restarts_never_go_back() {
 
 #[test]
 fn an_image_that_cannot_be_pulled_is_named() {
-    let mut pulling = pod("Pending", json!({"waiting": {"reason": "ImagePullBackOff", "message": "back-off"}}), 0);
+    let mut pulling = pod(
+        "Pending",
+        &json!({"waiting": {"reason": "ImagePullBackOff", "message": "back-off"}}),
+        0,
+    );
     if let Some(status) = pulling.status.as_mut().and_then(|s| s.container_statuses.as_mut()) {
         status[0].started = Some(false);
     }
     let observed = observe_importer(&BTreeMap::new(), &pulling);
     assert_eq!(observed.annotations[ann::RUNNING_REASON], IMAGE_PULL_FAILED);
-    assert_eq!(observed.annotations[ann::RUNNING_MESSAGE], "failed to pull image: cdi-importer:latest");
+    assert_eq!(
+        observed.annotations[ann::RUNNING_MESSAGE],
+        "failed to pull image: cdi-importer:latest"
+    );
 }
 
 #[test]
 fn a_request_for_scratch_space_replaces_the_pod_without_a_phase() {
     let scratch = r#"{"scratchSpaceRequired":true,"preallocationApplied":false,"message":"Import Complete"}"#;
     let before = annotations(&[(ann::POD_PHASE, "Running"), (ann::POD_RETAIN, "true")]);
-    let observed = observe_importer(&before, &pod("Succeeded", terminated(0, "Completed", scratch), 0));
+    let observed = observe_importer(&before, &pod("Succeeded", &terminated(0, "Completed", scratch), 0));
     assert_eq!(observed.annotations[ann::REQUIRES_SCRATCH], "true");
-    assert_eq!(observed.annotations[ann::POD_PHASE], "Running", "the phase is not Succeeded");
+    assert_eq!(
+        observed.annotations[ann::POD_PHASE],
+        "Running",
+        "the phase is not Succeeded"
+    );
     assert_eq!(observed.annotations[ann::RUNNING_REASON], SCRATCH_REQUIRED_REASON);
     assert_eq!(observed.annotations[ann::RUNNING_MESSAGE], SCRATCH_REQUIRED_MESSAGE);
-    assert!(observed.delete_pod, "deleted even when retained: a new pod mounts the scratch claim");
+    assert!(
+        observed.delete_pod,
+        "deleted even when retained: a new pod mounts the scratch claim"
+    );
     assert!(observed.events.is_empty());
 }
 
 #[test]
 fn a_checksum_mismatch_is_fatal() {
-    let mismatch = r#"{"message":"Unable to process data: checksum mismatch: expected sha256:00, calculated sha256:11"}"#;
-    let observed = observe_importer(&BTreeMap::new(), &pod("Succeeded", terminated(0, "Completed", mismatch), 0));
+    let mismatch =
+        r#"{"message":"Unable to process data: checksum mismatch: expected sha256:00, calculated sha256:11"}"#;
+    let observed = observe_importer(
+        &BTreeMap::new(),
+        &pod("Succeeded", &terminated(0, "Completed", mismatch), 0),
+    );
     assert_eq!(observed.annotations[ann::POD_PHASE], "Failed");
     assert_eq!(observed.annotations[ann::FATAL_ERROR], "true");
     assert_eq!(observed.annotations[ann::RUNNING_REASON], CHECKSUM_ERROR);
@@ -150,7 +189,7 @@ fn completion_is_announced_and_a_retained_pod_stays() {
     let complete = r#"{"scratchSpaceRequired":false,"preallocationApplied":true,"message":"Import Complete"}"#;
     let observed = observe_importer(
         &annotations(&[(ann::POD_RETAIN, "true")]),
-        &pod("Succeeded", terminated(0, "Completed", complete), 0),
+        &pod("Succeeded", &terminated(0, "Completed", complete), 0),
     );
     assert!(!observed.delete_pod);
     assert_eq!(observed.annotations[ann::PREALLOCATION_APPLIED], "true");
@@ -166,11 +205,19 @@ fn completion_is_announced_and_a_retained_pod_stays() {
 
 #[test]
 fn an_unschedulable_pending_pod_is_marked() {
-    let mut pending = pod("Pending", json!({"waiting": {"reason": "ContainerCreating"}}), 0);
+    let mut pending = pod("Pending", &json!({"waiting": {"reason": "ContainerCreating"}}), 0);
     if let Some(status) = pending.status.as_mut() {
-        status.conditions = serde_json::from_value(json!([{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}])).ok();
+        status.conditions =
+            serde_json::from_value(json!([{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]))
+                .ok();
     }
-    assert_eq!(observe_importer(&BTreeMap::new(), &pending).annotations[ann::POD_SCHEDULABLE], "false");
-    let running = pod("Running", json!({"running": {}}), 0);
-    assert_eq!(observe_importer(&BTreeMap::new(), &running).annotations[ann::POD_SCHEDULABLE], "true");
+    assert_eq!(
+        observe_importer(&BTreeMap::new(), &pending).annotations[ann::POD_SCHEDULABLE],
+        "false"
+    );
+    let running = pod("Running", &json!({"running": {}}), 0);
+    assert_eq!(
+        observe_importer(&BTreeMap::new(), &running).annotations[ann::POD_SCHEDULABLE],
+        "true"
+    );
 }

@@ -1,0 +1,257 @@
+use k8s_openapi::jiff::Timestamp;
+use pretty_assertions::assert_eq;
+
+use super::*;
+
+fn at(seconds: i64) -> Time {
+    Time(Timestamp::from_second(seconds).expect("time"))
+}
+
+fn claim(phase: &str, pairs: &[(&str, &str)]) -> ClaimView {
+    ClaimView {
+        name: "disk".to_owned(),
+        phase: phase.to_owned(),
+        annotations: pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+        deleting: false,
+    }
+}
+
+const WORK: Circumstances = Circumstances {
+    requires_work: true,
+    wait_for_first_consumer: false,
+};
+
+fn status(phase: DataVolumePhase) -> DataVolumeStatus {
+    DataVolumeStatus {
+        phase,
+        ..DataVolumeStatus::default()
+    }
+}
+
+fn condition<'a>(status: &'a DataVolumeStatus, kind: &str) -> (&'a str, &'a str, &'a str) {
+    let found = status
+        .conditions
+        .iter()
+        .find(|c| c.condition_type == kind)
+        .unwrap_or_else(|| panic!("no {kind} condition"));
+    (
+        found.state.status.as_str(),
+        found.state.reason.as_deref().unwrap_or_default(),
+        found.state.message.as_deref().unwrap_or_default(),
+    )
+}
+
+/// From, the claim, the circumstances, to, and the event's reason.
+type Case = (
+    DataVolumePhase,
+    Option<ClaimView>,
+    Circumstances,
+    DataVolumePhase,
+    Option<&'static str>,
+);
+
+#[test]
+fn the_phase_follows_the_claim_and_the_importer_pod() {
+    use DataVolumePhase::*;
+    let scheduled = [(ann::IMPORT_POD, "importer-disk")];
+    let with_phase = |phase: &'static str| vec![(ann::IMPORT_POD, "importer-disk"), (ann::POD_PHASE, phase)];
+    let wffc = Circumstances {
+        wait_for_first_consumer: true,
+        ..WORK
+    };
+    let populated = Circumstances {
+        requires_work: false,
+        ..WORK
+    };
+    let cases: Vec<Case> = vec![
+        (Unset, None, WORK, Pending, None),
+        (ImportInProgress, None, WORK, ImportInProgress, None),
+        (Unset, Some(claim("Pending", &[])), WORK, Pending, None),
+        (Unset, Some(claim("Pending", &[])), wffc, WaitForFirstConsumer, None),
+        (Unset, Some(claim("Pending", &[])), populated, Succeeded, None),
+        (Pending, Some(claim("Bound", &[])), WORK, PvcBound, None),
+        (
+            WaitForFirstConsumer,
+            Some(claim("Bound", &scheduled)),
+            WORK,
+            ImportScheduled,
+            None,
+        ),
+        (
+            Pending,
+            Some(claim("Bound", &with_phase("Pending"))),
+            WORK,
+            ImportScheduled,
+            Some("ImportScheduled"),
+        ),
+        (
+            ImportScheduled,
+            Some(claim("Bound", &with_phase("Running"))),
+            WORK,
+            ImportInProgress,
+            Some("ImportInProgress"),
+        ),
+        (
+            ImportInProgress,
+            Some(claim("Bound", &with_phase("Running"))),
+            WORK,
+            ImportInProgress,
+            None,
+        ),
+        (
+            ImportInProgress,
+            Some(claim("Bound", &with_phase("Failed"))),
+            WORK,
+            ImportScheduled,
+            Some("ImportFailed"),
+        ),
+        (
+            ImportInProgress,
+            Some(claim(
+                "Bound",
+                &[
+                    (ann::IMPORT_POD, "importer-disk"),
+                    (ann::POD_PHASE, "Failed"),
+                    (ann::FATAL_ERROR, "true"),
+                ],
+            )),
+            WORK,
+            Failed,
+            Some("ImportFailed"),
+        ),
+        (
+            ImportInProgress,
+            Some(claim("Bound", &with_phase("Succeeded"))),
+            WORK,
+            Succeeded,
+            Some("ImportSucceeded"),
+        ),
+        (Pending, Some(claim("Bound", &[])), populated, Succeeded, None),
+        (Succeeded, Some(claim("Lost", &[])), WORK, Failed, Some("ErrClaimLost")),
+        (ImportScheduled, Some(claim("Strange", &[])), WORK, Unknown, None),
+        (Pending, Some(claim("", &[])), WORK, Pending, None),
+    ];
+    for (from, claim, circumstances, to, event) in cases {
+        let (next, emitted) = next_status(&status(from), claim.as_ref(), circumstances, &at(10));
+        let label = format!("{from:?} with {claim:?}");
+        assert_eq!(next.phase, to, "{label}");
+        assert_eq!(emitted.map(|e| e.reason), event, "{label}");
+        if to == Succeeded && circumstances.requires_work {
+            assert_eq!(next.progress.as_deref(), Some("100.0%"), "{label}");
+        }
+    }
+}
+
+#[test]
+fn a_claim_being_deleted_changes_nothing_but_the_conditions() {
+    let mut deleting = claim("Bound", &[(ann::POD_PHASE, "Succeeded")]);
+    deleting.deleting = true;
+    let (next, event) = next_status(
+        &status(DataVolumePhase::ImportInProgress),
+        Some(&deleting),
+        WORK,
+        &at(1),
+    );
+    assert_eq!(next.phase, DataVolumePhase::ImportInProgress);
+    assert_eq!(next.claim_name, None);
+    assert_eq!(event, None);
+}
+
+#[test]
+fn restarts_and_the_claim_name_are_copied() {
+    let view = claim(
+        "Bound",
+        &[
+            (ann::IMPORT_POD, "importer-disk"),
+            (ann::POD_PHASE, "Running"),
+            (ann::POD_RESTARTS, "3"),
+        ],
+    );
+    let (next, _) = next_status(&status(DataVolumePhase::ImportInProgress), Some(&view), WORK, &at(1));
+    assert_eq!(next.restart_count, Some(3));
+    assert_eq!(next.claim_name.as_deref(), Some("disk"));
+}
+
+#[test]
+fn conditions_read_as_upstreams() {
+    let running = claim(
+        "Bound",
+        &[
+            (ann::IMPORT_POD, "importer-disk"),
+            (ann::POD_PHASE, "Running"),
+            (ann::RUNNING, "true"),
+            (ann::RUNNING_REASON, "Pod is running"),
+        ],
+    );
+    let (next, _) = next_status(&status(DataVolumePhase::ImportScheduled), Some(&running), WORK, &at(1));
+    assert_eq!(condition(&next, "Bound"), ("True", "Bound", "PVC disk Bound"));
+    assert_eq!(condition(&next, "Running"), ("True", "Pod is running", ""));
+    assert_eq!(condition(&next, "Ready"), ("False", "TransferRunning", ""));
+
+    let failing = claim(
+        "Bound",
+        &[
+            (ann::IMPORT_POD, "importer-disk"),
+            (ann::POD_PHASE, "Running"),
+            (ann::RUNNING, "false"),
+            (ann::RUNNING_REASON, "Error"),
+            (ann::RUNNING_MESSAGE, "Unable to process data: HTTP 404"),
+        ],
+    );
+    let (next, _) = next_status(&next, Some(&failing), WORK, &at(2));
+    assert_eq!(
+        condition(&next, "Running"),
+        ("False", "Error", "Unable to process data: HTTP 404")
+    );
+    assert_eq!(condition(&next, "Ready"), ("False", "", ""));
+
+    let done = claim(
+        "Bound",
+        &[
+            (ann::IMPORT_POD, "importer-disk"),
+            (ann::POD_PHASE, "Succeeded"),
+            (ann::RUNNING, "false"),
+            (ann::RUNNING_REASON, "Completed"),
+        ],
+    );
+    let (next, _) = next_status(&next, Some(&done), WORK, &at(3));
+    assert_eq!(condition(&next, "Ready"), ("True", "", ""));
+    assert_eq!(condition(&next, "Running"), ("False", "Completed", ""));
+
+    let (none, _) = next_status(&DataVolumeStatus::default(), None, WORK, &at(1));
+    assert_eq!(condition(&none, "Bound"), ("False", "NotFound", "No PVC found"));
+    let (pending, _) = next_status(&DataVolumeStatus::default(), Some(&claim("Pending", &[])), WORK, &at(1));
+    assert_eq!(condition(&pending, "Bound"), ("False", "Pending", "PVC disk Pending"));
+    let unschedulable = claim("Bound", &[(ann::POD_SCHEDULABLE, "false")]);
+    let (next, _) = next_status(&DataVolumeStatus::default(), Some(&unschedulable), WORK, &at(1));
+    assert_eq!(
+        condition(&next, "Running"),
+        ("False", "Unschedulable", "Importer pod cannot be scheduled")
+    );
+}
+
+#[test]
+fn a_transition_is_stamped_once_and_a_new_message_only_beats() {
+    let failing = |message: &str| {
+        claim(
+            "Bound",
+            &[
+                (ann::IMPORT_POD, "importer-disk"),
+                (ann::POD_PHASE, "Running"),
+                (ann::RUNNING, "false"),
+                (ann::RUNNING_MESSAGE, message),
+            ],
+        )
+    };
+    let (first, _) = next_status(&DataVolumeStatus::default(), Some(&failing("a")), WORK, &at(1));
+    let (same, _) = next_status(&first, Some(&failing("a")), WORK, &at(2));
+    assert_eq!(same, first, "nothing changed, nothing written");
+    let (changed, _) = next_status(&first, Some(&failing("b")), WORK, &at(3));
+    let running = changed
+        .conditions
+        .iter()
+        .find(|c| c.condition_type == "Running")
+        .expect("Running");
+    assert_eq!(running.state.last_transition_time, Some(at(1)));
+    assert_eq!(running.state.last_heartbeat_time, Some(at(3)));
+}
