@@ -204,6 +204,31 @@ fn update_conditions(
     }
 }
 
+/// The status of a DataVolume that cannot go on: `phase`, and `Bound` and `Running` false with
+/// `reason` and `message`.
+#[must_use]
+pub fn blocked(
+    current: &DataVolumeStatus,
+    phase: DataVolumePhase,
+    reason: &str,
+    message: &str,
+    now: &Time,
+) -> DataVolumeStatus {
+    let mut status = current.clone();
+    status.phase = phase;
+    set_condition(&mut status.conditions, conditions::BOUND, "False", message, reason, now);
+    set_condition(&mut status.conditions, conditions::READY, "False", "", "", now);
+    set_condition(
+        &mut status.conditions,
+        conditions::RUNNING,
+        "False",
+        message,
+        reason,
+        now,
+    );
+    status
+}
+
 /// The DataVolume's next status, and the event its phase change brings.
 #[must_use]
 pub fn next_status(

@@ -8,6 +8,7 @@
 
 pub mod claim_annotations;
 pub mod claim_spec;
+pub mod import_plan;
 pub mod import_status;
 pub mod importer_pod;
 pub mod storage_capabilities;

@@ -1,0 +1,421 @@
+//! One pass of the import controller over a DataVolume with an `http` or `blank` source, in
+//! upstream's legacy flow (the claim is filled in place): observe the DataVolume, its claim, the
+//! importer pod and the scratch claim; decide here, purely, the steps; the caller applies them in
+//! order. The claim is created owned by the DataVolume; the importer pod once the claim is bound
+//! (or at once when a WaitForFirstConsumer claim asked for immediate binding); a second pod with
+//! scratch space when the image asked for it; the DataVolume's status follows the claim.
+
+use std::collections::BTreeMap;
+
+use cdi_api::DataVolume;
+use cdi_api::data_volume::DataVolumeStatus;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PersistentVolumeClaimSpec, Pod, ResourceRequirements};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+
+use crate::claim_annotations::{self, ClaimEvent, ann};
+use crate::claim_spec::{self, ChosenClass};
+use crate::import_status::{self, Circumstances, ClaimView, DataVolumeEvent};
+use crate::importer_pod::{self, ImportSource, ImporterPodArgs};
+
+/// The annotation asking a WaitForFirstConsumer claim to bind for the import at once.
+pub const IMMEDIATE_BINDING: &str = "cdi.kubevirt.io/storage.bind.immediate.requested";
+/// The reason of a source this controller does not import.
+pub const UNSUPPORTED: &str = "UnsupportedSource";
+/// The reason of a claim spec that cannot be rendered (upstream's).
+pub const CLAIM_NOT_VALID: &str = "ErrClaimNotValid";
+/// The reason of a claim another owner has (upstream's).
+pub const RESOURCE_EXISTS: &str = "ErrResourceExists";
+
+/// The controller's settings for importer pods.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ImporterSettings {
+    /// The importer image.
+    pub image: String,
+    /// Its pull policy.
+    pub pull_policy: String,
+    /// CDIConfig's `scratchSpaceStorageClass`; else the claim's class.
+    pub scratch_class: Option<String>,
+    /// CDIConfig's `preallocation`, for DataVolumes that do not say.
+    pub preallocation: bool,
+    /// CDIConfig's `podResourceRequirements`.
+    pub resources: Option<ResourceRequirements>,
+}
+
+/// What one pass sees.
+#[derive(Clone, Copy, Debug)]
+pub struct ImportFacts<'a> {
+    /// The DataVolume.
+    pub data_volume: &'a DataVolume,
+    /// Its claim (same name), if any.
+    pub claim: Option<&'a PersistentVolumeClaim>,
+    /// The importer pod, if any.
+    pub pod: Option<&'a Pod>,
+    /// The scratch claim, if any.
+    pub scratch_claim: Option<&'a PersistentVolumeClaim>,
+    /// The class the claim gets, with its profile and overhead (`None`: no class at all).
+    pub class: Option<&'a ChosenClass>,
+    /// The class binds on first consumer.
+    pub wait_for_first_consumer: bool,
+    /// The controller's settings.
+    pub settings: &'a ImporterSettings,
+}
+
+/// A step, applied in order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step {
+    /// Create the claim.
+    CreateClaim(Box<PersistentVolumeClaim>),
+    /// Set these annotations on the claim (a merge: only the keys given).
+    AnnotateClaim(BTreeMap<String, String>),
+    /// Delete the importer pod of this name.
+    DeletePod(String),
+    /// Create the importer pod.
+    CreatePod(Box<Pod>),
+    /// Create the scratch claim.
+    CreateScratchClaim(Box<PersistentVolumeClaim>),
+    /// Record an event on the claim.
+    ClaimEvent(ClaimEvent),
+    /// Write the DataVolume's status.
+    WriteStatus(Box<DataVolumeStatus>),
+    /// Record an event on the DataVolume.
+    Event(DataVolumeEvent),
+}
+
+/// The scratch claim's name (upstream's).
+#[must_use]
+pub fn scratch_name(claim: &str) -> String {
+    format!("{claim}-scratch")
+}
+
+/// Why a DataVolume is not imported here, if it is not.
+fn unsupported(data_volume: &DataVolume) -> Option<String> {
+    let spec = &data_volume.spec;
+    if spec.source_ref.is_some() {
+        return Some("a sourceRef is resolved by the clone flow, which this CDI does not run yet".to_owned());
+    }
+    if spec.content_type.as_deref().is_some_and(|c| c != "kubevirt") {
+        return Some("contentType archive is not supported yet".to_owned());
+    }
+    if !spec.checkpoints.is_empty() || spec.final_checkpoint.is_some() {
+        return Some("checkpoints (multi-stage imports) are not supported yet".to_owned());
+    }
+    let source = spec.source.as_ref()?;
+    let kinds = [
+        ("registry", source.registry.is_some()),
+        ("s3", source.s3.is_some()),
+        ("gcs", source.gcs.is_some()),
+        ("upload", source.upload.is_some()),
+        ("pvc", source.pvc.is_some()),
+        ("snapshot", source.snapshot.is_some()),
+        ("imageio", source.imageio.is_some()),
+        ("vddk", source.vddk.is_some()),
+    ];
+    if let Some((kind, _)) = kinds.iter().find(|(_, set)| *set) {
+        return Some(format!("the {kind} source is not supported by this CDI yet"));
+    }
+    let http = source.http.as_ref()?;
+    if !http.secret_extra_headers.is_empty() {
+        return Some("http.secretExtraHeaders is not supported yet".to_owned());
+    }
+    if http.insecure_skip_verify == Some(true) {
+        return Some("http.insecureSkipVerify is not supported yet".to_owned());
+    }
+    None
+}
+
+/// The import source, if the DataVolume has one this controller runs.
+fn import_source(data_volume: &DataVolume) -> Option<ImportSource> {
+    let source = data_volume.spec.source.as_ref()?;
+    if let Some(http) = &source.http {
+        return Some(ImportSource::Http(http.clone()));
+    }
+    source.blank.is_some().then_some(ImportSource::Blank)
+}
+
+fn owner(data_volume: &DataVolume) -> OwnerReference {
+    OwnerReference {
+        api_version: format!("{}/{}", cdi_api::GROUP, cdi_api::VERSION),
+        kind: "DataVolume".to_owned(),
+        name: data_volume.metadata.name.clone().unwrap_or_default(),
+        uid: data_volume.metadata.uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+fn claim_of(data_volume: &DataVolume, spec: PersistentVolumeClaimSpec, source: &ImportSource) -> PersistentVolumeClaim {
+    let (kind, endpoint) = match source {
+        ImportSource::Http(http) => ("http", http.url.clone()),
+        ImportSource::Blank => ("none", String::new()),
+    };
+    let mut annotations = BTreeMap::from([
+        (ann::SOURCE.to_owned(), kind.to_owned()),
+        (ann::ENDPOINT.to_owned(), endpoint),
+        (ann::CONTENT_TYPE.to_owned(), "kubevirt".to_owned()),
+    ]);
+    if let Some(value) = data_volume
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(IMMEDIATE_BINDING))
+    {
+        annotations.insert(IMMEDIATE_BINDING.to_owned(), value.clone());
+    }
+    PersistentVolumeClaim {
+        metadata: ObjectMeta {
+            name: data_volume.metadata.name.clone(),
+            namespace: data_volume.metadata.namespace.clone(),
+            labels: Some(BTreeMap::from([(
+                importer_pod::CDI_LABEL.0.to_owned(),
+                importer_pod::CDI_LABEL.1.to_owned(),
+            )])),
+            annotations: Some(annotations),
+            owner_references: Some(vec![owner(data_volume)]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(spec),
+        status: None,
+    }
+}
+
+fn view(claim: &PersistentVolumeClaim, annotations: BTreeMap<String, String>) -> ClaimView {
+    ClaimView {
+        name: claim.metadata.name.clone().unwrap_or_default(),
+        phase: claim.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default(),
+        annotations,
+        deleting: claim.metadata.deletion_timestamp.is_some(),
+    }
+}
+
+fn requested_size(claim: &PersistentVolumeClaim) -> String {
+    claim
+        .spec
+        .as_ref()
+        .and_then(|s| s.resources.as_ref())
+        .and_then(|r| r.requests.as_ref())
+        .and_then(|r| r.get("storage"))
+        .map(|q| q.0.clone())
+        .unwrap_or_default()
+}
+
+/// A status write when the status changed, and the phase change's event.
+fn status_steps(current: &DataVolumeStatus, next: DataVolumeStatus, event: Option<DataVolumeEvent>) -> Vec<Step> {
+    let mut steps = Vec::new();
+    if next != *current {
+        steps.push(Step::WriteStatus(Box::new(next)));
+    }
+    steps.extend(event.map(Step::Event));
+    steps
+}
+
+/// A DataVolume that cannot go on: its status says why, with a warning the first time.
+fn blocked(
+    facts: &ImportFacts<'_>,
+    phase: cdi_api::DataVolumePhase,
+    reason: &'static str,
+    message: String,
+    now: &Time,
+) -> Vec<Step> {
+    let current = facts.data_volume.status.clone().unwrap_or_default();
+    let next = import_status::blocked(&current, phase, reason, &message, now);
+    let first = current
+        .conditions
+        .iter()
+        .all(|c| c.state.message.as_deref() != Some(message.as_str()));
+    let mut steps = status_steps(&current, next, None);
+    if first {
+        steps.push(Step::Event(DataVolumeEvent {
+            event_type: "Warning",
+            reason,
+            message,
+        }));
+    }
+    steps
+}
+
+/// Plans one pass.
+#[must_use]
+pub fn plan(facts: &ImportFacts<'_>, now: &Time) -> Vec<Step> {
+    let data_volume = facts.data_volume;
+    if data_volume.metadata.deletion_timestamp.is_some() {
+        return Vec::new();
+    }
+    if let Some(why) = unsupported(data_volume) {
+        return blocked(facts, cdi_api::DataVolumePhase::Failed, UNSUPPORTED, why, now);
+    }
+    let Some(source) = import_source(data_volume) else {
+        return Vec::new();
+    };
+    let current = data_volume.status.clone().unwrap_or_default();
+    let Some(claim) = facts.claim else {
+        return match claim_spec::render(&data_volume.spec, facts.class, false) {
+            Ok(spec) => {
+                let mut steps = vec![Step::CreateClaim(Box::new(claim_of(data_volume, spec, &source)))];
+                let work = Circumstances {
+                    requires_work: true,
+                    wait_for_first_consumer: facts.wait_for_first_consumer,
+                };
+                let (next, event) = import_status::next_status(&current, None, work, now);
+                steps.extend(status_steps(&current, next, event));
+                steps
+            }
+            Err(e) => blocked(
+                facts,
+                cdi_api::DataVolumePhase::Pending,
+                CLAIM_NOT_VALID,
+                e.to_string(),
+                now,
+            ),
+        };
+    };
+    let ours = claim
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && Some(&o.uid) == data_volume.metadata.uid.as_ref());
+    if !ours {
+        let name = claim.metadata.name.clone().unwrap_or_default();
+        return blocked(
+            facts,
+            current.phase,
+            RESOURCE_EXISTS,
+            format!("Resource \"{name}\" already exists and is not managed by DataVolume"),
+            now,
+        );
+    }
+    claim_steps(facts, claim, &source, &current, now)
+}
+
+fn claim_steps(
+    facts: &ImportFacts<'_>,
+    claim: &PersistentVolumeClaim,
+    source: &ImportSource,
+    current: &DataVolumeStatus,
+    now: &Time,
+) -> Vec<Step> {
+    let mut steps = Vec::new();
+    let known = claim.metadata.annotations.clone().unwrap_or_default();
+    let mut annotations = known.clone();
+    let claim_name = claim.metadata.name.clone().unwrap_or_default();
+    let mut pod_present = false;
+    if let Some(pod) = facts.pod.filter(|p| p.metadata.deletion_timestamp.is_none()) {
+        pod_present = true;
+        let observed = claim_annotations::observe_importer(&known, pod);
+        annotations = observed.annotations;
+        steps.extend(observed.events.into_iter().map(Step::ClaimEvent));
+        let pending = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Pending");
+        if observed.delete_pod {
+            steps.push(Step::DeletePod(pod.metadata.name.clone().unwrap_or_default()));
+        } else if pending
+            && annotations.get(ann::REQUIRES_SCRATCH).is_some_and(|v| v == "true")
+            && facts.scratch_claim.is_none()
+        {
+            steps.push(Step::CreateScratchClaim(Box::new(scratch_claim(facts, claim, pod))));
+        }
+    } else if facts.pod.is_some() {
+        pod_present = true;
+    }
+    let changed: BTreeMap<String, String> = annotations
+        .iter()
+        .filter(|(k, v)| known.get(*k) != Some(*v))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if !changed.is_empty() {
+        steps.insert(0, Step::AnnotateClaim(changed));
+    }
+    let phase = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or_default();
+    let complete = annotations.get(ann::POD_PHASE).is_some_and(|p| p == "Succeeded");
+    let fatal = annotations.get(ann::FATAL_ERROR).is_some_and(|v| v == "true");
+    let immediate = annotations.contains_key(IMMEDIATE_BINDING);
+    let can_run = phase == "Bound" || (phase == "Pending" && facts.wait_for_first_consumer && immediate);
+    if !pod_present && !complete && !fatal && claim.metadata.deletion_timestamp.is_none() && can_run {
+        let scratch = annotations
+            .get(ann::REQUIRES_SCRATCH)
+            .is_some_and(|v| v == "true")
+            .then(|| scratch_name(&claim_name));
+        steps.push(Step::CreatePod(Box::new(importer_pod::render(&pod_args(
+            facts, claim, source, scratch,
+        )))));
+        annotations
+            .entry(ann::IMPORT_POD.to_owned())
+            .or_insert_with(|| importer_pod::pod_name(&claim_name));
+    }
+    let work = Circumstances {
+        requires_work: true,
+        wait_for_first_consumer: facts.wait_for_first_consumer && !immediate,
+    };
+    let (next, event) = import_status::next_status(current, Some(&view(claim, annotations)), work, now);
+    steps.extend(status_steps(current, next, event));
+    steps
+}
+
+fn pod_args(
+    facts: &ImportFacts<'_>,
+    claim: &PersistentVolumeClaim,
+    source: &ImportSource,
+    scratch: Option<String>,
+) -> ImporterPodArgs {
+    let data_volume = facts.data_volume;
+    let spec = claim.spec.clone().unwrap_or_default();
+    ImporterPodArgs {
+        claim: claim.metadata.name.clone().unwrap_or_default(),
+        namespace: claim.metadata.namespace.clone().unwrap_or_default(),
+        claim_uid: claim.metadata.uid.clone().unwrap_or_default(),
+        block: spec.volume_mode.as_deref() == Some("Block"),
+        source: source.clone(),
+        image_size: requested_size(claim),
+        filesystem_overhead: facts
+            .class
+            .map_or_else(|| "0".to_owned(), |c| c.filesystem_overhead.clone()),
+        preallocation: data_volume.spec.preallocation.unwrap_or(facts.settings.preallocation),
+        scratch_claim: scratch,
+        owner_uid: data_volume.metadata.uid.clone().unwrap_or_default(),
+        image: facts.settings.image.clone(),
+        pull_policy: facts.settings.pull_policy.clone(),
+        priority_class: data_volume.spec.priority_class_name.clone(),
+        service_account: data_volume.spec.service_account_name.clone(),
+        resources: facts.settings.resources.clone(),
+    }
+}
+
+/// The scratch claim: the target's size, in the scratch class (or the target's), owned by the pod
+/// that mounts it so that it goes with the pod (as upstream's).
+fn scratch_claim(facts: &ImportFacts<'_>, claim: &PersistentVolumeClaim, pod: &Pod) -> PersistentVolumeClaim {
+    let target = claim.spec.clone().unwrap_or_default();
+    let class = facts.settings.scratch_class.clone().or(target.storage_class_name);
+    PersistentVolumeClaim {
+        metadata: ObjectMeta {
+            name: Some(scratch_name(&claim.metadata.name.clone().unwrap_or_default())),
+            namespace: claim.metadata.namespace.clone(),
+            labels: Some(BTreeMap::from([(
+                importer_pod::CDI_LABEL.0.to_owned(),
+                importer_pod::CDI_LABEL.1.to_owned(),
+            )])),
+            owner_references: Some(vec![OwnerReference {
+                api_version: "v1".to_owned(),
+                kind: "Pod".to_owned(),
+                name: pod.metadata.name.clone().unwrap_or_default(),
+                uid: pod.metadata.uid.clone().unwrap_or_default(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            }]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PersistentVolumeClaimSpec {
+            access_modes: Some(vec!["ReadWriteOnce".to_owned()]),
+            resources: target.resources,
+            storage_class_name: class,
+            volume_mode: Some("Filesystem".to_owned()),
+            ..PersistentVolumeClaimSpec::default()
+        }),
+        status: None,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,306 @@
+use cdi_api::DataVolumePhase;
+use cdi_api::storage_profile::{ClaimPropertySet, StorageProfileStatus};
+use k8s_openapi::jiff::Timestamp;
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+use super::*;
+
+fn now() -> Time {
+    Time(Timestamp::from_second(100).expect("time"))
+}
+
+fn data_volume(source: &serde_json::Value) -> DataVolume {
+    serde_json::from_value(json!({
+        "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
+        "metadata": {"name": "disk", "namespace": "vms", "uid": "dv-uid"},
+        "spec": {"source": source, "storage": {"resources": {"requests": {"storage": "1Gi"}}}}
+    }))
+    .expect("data volume")
+}
+
+fn http() -> DataVolume {
+    data_volume(&json!({"http": {"url": "http://server/disk.img"}}))
+}
+
+fn class() -> ChosenClass {
+    ChosenClass {
+        name: "local".to_owned(),
+        profile: Some(StorageProfileStatus {
+            claim_property_sets: vec![ClaimPropertySet {
+                access_modes: vec!["ReadWriteOnce".to_owned()],
+                volume_mode: Some("Filesystem".to_owned()),
+            }],
+            ..StorageProfileStatus::default()
+        }),
+        filesystem_overhead: "0.055".to_owned(),
+    }
+}
+
+fn settings() -> ImporterSettings {
+    ImporterSettings {
+        image: "cdi-importer:latest".to_owned(),
+        pull_policy: "IfNotPresent".to_owned(),
+        ..ImporterSettings::default()
+    }
+}
+
+/// The claim a first pass creates, as the API server gives it back in `phase` with `annotations`.
+fn claim(dv: &DataVolume, phase: &str, annotations: &[(&str, &str)]) -> PersistentVolumeClaim {
+    let steps = plan(&facts(dv, None, None), &now());
+    let Some(Step::CreateClaim(claim)) = steps.into_iter().next() else {
+        panic!("a first pass creates the claim")
+    };
+    let mut claim = *claim;
+    claim.metadata.uid = Some("claim-uid".to_owned());
+    let all = claim.metadata.annotations.get_or_insert_default();
+    all.extend(annotations.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+    claim.status = Some(serde_json::from_value(json!({"phase": phase})).expect("status"));
+    claim
+}
+
+fn pod(phase: &str, state: &serde_json::Value) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": "importer-disk", "uid": "pod-uid"},
+        "status": {"phase": phase, "containerStatuses": [{
+            "name": "importer", "image": "cdi-importer:latest", "imageID": "", "ready": false,
+            "restartCount": 0, "state": state}]}
+    }))
+    .expect("pod")
+}
+
+static SETTINGS: std::sync::LazyLock<ImporterSettings> = std::sync::LazyLock::new(settings);
+static CLASS: std::sync::LazyLock<ChosenClass> = std::sync::LazyLock::new(class);
+
+fn facts<'a>(dv: &'a DataVolume, claim: Option<&'a PersistentVolumeClaim>, pod: Option<&'a Pod>) -> ImportFacts<'a> {
+    ImportFacts {
+        data_volume: dv,
+        claim,
+        pod,
+        scratch_claim: None,
+        class: Some(&CLASS),
+        wait_for_first_consumer: false,
+        settings: &SETTINGS,
+    }
+}
+
+fn phase_written(steps: &[Step]) -> Option<DataVolumePhase> {
+    steps.iter().find_map(|s| match s {
+        Step::WriteStatus(status) => Some(status.phase),
+        _ => None,
+    })
+}
+
+fn kinds(steps: &[Step]) -> Vec<&'static str> {
+    steps
+        .iter()
+        .map(|s| match s {
+            Step::CreateClaim(_) => "CreateClaim",
+            Step::AnnotateClaim(_) => "AnnotateClaim",
+            Step::DeletePod(_) => "DeletePod",
+            Step::CreatePod(_) => "CreatePod",
+            Step::CreateScratchClaim(_) => "CreateScratchClaim",
+            Step::ClaimEvent(_) => "ClaimEvent",
+            Step::WriteStatus(_) => "WriteStatus",
+            Step::Event(_) => "Event",
+        })
+        .collect()
+}
+
+#[test]
+fn a_new_data_volume_gets_its_claim_owned_and_annotated() {
+    let dv = http();
+    let steps = plan(&facts(&dv, None, None), &now());
+    assert_eq!(kinds(&steps), ["CreateClaim", "WriteStatus"]);
+    let Step::CreateClaim(created) = &steps[0] else {
+        unreachable!()
+    };
+    let created = serde_json::to_value(created).expect("json");
+    assert_eq!(created["metadata"]["name"], "disk");
+    assert_eq!(
+        created["metadata"]["ownerReferences"],
+        json!([{"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume", "name": "disk", "uid": "dv-uid",
+                "controller": true, "blockOwnerDeletion": true}])
+    );
+    assert_eq!(
+        created["metadata"]["annotations"][ann::ENDPOINT],
+        "http://server/disk.img"
+    );
+    assert_eq!(created["metadata"]["annotations"][ann::SOURCE], "http");
+    assert_eq!(created["spec"]["storageClassName"], "local");
+    assert_eq!(created["spec"]["accessModes"], json!(["ReadWriteOnce"]));
+    assert_eq!(phase_written(&steps), Some(DataVolumePhase::Pending));
+}
+
+#[test]
+fn the_importer_starts_once_the_claim_is_bound() {
+    let dv = http();
+    let pending = claim(&dv, "Pending", &[]);
+    let steps = plan(&facts(&dv, Some(&pending), None), &now());
+    assert_eq!(kinds(&steps), ["WriteStatus"], "no pod for an unbound claim");
+    let bound = claim(&dv, "Bound", &[]);
+    let steps = plan(&facts(&dv, Some(&bound), None), &now());
+    assert_eq!(kinds(&steps), ["CreatePod", "WriteStatus"]);
+    assert_eq!(phase_written(&steps), Some(DataVolumePhase::ImportScheduled));
+    let Step::CreatePod(created) = &steps[0] else {
+        unreachable!()
+    };
+    let created = serde_json::to_value(created).expect("json");
+    assert_eq!(created["metadata"]["name"], "importer-disk");
+    assert_eq!(created["metadata"]["ownerReferences"][0]["uid"], "claim-uid");
+    let env = &created["spec"]["containers"][0]["env"];
+    // The claim's request: 1Gi grown by the filesystem overhead, which the importer takes back off.
+    assert!(
+        env.as_array()
+            .is_some_and(|e| e.contains(&json!({"name": "IMPORTER_IMAGE_SIZE", "value": "1132797625"}))),
+        "{env}"
+    );
+    assert!(
+        env.as_array()
+            .is_some_and(|e| e.contains(&json!({"name": "FILESYSTEM_OVERHEAD", "value": "0.055"})))
+    );
+}
+
+#[test]
+fn wait_for_first_consumer_waits_unless_immediate_binding_is_asked_for() {
+    let dv = http();
+    let pending = claim(&dv, "Pending", &[]);
+    let mut wffc = facts(&dv, Some(&pending), None);
+    wffc.wait_for_first_consumer = true;
+    let steps = plan(&wffc, &now());
+    assert_eq!(kinds(&steps), ["WriteStatus"]);
+    assert_eq!(phase_written(&steps), Some(DataVolumePhase::WaitForFirstConsumer));
+    let immediate = claim(&dv, "Pending", &[(IMMEDIATE_BINDING, "")]);
+    let mut asked = facts(&dv, Some(&immediate), None);
+    asked.wait_for_first_consumer = true;
+    assert_eq!(
+        kinds(&plan(&asked, &now())),
+        ["CreatePod", "WriteStatus"],
+        "the importer is the first consumer"
+    );
+}
+
+#[test]
+fn the_pod_is_followed_to_completion_and_removed() {
+    let dv = http();
+    let bound = claim(&dv, "Bound", &[(ann::IMPORT_POD, "importer-disk")]);
+    let running = pod("Running", &json!({"running": {}}));
+    let steps = plan(&facts(&dv, Some(&bound), Some(&running)), &now());
+    assert_eq!(kinds(&steps), ["AnnotateClaim", "WriteStatus", "Event"]);
+    assert_eq!(phase_written(&steps), Some(DataVolumePhase::ImportInProgress));
+
+    let complete = r#"{"scratchSpaceRequired":false,"preallocationApplied":false,"message":"Import Complete"}"#;
+    let done = pod(
+        "Succeeded",
+        &json!({"terminated": {"exitCode": 0, "reason": "Completed", "message": complete}}),
+    );
+    let steps = plan(&facts(&dv, Some(&bound), Some(&done)), &now());
+    assert_eq!(
+        kinds(&steps),
+        ["AnnotateClaim", "ClaimEvent", "DeletePod", "WriteStatus", "Event"]
+    );
+    assert_eq!(phase_written(&steps), Some(DataVolumePhase::Succeeded));
+    let Step::AnnotateClaim(annotations) = &steps[0] else {
+        unreachable!()
+    };
+    assert_eq!(annotations[ann::POD_PHASE], "Succeeded");
+
+    let finished = claim(
+        &dv,
+        "Bound",
+        &[(ann::IMPORT_POD, "importer-disk"), (ann::POD_PHASE, "Succeeded")],
+    );
+    let steps = plan(&facts(&dv, Some(&finished), None), &now());
+    assert!(
+        !kinds(&steps).contains(&"CreatePod"),
+        "a complete claim gets no new pod"
+    );
+}
+
+#[test]
+fn scratch_space_replaces_the_pod_with_one_that_mounts_it() {
+    let dv = http();
+    let bound = claim(&dv, "Bound", &[(ann::IMPORT_POD, "importer-disk")]);
+    let scratch = r#"{"scratchSpaceRequired":true,"preallocationApplied":false,"message":"Import Complete"}"#;
+    let asked = pod(
+        "Succeeded",
+        &json!({"terminated": {"exitCode": 0, "reason": "Completed", "message": scratch}}),
+    );
+    let steps = plan(&facts(&dv, Some(&bound), Some(&asked)), &now());
+    assert_eq!(&kinds(&steps)[..2], ["AnnotateClaim", "DeletePod"]);
+
+    let needs = claim(
+        &dv,
+        "Bound",
+        &[(ann::IMPORT_POD, "importer-disk"), (ann::REQUIRES_SCRATCH, "true")],
+    );
+    let steps = plan(&facts(&dv, Some(&needs), None), &now());
+    let Some(Step::CreatePod(second)) = steps.iter().find(|s| matches!(s, Step::CreatePod(_))) else {
+        panic!("a second pod: {steps:?}")
+    };
+    let second = serde_json::to_value(second).expect("json");
+    assert_eq!(
+        second["spec"]["volumes"][1]["persistentVolumeClaim"]["claimName"],
+        "disk-scratch"
+    );
+
+    let waiting = pod("Pending", &json!({"waiting": {"reason": "ContainerCreating"}}));
+    let steps = plan(&facts(&dv, Some(&needs), Some(&waiting)), &now());
+    let Some(Step::CreateScratchClaim(made)) = steps.iter().find(|s| matches!(s, Step::CreateScratchClaim(_))) else {
+        panic!("the scratch claim: {steps:?}")
+    };
+    let made = serde_json::to_value(made).expect("json");
+    assert_eq!(made["metadata"]["name"], "disk-scratch");
+    assert_eq!(made["metadata"]["ownerReferences"][0]["kind"], "Pod");
+    assert_eq!(made["spec"]["storageClassName"], "local");
+    assert_eq!(made["spec"]["resources"]["requests"]["storage"], "1132797625");
+}
+
+#[test]
+fn what_cannot_go_on_says_why_once() {
+    let registry = data_volume(&json!({"registry": {"url": "docker://example/disk"}}));
+    let steps = plan(&facts(&registry, None, None), &now());
+    assert_eq!(kinds(&steps), ["WriteStatus", "Event"]);
+    assert_eq!(phase_written(&steps), Some(DataVolumePhase::Failed));
+    let Step::WriteStatus(status) = &steps[0] else {
+        unreachable!()
+    };
+    let mut again = registry.clone();
+    again.status = Some((**status).clone());
+    assert_eq!(
+        plan(&facts(&again, None, None), &now()),
+        [],
+        "written once, announced once"
+    );
+
+    let mut no_size = http();
+    no_size.spec.storage = Some(cdi_api::StorageSpec::default());
+    let steps = plan(&facts(&no_size, None, None), &now());
+    let Some(Step::Event(event)) = steps.last() else {
+        panic!("an event")
+    };
+    assert_eq!(
+        (event.reason, event.message.as_str()),
+        (CLAIM_NOT_VALID, "PVC Spec is not valid - missing storage size")
+    );
+
+    let dv = http();
+    let mut foreign = claim(&dv, "Bound", &[]);
+    foreign.metadata.owner_references = None;
+    let steps = plan(&facts(&dv, Some(&foreign), None), &now());
+    let Some(Step::Event(event)) = steps.last() else {
+        panic!("an event")
+    };
+    assert_eq!(event.reason, RESOURCE_EXISTS);
+    assert!(!kinds(&steps).contains(&"CreatePod"));
+}
+
+#[test]
+fn a_fatal_claim_or_a_deleted_data_volume_gets_no_pod() {
+    let dv = http();
+    let fatal = claim(&dv, "Bound", &[(ann::FATAL_ERROR, "true"), (ann::POD_PHASE, "Failed")]);
+    assert!(!kinds(&plan(&facts(&dv, Some(&fatal), None), &now())).contains(&"CreatePod"));
+    let mut deleted = http();
+    deleted.metadata.deletion_timestamp = Some(now());
+    assert_eq!(plan(&facts(&deleted, None, None), &now()), []);
+}
