@@ -8,7 +8,9 @@
 
 pub mod claim_annotations;
 pub mod claim_spec;
+pub mod cluster_api;
 pub mod import_plan;
+pub mod import_reconciler;
 pub mod import_status;
 pub mod importer_pod;
 pub mod storage_capabilities;

@@ -1,0 +1,86 @@
+//! The API server as the import controller sees it: reads of what a pass observes, and the writes
+//! its steps make. [`kube::KubeCdiApi`] talks to the API server; [`fake::FakeCdiApi`] (tests only)
+//! keeps objects in memory and records every write.
+
+use cdi_api::data_volume::DataVolumeStatus;
+use cdi_api::{CDIConfig, StorageProfile};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+#[cfg(any(test, feature = "testing"))]
+pub mod fake;
+pub mod kube;
+
+/// Why a call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The API server refused or could not be reached.
+    #[error("{operation} failed: {source}")]
+    Kube {
+        /// What was attempted.
+        operation: String,
+        /// Why.
+        #[source]
+        source: ::kube::Error,
+    },
+}
+
+/// The kind and object an event is about.
+#[derive(Clone, Copy, Debug)]
+pub struct EventSubject<'a> {
+    /// Its API version.
+    pub api_version: &'static str,
+    /// `DataVolume` or `PersistentVolumeClaim`.
+    pub kind: &'static str,
+    /// Its metadata.
+    pub meta: &'a ObjectMeta,
+}
+
+/// The API server.
+pub trait CdiApi: Send + Sync {
+    /// A claim; `None` when it is not there.
+    fn claim(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<PersistentVolumeClaim>, ApiError>> + Send;
+    /// A pod; `None` when it is not there.
+    fn pod(&self, namespace: &str, name: &str) -> impl Future<Output = Result<Option<Pod>, ApiError>> + Send;
+    /// Every StorageClass.
+    fn storage_classes(&self) -> impl Future<Output = Result<Vec<StorageClass>, ApiError>> + Send;
+    /// A StorageProfile; `None` when it is not there.
+    fn storage_profile(&self, name: &str) -> impl Future<Output = Result<Option<StorageProfile>, ApiError>> + Send;
+    /// Every PersistentVolume (a class without a provisioner offers the modes of its volumes).
+    fn persistent_volumes(&self) -> impl Future<Output = Result<Vec<PersistentVolume>, ApiError>> + Send;
+    /// The CDIConfig `config`; `None` when it is not there.
+    fn cdi_config(&self) -> impl Future<Output = Result<Option<CDIConfig>, ApiError>> + Send;
+    /// Creates a claim; one already there of that name counts as created.
+    fn create_claim(&self, claim: &PersistentVolumeClaim) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// Merges `annotations` into a claim's.
+    fn annotate_claim(
+        &self,
+        namespace: &str,
+        name: &str,
+        annotations: &std::collections::BTreeMap<String, String>,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// Creates a pod; one already there of that name counts as created.
+    fn create_pod(&self, pod: &Pod) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// Deletes a pod; one not there counts as deleted.
+    fn delete_pod(&self, namespace: &str, name: &str) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// Writes a DataVolume's status.
+    fn write_status(
+        &self,
+        namespace: &str,
+        name: &str,
+        status: &DataVolumeStatus,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// Records an event.
+    fn record_event(
+        &self,
+        subject: EventSubject<'_>,
+        event_type: &'static str,
+        reason: &str,
+        message: &str,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send;
+}

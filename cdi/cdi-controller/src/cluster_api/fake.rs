@@ -1,0 +1,158 @@
+//! [`CdiApi`] in memory, for tests: objects in maps, every write applied and recorded.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use cdi_api::data_volume::DataVolumeStatus;
+use cdi_api::{CDIConfig, StorageProfile};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
+
+use super::{ApiError, CdiApi, EventSubject};
+
+/// What the fake holds.
+#[derive(Debug, Default)]
+pub struct State {
+    /// Claims by `namespace/name`.
+    pub claims: BTreeMap<String, PersistentVolumeClaim>,
+    /// Pods by `namespace/name`.
+    pub pods: BTreeMap<String, Pod>,
+    /// StorageClasses.
+    pub classes: Vec<StorageClass>,
+    /// StorageProfiles by name.
+    pub profiles: BTreeMap<String, StorageProfile>,
+    /// PersistentVolumes.
+    pub volumes: Vec<PersistentVolume>,
+    /// The CDIConfig.
+    pub config: Option<CDIConfig>,
+    /// DataVolume statuses written, by `namespace/name`.
+    pub statuses: BTreeMap<String, DataVolumeStatus>,
+    /// Every write, in order, in short.
+    pub writes: Vec<String>,
+}
+
+/// The fake API server.
+#[derive(Debug, Default)]
+pub struct FakeCdiApi {
+    state: Mutex<State>,
+}
+
+fn key(namespace: &str, name: &str) -> String {
+    format!("{namespace}/{name}")
+}
+
+impl FakeCdiApi {
+    /// What it holds.
+    pub fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The writes so far, emptied.
+    pub fn take_writes(&self) -> Vec<String> {
+        std::mem::take(&mut self.state().writes)
+    }
+}
+
+impl CdiApi for FakeCdiApi {
+    async fn claim(&self, namespace: &str, name: &str) -> Result<Option<PersistentVolumeClaim>, ApiError> {
+        Ok(self.state().claims.get(&key(namespace, name)).cloned())
+    }
+
+    async fn pod(&self, namespace: &str, name: &str) -> Result<Option<Pod>, ApiError> {
+        Ok(self.state().pods.get(&key(namespace, name)).cloned())
+    }
+
+    async fn storage_classes(&self) -> Result<Vec<StorageClass>, ApiError> {
+        Ok(self.state().classes.clone())
+    }
+
+    async fn storage_profile(&self, name: &str) -> Result<Option<StorageProfile>, ApiError> {
+        Ok(self.state().profiles.get(name).cloned())
+    }
+
+    async fn persistent_volumes(&self) -> Result<Vec<PersistentVolume>, ApiError> {
+        Ok(self.state().volumes.clone())
+    }
+
+    async fn cdi_config(&self) -> Result<Option<CDIConfig>, ApiError> {
+        Ok(self.state().config.clone())
+    }
+
+    async fn create_claim(&self, claim: &PersistentVolumeClaim) -> Result<(), ApiError> {
+        let id = key(
+            claim.metadata.namespace.as_deref().unwrap_or_default(),
+            claim.metadata.name.as_deref().unwrap_or_default(),
+        );
+        let mut state = self.state();
+        state.writes.push(format!("create claim {id}"));
+        state.claims.entry(id).or_insert_with(|| claim.clone());
+        Ok(())
+    }
+
+    async fn annotate_claim(
+        &self,
+        namespace: &str,
+        name: &str,
+        annotations: &BTreeMap<String, String>,
+    ) -> Result<(), ApiError> {
+        let mut state = self.state();
+        let keys: Vec<&str> = annotations
+            .keys()
+            .map(|k| k.trim_start_matches("cdi.kubevirt.io/storage."))
+            .collect();
+        state
+            .writes
+            .push(format!("annotate claim {namespace}/{name} {}", keys.join(",")));
+        if let Some(claim) = state.claims.get_mut(&key(namespace, name)) {
+            claim
+                .metadata
+                .annotations
+                .get_or_insert_default()
+                .extend(annotations.clone());
+        }
+        Ok(())
+    }
+
+    async fn create_pod(&self, pod: &Pod) -> Result<(), ApiError> {
+        let id = key(
+            pod.metadata.namespace.as_deref().unwrap_or_default(),
+            pod.metadata.name.as_deref().unwrap_or_default(),
+        );
+        let mut state = self.state();
+        state.writes.push(format!("create pod {id}"));
+        state.pods.entry(id).or_insert_with(|| pod.clone());
+        Ok(())
+    }
+
+    async fn delete_pod(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
+        let mut state = self.state();
+        state.writes.push(format!("delete pod {namespace}/{name}"));
+        state.pods.remove(&key(namespace, name));
+        Ok(())
+    }
+
+    async fn write_status(&self, namespace: &str, name: &str, status: &DataVolumeStatus) -> Result<(), ApiError> {
+        let mut state = self.state();
+        state
+            .writes
+            .push(format!("status {namespace}/{name} {:?}", status.phase));
+        state.statuses.insert(key(namespace, name), status.clone());
+        Ok(())
+    }
+
+    async fn record_event(
+        &self,
+        subject: EventSubject<'_>,
+        event_type: &'static str,
+        reason: &str,
+        _message: &str,
+    ) -> Result<(), ApiError> {
+        let mut state = self.state();
+        state.writes.push(format!(
+            "event {} {} {event_type} {reason}",
+            subject.kind,
+            subject.meta.name.as_deref().unwrap_or_default()
+        ));
+        Ok(())
+    }
+}

@@ -1,0 +1,184 @@
+//! [`CdiApi`] on the API server.
+
+use std::collections::BTreeMap;
+
+use cdi_api::data_volume::DataVolumeStatus;
+use cdi_api::{CDIConfig, DataVolume, StorageProfile};
+use k8s_openapi::api::core::v1::{Event, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+
+use super::{ApiError, CdiApi, EventSubject};
+
+/// The component named in events.
+pub const COMPONENT: &str = "datavolume-import-controller";
+/// The name of the one CDIConfig.
+pub const CDI_CONFIG: &str = "config";
+
+/// The API server, through `client`.
+#[derive(Clone)]
+pub struct KubeCdiApi {
+    client: Client,
+}
+
+impl std::fmt::Debug for KubeCdiApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeCdiApi").finish_non_exhaustive()
+    }
+}
+
+impl KubeCdiApi {
+    /// The API server behind `client`.
+    #[must_use]
+    pub fn new(client: Client) -> Self {
+        Self { client }
+    }
+}
+
+fn failed(operation: String) -> impl FnOnce(kube::Error) -> ApiError {
+    move |source| ApiError::Kube { operation, source }
+}
+
+fn is_status(error: &kube::Error, code: u16) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == code)
+}
+
+/// `Ok(None)` for a 404.
+fn optional<T>(result: Result<T, kube::Error>, operation: String) -> Result<Option<T>, ApiError> {
+    match result {
+        Ok(found) => Ok(Some(found)),
+        Err(e) if is_status(&e, 404) => Ok(None),
+        Err(e) => Err(failed(operation)(e)),
+    }
+}
+
+/// `Ok(())` for a 409 on create (the deterministic name is taken: by our own earlier create).
+fn created<T>(result: Result<T, kube::Error>, operation: String) -> Result<(), ApiError> {
+    match result {
+        Ok(_) => Ok(()),
+        Err(e) if is_status(&e, 409) => Ok(()),
+        Err(e) => Err(failed(operation)(e)),
+    }
+}
+
+impl CdiApi for KubeCdiApi {
+    async fn claim(&self, namespace: &str, name: &str) -> Result<Option<PersistentVolumeClaim>, ApiError> {
+        let api = Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), namespace);
+        optional(api.get(name).await, format!("get claim {namespace}/{name}"))
+    }
+
+    async fn pod(&self, namespace: &str, name: &str) -> Result<Option<Pod>, ApiError> {
+        let api = Api::<Pod>::namespaced(self.client.clone(), namespace);
+        optional(api.get(name).await, format!("get pod {namespace}/{name}"))
+    }
+
+    async fn storage_classes(&self) -> Result<Vec<StorageClass>, ApiError> {
+        let api = Api::<StorageClass>::all(self.client.clone());
+        let list = api
+            .list(&ListParams::default())
+            .await
+            .map_err(failed("list storage classes".to_owned()))?;
+        Ok(list.items)
+    }
+
+    async fn storage_profile(&self, name: &str) -> Result<Option<StorageProfile>, ApiError> {
+        let api = Api::<StorageProfile>::all(self.client.clone());
+        optional(api.get(name).await, format!("get storage profile {name}"))
+    }
+
+    async fn persistent_volumes(&self) -> Result<Vec<PersistentVolume>, ApiError> {
+        let api = Api::<PersistentVolume>::all(self.client.clone());
+        let list = api
+            .list(&ListParams::default())
+            .await
+            .map_err(failed("list persistent volumes".to_owned()))?;
+        Ok(list.items)
+    }
+
+    async fn cdi_config(&self) -> Result<Option<CDIConfig>, ApiError> {
+        let api = Api::<CDIConfig>::all(self.client.clone());
+        optional(api.get(CDI_CONFIG).await, "get CDIConfig config".to_owned())
+    }
+
+    async fn create_claim(&self, claim: &PersistentVolumeClaim) -> Result<(), ApiError> {
+        let namespace = claim.metadata.namespace.clone().unwrap_or_default();
+        let api = Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), &namespace);
+        let name = claim.metadata.name.clone().unwrap_or_default();
+        created(
+            api.create(&PostParams::default(), claim).await,
+            format!("create claim {namespace}/{name}"),
+        )
+    }
+
+    async fn annotate_claim(
+        &self,
+        namespace: &str,
+        name: &str,
+        annotations: &BTreeMap<String, String>,
+    ) -> Result<(), ApiError> {
+        let api = Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), namespace);
+        let patch = serde_json::json!({"metadata": {"annotations": annotations}});
+        api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(drop)
+            .map_err(failed(format!("annotate claim {namespace}/{name}")))
+    }
+
+    async fn create_pod(&self, pod: &Pod) -> Result<(), ApiError> {
+        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+        let api = Api::<Pod>::namespaced(self.client.clone(), &namespace);
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        created(
+            api.create(&PostParams::default(), pod).await,
+            format!("create pod {namespace}/{name}"),
+        )
+    }
+
+    async fn delete_pod(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
+        let api = Api::<Pod>::namespaced(self.client.clone(), namespace);
+        match api.delete(name, &DeleteParams::default()).await {
+            Ok(_) => Ok(()),
+            Err(e) if is_status(&e, 404) => Ok(()),
+            Err(e) => Err(failed(format!("delete pod {namespace}/{name}"))(e)),
+        }
+    }
+
+    async fn write_status(&self, namespace: &str, name: &str, status: &DataVolumeStatus) -> Result<(), ApiError> {
+        let api = Api::<DataVolume>::namespaced(self.client.clone(), namespace);
+        let patch = serde_json::json!({"status": status});
+        api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(drop)
+            .map_err(failed(format!("write the status of DataVolume {namespace}/{name}")))
+    }
+
+    async fn record_event(
+        &self,
+        subject: EventSubject<'_>,
+        event_type: &'static str,
+        reason: &str,
+        message: &str,
+    ) -> Result<(), ApiError> {
+        let namespace = subject.meta.namespace.clone().unwrap_or_else(|| "default".to_owned());
+        let mut body = kubevirt_api::events::object_event(
+            subject.kind,
+            subject.meta,
+            COMPONENT,
+            None,
+            (event_type, reason, message),
+            Time(k8s_openapi::jiff::Timestamp::now()),
+        );
+        body.involved_object.api_version = Some(subject.api_version.to_owned());
+        let api = Api::<Event>::namespaced(self.client.clone(), &namespace);
+        created(
+            api.create(&PostParams::default(), &body).await,
+            format!(
+                "record an event about {} {namespace}/{}",
+                subject.kind,
+                subject.meta.name.as_deref().unwrap_or_default()
+            ),
+        )
+    }
+}

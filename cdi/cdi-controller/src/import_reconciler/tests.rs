@@ -1,0 +1,196 @@
+use cdi_api::DataVolumePhase;
+use k8s_openapi::jiff::Timestamp;
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+use super::*;
+use crate::cluster_api::fake::FakeCdiApi;
+
+fn now() -> Time {
+    Time(Timestamp::from_second(100).expect("time"))
+}
+
+fn settings() -> ImporterSettings {
+    ImporterSettings {
+        image: "cdi-importer:latest".to_owned(),
+        pull_policy: "IfNotPresent".to_owned(),
+        ..ImporterSettings::default()
+    }
+}
+
+fn data_volume() -> DataVolume {
+    serde_json::from_value(json!({
+        "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
+        "metadata": {"name": "disk", "namespace": "vms", "uid": "dv-uid"},
+        "spec": {"source": {"http": {"url": "http://server/disk.img"}},
+                 "storage": {"resources": {"requests": {"storage": "1Gi"}}}}
+    }))
+    .expect("data volume")
+}
+
+/// A default class without a provisioner, with one static volume: its modes are the profile's.
+fn api() -> FakeCdiApi {
+    let api = FakeCdiApi::default();
+    {
+        let mut state = api.state();
+        state.classes =
+            vec![serde_json::from_value(json!({
+            "metadata": {"name": "local", "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+            "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "Immediate"
+        }))
+        .expect("class")];
+        state.volumes = vec![
+            serde_json::from_value(json!({
+                "metadata": {"name": "pv0"},
+                "spec": {"storageClassName": "local", "accessModes": ["ReadWriteOnce"], "volumeMode": "Filesystem",
+                         "capacity": {"storage": "2Gi"}, "hostPath": {"path": "/srv/pv0"}}
+            }))
+            .expect("volume"),
+        ];
+    }
+    api
+}
+
+/// One pass with the status the fake holds, as the controller's cache would give it.
+async fn pass(api: &FakeCdiApi) -> Vec<String> {
+    let mut dv = data_volume();
+    dv.status = api.state().statuses.get("vms/disk").cloned();
+    reconcile(api, &dv, &settings(), &now()).await.expect("pass");
+    api.take_writes()
+}
+
+fn set_claim_phase(api: &FakeCdiApi, phase: &str) {
+    if let Some(claim) = api.state().claims.get_mut("vms/disk") {
+        claim.metadata.uid = Some("claim-uid".to_owned());
+        claim.status = serde_json::from_value(json!({"phase": phase})).ok();
+    }
+}
+
+fn set_pod_status(api: &FakeCdiApi, status: &serde_json::Value) {
+    if let Some(pod) = api.state().pods.get_mut("vms/importer-disk") {
+        pod.status = serde_json::from_value(status.clone()).ok();
+    }
+}
+
+fn phase(api: &FakeCdiApi) -> DataVolumePhase {
+    api.state()
+        .statuses
+        .get("vms/disk")
+        .map(|s| s.phase)
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn an_import_runs_from_claim_to_success_and_then_rests() {
+    let api = api();
+    assert_eq!(pass(&api).await, ["create claim vms/disk", "status vms/disk Pending"]);
+    let claim = api.state().claims["vms/disk"].clone();
+    let spec = claim.spec.expect("spec");
+    assert_eq!(spec.storage_class_name.as_deref(), Some("local"), "the default class");
+    assert_eq!(
+        spec.access_modes,
+        Some(vec!["ReadWriteOnce".to_owned()]),
+        "the profile from the class's volumes"
+    );
+    set_claim_phase(&api, "Pending");
+    assert_eq!(
+        pass(&api).await,
+        ["status vms/disk Pending"],
+        "the claim's name and Bound condition"
+    );
+    assert_eq!(
+        pass(&api).await,
+        Vec::<String>::new(),
+        "nothing changes while the claim is pending"
+    );
+
+    set_claim_phase(&api, "Bound");
+    assert_eq!(
+        pass(&api).await,
+        ["create pod vms/importer-disk", "status vms/disk ImportScheduled"]
+    );
+    let pod = api.state().pods["vms/importer-disk"].clone();
+    let env = serde_json::to_value(&pod.spec.expect("spec").containers[0].env).expect("env");
+    assert!(
+        env.as_array()
+            .is_some_and(|e| e.contains(&json!({"name": "FILESYSTEM_OVERHEAD", "value": "0.06"}))),
+        "{env}"
+    );
+
+    set_pod_status(
+        &api,
+        &json!({"phase": "Running", "containerStatuses": [{"name": "importer", "image": "i", "imageID": "",
+        "ready": true, "restartCount": 0, "state": {"running": {}}}]}),
+    );
+    let writes = pass(&api).await;
+    assert_eq!(
+        writes[0],
+        "annotate claim vms/disk condition.running,condition.running.message,condition.running.reason,import.importPodName,pod.phase,pod.restarts,pod.schedulable"
+    );
+    assert_eq!(
+        writes[1..],
+        [
+            "status vms/disk ImportInProgress",
+            "event DataVolume disk Normal ImportInProgress"
+        ]
+    );
+
+    let complete = r#"{"scratchSpaceRequired":false,"preallocationApplied":false,"message":"Import Complete"}"#;
+    set_pod_status(
+        &api,
+        &json!({"phase": "Succeeded", "containerStatuses": [{"name": "importer", "image": "i", "imageID": "",
+        "ready": false, "restartCount": 0, "state": {"terminated": {"exitCode": 0, "reason": "Completed", "message": complete}}}]}),
+    );
+    let writes = pass(&api).await;
+    assert_eq!(
+        writes[1..],
+        [
+            "event PersistentVolumeClaim disk Normal ImportSucceeded",
+            "delete pod vms/importer-disk",
+            "status vms/disk Succeeded",
+            "event DataVolume disk Normal ImportSucceeded",
+        ]
+    );
+    assert_eq!(phase(&api), DataVolumePhase::Succeeded);
+    assert_eq!(pass(&api).await, Vec::<String>::new(), "a finished import rests");
+}
+
+#[tokio::test]
+async fn cdi_config_sets_the_overhead_and_a_missing_class_is_named() {
+    let api = api();
+    api.state().config = serde_json::from_value(json!({
+        "metadata": {"name": "config"}, "spec": {},
+        "status": {"filesystemOverhead": {"global": "0.1", "storageClass": {"local": "0.2"}}}
+    }))
+    .ok();
+    pass(&api).await;
+    set_claim_phase(&api, "Bound");
+    pass(&api).await;
+    let pod = api.state().pods["vms/importer-disk"].clone();
+    let env = serde_json::to_value(&pod.spec.expect("spec").containers[0].env).expect("env");
+    assert!(
+        env.as_array()
+            .is_some_and(|e| e.contains(&json!({"name": "FILESYSTEM_OVERHEAD", "value": "0.2"}))),
+        "{env}"
+    );
+
+    let empty = FakeCdiApi::default();
+    let writes = pass(&empty).await;
+    assert_eq!(
+        writes,
+        [
+            "status vms/disk Pending",
+            "event DataVolume disk Warning ErrClaimNotValid"
+        ]
+    );
+    let status = empty.state().statuses["vms/disk"].clone();
+    let bound = status
+        .conditions
+        .iter()
+        .find(|c| c.condition_type == "Bound")
+        .expect("Bound");
+    assert_eq!(
+        bound.state.message.as_deref(),
+        Some("PVC spec is missing accessMode and no storageClass to choose profile")
+    );
+}

@@ -1,0 +1,107 @@
+//! cdi-controller: imports DataVolumes (`http` and `blank` sources) into their claims. Wiring
+//! only: a kube-rs controller over DataVolumes, their claims and the importer pods, each pass
+//! [`cdi_controller::import_reconciler::reconcile`].
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use cdi_api::DataVolume;
+use cdi_controller::cluster_api::kube::KubeCdiApi;
+use cdi_controller::import_plan::ImporterSettings;
+use cdi_controller::import_reconciler;
+use cdi_controller::importer_pod::CDI_LABEL;
+use clap::Parser;
+use futures::StreamExt as _;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Api, Client};
+
+/// A pass that failed is tried again after this long.
+const RETRY: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Parser)]
+#[command(about = "CDI's controller: DataVolumes into claims filled by importer pods")]
+struct Args {
+    /// The importer image (upstream's IMPORTER_IMAGE).
+    #[arg(long, env = "IMPORTER_IMAGE")]
+    importer_image: String,
+    /// The importer pods' pull policy (upstream's PULL_POLICY).
+    #[arg(long, env = "PULL_POLICY", default_value = "IfNotPresent")]
+    pull_policy: String,
+    /// Log verbosity, upstream's -v.
+    #[arg(short = 'v', default_value_t = 1)]
+    verbosity: u8,
+}
+
+struct Context {
+    api: KubeCdiApi,
+    settings: ImporterSettings,
+}
+
+async fn reconcile(
+    data_volume: Arc<DataVolume>,
+    context: Arc<Context>,
+) -> Result<Action, cdi_controller::cluster_api::ApiError> {
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    import_reconciler::reconcile(&context.api, &data_volume, &context.settings, &now).await?;
+    Ok(Action::await_change())
+}
+
+#[expect(clippy::needless_pass_by_value, reason = "the signature of kube's error policy")]
+fn retry(data_volume: Arc<DataVolume>, error: &cdi_controller::cluster_api::ApiError, _: Arc<Context>) -> Action {
+    tracing::warn!(
+        namespace = data_volume.metadata.namespace.as_deref().unwrap_or_default(),
+        name = data_volume.metadata.name.as_deref().unwrap_or_default(),
+        error = %kubevirt_api::error_report::one_line(error),
+        "the pass failed; trying again"
+    );
+    Action::requeue(RETRY)
+}
+
+/// The DataVolume an importer pod works for: its claim's, which has the DataVolume's name.
+fn owner_of_pod(pod: Pod) -> Option<ObjectRef<DataVolume>> {
+    let claim = pod
+        .metadata
+        .owner_references?
+        .into_iter()
+        .find(|o| o.kind == "PersistentVolumeClaim" && o.controller == Some(true))?;
+    Some(ObjectRef::new(&claim.name).within(pod.metadata.namespace.as_deref()?))
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
+    let client = Client::try_default().await.context("connecting to the API server")?;
+    let stop = control_loop::process::stop_on_signals().context("listening for signals")?;
+    let context = Arc::new(Context {
+        api: KubeCdiApi::new(client.clone()),
+        settings: ImporterSettings {
+            image: args.importer_image,
+            pull_policy: args.pull_policy,
+            ..ImporterSettings::default()
+        },
+    });
+    let importer_pods = watcher::Config::default().labels(&format!("{}={}", CDI_LABEL.0, CDI_LABEL.1));
+    tracing::info!("cdi-controller started");
+    Controller::new(Api::<DataVolume>::all(client.clone()), watcher::Config::default())
+        .owns(
+            Api::<PersistentVolumeClaim>::all(client.clone()),
+            watcher::Config::default(),
+        )
+        .watches(Api::<Pod>::all(client), importer_pods, owner_of_pod)
+        .graceful_shutdown_on(async move { stop.cancelled().await })
+        .run(reconcile, retry, context)
+        .for_each(|_| async {})
+        .await;
+    tracing::info!("cdi-controller stopped");
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let verbosity = args.verbosity;
+    control_loop::process::main("cdi-controller", verbosity, run(args))
+}

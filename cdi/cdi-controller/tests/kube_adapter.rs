@@ -1,0 +1,180 @@
+//! The import controller's kube adapter against a mock API server (tower-test): every request
+//! is asserted (method, path, content type, body), and the answers a pass must survive (404 on
+//! reads and deletes, 409 on creates) count as what they mean.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use cdi_api::DataVolumePhase;
+use cdi_api::data_volume::DataVolumeStatus;
+use cdi_controller::cluster_api::kube::KubeCdiApi;
+use cdi_controller::cluster_api::{CdiApi as _, EventSubject};
+use http::{Request, Response};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::client::Body;
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+type Log = Arc<Mutex<Vec<(String, String, String, Value)>>>;
+
+/// A client on a mock API server answering `answers` in order, and the log of what it got.
+fn api_server(answers: Vec<(u16, Value)>) -> (KubeCdiApi, Log) {
+    let mut answers: VecDeque<(u16, Value)> = answers.into();
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let log: Log = Arc::default();
+    let record = log.clone();
+    tokio::spawn(async move {
+        while let Some((request, respond)) = handle.next_request().await {
+            let method = request.method().to_string();
+            let path = request
+                .uri()
+                .path_and_query()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            let content_type = request
+                .headers()
+                .get(http::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned();
+            let bytes = request.into_body().collect_bytes().await.expect("body");
+            let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            record.lock().expect("log").push((method, path, content_type, body));
+            let (code, answer) = answers
+                .pop_front()
+                .unwrap_or((500, json!({"message": "unexpected request"})));
+            respond.send_response(
+                Response::builder()
+                    .status(code)
+                    .body(Body::from(serde_json::to_vec(&answer).expect("answer")))
+                    .expect("response"),
+            );
+        }
+    });
+    (KubeCdiApi::new(kube::Client::new(service, "default")), log)
+}
+
+fn status(code: u16, reason: &str) -> (u16, Value) {
+    (
+        code,
+        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason, "code": code, "message": reason}),
+    )
+}
+
+fn requests(log: &Log) -> Vec<(String, String, String, Value)> {
+    log.lock().expect("log").clone()
+}
+
+#[tokio::test]
+async fn reads_that_find_nothing_are_none() {
+    let (api, log) = api_server(vec![
+        status(404, "NotFound"),
+        status(404, "NotFound"),
+        status(404, "NotFound"),
+    ]);
+    assert_eq!(api.claim("vms", "disk").await.expect("claim"), None);
+    assert_eq!(api.pod("vms", "importer-disk").await.expect("pod"), None);
+    assert_eq!(api.cdi_config().await.expect("config"), None);
+    let paths: Vec<String> = requests(&log)
+        .into_iter()
+        .map(|(m, p, ..)| format!("{m} {p}"))
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "GET /api/v1/namespaces/vms/persistentvolumeclaims/disk",
+            "GET /api/v1/namespaces/vms/pods/importer-disk",
+            "GET /apis/cdi.kubevirt.io/v1beta1/cdiconfigs/config",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn creates_of_a_taken_name_and_deletes_of_a_gone_pod_succeed() {
+    let (api, log) = api_server(vec![status(409, "AlreadyExists"), status(404, "NotFound")]);
+    let claim =
+        serde_json::from_value(json!({"metadata": {"name": "disk", "namespace": "vms"}, "spec": {}})).expect("claim");
+    api.create_claim(&claim)
+        .await
+        .expect("a taken name is our own earlier create");
+    api.delete_pod("vms", "importer-disk")
+        .await
+        .expect("a gone pod is deleted");
+    let seen = requests(&log);
+    assert_eq!(
+        (seen[0].0.as_str(), seen[0].1.as_str()),
+        ("POST", "/api/v1/namespaces/vms/persistentvolumeclaims?")
+    );
+    assert_eq!(seen[0].3["metadata"]["name"], "disk");
+    assert_eq!(
+        (seen[1].0.as_str(), seen[1].1.as_str()),
+        ("DELETE", "/api/v1/namespaces/vms/pods/importer-disk?")
+    );
+}
+
+#[tokio::test]
+async fn annotations_and_status_are_merge_patches() {
+    let claim = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "disk"}, "spec": {}});
+    let data_volume = json!({"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume", "metadata": {"name": "disk"}, "spec": {}});
+    let (api, log) = api_server(vec![(200, claim), (200, data_volume)]);
+    let annotations = BTreeMap::from([("cdi.kubevirt.io/storage.pod.phase".to_owned(), "Running".to_owned())]);
+    api.annotate_claim("vms", "disk", &annotations)
+        .await
+        .expect("annotated");
+    let status = DataVolumeStatus {
+        phase: DataVolumePhase::ImportInProgress,
+        ..DataVolumeStatus::default()
+    };
+    api.write_status("vms", "disk", &status).await.expect("written");
+    assert_eq!(
+        requests(&log),
+        [
+            (
+                "PATCH".to_owned(),
+                "/api/v1/namespaces/vms/persistentvolumeclaims/disk?".to_owned(),
+                "application/merge-patch+json".to_owned(),
+                json!({"metadata": {"annotations": {"cdi.kubevirt.io/storage.pod.phase": "Running"}}}),
+            ),
+            (
+                "PATCH".to_owned(),
+                "/apis/cdi.kubevirt.io/v1beta1/namespaces/vms/datavolumes/disk/status?".to_owned(),
+                "application/merge-patch+json".to_owned(),
+                json!({"status": {"phase": "ImportInProgress"}}),
+            ),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn events_name_their_object_with_its_api_version_and_failures_name_the_operation() {
+    let (api, log) = api_server(vec![(201, json!({})), status(500, "InternalError")]);
+    let meta = ObjectMeta {
+        name: Some("disk".to_owned()),
+        namespace: Some("vms".to_owned()),
+        uid: Some("dv-uid".to_owned()),
+        ..ObjectMeta::default()
+    };
+    let subject = EventSubject {
+        api_version: "cdi.kubevirt.io/v1beta1",
+        kind: "DataVolume",
+        meta: &meta,
+    };
+    api.record_event(subject, "Normal", "ImportScheduled", "Import into disk scheduled")
+        .await
+        .expect("event");
+    let event = &requests(&log)[0];
+    assert_eq!(
+        (event.0.as_str(), event.1.as_str()),
+        ("POST", "/api/v1/namespaces/vms/events?")
+    );
+    assert_eq!(
+        event.3["involvedObject"],
+        json!({"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume", "name": "disk", "namespace": "vms", "uid": "dv-uid"})
+    );
+    assert_eq!(event.3["reason"], "ImportScheduled");
+    let error = api.pod("vms", "importer-disk").await.expect_err("500");
+    assert!(
+        error.to_string().starts_with("get pod vms/importer-disk failed"),
+        "{error}"
+    );
+}
