@@ -1,7 +1,8 @@
 # The images the cluster runs, built with buildah and copied into each node's containerd (no
 # registry serves them) (sourced by up.sh):
 #   localhost/kubevirt-rs/{virt-launcher,virt-handler,virt-controller,virt-api}:latest
-#       the four component images (scripts/build-images.sh)
+#   localhost/kubevirt-rs/{cdi-controller,cdi-importer}:latest
+#       the component images (scripts/build-images.sh)
 #   localhost/kubevirt-rs/testguest:latest
 #       the test guest as a containerDisk, as upstream builds them: FROM scratch with the qcow2 under
 #       /disk/, and the kernel and initrd under /boot/ for kernel boot
@@ -61,6 +62,7 @@ build_cluster_images() {
 cluster_images() {
     echo localhost/kubevirt-rs/virt-launcher:latest localhost/kubevirt-rs/virt-handler:latest
     echo localhost/kubevirt-rs/virt-controller:latest localhost/kubevirt-rs/virt-api:latest
+    echo localhost/kubevirt-rs/cdi-controller:latest localhost/kubevirt-rs/cdi-importer:latest
     echo localhost/kubevirt-rs/testguest:latest localhost/kubevirt-rs/testclient:latest
     echo "registry.k8s.io/pause:$(cat "$CLUSTER_BIN/pause.version")" "$COREDNS_IMAGE"
 }

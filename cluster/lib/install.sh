@@ -2,11 +2,12 @@
 
 install_kubevirt() {
     local k=(kubectl_admin)
-    # CDI's CRDs (DataVolume, DataSource), so VMs' dataVolumeTemplates have somewhere to go. No CDI
-    # controller acts on them yet (issue #33); cdi-operator will install them once it exists.
-    "${k[@]}" apply -f "$CLUSTER_REPO/manifests/cdi/crds/datavolumes.cdi.kubevirt.io.yaml" \
-        -f "$CLUSTER_REPO/manifests/cdi/crds/datasources.cdi.kubevirt.io.yaml" >"$CLUSTER_LOGS/cdi-crds.log" 2>&1 \
-        || die "applying CDI's CRDs failed: $(tail -5 "$CLUSTER_LOGS/cdi-crds.log")"
+    # CDI's CRDs and its import controller (cdi-operator will install them once it exists, issue
+    # #33), so that VMs' dataVolumeTemplates are filled.
+    "${k[@]}" apply -f "$CLUSTER_REPO/manifests/cdi/crds" >"$CLUSTER_LOGS/cdi.log" 2>&1 \
+        || die "applying CDI's CRDs failed: $(tail -5 "$CLUSTER_LOGS/cdi.log")"
+    "${k[@]}" apply -k "$CLUSTER_REPO/manifests/cdi/install" >>"$CLUSTER_LOGS/cdi.log" 2>&1 \
+        || die "kubectl apply -k manifests/cdi/install failed: $(tail -5 "$CLUSTER_LOGS/cdi.log")"
     # The KubeVirt object waits for its CRD: the first apply may refuse it, the second takes it.
     "${k[@]}" apply -k "$CLUSTER_REPO/manifests/install" >"$CLUSTER_LOGS/install.log" 2>&1 || true
     wait_for "the CRDs are Established" 60 "${k[@]}" wait --for=condition=Established --timeout=1s \
@@ -18,6 +19,8 @@ install_kubevirt() {
     "${k[@]}" -n kubevirt annotate --overwrite kubevirt kubevirt kubevirt-rs.io/force-emulation=true >/dev/null \
         || die "turning on emulation failed"
     restart_changed_components
+    wait_for "cdi-controller is Ready" 300 kubectl_admin -n cdi rollout status --timeout=1s deployment/cdi-deployment \
+        || die "cdi-controller did not become Ready: $("${k[@]}" -n cdi get pods -o wide 2>&1)"
     wait_for "virt-api, virt-controller and virt-handler are Ready" 300 kubevirt_is_ready \
         || die "kubevirt-rs did not become Ready: $("${k[@]}" -n kubevirt get pods -o wide 2>&1)"
     wait_for "the subresources.kubevirt.io APIServices are Available" 120 "${k[@]}" wait --for=condition=Available \
@@ -53,4 +56,12 @@ restart_changed_components() {
             say "restarted $component for its new image"
         fi
     done
+    wanted=sha256:$(podman_vfs image inspect --format '{{.Id}}' localhost/kubevirt-rs/cdi-controller:latest) \
+        || die "image localhost/kubevirt-rs/cdi-controller:latest is missing"
+    ids=$(kubectl_admin -n cdi get pods -l cdi.kubevirt.io=cdi-deployment \
+        -o jsonpath='{range .items[*]}{.status.containerStatuses[0].imageID}{"\n"}{end}')
+    if grep -qv "^$wanted\$" <<<"$ids"; then
+        kubectl_admin -n cdi rollout restart deployment/cdi-deployment >/dev/null
+        say "restarted cdi-controller for its new image"
+    fi
 }

@@ -177,8 +177,8 @@ fn preallocate(target: &Target, from: u64) -> Result<(), RunError> {
     file.sync_all().map_err(write_error)
 }
 
-/// A blank disk: a file of the size asked for (within what the volume may hold); a block
-/// device as it is.
+/// A blank disk: a file of the size asked for less the filesystem's share (within what the
+/// volume may hold), whole MiB; a block device as it is.
 fn blank(job: &Job, target: &Target) -> Result<(), RunError> {
     let Target::File(path) = target else {
         return Ok(());
@@ -190,14 +190,39 @@ fn blank(job: &Job, target: &Target) -> Result<(), RunError> {
     let available = nix::sys::statvfs::statvfs(path.parent().unwrap_or(path))
         .map(|s| s.blocks_available().saturating_mul(s.fragment_size()))
         .map_err(|errno| write_error(errno.into()))?;
-    let usable = space::usable_space(available, &job.filesystem_overhead).map_err(ImportError::from)?;
-    let size = job.image_size.unwrap_or(usable).min(usable);
+    // Upstream's: the filesystem's share comes off the smaller of the request and the space (the
+    // request was grown by that share when the claim was made).
+    let wanted = job.image_size.unwrap_or(available).min(available);
+    let size = space::usable_space(wanted, &job.filesystem_overhead).map_err(ImportError::from)?;
     let file = std::fs::File::create(path).map_err(write_error)?;
     let written = file.set_len(size).and_then(|()| file.sync_all());
     if written.is_err() {
         let _ = std::fs::remove_file(path);
     }
     written.map_err(write_error)
+}
+
+/// The user and group upstream's importer runs as, and the launcher's QEMU: an unprivileged
+/// launcher opens the disk as them.
+pub const QEMU_ID: u32 = 107;
+
+/// A disk file written as root is handed to [`QEMU_ID`], as upstream's importer (which runs as
+/// that user) leaves it; one written as any other user stays theirs.
+fn hand_over(target: &Target) -> Result<(), RunError> {
+    let Target::File(path) = target else {
+        return Ok(());
+    };
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(());
+    }
+    let id = (
+        Some(nix::unistd::Uid::from_raw(QEMU_ID)),
+        Some(nix::unistd::Gid::from_raw(QEMU_ID)),
+    );
+    nix::unistd::chown(path.as_path(), id.0, id.1).map_err(|errno| RunError::Write {
+        path: path.clone(),
+        source: errno.into(),
+    })
 }
 
 /// Runs `job` on the current tokio runtime (the import itself on a blocking thread).
@@ -265,6 +290,7 @@ where
     if job.preallocation {
         preallocate(&target, written_to)?;
     }
+    hand_over(&target)?;
     Ok(Ended::Finished(Finished {
         scratch_space_required: false,
         preallocation_applied: job.preallocation,

@@ -1,9 +1,9 @@
-//! A VM's `dataVolumeTemplates` on the real cluster, with the test playing CDI (no CDI controller
-//! exists yet): the VM creates its DataVolume, owned by it, and waits with printableStatus
-//! `Provisioning`; a failed DataVolume shows as `DataVolumeError`; once the DataVolume's claim is
-//! there and the DataVolume says Succeeded, the VMI starts with the claim as its disk and the VM
-//! shows `DataVolumesReady`; deleting the VM takes the DataVolume and its claim with it through
-//! the garbage collector.
+//! A VM's `dataVolumeTemplates` on the real cluster, filled by CDI's import controller and
+//! importer (cdi-controller, cdi-importer): the VM creates its DataVolume, owned by it; the
+//! controller makes the claim (bound here to a static hostPath volume), runs the importer pod,
+//! and the DataVolume ends Succeeded; the VMI starts with the claim as its disk and the VM shows
+//! `DataVolumesReady`; deleting the VM takes the DataVolume and its claim with it. An import that
+//! fails shows on the DataVolume, and the VM waiting for it is `DataVolumeError`.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -12,56 +12,45 @@ use super::support::{
     Cleanup, console_until, example, field, get, kubectl_ok, kubectl_stdin, wait_for, wait_for_phase,
 };
 
-const NAME: &str = "e2e-dv";
-
-fn printable_status() -> String {
-    get("vm", NAME, "default").map_or_else(String::new, |vm| field(&vm, "status.printableStatus"))
-}
-
-fn wait_for_status(status: &str) {
-    wait_for(&format!("VM {NAME} to be {status}"), Duration::from_secs(120), || {
-        (printable_status() == status).then_some(())
-    });
-}
-
-/// Plays CDI: writes the DataVolume's status.
-fn set_data_volume_status(status: &serde_json::Value) {
-    let patch = serde_json::json!({ "status": status }).to_string();
-    kubectl_ok(&[
-        "patch",
-        "dv",
-        &format!("{NAME}-root"),
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        &patch,
-    ]);
-}
-
-/// The directory behind the claim, removed when dropped.
+/// The directory behind a claim, removed when dropped.
 struct NodeDir(PathBuf);
 
 impl Drop for NodeDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
-        let _ = std::fs::remove_dir(self.0.parent().unwrap_or(&self.0));
     }
 }
 
-#[test]
-#[ignore = "needs the test cluster: make cluster"]
-fn a_vm_creates_its_data_volume_waits_for_it_and_takes_it_along_when_deleted() {
+/// A static hostPath volume for the claim `claim` (CDI's claims name no class here: the test
+/// cluster has no provisioner yet), and its directory.
+fn volume_for(cleanup: &mut Cleanup, claim: &str) -> NodeDir {
     let pid = std::process::id();
-    let dir = NodeDir(PathBuf::from(format!("/var/lib/kubevirt-rs-e2e/{NAME}-{pid}")));
+    let name = format!("{claim}-{pid}");
+    let dir = NodeDir(PathBuf::from(format!("/var/lib/kubevirt-rs-e2e/{name}")));
     std::fs::create_dir_all(&dir.0).expect("the volume's directory");
-    let mut cleanup = Cleanup::new();
-    let manifest = example("vm-testguest.yaml", NAME)
+    let volume = format!(
+        "apiVersion: v1\nkind: PersistentVolume\nmetadata:\n  name: {name}\nspec:\n  capacity: {{storage: 128Mi}}\n  \
+         accessModes: [ReadWriteOnce]\n  volumeMode: Filesystem\n  storageClassName: \"\"\n  \
+         persistentVolumeReclaimPolicy: Retain\n  claimRef: {{namespace: default, name: {claim}}}\n  \
+         hostPath: {{path: {}, type: DirectoryOrCreate}}\n",
+        dir.0.display()
+    );
+    cleanup.track("pv", &name);
+    let created = kubectl_stdin(&["create", "-f", "-"], &volume);
+    assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
+    dir
+}
+
+/// The test guest's VM with a DataVolume template of `source` as its disk `root`.
+fn vm_with_template(name: &str, source: &str) -> String {
+    let manifest = example("vm-testguest.yaml", name)
         .replacen(
             "spec:\n  runStrategy: Always\n",
             &format!(
-                "spec:\n  runStrategy: Always\n  dataVolumeTemplates:\n    - metadata:\n        name: {NAME}-root\n      \
-                 spec:\n        source:\n          blank: {{}}\n        storage:\n          \
-                 resources:\n            requests:\n              storage: 64Mi\n"
+                "spec:\n  runStrategy: Always\n  dataVolumeTemplates:\n    - metadata:\n        name: {name}-root\n      \
+                 spec:\n        source:\n          {source}\n        storage:\n          accessModes: [ReadWriteOnce]\n          \
+                 volumeMode: Filesystem\n          storageClassName: \"\"\n          resources:\n            requests:\n              \
+                 storage: 64Mi\n"
             ),
             1,
         )
@@ -72,14 +61,32 @@ fn a_vm_creates_its_data_volume_waits_for_it_and_takes_it_along_when_deleted() {
         )
         .replacen(
             "      volumes:\n",
-            &format!("      volumes:\n        - name: root\n          dataVolume:\n            name: {NAME}-root\n"),
+            &format!("      volumes:\n        - name: root\n          dataVolume:\n            name: {name}-root\n"),
             1,
         );
-    assert!(
-        manifest.contains("dataVolumeTemplates:") && manifest.contains("dataVolume:\n            name: e2e-dv-root")
-    );
-    cleanup.track("pv", &format!("{NAME}-{pid}"));
-    cleanup.apply("vm", NAME, &manifest);
+    assert!(manifest.contains("dataVolumeTemplates:") && manifest.contains(&format!("name: {name}-root")));
+    manifest
+}
+
+fn printable_status(name: &str) -> String {
+    get("vm", name, "default").map_or_else(String::new, |vm| field(&vm, "status.printableStatus"))
+}
+
+fn condition(object: &serde_json::Value, kind: &str) -> serde_json::Value {
+    object["status"]["conditions"]
+        .as_array()
+        .and_then(|all| all.iter().find(|c| c["type"] == kind))
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[test]
+#[ignore = "needs the test cluster: make cluster"]
+fn a_vm_boots_from_the_data_volume_cdi_filled_and_takes_it_along_when_deleted() {
+    const NAME: &str = "e2e-dv";
+    let mut cleanup = Cleanup::new();
+    let dir = volume_for(&mut cleanup, &format!("{NAME}-root"));
+    cleanup.apply("vm", NAME, &vm_with_template(NAME, "blank: {}"));
 
     let dv = wait_for("the VM's DataVolume", Duration::from_secs(60), || {
         get("dv", &format!("{NAME}-root"), "default")
@@ -88,47 +95,57 @@ fn a_vm_creates_its_data_volume_waits_for_it_and_takes_it_along_when_deleted() {
     assert_eq!(field(&dv, "metadata.ownerReferences.0.uid"), vm_uid);
     assert_eq!(field(&dv, "metadata.ownerReferences.0.controller"), "true");
     assert_eq!(dv["metadata"]["labels"]["kubevirt.io/created-by"], vm_uid.as_str());
-    wait_for_status("Provisioning");
-    assert!(
-        get("vmi", NAME, "default").is_none(),
-        "no VMI while the DataVolume fills"
+
+    // CDI's part: the claim, owned by the DataVolume; the importer writes the blank disk.
+    let done = wait_for("the DataVolume to be Succeeded", Duration::from_secs(240), || {
+        get("dv", &format!("{NAME}-root"), "default").filter(|dv| field(dv, "status.phase") == "Succeeded")
+    });
+    assert_eq!(field(&done, "status.progress"), "100.0%");
+    assert_eq!(field(&done, "status.claimName"), format!("{NAME}-root"));
+    assert_eq!(condition(&done, "Ready")["status"], "True");
+    assert_eq!(condition(&done, "Bound")["message"], format!("PVC {NAME}-root Bound"));
+    let claim = get("pvc", &format!("{NAME}-root"), "default").expect("the claim");
+    assert_eq!(
+        field(&claim, "metadata.ownerReferences.0.uid"),
+        field(&done, "metadata.uid")
+    );
+    assert_eq!(
+        claim["metadata"]["annotations"]["cdi.kubevirt.io/storage.pod.phase"],
+        "Succeeded"
+    );
+    assert_eq!(
+        claim["metadata"]["annotations"]["cdi.kubevirt.io/storage.condition.running.message"],
+        "Import Complete"
+    );
+    wait_for("the importer pod to be removed", Duration::from_secs(60), || {
+        get("pod", &format!("importer-{NAME}-root"), "default")
+            .is_none()
+            .then_some(())
+    });
+    let image = dir.0.join("disk.img");
+    assert_eq!(
+        std::fs::metadata(&image).map(|m| m.len()).ok(),
+        Some(64 << 20),
+        "{}",
+        image.display()
     );
     let events = kubectl_ok(&[
         "get",
         "events",
         "--field-selector",
-        &format!("involvedObject.name={NAME},reason=SuccessfulDataVolumeCreate"),
+        &format!("involvedObject.name={NAME}-root,reason=ImportSucceeded"),
         "-o",
         "jsonpath={.items[*].message}",
     ]);
-    assert!(events.contains(&format!("Created DataVolume {NAME}-root")), "{events}");
-
-    set_data_volume_status(&serde_json::json!({"phase": "Failed"}));
-    wait_for_status("DataVolumeError");
-    assert!(get("vmi", NAME, "default").is_none());
-
-    // CDI's part: the claim, owned by the DataVolume, on a hostPath volume; then Succeeded.
-    let dv_uid = field(&dv, "metadata.uid");
-    let volume = format!(
-        "apiVersion: v1\nkind: PersistentVolume\nmetadata:\n  name: {NAME}-{pid}\nspec:\n  capacity: {{storage: 128Mi}}\n  \
-         accessModes: [ReadWriteOnce]\n  volumeMode: Filesystem\n  storageClassName: \"\"\n  \
-         persistentVolumeReclaimPolicy: Retain\n  claimRef: {{namespace: default, name: {NAME}-root}}\n  \
-         hostPath: {{path: {}, type: DirectoryOrCreate}}\n---\n\
-         apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: {NAME}-root\n  namespace: default\n  \
-         ownerReferences:\n    - {{apiVersion: cdi.kubevirt.io/v1beta1, kind: DataVolume, name: {NAME}-root, uid: {dv_uid}, \
-         controller: true, blockOwnerDeletion: true}}\nspec:\n  accessModes: [ReadWriteOnce]\n  volumeMode: Filesystem\n  \
-         storageClassName: \"\"\n  volumeName: {NAME}-{pid}\n  resources: {{requests: {{storage: 64Mi}}}}\n",
-        dir.0.display()
+    assert!(
+        events.contains(&format!("Successfully imported into PVC {NAME}-root")),
+        "{events}"
     );
-    let created = kubectl_stdin(&["create", "-f", "-"], &volume);
-    assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
-    set_data_volume_status(&serde_json::json!({
-        "phase": "Succeeded",
-        "progress": "100.0%",
-        "conditions": [{"type": "Ready", "status": "True", "reason": "Completed"}]
-    }));
+
     wait_for_phase(NAME, "Running", Duration::from_secs(240));
-    wait_for_status("Running");
+    wait_for("the VM to be Running", Duration::from_secs(120), || {
+        (printable_status(NAME) == "Running").then_some(())
+    });
     let ready = kubectl_ok(&[
         "get",
         "vm",
@@ -137,7 +154,7 @@ fn a_vm_creates_its_data_volume_waits_for_it_and_takes_it_along_when_deleted() {
         "jsonpath={.status.conditions[?(@.type==\"DataVolumesReady\")].status}",
     ]);
     assert_eq!(ready, "True", "the VM copies the VMI's DataVolumesReady");
-    // The guest sees the 64 MiB claim (in 512-byte sectors).
+    // The guest sees the 64 MiB disk (in 512-byte sectors).
     console_until(
         NAME,
         "\necho sizes $(cat /sys/block/vd*/size | grep -c '^131072$') end",
@@ -155,5 +172,55 @@ fn a_vm_creates_its_data_volume_waits_for_it_and_takes_it_along_when_deleted() {
             .then_some(())
         },
     );
+    drop(cleanup);
+}
+
+#[test]
+#[ignore = "needs the test cluster: make cluster"]
+fn a_failed_import_shows_on_the_data_volume_and_the_vm_is_data_volume_error() {
+    const NAME: &str = "e2e-dv-bad";
+    let mut cleanup = Cleanup::new();
+    let _dir = volume_for(&mut cleanup, &format!("{NAME}-root"));
+    // Nothing listens on the discard port of the pod's own loopback.
+    cleanup.apply(
+        "vm",
+        NAME,
+        &vm_with_template(NAME, "http:\n            url: http://127.0.0.1:9/disk.img"),
+    );
+
+    let failing = wait_for(
+        "the import's failure on the DataVolume",
+        Duration::from_secs(240),
+        || get("dv", &format!("{NAME}-root"), "default").filter(|dv| condition(dv, "Running")["reason"] == "Error"),
+    );
+    let message = condition(&failing, "Running")["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        message.starts_with("Unable to process data: connecting to 127.0.0.1:9"),
+        "{message}"
+    );
+    wait_for("the VM to be DataVolumeError", Duration::from_secs(120), || {
+        (printable_status(NAME) == "DataVolumeError").then_some(())
+    });
+    assert!(
+        get("vmi", NAME, "default").is_none(),
+        "no VMI for a disk that is not there"
+    );
+    wait_for("the importer to be restarted", Duration::from_secs(240), || {
+        get("dv", &format!("{NAME}-root"), "default")
+            .filter(|dv| dv["status"]["restartCount"].as_i64().is_some_and(|n| n >= 1))
+    });
+    let events = kubectl_ok(&[
+        "get",
+        "events",
+        "--field-selector",
+        &format!("involvedObject.name={NAME}-root,reason=ErrImportFailed"),
+        "-o",
+        "jsonpath={.items[*].message}",
+    ]);
+    assert!(events.contains("Unable to process data"), "{events}");
+    kubectl_ok(&["delete", "vm", NAME, "--timeout=120s"]);
     drop(cleanup);
 }
