@@ -156,6 +156,9 @@ context_cdi-importer() {
     context cdi-importer
     copy_with_libraries "$bin/cdi-importer" "$work/cdi-importer/root"
     copy_with_libraries "$(qemu_img)" "$work/cdi-importer/root"
+    # The system's roots, for https sources without a certConfigMap.
+    [ -f /etc/ssl/certs/ca-certificates.crt ] || die "/etc/ssl/certs/ca-certificates.crt is missing: install ca-certificates"
+    install -D -m 0644 /etc/ssl/certs/ca-certificates.crt "$work/cdi-importer/root/etc/ssl/certs/ca-certificates.crt"
 }
 context_virt-handler() {
     context virt-handler
@@ -195,7 +198,7 @@ inputs_of() {
         case "$component" in
             virt-launcher) echo "$rootfs"; sha256sum "$container_disk" ;;
             virt-handler) for tool in nsenter ip nft sysctl; do sha256sum "$(PATH=/usr/sbin:/usr/bin:/sbin:/bin command -v "$tool")"; done ;;
-            cdi-importer) sha256sum "$(qemu_img)" ;;
+            cdi-importer) sha256sum "$(qemu_img)" /etc/ssl/certs/ca-certificates.crt ;;
         esac
     } | sha256sum | cut -c1-32
 }

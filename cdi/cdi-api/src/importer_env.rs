@@ -25,15 +25,27 @@ pub const INSECURE_TLS: &str = "INSECURE_TLS";
 pub const CHECKSUM: &str = "IMPORTER_CHECKSUM";
 /// The prefix of each extra header's variable (`IMPORTER_EXTRA_HEADER_0`, ...).
 pub const EXTRA_HEADER_PREFIX: &str = "IMPORTER_EXTRA_HEADER_";
-/// Variables of upstream's other sources, refused while those sources are.
-pub const UNSUPPORTED: [&str; 6] = [
+/// Variables of upstream's other sources and options, refused (with their value) while those
+/// are not supported; `IMPORTER_FINAL_CHECKPOINT` is refused unless `false`.
+pub const UNSUPPORTED: [&str; 14] = [
     "IMPORTER_PROXY_CERT_DIR",
     "IMPORTER_BACKING_FILE",
     "IMPORTER_THUMBPRINT",
     "IMPORTER_CURRENT_CHECKPOINT",
+    "IMPORTER_PREVIOUS_CHECKPOINT",
+    "IMPORTER_FINAL_CHECKPOINT",
+    "IMPORTER_DISK_ID",
+    "IMPORTER_UUID",
+    "IMPORTER_PULL_METHOD",
     "IMPORTER_READY_FILE",
+    "IMPORTER_DONE_FILE",
+    "IMPORTER_REGISTRY_IMAGE_ARCHITECTURE",
     "CACHE_MODE",
+    "IMPORTER_GOOGLE_CREDENTIAL_FILE",
 ];
+/// The import proxy's variables (upstream's `http_proxy`, `https_proxy`, `no_proxy`), refused
+/// while the importer does not go through a proxy.
+pub const PROXY: [&str; 3] = ["http_proxy", "https_proxy", "no_proxy"];
 /// The owner's uid, which labels the progress metric.
 pub const OWNER_UID: &str = "OWNER_UID";
 /// The mount of a filesystem claim.

@@ -1,6 +1,9 @@
 //! Images that cannot be written as they come (qcow2, VMDK, VDI, VHD, VHDX) are converted to raw
 //! by `qemu-img`, as upstream's importer does: `qemu-img info` reads the virtual size, and
-//! `qemu-img convert -t writeback -O raw` writes the disk.
+//! `qemu-img convert -t writeback -O raw` writes the disk. The image is a stranger's: its format
+//! is always given (`-f`, never guessed), and one that names a backing file or an external data
+//! file is refused before it is converted, so that it cannot pull a file of the importer's (its
+//! environment, its service account token) or a URL into the disk.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -28,21 +31,26 @@ pub enum ConvertError {
     /// Its output could not be read.
     #[error("reading qemu-img info's output: {0}")]
     Info(String),
+    /// The image refers to another file.
+    #[error("the image names {0}, which an import never follows")]
+    External(String),
 }
 
 /// Reads and converts disk images.
 pub trait Converter {
-    /// The size of the disk `image` holds, as the guest sees it.
+    /// The size of the disk `image` (in `format`, qemu-img's name) holds, as the guest sees it;
+    /// an image that names a backing or data file is refused.
     ///
     /// # Errors
     /// [`ConvertError`].
-    fn virtual_size(&self, image: &Path) -> Result<u64, ConvertError>;
+    fn virtual_size(&self, image: &Path, format: &str) -> Result<u64, ConvertError>;
 
-    /// Writes `image` as a raw disk to `target`, which exists (a file or a block device).
+    /// Writes `image` (in `format`) as a raw disk to `target`, which exists (a file or a block
+    /// device).
     ///
     /// # Errors
     /// [`ConvertError`].
-    fn convert_to_raw(&self, image: &Path, target: &Path) -> Result<(), ConvertError>;
+    fn convert_to_raw(&self, image: &Path, format: &str, target: &Path) -> Result<(), ConvertError>;
 }
 
 /// The real `qemu-img`.
@@ -84,12 +92,20 @@ impl QemuImg {
     }
 }
 
-/// The `virtual-size` of `qemu-img info --output=json`.
+/// The `virtual-size` of `qemu-img info --output=json`, for an image that names no other file.
 ///
 /// # Errors
-/// [`ConvertError::Info`] when the output has none.
+/// [`ConvertError::Info`] when the output has no size; [`ConvertError::External`] for a backing
+/// file or an external data file.
 pub fn parse_virtual_size(info: &[u8]) -> Result<u64, ConvertError> {
     let value: serde_json::Value = serde_json::from_slice(info).map_err(|e| ConvertError::Info(e.to_string()))?;
+    let named = |v: &serde_json::Value| v.as_str().map(str::to_owned);
+    if let Some(backing) = value.get("backing-filename").and_then(named) {
+        return Err(ConvertError::External(format!("the backing file {backing:?}")));
+    }
+    if let Some(data) = value.pointer("/format-specific/data/data-file").and_then(named) {
+        return Err(ConvertError::External(format!("the data file {data:?}")));
+    }
     value
         .get("virtual-size")
         .and_then(serde_json::Value::as_u64)
@@ -97,18 +113,26 @@ pub fn parse_virtual_size(info: &[u8]) -> Result<u64, ConvertError> {
 }
 
 impl Converter for QemuImg {
-    fn virtual_size(&self, image: &Path) -> Result<u64, ConvertError> {
+    fn virtual_size(&self, image: &Path, format: &str) -> Result<u64, ConvertError> {
         let out = self.run(
-            &["info".as_ref(), "--output=json".as_ref(), image.as_os_str()],
+            &[
+                "info".as_ref(),
+                "-f".as_ref(),
+                format.as_ref(),
+                "--output=json".as_ref(),
+                image.as_os_str(),
+            ],
             "qemu-img info",
         )?;
         parse_virtual_size(&out)
     }
 
-    fn convert_to_raw(&self, image: &Path, target: &Path) -> Result<(), ConvertError> {
+    fn convert_to_raw(&self, image: &Path, format: &str, target: &Path) -> Result<(), ConvertError> {
         self.run(
             &[
                 "convert".as_ref(),
+                "-f".as_ref(),
+                format.as_ref(),
                 "-t".as_ref(),
                 "writeback".as_ref(),
                 "-O".as_ref(),
@@ -136,9 +160,22 @@ mod tests {
     }
 
     #[test]
+    fn an_image_naming_another_file_is_refused() {
+        let backing = br#"{"virtual-size": 1048576, "backing-filename": "/proc/self/environ"}"#;
+        let error = parse_virtual_size(backing).expect_err("a backing file");
+        assert_eq!(
+            error.to_string(),
+            "the image names the backing file \"/proc/self/environ\", which an import never follows"
+        );
+        let data =
+            br#"{"virtual-size": 1048576, "format-specific": {"type": "qcow2", "data": {"data-file": "/etc/shadow"}}}"#;
+        assert!(matches!(parse_virtual_size(data), Err(ConvertError::External(_))));
+    }
+
+    #[test]
     fn a_missing_program_is_named() {
         let error = QemuImg::at(PathBuf::from("/nonexistent/qemu-img"))
-            .virtual_size(Path::new("/x"))
+            .virtual_size(Path::new("/x"), "qcow2")
             .expect_err("missing");
         assert!(error.to_string().contains("/nonexistent/qemu-img"), "{error}");
     }

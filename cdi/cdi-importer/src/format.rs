@@ -42,6 +42,19 @@ impl ImageFormat {
     pub fn needs_conversion(self) -> bool {
         !matches!(self, Self::Raw)
     }
+
+    /// `qemu-img`'s name for it (given with `-f`, so that qemu-img never guesses).
+    #[must_use]
+    pub fn qemu_name(self) -> &'static str {
+        match self {
+            Self::Raw => "raw",
+            Self::Qcow2 { .. } => "qcow2",
+            Self::Vmdk => "vmdk",
+            Self::Vdi => "vdi",
+            Self::Vhd => "vpc",
+            Self::Vhdx => "vhdx",
+        }
+    }
 }
 
 /// What the first bytes say.

@@ -19,6 +19,8 @@ use tokio::sync::mpsc;
 
 /// How many redirects are followed.
 pub const MAX_REDIRECTS: usize = 10;
+/// How long a connection may take.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 /// How many body chunks wait for the pipeline before the download pauses.
 const QUEUED_CHUNKS: usize = 64;
 
@@ -112,8 +114,13 @@ impl Read for Download {
 fn tls_config(extra_roots_pem: &[u8]) -> Result<Arc<rustls::ClientConfig>, HttpError> {
     use rustls_pki_types::pem::PemObject as _;
     let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls_native_certs::load_native_certs().certs {
-        let _ = roots.add(cert);
+    let native = rustls_native_certs::load_native_certs();
+    for error in &native.errors {
+        tracing::warn!(%error, "reading the system's certificates");
+    }
+    let (added, _) = roots.add_parsable_certificates(native.certs);
+    if added == 0 {
+        tracing::warn!("no system certificates: https sources need a certConfigMap");
     }
     for cert in CertificateDer::pem_slice_iter(extra_roots_pem) {
         let cert = cert.map_err(|e| HttpError::Certificates(e.to_string()))?;
@@ -147,15 +154,27 @@ async fn get_once(
         _ => return Err(bad("the scheme must be http or https")),
     };
     let host = uri.host().ok_or_else(|| bad("no host"))?.to_owned();
+    if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
+        return Err(bad("credentials in the URL are not sent: use the source's secretRef"));
+    }
     let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+    // The Host header: the host, and the port only when the URL gives one.
+    let host_header = match uri.port_u16() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.clone(),
+    };
     let authority = format!("{host}:{port}");
     let connect_error = |source| HttpError::Connect {
         authority: authority.clone(),
         source,
     };
-    let tcp = TcpStream::connect((host.trim_matches(['[', ']']), port))
-        .await
-        .map_err(connect_error)?;
+    let tcp = tokio::time::timeout(
+        CONNECT_TIMEOUT,
+        TcpStream::connect((host.trim_matches(['[', ']']), port)),
+    )
+    .await
+    .map_err(|_| connect_error(io::Error::new(io::ErrorKind::TimedOut, "no connection within 30 s")))?
+    .map_err(connect_error)?;
     let mut request = Request::get(uri.path_and_query().map_or("/", |p| p.as_str()))
         .header(
             hyper::header::HOST,
@@ -167,9 +186,10 @@ async fn get_once(
         request = request.header(hyper::header::AUTHORIZATION, format!("Basic {token}"));
     }
     for header in &source.extra_headers {
+        // The header's value may be a secret: the error never repeats it.
         let (name, value) = header.split_once(':').ok_or_else(|| HttpError::Request {
             url: url.clone(),
-            reason: format!("extra header {header:?} is not `Name: value`"),
+            reason: "an extra header is not `Name: value`".to_owned(),
         })?;
         request = request.header(name.trim(), value.trim());
     }

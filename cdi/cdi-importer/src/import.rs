@@ -126,10 +126,26 @@ fn device_size(path: &Path) -> Result<u64, ImportError> {
     device.seek(SeekFrom::End(0)).map_err(space_error)
 }
 
-/// What the disk may take of the target: a filesystem keeps its overhead, a device gives all.
-fn usable_space(target: &Target, overhead: &str) -> Result<u64, ImportError> {
+/// What the disk may take of the target: on a filesystem, the smaller of the space and the size
+/// asked for (which the claim was grown by the overhead to hold), less the overhead (upstream's
+/// `calculateTargetSize` and `GetUsableSpace`); on a device, all of it.
+fn usable_space(target: &Target, requested: Option<u64>, overhead: &str) -> Result<u64, ImportError> {
     match target {
-        Target::File(path) => Ok(space::usable_space(filesystem_space(path)?, overhead)?),
+        Target::File(path) => {
+            // A disk left by an earlier attempt is replaced: its space counts as free.
+            match std::fs::remove_file(path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(source) => {
+                    return Err(ImportError::Open {
+                        path: path.clone(),
+                        source,
+                    });
+                }
+            }
+            let free = filesystem_space(path)?;
+            Ok(space::usable_space(requested.map_or(free, |r| r.min(free)), overhead)?)
+        }
         Target::Block(path) => device_size(path),
     }
 }
@@ -184,10 +200,10 @@ fn convert(
             source,
         })?;
         drop(file);
-        let virtual_size = converter.virtual_size(&saved)?;
+        let virtual_size = converter.virtual_size(&saved, format.qemu_name())?;
         space::check_fits(virtual_size, usable)?;
         drop(open_target(target)?);
-        converter.convert_to_raw(&saved, target.path())?;
+        converter.convert_to_raw(&saved, format.qemu_name(), target.path())?;
         Ok(virtual_size)
     })();
     let _ = std::fs::remove_file(&saved);
@@ -219,7 +235,7 @@ fn import_inner(
     request: &Request,
     converter: &dyn Converter,
 ) -> Result<Outcome, ImportError> {
-    let usable = usable_space(target, &request.filesystem_overhead)?;
+    let usable = usable_space(target, request.requested_size, &request.filesystem_overhead)?;
     let layers::Opened {
         format,
         compression,

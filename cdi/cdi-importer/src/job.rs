@@ -51,6 +51,14 @@ pub enum JobError {
         /// Why.
         reason: String,
     },
+    /// An extra header's variable is bad (its value, maybe a secret, is not repeated).
+    #[error("{variable}: {reason}")]
+    BadHeader {
+        /// The variable.
+        variable: String,
+        /// Why.
+        reason: &'static str,
+    },
     /// A variable that must be set is not.
     #[error("{0} is not set")]
     Missing(&'static str),
@@ -88,8 +96,8 @@ fn unsupported(variable: &str, value: &str) -> JobError {
 /// [`JobError`] naming the variable.
 pub fn from_env(vars: &BTreeMap<String, String>) -> Result<Job, JobError> {
     let get = |name: &str| vars.get(name).map(String::as_str).filter(|v| !v.is_empty());
-    for name in env::UNSUPPORTED {
-        if let Some(value) = get(name) {
+    for name in env::UNSUPPORTED.iter().chain(&env::PROXY) {
+        if let Some(value) = get(name).filter(|v| !(*name == "IMPORTER_FINAL_CHECKPOINT" && *v == "false")) {
             return Err(unsupported(name, value));
         }
     }
@@ -164,11 +172,15 @@ fn http_source(vars: &BTreeMap<String, String>, endpoint: &str) -> Result<HttpSo
         let Some(index) = name.strip_prefix(env::EXTRA_HEADER_PREFIX) else {
             break;
         };
+        let header_error = |reason| JobError::BadHeader {
+            variable: name.clone(),
+            reason,
+        };
         if index.parse::<u32>().is_err() {
-            return Err(bad(name, value, "extra headers are numbered"));
+            return Err(header_error("extra headers are numbered"));
         }
         if !value.contains(':') {
-            return Err(bad(name, value, "a header is `Name: value`"));
+            return Err(header_error("a header is `Name: value`"));
         }
         extra_headers.push(value.clone());
     }

@@ -287,10 +287,18 @@ where
             written_to = outcome.virtual_size;
         }
     }
-    if job.preallocation {
-        preallocate(&target, written_to)?;
+    let finished = if job.preallocation {
+        preallocate(&target, written_to)
+    } else {
+        Ok(())
     }
-    hand_over(&target)?;
+    .and_then(|()| hand_over(&target));
+    if let Err(e) = finished {
+        if let Target::File(path) = &target {
+            let _ = std::fs::remove_file(path);
+        }
+        return Err(e);
+    }
     Ok(Ended::Finished(Finished {
         scratch_space_required: false,
         preallocation_applied: job.preallocation,

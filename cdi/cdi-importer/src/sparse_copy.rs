@@ -29,8 +29,9 @@ pub enum CopyError {
     /// Writing the target failed.
     #[error("writing the image: {0}")]
     Write(#[source] io::Error),
-    /// The stream went past what the target may take.
-    #[error("the image is larger than the {limit} bytes the target may take")]
+    /// The stream went past what the target may take (upstream's words, which the controller
+    /// shortens to "DataVolume too small to contain image").
+    #[error("virtual image size is larger than the reported available storage {limit}. A larger PVC is required")]
     TooLarge {
         /// What the target may take.
         limit: u64,

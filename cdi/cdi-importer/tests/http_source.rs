@@ -95,7 +95,18 @@ async fn each_failure_is_named() {
         ..source(format!("http://{server}/images/disk.img"))
     };
     let bad_header = download(header).await.expect_err("bad header");
-    assert!(bad_header.contains("extra header \"no colon\""), "{bad_header}");
+    assert!(
+        bad_header.contains("an extra header is not `Name: value`"),
+        "{bad_header}"
+    );
+    assert!(
+        !bad_header.contains("no colon"),
+        "a header's value is never repeated: {bad_header}"
+    );
+    let credentials = download(source(format!("http://user:pass@{server}/images/disk.img")))
+        .await
+        .expect_err("credentials in the URL");
+    assert!(credentials.contains("use the source's secretRef"), "{credentials}");
 }
 
 #[tokio::test]

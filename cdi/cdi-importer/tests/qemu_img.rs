@@ -74,7 +74,8 @@ fn volume() -> Volume {
 
 fn request(volume: &Volume) -> Request {
     Request {
-        requested_size: Some(8 << 20),
+        // 8 MiB asked for, the claim grown by the 0.06 overhead.
+        requested_size: Some((8 << 20) * 106 / 100 + 1),
         filesystem_overhead: "0.06".to_owned(),
         scratch: Some(volume.scratch.clone()),
     }
@@ -104,7 +105,10 @@ fn every_format_qemu_img_writes_imports_as_the_same_raw_disk() {
         assert_eq!(written.len(), 8 << 20, "{format}");
         // VHD rounds its size up to its own geometry: compare what the source held.
         assert!(written[..disk().len()] == disk()[..], "{format}: the same bytes");
-        assert_eq!(QemuImg::default().virtual_size(&volume.disk).expect("info"), 8 << 20);
+        assert_eq!(
+            QemuImg::default().virtual_size(&volume.disk, "raw").expect("info"),
+            8 << 20
+        );
         assert_eq!(
             std::fs::read_dir(&volume.scratch).expect("scratch").count(),
             0,
@@ -128,6 +132,36 @@ fn a_corrupt_qcow2_fails_with_qemu_imgs_words_and_leaves_nothing() {
     .expect_err("corrupt");
     assert!(matches!(error, ImportError::Convert(_)), "{error}");
     assert!(error.to_string().starts_with("qemu-img info failed: "), "{error}");
+    assert!(!volume.disk.exists());
+    assert_eq!(std::fs::read_dir(&volume.scratch).expect("scratch").count(), 0);
+}
+
+#[test]
+fn a_qcow2_naming_a_backing_file_is_refused_and_the_file_never_read() {
+    let volume = volume();
+    let secret = volume.work.join("secret");
+    std::fs::write(&secret, b"the importer's secret").expect("secret");
+    let overlay = volume.work.join("overlay.qcow2");
+    qemu_img(&[
+        "create",
+        "-q",
+        "-f",
+        "qcow2",
+        "-b",
+        secret.to_str().expect("path"),
+        "-F",
+        "raw",
+        overlay.to_str().expect("path"),
+        "1M",
+    ]);
+    let error = import::import(
+        Box::new(Cursor::new(std::fs::read(&overlay).expect("overlay"))),
+        &Target::File(volume.disk.clone()),
+        &request(&volume),
+        &QemuImg::default(),
+    )
+    .expect_err("a backing file");
+    assert!(error.to_string().contains("names the backing file"), "{error}");
     assert!(!volume.disk.exists());
     assert_eq!(std::fs::read_dir(&volume.scratch).expect("scratch").count(), 0);
 }

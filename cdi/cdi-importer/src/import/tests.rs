@@ -21,16 +21,18 @@ impl FakeConverter {
 }
 
 impl Converter for FakeConverter {
-    fn virtual_size(&self, image: &Path) -> Result<u64, ConvertError> {
+    fn virtual_size(&self, image: &Path, format: &str) -> Result<u64, ConvertError> {
         assert!(image.exists(), "the image is saved before it is read");
-        self.calls.borrow_mut().push(format!("info {}", image.display()));
+        self.calls
+            .borrow_mut()
+            .push(format!("info {format} {}", image.display()));
         Ok(self.size)
     }
 
-    fn convert_to_raw(&self, image: &Path, target: &Path) -> Result<(), ConvertError> {
+    fn convert_to_raw(&self, image: &Path, format: &str, target: &Path) -> Result<(), ConvertError> {
         self.calls
             .borrow_mut()
-            .push(format!("convert {} {}", image.display(), target.display()));
+            .push(format!("convert {format} {} {}", image.display(), target.display()));
         std::fs::write(target, &self.disk).map_err(|e| ConvertError::Info(e.to_string()))
     }
 }
@@ -60,6 +62,11 @@ fn request(dirs: &Dirs, requested_size: Option<u64>) -> Request {
         filesystem_overhead: "0.06".to_owned(),
         scratch: Some(dirs.scratch.clone()),
     }
+}
+
+/// `size` grown by the 0.06 overhead, as the claim's request is.
+fn grown(size: u64) -> u64 {
+    (size * 1060).div_ceil(1000)
 }
 
 fn stream(bytes: Vec<u8>) -> Stream {
@@ -94,7 +101,7 @@ fn a_raw_image_is_written_as_it_comes_and_grown_to_the_size_asked_for() {
     let outcome = import(
         stream(gzip(&disk())),
         &target,
-        &request(&dirs, Some(64 << 20)),
+        &request(&dirs, Some(grown(64 << 20))),
         &converter,
     )
     .expect("imported");
@@ -119,18 +126,25 @@ fn a_raw_image_is_written_as_it_comes_and_grown_to_the_size_asked_for() {
 }
 
 #[test]
-fn an_image_as_large_as_asked_or_larger_is_not_grown() {
+fn an_image_as_large_as_asked_is_not_grown_and_a_larger_one_is_refused() {
     let dirs = dirs();
     let target = Target::File(dirs.data.join("disk.img"));
     let converter = FakeConverter::new(0, Vec::new());
-    let outcome = import(stream(disk()), &target, &request(&dirs, Some(1 << 20)), &converter).expect("imported");
+    let size = disk().len() as u64;
+    let outcome = import(stream(disk()), &target, &request(&dirs, Some(grown(size))), &converter).expect("imported");
     assert_eq!(outcome.resized_to, None);
-    assert_eq!(
-        std::fs::metadata(target.path()).expect("disk").len(),
-        disk().len() as u64
-    );
+    assert_eq!(std::fs::metadata(target.path()).expect("disk").len(), size);
     let outcome = import(stream(disk()), &target, &request(&dirs, None), &converter).expect("imported");
     assert_eq!(outcome.resized_to, None, "no size asked for, none grown to");
+    let error = import(
+        stream(disk()),
+        &target,
+        &request(&dirs, Some(grown(size - (1 << 20)))),
+        &converter,
+    )
+    .expect_err("larger than asked for");
+    assert!(error.to_string().contains("A larger PVC is required"), "{error}");
+    assert!(!target.path().exists());
 }
 
 #[test]
@@ -140,7 +154,7 @@ fn a_format_to_convert_goes_through_the_scratch_space_which_is_emptied() {
     let converter = FakeConverter::new(5 << 20, vec![3; 5 << 20]);
     let mut vmdk = b"KDMV".to_vec();
     vmdk.resize(8192, 1);
-    let outcome = import(stream(vmdk), &target, &request(&dirs, Some(8 << 20)), &converter).expect("imported");
+    let outcome = import(stream(vmdk), &target, &request(&dirs, Some(grown(8 << 20))), &converter).expect("imported");
     assert_eq!(outcome.format, ImageFormat::Vmdk);
     assert_eq!(outcome.virtual_size, 5 << 20);
     assert_eq!(outcome.resized_to, Some(8 << 20));
@@ -148,8 +162,8 @@ fn a_format_to_convert_goes_through_the_scratch_space_which_is_emptied() {
     assert_eq!(
         *converter.calls.borrow(),
         [
-            format!("info {}", saved.display()),
-            format!("convert {} {}", saved.display(), target.path().display())
+            format!("info vmdk {}", saved.display()),
+            format!("convert vmdk {} {}", saved.display(), target.path().display())
         ]
     );
     assert!(!saved.exists(), "the scratch image is removed");

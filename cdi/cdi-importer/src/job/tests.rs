@@ -22,6 +22,7 @@ fn http(extra: &[(&str, &str)]) -> BTreeMap<String, String> {
 #[test]
 fn an_http_import_reads_every_variable() {
     let job = from_env(&http(&[
+        ("IMPORTER_FINAL_CHECKPOINT", "false"),
         (env::ACCESS_KEY_ID, "user"),
         (env::SECRET_KEY, "secret"),
         (env::CERT_DIR, "/certs"),
@@ -101,15 +102,23 @@ fn each_bad_or_unsupported_variable_is_named() {
         (http(&[(env::ACCESS_KEY_ID, "user")]), "IMPORTER_SECRET_KEY is not set"),
         (
             http(&[("IMPORTER_EXTRA_HEADER_0", "no colon")]),
-            "IMPORTER_EXTRA_HEADER_0=\"no colon\": a header is `Name: value`",
+            "IMPORTER_EXTRA_HEADER_0: a header is `Name: value`",
         ),
         (
             http(&[("IMPORTER_EXTRA_HEADER_X", "A: b")]),
-            "IMPORTER_EXTRA_HEADER_X=\"A: b\": extra headers are numbered",
+            "IMPORTER_EXTRA_HEADER_X: extra headers are numbered",
         ),
         (
             http(&[("IMPORTER_THUMBPRINT", "ab:cd")]),
             "IMPORTER_THUMBPRINT=\"ab:cd\" is not supported by this importer yet",
+        ),
+        (
+            http(&[("https_proxy", "http://proxy:3128")]),
+            "https_proxy=\"http://proxy:3128\" is not supported by this importer yet",
+        ),
+        (
+            http(&[("IMPORTER_FINAL_CHECKPOINT", "true")]),
+            "IMPORTER_FINAL_CHECKPOINT=\"true\" is not supported by this importer yet",
         ),
         (
             vars(&[
