@@ -101,7 +101,8 @@ pub fn simplify(message: &str) -> String {
         "file largest block is bigger than maxblock",
         "disk quota exceeded",
     ];
-    if TOO_SMALL.iter().any(|s| message.contains(s)) {
+    let lower = message.to_lowercase();
+    if TOO_SMALL.iter().any(|s| lower.contains(s)) {
         return "DataVolume too small to contain image".to_owned();
     }
     message.to_owned()
@@ -236,11 +237,14 @@ pub fn observe_importer(annotations: &BTreeMap<String, String>, pod: &Pod) -> Ob
         });
     }
     let scratch_required = term.as_ref().and_then(|t| t.scratch_space_required) == Some(true);
+    // A failure is announced once: when the restarts or the message are new.
+    let changed = |key: &str| anno.get(key) != annotations.get(key);
     if let Some(terminated) = statuses(pod)
         .first()
         .and_then(|s| s.state.as_ref())
         .and_then(|s| s.terminated.as_ref())
         && terminated.exit_code > 0
+        && (changed(ann::POD_RESTARTS) || changed(ann::RUNNING_MESSAGE))
     {
         events.push(ClaimEvent {
             event_type: "Warning",
@@ -267,7 +271,8 @@ pub fn observe_importer(annotations: &BTreeMap<String, String>, pod: &Pod) -> Ob
             });
     anno.insert(ann::POD_SCHEDULABLE.to_owned(), (!unschedulable).to_string());
     let complete = anno.get(ann::POD_PHASE).is_some_and(|p| p == "Succeeded");
-    if complete && !scratch_required {
+    let completed_now = complete && annotations.get(ann::POD_PHASE).is_none_or(|p| p != "Succeeded");
+    if completed_now && !scratch_required {
         events.push(ClaimEvent {
             event_type: "Normal",
             reason: "ImportSucceeded",

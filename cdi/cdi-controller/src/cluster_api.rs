@@ -3,7 +3,7 @@
 //! keeps objects in memory and records every write.
 
 use cdi_api::data_volume::DataVolumeStatus;
-use cdi_api::{CDIConfig, StorageProfile};
+use cdi_api::{CDIConfig, DataVolume, StorageProfile};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -39,6 +39,12 @@ pub struct EventSubject<'a> {
 
 /// The API server.
 pub trait CdiApi: Send + Sync {
+    /// A DataVolume as the API server has it now; `None` when it is gone.
+    fn data_volume(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<DataVolume>, ApiError>> + Send;
     /// A claim; `None` when it is not there.
     fn claim(
         &self,

@@ -39,6 +39,10 @@ pub struct ImporterSettings {
     pub preallocation: bool,
     /// CDIConfig's `podResourceRequirements`.
     pub resources: Option<ResourceRequirements>,
+    /// CDIConfig's `imagePullSecrets`.
+    pub image_pull_secrets: Vec<k8s_openapi::api::core::v1::LocalObjectReference>,
+    /// CDIConfig sets an import proxy, which the importer does not use yet: imports are refused.
+    pub import_proxy: bool,
 }
 
 /// What one pass sees.
@@ -240,6 +244,10 @@ pub fn plan(facts: &ImportFacts<'_>, now: &Time) -> Vec<Step> {
     if data_volume.metadata.deletion_timestamp.is_some() {
         return Vec::new();
     }
+    if facts.settings.import_proxy && data_volume.spec.source.as_ref().is_some_and(|s| s.http.is_some()) {
+        let why = "CDIConfig's importProxy is set, and this CDI does not import through a proxy yet".to_owned();
+        return blocked(facts, cdi_api::DataVolumePhase::Failed, UNSUPPORTED, why, now);
+    }
     if let Some(why) = unsupported(data_volume) {
         return blocked(facts, cdi_api::DataVolumePhase::Failed, UNSUPPORTED, why, now);
     }
@@ -284,7 +292,37 @@ pub fn plan(facts: &ImportFacts<'_>, now: &Time) -> Vec<Step> {
             now,
         );
     }
+    if let Some(pod) = facts.pod
+        && !controlled_by(
+            &ObjectMeta {
+                deletion_timestamp: None,
+                ..pod.metadata.clone()
+            },
+            claim.metadata.uid.as_deref(),
+        )
+    {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        return blocked(
+            facts,
+            current.phase,
+            RESOURCE_EXISTS,
+            format!(
+                "Pod \"{name}\" already exists and is not controlled by claim {}",
+                claim.metadata.name.clone().unwrap_or_default()
+            ),
+            now,
+        );
+    }
     claim_steps(facts, claim, &source, &current, now)
+}
+
+/// Whether `meta`'s controlling owner has `uid`.
+fn controlled_by(meta: &ObjectMeta, uid: Option<&str>) -> bool {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && Some(o.uid.as_str()) == uid)
+        && meta.deletion_timestamp.is_none()
 }
 
 fn claim_steps(
@@ -305,13 +343,19 @@ fn claim_steps(
         annotations = observed.annotations;
         steps.extend(observed.events.into_iter().map(Step::ClaimEvent));
         let pending = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Pending");
+        let needs_scratch = pending && annotations.get(ann::REQUIRES_SCRATCH).is_some_and(|v| v == "true");
         if observed.delete_pod {
             steps.push(Step::DeletePod(pod.metadata.name.clone().unwrap_or_default()));
-        } else if pending
-            && annotations.get(ann::REQUIRES_SCRATCH).is_some_and(|v| v == "true")
-            && facts.scratch_claim.is_none()
-        {
-            steps.push(Step::CreateScratchClaim(Box::new(scratch_claim(facts, claim, pod))));
+        } else if needs_scratch {
+            match facts.scratch_claim {
+                None => steps.push(Step::CreateScratchClaim(Box::new(scratch_claim(facts, claim, pod)))),
+                // A scratch claim of an earlier pod, on its way out: this pod would wait for it
+                // forever; it goes, and the next one gets a scratch claim of its own.
+                Some(scratch) if !controlled_by(&scratch.metadata, pod.metadata.uid.as_deref()) => {
+                    steps.push(Step::DeletePod(pod.metadata.name.clone().unwrap_or_default()));
+                }
+                Some(_) => {}
+            }
         }
     } else if facts.pod.is_some() {
         pod_present = true;
@@ -380,6 +424,7 @@ fn pod_args(
         priority_class: data_volume.spec.priority_class_name.clone(),
         service_account: data_volume.spec.service_account_name.clone(),
         resources: facts.settings.resources.clone(),
+        image_pull_secrets: facts.settings.image_pull_secrets.clone(),
     }
 }
 

@@ -2,10 +2,8 @@
 //! [`import_plan::plan`], apply the steps in order. The first failing write ends the pass (the
 //! next pass observes again and goes on from there).
 
-use std::collections::BTreeMap;
-
 use cdi_api::cdi_config::DEFAULT_FILESYSTEM_OVERHEAD;
-use cdi_api::{CDIConfig, DataVolume};
+use cdi_api::{CDIConfig, DataVolume, DataVolumePhase};
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -16,13 +14,18 @@ use crate::import_plan::{self, ImportFacts, ImporterSettings, Step};
 use crate::importer_pod;
 use crate::storage_profile::{self, ClassFacts};
 
-/// The class a DataVolume's claim names, before any default.
+/// The class a DataVolume's claim names: `Some("")` is no class at all (a claim for a static
+/// volume), `None` leaves the choice to the default class.
 fn named_class(data_volume: &DataVolume, claim: Option<&PersistentVolumeClaim>) -> Option<String> {
-    claim
-        .and_then(|c| c.spec.as_ref()?.storage_class_name.clone())
-        .or_else(|| data_volume.spec.pvc.as_ref()?.storage_class_name.clone())
-        .or_else(|| data_volume.spec.storage.as_ref()?.storage_class_name.clone())
-        .filter(|name| !name.is_empty())
+    match claim {
+        Some(claim) => claim.spec.as_ref().and_then(|s| s.storage_class_name.clone()),
+        None => data_volume
+            .spec
+            .pvc
+            .as_ref()
+            .and_then(|p| p.storage_class_name.clone())
+            .or_else(|| data_volume.spec.storage.as_ref()?.storage_class_name.clone()),
+    }
 }
 
 fn candidate(class: &StorageClass) -> ClassCandidate {
@@ -55,6 +58,7 @@ async fn chosen_class<A: CdiApi>(
     let candidates: Vec<ClassCandidate> = classes.iter().map(candidate).collect();
     let Some(name) = named_class(data_volume, claim)
         .or_else(|| claim_spec::default_class(&candidates, true).map(|c| c.name.clone()))
+        .filter(|name| !name.is_empty())
     else {
         return Ok(None);
     };
@@ -112,25 +116,50 @@ fn settings_with(settings: &ImporterSettings, config: Option<&CDIConfig>) -> Imp
         if status.default_pod_resource_requirements.is_some() {
             settings.resources.clone_from(&status.default_pod_resource_requirements);
         }
+        settings.image_pull_secrets.clone_from(&status.image_pull_secrets);
+        settings.import_proxy = status.import_proxy.as_ref().is_some_and(|proxy| {
+            [
+                &proxy.http_proxy,
+                &proxy.https_proxy,
+                &proxy.no_proxy,
+                &proxy.trusted_ca_proxy,
+            ]
+            .iter()
+            .any(|v| v.as_deref().is_some_and(|v| !v.is_empty()))
+        });
     }
     settings
 }
 
-/// One pass over `data_volume`.
+/// Whether a DataVolume needs another look without an event (it waits on something not
+/// watched: a class, a profile, a scratch claim going away), or rests until it changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// Look again in a while.
+    LookAgain,
+    /// Done or failed for good: wait for a change.
+    Rest,
+}
+
+/// One pass over the DataVolume `namespace/name`, read afresh (the controller's cache may not
+/// have this controller's last status write yet).
 ///
 /// # Errors
-/// The first failing read or write.
+/// The first failing read or write; events that cannot be recorded are logged, not errors.
 pub async fn reconcile<A: CdiApi>(
     api: &A,
-    data_volume: &DataVolume,
+    namespace: &str,
+    name: &str,
     settings: &ImporterSettings,
     now: &Time,
-) -> Result<(), ApiError> {
-    let namespace = data_volume.metadata.namespace.clone().unwrap_or_default();
-    let name = data_volume.metadata.name.clone().unwrap_or_default();
-    let claim = api.claim(&namespace, &name).await?;
-    let pod = api.pod(&namespace, &importer_pod::pod_name(&name)).await?;
-    let scratch = api.claim(&namespace, &import_plan::scratch_name(&name)).await?;
+) -> Result<Next, ApiError> {
+    let Some(data_volume) = api.data_volume(namespace, name).await? else {
+        return Ok(Next::Rest);
+    };
+    let data_volume = &data_volume;
+    let claim = api.claim(namespace, name).await?;
+    let pod = api.pod(namespace, &importer_pod::pod_name(name)).await?;
+    let scratch = api.claim(namespace, &import_plan::scratch_name(name)).await?;
     let config = api.cdi_config().await?;
     let class = chosen_class(api, data_volume, claim.as_ref(), config.as_ref()).await?;
     let settings = settings_with(settings, config.as_ref());
@@ -144,12 +173,13 @@ pub async fn reconcile<A: CdiApi>(
         settings: &settings,
     };
     let steps = import_plan::plan(&facts, now);
+    let mut phase = data_volume.status.as_ref().map(|s| s.phase).unwrap_or_default();
     let claim_meta = claim.as_ref().map(|c| c.metadata.clone()).unwrap_or_default();
     for step in steps {
         match step {
             Step::CreateClaim(claim) | Step::CreateScratchClaim(claim) => api.create_claim(&claim).await?,
-            Step::AnnotateClaim(annotations) => annotate(api, &namespace, &name, &annotations).await?,
-            Step::DeletePod(pod) => api.delete_pod(&namespace, &pod).await?,
+            Step::AnnotateClaim(annotations) => api.annotate_claim(namespace, name, &annotations).await?,
+            Step::DeletePod(pod) => api.delete_pod(namespace, &pod).await?,
             Step::CreatePod(pod) => api.create_pod(&pod).await?,
             Step::ClaimEvent(event) => {
                 let subject = EventSubject {
@@ -157,31 +187,33 @@ pub async fn reconcile<A: CdiApi>(
                     kind: "PersistentVolumeClaim",
                     meta: &claim_meta,
                 };
-                api.record_event(subject, event.event_type, event.reason, &event.message)
-                    .await?;
+                record(api, subject, event.event_type, event.reason, &event.message).await;
             }
-            Step::WriteStatus(status) => api.write_status(&namespace, &name, &status).await?,
+            Step::WriteStatus(status) => {
+                api.write_status(namespace, name, &status).await?;
+                phase = status.phase;
+            }
             Step::Event(event) => {
                 let subject = EventSubject {
                     api_version: "cdi.kubevirt.io/v1beta1",
                     kind: "DataVolume",
                     meta: &data_volume.metadata,
                 };
-                api.record_event(subject, event.event_type, event.reason, &event.message)
-                    .await?;
+                record(api, subject, event.event_type, event.reason, &event.message).await;
             }
         }
     }
-    Ok(())
+    Ok(match phase {
+        DataVolumePhase::Succeeded | DataVolumePhase::Failed => Next::Rest,
+        _ => Next::LookAgain,
+    })
 }
 
-async fn annotate<A: CdiApi>(
-    api: &A,
-    namespace: &str,
-    name: &str,
-    annotations: &BTreeMap<String, String>,
-) -> Result<(), ApiError> {
-    api.annotate_claim(namespace, name, annotations).await
+/// Records an event; one that cannot be recorded is logged and the pass goes on.
+async fn record<A: CdiApi>(api: &A, subject: EventSubject<'_>, event_type: &'static str, reason: &str, message: &str) {
+    if let Err(error) = api.record_event(subject, event_type, reason, message).await {
+        tracing::warn!(%error, reason, "an event could not be recorded");
+    }
 }
 
 #[cfg(test)]

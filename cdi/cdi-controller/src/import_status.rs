@@ -188,20 +188,18 @@ fn update_conditions(
 ) {
     let (status, message, reason) = bound(claim);
     set_condition(conditions, conditions::BOUND, status, &message, &reason, now);
-    if status != "True" {
-        set_condition(conditions, conditions::READY, "False", "", "", now);
-    }
-    let ready = match phase {
-        DataVolumePhase::Succeeded => "True",
-        DataVolumePhase::Unknown => "Unknown",
-        _ => "False",
+    let (running_status, message, reason) = running(claim);
+    set_condition(conditions, conditions::RUNNING, running_status, &message, &reason, now);
+    // Upstream sets Ready up to three times in a pass (False while unbound, then from the phase,
+    // then False again while the transfer runs); only the last counts, and setting it once keeps
+    // a pass that changes nothing from writing.
+    let (ready, reason) = match (running_status, phase) {
+        ("True", _) => ("False", "TransferRunning"),
+        (_, DataVolumePhase::Succeeded) => ("True", ""),
+        (_, DataVolumePhase::Unknown) => ("Unknown", ""),
+        _ => ("False", ""),
     };
-    set_condition(conditions, conditions::READY, ready, "", "", now);
-    let (status, message, reason) = running(claim);
-    set_condition(conditions, conditions::RUNNING, status, &message, &reason, now);
-    if status == "True" {
-        set_condition(conditions, conditions::READY, "False", "", "TransferRunning", now);
-    }
+    set_condition(conditions, conditions::READY, ready, "", reason, now);
 }
 
 /// The status of a DataVolume that cannot go on: `phase`, and `Bound` and `Running` false with

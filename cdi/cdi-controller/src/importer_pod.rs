@@ -9,8 +9,9 @@ use std::collections::BTreeMap;
 use cdi_api::data_volume::DataVolumeSourceHttp;
 use cdi_api::importer_env as env;
 use k8s_openapi::api::core::v1::{
-    ConfigMapVolumeSource, Container, ContainerPort, EnvVar, EnvVarSource, PersistentVolumeClaimVolumeSource, Pod,
-    PodSpec, ResourceRequirements, SecretKeySelector, Volume, VolumeDevice, VolumeMount,
+    Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EnvVar, EnvVarSource, LocalObjectReference,
+    PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec, ResourceRequirements, SeccompProfile,
+    SecretKeySelector, SecurityContext, Volume, VolumeDevice, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
@@ -28,6 +29,9 @@ pub const CDI_LABEL: (&str, &str) = ("app", "containerized-data-importer");
 pub const COMPONENT_LABEL: (&str, &str) = ("cdi.kubevirt.io", "importer");
 /// The annotation saying CDI created an object.
 pub const CREATED_BY: &str = "cdi.kubevirt.io/storage.createdByController";
+
+/// The user and group the importer runs as (upstream's, QEMU's in the launcher).
+pub const IMPORTER_USER: i64 = 107;
 
 /// The pod name of `claim`'s importer.
 #[must_use]
@@ -77,6 +81,8 @@ pub struct ImporterPodArgs {
     pub service_account: Option<String>,
     /// CDIConfig's `podResourceRequirements`.
     pub resources: Option<ResourceRequirements>,
+    /// CDIConfig's `imagePullSecrets`.
+    pub image_pull_secrets: Vec<LocalObjectReference>,
 }
 
 fn value(name: &str, value: impl Into<String>) -> EnvVar {
@@ -202,6 +208,17 @@ pub fn render(args: &ImporterPodArgs) -> Pod {
         volume_mounts: (!mounts.is_empty()).then_some(mounts),
         volume_devices: (!devices.is_empty()).then_some(devices),
         resources: args.resources.clone(),
+        // Upstream's restricted context: the importer fetches a stranger's data and runs
+        // qemu-img on it.
+        security_context: Some(SecurityContext {
+            allow_privilege_escalation: Some(false),
+            capabilities: Some(Capabilities {
+                drop: Some(vec!["ALL".to_owned()]),
+                add: None,
+            }),
+            run_as_non_root: Some(true),
+            ..SecurityContext::default()
+        }),
         ..Container::default()
     };
     Pod {
@@ -230,6 +247,18 @@ pub fn render(args: &ImporterPodArgs) -> Pod {
             priority_class_name: args.priority_class.clone(),
             service_account_name: args.service_account.clone(),
             enable_service_links: Some(false),
+            image_pull_secrets: (!args.image_pull_secrets.is_empty()).then(|| args.image_pull_secrets.clone()),
+            security_context: Some(PodSecurityContext {
+                run_as_user: Some(IMPORTER_USER),
+                run_as_group: Some(IMPORTER_USER),
+                fs_group: Some(IMPORTER_USER),
+                run_as_non_root: Some(true),
+                seccomp_profile: Some(SeccompProfile {
+                    type_: "RuntimeDefault".to_owned(),
+                    localhost_profile: None,
+                }),
+                ..PodSecurityContext::default()
+            }),
             ..PodSpec::default()
         }),
         status: None,

@@ -10,7 +10,7 @@ use anyhow::Context as _;
 use cdi_api::DataVolume;
 use cdi_controller::cluster_api::kube::KubeCdiApi;
 use cdi_controller::import_plan::ImporterSettings;
-use cdi_controller::import_reconciler;
+use cdi_controller::import_reconciler::{self, Next};
 use cdi_controller::importer_pod::CDI_LABEL;
 use clap::Parser;
 use futures::StreamExt as _;
@@ -23,6 +23,9 @@ use kube::{Api, Client};
 
 /// A pass that failed is tried again after this long.
 const RETRY: Duration = Duration::from_secs(5);
+/// A DataVolume still on its way is looked at again after this long even without an event (it
+/// may wait on a class, a profile or a scratch claim, which are not watched).
+const LOOK_AGAIN: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Parser)]
 #[command(about = "CDI's controller: DataVolumes into claims filled by importer pods")]
@@ -47,9 +50,18 @@ async fn reconcile(
     data_volume: Arc<DataVolume>,
     context: Arc<Context>,
 ) -> Result<Action, cdi_controller::cluster_api::ApiError> {
-    let now = Time(k8s_openapi::jiff::Timestamp::now());
-    import_reconciler::reconcile(&context.api, &data_volume, &context.settings, &now).await?;
-    Ok(Action::await_change())
+    // Whole seconds, as the API server keeps them: a condition stamped twice in one second is
+    // then the same, and a pass that changes nothing writes nothing.
+    let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    let now = Time(k8s_openapi::jiff::Timestamp::from_second(now).unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+    let namespace = data_volume.metadata.namespace.as_deref().unwrap_or_default();
+    let name = data_volume.metadata.name.as_deref().unwrap_or_default();
+    Ok(
+        match import_reconciler::reconcile(&context.api, namespace, name, &context.settings, &now).await? {
+            Next::LookAgain => Action::requeue(LOOK_AGAIN),
+            Next::Rest => Action::await_change(),
+        },
+    )
 }
 
 #[expect(clippy::needless_pass_by_value, reason = "the signature of kube's error policy")]

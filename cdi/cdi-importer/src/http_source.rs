@@ -176,10 +176,7 @@ async fn get_once(
     .map_err(|_| connect_error(io::Error::new(io::ErrorKind::TimedOut, "no connection within 30 s")))?
     .map_err(connect_error)?;
     let mut request = Request::get(uri.path_and_query().map_or("/", |p| p.as_str()))
-        .header(
-            hyper::header::HOST,
-            uri.authority().map_or(host.as_str(), |a| a.as_str()),
-        )
+        .header(hyper::header::HOST, host_header)
         .header(hyper::header::USER_AGENT, "cdi-importer");
     if let Some((user, password)) = &source.basic_auth {
         let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));

@@ -21,24 +21,34 @@ impl Drop for NodeDir {
     }
 }
 
-/// A static hostPath volume for the claim `claim` (CDI's claims name no class here: the test
-/// cluster has no provisioner yet), and its directory.
-fn volume_for(cleanup: &mut Cleanup, claim: &str) -> NodeDir {
-    let pid = std::process::id();
-    let name = format!("{claim}-{pid}");
-    let dir = NodeDir(PathBuf::from(format!("/var/lib/kubevirt-rs-e2e/{name}")));
+/// The directory of a static hostPath volume for the claim `claim`, given to the importer's
+/// user (107) as a provisioner gives a volume to its pod. Made before the [`Cleanup`] that
+/// deletes the volume, so that it is removed after it.
+fn node_dir(claim: &str) -> NodeDir {
+    let dir = NodeDir(PathBuf::from(format!(
+        "/var/lib/kubevirt-rs-e2e/{claim}-{}",
+        std::process::id()
+    )));
     std::fs::create_dir_all(&dir.0).expect("the volume's directory");
+    let owner = Some(nix::unistd::Uid::from_raw(107));
+    nix::unistd::chown(&dir.0, owner, Some(nix::unistd::Gid::from_raw(107))).expect("the directory's owner");
+    dir
+}
+
+/// A static hostPath volume on `dir` for the claim `claim` (CDI's claims name no class here: the
+/// test cluster has no provisioner yet).
+fn volume_for(cleanup: &mut Cleanup, claim: &str, dir: &NodeDir) {
+    let name = format!("{claim}-{}", std::process::id());
     let volume = format!(
         "apiVersion: v1\nkind: PersistentVolume\nmetadata:\n  name: {name}\nspec:\n  capacity: {{storage: 128Mi}}\n  \
          accessModes: [ReadWriteOnce]\n  volumeMode: Filesystem\n  storageClassName: \"\"\n  \
          persistentVolumeReclaimPolicy: Retain\n  claimRef: {{namespace: default, name: {claim}}}\n  \
-         hostPath: {{path: {}, type: DirectoryOrCreate}}\n",
+         hostPath: {{path: {}, type: Directory}}\n",
         dir.0.display()
     );
     cleanup.track("pv", &name);
     let created = kubectl_stdin(&["create", "-f", "-"], &volume);
     assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
-    dir
 }
 
 /// The test guest's VM with a DataVolume template of `source` as its disk `root`.
@@ -84,8 +94,9 @@ fn condition(object: &serde_json::Value, kind: &str) -> serde_json::Value {
 #[ignore = "needs the test cluster: make cluster"]
 fn a_vm_boots_from_the_data_volume_cdi_filled_and_takes_it_along_when_deleted() {
     const NAME: &str = "e2e-dv";
+    let dir = node_dir(&format!("{NAME}-root"));
     let mut cleanup = Cleanup::new();
-    let dir = volume_for(&mut cleanup, &format!("{NAME}-root"));
+    volume_for(&mut cleanup, &format!("{NAME}-root"), &dir);
     cleanup.apply("vm", NAME, &vm_with_template(NAME, "blank: {}"));
 
     let dv = wait_for("the VM's DataVolume", Duration::from_secs(60), || {
@@ -123,24 +134,31 @@ fn a_vm_boots_from_the_data_volume_cdi_filled_and_takes_it_along_when_deleted() 
             .then_some(())
     });
     let image = dir.0.join("disk.img");
+    let written = std::fs::metadata(&image).ok();
     assert_eq!(
-        std::fs::metadata(&image).map(|m| m.len()).ok(),
+        written.as_ref().map(std::fs::Metadata::len),
         Some(64 << 20),
         "{}",
         image.display()
     );
-    let events = kubectl_ok(&[
-        "get",
-        "events",
-        "--field-selector",
-        &format!("involvedObject.name={NAME}-root,reason=ImportSucceeded"),
-        "-o",
-        "jsonpath={.items[*].message}",
-    ]);
-    assert!(
-        events.contains(&format!("Successfully imported into PVC {NAME}-root")),
-        "{events}"
+    assert_eq!(
+        written.map(|m| std::os::unix::fs::MetadataExt::uid(&m)),
+        Some(107),
+        "written by the importer's user"
     );
+    wait_for("the ImportSucceeded event", Duration::from_secs(60), || {
+        let events = kubectl_ok(&[
+            "get",
+            "events",
+            "--field-selector",
+            &format!("involvedObject.name={NAME}-root,reason=ImportSucceeded"),
+            "-o",
+            "jsonpath={.items[*].message}",
+        ]);
+        events
+            .contains(&format!("Successfully imported into PVC {NAME}-root"))
+            .then_some(())
+    });
 
     wait_for_phase(NAME, "Running", Duration::from_secs(240));
     wait_for("the VM to be Running", Duration::from_secs(120), || {
@@ -173,14 +191,16 @@ fn a_vm_boots_from_the_data_volume_cdi_filled_and_takes_it_along_when_deleted() 
         },
     );
     drop(cleanup);
+    drop(dir);
 }
 
 #[test]
 #[ignore = "needs the test cluster: make cluster"]
 fn a_failed_import_shows_on_the_data_volume_and_the_vm_is_data_volume_error() {
     const NAME: &str = "e2e-dv-bad";
+    let dir = node_dir(&format!("{NAME}-root"));
     let mut cleanup = Cleanup::new();
-    let _dir = volume_for(&mut cleanup, &format!("{NAME}-root"));
+    volume_for(&mut cleanup, &format!("{NAME}-root"), &dir);
     // Nothing listens on the discard port of the pod's own loopback.
     cleanup.apply(
         "vm",
@@ -212,15 +232,18 @@ fn a_failed_import_shows_on_the_data_volume_and_the_vm_is_data_volume_error() {
         get("dv", &format!("{NAME}-root"), "default")
             .filter(|dv| dv["status"]["restartCount"].as_i64().is_some_and(|n| n >= 1))
     });
-    let events = kubectl_ok(&[
-        "get",
-        "events",
-        "--field-selector",
-        &format!("involvedObject.name={NAME}-root,reason=ErrImportFailed"),
-        "-o",
-        "jsonpath={.items[*].message}",
-    ]);
-    assert!(events.contains("Unable to process data"), "{events}");
+    wait_for("the ErrImportFailed event", Duration::from_secs(60), || {
+        let events = kubectl_ok(&[
+            "get",
+            "events",
+            "--field-selector",
+            &format!("involvedObject.name={NAME}-root,reason=ErrImportFailed"),
+            "-o",
+            "jsonpath={.items[*].message}",
+        ]);
+        events.contains("Unable to process data").then_some(())
+    });
     kubectl_ok(&["delete", "vm", NAME, "--timeout=120s"]);
     drop(cleanup);
+    drop(dir);
 }

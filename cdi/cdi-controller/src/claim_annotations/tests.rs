@@ -221,3 +221,35 @@ fn an_unschedulable_pending_pod_is_marked() {
         "true"
     );
 }
+
+#[test]
+fn each_outcome_is_announced_once() {
+    let not_found = "Unable to process data: GET http://server/disk.img: HTTP 404 Not Found";
+    let failed = pod("Running", &terminated(1, "Error", not_found), 1);
+    let first = observe_importer(&BTreeMap::new(), &failed);
+    assert_eq!(first.events.len(), 1);
+    let again = observe_importer(&first.annotations, &failed);
+    assert!(again.events.is_empty(), "the same failure seen again");
+    let complete = r#"{"scratchSpaceRequired":false,"preallocationApplied":false,"message":"Import Complete"}"#;
+    let done = pod("Succeeded", &terminated(0, "Completed", complete), 0);
+    let retained = annotations(&[(ann::POD_RETAIN, "true")]);
+    let first = observe_importer(&retained, &done);
+    assert_eq!(first.events.len(), 1);
+    assert!(
+        observe_importer(&first.annotations, &done).events.is_empty(),
+        "a retained pod seen again"
+    );
+}
+
+#[test]
+fn rusts_words_for_a_full_disk_are_shortened_too() {
+    assert_eq!(
+        simplify("writing: No space left on device (os error 28)"),
+        "DataVolume too small to contain image"
+    );
+    assert_eq!(
+        simplify("virtual image size is larger than the reported available storage 1. A larger PVC is required"),
+        "DataVolume too small to contain image"
+    );
+    assert_eq!(simplify("HTTP 404"), "HTTP 404");
+}

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use cdi_api::data_volume::DataVolumeStatus;
-use cdi_api::{CDIConfig, StorageProfile};
+use cdi_api::{CDIConfig, DataVolume, StorageProfile};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
 
@@ -13,6 +13,8 @@ use super::{ApiError, CdiApi, EventSubject};
 /// What the fake holds.
 #[derive(Debug, Default)]
 pub struct State {
+    /// DataVolumes by `namespace/name` (their statuses as written).
+    pub data_volumes: BTreeMap<String, DataVolume>,
     /// Claims by `namespace/name`.
     pub claims: BTreeMap<String, PersistentVolumeClaim>,
     /// Pods by `namespace/name`.
@@ -25,7 +27,7 @@ pub struct State {
     pub volumes: Vec<PersistentVolume>,
     /// The CDIConfig.
     pub config: Option<CDIConfig>,
-    /// DataVolume statuses written, by `namespace/name`.
+    /// DataVolume statuses written, by `namespace/name` (what [`CdiApi::data_volume`] gives).
     pub statuses: BTreeMap<String, DataVolumeStatus>,
     /// Every write, in order, in short.
     pub writes: Vec<String>,
@@ -54,6 +56,17 @@ impl FakeCdiApi {
 }
 
 impl CdiApi for FakeCdiApi {
+    async fn data_volume(&self, namespace: &str, name: &str) -> Result<Option<DataVolume>, ApiError> {
+        let state = self.state();
+        let id = key(namespace, name);
+        Ok(state.data_volumes.get(&id).cloned().map(|mut dv| {
+            if let Some(status) = state.statuses.get(&id) {
+                dv.status = Some(status.clone());
+            }
+            dv
+        }))
+    }
+
     async fn claim(&self, namespace: &str, name: &str) -> Result<Option<PersistentVolumeClaim>, ApiError> {
         Ok(self.state().claims.get(&key(namespace, name)).cloned())
     }

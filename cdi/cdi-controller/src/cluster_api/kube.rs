@@ -64,6 +64,11 @@ fn created<T>(result: Result<T, kube::Error>, operation: String) -> Result<(), A
 }
 
 impl CdiApi for KubeCdiApi {
+    async fn data_volume(&self, namespace: &str, name: &str) -> Result<Option<DataVolume>, ApiError> {
+        let api = Api::<DataVolume>::namespaced(self.client.clone(), namespace);
+        optional(api.get(name).await, format!("get DataVolume {namespace}/{name}"))
+    }
+
     async fn claim(&self, namespace: &str, name: &str) -> Result<Option<PersistentVolumeClaim>, ApiError> {
         let api = Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), namespace);
         optional(api.get(name).await, format!("get claim {namespace}/{name}"))

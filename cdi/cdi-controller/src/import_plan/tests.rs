@@ -61,7 +61,8 @@ fn claim(dv: &DataVolume, phase: &str, annotations: &[(&str, &str)]) -> Persiste
 
 fn pod(phase: &str, state: &serde_json::Value) -> Pod {
     serde_json::from_value(json!({
-        "metadata": {"name": "importer-disk", "uid": "pod-uid"},
+        "metadata": {"name": "importer-disk", "uid": "pod-uid", "ownerReferences": [
+            {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "name": "disk", "uid": "claim-uid", "controller": true}]},
         "status": {"phase": phase, "containerStatuses": [{
             "name": "importer", "image": "cdi-importer:latest", "imageID": "", "ready": false,
             "restartCount": 0, "state": state}]}
@@ -303,4 +304,62 @@ fn a_fatal_claim_or_a_deleted_data_volume_gets_no_pod() {
     let mut deleted = http();
     deleted.metadata.deletion_timestamp = Some(now());
     assert_eq!(plan(&facts(&deleted, None, None), &now()), []);
+}
+
+#[test]
+fn a_pod_of_that_name_the_claim_does_not_control_is_never_trusted() {
+    let dv = http();
+    let bound = claim(&dv, "Bound", &[(ann::IMPORT_POD, "importer-disk")]);
+    let complete = r#"{"scratchSpaceRequired":false,"preallocationApplied":false,"message":"Import Complete"}"#;
+    let mut forged = pod(
+        "Succeeded",
+        &json!({"terminated": {"exitCode": 0, "reason": "Completed", "message": complete}}),
+    );
+    forged.metadata.owner_references = None;
+    let steps = plan(&facts(&dv, Some(&bound), Some(&forged)), &now());
+    assert_eq!(kinds(&steps), ["WriteStatus", "Event"]);
+    assert_ne!(phase_written(&steps), Some(DataVolumePhase::Succeeded));
+    let Some(Step::Event(event)) = steps.last() else {
+        panic!("an event")
+    };
+    assert_eq!(event.reason, RESOURCE_EXISTS);
+}
+
+#[test]
+fn a_scratch_claim_left_by_an_earlier_pod_sends_the_new_pod_away() {
+    let dv = http();
+    let needs = claim(
+        &dv,
+        "Bound",
+        &[(ann::IMPORT_POD, "importer-disk"), (ann::REQUIRES_SCRATCH, "true")],
+    );
+    let waiting = pod("Pending", &json!({"waiting": {"reason": "ContainerCreating"}}));
+    let stale: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "disk-scratch", "namespace": "vms", "deletionTimestamp": "2026-01-01T00:00:00Z",
+                     "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "importer-disk", "uid": "old-pod", "controller": true}]}
+    }))
+    .expect("claim");
+    let mut with_stale = facts(&dv, Some(&needs), Some(&waiting));
+    with_stale.scratch_claim = Some(&stale);
+    let steps = plan(&with_stale, &now());
+    assert!(
+        steps.contains(&Step::DeletePod("importer-disk".to_owned())),
+        "{:?}",
+        kinds(&steps)
+    );
+    assert!(!kinds(&steps).contains(&"CreateScratchClaim"));
+}
+
+#[test]
+fn an_import_proxy_is_refused_rather_than_bypassed() {
+    let dv = http();
+    let proxied = ImporterSettings {
+        import_proxy: true,
+        ..settings()
+    };
+    let mut with_proxy = facts(&dv, None, None);
+    with_proxy.settings = &proxied;
+    let steps = plan(&with_proxy, &now());
+    assert_eq!(phase_written(&steps), Some(DataVolumePhase::Failed));
+    assert!(!kinds(&steps).contains(&"CreateClaim"));
 }

@@ -53,9 +53,11 @@ fn api() -> FakeCdiApi {
 
 /// One pass with the status the fake holds, as the controller's cache would give it.
 async fn pass(api: &FakeCdiApi) -> Vec<String> {
-    let mut dv = data_volume();
-    dv.status = api.state().statuses.get("vms/disk").cloned();
-    reconcile(api, &dv, &settings(), &now()).await.expect("pass");
+    api.state()
+        .data_volumes
+        .entry("vms/disk".to_owned())
+        .or_insert_with(data_volume);
+    reconcile(api, "vms", "disk", &settings(), &now()).await.expect("pass");
     api.take_writes()
 }
 
@@ -153,6 +155,10 @@ async fn an_import_runs_from_claim_to_success_and_then_rests() {
     );
     assert_eq!(phase(&api), DataVolumePhase::Succeeded);
     assert_eq!(pass(&api).await, Vec::<String>::new(), "a finished import rests");
+    assert_eq!(
+        reconcile(&api, "vms", "disk", &settings(), &now()).await.expect("pass"),
+        Next::Rest
+    );
 }
 
 #[tokio::test]
@@ -177,6 +183,13 @@ async fn cdi_config_sets_the_overhead_and_a_missing_class_is_named() {
     let empty = FakeCdiApi::default();
     let writes = pass(&empty).await;
     assert_eq!(
+        reconcile(&empty, "vms", "gone", &settings(), &now())
+            .await
+            .expect("pass"),
+        Next::Rest,
+        "a DataVolume that is gone rests"
+    );
+    assert_eq!(
         writes,
         [
             "status vms/disk Pending",
@@ -192,5 +205,33 @@ async fn cdi_config_sets_the_overhead_and_a_missing_class_is_named() {
     assert_eq!(
         bound.state.message.as_deref(),
         Some("PVC spec is missing accessMode and no storageClass to choose profile")
+    );
+}
+
+#[tokio::test]
+async fn an_empty_class_name_means_no_class_even_with_a_default() {
+    let api = api();
+    let mut static_claim = data_volume();
+    if let Some(storage) = static_claim.spec.storage.as_mut() {
+        storage.storage_class_name = Some(String::new());
+        storage.access_modes = vec!["ReadWriteOnce".to_owned()];
+    }
+    api.state().data_volumes.insert("vms/disk".to_owned(), static_claim);
+    assert_eq!(pass(&api).await, ["create claim vms/disk", "status vms/disk Pending"]);
+    let claim = api.state().claims["vms/disk"].clone();
+    let spec = claim.spec.expect("spec");
+    assert_eq!(
+        spec.storage_class_name.as_deref(),
+        Some(""),
+        "bound to a static volume, not the default class"
+    );
+    let request = spec
+        .resources
+        .and_then(|r| r.requests)
+        .and_then(|r| r.get("storage").cloned());
+    assert_eq!(
+        request.map(|q| q.0).as_deref(),
+        Some("1073741824"),
+        "no class, no overhead"
     );
 }

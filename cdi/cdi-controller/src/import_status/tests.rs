@@ -255,3 +255,20 @@ fn a_transition_is_stamped_once_and_a_new_message_only_beats() {
     assert_eq!(running.state.last_transition_time, Some(at(1)));
     assert_eq!(running.state.last_heartbeat_time, Some(at(3)));
 }
+
+#[test]
+fn a_running_import_seen_again_later_writes_nothing() {
+    let running = claim(
+        "Bound",
+        &[
+            (ann::IMPORT_POD, "importer-disk"),
+            (ann::POD_PHASE, "Running"),
+            (ann::RUNNING, "true"),
+            (ann::RUNNING_REASON, "Pod is running"),
+        ],
+    );
+    let (first, _) = next_status(&status(DataVolumePhase::ImportScheduled), Some(&running), WORK, &at(1));
+    let (again, event) = next_status(&first, Some(&running), WORK, &at(50));
+    assert_eq!(again, first, "no condition is stamped again");
+    assert_eq!(event, None);
+}

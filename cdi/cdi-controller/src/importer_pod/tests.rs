@@ -20,6 +20,7 @@ fn args(source: ImportSource) -> ImporterPodArgs {
         priority_class: None,
         service_account: None,
         resources: None,
+        image_pull_secrets: Vec::new(),
     }
 }
 
@@ -44,6 +45,15 @@ fn an_http_import_pod_is_upstreams_layout() {
                 "controller": true, "blockOwnerDeletion": true}])
     );
     assert_eq!(pod["spec"]["restartPolicy"], "OnFailure");
+    assert_eq!(
+        pod["spec"]["securityContext"],
+        json!({"runAsUser": 107, "runAsGroup": 107, "fsGroup": 107, "runAsNonRoot": true,
+               "seccompProfile": {"type": "RuntimeDefault"}})
+    );
+    assert_eq!(
+        pod["spec"]["containers"][0]["securityContext"],
+        json!({"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": true})
+    );
     let container = &pod["spec"]["containers"][0];
     assert_eq!(container["name"], "importer");
     assert_eq!(
