@@ -2,14 +2,12 @@
 //! request virt-api sends is asserted (method, path with query, content type and body), and the
 //! API server's answers (404, a failed JSON-patch test) become upstream's codes.
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use axum::body::Body as AxumBody;
 use base64::Engine as _;
-use http::{Method, Request, Response, StatusCode};
+use http::{Method, Request, StatusCode};
 use http_body_util::BodyExt as _;
-use kube::client::Body;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
@@ -21,67 +19,10 @@ use virt_api::subresources::authorize::{Authentication, PeerCertificate};
 #[path = "../../kubevirt-tests/support/rbac.rs"]
 mod rbac;
 
-/// One request the mock API server received.
-#[derive(Debug, PartialEq)]
-struct Seen {
-    method: String,
-    path: String,
-    content_type: String,
-    body: Value,
-}
+#[path = "../../kubevirt-tests/support/mock_api_server.rs"]
+mod mock_api_server;
 
-type Log = Arc<Mutex<Vec<Seen>>>;
-
-fn seen(method: &str, path: &str, content_type: &str, body: Value) -> Seen {
-    Seen {
-        method: method.to_owned(),
-        path: path.to_owned(),
-        content_type: content_type.to_owned(),
-        body,
-    }
-}
-
-/// A kube client on a mock server that answers with `answers` in order, and the log.
-fn api_server(answers: Vec<(u16, Value)>) -> (kube::Client, Log) {
-    let mut answers: VecDeque<(u16, Value)> = answers.into();
-    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let log: Log = Arc::default();
-    let record = log.clone();
-    tokio::spawn(async move {
-        while let Some((request, respond)) = handle.next_request().await {
-            let method = request.method().to_string();
-            let path = request
-                .uri()
-                .path_and_query()
-                .map(ToString::to_string)
-                .unwrap_or_default();
-            let content_type = request
-                .headers()
-                .get(http::header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default()
-                .to_owned();
-            let bytes = request.into_body().collect_bytes().await.expect("body");
-            let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-            record.lock().expect("log").push(Seen {
-                method,
-                path,
-                content_type,
-                body,
-            });
-            let (code, answer) = answers
-                .pop_front()
-                .unwrap_or((500, json!({"message": "unexpected request"})));
-            respond.send_response(
-                Response::builder()
-                    .status(code)
-                    .body(Body::from(serde_json::to_vec(&answer).expect("answer")))
-                    .expect("response"),
-            );
-        }
-    });
-    (kube::Client::new(service, "default"), log)
-}
+use mock_api_server::{api_server, seen};
 
 fn not_found(kind: &str) -> (u16, Value) {
     (

@@ -2,56 +2,25 @@
 //! is asserted (method, path, content type, body), and the answers a pass must survive (404 on
 //! reads and deletes, 409 on creates) count as what they mean.
 
-use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeMap;
 
 use cdi_api::DataVolumePhase;
 use cdi_api::data_volume::DataVolumeStatus;
 use cdi_controller::cluster_api::kube::KubeCdiApi;
 use cdi_controller::cluster_api::{CdiApi as _, EventSubject};
-use http::{Request, Response};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::client::Body;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-type Log = Arc<Mutex<Vec<(String, String, String, Value)>>>;
+#[path = "../../../kubevirt-tests/support/mock_api_server.rs"]
+mod mock_api_server;
 
-/// A client on a mock API server answering `answers` in order, and the log of what it got.
+use mock_api_server::{Log, Seen, seen};
+
+/// The adapter on a mock API server answering `answers` in order, and the log of what it got.
 fn api_server(answers: Vec<(u16, Value)>) -> (KubeCdiApi, Log) {
-    let mut answers: VecDeque<(u16, Value)> = answers.into();
-    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let log: Log = Arc::default();
-    let record = log.clone();
-    tokio::spawn(async move {
-        while let Some((request, respond)) = handle.next_request().await {
-            let method = request.method().to_string();
-            let path = request
-                .uri()
-                .path_and_query()
-                .map(ToString::to_string)
-                .unwrap_or_default();
-            let content_type = request
-                .headers()
-                .get(http::header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default()
-                .to_owned();
-            let bytes = request.into_body().collect_bytes().await.expect("body");
-            let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-            record.lock().expect("log").push((method, path, content_type, body));
-            let (code, answer) = answers
-                .pop_front()
-                .unwrap_or((500, json!({"message": "unexpected request"})));
-            respond.send_response(
-                Response::builder()
-                    .status(code)
-                    .body(Body::from(serde_json::to_vec(&answer).expect("answer")))
-                    .expect("response"),
-            );
-        }
-    });
-    (KubeCdiApi::new(kube::Client::new(service, "default")), log)
+    let (client, log) = mock_api_server::api_server(answers);
+    (KubeCdiApi::new(client), log)
 }
 
 fn status(code: u16, reason: &str) -> (u16, Value) {
@@ -61,8 +30,8 @@ fn status(code: u16, reason: &str) -> (u16, Value) {
     )
 }
 
-fn requests(log: &Log) -> Vec<(String, String, String, Value)> {
-    log.lock().expect("log").clone()
+fn requests(log: &Log) -> Vec<Seen> {
+    std::mem::take(&mut *log.lock().expect("log"))
 }
 
 #[tokio::test]
@@ -77,7 +46,7 @@ async fn reads_that_find_nothing_are_none() {
     assert_eq!(api.cdi_config().await.expect("config"), None);
     let paths: Vec<String> = requests(&log)
         .into_iter()
-        .map(|(m, p, ..)| format!("{m} {p}"))
+        .map(|r| format!("{} {}", r.method, r.path))
         .collect();
     assert_eq!(
         paths,
@@ -102,12 +71,12 @@ async fn creates_of_a_taken_name_and_deletes_of_a_gone_pod_succeed() {
         .expect("a gone pod is deleted");
     let seen = requests(&log);
     assert_eq!(
-        (seen[0].0.as_str(), seen[0].1.as_str()),
+        (seen[0].method.as_str(), seen[0].path.as_str()),
         ("POST", "/api/v1/namespaces/vms/persistentvolumeclaims?")
     );
-    assert_eq!(seen[0].3["metadata"]["name"], "disk");
+    assert_eq!(seen[0].body["metadata"]["name"], "disk");
     assert_eq!(
-        (seen[1].0.as_str(), seen[1].1.as_str()),
+        (seen[1].method.as_str(), seen[1].path.as_str()),
         ("DELETE", "/api/v1/namespaces/vms/pods/importer-disk?")
     );
 }
@@ -129,16 +98,16 @@ async fn annotations_and_status_are_merge_patches() {
     assert_eq!(
         requests(&log),
         [
-            (
-                "PATCH".to_owned(),
-                "/api/v1/namespaces/vms/persistentvolumeclaims/disk?".to_owned(),
-                "application/merge-patch+json".to_owned(),
+            seen(
+                "PATCH",
+                "/api/v1/namespaces/vms/persistentvolumeclaims/disk?",
+                "application/merge-patch+json",
                 json!({"metadata": {"annotations": {"cdi.kubevirt.io/storage.pod.phase": "Running"}}}),
             ),
-            (
-                "PATCH".to_owned(),
-                "/apis/cdi.kubevirt.io/v1beta1/namespaces/vms/datavolumes/disk/status?".to_owned(),
-                "application/merge-patch+json".to_owned(),
+            seen(
+                "PATCH",
+                "/apis/cdi.kubevirt.io/v1beta1/namespaces/vms/datavolumes/disk/status?",
+                "application/merge-patch+json",
                 json!({"status": {"phase": "ImportInProgress"}}),
             ),
         ]
@@ -164,14 +133,14 @@ async fn events_name_their_object_with_its_api_version_and_failures_name_the_ope
         .expect("event");
     let event = &requests(&log)[0];
     assert_eq!(
-        (event.0.as_str(), event.1.as_str()),
+        (event.method.as_str(), event.path.as_str()),
         ("POST", "/api/v1/namespaces/vms/events?")
     );
     assert_eq!(
-        event.3["involvedObject"],
+        event.body["involvedObject"],
         json!({"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume", "name": "disk", "namespace": "vms", "uid": "dv-uid"})
     );
-    assert_eq!(event.3["reason"], "ImportScheduled");
+    assert_eq!(event.body["reason"], "ImportScheduled");
     let error = api.pod("vms", "importer-disk").await.expect_err("500");
     assert!(
         error.to_string().starts_with("get pod vms/importer-disk failed"),
