@@ -18,6 +18,8 @@ packages=(
     busybox-static cpio xz-utils xorriso
     # pod networking: veth, bridges and taps (ip), NAT (nft), forwarding (sysctl), namespaces (nsenter)
     iproute2 nftables procps util-linux
+    # the system's roots, which the cdi-importer image carries for https sources
+    ca-certificates
 )
 
 missing=()
