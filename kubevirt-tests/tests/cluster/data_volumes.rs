@@ -247,3 +247,93 @@ fn a_failed_import_shows_on_the_data_volume_and_the_vm_is_data_volume_error() {
     drop(cleanup);
     drop(dir);
 }
+
+/// The test guest's disk (a qcow2 whose first line is its label), where `make guest` puts it.
+const GUEST_DISK_DIR: &str = "/var/lib/kubevirt-rs/images/localhost/kubevirt-rs/testguest/latest/disk";
+
+/// A web server pod (busybox httpd) serving the test guest's disk, and its Service.
+fn serve_guest_disk(cleanup: &mut Cleanup, name: &str) {
+    assert!(
+        std::path::Path::new(GUEST_DISK_DIR).join("testguest.qcow2").is_file(),
+        "the test guest's disk is missing: run make guest"
+    );
+    let pod = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: default\n  labels: {{app: {name}}}\nspec:\n  \
+         terminationGracePeriodSeconds: 1\n  containers:\n    - name: httpd\n      \
+         image: localhost/kubevirt-rs/testclient:latest\n      imagePullPolicy: IfNotPresent\n      \
+         args: [httpd, -f, -p, \"8080\", -h, /srv]\n      volumeMounts: [{{name: disk, mountPath: /srv, readOnly: true}}]\n  \
+         volumes: [{{name: disk, hostPath: {{path: {GUEST_DISK_DIR}, type: Directory}}}}]\n"
+    );
+    cleanup.apply("pod", name, &pod);
+    cleanup.apply(
+        "service",
+        name,
+        &format!(
+            "apiVersion: v1\nkind: Service\nmetadata:\n  name: {name}\n  namespace: default\nspec:\n  \
+             selector: {{app: {name}}}\n  ports: [{{port: 8080, targetPort: 8080}}]\n"
+        ),
+    );
+    wait_for("the image server to run", Duration::from_secs(120), || {
+        get("pod", name, "default").filter(|pod| field(pod, "status.phase") == "Running")
+    });
+}
+
+#[test]
+#[ignore = "needs the test cluster: make cluster"]
+fn a_vm_boots_with_the_guests_qcow2_imported_over_http_by_service_name() {
+    const NAME: &str = "e2e-dv-http";
+    let claim = format!("{NAME}-root");
+    let dir = node_dir(&claim);
+    let scratch_dir = node_dir(&format!("{claim}-scratch"));
+    let mut cleanup = Cleanup::new();
+    volume_for(&mut cleanup, &claim, &dir);
+    // The qcow2 goes through scratch space first: the scratch claim gets a static volume too.
+    volume_for(&mut cleanup, &format!("{claim}-scratch"), &scratch_dir);
+    serve_guest_disk(&mut cleanup, "e2e-images");
+    // The VM's only disk is the imported one: its label proves what the guest reads.
+    let manifest = vm_with_template(
+        NAME,
+        "http:\n            url: http://e2e-images.default.svc.cluster.local:8080/testguest.qcow2",
+    )
+    .replacen("            - name: containerdisk\n              disk:\n                bus: virtio\n", "", 1)
+    .replacen(
+        "        - name: containerdisk\n          containerDisk:\n            image: localhost/kubevirt-rs/testguest:latest\n            imagePullPolicy: IfNotPresent\n",
+        "",
+        1,
+    );
+    assert!(!manifest.contains("name: containerdisk"), "{manifest}");
+    cleanup.apply("vm", NAME, &manifest);
+
+    let done = wait_for("the import to succeed", Duration::from_secs(300), || {
+        get("dv", &claim, "default").filter(|dv| field(dv, "status.phase") == "Succeeded")
+    });
+    assert_eq!(field(&done, "status.progress"), "100.0%");
+    let imported = get("pvc", &claim, "default").expect("the claim");
+    assert_eq!(
+        imported["metadata"]["annotations"]["cdi.kubevirt.io/storage.import.requiresScratch"], "true",
+        "the qcow2 asked for scratch space"
+    );
+    wait_for("the scratch claim to go with its pod", Duration::from_secs(120), || {
+        get("pvc", &format!("{claim}-scratch"), "default")
+            .is_none()
+            .then_some(())
+    });
+    let image = dir.0.join("disk.img");
+    assert_eq!(
+        std::fs::metadata(&image).map(|m| m.len()).ok(),
+        Some(64 << 20),
+        "grown to the claim's size"
+    );
+
+    wait_for_phase(NAME, "Running", Duration::from_secs(240));
+    console_until(
+        NAME,
+        "\necho label $(head -c 26 /dev/vda) sizes $(cat /sys/block/vda/size) end",
+        "label KUBEVIRT-RS-TESTGUEST-DISK sizes 131072 end",
+        Duration::from_secs(120),
+    );
+    kubectl_ok(&["delete", "vm", NAME, "--timeout=120s"]);
+    drop(cleanup);
+    drop(scratch_dir);
+    drop(dir);
+}
