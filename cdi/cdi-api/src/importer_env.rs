@@ -1,7 +1,7 @@
 //! The importer pod's environment, as upstream names it: the contract between the controller,
 //! which writes it, and the importer, which reads it.
 
-/// The source kind: `http`, `none` (a blank disk), and upstream's others.
+/// The source kind: `http`, `registry`, `none` (a blank disk), and upstream's others.
 pub const SOURCE: &str = "IMPORTER_SOURCE";
 /// The source's URL.
 pub const ENDPOINT: &str = "IMPORTER_ENDPOINT";
@@ -19,15 +19,18 @@ pub const ACCESS_KEY_ID: &str = "IMPORTER_ACCESS_KEY_ID";
 pub const SECRET_KEY: &str = "IMPORTER_SECRET_KEY";
 /// The directory of `certConfigMap`'s certificates.
 pub const CERT_DIR: &str = "IMPORTER_CERT_DIR";
-/// `true` skips TLS verification (a registry's `insecure`): refused for now.
+/// `true`: the registry is in CDIConfig's `insecureRegistries` (reached unverified, or over
+/// plain http).
 pub const INSECURE_TLS: &str = "INSECURE_TLS";
+/// The platform's architecture to take from a multi-platform registry image.
+pub const REGISTRY_IMAGE_ARCHITECTURE: &str = "IMPORTER_REGISTRY_IMAGE_ARCHITECTURE";
 /// The expected checksum, `algorithm:hash`.
 pub const CHECKSUM: &str = "IMPORTER_CHECKSUM";
 /// The prefix of each extra header's variable (`IMPORTER_EXTRA_HEADER_0`, ...).
 pub const EXTRA_HEADER_PREFIX: &str = "IMPORTER_EXTRA_HEADER_";
 /// Variables of upstream's other sources and options, refused (with their value) while those
 /// are not supported; `IMPORTER_FINAL_CHECKPOINT` is refused unless `false`.
-pub const UNSUPPORTED: [&str; 14] = [
+pub const UNSUPPORTED: [&str; 13] = [
     "IMPORTER_PROXY_CERT_DIR",
     "IMPORTER_BACKING_FILE",
     "IMPORTER_THUMBPRINT",
@@ -39,7 +42,6 @@ pub const UNSUPPORTED: [&str; 14] = [
     "IMPORTER_PULL_METHOD",
     "IMPORTER_READY_FILE",
     "IMPORTER_DONE_FILE",
-    "IMPORTER_REGISTRY_IMAGE_ARCHITECTURE",
     "CACHE_MODE",
     "IMPORTER_GOOGLE_CREDENTIAL_FILE",
 ];

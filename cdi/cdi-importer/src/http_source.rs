@@ -1,8 +1,9 @@
 //! The `http` source: a GET of the DataVolume's URL, as upstream's importer makes it. Redirects
 //! are followed (up to ten, as Go's client does); an `https` URL is checked against the system's
 //! roots and the certificates of `certConfigMap`; `secretRef` gives basic auth; `extraHeaders` are
-//! sent as given. The body reaches the importer's blocking pipeline as a [`std::io::Read`], with
-//! the bytes it has read counted for progress.
+//! sent as given, and none of these credentials follows a redirect to another host (as Go's client
+//! drops them). The body reaches the importer's blocking pipeline as a [`std::io::Read`], with
+//! the bytes it has read counted for progress. The registry source makes its requests here too.
 
 use std::io::{self, Read};
 use std::sync::Arc;
@@ -82,7 +83,13 @@ pub struct HttpSource {
     pub extra_headers: Vec<String>,
     /// PEM certificates trusted besides the system's.
     pub extra_roots_pem: Vec<u8>,
+    /// The server's certificate is not checked (a registry listed in CDIConfig's
+    /// `insecureRegistries`).
+    pub skip_tls_verify: bool,
 }
+
+/// Headers that carry credentials: sent to the first host only.
+const CREDENTIAL_HEADERS: [&str; 3] = ["authorization", "cookie", "www-authenticate"];
 
 /// A body being downloaded, read as a stream from a blocking thread (never from async code).
 #[derive(Debug)]
@@ -111,8 +118,64 @@ impl Read for Download {
     }
 }
 
-fn tls_config(extra_roots_pem: &[u8]) -> Result<Arc<rustls::ClientConfig>, HttpError> {
+/// A verifier that takes any certificate (the handshake's signatures are still checked), for
+/// servers the user said not to verify.
+#[derive(Debug)]
+struct AnyCertificate(rustls::crypto::WebPkiSupportedAlgorithms);
+
+impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls_pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.supported_schemes()
+    }
+}
+
+/// The TLS settings of `source`.
+///
+/// # Errors
+/// [`HttpError::Certificates`].
+pub fn tls_config(source: &HttpSource) -> Result<Arc<rustls::ClientConfig>, HttpError> {
     use rustls_pki_types::pem::PemObject as _;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    if source.skip_tls_verify {
+        let verifier = Arc::new(AnyCertificate(provider.signature_verification_algorithms));
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| HttpError::Certificates(e.to_string()))?
+            .dangerous()
+            .with_custom_certificate_verifier(verifier)
+            .with_no_client_auth();
+        return Ok(Arc::new(config));
+    }
+    let extra_roots_pem = source.extra_roots_pem.as_slice();
     let mut roots = rustls::RootCertStore::empty();
     let native = rustls_native_certs::load_native_certs();
     for error in &native.errors {
@@ -126,7 +189,6 @@ fn tls_config(extra_roots_pem: &[u8]) -> Result<Arc<rustls::ClientConfig>, HttpE
         let cert = cert.map_err(|e| HttpError::Certificates(e.to_string()))?;
         roots.add(cert).map_err(|e| HttpError::Certificates(e.to_string()))?;
     }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| HttpError::Certificates(e.to_string()))?
@@ -224,25 +286,95 @@ where
     sender.send_request(request).await
 }
 
-/// Starts the download: follows redirects, checks the answer, and streams the body on the
-/// current tokio runtime.
+/// An answer, its body not read yet.
+#[derive(Debug)]
+pub struct Answer {
+    /// Its status.
+    pub status: StatusCode,
+    /// Its headers.
+    pub headers: hyper::HeaderMap,
+    /// The URL that answered (after redirects).
+    pub url: String,
+    body: Body,
+}
+
+impl Answer {
+    /// The body, read whole on the current runtime, refused past `limit` bytes.
+    ///
+    /// # Errors
+    /// [`HttpError::Request`].
+    pub async fn bytes(self, limit: usize) -> Result<Vec<u8>, HttpError> {
+        let url = self.url;
+        let limited = http_body_util::Limited::new(self.body, limit);
+        let collected = limited.collect().await.map_err(|e| HttpError::Request {
+            url: url.clone(),
+            reason: format!("reading the body (at most {limit} bytes): {e}"),
+        })?;
+        Ok(collected.to_bytes().to_vec())
+    }
+
+    /// The body, streamed on the current tokio runtime to a blocking reader.
+    #[must_use]
+    pub fn download(self) -> Download {
+        let content_length = self
+            .headers
+            .get(hyper::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse().ok());
+        let (chunks, receiver) = mpsc::channel(QUEUED_CHUNKS);
+        let mut body = self.body;
+        tokio::spawn(async move {
+            while let Some(frame) = body.frame().await {
+                let item = match frame {
+                    Ok(frame) => match frame.into_data() {
+                        Ok(data) => Ok(data),
+                        Err(_) => continue,
+                    },
+                    Err(e) => Err(io::Error::other(e)),
+                };
+                let failed = item.is_err();
+                // While the pipeline is behind, the send waits and the body waits in the kernel:
+                // the back-pressure wanted.
+                if chunks.send(item).await.is_err() || failed {
+                    return;
+                }
+            }
+        });
+        Download {
+            chunks: receiver,
+            current: Bytes::new(),
+            content_length,
+            read: Arc::new(AtomicU64::new(0)),
+        }
+    }
+}
+
+fn parse_url(url: &str) -> Result<Uri, HttpError> {
+    url.parse::<Uri>().map_err(|e| HttpError::BadUrl {
+        url: url.to_owned(),
+        reason: e.to_string(),
+    })
+}
+
+/// Sends a GET of `source`'s URL and follows its redirects; the final answer is given whatever
+/// its status.
 ///
 /// # Errors
 /// [`HttpError`].
-pub async fn open(source: &HttpSource) -> Result<Download, HttpError> {
-    let tls = tls_config(&source.extra_roots_pem)?;
-    let parse = |url: &str| {
-        url.parse::<Uri>().map_err(|e| HttpError::BadUrl {
-            url: url.to_owned(),
-            reason: e.to_string(),
-        })
-    };
-    let mut uri = parse(&source.url)?;
+pub async fn get(source: &HttpSource, tls: &Arc<rustls::ClientConfig>) -> Result<Answer, HttpError> {
+    let first = parse_url(&source.url)?;
+    let mut uri = first.clone();
+    let mut sent = source.clone();
     let mut redirects = 0;
-    let response = loop {
-        let response = get_once(source, &uri, &tls).await?;
+    loop {
+        let response = get_once(&sent, &uri, tls).await?;
         if !response.status().is_redirection() {
-            break response;
+            let (parts, body) = response.into_parts();
+            return Ok(Answer {
+                status: parts.status,
+                headers: parts.headers,
+                url: uri.to_string(),
+                body,
+            });
         }
         redirects += 1;
         if redirects > MAX_REDIRECTS {
@@ -258,43 +390,32 @@ pub async fn open(source: &HttpSource) -> Result<Download, HttpError> {
                 url: uri.to_string(),
                 status: response.status(),
             })?;
-        uri = resolve(&uri, location, parse)?;
-    };
-    if !response.status().is_success() {
+        uri = resolve(&uri, location, parse_url)?;
+        if uri.host() != first.host() {
+            sent.basic_auth = None;
+            sent.extra_headers.retain(|header| {
+                let name = header.split_once(':').map_or("", |(name, _)| name.trim());
+                !CREDENTIAL_HEADERS.iter().any(|c| c.eq_ignore_ascii_case(name))
+            });
+        }
+    }
+}
+
+/// Starts the download: follows redirects, checks the answer, and streams the body on the
+/// current tokio runtime.
+///
+/// # Errors
+/// [`HttpError`].
+pub async fn open(source: &HttpSource) -> Result<Download, HttpError> {
+    let tls = tls_config(source)?;
+    let answer = get(source, &tls).await?;
+    if !answer.status.is_success() {
         return Err(HttpError::Status {
-            url: uri.to_string(),
-            status: response.status(),
+            url: answer.url,
+            status: answer.status,
         });
     }
-    let content_length = response
-        .headers()
-        .get(hyper::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse().ok());
-    let (chunks, receiver) = mpsc::channel(QUEUED_CHUNKS);
-    let mut body = response.into_body();
-    tokio::spawn(async move {
-        while let Some(frame) = body.frame().await {
-            let item = match frame {
-                Ok(frame) => match frame.into_data() {
-                    Ok(data) => Ok(data),
-                    Err(_) => continue,
-                },
-                Err(e) => Err(io::Error::other(e)),
-            };
-            let failed = item.is_err();
-            // While the pipeline is behind, the send waits and the body waits in the kernel:
-            // the back-pressure wanted.
-            if chunks.send(item).await.is_err() || failed {
-                return;
-            }
-        }
-    });
-    Ok(Download {
-        chunks: receiver,
-        current: Bytes::new(),
-        content_length,
-        read: Arc::new(AtomicU64::new(0)),
-    })
+    Ok(answer.download())
 }
 
 /// A redirect's `location`, absolute or relative to `base`.

@@ -9,6 +9,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use crate::checksum::{Checksum, ChecksumError};
 use crate::http_source::HttpSource;
+use crate::registry::RegistrySource;
 
 use cdi_api::importer_env as env;
 
@@ -17,6 +18,8 @@ use cdi_api::importer_env as env;
 pub enum Source {
     /// A GET of a URL.
     Http(HttpSource),
+    /// A containerDisk image's disk, pulled from a registry.
+    Registry(RegistrySource),
     /// Nothing: a blank disk of the size asked for.
     Blank,
 }
@@ -105,12 +108,22 @@ pub fn from_env(vars: &BTreeMap<String, String>) -> Result<Job, JobError> {
         None | Some("kubevirt") => {}
         Some(other) => return Err(unsupported(env::CONTENT_TYPE, other)),
     }
-    if let Some(value) = get(env::INSECURE_TLS) {
-        match value.parse::<bool>() {
-            Ok(false) => {}
-            Ok(true) => return Err(unsupported(env::INSECURE_TLS, value)),
-            Err(_) => return Err(bad(env::INSECURE_TLS, value, "should be \"true\" or \"false\"")),
-        }
+    let insecure = match get(env::INSECURE_TLS) {
+        None => false,
+        Some(value) => value
+            .parse::<bool>()
+            .map_err(|_| bad(env::INSECURE_TLS, value, "should be \"true\" or \"false\""))?,
+    };
+    let source_kind = get(env::SOURCE);
+    // Only a registry in CDIConfig's insecureRegistries is reached unverified here.
+    if insecure && source_kind != Some("registry") {
+        return Err(unsupported(env::INSECURE_TLS, "true"));
+    }
+    let architecture = get(env::REGISTRY_IMAGE_ARCHITECTURE);
+    if let Some(value) = architecture
+        && source_kind != Some("registry")
+    {
+        return Err(bad(env::REGISTRY_IMAGE_ARCHITECTURE, value, "only the registry source has a platform"));
     }
     let preallocation = match get(env::PREALLOCATION) {
         None => false,
@@ -128,11 +141,22 @@ pub fn from_env(vars: &BTreeMap<String, String>) -> Result<Job, JobError> {
     cdi_api::cdi_config::overhead_thousandths(&filesystem_overhead)
         .map_err(|e| bad(env::FILESYSTEM_OVERHEAD, &filesystem_overhead, e.to_string()))?;
     let checksum = get(env::CHECKSUM).map(Checksum::parse).transpose()?;
-    let source = match get(env::SOURCE) {
+    let source = match source_kind {
         Some("http") => Source::Http(http_source(
             vars,
             get(env::ENDPOINT).ok_or(JobError::Missing(env::ENDPOINT))?,
         )?),
+        Some("registry") => {
+            let url = get(env::ENDPOINT).ok_or(JobError::Missing(env::ENDPOINT))?;
+            crate::registry::reference::parse(url).map_err(|e| bad(env::ENDPOINT, url, e.to_string()))?;
+            Source::Registry(RegistrySource {
+                url: url.to_owned(),
+                credentials: credentials(vars)?,
+                extra_roots_pem: Vec::new(),
+                insecure,
+                architecture: architecture.map(str::to_owned),
+            })
+        }
         Some("none") => {
             if image_size.is_none() {
                 return Err(JobError::Missing(env::IMAGE_SIZE));
@@ -142,11 +166,11 @@ pub fn from_env(vars: &BTreeMap<String, String>) -> Result<Job, JobError> {
         Some(other) => return Err(unsupported(env::SOURCE, other)),
         None => return Err(JobError::Missing(env::SOURCE)),
     };
-    if checksum.is_some() && source == Source::Blank {
+    if checksum.is_some() && !matches!(source, Source::Http(_)) {
         return Err(bad(
             env::CHECKSUM,
             get(env::CHECKSUM).unwrap_or_default(),
-            "a blank disk has nothing to check",
+            "only an http source's download is checked",
         ));
     }
     Ok(Job {
@@ -159,14 +183,19 @@ pub fn from_env(vars: &BTreeMap<String, String>) -> Result<Job, JobError> {
     })
 }
 
-fn http_source(vars: &BTreeMap<String, String>, endpoint: &str) -> Result<HttpSource, JobError> {
+/// The secret's credentials: both keys, or neither.
+fn credentials(vars: &BTreeMap<String, String>) -> Result<Option<(String, String)>, JobError> {
     let get = |name: &str| vars.get(name).filter(|v| !v.is_empty()).cloned();
-    let basic_auth = match (get(env::ACCESS_KEY_ID), get(env::SECRET_KEY)) {
-        (Some(user), Some(password)) => Some((user, password)),
-        (None, None) => None,
-        (Some(_), None) => return Err(JobError::Missing(env::SECRET_KEY)),
-        (None, Some(_)) => return Err(JobError::Missing(env::ACCESS_KEY_ID)),
-    };
+    match (get(env::ACCESS_KEY_ID), get(env::SECRET_KEY)) {
+        (Some(user), Some(password)) => Ok(Some((user, password))),
+        (None, None) => Ok(None),
+        (Some(_), None) => Err(JobError::Missing(env::SECRET_KEY)),
+        (None, Some(_)) => Err(JobError::Missing(env::ACCESS_KEY_ID)),
+    }
+}
+
+fn http_source(vars: &BTreeMap<String, String>, endpoint: &str) -> Result<HttpSource, JobError> {
+    let basic_auth = credentials(vars)?;
     let mut extra_headers = Vec::new();
     for (name, value) in vars.range(env::EXTRA_HEADER_PREFIX.to_owned()..) {
         let Some(index) = name.strip_prefix(env::EXTRA_HEADER_PREFIX) else {
@@ -189,6 +218,7 @@ fn http_source(vars: &BTreeMap<String, String>, endpoint: &str) -> Result<HttpSo
         basic_auth,
         extra_headers,
         extra_roots_pem: Vec::new(),
+        skip_tls_verify: false,
     })
 }
 

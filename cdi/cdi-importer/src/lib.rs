@@ -17,6 +17,7 @@ pub mod format;
 pub mod http_source;
 pub mod import;
 pub mod job;
+pub mod registry;
 pub mod layers;
 pub mod run;
 pub mod space;

@@ -13,9 +13,10 @@ use tracing::info;
 use crate::checksum::ChecksumError;
 use crate::convert::Converter;
 use crate::http_source::{self, HttpError};
-use crate::import::{self, ImportError, Request, Target};
+use crate::import::{self, ImportError, Outcome, Request, Target};
 use crate::job::{Job, Source};
 use crate::layers::Stream;
+use crate::registry::{self, RegistryError};
 use crate::space;
 
 /// The message of a finished import (upstream's).
@@ -88,6 +89,9 @@ pub enum RunError {
     /// The download.
     #[error(transparent)]
     Http(#[from] HttpError),
+    /// The registry.
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
     /// The import.
     #[error(transparent)]
     Import(#[from] ImportError),
@@ -225,6 +229,106 @@ fn hand_over(target: &Target) -> Result<(), RunError> {
     })
 }
 
+/// The run's end when the image must be converted and no scratch space is mounted: the
+/// controller mounts one and runs the pod again.
+fn scratch_required() -> Ended {
+    Ended::Finished(Finished {
+        scratch_space_required: true,
+        preallocation_applied: false,
+        message: COMPLETE.to_owned(),
+    })
+}
+
+/// Runs `work` on a blocking thread.
+async fn blocking<T, F>(work: F) -> Result<T, RunError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, RunError> + Send + 'static,
+{
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| RunError::Stopped(e.to_string()))?
+}
+
+/// What an import of a stream ended with.
+enum Streamed {
+    /// Imported.
+    Imported(Outcome),
+    /// It must be converted, and there is no scratch space.
+    NeedsScratch,
+    /// The download's checksum differs (the disk is removed).
+    Mismatch(ChecksumError),
+}
+
+/// Imports a download of `source`, checking its checksum when the job has one.
+async fn import_http<C>(job: &Job, source: &http_source::HttpSource, target: &Target, request: Request, converter: C) -> Result<Streamed, RunError>
+where
+    C: Converter + Send + 'static,
+{
+    let mut source = source.clone();
+    if let Some(dir) = &job.cert_dir {
+        source.extra_roots_pem = certificates(dir)?;
+    }
+    let download = http_source::open(&source).await?;
+    info!(url = %source.url, length = ?download.content_length, "downloading");
+    let checksum = job.checksum.clone();
+    let blocking_target = target.clone();
+    let outcome = blocking(move || {
+        let (stream, verifier): (Stream, _) = match &checksum {
+            Some(checksum) => {
+                let (hashing, verifier) = checksum.watch(download);
+                (Box::new(hashing), Some(verifier))
+            }
+            None => (Box::new(download), None),
+        };
+        Ok((import::import(stream, &blocking_target, &request, &converter), verifier))
+    })
+    .await?;
+    let (outcome, verifier) = match outcome {
+        (Err(ImportError::NoScratch(format)), _) => {
+            info!(?format, "the image must be converted: asking for scratch space");
+            return Ok(Streamed::NeedsScratch);
+        }
+        (outcome, verifier) => (outcome?, verifier),
+    };
+    if let Some(verifier) = verifier
+        && let Err(mismatch) = verifier.verify()
+    {
+        if let Target::File(path) = target {
+            let _ = std::fs::remove_file(path);
+        }
+        return Ok(Streamed::Mismatch(mismatch));
+    }
+    Ok(Streamed::Imported(outcome))
+}
+
+/// Pulls the image of `source` and imports its disk. As upstream's, a registry import always
+/// has scratch space: without it, none of the image is fetched and the pod asks for it.
+async fn import_registry<C>(job: &Job, source: &registry::RegistrySource, paths: &Paths, target: &Target, request: Request, converter: C) -> Result<Streamed, RunError>
+where
+    C: Converter + Send + 'static,
+{
+    if paths.scratch().is_none() {
+        info!("a registry import goes through scratch space: asking for it");
+        return Ok(Streamed::NeedsScratch);
+    }
+    let mut source = source.clone();
+    if let Some(dir) = &job.cert_dir {
+        source.extra_roots_pem = certificates(dir)?;
+    }
+    let client = registry::Client::connect(&source).await?;
+    let layers = client.layers(source.architecture.as_deref()).await?;
+    info!(url = %source.url, layers = layers.len(), "pulling");
+    let runtime = tokio::runtime::Handle::current();
+    let blocking_target = target.clone();
+    let outcome = blocking(move || {
+        let disk = registry::find_disk(&runtime, &client, &layers)?;
+        Ok(import::import(disk.stream, &blocking_target, &request, &converter)?)
+    })
+    .await?;
+    Ok(Streamed::Imported(outcome))
+}
+
 /// Runs `job` on the current tokio runtime (the import itself on a blocking thread).
 ///
 /// # Errors
@@ -234,59 +338,28 @@ where
     C: Converter + Send + 'static,
 {
     let target = paths.target();
-    let mut written_to = 0;
-    match &job.source {
-        Source::Blank => blank(&job, &target)?,
-        Source::Http(source) => {
-            let mut source = source.clone();
-            if let Some(dir) = &job.cert_dir {
-                source.extra_roots_pem = certificates(dir)?;
-            }
-            let download = http_source::open(&source).await?;
-            info!(url = %source.url, length = ?download.content_length, "downloading");
-            let request = Request {
-                requested_size: job.image_size,
-                filesystem_overhead: job.filesystem_overhead.clone(),
-                scratch: paths.scratch(),
-            };
-            let checksum = job.checksum.clone();
-            let blocking_target = target.clone();
-            let outcome = tokio::task::spawn_blocking(move || {
-                let (stream, verifier): (Stream, _) = match &checksum {
-                    Some(checksum) => {
-                        let (hashing, verifier) = checksum.watch(download);
-                        (Box::new(hashing), Some(verifier))
-                    }
-                    None => (Box::new(download), None),
-                };
-                let outcome = import::import(stream, &blocking_target, &request, &converter)?;
-                Ok::<_, ImportError>((outcome, verifier))
-            })
-            .await
-            .map_err(|e| RunError::Stopped(e.to_string()))?;
-            let (outcome, verifier) = match outcome {
-                Err(ImportError::NoScratch(format)) => {
-                    info!(?format, "the image must be converted: asking for scratch space");
-                    return Ok(Ended::Finished(Finished {
-                        scratch_space_required: true,
-                        preallocation_applied: false,
-                        message: COMPLETE.to_owned(),
-                    }));
-                }
-                other => other?,
-            };
-            if let Some(verifier) = verifier
-                && let Err(mismatch) = verifier.verify()
-            {
-                if let Target::File(path) = &target {
-                    let _ = std::fs::remove_file(path);
-                }
-                return Ok(Ended::ChecksumMismatch(mismatch));
-            }
-            info!(format = ?outcome.format, compression = ?outcome.compression, virtual_size = outcome.virtual_size, resized_to = ?outcome.resized_to, "imported");
-            written_to = outcome.virtual_size;
+    let request = Request {
+        requested_size: job.image_size,
+        filesystem_overhead: job.filesystem_overhead.clone(),
+        scratch: paths.scratch(),
+    };
+    let streamed = match &job.source {
+        Source::Blank => {
+            blank(&job, &target)?;
+            None
         }
-    }
+        Source::Http(source) => Some(import_http(&job, source, &target, request, converter).await?),
+        Source::Registry(source) => Some(import_registry(&job, source, paths, &target, request, converter).await?),
+    };
+    let written_to = match streamed {
+        None => 0,
+        Some(Streamed::NeedsScratch) => return Ok(scratch_required()),
+        Some(Streamed::Mismatch(mismatch)) => return Ok(Ended::ChecksumMismatch(mismatch)),
+        Some(Streamed::Imported(outcome)) => {
+            info!(format = ?outcome.format, compression = ?outcome.compression, virtual_size = outcome.virtual_size, resized_to = ?outcome.resized_to, "imported");
+            outcome.virtual_size
+        }
+    };
     let finished = if job.preallocation {
         preallocate(&target, written_to)
     } else {

@@ -60,6 +60,7 @@ async fn basic_auth_and_extra_headers_are_sent() {
         basic_auth: Some(("user".to_owned(), "secret".to_owned())),
         extra_headers: vec!["X-Token: abc".to_owned()],
         extra_roots_pem: Vec::new(),
+        skip_tls_verify: false,
     };
     assert!(download(allowed).await.expect("allowed") == image());
 }

@@ -39,6 +39,7 @@ fn an_http_import_reads_every_variable() {
                 basic_auth: Some(("user".to_owned(), "secret".to_owned())),
                 extra_headers: vec!["X-Token: abc".to_owned(), "X-Other: d".to_owned()],
                 extra_roots_pem: Vec::new(),
+                skip_tls_verify: false,
             }),
             cert_dir: Some(PathBuf::from("/certs")),
             image_size: Some(10 << 30),
@@ -49,6 +50,44 @@ fn an_http_import_reads_every_variable() {
                 hash: "d41d8cd98f00b204e9800998ecf8427e".to_owned(),
             }),
         }
+    );
+}
+
+#[test]
+fn a_registry_import_reads_its_credentials_platform_and_insecure_flag() {
+    let job = from_env(&http(&[
+        (env::SOURCE, "registry"),
+        (env::ENDPOINT, "docker://registry.cdi:5000/disks/testguest:v1"),
+        (env::ACCESS_KEY_ID, "user"),
+        (env::SECRET_KEY, "secret"),
+        (env::INSECURE_TLS, "true"),
+        (env::REGISTRY_IMAGE_ARCHITECTURE, "arm64"),
+        (env::CERT_DIR, "/certs"),
+    ]))
+    .expect("job");
+    assert_eq!(
+        job.source,
+        Source::Registry(RegistrySource {
+            url: "docker://registry.cdi:5000/disks/testguest:v1".to_owned(),
+            credentials: Some(("user".to_owned(), "secret".to_owned())),
+            extra_roots_pem: Vec::new(),
+            insecure: true,
+            architecture: Some("arm64".to_owned()),
+        })
+    );
+    assert_eq!(job.cert_dir, Some(PathBuf::from("/certs")));
+    let plain = from_env(&http(&[
+        (env::SOURCE, "registry"),
+        (env::ENDPOINT, "docker://quay.io/containerdisks/fedora"),
+        (env::INSECURE_TLS, "false"),
+    ]))
+    .expect("job");
+    assert_eq!(
+        plain.source,
+        Source::Registry(RegistrySource {
+            url: "docker://quay.io/containerdisks/fedora".to_owned(),
+            ..RegistrySource::default()
+        })
     );
 }
 
@@ -75,8 +114,24 @@ fn each_bad_or_unsupported_variable_is_named() {
         (vars(&[]), "IMPORTER_SOURCE is not set"),
         (http(&[(env::ENDPOINT, "")]), "IMPORTER_ENDPOINT is not set"),
         (
-            http(&[(env::SOURCE, "registry")]),
-            "IMPORTER_SOURCE=\"registry\" is not supported by this importer yet",
+            http(&[(env::SOURCE, "s3")]),
+            "IMPORTER_SOURCE=\"s3\" is not supported by this importer yet",
+        ),
+        (
+            http(&[(env::SOURCE, "registry"), (env::ENDPOINT, "oci-archive:/disk.tar")]),
+            "IMPORTER_ENDPOINT=\"oci-archive:/disk.tar\": Invalid image name",
+        ),
+        (
+            http(&[
+                (env::SOURCE, "registry"),
+                (env::ENDPOINT, "docker://quay.io/a"),
+                (env::SECRET_KEY, "secret"),
+            ]),
+            "IMPORTER_ACCESS_KEY_ID is not set",
+        ),
+        (
+            http(&[(env::REGISTRY_IMAGE_ARCHITECTURE, "arm64")]),
+            "IMPORTER_REGISTRY_IMAGE_ARCHITECTURE=\"arm64\": only the registry source has a platform",
         ),
         (
             http(&[(env::CONTENT_TYPE, "archive")]),
@@ -126,7 +181,7 @@ fn each_bad_or_unsupported_variable_is_named() {
                 (env::IMAGE_SIZE, "1Gi"),
                 (env::CHECKSUM, "md5:d41d8cd98f00b204e9800998ecf8427e"),
             ]),
-            "IMPORTER_CHECKSUM=\"md5:d41d8cd98f00b204e9800998ecf8427e\": a blank disk has nothing to check",
+            "IMPORTER_CHECKSUM=\"md5:d41d8cd98f00b204e9800998ecf8427e\": only an http source's download is checked",
         ),
     ];
     for (env, expected) in cases {
