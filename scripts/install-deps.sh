@@ -20,6 +20,8 @@ packages=(
     iproute2 nftables procps util-linux
     # the system's roots, which the cdi-importer image carries for https sources
     ca-certificates
+    # the importer's registry tests push images with curl
+    curl
 )
 
 missing=()
@@ -45,6 +47,25 @@ if ((${#missing[@]})); then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -q
     apt-get install -y -q --no-install-recommends --allow-downgrades "${args[@]}"
+fi
+
+# Debian's docker-registry, unpacked into the cache rather than installed (its package would start a
+# registry service on port 5000): the importer's tests pull from it, and the test cluster runs it in
+# an image of its own.
+registry_dir=${KUBEVIRT_RS_CACHE:-/var/cache/kubevirt-rs}/docker-registry
+if [ ! -x "$registry_dir/usr/bin/docker-registry" ]; then
+    [ "$(id -u)" = 0 ] || die "docker-registry is not unpacked in $registry_dir: run as root"
+    echo "install-deps: unpacking docker-registry into $registry_dir"
+    download=$(mktemp -d)
+    trap 'rm -rf "$download"' EXIT
+    if ! (cd "$download" && apt-get download -q docker-registry >/dev/null 2>&1); then
+        apt-get update -q >/dev/null
+        (cd "$download" && apt-get download -q docker-registry >/dev/null) || die "apt-get download docker-registry failed"
+    fi
+    rm -rf "$registry_dir.new"
+    dpkg-deb -x "$download"/docker-registry_*.deb "$registry_dir.new"
+    rm -rf "$registry_dir"
+    mv "$registry_dir.new" "$registry_dir"
 fi
 
 # The Rust toolchain comes from rustup (Debian's rustc is too old); add the components CI uses.

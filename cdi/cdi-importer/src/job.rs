@@ -123,7 +123,11 @@ pub fn from_env(vars: &BTreeMap<String, String>) -> Result<Job, JobError> {
     if let Some(value) = architecture
         && source_kind != Some("registry")
     {
-        return Err(bad(env::REGISTRY_IMAGE_ARCHITECTURE, value, "only the registry source has a platform"));
+        return Err(bad(
+            env::REGISTRY_IMAGE_ARCHITECTURE,
+            value,
+            "only the registry source has a platform",
+        ));
     }
     let preallocation = match get(env::PREALLOCATION) {
         None => false,

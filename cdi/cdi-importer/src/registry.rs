@@ -89,7 +89,9 @@ pub enum RegistryError {
         expected: String,
     },
     /// The image is for another architecture.
-    #[error("Error validating architecture: manifest image architecture: {actual:?} doesn't match requested architecture: {wanted:?}")]
+    #[error(
+        "Error validating architecture: manifest image architecture: {actual:?} doesn't match requested architecture: {wanted:?}"
+    )]
     Architecture {
         /// The image's.
         actual: String,
@@ -114,6 +116,15 @@ pub struct Client {
     authorization: Option<String>,
     template: HttpSource,
     tls: Arc<rustls::ClientConfig>,
+}
+
+/// A token service's answer (either field, as registries differ).
+#[derive(serde::Deserialize)]
+struct Token {
+    #[serde(default)]
+    token: Option<String>,
+    #[serde(default)]
+    access_token: Option<String>,
 }
 
 /// The parameters of a `WWW-Authenticate` challenge: its scheme and `key="value"` pairs.
@@ -171,7 +182,13 @@ fn registry_errors(body: &[u8]) -> String {
         .map(|e| {
             e.errors
                 .iter()
-                .map(|e| if e.message.is_empty() { e.code.clone() } else { e.message.clone() })
+                .map(|e| {
+                    if e.message.is_empty() {
+                        e.code.clone()
+                    } else {
+                        e.message.clone()
+                    }
+                })
                 .collect::<Vec<_>>()
                 .join("; ")
         })
@@ -199,7 +216,11 @@ impl Client {
     }
 
     /// Meets a 401's challenge: sets the Authorization the registry asked for.
-    async fn authenticate(&mut self, answer: &Answer, credentials: Option<&(String, String)>) -> Result<(), RegistryError> {
+    async fn authenticate(
+        &mut self,
+        answer: &Answer,
+        credentials: Option<&(String, String)>,
+    ) -> Result<(), RegistryError> {
         let registry = self.reference.registry.clone();
         let auth_error = |reason: String| RegistryError::Auth {
             registry: registry.clone(),
@@ -214,14 +235,16 @@ impl Client {
         let param = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
         match scheme.as_str() {
             "basic" => {
-                let (user, password) =
-                    credentials.ok_or_else(|| auth_error("the registry wants credentials: set the source's secretRef".to_owned()))?;
+                let (user, password) = credentials.ok_or_else(|| {
+                    auth_error("the registry wants credentials: set the source's secretRef".to_owned())
+                })?;
                 let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
                 self.authorization = Some(format!("Basic {token}"));
                 Ok(())
             }
             "bearer" => {
-                let realm = param("realm").ok_or_else(|| auth_error("a Bearer challenge without a realm".to_owned()))?;
+                let realm =
+                    param("realm").ok_or_else(|| auth_error("a Bearer challenge without a realm".to_owned()))?;
                 let scope = format!("repository:{}:pull", self.reference.repository);
                 let mut query = vec![format!("scope={}", percent_encode(&scope))];
                 if let Some(service) = param("service") {
@@ -237,17 +260,13 @@ impl Client {
                 let status = answer.status;
                 let body = answer.bytes(DOCUMENT_LIMIT).await?;
                 if !status.is_success() {
-                    return Err(auth_error(format!("the token service {realm} answered HTTP {status}{}", registry_errors(&body))));
+                    return Err(auth_error(format!(
+                        "the token service {realm} answered HTTP {status}{}",
+                        registry_errors(&body)
+                    )));
                 }
-                #[derive(serde::Deserialize)]
-                struct Token {
-                    #[serde(default)]
-                    token: Option<String>,
-                    #[serde(default)]
-                    access_token: Option<String>,
-                }
-                let token: Token =
-                    serde_json::from_slice(&body).map_err(|e| auth_error(format!("the token service's answer: {e}")))?;
+                let token: Token = serde_json::from_slice(&body)
+                    .map_err(|e| auth_error(format!("the token service's answer: {e}")))?;
                 let token = token
                     .token
                     .or(token.access_token)
@@ -310,7 +329,13 @@ impl Client {
     }
 
     /// A document (manifest or config), read whole, its digest checked when `digest` is given.
-    async fn document(&self, path: &str, accept: Option<&str>, what: &str, digest: Option<&str>) -> Result<(String, Vec<u8>), RegistryError> {
+    async fn document(
+        &self,
+        path: &str,
+        accept: Option<&str>,
+        what: &str,
+        digest: Option<&str>,
+    ) -> Result<(String, Vec<u8>), RegistryError> {
         let answer = self.get(path, accept).await?;
         let status = answer.status;
         let content_type = answer
@@ -354,7 +379,12 @@ impl Client {
         let by_digest = reference.contains(':').then_some(reference.as_str());
         let what = format!("reading manifest {reference} in {registry}/{repository}");
         let (content_type, body) = self
-            .document(&format!("/v2/{repository}/manifests/{reference}"), Some(manifest::ACCEPT), &what, by_digest)
+            .document(
+                &format!("/v2/{repository}/manifests/{reference}"),
+                Some(manifest::ACCEPT),
+                &what,
+                by_digest,
+            )
             .await?;
         let image = match manifest::parse(&content_type, &body)? {
             Manifest::Image(image) => image,
@@ -362,10 +392,14 @@ impl Client {
                 let entry = manifest::choose(&entries, architecture.unwrap_or(manifest::own_architecture()))?;
                 let what = format!("reading manifest {} in {registry}/{repository}", entry.digest);
                 let path = format!("/v2/{repository}/manifests/{}", entry.digest);
-                let (content_type, body) = self.document(&path, Some(manifest::ACCEPT), &what, Some(&entry.digest)).await?;
+                let (content_type, body) = self
+                    .document(&path, Some(manifest::ACCEPT), &what, Some(&entry.digest))
+                    .await?;
                 match manifest::parse(&content_type, &body)? {
                     Manifest::Image(image) => image,
-                    Manifest::Index(_) => return Err(ManifestError::Invalid("an index inside an index".to_owned()).into()),
+                    Manifest::Index(_) => {
+                        return Err(ManifestError::Invalid("an index inside an index".to_owned()).into());
+                    }
                 }
             }
         };
@@ -393,11 +427,16 @@ impl Client {
     /// A layer's blob, streamed.
     async fn blob(&self, layer: &Descriptor) -> Result<Stream, RegistryError> {
         let repository = &self.reference.repository;
-        let answer = self.get(&format!("/v2/{repository}/blobs/{}", layer.digest), None).await?;
+        let answer = self
+            .get(&format!("/v2/{repository}/blobs/{}", layer.digest), None)
+            .await?;
         if !answer.status.is_success() {
             let status = answer.status;
             return Err(RegistryError::Status {
-                what: format!("reading layer {} in {}/{repository}", layer.digest, self.reference.registry),
+                what: format!(
+                    "reading layer {} in {}/{repository}",
+                    layer.digest, self.reference.registry
+                ),
                 status,
                 detail: registry_errors(&answer.bytes(DOCUMENT_LIMIT).await.unwrap_or_default()),
             });
@@ -425,7 +464,10 @@ pub struct Disk {
 
 impl std::fmt::Debug for Disk {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Disk").field("path", &self.path).field("size", &self.size).finish_non_exhaustive()
+        f.debug_struct("Disk")
+            .field("path", &self.path)
+            .field("size", &self.size)
+            .finish_non_exhaustive()
     }
 }
 
@@ -435,7 +477,11 @@ impl std::fmt::Debug for Disk {
 ///
 /// # Errors
 /// [`RegistryError::NoDisk`] when no layer has one.
-pub fn find_disk(runtime: &tokio::runtime::Handle, client: &Client, layers: &[Descriptor]) -> Result<Disk, RegistryError> {
+pub fn find_disk(
+    runtime: &tokio::runtime::Handle,
+    client: &Client,
+    layers: &[Descriptor],
+) -> Result<Disk, RegistryError> {
     for layer in layers {
         info!(digest = %layer.digest, size = layer.size, media_type = %layer.media_type, "reading layer");
         let blob = match runtime.block_on(client.blob(layer)) {

@@ -261,7 +261,13 @@ enum Streamed {
 }
 
 /// Imports a download of `source`, checking its checksum when the job has one.
-async fn import_http<C>(job: &Job, source: &http_source::HttpSource, target: &Target, request: Request, converter: C) -> Result<Streamed, RunError>
+async fn import_http<C>(
+    job: &Job,
+    source: &http_source::HttpSource,
+    target: &Target,
+    request: Request,
+    converter: C,
+) -> Result<Streamed, RunError>
 where
     C: Converter + Send + 'static,
 {
@@ -304,7 +310,14 @@ where
 
 /// Pulls the image of `source` and imports its disk. As upstream's, a registry import always
 /// has scratch space: without it, none of the image is fetched and the pod asks for it.
-async fn import_registry<C>(job: &Job, source: &registry::RegistrySource, paths: &Paths, target: &Target, request: Request, converter: C) -> Result<Streamed, RunError>
+async fn import_registry<C>(
+    job: &Job,
+    source: &registry::RegistrySource,
+    paths: &Paths,
+    target: &Target,
+    request: Request,
+    converter: C,
+) -> Result<Streamed, RunError>
 where
     C: Converter + Send + 'static,
 {

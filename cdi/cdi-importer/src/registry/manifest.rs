@@ -106,10 +106,11 @@ pub fn parse(content_type: &str, body: &[u8]) -> Result<Manifest, ManifestError>
         None => return Err(ManifestError::UnsupportedType(content_type.to_owned())),
     };
     match media_type.as_str() {
-        OCI_INDEX | DOCKER_LIST => Ok(Manifest::Index(
-            any.manifests
-                .ok_or_else(|| ManifestError::Invalid("an index without manifests".to_owned()))?,
-        )),
+        OCI_INDEX | DOCKER_LIST => {
+            Ok(Manifest::Index(any.manifests.ok_or_else(|| {
+                ManifestError::Invalid("an index without manifests".to_owned())
+            })?))
+        }
         OCI_MANIFEST | DOCKER_MANIFEST => Ok(Manifest::Image(ImageManifest {
             config: any
                 .config
@@ -142,7 +143,11 @@ pub fn own_architecture() -> &'static str {
 pub fn choose<'a>(entries: &'a [Descriptor], architecture: &str) -> Result<&'a Descriptor, ManifestError> {
     entries
         .iter()
-        .find(|d| d.platform.as_ref().is_some_and(|p| p.os == "linux" && p.architecture == architecture))
+        .find(|d| {
+            d.platform
+                .as_ref()
+                .is_some_and(|p| p.os == "linux" && p.architecture == architecture)
+        })
         .ok_or_else(|| ManifestError::NoPlatform(architecture.to_owned()))
 }
 
@@ -201,7 +206,10 @@ mod tests {
             };
             assert_eq!(choose(&entries, "amd64").map(|d| d.digest.as_str()), Ok("sha256:b2"));
             assert_eq!(choose(&entries, "arm64").map(|d| d.digest.as_str()), Ok("sha256:a1"));
-            assert_eq!(choose(&entries, "s390x"), Err(ManifestError::NoPlatform("s390x".to_owned())));
+            assert_eq!(
+                choose(&entries, "s390x"),
+                Err(ManifestError::NoPlatform("s390x".to_owned()))
+            );
         }
     }
 
@@ -226,17 +234,26 @@ mod tests {
     #[test]
     fn a_manifest_without_its_type_is_known_by_the_header_or_its_shape() {
         let image = format!(r#"{{"schemaVersion":2,"config":{{"digest":"{DIGEST}"}},"layers":[]}}"#);
-        assert!(matches!(parse(DOCKER_MANIFEST, image.as_bytes()), Ok(Manifest::Image(_))));
+        assert!(matches!(
+            parse(DOCKER_MANIFEST, image.as_bytes()),
+            Ok(Manifest::Image(_))
+        ));
         assert!(matches!(parse("", image.as_bytes()), Ok(Manifest::Image(_))));
         let list = r#"{"schemaVersion":2,"manifests":[]}"#;
-        assert!(matches!(parse("application/json", list.as_bytes()), Ok(Manifest::Index(_))));
+        assert!(matches!(
+            parse("application/json", list.as_bytes()),
+            Ok(Manifest::Index(_))
+        ));
     }
 
     #[test]
     fn schema_one_and_garbage_are_refused() {
         let schema1 = r#"{"schemaVersion":1,"name":"a","tag":"b","fsLayers":[]}"#;
         assert_eq!(
-            parse("application/vnd.docker.distribution.manifest.v1+prettyjws", schema1.as_bytes()),
+            parse(
+                "application/vnd.docker.distribution.manifest.v1+prettyjws",
+                schema1.as_bytes()
+            ),
             Err(ManifestError::UnsupportedType(
                 "application/vnd.docker.distribution.manifest.v1+prettyjws".to_owned()
             ))
@@ -251,7 +268,8 @@ mod tests {
     #[test]
     fn bootc_images_are_known_by_their_labels() {
         let config = |labels: &str| -> ImageConfig {
-            serde_json::from_str(&format!(r#"{{"architecture":"amd64","config":{{"Labels":{labels}}}}}"#)).expect("config")
+            serde_json::from_str(&format!(r#"{{"architecture":"amd64","config":{{"Labels":{labels}}}}}"#))
+                .expect("config")
         };
         assert!(config(r#"{"containers.bootc":"1"}"#).is_bootc());
         assert!(config(r#"{"ostree.bootable":"1"}"#).is_bootc());

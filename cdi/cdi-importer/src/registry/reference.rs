@@ -54,13 +54,17 @@ fn is_path_component(component: &str) -> bool {
 fn is_tag(tag: &str) -> bool {
     (1..=128).contains(&tag.len())
         && tag.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
-        && tag.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        && tag
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
 fn is_digest(digest: &str) -> bool {
     digest.split_once(':').is_some_and(|(algorithm, hex)| {
         !algorithm.is_empty()
-            && algorithm.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"+._-".contains(&b))
+            && algorithm
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"+._-".contains(&b))
             && hex.len() >= 32
             && hex.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
     })
@@ -106,14 +110,18 @@ pub fn parse(url: &str) -> Result<Reference, ReferenceError> {
         return Err(malformed("the tag has characters a tag may not have"));
     }
     let (registry, repository) = match name.split_once('/') {
-        Some((first, path)) if first.contains(['.', ':']) || first == "localhost" => (first.to_owned(), path.to_owned()),
+        Some((first, path)) if first.contains(['.', ':']) || first == "localhost" => {
+            (first.to_owned(), path.to_owned())
+        }
         _ => (DOCKER_HUB.to_owned(), name.to_owned()),
     };
     if registry.is_empty() || repository.is_empty() {
         return Err(malformed("no repository"));
     }
     if !repository.split('/').all(is_path_component) {
-        return Err(malformed("the repository must be lower-case letters, digits and separators"));
+        return Err(malformed(
+            "the repository must be lower-case letters, digits and separators",
+        ));
     }
     let (registry, repository) = if registry == DOCKER_HUB {
         let repository = if repository.contains('/') {
@@ -151,17 +159,35 @@ mod tests {
     fn hosts_ports_tags_and_digests_are_told_apart() {
         let digest = format!("sha256:{}", "ab".repeat(32));
         let cases = [
-            ("docker://quay.io/containerdisks/fedora:41", reference("quay.io", "containerdisks/fedora", "41")),
-            ("docker://quay.io/containerdisks/fedora", reference("quay.io", "containerdisks/fedora", "latest")),
+            (
+                "docker://quay.io/containerdisks/fedora:41",
+                reference("quay.io", "containerdisks/fedora", "41"),
+            ),
+            (
+                "docker://quay.io/containerdisks/fedora",
+                reference("quay.io", "containerdisks/fedora", "latest"),
+            ),
             (
                 "docker://registry.cdi.svc:5000/disks/testguest:v1",
                 reference("registry.cdi.svc:5000", "disks/testguest", "v1"),
             ),
             ("docker://localhost/disk", reference("localhost", "disk", "latest")),
-            ("docker://10.0.0.1:5000/disk", reference("10.0.0.1:5000", "disk", "latest")),
-            ("docker://busybox", reference(DOCKER_HUB_API, "library/busybox", "latest")),
-            ("docker://kubevirt/cirros:v1", reference(DOCKER_HUB_API, "kubevirt/cirros", "v1")),
-            ("docker://docker.io/busybox:1", reference(DOCKER_HUB_API, "library/busybox", "1")),
+            (
+                "docker://10.0.0.1:5000/disk",
+                reference("10.0.0.1:5000", "disk", "latest"),
+            ),
+            (
+                "docker://busybox",
+                reference(DOCKER_HUB_API, "library/busybox", "latest"),
+            ),
+            (
+                "docker://kubevirt/cirros:v1",
+                reference(DOCKER_HUB_API, "kubevirt/cirros", "v1"),
+            ),
+            (
+                "docker://docker.io/busybox:1",
+                reference(DOCKER_HUB_API, "library/busybox", "1"),
+            ),
             (
                 &format!("docker://quay.io/a/b:tag@{digest}"),
                 reference("quay.io", "a/b", &digest),

@@ -52,7 +52,9 @@ pub struct TarStream {
 
 impl std::fmt::Debug for TarStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TarStream").field("unread", &self.unread).finish_non_exhaustive()
+        f.debug_struct("TarStream")
+            .field("unread", &self.unread)
+            .finish_non_exhaustive()
     }
 }
 
@@ -91,7 +93,13 @@ fn checksum_matches(header: &[u8; BLOCK]) -> Result<bool, TarError> {
     let sum: u64 = header
         .iter()
         .enumerate()
-        .map(|(i, &b)| if (148..156).contains(&i) { u64::from(b' ') } else { u64::from(b) })
+        .map(|(i, &b)| {
+            if (148..156).contains(&i) {
+                u64::from(b' ')
+            } else {
+                u64::from(b)
+            }
+        })
         .sum();
     Ok(stored == sum)
 }
@@ -197,7 +205,11 @@ impl TarStream {
                         match key.as_str() {
                             "path" => pax_path = Some(value),
                             "size" => {
-                                pax_size = Some(value.parse().map_err(|_| TarError::Invalid("a PAX size is not a number"))?);
+                                pax_size = Some(
+                                    value
+                                        .parse()
+                                        .map_err(|_| TarError::Invalid("a PAX size is not a number"))?,
+                                );
                             }
                             _ => {}
                         }
@@ -218,7 +230,11 @@ impl TarStream {
                 String::new()
             };
             let path = pax_path.or(long_name).unwrap_or_else(|| {
-                if prefix.is_empty() { name } else { format!("{prefix}/{name}") }
+                if prefix.is_empty() {
+                    name
+                } else {
+                    format!("{prefix}/{name}")
+                }
             });
             let size = pax_size.unwrap_or(size);
             let kind = match header[156] {

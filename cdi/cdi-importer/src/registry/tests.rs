@@ -17,7 +17,10 @@ fn challenges_give_their_scheme_and_parameters() {
         ]
     );
     let (scheme, params) = challenge(r#"Basic realm="basic-realm""#);
-    assert_eq!((scheme.as_str(), params), ("basic", vec![("realm".to_owned(), "basic-realm".to_owned())]));
+    assert_eq!(
+        (scheme.as_str(), params),
+        ("basic", vec![("realm".to_owned(), "basic-realm".to_owned())])
+    );
     let (scheme, params) = challenge("Bearer realm=https://t.example/token, service=reg");
     assert_eq!(scheme, "bearer");
     assert_eq!(
@@ -48,7 +51,13 @@ fn the_disk_is_a_file_under_disk_and_no_whiteout() {
     for path in ["disk/testguest.qcow2", "./disk/a.img", "disk/sub/x.img"] {
         assert!(is_disk_path(path), "{path}");
     }
-    for path in ["boot/vmlinuz", "disk", "diskette/a.img", "disk/.wh.old.img", "./boot/disk/a.img"] {
+    for path in [
+        "boot/vmlinuz",
+        "disk",
+        "diskette/a.img",
+        "disk/.wh.old.img",
+        "./boot/disk/a.img",
+    ] {
         assert!(!is_disk_path(path), "{path}");
     }
 }
