@@ -8,6 +8,9 @@
 #       /disk/, and the kernel and initrd under /boot/ for kernel boot
 #   localhost/kubevirt-rs/testclient:latest
 #       busybox, for pods that talk to guests in the tests
+#   localhost/kubevirt-rs/test-registry:latest
+#       Debian's docker-registry (unpacked by make deps) with the C library it links, for the
+#       registry import tests (config: cluster/test-registry/config.yml)
 #   localhost/kubevirt-rs/coredns:latest
 #       the cluster's DNS add-on, CoreDNS built by cluster/build.sh
 #   registry.k8s.io/pause:<version>
@@ -55,6 +58,12 @@ build_cluster_images() {
         "$guest/disk/testguest.qcow2:/disk/testguest.qcow2" \
         "$guest/boot/vmlinuz:/boot/vmlinuz" "$guest/boot/initrd.img:/boot/initrd.img"
     build_scratch_image localhost/kubevirt-rs/testclient:latest /bin/busybox /bin/busybox:/bin/busybox
+    local registry=${KUBEVIRT_RS_CACHE:-/var/cache/kubevirt-rs}/docker-registry/usr/bin/docker-registry
+    [ -x "$registry" ] || die "docker-registry is not unpacked: run make deps"
+    build_scratch_image localhost/kubevirt-rs/test-registry:latest /usr/bin/docker-registry \
+        "$registry:/usr/bin/docker-registry" "$CLUSTER_REPO/cluster/test-registry/config.yml:/etc/docker/registry/config.yml" \
+        "$(readlink -f /lib/x86_64-linux-gnu/libc.so.6):/lib/x86_64-linux-gnu/libc.so.6" \
+        "$(readlink -f /lib64/ld-linux-x86-64.so.2):/lib64/ld-linux-x86-64.so.2"
     build_scratch_image "registry.k8s.io/pause:$(cat "$CLUSTER_BIN/pause.version")" /pause "$CLUSTER_BIN/pause:/pause"
     build_scratch_image "$COREDNS_IMAGE" /coredns "$CLUSTER_BIN/coredns:/coredns"
 }
@@ -64,6 +73,7 @@ cluster_images() {
     echo localhost/kubevirt-rs/virt-controller:latest localhost/kubevirt-rs/virt-api:latest
     echo localhost/kubevirt-rs/cdi-controller:latest localhost/kubevirt-rs/cdi-importer:latest
     echo localhost/kubevirt-rs/testguest:latest localhost/kubevirt-rs/testclient:latest
+    echo localhost/kubevirt-rs/test-registry:latest
     echo "registry.k8s.io/pause:$(cat "$CLUSTER_BIN/pause.version")" "$COREDNS_IMAGE"
 }
 

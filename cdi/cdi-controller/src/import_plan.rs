@@ -1,4 +1,4 @@
-//! One pass of the import controller over a DataVolume with an `http` or `blank` source, in
+//! One pass of the import controller over a DataVolume with an `http`, `registry` or `blank` source, in
 //! upstream's legacy flow (the claim is filled in place): observe the DataVolume, its claim, the
 //! importer pod and the scratch claim; decide here, purely, the steps; the caller applies them in
 //! order. The claim is created owned by the DataVolume; the importer pod once the claim is bound
@@ -43,6 +43,8 @@ pub struct ImporterSettings {
     pub image_pull_secrets: Vec<k8s_openapi::api::core::v1::LocalObjectReference>,
     /// CDIConfig sets an import proxy, which the importer does not use yet: imports are refused.
     pub import_proxy: bool,
+    /// CDIConfig's `insecureRegistries`: registries (`host[:port]`) reached unverified.
+    pub insecure_registries: Vec<String>,
 }
 
 /// What one pass sees.
@@ -105,7 +107,6 @@ fn unsupported(data_volume: &DataVolume) -> Option<String> {
     }
     let source = spec.source.as_ref()?;
     let kinds = [
-        ("registry", source.registry.is_some()),
         ("s3", source.s3.is_some()),
         ("gcs", source.gcs.is_some()),
         ("upload", source.upload.is_some()),
@@ -116,6 +117,26 @@ fn unsupported(data_volume: &DataVolume) -> Option<String> {
     ];
     if let Some((kind, _)) = kinds.iter().find(|(_, set)| *set) {
         return Some(format!("the {kind} source is not supported by this CDI yet"));
+    }
+    if let Some(registry) = &source.registry {
+        if registry.pull_method.as_deref() == Some("node") {
+            return Some(
+                "registry.pullMethod node (the node pulls the image) is not supported by this CDI yet".to_owned(),
+            );
+        }
+        if registry.image_stream.is_some() {
+            return Some("registry.imageStream (an OpenShift image stream) is not supported by this CDI".to_owned());
+        }
+        return match registry.url.as_deref() {
+            None => Some("registry.url is not set".to_owned()),
+            Some(url) if url.starts_with("oci-archive:") => {
+                Some("registry.url: the oci-archive transport is not supported by this CDI yet".to_owned())
+            }
+            Some(url) if !url.starts_with("docker://") => {
+                Some(format!("registry.url {url:?} must start with docker://"))
+            }
+            Some(_) => None,
+        };
     }
     let http = source.http.as_ref()?;
     if !http.secret_extra_headers.is_empty() {
@@ -133,6 +154,9 @@ fn import_source(data_volume: &DataVolume) -> Option<ImportSource> {
     if let Some(http) = &source.http {
         return Some(ImportSource::Http(http.clone()));
     }
+    if let Some(registry) = &source.registry {
+        return Some(ImportSource::Registry(registry.clone()));
+    }
     source.blank.is_some().then_some(ImportSource::Blank)
 }
 
@@ -148,15 +172,15 @@ fn owner(data_volume: &DataVolume) -> OwnerReference {
 }
 
 fn claim_of(data_volume: &DataVolume, spec: PersistentVolumeClaimSpec, source: &ImportSource) -> PersistentVolumeClaim {
-    let (kind, endpoint) = match source {
-        ImportSource::Http(http) => ("http", http.url.clone()),
-        ImportSource::Blank => ("none", String::new()),
-    };
     let mut annotations = BTreeMap::from([
-        (ann::SOURCE.to_owned(), kind.to_owned()),
-        (ann::ENDPOINT.to_owned(), endpoint),
+        (ann::SOURCE.to_owned(), source.kind().to_owned()),
+        (ann::ENDPOINT.to_owned(), source.endpoint().to_owned()),
         (ann::CONTENT_TYPE.to_owned(), "kubevirt".to_owned()),
     ]);
+    // As upstream's, a registry import pulls into scratch space: its first pod has one.
+    if matches!(source, ImportSource::Registry(_)) {
+        annotations.insert(ann::REQUIRES_SCRATCH.to_owned(), "true".to_owned());
+    }
     if let Some(value) = data_volume
         .metadata
         .annotations
@@ -244,7 +268,13 @@ pub fn plan(facts: &ImportFacts<'_>, now: &Time) -> Vec<Step> {
     if data_volume.metadata.deletion_timestamp.is_some() {
         return Vec::new();
     }
-    if facts.settings.import_proxy && data_volume.spec.source.as_ref().is_some_and(|s| s.http.is_some()) {
+    if facts.settings.import_proxy
+        && data_volume
+            .spec
+            .source
+            .as_ref()
+            .is_some_and(|s| s.http.is_some() || s.registry.is_some())
+    {
         let why = "CDIConfig's importProxy is set, and this CDI does not import through a proxy yet".to_owned();
         return blocked(facts, cdi_api::DataVolumePhase::Failed, UNSUPPORTED, why, now);
     }
@@ -412,6 +442,7 @@ fn pod_args(
         claim_uid: claim.metadata.uid.clone().unwrap_or_default(),
         block: spec.volume_mode.as_deref() == Some("Block"),
         source: source.clone(),
+        insecure_registry: insecure_registry(source, &facts.settings.insecure_registries),
         image_size: requested_size(claim),
         filesystem_overhead: facts
             .class
@@ -426,6 +457,20 @@ fn pod_args(
         resources: facts.settings.resources.clone(),
         image_pull_secrets: facts.settings.image_pull_secrets.clone(),
     }
+}
+
+/// Whether a registry source's host (`host[:port]`, as its URL gives it) is one of CDIConfig's
+/// `insecureRegistries` (upstream's exact comparison).
+fn insecure_registry(source: &ImportSource, insecure_registries: &[String]) -> bool {
+    let ImportSource::Registry(_) = source else {
+        return false;
+    };
+    let host = source
+        .endpoint()
+        .strip_prefix("docker://")
+        .and_then(|rest| rest.split(['/', '@']).next())
+        .unwrap_or_default();
+    !host.is_empty() && insecure_registries.iter().any(|r| r == host)
 }
 
 /// The scratch claim: the target's size, in the scratch class (or the target's), owned by the pod

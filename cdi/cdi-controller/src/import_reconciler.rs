@@ -106,6 +106,11 @@ async fn chosen_class<A: CdiApi>(
 /// The settings, completed from CDIConfig's status.
 fn settings_with(settings: &ImporterSettings, config: Option<&CDIConfig>) -> ImporterSettings {
     let mut settings = settings.clone();
+    if let Some(config) = config {
+        settings
+            .insecure_registries
+            .clone_from(&config.spec.insecure_registries);
+    }
     if let Some(status) = config.and_then(|c| c.status.as_ref()) {
         if status.scratch_space_storage_class.is_some() {
             settings.scratch_class.clone_from(&status.scratch_space_storage_class);

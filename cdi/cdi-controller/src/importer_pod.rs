@@ -1,12 +1,12 @@
 //! The importer pod of a claim, as upstream's import controller makes it (`makeImporterPodSpec`):
 //! named `importer-<claim>`, owned by the claim, restarted `OnFailure` (so the kubelet's backoff),
 //! the claim mounted at `/data` (or attached as `/dev/cdi-block-volume`), the scratch claim at
-//! `/scratch` when the image needs one, `certConfigMap` at `/certs`, the secret's keys as basic
-//! auth, and the job in upstream's environment variables. Pure.
+//! `/scratch` when the image needs one, `certConfigMap` at `/certs`, the secret's keys as
+//! credentials, and the job in upstream's environment variables. Pure.
 
 use std::collections::BTreeMap;
 
-use cdi_api::data_volume::DataVolumeSourceHttp;
+use cdi_api::data_volume::{DataVolumeSourceHttp, DataVolumeSourceRegistry};
 use cdi_api::importer_env as env;
 use k8s_openapi::api::core::v1::{
     Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EnvVar, EnvVarSource, LocalObjectReference,
@@ -44,8 +44,50 @@ pub fn pod_name(claim: &str) -> String {
 pub enum ImportSource {
     /// A URL.
     Http(DataVolumeSourceHttp),
+    /// A containerDisk image, pulled by the importer (`pullMethod: pod`).
+    Registry(DataVolumeSourceRegistry),
     /// Nothing: a blank disk.
     Blank,
+}
+
+impl ImportSource {
+    /// The source's kind, as the importer's `IMPORTER_SOURCE` and the claim's annotation say it.
+    #[must_use]
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Http(_) => "http",
+            Self::Registry(_) => "registry",
+            Self::Blank => "none",
+        }
+    }
+
+    /// The source's URL (empty for a blank disk).
+    #[must_use]
+    pub fn endpoint(&self) -> &str {
+        match self {
+            Self::Http(http) => &http.url,
+            Self::Registry(registry) => registry.url.as_deref().unwrap_or_default(),
+            Self::Blank => "",
+        }
+    }
+
+    /// The credentials' Secret.
+    fn secret(&self) -> Option<&str> {
+        match self {
+            Self::Http(http) => http.secret_ref.as_deref(),
+            Self::Registry(registry) => registry.secret_ref.as_deref(),
+            Self::Blank => None,
+        }
+    }
+
+    /// The CA's ConfigMap.
+    fn cert_config_map(&self) -> Option<&str> {
+        match self {
+            Self::Http(http) => http.cert_config_map.as_deref(),
+            Self::Registry(registry) => registry.cert_config_map.as_deref(),
+            Self::Blank => None,
+        }
+    }
 }
 
 /// Everything the pod is made from.
@@ -61,6 +103,8 @@ pub struct ImporterPodArgs {
     pub block: bool,
     /// The source.
     pub source: ImportSource,
+    /// The registry is in CDIConfig's `insecureRegistries`.
+    pub insecure_registry: bool,
     /// The claim's requested size, as its quantity is written.
     pub image_size: String,
     /// The filesystem overhead for this claim's class.
@@ -109,34 +153,41 @@ fn from_secret(name: &str, secret: &str, key: &str) -> EnvVar {
 }
 
 fn environment(args: &ImporterPodArgs) -> Vec<EnvVar> {
-    let (source, endpoint) = match &args.source {
-        ImportSource::Http(http) => ("http", http.url.as_str()),
-        ImportSource::Blank => ("none", ""),
-    };
+    let source = &args.source;
     let mut vars = vec![
-        value(env::SOURCE, source),
-        value(env::ENDPOINT, endpoint),
+        value(env::SOURCE, source.kind()),
+        value(env::ENDPOINT, source.endpoint()),
         value(env::CONTENT_TYPE, "kubevirt"),
         value(env::IMAGE_SIZE, &args.image_size),
         value(env::OWNER_UID, &args.owner_uid),
         value(env::FILESYSTEM_OVERHEAD, &args.filesystem_overhead),
-        value(env::INSECURE_TLS, "false"),
+        value(env::INSECURE_TLS, args.insecure_registry.to_string()),
         value(env::PREALLOCATION, args.preallocation.to_string()),
     ];
-    if let ImportSource::Http(http) = &args.source {
-        if let Some(checksum) = &http.checksum {
-            vars.push(value(env::CHECKSUM, checksum));
+    if let ImportSource::Http(http) = source
+        && let Some(checksum) = &http.checksum
+    {
+        vars.push(value(env::CHECKSUM, checksum));
+    }
+    if let Some(secret) = source.secret() {
+        vars.push(from_secret(env::ACCESS_KEY_ID, secret, "accessKeyId"));
+        vars.push(from_secret(env::SECRET_KEY, secret, "secretKey"));
+    }
+    if source.cert_config_map().is_some() {
+        vars.push(value(env::CERT_DIR, env::CERT_DIR_PATH));
+    }
+    match source {
+        ImportSource::Http(http) => {
+            for (index, header) in http.extra_headers.iter().enumerate() {
+                vars.push(value(&format!("{}{index}", env::EXTRA_HEADER_PREFIX), header));
+            }
         }
-        if let Some(secret) = &http.secret_ref {
-            vars.push(from_secret(env::ACCESS_KEY_ID, secret, "accessKeyId"));
-            vars.push(from_secret(env::SECRET_KEY, secret, "secretKey"));
+        ImportSource::Registry(registry) => {
+            if let Some(architecture) = registry.platform.as_ref().and_then(|p| p.architecture.as_deref()) {
+                vars.push(value(env::REGISTRY_IMAGE_ARCHITECTURE, architecture));
+            }
         }
-        if http.cert_config_map.is_some() {
-            vars.push(value(env::CERT_DIR, env::CERT_DIR_PATH));
-        }
-        for (index, header) in http.extra_headers.iter().enumerate() {
-            vars.push(value(&format!("{}{index}", env::EXTRA_HEADER_PREFIX), header));
-        }
+        ImportSource::Blank => {}
     }
     vars
 }
@@ -178,15 +229,11 @@ pub fn render(args: &ImporterPodArgs) -> Pod {
         volumes.push(claim_volume(SCRATCH_VOLUME, scratch));
         mounts.push(mount(SCRATCH_VOLUME, env::SCRATCH_DIR));
     }
-    if let ImportSource::Http(DataVolumeSourceHttp {
-        cert_config_map: Some(config_map),
-        ..
-    }) = &args.source
-    {
+    if let Some(config_map) = args.source.cert_config_map() {
         volumes.push(Volume {
             name: CERT_VOLUME.to_owned(),
             config_map: Some(ConfigMapVolumeSource {
-                name: config_map.clone(),
+                name: config_map.to_owned(),
                 ..ConfigMapVolumeSource::default()
             }),
             ..Volume::default()

@@ -13,7 +13,7 @@ use super::support::{
 };
 
 /// The directory behind a claim, removed when dropped.
-struct NodeDir(PathBuf);
+pub(super) struct NodeDir(pub(super) PathBuf);
 
 impl Drop for NodeDir {
     fn drop(&mut self) {
@@ -24,7 +24,7 @@ impl Drop for NodeDir {
 /// The directory of a static hostPath volume for the claim `claim`, given to the importer's
 /// user (107) as a provisioner gives a volume to its pod. Made before the [`Cleanup`] that
 /// deletes the volume, so that it is removed after it.
-fn node_dir(claim: &str) -> NodeDir {
+pub(super) fn node_dir(claim: &str) -> NodeDir {
     let dir = NodeDir(PathBuf::from(format!(
         "/var/lib/kubevirt-rs-e2e/{claim}-{}",
         std::process::id()
@@ -37,7 +37,7 @@ fn node_dir(claim: &str) -> NodeDir {
 
 /// A static hostPath volume on `dir` for the claim `claim` (CDI's claims name no class here: the
 /// test cluster has no provisioner yet).
-fn volume_for(cleanup: &mut Cleanup, claim: &str, dir: &NodeDir) {
+pub(super) fn volume_for(cleanup: &mut Cleanup, claim: &str, dir: &NodeDir) {
     let name = format!("{claim}-{}", std::process::id());
     let volume = format!(
         "apiVersion: v1\nkind: PersistentVolume\nmetadata:\n  name: {name}\nspec:\n  capacity: {{storage: 128Mi}}\n  \
@@ -248,6 +248,20 @@ fn a_failed_import_shows_on_the_data_volume_and_the_vm_is_data_volume_error() {
     drop(dir);
 }
 
+/// The test guest's VM whose only disk is the DataVolume template of `source`: the disk's label
+/// then proves what the guest reads.
+pub(super) fn vm_booting_from_template(name: &str, source: &str) -> String {
+    let manifest = vm_with_template(name, source)
+        .replacen("            - name: containerdisk\n              disk:\n                bus: virtio\n", "", 1)
+        .replacen(
+            "        - name: containerdisk\n          containerDisk:\n            image: localhost/kubevirt-rs/testguest:latest\n            imagePullPolicy: IfNotPresent\n",
+            "",
+            1,
+        );
+    assert!(!manifest.contains("name: containerdisk"), "{manifest}");
+    manifest
+}
+
 /// The test guest's disk (a qcow2 whose first line is its label), where `make guest` puts it.
 const GUEST_DISK_DIR: &str = "/var/lib/kubevirt-rs/images/localhost/kubevirt-rs/testguest/latest/disk";
 
@@ -290,18 +304,10 @@ fn a_vm_boots_with_the_guests_qcow2_imported_over_http_by_service_name() {
     // The qcow2 goes through scratch space first: the scratch claim gets a static volume too.
     volume_for(&mut cleanup, &format!("{claim}-scratch"), &scratch_dir);
     serve_guest_disk(&mut cleanup, "e2e-images");
-    // The VM's only disk is the imported one: its label proves what the guest reads.
-    let manifest = vm_with_template(
+    let manifest = vm_booting_from_template(
         NAME,
         "http:\n            url: http://e2e-images.default.svc.cluster.local:8080/testguest.qcow2",
-    )
-    .replacen("            - name: containerdisk\n              disk:\n                bus: virtio\n", "", 1)
-    .replacen(
-        "        - name: containerdisk\n          containerDisk:\n            image: localhost/kubevirt-rs/testguest:latest\n            imagePullPolicy: IfNotPresent\n",
-        "",
-        1,
     );
-    assert!(!manifest.contains("name: containerdisk"), "{manifest}");
     cleanup.apply("vm", NAME, &manifest);
 
     let done = wait_for("the import to succeed", Duration::from_secs(300), || {

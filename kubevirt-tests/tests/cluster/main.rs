@@ -22,6 +22,7 @@ mod instancetypes;
 mod migration;
 mod migration_policy;
 mod post_copy;
+mod registry_import;
 mod support;
 mod unprivileged;
 mod vm;

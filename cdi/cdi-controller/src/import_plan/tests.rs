@@ -259,7 +259,7 @@ fn scratch_space_replaces_the_pod_with_one_that_mounts_it() {
 
 #[test]
 fn what_cannot_go_on_says_why_once() {
-    let registry = data_volume(&json!({"registry": {"url": "docker://example/disk"}}));
+    let registry = data_volume(&json!({"s3": {"url": "https://bucket.example/disk"}}));
     let steps = plan(&facts(&registry, None, None), &now());
     assert_eq!(kinds(&steps), ["WriteStatus", "Event"]);
     assert_eq!(phase_written(&steps), Some(DataVolumePhase::Failed));
@@ -362,4 +362,98 @@ fn an_import_proxy_is_refused_rather_than_bypassed() {
     let steps = plan(&with_proxy, &now());
     assert_eq!(phase_written(&steps), Some(DataVolumePhase::Failed));
     assert!(!kinds(&steps).contains(&"CreateClaim"));
+}
+
+#[test]
+fn a_registry_import_has_scratch_space_from_its_first_pod() {
+    let dv =
+        data_volume(&json!({"registry": {"url": "docker://registry.disks:5000/testguest:v1", "certConfigMap": "ca"}}));
+    let bound = claim(&dv, "Bound", &[]);
+    let annotations = bound.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(annotations[ann::SOURCE], "registry");
+    assert_eq!(annotations[ann::ENDPOINT], "docker://registry.disks:5000/testguest:v1");
+    assert_eq!(annotations[ann::REQUIRES_SCRATCH], "true");
+    let steps = plan(&facts(&dv, Some(&bound), None), &now());
+    let Some(Step::CreatePod(first)) = steps.iter().find(|s| matches!(s, Step::CreatePod(_))) else {
+        panic!("the importer pod: {steps:?}")
+    };
+    let first = serde_json::to_value(first).expect("json");
+    assert_eq!(
+        first["spec"]["volumes"][1]["persistentVolumeClaim"]["claimName"],
+        "disk-scratch"
+    );
+    let env = &first["spec"]["containers"][0]["env"];
+    assert_eq!(env[0], json!({"name": "IMPORTER_SOURCE", "value": "registry"}));
+    assert!(
+        env.as_array()
+            .expect("env")
+            .contains(&json!({"name": "INSECURE_TLS", "value": "false"})),
+        "{env}"
+    );
+
+    // A registry in CDIConfig's insecureRegistries, named by host and port as the URL has them.
+    let insecure = ImporterSettings {
+        insecure_registries: vec!["registry.disks".to_owned(), "registry.disks:5000".to_owned()],
+        ..settings()
+    };
+    let with_insecure = ImportFacts {
+        settings: &insecure,
+        ..facts(&dv, Some(&bound), None)
+    };
+    let steps = plan(&with_insecure, &now());
+    let Some(Step::CreatePod(pod)) = steps.iter().find(|s| matches!(s, Step::CreatePod(_))) else {
+        panic!("the importer pod: {steps:?}")
+    };
+    let env = serde_json::to_value(&pod.spec.as_ref().expect("spec").containers[0].env).expect("env");
+    assert!(
+        env.as_array()
+            .expect("env")
+            .contains(&json!({"name": "INSECURE_TLS", "value": "true"})),
+        "{env}"
+    );
+    let other_port = ImporterSettings {
+        insecure_registries: vec!["registry.disks:5001".to_owned()],
+        ..settings()
+    };
+    assert!(!insecure_registry(
+        &ImportSource::Registry(dv.spec.source.clone().and_then(|s| s.registry).expect("registry")),
+        &other_port.insecure_registries
+    ));
+}
+
+#[test]
+fn registry_sources_this_cdi_does_not_pull_fail_with_the_reason() {
+    let cases = [
+        (
+            json!({"url": "docker://r/disk", "pullMethod": "node"}),
+            "registry.pullMethod node",
+        ),
+        (json!({"imageStream": "fedora"}), "registry.imageStream"),
+        (json!({"url": "oci-archive:/disk.tar"}), "oci-archive transport"),
+        (json!({"url": "http://r/disk"}), "must start with docker://"),
+        (json!({}), "registry.url is not set"),
+    ];
+    for (registry, expected) in cases {
+        let dv = data_volume(&json!({ "registry": registry }));
+        let steps = plan(&facts(&dv, None, None), &now());
+        assert_eq!(phase_written(&steps), Some(DataVolumePhase::Failed), "{registry}");
+        let Some(Step::Event(event)) = steps.last() else {
+            panic!("an event: {steps:?}")
+        };
+        assert_eq!(event.reason, UNSUPPORTED);
+        assert!(event.message.contains(expected), "{}: {expected}", event.message);
+    }
+    let proxied = ImporterSettings {
+        import_proxy: true,
+        ..settings()
+    };
+    let dv = data_volume(&json!({"registry": {"url": "docker://r/disk"}}));
+    let steps = plan(
+        &ImportFacts {
+            settings: &proxied,
+            ..facts(&dv, None, None)
+        },
+        &now(),
+    );
+    assert_eq!(phase_written(&steps), Some(DataVolumePhase::Failed));
 }

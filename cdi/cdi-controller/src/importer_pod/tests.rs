@@ -10,6 +10,7 @@ fn args(source: ImportSource) -> ImporterPodArgs {
         claim_uid: "claim-uid".to_owned(),
         block: false,
         source,
+        insecure_registry: false,
         image_size: "10Gi".to_owned(),
         filesystem_overhead: "0.055".to_owned(),
         preallocation: false,
@@ -107,15 +108,10 @@ fn a_block_claim_is_a_device_and_scratch_is_mounted_when_asked_for() {
     assert_eq!(container["env"][0], json!({"name": "IMPORTER_SOURCE", "value": "none"}));
 }
 
-/// The pod's environment is what the importer reads: rendered, resolved as the kubelet would,
-/// and read back by the importer's own parser into the job the DataVolume asked for.
-#[test]
-fn the_importer_reads_back_the_job_the_pod_describes() {
-    let mut source = http();
-    source.checksum = Some(format!("sha256:{}", "a".repeat(64)));
-    let pod = render(&args(ImportSource::Http(source)));
+/// The pod's environment resolved as the kubelet would, the secret holding `user` and `password`.
+fn resolved_env(pod: Pod) -> BTreeMap<String, String> {
     let secret = BTreeMap::from([("accessKeyId", "user"), ("secretKey", "password")]);
-    let vars: BTreeMap<String, String> = pod.spec.expect("spec").containers[0]
+    pod.spec.expect("spec").containers[0]
         .env
         .clone()
         .unwrap_or_default()
@@ -127,7 +123,16 @@ fn the_importer_reads_back_the_job_the_pod_describes() {
             });
             (var.name, value)
         })
-        .collect();
+        .collect()
+}
+
+/// The pod's environment is what the importer reads: rendered, resolved as the kubelet would,
+/// and read back by the importer's own parser into the job the DataVolume asked for.
+#[test]
+fn the_importer_reads_back_the_job_the_pod_describes() {
+    let mut source = http();
+    source.checksum = Some(format!("sha256:{}", "a".repeat(64)));
+    let vars = resolved_env(render(&args(ImportSource::Http(source))));
     let job = cdi_importer::job::from_env(&vars).expect("the importer reads the pod's environment");
     let cdi_importer::job::Source::Http(read) = job.source else {
         panic!("an http job")
@@ -151,4 +156,37 @@ fn the_importer_reads_back_the_job_the_pod_describes() {
         .collect();
     let job = cdi_importer::job::from_env(&vars).expect("a blank job");
     assert_eq!(job.source, cdi_importer::job::Source::Blank);
+}
+
+#[test]
+fn a_registry_import_pod_carries_its_credentials_ca_platform_and_insecure_flag() {
+    let registry = DataVolumeSourceRegistry {
+        url: Some("docker://registry.disks:5000/testguest:v1".to_owned()),
+        secret_ref: Some("creds".to_owned()),
+        cert_config_map: Some("registry-ca".to_owned()),
+        platform: Some(cdi_api::data_volume::PlatformOptions {
+            architecture: Some("arm64".to_owned()),
+        }),
+        ..DataVolumeSourceRegistry::default()
+    };
+    let mut registry_args = args(ImportSource::Registry(registry));
+    registry_args.insecure_registry = true;
+    let pod = render(&registry_args);
+    let json = serde_json::to_value(&pod).expect("json");
+    assert_eq!(
+        json["spec"]["volumes"][1],
+        json!({"name": "cdi-cert-vol", "configMap": {"name": "registry-ca"}})
+    );
+    let job = cdi_importer::job::from_env(&resolved_env(pod)).expect("the importer reads the pod's environment");
+    assert_eq!(
+        job.source,
+        cdi_importer::job::Source::Registry(cdi_importer::registry::RegistrySource {
+            url: "docker://registry.disks:5000/testguest:v1".to_owned(),
+            credentials: Some(("user".to_owned(), "password".to_owned())),
+            extra_roots_pem: Vec::new(),
+            insecure: true,
+            architecture: Some("arm64".to_owned()),
+        })
+    );
+    assert_eq!(job.cert_dir, Some(std::path::PathBuf::from("/certs")));
 }
