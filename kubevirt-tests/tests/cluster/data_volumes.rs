@@ -3,13 +3,15 @@
 //! controller makes the claim (bound here to a static hostPath volume), runs the importer pod,
 //! and the DataVolume ends Succeeded; the VMI starts with the claim as its disk and the VM shows
 //! `DataVolumesReady`; deleting the VM takes the DataVolume and its claim with it. An import that
-//! fails shows on the DataVolume, and the VM waiting for it is `DataVolumeError`.
+//! fails shows on the DataVolume, and the VM waiting for it is `DataVolumeError`. A guest keeps
+//! what it wrote to an imported disk across a restart.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use super::support::{
-    Cleanup, console_until, example, field, get, kubectl_ok, kubectl_stdin, wait_for, wait_for_phase,
+    Cleanup, console_until, example, field, get, kubectl_ok, kubectl_stdin, virtctl_ok, vmi_phase, vmi_uid, wait_for,
+    wait_for_phase,
 };
 
 /// The directory behind a claim, removed when dropped.
@@ -336,6 +338,36 @@ fn a_vm_boots_with_the_guests_qcow2_imported_over_http_by_service_name() {
         NAME,
         "\necho label $(head -c 26 /dev/vda) sizes $(cat /sys/block/vda/size) end",
         "label KUBEVIRT-RS-TESTGUEST-DISK sizes 131072 end",
+        Duration::from_secs(120),
+    );
+
+    // It keeps what it wrote: the guest writes a note 1 MiB into its disk (past the label, in
+    // space the image left empty) and flushes it; after a restart, a new VMI reads it back.
+    let note = format!("KEPT-{}", std::process::id());
+    console_until(
+        NAME,
+        &format!(
+            "\nprintf {note} | dd of=/dev/vda bs=512 seek=2048 conv=notrunc,fsync 2>/dev/null && sync && echo wrote-$((40+2))"
+        ),
+        "wrote-42",
+        Duration::from_secs(120),
+    );
+    let first = vmi_uid(NAME);
+    assert_eq!(
+        virtctl_ok(&["restart", NAME]).trim(),
+        format!("VM {NAME} was scheduled to restart")
+    );
+    wait_for("a new VMI after the restart", Duration::from_secs(240), || {
+        let uid = vmi_uid(NAME);
+        (!uid.is_empty() && uid != first && vmi_phase(NAME) == "Running").then_some(())
+    });
+    console_until(
+        NAME,
+        &format!(
+            "\necho read $(dd if=/dev/vda bs=512 skip=2048 count=1 2>/dev/null | head -c {}) end",
+            note.len()
+        ),
+        &format!("read {note} end"),
         Duration::from_secs(120),
     );
     kubectl_ok(&["delete", "vm", NAME, "--timeout=120s"]);
