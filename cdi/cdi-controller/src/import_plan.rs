@@ -64,6 +64,8 @@ pub struct ImportFacts<'a> {
     pub wait_for_first_consumer: bool,
     /// The controller's settings.
     pub settings: &'a ImporterSettings,
+    /// The running importer's progress, in percent, when it could be read.
+    pub progress: Option<f64>,
 }
 
 /// A step, applied in order.
@@ -423,7 +425,12 @@ fn claim_steps(
         requires_work: true,
         wait_for_first_consumer: facts.wait_for_first_consumer && !immediate,
     };
-    let (next, event) = import_status::next_status(current, Some(&view(claim, annotations)), work, now);
+    let (mut next, event) = import_status::next_status(current, Some(&view(claim, annotations)), work, now);
+    if let Some(percent) = facts.progress
+        && next.phase == cdi_api::DataVolumePhase::ImportInProgress
+    {
+        next.progress = Some(crate::import_progress::shown(percent));
+    }
     steps.extend(status_steps(current, next, event));
     steps
 }

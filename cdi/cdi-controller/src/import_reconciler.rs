@@ -11,6 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use crate::claim_spec::{self, ChosenClass, ClassCandidate};
 use crate::cluster_api::{ApiError, CdiApi, EventSubject};
 use crate::import_plan::{self, ImportFacts, ImporterSettings, Step};
+use crate::import_progress::{self, ImporterMetrics};
 use crate::importer_pod;
 use crate::storage_profile::{self, ClassFacts};
 
@@ -142,6 +143,8 @@ fn settings_with(settings: &ImporterSettings, config: Option<&CDIConfig>) -> Imp
 pub enum Next {
     /// Look again in a while.
     LookAgain,
+    /// The importer runs: look again soon for its progress.
+    Soon,
     /// Done or failed for good: wait for a change.
     Rest,
 }
@@ -151,8 +154,9 @@ pub enum Next {
 ///
 /// # Errors
 /// The first failing read or write; events that cannot be recorded are logged, not errors.
-pub async fn reconcile<A: CdiApi>(
+pub async fn reconcile<A: CdiApi, M: ImporterMetrics>(
     api: &A,
+    metrics: &M,
     namespace: &str,
     name: &str,
     settings: &ImporterSettings,
@@ -168,6 +172,21 @@ pub async fn reconcile<A: CdiApi>(
     let config = api.cdi_config().await?;
     let class = chosen_class(api, data_volume, claim.as_ref(), config.as_ref()).await?;
     let settings = settings_with(settings, config.as_ref());
+    let importing = data_volume
+        .status
+        .as_ref()
+        .is_some_and(|s| s.phase == DataVolumePhase::ImportInProgress);
+    let address = pod
+        .as_ref()
+        .and_then(import_progress::pod_address)
+        .filter(|_| importing);
+    let progress = match (address, data_volume.metadata.uid.as_deref()) {
+        (Some(address), Some(uid)) => metrics
+            .scrape(address)
+            .await
+            .and_then(|page| import_progress::parse(&page, uid)),
+        _ => None,
+    };
     let facts = ImportFacts {
         data_volume,
         claim: claim.as_ref(),
@@ -176,6 +195,7 @@ pub async fn reconcile<A: CdiApi>(
         class: class.as_ref().map(|(c, _)| c),
         wait_for_first_consumer: class.as_ref().is_some_and(|(_, wffc)| *wffc),
         settings: &settings,
+        progress,
     };
     let steps = import_plan::plan(&facts, now);
     let mut phase = data_volume.status.as_ref().map(|s| s.phase).unwrap_or_default();
@@ -210,6 +230,8 @@ pub async fn reconcile<A: CdiApi>(
     }
     Ok(match phase {
         DataVolumePhase::Succeeded | DataVolumePhase::Failed => Next::Rest,
+        // The progress is read again soon (upstream's 2 s) while the importer runs.
+        _ if address.is_some() => Next::Soon,
         _ => Next::LookAgain,
     })
 }

@@ -227,6 +227,9 @@ pub fn blocked(
     status
 }
 
+/// The progress shown before the importer reports any (upstream's).
+pub const NO_PROGRESS: &str = "N/A";
+
 /// The DataVolume's next status, and the event its phase change brings.
 #[must_use]
 pub fn next_status(
@@ -301,6 +304,10 @@ pub fn next_status(
         Some(_) => {}
     }
     update_conditions(&mut status.conditions, status.phase, claim, now);
+    // Upstream's placeholder until the importer reports.
+    if status.progress.is_none() {
+        status.progress = Some(NO_PROGRESS.to_owned());
+    }
     if status.phase == current.phase {
         event = None;
     }

@@ -10,6 +10,7 @@ use anyhow::Context as _;
 use cdi_api::DataVolume;
 use cdi_controller::cluster_api::kube::KubeCdiApi;
 use cdi_controller::import_plan::ImporterSettings;
+use cdi_controller::import_progress::HttpsMetrics;
 use cdi_controller::import_reconciler::{self, Next};
 use cdi_controller::importer_pod::CDI_LABEL;
 use clap::Parser;
@@ -26,6 +27,9 @@ const RETRY: Duration = Duration::from_secs(5);
 /// A DataVolume still on its way is looked at again after this long even without an event (it
 /// may wait on a class, a profile or a scratch claim, which are not watched).
 const LOOK_AGAIN: Duration = Duration::from_secs(10);
+/// A DataVolume whose importer runs is looked at again after this long, for its progress
+/// (upstream's 2 s).
+const SOON: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Parser)]
 #[command(about = "CDI's controller: DataVolumes into claims filled by importer pods")]
@@ -57,8 +61,18 @@ async fn reconcile(
     let namespace = data_volume.metadata.namespace.as_deref().unwrap_or_default();
     let name = data_volume.metadata.name.as_deref().unwrap_or_default();
     Ok(
-        match import_reconciler::reconcile(&context.api, namespace, name, &context.settings, &now).await? {
+        match import_reconciler::reconcile(
+            &context.api,
+            &HttpsMetrics::default(),
+            namespace,
+            name,
+            &context.settings,
+            &now,
+        )
+        .await?
+        {
             Next::LookAgain => Action::requeue(LOOK_AGAIN),
+            Next::Soon => Action::requeue(SOON),
             Next::Rest => Action::await_change(),
         },
     )

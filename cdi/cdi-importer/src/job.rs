@@ -39,6 +39,8 @@ pub struct Job {
     pub preallocation: bool,
     /// The expected checksum.
     pub checksum: Option<Checksum>,
+    /// The DataVolume's uid, which labels the progress metric.
+    pub owner_uid: Option<String>,
 }
 
 /// Why the environment is refused.
@@ -184,6 +186,7 @@ pub fn from_env(vars: &BTreeMap<String, String>) -> Result<Job, JobError> {
         filesystem_overhead,
         preallocation,
         checksum,
+        owner_uid: get(env::OWNER_UID).map(str::to_owned),
     })
 }
 

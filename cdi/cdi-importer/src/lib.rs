@@ -18,6 +18,7 @@ pub mod http_source;
 pub mod import;
 pub mod job;
 pub mod layers;
+pub mod progress;
 pub mod registry;
 pub mod run;
 pub mod space;

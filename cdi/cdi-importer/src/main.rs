@@ -8,8 +8,10 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use cdi_importer::convert::QemuImg;
 use cdi_importer::job;
+use cdi_importer::progress::{self, METRICS_PORT, Progress};
 use cdi_importer::run::{self, Ended, Paths};
-use tracing::error;
+use tokio_util::sync::CancellationToken;
+use tracing::{error, warn};
 
 /// Where kubelet reads a container's termination message.
 const TERMINATION_LOG: &str = "/dev/termination-log";
@@ -43,7 +45,20 @@ fn run_main() -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    let ended = runtime.block_on(run::run(job, &Paths::default(), QemuImg::default()));
+    control_loop::tls::install_crypto_provider();
+    let progress = Progress::default();
+    let stop = CancellationToken::new();
+    let ended = runtime.block_on(async {
+        if let Some(owner_uid) = job.owner_uid.clone() {
+            // An endpoint that cannot start is logged, and the import goes on.
+            if let Err(e) = progress::serve(progress.clone(), owner_uid, METRICS_PORT, stop.clone()).await {
+                warn!(error = %e, "no metrics endpoint");
+            }
+        }
+        let ended = run::run_with_progress(job, &Paths::default(), QemuImg::default(), &progress).await;
+        stop.cancel();
+        ended
+    });
     match ended {
         Ok(Ended::Finished(finished)) => {
             let message = serde_json::to_string(&finished).context("writing the termination message")?;

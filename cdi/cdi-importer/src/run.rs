@@ -16,6 +16,7 @@ use crate::http_source::{self, HttpError};
 use crate::import::{self, ImportError, Outcome, Request, Target};
 use crate::job::{Job, Source};
 use crate::layers::Stream;
+use crate::progress::{Counted, Progress};
 use crate::registry::{self, RegistryError};
 use crate::space;
 
@@ -267,6 +268,7 @@ async fn import_http<C>(
     target: &Target,
     request: Request,
     converter: C,
+    progress: &Progress,
 ) -> Result<Streamed, RunError>
 where
     C: Converter + Send + 'static,
@@ -277,6 +279,7 @@ where
     }
     let download = http_source::open(&source).await?;
     info!(url = %source.url, length = ?download.content_length, "downloading");
+    progress.follow(std::sync::Arc::clone(&download.read), download.content_length);
     let checksum = job.checksum.clone();
     let blocking_target = target.clone();
     let outcome = blocking(move || {
@@ -317,6 +320,7 @@ async fn import_registry<C>(
     target: &Target,
     request: Request,
     converter: C,
+    progress: &Progress,
 ) -> Result<Streamed, RunError>
 where
     C: Converter + Send + 'static,
@@ -334,9 +338,17 @@ where
     info!(url = %source.url, layers = layers.len(), "pulling");
     let runtime = tokio::runtime::Handle::current();
     let blocking_target = target.clone();
+    let progress = progress.clone();
     let outcome = blocking(move || {
         let disk = registry::find_disk(&runtime, &client, &layers)?;
-        Ok(import::import(disk.stream, &blocking_target, &request, &converter)?)
+        let counted = Counted::new(disk.stream);
+        progress.follow(std::sync::Arc::clone(&counted.read), Some(disk.size));
+        Ok(import::import(
+            Box::new(counted),
+            &blocking_target,
+            &request,
+            &converter,
+        )?)
     })
     .await?;
     Ok(Streamed::Imported(outcome))
@@ -347,6 +359,17 @@ where
 /// # Errors
 /// [`RunError`]; a disk file left half-written is removed.
 pub async fn run<C>(job: Job, paths: &Paths, converter: C) -> Result<Ended, RunError>
+where
+    C: Converter + Send + 'static,
+{
+    run_with_progress(job, paths, converter, &Progress::default()).await
+}
+
+/// [`run`], reporting how much of the source is read in `progress`.
+///
+/// # Errors
+/// [`RunError`]; a disk file left half-written is removed.
+pub async fn run_with_progress<C>(job: Job, paths: &Paths, converter: C, progress: &Progress) -> Result<Ended, RunError>
 where
     C: Converter + Send + 'static,
 {
@@ -361,8 +384,10 @@ where
             blank(&job, &target)?;
             None
         }
-        Source::Http(source) => Some(import_http(&job, source, &target, request, converter).await?),
-        Source::Registry(source) => Some(import_registry(&job, source, paths, &target, request, converter).await?),
+        Source::Http(source) => Some(import_http(&job, source, &target, request, converter, progress).await?),
+        Source::Registry(source) => {
+            Some(import_registry(&job, source, paths, &target, request, converter, progress).await?)
+        }
     };
     let written_to = match streamed {
         None => 0,

@@ -270,6 +270,7 @@ fn job(url: String, cert_dir: Option<PathBuf>) -> Job {
         filesystem_overhead: "0".to_owned(),
         preallocation: false,
         checksum: None,
+        owner_uid: None,
     }
 }
 

@@ -54,6 +54,7 @@ fn job(source: RegistrySource) -> Job {
         filesystem_overhead: "0".to_owned(),
         preallocation: false,
         checksum: None,
+        owner_uid: None,
     }
 }
 

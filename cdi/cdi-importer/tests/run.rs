@@ -68,6 +68,7 @@ fn http_job(url: String) -> Job {
         filesystem_overhead: "0.055".to_owned(),
         preallocation: false,
         checksum: None,
+        owner_uid: None,
     }
 }
 

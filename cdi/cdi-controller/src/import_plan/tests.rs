@@ -82,6 +82,7 @@ fn facts<'a>(dv: &'a DataVolume, claim: Option<&'a PersistentVolumeClaim>, pod: 
         class: Some(&CLASS),
         wait_for_first_consumer: false,
         settings: &SETTINGS,
+        progress: None,
     }
 }
 

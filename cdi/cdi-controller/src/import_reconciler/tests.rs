@@ -5,6 +5,7 @@ use serde_json::json;
 
 use super::*;
 use crate::cluster_api::fake::FakeCdiApi;
+use crate::import_progress::FakeMetrics;
 
 fn now() -> Time {
     Time(Timestamp::from_second(100).expect("time"))
@@ -53,12 +54,19 @@ fn api() -> FakeCdiApi {
 
 /// One pass with the status the fake holds, as the controller's cache would give it.
 async fn pass(api: &FakeCdiApi) -> Vec<String> {
+    pass_reading(api, &FakeMetrics::default()).await.0
+}
+
+/// [`pass`] with the importers' metrics pages in `metrics`; gives the writes and what is next.
+async fn pass_reading(api: &FakeCdiApi, metrics: &FakeMetrics) -> (Vec<String>, Next) {
     api.state()
         .data_volumes
         .entry("vms/disk".to_owned())
         .or_insert_with(data_volume);
-    reconcile(api, "vms", "disk", &settings(), &now()).await.expect("pass");
-    api.take_writes()
+    let next = reconcile(api, metrics, "vms", "disk", &settings(), &now())
+        .await
+        .expect("pass");
+    (api.take_writes(), next)
 }
 
 fn set_claim_phase(api: &FakeCdiApi, phase: &str) {
@@ -137,6 +145,34 @@ async fn an_import_runs_from_claim_to_success_and_then_rests() {
         ]
     );
 
+    // The running importer's progress, read from its metrics.
+    assert_eq!(
+        api.state().statuses["vms/disk"].progress.as_deref(),
+        Some("N/A"),
+        "upstream's placeholder"
+    );
+    set_pod_status(
+        &api,
+        &json!({"phase": "Running", "podIP": "10.244.1.7", "containerStatuses": [{"name": "importer", "image": "i",
+        "imageID": "", "ready": true, "restartCount": 0, "state": {"running": {}}}]}),
+    );
+    let metrics = FakeMetrics::default();
+    let uid = data_volume().metadata.uid.expect("uid");
+    metrics.0.lock().expect("metrics").insert(
+        "10.244.1.7".to_owned(),
+        format!("kubevirt_cdi_import_progress_total{{ownerUID=\"{uid}\"}} 45.678\n"),
+    );
+    let (writes, next) = pass_reading(&api, &metrics).await;
+    assert_eq!(writes, ["status vms/disk ImportInProgress"]);
+    assert_eq!(api.state().statuses["vms/disk"].progress.as_deref(), Some("45.68%"));
+    assert_eq!(next, Next::Soon, "looked at again soon while the importer runs");
+    let (writes, _) = pass_reading(&api, &FakeMetrics::default()).await;
+    assert_eq!(
+        writes,
+        Vec::<String>::new(),
+        "a pod that does not answer leaves the progress"
+    );
+
     let complete = r#"{"scratchSpaceRequired":false,"preallocationApplied":false,"message":"Import Complete"}"#;
     set_pod_status(
         &api,
@@ -156,7 +192,9 @@ async fn an_import_runs_from_claim_to_success_and_then_rests() {
     assert_eq!(phase(&api), DataVolumePhase::Succeeded);
     assert_eq!(pass(&api).await, Vec::<String>::new(), "a finished import rests");
     assert_eq!(
-        reconcile(&api, "vms", "disk", &settings(), &now()).await.expect("pass"),
+        reconcile(&api, &FakeMetrics::default(), "vms", "disk", &settings(), &now())
+            .await
+            .expect("pass"),
         Next::Rest
     );
 }
@@ -183,7 +221,7 @@ async fn cdi_config_sets_the_overhead_and_a_missing_class_is_named() {
     let empty = FakeCdiApi::default();
     let writes = pass(&empty).await;
     assert_eq!(
-        reconcile(&empty, "vms", "gone", &settings(), &now())
+        reconcile(&empty, &FakeMetrics::default(), "vms", "gone", &settings(), &now())
             .await
             .expect("pass"),
         Next::Rest,

@@ -29,6 +29,7 @@ fn an_http_import_reads_every_variable() {
         ("IMPORTER_EXTRA_HEADER_0", "X-Token: abc"),
         ("IMPORTER_EXTRA_HEADER_1", "X-Other: d"),
         (env::CHECKSUM, "md5:d41d8cd98f00b204e9800998ecf8427e"),
+        (env::OWNER_UID, "dv-uid"),
     ]))
     .expect("job");
     assert_eq!(
@@ -49,6 +50,7 @@ fn an_http_import_reads_every_variable() {
                 algorithm: "md5".to_owned(),
                 hash: "d41d8cd98f00b204e9800998ecf8427e".to_owned(),
             }),
+            owner_uid: Some("dv-uid".to_owned()),
         }
     );
 }
