@@ -30,6 +30,9 @@ cargo run -q --release -p kubevirt-tests --bin bench-virt-api -- --virt-api targ
 cargo run -q --release -p kubevirt-tests --bin bench-network -- --launcher target/release/virt-launcher --runs 3
 
 
+# CDI's import: a 1 GiB disk over loopback HTTP against qemu-img convert of the same file.
+cargo run -q --release -p kubevirt-tests --bin bench-import -- --gib 1 --runs 3
+
 # Live migration between two network namespaces: kubevirt-rs against virsh migrate --p2p.
 # libvirt's own figures are kept for the real cluster's migrations below, measured in this run.
 export BENCH_MIGRATION_BASELINE="$PWD/target/bench-migration-baseline.json"

@@ -268,7 +268,7 @@ fn blocked(
 pub fn plan(facts: &ImportFacts<'_>, now: &Time) -> Vec<Step> {
     let data_volume = facts.data_volume;
     if data_volume.metadata.deletion_timestamp.is_some() {
-        return Vec::new();
+        return orphan_steps(facts.claim, facts.pod);
     }
     if facts.settings.import_proxy
         && data_volume
@@ -357,6 +357,22 @@ fn controlled_by(meta: &ObjectMeta, uid: Option<&str>) -> bool {
         && meta.deletion_timestamp.is_none()
 }
 
+/// The steps for a claim on its way out: its importer pod goes, since the claim cannot go while
+/// a pod uses it (its `pvc-protection` finalizer) and the pod, which it owns, would only go after
+/// it (as upstream's import controller cleans up).
+fn release_claim(claim: &PersistentVolumeClaim, pod: Option<&Pod>) -> Option<Step> {
+    claim.metadata.deletion_timestamp.as_ref()?;
+    let pod = pod.filter(|p| controlled_by(&p.metadata, claim.metadata.uid.as_deref()))?;
+    pod.metadata.name.clone().map(Step::DeletePod)
+}
+
+/// The steps once the DataVolume is gone: a claim it leaves deleting gets its importer pod
+/// removed ([`release_claim`]).
+#[must_use]
+pub fn orphan_steps(claim: Option<&PersistentVolumeClaim>, pod: Option<&Pod>) -> Vec<Step> {
+    claim.and_then(|claim| release_claim(claim, pod)).into_iter().collect()
+}
+
 fn claim_steps(
     facts: &ImportFacts<'_>,
     claim: &PersistentVolumeClaim,
@@ -364,7 +380,7 @@ fn claim_steps(
     current: &DataVolumeStatus,
     now: &Time,
 ) -> Vec<Step> {
-    let mut steps = Vec::new();
+    let mut steps: Vec<Step> = release_claim(claim, facts.pod).into_iter().collect();
     let known = claim.metadata.annotations.clone().unwrap_or_default();
     let mut annotations = known.clone();
     let claim_name = claim.metadata.name.clone().unwrap_or_default();

@@ -163,6 +163,14 @@ pub async fn reconcile<A: CdiApi, M: ImporterMetrics>(
     now: &Time,
 ) -> Result<Next, ApiError> {
     let Some(data_volume) = api.data_volume(namespace, name).await? else {
+        // Its claim, deleted with it, must not wait for an importer pod that keeps using it.
+        let claim = api.claim(namespace, name).await?;
+        let pod = api.pod(namespace, &importer_pod::pod_name(name)).await?;
+        for step in import_plan::orphan_steps(claim.as_ref(), pod.as_ref()) {
+            if let Step::DeletePod(pod) = step {
+                api.delete_pod(namespace, &pod).await?;
+            }
+        }
         return Ok(Next::Rest);
     };
     let data_volume = &data_volume;

@@ -60,22 +60,21 @@ async fn reconcile(
     let now = Time(k8s_openapi::jiff::Timestamp::from_second(now).unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
     let namespace = data_volume.metadata.namespace.as_deref().unwrap_or_default();
     let name = data_volume.metadata.name.as_deref().unwrap_or_default();
-    Ok(
-        match import_reconciler::reconcile(
-            &context.api,
-            &HttpsMetrics::default(),
-            namespace,
-            name,
-            &context.settings,
-            &now,
-        )
-        .await?
-        {
-            Next::LookAgain => Action::requeue(LOOK_AGAIN),
-            Next::Soon => Action::requeue(SOON),
-            Next::Rest => Action::await_change(),
-        },
-    )
+    let metrics = HttpsMetrics::default();
+    // Boxed: a pass's future is large (the pod and claim it reads), and kube's loop keeps many.
+    let pass = Box::pin(import_reconciler::reconcile(
+        &context.api,
+        &metrics,
+        namespace,
+        name,
+        &context.settings,
+        &now,
+    ));
+    Ok(match pass.await? {
+        Next::LookAgain => Action::requeue(LOOK_AGAIN),
+        Next::Soon => Action::requeue(SOON),
+        Next::Rest => Action::await_change(),
+    })
 }
 
 #[expect(clippy::needless_pass_by_value, reason = "the signature of kube's error policy")]

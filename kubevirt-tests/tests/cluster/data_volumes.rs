@@ -245,7 +245,14 @@ fn a_failed_import_shows_on_the_data_volume_and_the_vm_is_data_volume_error() {
         ]);
         events.contains("Unable to process data").then_some(())
     });
+    // Deleting the VM takes the DataVolume, its claim and the failing importer pod (which the
+    // claim, protected while a pod uses it, would otherwise wait for forever).
     kubectl_ok(&["delete", "vm", NAME, "--timeout=120s"]);
+    wait_for("the claim and the importer pod to go", Duration::from_secs(120), || {
+        (get("pvc", &format!("{NAME}-root"), "default").is_none()
+            && get("pod", &format!("importer-{NAME}-root"), "default").is_none())
+        .then_some(())
+    });
     drop(cleanup);
     drop(dir);
 }

@@ -308,6 +308,42 @@ fn a_fatal_claim_or_a_deleted_data_volume_gets_no_pod() {
 }
 
 #[test]
+fn a_claim_on_its_way_out_gets_its_importer_pod_removed() {
+    let dv = http();
+    let mut leaving = claim(&dv, "Bound", &[(ann::IMPORT_POD, "importer-disk")]);
+    leaving.metadata.deletion_timestamp = Some(now());
+    let crashing = pod("Running", &json!({"waiting": {"reason": "CrashLoopBackOff"}}));
+    let steps = plan(&facts(&dv, Some(&leaving), Some(&crashing)), &now());
+    assert_eq!(
+        steps
+            .iter()
+            .filter(|s| matches!(s, Step::DeletePod(_)))
+            .collect::<Vec<_>>(),
+        [&Step::DeletePod("importer-disk".to_owned())]
+    );
+    assert!(!kinds(&steps).contains(&"CreatePod"));
+
+    // The DataVolume deleting (foreground) or gone: the same.
+    let mut deleted = http();
+    deleted.metadata.deletion_timestamp = Some(now());
+    assert_eq!(
+        plan(&facts(&deleted, Some(&leaving), Some(&crashing)), &now()),
+        [Step::DeletePod("importer-disk".to_owned())]
+    );
+    assert_eq!(
+        orphan_steps(Some(&leaving), Some(&crashing)),
+        [Step::DeletePod("importer-disk".to_owned())]
+    );
+    // Not while the claim stays, nor for a pod the claim does not control.
+    let staying = claim(&dv, "Bound", &[]);
+    assert_eq!(orphan_steps(Some(&staying), Some(&crashing)), []);
+    let mut foreign = crashing.clone();
+    foreign.metadata.owner_references = None;
+    assert_eq!(orphan_steps(Some(&leaving), Some(&foreign)), []);
+    assert_eq!(orphan_steps(None, Some(&crashing)), []);
+}
+
+#[test]
 fn a_pod_of_that_name_the_claim_does_not_control_is_never_trusted() {
     let dv = http();
     let bound = claim(&dv, "Bound", &[(ann::IMPORT_POD, "importer-disk")]);

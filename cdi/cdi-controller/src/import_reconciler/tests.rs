@@ -273,3 +273,36 @@ async fn an_empty_class_name_means_no_class_even_with_a_default() {
         "no class, no overhead"
     );
 }
+
+#[tokio::test]
+async fn a_claim_left_deleting_by_its_data_volume_gets_its_importer_pod_removed() {
+    let api = api();
+    pass(&api).await;
+    set_claim_phase(&api, "Bound");
+    pass(&api).await;
+    assert!(api.state().pods.contains_key("vms/importer-disk"));
+    // The DataVolume is deleted; the garbage collector marks its claim, which waits for its pod.
+    api.state().data_volumes.clear();
+    let created = api.state().pods["vms/importer-disk"].clone();
+    let mut pod = created;
+    pod.metadata.owner_references = serde_json::from_value(json!([
+        {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "name": "disk", "uid": "claim-uid", "controller": true}
+    ]))
+    .ok();
+    api.state().pods.insert("vms/importer-disk".to_owned(), pod);
+    let next = reconcile(&api, &FakeMetrics::default(), "vms", "disk", &settings(), &now())
+        .await
+        .expect("pass");
+    assert_eq!(
+        (api.take_writes(), next),
+        (Vec::<String>::new(), Next::Rest),
+        "the claim stays: so does the pod"
+    );
+    if let Some(claim) = api.state().claims.get_mut("vms/disk") {
+        claim.metadata.deletion_timestamp = Some(now());
+    }
+    reconcile(&api, &FakeMetrics::default(), "vms", "disk", &settings(), &now())
+        .await
+        .expect("pass");
+    assert_eq!(api.take_writes(), ["delete pod vms/importer-disk"]);
+}
