@@ -58,6 +58,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   enable_selinux = false
   # This machine refuses a negative oom_score_adj even to root; clamp to containerd's own (0).
   restrict_oom_score_adj = true
+  # A block volume's device belongs to the container's user and group, as KubeVirt and CDI ask of
+  # the runtime: CDI's importer (uid 107) writes onto it.
+  device_ownership_from_security_context = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"

@@ -163,14 +163,6 @@ pub async fn reconcile<A: CdiApi, M: ImporterMetrics>(
     now: &Time,
 ) -> Result<Next, ApiError> {
     let Some(data_volume) = api.data_volume(namespace, name).await? else {
-        // Its claim, deleted with it, must not wait for an importer pod that keeps using it.
-        let claim = api.claim(namespace, name).await?;
-        let pod = api.pod(namespace, &importer_pod::pod_name(name)).await?;
-        for step in import_plan::orphan_steps(claim.as_ref(), pod.as_ref()) {
-            if let Step::DeletePod(pod) = step {
-                api.delete_pod(namespace, &pod).await?;
-            }
-        }
         return Ok(Next::Rest);
     };
     let data_volume = &data_volume;
@@ -242,6 +234,26 @@ pub async fn reconcile<A: CdiApi, M: ImporterMetrics>(
         _ if address.is_some() => Next::Soon,
         _ => Next::LookAgain,
     })
+}
+
+/// One pass over the claim `namespace/name` of CDI's (the controller's second loop, keyed by
+/// claims, as upstream's import controller is): a claim on its way out, whose DataVolume may be
+/// gone already, gets its importer pod removed, since the claim waits for every pod using it.
+///
+/// # Errors
+/// The first failing read or write.
+pub async fn release_claim<A: CdiApi>(api: &A, namespace: &str, name: &str) -> Result<(), ApiError> {
+    let claim = api.claim(namespace, name).await?;
+    if claim.as_ref().is_none_or(|c| c.metadata.deletion_timestamp.is_none()) {
+        return Ok(());
+    }
+    let pod = api.pod(namespace, &importer_pod::pod_name(name)).await?;
+    for step in import_plan::orphan_steps(claim.as_ref(), pod.as_ref()) {
+        if let Step::DeletePod(pod) = step {
+            api.delete_pod(namespace, &pod).await?;
+        }
+    }
+    Ok(())
 }
 
 /// Records an event; one that cannot be recorded is logged and the pass goes on.

@@ -88,6 +88,31 @@ fn retry(data_volume: Arc<DataVolume>, error: &cdi_controller::cluster_api::ApiE
     Action::requeue(RETRY)
 }
 
+async fn release_claim(
+    claim: Arc<PersistentVolumeClaim>,
+    context: Arc<Context>,
+) -> Result<Action, cdi_controller::cluster_api::ApiError> {
+    let namespace = claim.metadata.namespace.as_deref().unwrap_or_default();
+    let name = claim.metadata.name.as_deref().unwrap_or_default();
+    import_reconciler::release_claim(&context.api, namespace, name).await?;
+    Ok(Action::await_change())
+}
+
+#[expect(clippy::needless_pass_by_value, reason = "the signature of kube's error policy")]
+fn retry_claim(
+    claim: Arc<PersistentVolumeClaim>,
+    error: &cdi_controller::cluster_api::ApiError,
+    _: Arc<Context>,
+) -> Action {
+    tracing::warn!(
+        namespace = claim.metadata.namespace.as_deref().unwrap_or_default(),
+        name = claim.metadata.name.as_deref().unwrap_or_default(),
+        error = %kubevirt_api::error_report::one_line(error),
+        "releasing the claim failed; trying again"
+    );
+    Action::requeue(RETRY)
+}
+
 /// The DataVolume an importer pod works for: its claim's, which has the DataVolume's name.
 fn owner_of_pod(pod: Pod) -> Option<ObjectRef<DataVolume>> {
     let claim = pod
@@ -109,18 +134,33 @@ async fn run(args: Args) -> anyhow::Result<()> {
             ..ImporterSettings::default()
         },
     });
-    let importer_pods = watcher::Config::default().labels(&format!("{}={}", CDI_LABEL.0, CDI_LABEL.1));
+    let ours = format!("{}={}", CDI_LABEL.0, CDI_LABEL.1);
     tracing::info!("cdi-controller started");
-    Controller::new(Api::<DataVolume>::all(client.clone()), watcher::Config::default())
+    let data_volumes = Controller::new(Api::<DataVolume>::all(client.clone()), watcher::Config::default())
         .owns(
             Api::<PersistentVolumeClaim>::all(client.clone()),
             watcher::Config::default(),
         )
-        .watches(Api::<Pod>::all(client), importer_pods, owner_of_pod)
-        .graceful_shutdown_on(async move { stop.cancelled().await })
-        .run(reconcile, retry, context)
-        .for_each(|_| async {})
-        .await;
+        .watches(
+            Api::<Pod>::all(client.clone()),
+            watcher::Config::default().labels(&ours),
+            owner_of_pod,
+        )
+        .graceful_shutdown_on({
+            let stop = stop.clone();
+            async move { stop.cancelled().await }
+        })
+        .run(reconcile, retry, Arc::clone(&context))
+        .for_each(|_| async {});
+    // Keyed by claims: a claim whose DataVolume is gone is no longer reached through it.
+    let claims = Controller::new(
+        Api::<PersistentVolumeClaim>::all(client),
+        watcher::Config::default().labels(&ours),
+    )
+    .graceful_shutdown_on(async move { stop.cancelled().await })
+    .run(release_claim, retry_claim, context)
+    .for_each(|_| async {});
+    futures::join!(data_volumes, claims);
     tracing::info!("cdi-controller stopped");
     Ok(())
 }

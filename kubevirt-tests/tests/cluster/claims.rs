@@ -14,13 +14,13 @@ const NAME: &str = "e2e-claims";
 
 /// A 64 MiB file behind a loop device, detached and removed when dropped (after the cleanup of
 /// the Kubernetes objects, which is declared later and so dropped first).
-struct LoopDevice {
-    device: String,
+pub(super) struct LoopDevice {
+    pub(super) device: String,
     file: PathBuf,
 }
 
 impl LoopDevice {
-    fn new(file: PathBuf) -> Self {
+    pub(super) fn new(file: PathBuf) -> Self {
         // The loop driver may be a module on a fresh machine.
         let _ = Command::new("modprobe").arg("loop").status();
         std::fs::write(&file, b"").expect("the backing file");

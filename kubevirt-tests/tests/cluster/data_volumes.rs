@@ -54,7 +54,7 @@ pub(super) fn volume_for(cleanup: &mut Cleanup, claim: &str, dir: &NodeDir) {
 }
 
 /// The test guest's VM with a DataVolume template of `source` as its disk `root`.
-fn vm_with_template(name: &str, source: &str) -> String {
+pub(super) fn vm_with_template(name: &str, source: &str) -> String {
     let manifest = example("vm-testguest.yaml", name)
         .replacen(
             "spec:\n  runStrategy: Always\n",
@@ -275,7 +275,7 @@ pub(super) fn vm_booting_from_template(name: &str, source: &str) -> String {
 const GUEST_DISK_DIR: &str = "/var/lib/kubevirt-rs/images/localhost/kubevirt-rs/testguest/latest/disk";
 
 /// A web server pod (busybox httpd) serving the test guest's disk, and its Service.
-fn serve_guest_disk(cleanup: &mut Cleanup, name: &str) {
+pub(super) fn serve_guest_disk(cleanup: &mut Cleanup, name: &str) {
     assert!(
         std::path::Path::new(GUEST_DISK_DIR).join("testguest.qcow2").is_file(),
         "the test guest's disk is missing: run make guest"

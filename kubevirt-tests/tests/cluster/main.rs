@@ -9,6 +9,7 @@
 
 mod access_credentials;
 mod admission;
+mod block_import;
 mod claims;
 mod config_volumes;
 mod data_volumes;

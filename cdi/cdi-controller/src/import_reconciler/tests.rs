@@ -290,19 +290,19 @@ async fn a_claim_left_deleting_by_its_data_volume_gets_its_importer_pod_removed(
     ]))
     .ok();
     api.state().pods.insert("vms/importer-disk".to_owned(), pod);
-    let next = reconcile(&api, &FakeMetrics::default(), "vms", "disk", &settings(), &now())
-        .await
-        .expect("pass");
+    release_claim(&api, "vms", "disk").await.expect("pass");
     assert_eq!(
-        (api.take_writes(), next),
-        (Vec::<String>::new(), Next::Rest),
+        api.take_writes(),
+        Vec::<String>::new(),
         "the claim stays: so does the pod"
     );
     if let Some(claim) = api.state().claims.get_mut("vms/disk") {
         claim.metadata.deletion_timestamp = Some(now());
     }
-    reconcile(&api, &FakeMetrics::default(), "vms", "disk", &settings(), &now())
-        .await
-        .expect("pass");
+    release_claim(&api, "vms", "disk").await.expect("pass");
     assert_eq!(api.take_writes(), ["delete pod vms/importer-disk"]);
+    release_claim(&api, "vms", "gone")
+        .await
+        .expect("a claim that is not there");
+    assert_eq!(api.take_writes(), Vec::<String>::new());
 }
