@@ -63,6 +63,7 @@ if [ ! -x "$registry_dir/usr/bin/docker-registry" ]; then
         (cd "$download" && apt-get download -q docker-registry >/dev/null) || die "apt-get download docker-registry failed"
     fi
     rm -rf "$registry_dir.new"
+    mkdir -p "$(dirname "$registry_dir")"
     dpkg-deb -x "$download"/docker-registry_*.deb "$registry_dir.new"
     rm -rf "$registry_dir"
     mv "$registry_dir.new" "$registry_dir"

@@ -124,13 +124,20 @@ fn serve(dir: &Path) -> anyhow::Result<(Server, u16)> {
         .stdout(Stdio::null())
         .spawn()
         .context("busybox httpd (make deps)")?;
-    let server = Server(child);
+    let mut server = Server(child);
     let deadline = Instant::now() + Duration::from_secs(30);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Some(status) = server.0.try_wait()? {
+            bail!("busybox httpd ended ({status}) before it listened on {port}");
+        }
         if Instant::now() > deadline {
             bail!("busybox httpd did not listen on {port}");
         }
         std::thread::sleep(Duration::from_millis(20));
+    }
+    // Whoever answers must be our server (the port was free a moment ago).
+    if let Some(status) = server.0.try_wait()? {
+        bail!("busybox httpd ended ({status}): port {port} was taken");
     }
     Ok((server, port))
 }

@@ -48,6 +48,10 @@ pub const UNSUPPORTED: [&str; 13] = [
 /// The import proxy's variables (upstream's `http_proxy`, `https_proxy`, `no_proxy`), refused
 /// while the importer does not go through a proxy.
 pub const PROXY: [&str; 3] = ["http_proxy", "https_proxy", "no_proxy"];
+/// The port of the importer's metrics endpoint (upstream's).
+pub const METRICS_PORT: u16 = 8443;
+/// The importer's progress metric (upstream's).
+pub const PROGRESS_METRIC: &str = "kubevirt_cdi_import_progress_total";
 /// The owner's uid, which labels the progress metric.
 pub const OWNER_UID: &str = "OWNER_UID";
 /// The mount of a filesystem claim.

@@ -95,61 +95,6 @@ pub fn scratch_name(claim: &str) -> String {
     format!("{claim}-scratch")
 }
 
-/// Why a DataVolume is not imported here, if it is not.
-fn unsupported(data_volume: &DataVolume) -> Option<String> {
-    let spec = &data_volume.spec;
-    if spec.source_ref.is_some() {
-        return Some("a sourceRef is resolved by the clone flow, which this CDI does not run yet".to_owned());
-    }
-    if spec.content_type.as_deref().is_some_and(|c| c != "kubevirt") {
-        return Some("contentType archive is not supported yet".to_owned());
-    }
-    if !spec.checkpoints.is_empty() || spec.final_checkpoint.is_some() {
-        return Some("checkpoints (multi-stage imports) are not supported yet".to_owned());
-    }
-    let source = spec.source.as_ref()?;
-    let kinds = [
-        ("s3", source.s3.is_some()),
-        ("gcs", source.gcs.is_some()),
-        ("upload", source.upload.is_some()),
-        ("pvc", source.pvc.is_some()),
-        ("snapshot", source.snapshot.is_some()),
-        ("imageio", source.imageio.is_some()),
-        ("vddk", source.vddk.is_some()),
-    ];
-    if let Some((kind, _)) = kinds.iter().find(|(_, set)| *set) {
-        return Some(format!("the {kind} source is not supported by this CDI yet"));
-    }
-    if let Some(registry) = &source.registry {
-        if registry.pull_method.as_deref() == Some("node") {
-            return Some(
-                "registry.pullMethod node (the node pulls the image) is not supported by this CDI yet".to_owned(),
-            );
-        }
-        if registry.image_stream.is_some() {
-            return Some("registry.imageStream (an OpenShift image stream) is not supported by this CDI".to_owned());
-        }
-        return match registry.url.as_deref() {
-            None => Some("registry.url is not set".to_owned()),
-            Some(url) if url.starts_with("oci-archive:") => {
-                Some("registry.url: the oci-archive transport is not supported by this CDI yet".to_owned())
-            }
-            Some(url) if !url.starts_with("docker://") => {
-                Some(format!("registry.url {url:?} must start with docker://"))
-            }
-            Some(_) => None,
-        };
-    }
-    let http = source.http.as_ref()?;
-    if !http.secret_extra_headers.is_empty() {
-        return Some("http.secretExtraHeaders is not supported yet".to_owned());
-    }
-    if http.insecure_skip_verify == Some(true) {
-        return Some("http.insecureSkipVerify is not supported yet".to_owned());
-    }
-    None
-}
-
 /// The import source, if the DataVolume has one this controller runs.
 fn import_source(data_volume: &DataVolume) -> Option<ImportSource> {
     let source = data_volume.spec.source.as_ref()?;
@@ -482,20 +427,6 @@ fn pod_args(
     }
 }
 
-/// Whether a registry source's host (`host[:port]`, as its URL gives it) is one of CDIConfig's
-/// `insecureRegistries` (upstream's exact comparison).
-fn insecure_registry(source: &ImportSource, insecure_registries: &[String]) -> bool {
-    let ImportSource::Registry(_) = source else {
-        return false;
-    };
-    let host = source
-        .endpoint()
-        .strip_prefix("docker://")
-        .and_then(|rest| rest.split(['/', '@']).next())
-        .unwrap_or_default();
-    !host.is_empty() && insecure_registries.iter().any(|r| r == host)
-}
-
 /// The scratch claim: the target's size, in the scratch class (or the target's), owned by the pod
 /// that mounts it so that it goes with the pod (as upstream's).
 fn scratch_claim(facts: &ImportFacts<'_>, claim: &PersistentVolumeClaim, pod: &Pod) -> PersistentVolumeClaim {
@@ -529,6 +460,10 @@ fn scratch_claim(facts: &ImportFacts<'_>, claim: &PersistentVolumeClaim, pod: &P
         status: None,
     }
 }
+
+mod sources;
+
+use sources::{insecure_registry, unsupported};
 
 #[cfg(test)]
 mod tests;

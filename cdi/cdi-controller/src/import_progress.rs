@@ -8,10 +8,7 @@ use std::time::Duration;
 use cdi_importer::http_source::{self, HttpSource};
 use k8s_openapi::api::core::v1::Pod;
 
-/// The metric (upstream's).
-pub const METRIC: &str = "kubevirt_cdi_import_progress_total";
-/// The importer's metrics port (upstream's).
-pub const PORT: u16 = 8443;
+pub use cdi_api::importer_env::{METRICS_PORT as PORT, PROGRESS_METRIC as METRIC};
 /// How long a scrape may take (upstream's).
 const TIMEOUT: Duration = Duration::from_secs(2);
 /// The most of a metrics page read.
@@ -76,8 +73,10 @@ impl ImporterMetrics for HttpsMetrics {
         };
         let source = HttpSource {
             url: format!("https://{host}:{}/metrics", self.port),
-            // The importer's certificate is its own, made at start, as upstream's.
+            // The importer's certificate is its own, made at start, as upstream's; a pod that
+            // answers with a redirect is not followed elsewhere in the cluster.
             skip_tls_verify: true,
+            no_redirects: true,
             ..HttpSource::default()
         };
         let fetch = async {

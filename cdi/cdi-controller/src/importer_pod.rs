@@ -247,7 +247,7 @@ pub fn render(args: &ImporterPodArgs) -> Pod {
         env: Some(environment(args)),
         ports: Some(vec![ContainerPort {
             name: Some("metrics".to_owned()),
-            container_port: 8443,
+            container_port: i32::from(env::METRICS_PORT),
             protocol: Some("TCP".to_owned()),
             ..ContainerPort::default()
         }]),

@@ -73,7 +73,7 @@ pub enum HttpError {
 }
 
 /// How to reach the source.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct HttpSource {
     /// The URL.
     pub url: String,
@@ -86,6 +86,30 @@ pub struct HttpSource {
     /// The server's certificate is not checked (a registry listed in CDIConfig's
     /// `insecureRegistries`).
     pub skip_tls_verify: bool,
+    /// A redirect is given back as the answer rather than followed.
+    pub no_redirects: bool,
+}
+
+/// Credentials and header values are not printed.
+impl std::fmt::Debug for HttpSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let header_names: Vec<&str> = self
+            .extra_headers
+            .iter()
+            .map(|h| h.split_once(':').map_or("", |(name, _)| name.trim()))
+            .collect();
+        f.debug_struct("HttpSource")
+            .field("url", &self.url)
+            .field(
+                "basic_auth",
+                &self.basic_auth.as_ref().map(|(user, _)| (user, "<redacted>")),
+            )
+            .field("extra_headers", &header_names)
+            .field("extra_roots_pem", &self.extra_roots_pem.len())
+            .field("skip_tls_verify", &self.skip_tls_verify)
+            .field("no_redirects", &self.no_redirects)
+            .finish()
+    }
 }
 
 /// Headers that carry credentials: sent to the first host only.
@@ -367,7 +391,7 @@ pub async fn get(source: &HttpSource, tls: &Arc<rustls::ClientConfig>) -> Result
     let mut redirects = 0;
     loop {
         let response = get_once(&sent, &uri, tls).await?;
-        if !response.status().is_redirection() {
+        if !response.status().is_redirection() || source.no_redirects {
             let (parts, body) = response.into_parts();
             return Ok(Answer {
                 status: parts.status,

@@ -226,6 +226,7 @@ fn http_source(vars: &BTreeMap<String, String>, endpoint: &str) -> Result<HttpSo
         extra_headers,
         extra_roots_pem: Vec::new(),
         skip_tls_verify: false,
+        no_redirects: false,
     })
 }
 

@@ -8,10 +8,7 @@ use std::io::{self, Read};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// The metric's name (upstream's).
-pub const METRIC: &str = "kubevirt_cdi_import_progress_total";
-/// The port of the metrics endpoint (upstream's).
-pub const METRICS_PORT: u16 = 8443;
+pub use cdi_api::importer_env::{METRICS_PORT, PROGRESS_METRIC as METRIC};
 
 /// A source being read: the bytes read so far, and how many there are.
 type Followed = (Arc<AtomicU64>, u64);

@@ -11,22 +11,23 @@
 //! Indexes (multi-platform images) give the DataVolume's `platform.architecture`, else the
 //! importer's own. Manifests fetched by digest and config blobs are checked against their digests.
 
+mod auth;
+mod disk;
 pub mod manifest;
 pub mod reference;
 pub mod tar_stream;
 
+pub use disk::{Disk, find_disk};
+
 use std::sync::Arc;
 
-use base64::Engine as _;
 use hyper::StatusCode;
 use sha2::Digest as _;
-use tracing::{info, warn};
 
 use crate::http_source::{self, Answer, HttpError, HttpSource};
-use crate::layers::{self, Stream};
+use crate::layers::Stream;
 use manifest::{Descriptor, ImageConfig, Manifest, ManifestError};
 use reference::{Reference, ReferenceError};
-use tar_stream::{EntryKind, TarStream};
 
 /// Where a containerDisk keeps its disk (upstream's `disk`).
 pub const DISK_DIR: &str = "disk/";
@@ -34,7 +35,7 @@ pub const DISK_DIR: &str = "disk/";
 const DOCUMENT_LIMIT: usize = 4 << 20;
 
 /// How to reach the image.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct RegistrySource {
     /// `docker://...`.
     pub url: String,
@@ -46,6 +47,22 @@ pub struct RegistrySource {
     pub insecure: bool,
     /// The platform's architecture to take from a multi-platform image.
     pub architecture: Option<String>,
+}
+
+/// The password is not printed.
+impl std::fmt::Debug for RegistrySource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegistrySource")
+            .field("url", &self.url)
+            .field(
+                "credentials",
+                &self.credentials.as_ref().map(|(user, _)| (user, "<redacted>")),
+            )
+            .field("extra_roots_pem", &self.extra_roots_pem.len())
+            .field("insecure", &self.insecure)
+            .field("architecture", &self.architecture)
+            .finish()
+    }
 }
 
 /// Why the image could not be read (the words upstream's importer uses where it has them).
@@ -103,65 +120,47 @@ pub enum RegistryError {
         "bootc image detected: this image contains an ostree-based bootable OS (containers.bootc=1 or ostree.bootable=1) and cannot be imported as a regular container disk; bootc-to-disk conversion is not yet implemented"
     )]
     Bootc,
-    /// No layer holds a disk.
-    #[error("Failed to find VM disk image file in the container image")]
-    NoDisk,
+    /// No layer holds a disk (the last layer passed over, and why, when one was).
+    #[error("Failed to find VM disk image file in the container image{}", passed_over.as_deref().map_or_else(String::new, |why| format!(" (a layer was passed over: {why})")))]
+    NoDisk {
+        /// Why the last layer passed over could not be read.
+        passed_over: Option<String>,
+    },
+    /// The first file under `disk/` is in a directory of its own.
+    #[error("Cannot locate image file: image directory contains another directory ({0})")]
+    Nested(String),
 }
 
 /// A connection's settings to one registry, with the credentials its challenge asked for.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Client {
     base: String,
     reference: Reference,
-    authorization: Option<String>,
+    /// The Authorization the registry's challenge asked for; renewed when a token runs out.
+    authorization: Arc<std::sync::Mutex<Option<String>>>,
+    /// The secret's credentials, for the challenges.
+    credentials: Option<(String, String)>,
     template: HttpSource,
     tls: Arc<rustls::ClientConfig>,
 }
 
-/// A token service's answer (either field, as registries differ).
-#[derive(serde::Deserialize)]
-struct Token {
-    #[serde(default)]
-    token: Option<String>,
-    #[serde(default)]
-    access_token: Option<String>,
-}
-
-/// The parameters of a `WWW-Authenticate` challenge: its scheme and `key="value"` pairs.
-fn challenge(header: &str) -> (String, Vec<(String, String)>) {
-    let (scheme, rest) = header.trim().split_once(' ').unwrap_or((header.trim(), ""));
-    let mut params = Vec::new();
-    let mut rest = rest.trim();
-    while let Some((key, after)) = rest.split_once('=') {
-        let key = key.trim().trim_start_matches(',').trim().to_ascii_lowercase();
-        let (value, remaining) = if let Some(quoted) = after.strip_prefix('"') {
-            let end = quoted.find('"').unwrap_or(quoted.len());
-            (quoted[..end].to_owned(), quoted.get(end + 1..).unwrap_or(""))
-        } else {
-            let end = after.find(',').unwrap_or(after.len());
-            (after[..end].trim().to_owned(), &after[end..])
-        };
-        params.push((key, value));
-        rest = remaining.trim_start_matches([',', ' ']);
+/// Credentials and tokens are not printed.
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("base", &self.base)
+            .field("reference", &self.reference)
+            .finish_non_exhaustive()
     }
-    (scheme.to_ascii_lowercase(), params)
 }
 
-fn percent_encode(value: &str) -> String {
-    value
-        .bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
-}
-
-fn sha256_digest(bytes: &[u8]) -> String {
-    format!("sha256:{:x}", sha2::Sha256::digest(bytes))
+/// The digest of `bytes` in the algorithm `expected` names (sha256 or sha512).
+fn content_digest(expected: &str, bytes: &[u8]) -> Result<String, RegistryError> {
+    match expected.split_once(':').map(|(algorithm, _)| algorithm) {
+        Some("sha256") => Ok(format!("sha256:{:x}", sha2::Sha256::digest(bytes))),
+        Some("sha512") => Ok(format!("sha512:{:x}", sha2::Sha512::digest(bytes))),
+        _ => Err(ManifestError::Invalid(format!("the digest {expected:?} is not sha256 or sha512")).into()),
+    }
 }
 
 /// The registry's own error messages in an answer's body (`: msg; msg`), if it has them.
@@ -205,78 +204,24 @@ impl Client {
         if let Some(accept) = accept {
             source.extra_headers.push(format!("Accept: {accept}"));
         }
-        if let Some(authorization) = &self.authorization {
+        if let Some(authorization) = self.authorization.lock().ok().and_then(|a| a.clone()) {
             source.extra_headers.push(format!("Authorization: {authorization}"));
         }
         source
     }
 
-    async fn get(&self, path: &str, accept: Option<&str>) -> Result<Answer, HttpError> {
-        http_source::get(&self.source(format!("{}{path}", self.base), accept), &self.tls).await
+    /// A GET that meets a 401 once more (a token that ran out is fetched again).
+    async fn get_authorized(&self, path: &str, accept: Option<&str>) -> Result<Answer, RegistryError> {
+        let answer = self.get(path, accept).await?;
+        if answer.status != StatusCode::UNAUTHORIZED {
+            return Ok(answer);
+        }
+        self.authenticate(&answer).await?;
+        Ok(self.get(path, accept).await?)
     }
 
-    /// Meets a 401's challenge: sets the Authorization the registry asked for.
-    async fn authenticate(
-        &mut self,
-        answer: &Answer,
-        credentials: Option<&(String, String)>,
-    ) -> Result<(), RegistryError> {
-        let registry = self.reference.registry.clone();
-        let auth_error = |reason: String| RegistryError::Auth {
-            registry: registry.clone(),
-            reason,
-        };
-        let header = answer
-            .headers
-            .get(hyper::header::WWW_AUTHENTICATE)
-            .and_then(|h| h.to_str().ok())
-            .ok_or_else(|| auth_error("HTTP 401 without a challenge".to_owned()))?;
-        let (scheme, params) = challenge(header);
-        let param = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
-        match scheme.as_str() {
-            "basic" => {
-                let (user, password) = credentials.ok_or_else(|| {
-                    auth_error("the registry wants credentials: set the source's secretRef".to_owned())
-                })?;
-                let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
-                self.authorization = Some(format!("Basic {token}"));
-                Ok(())
-            }
-            "bearer" => {
-                let realm =
-                    param("realm").ok_or_else(|| auth_error("a Bearer challenge without a realm".to_owned()))?;
-                let scope = format!("repository:{}:pull", self.reference.repository);
-                let mut query = vec![format!("scope={}", percent_encode(&scope))];
-                if let Some(service) = param("service") {
-                    query.insert(0, format!("service={}", percent_encode(&service)));
-                }
-                let separator = if realm.contains('?') { '&' } else { '?' };
-                let source = HttpSource {
-                    url: format!("{realm}{separator}{}", query.join("&")),
-                    basic_auth: credentials.cloned(),
-                    ..self.template.clone()
-                };
-                let answer = http_source::get(&source, &self.tls).await?;
-                let status = answer.status;
-                let body = answer.bytes(DOCUMENT_LIMIT).await?;
-                if !status.is_success() {
-                    return Err(auth_error(format!(
-                        "the token service {realm} answered HTTP {status}{}",
-                        registry_errors(&body)
-                    )));
-                }
-                let token: Token = serde_json::from_slice(&body)
-                    .map_err(|e| auth_error(format!("the token service's answer: {e}")))?;
-                let token = token
-                    .token
-                    .or(token.access_token)
-                    .filter(|t| !t.is_empty())
-                    .ok_or_else(|| auth_error("the token service gave no token".to_owned()))?;
-                self.authorization = Some(format!("Bearer {token}"));
-                Ok(())
-            }
-            other => Err(auth_error(format!("unknown challenge scheme {other:?}"))),
-        }
+    async fn get(&self, path: &str, accept: Option<&str>) -> Result<Answer, HttpError> {
+        http_source::get(&self.source(format!("{}{path}", self.base), accept), &self.tls).await
     }
 
     /// Connects to the registry of `source`: the scheme that answers, and the credentials its
@@ -292,22 +237,24 @@ impl Client {
             extra_headers: Vec::new(),
             extra_roots_pem: source.extra_roots_pem.clone(),
             skip_tls_verify: source.insecure,
+            no_redirects: false,
         };
         let tls = http_source::tls_config(&template)?;
         let client = |scheme: &str| Self {
             base: format!("{scheme}://{}", reference.registry),
             reference: reference.clone(),
-            authorization: None,
+            authorization: Arc::default(),
+            credentials: source.credentials.clone(),
             template: template.clone(),
             tls: Arc::clone(&tls),
         };
         let mut https = client("https");
-        match https.ping(source.credentials.as_ref()).await {
+        match https.ping().await {
             Ok(()) => Ok(https),
             // An insecure registry is tried over https unverified, then over plain http.
             Err(RegistryError::Http(HttpError::Connect { .. })) if source.insecure => {
                 let mut http = client("http");
-                http.ping(source.credentials.as_ref()).await?;
+                http.ping().await?;
                 Ok(http)
             }
             Err(e) => Err(e),
@@ -315,10 +262,10 @@ impl Client {
     }
 
     /// The API's base (`GET /v2/`), whose 401 says which credentials the registry wants.
-    async fn ping(&mut self, credentials: Option<&(String, String)>) -> Result<(), RegistryError> {
+    async fn ping(&mut self) -> Result<(), RegistryError> {
         let answer = self.get("/v2/", None).await?;
         match answer.status {
-            StatusCode::UNAUTHORIZED => self.authenticate(&answer, credentials).await,
+            StatusCode::UNAUTHORIZED => self.authenticate(&answer).await,
             status if status.is_success() => Ok(()),
             status => Err(RegistryError::Status {
                 what: format!("GET {}/v2/", self.base),
@@ -336,7 +283,7 @@ impl Client {
         what: &str,
         digest: Option<&str>,
     ) -> Result<(String, Vec<u8>), RegistryError> {
-        let answer = self.get(path, accept).await?;
+        let answer = self.get_authorized(path, accept).await?;
         let status = answer.status;
         let content_type = answer
             .headers
@@ -352,8 +299,8 @@ impl Client {
                 detail: registry_errors(&body),
             });
         }
-        if let Some(expected) = digest.filter(|d| d.starts_with("sha256:")) {
-            let actual = sha256_digest(&body);
+        if let Some(expected) = digest {
+            let actual = content_digest(expected, &body)?;
             if actual != expected {
                 return Err(RegistryError::Digest {
                     what: what.to_owned(),
@@ -428,7 +375,7 @@ impl Client {
     async fn blob(&self, layer: &Descriptor) -> Result<Stream, RegistryError> {
         let repository = &self.reference.repository;
         let answer = self
-            .get(&format!("/v2/{repository}/blobs/{}", layer.digest), None)
+            .get_authorized(&format!("/v2/{repository}/blobs/{}", layer.digest), None)
             .await?;
         if !answer.status.is_success() {
             let status = answer.status;
@@ -443,82 +390,6 @@ impl Client {
         }
         Ok(Box::new(answer.download()))
     }
-}
-
-/// Whether `path` is a file a containerDisk's disk may be (upstream's test).
-fn is_disk_path(path: &str) -> bool {
-    let in_disk_dir = path.starts_with(DISK_DIR) || path.strip_prefix("./").is_some_and(|p| p.starts_with(DISK_DIR));
-    let whiteout = path.rsplit('/').next().is_some_and(|name| name.starts_with(".wh."));
-    in_disk_dir && !whiteout
-}
-
-/// The disk found in a layer: its path in the image and its bytes.
-pub struct Disk {
-    /// Its path in the image.
-    pub path: String,
-    /// Its size.
-    pub size: u64,
-    /// Its bytes.
-    pub stream: Stream,
-}
-
-impl std::fmt::Debug for Disk {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Disk")
-            .field("path", &self.path)
-            .field("size", &self.size)
-            .finish_non_exhaustive()
-    }
-}
-
-/// Finds the disk in `layers`, base first: a layer that cannot be read as an archive is passed
-/// over, as upstream's importer does. Blocking: call it from a blocking thread, with `runtime`
-/// the runtime the client's requests run on.
-///
-/// # Errors
-/// [`RegistryError::NoDisk`] when no layer has one.
-pub fn find_disk(
-    runtime: &tokio::runtime::Handle,
-    client: &Client,
-    layers: &[Descriptor],
-) -> Result<Disk, RegistryError> {
-    for layer in layers {
-        info!(digest = %layer.digest, size = layer.size, media_type = %layer.media_type, "reading layer");
-        let blob = match runtime.block_on(client.blob(layer)) {
-            Ok(blob) => blob,
-            Err(error) => {
-                warn!(digest = %layer.digest, %error, "passing over a layer that could not be fetched");
-                continue;
-            }
-        };
-        let stream = match layers::open(blob) {
-            Ok(opened) => opened.stream,
-            Err(error) => {
-                warn!(digest = %layer.digest, %error, "passing over a layer that could not be opened");
-                continue;
-            }
-        };
-        let mut archive = TarStream::new(stream);
-        loop {
-            match archive.next_entry() {
-                Ok(Some(entry)) if entry.kind == EntryKind::File && is_disk_path(&entry.path) => {
-                    info!(path = %entry.path, size = entry.size, "found the disk");
-                    return Ok(Disk {
-                        path: entry.path,
-                        size: entry.size,
-                        stream: archive.into_entry(entry.size),
-                    });
-                }
-                Ok(Some(_)) => {}
-                Ok(None) => break,
-                Err(error) => {
-                    warn!(digest = %layer.digest, %error, "passing over a layer that could not be read");
-                    break;
-                }
-            }
-        }
-    }
-    Err(RegistryError::NoDisk)
 }
 
 #[cfg(test)]

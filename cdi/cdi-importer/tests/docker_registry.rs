@@ -6,7 +6,6 @@
 
 mod support;
 
-use std::io::Write as _;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -17,6 +16,7 @@ use cdi_importer::job::{Job, Source};
 use cdi_importer::registry::RegistrySource;
 use cdi_importer::run::{self, Ended, Paths};
 use support::fake_registry::{OCI_MANIFEST, digest, layer};
+use support::gzip;
 
 fn registry_binary() -> PathBuf {
     let cache =
@@ -234,12 +234,6 @@ fn qcow2_of(raw: &[u8], dir: &Path) -> Vec<u8> {
         .expect("qemu-img is installed (make deps)");
     assert!(status.success(), "qemu-img convert");
     std::fs::read(out).expect("qcow2")
-}
-
-fn gzip(data: &[u8]) -> Vec<u8> {
-    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    encoder.write_all(data).expect("gzip");
-    encoder.finish().expect("gzip")
 }
 
 struct Pod {

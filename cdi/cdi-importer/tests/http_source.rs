@@ -61,6 +61,7 @@ async fn basic_auth_and_extra_headers_are_sent() {
         extra_headers: vec!["X-Token: abc".to_owned()],
         extra_roots_pem: Vec::new(),
         skip_tls_verify: false,
+        no_redirects: false,
     };
     assert!(download(allowed).await.expect("allowed") == image());
 }

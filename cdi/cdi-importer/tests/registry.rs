@@ -143,7 +143,7 @@ async fn a_bearer_challenge_is_met_and_no_credential_follows_a_redirect_elsewher
         .iter()
         .find(|(path, _)| path.ends_with("/manifests/latest") && path.starts_with("/v2/"))
         .expect("the manifest");
-    assert_eq!(manifest.1.as_deref(), Some("Bearer a-token"));
+    assert_eq!(manifest.1.as_deref(), Some("Bearer a-token-1"));
     let elsewhere: Vec<_> = log.iter().filter(|(path, _)| path.starts_with("other/")).collect();
     assert!(!elsewhere.is_empty(), "blobs were redirected: {log:?}");
     assert!(
@@ -295,4 +295,41 @@ async fn without_scratch_space_nothing_is_pulled_and_the_pod_asks_for_it() {
         Ended::ChecksumMismatch(e) => panic!("{e}"),
     }
     assert_eq!(registry.log(), [], "nothing fetched");
+}
+
+#[tokio::test]
+async fn a_token_that_runs_out_is_fetched_again() {
+    let auth = Auth::Bearer {
+        user: "puller".to_owned(),
+        password: "s3cret".to_owned(),
+    };
+    let registry = FakeRegistry::start(auth).await;
+    registry.state.lock().expect("state").token_uses = Some(2);
+    let boot = gzip(&layer(&[("boot/vmlinuz", b"kernel")]));
+    let disk = gzip(&layer(&[("disk/d.img", &image())]));
+    registry.image("expiring/disk", "latest", "amd64", "{}", vec![boot, disk]);
+    let mut with_credentials = source(&registry, "expiring/disk");
+    with_credentials.credentials = Some(("puller".to_owned(), "s3cret".to_owned()));
+    let (pod, ended) = import(with_credentials).await;
+    assert_imported(&pod, ended);
+    let tokens = registry
+        .log()
+        .iter()
+        .filter(|(path, _)| path.starts_with("/token"))
+        .count();
+    assert!(tokens >= 2, "the token was fetched again: {:?}", registry.log());
+}
+
+#[tokio::test]
+async fn a_disk_in_a_directory_under_disk_fails_as_upstream_s_does() {
+    let registry = FakeRegistry::start(Auth::Anonymous).await;
+    registry.image(
+        "nested/disk",
+        "latest",
+        "amd64",
+        "{}",
+        vec![layer(&[("disk/sub/d.img", &image())])],
+    );
+    let (pod, ended) = import(source(&registry, "nested/disk")).await;
+    assert_failed(&pod, ended, "image directory contains another directory");
 }

@@ -104,7 +104,7 @@ pub enum TokenError {
     /// Past its expiry.
     #[error("the token expired")]
     Expired,
-    /// Not valid yet.
+    /// Not valid yet, or issued in the future.
     #[error("the token is not valid yet")]
     NotYet,
 }
@@ -227,10 +227,10 @@ impl Validator {
         if claims.iss != self.issuer {
             return Err(TokenError::Issuer(claims.iss));
         }
-        if now > claims.exp + self.leeway {
+        if now > claims.exp.saturating_add(self.leeway) {
             return Err(TokenError::Expired);
         }
-        if now + self.leeway < claims.nbf {
+        if now.saturating_add(self.leeway) < claims.nbf.max(claims.iat) {
             return Err(TokenError::NotYet);
         }
         Ok(claims.payload)

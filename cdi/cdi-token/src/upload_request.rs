@@ -38,11 +38,7 @@ fn refuse(status: u16, body: impl Into<String>) -> Refusal {
 /// a claim; 401 for a token that is not valid.
 pub fn target(authorization: Option<&str>, validator: &Validator, now: i64) -> Result<(String, String), Refusal> {
     let header = authorization.filter(|h| !h.is_empty()).ok_or_else(|| refuse(400, ""))?;
-    let token = header
-        .strip_prefix("Bearer ")
-        .map(str::trim)
-        .filter(|t| !t.is_empty() && !t.contains(' '))
-        .ok_or_else(|| refuse(400, ""))?;
+    let token = bearer_token(header).ok_or_else(|| refuse(400, ""))?;
     let payload: Payload = validator.validate(token, now).map_err(|_| refuse(401, ""))?;
     if payload.operation != UPLOAD
         || payload.name.is_empty()
@@ -52,6 +48,23 @@ pub fn target(authorization: Option<&str>, validator: &Validator, now: i64) -> R
         return Err(refuse(400, ""));
     }
     Ok((payload.namespace, payload.name))
+}
+
+/// The token of a `Bearer <token>` header, as upstream's pattern reads it: the scheme in any case,
+/// whitespace after it, and a token of URL-safe and base64 characters only.
+fn bearer_token(header: &str) -> Option<&str> {
+    let (scheme, rest) = header.split_at_checked(6)?;
+    if !scheme.eq_ignore_ascii_case("bearer") || !rest.starts_with(char::is_whitespace) {
+        return None;
+    }
+    let token = rest.trim_start();
+    let allowed = |b: u8| b.is_ascii_alphanumeric() || b"-._~+/".contains(&b);
+    (!token.is_empty() && token.bytes().all(allowed)).then_some(token)
+}
+
+/// Go's `strconv.ParseBool` truths, as upstream reads the ready annotation.
+fn go_true(value: &str) -> bool {
+    matches!(value, "1" | "t" | "T" | "TRUE" | "true" | "True")
 }
 
 /// What the proxy sees of the claim a token names.
@@ -89,7 +102,7 @@ pub fn ready(name: &str, claim: &ClaimState) -> Result<(), Refusal> {
             format!("rejecting Upload Request for PVC {name} that already finished uploading"),
         ));
     }
-    if annotations.get(POD_READY).is_none_or(|r| r != "true") {
+    if !annotations.get(POD_READY).is_some_and(|r| go_true(r)) {
         return Err(refuse(
             503,
             format!("rejecting Upload Request for PVC {name} that is not ready yet"),
@@ -124,6 +137,12 @@ mod tests {
         assert_eq!(status(Some(&token), 1_000), Err(400), "no Bearer");
         assert_eq!(status(Some(&format!("Basic {token}")), 1_000), Err(400));
         assert_eq!(status(Some("Bearer "), 1_000), Err(400));
+        assert_eq!(status(Some(&format!("Bearer {token} extra")), 1_000), Err(400));
+        assert_eq!(
+            target(Some(&format!("bearer \t{token}")), &validator, 1_000),
+            Ok(("vms".to_owned(), "disk".to_owned())),
+            "the scheme in any case, any whitespace"
+        );
         assert_eq!(status(Some(&format!("Bearer {token}")), 1_400), Err(401), "expired");
         assert_eq!(status(Some("Bearer a.b.c"), 1_000), Err(401), "not a token of ours");
         let forged = self::issuer().issue(&Payload::upload("vms", "disk"), 1_000);
@@ -181,5 +200,10 @@ mod tests {
         );
         assert!(refused(&claim(&[(UPLOAD_TARGET, "")])).body.contains("not ready yet"));
         assert!(refused(&claim(&[(UPLOAD_TARGET, ""), (POD_READY, "false")])).status == 503);
+        assert_eq!(
+            ready("disk", &claim(&[(UPLOAD_TARGET, ""), (POD_READY, "True")])),
+            Ok(()),
+            "Go's truths"
+        );
     }
 }

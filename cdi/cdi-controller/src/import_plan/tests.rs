@@ -430,7 +430,7 @@ fn a_registry_import_has_scratch_space_from_its_first_pod() {
 
     // A registry in CDIConfig's insecureRegistries, named by host and port as the URL has them.
     let insecure = ImporterSettings {
-        insecure_registries: vec!["registry.disks".to_owned(), "registry.disks:5000".to_owned()],
+        insecure_registries: vec!["registry.disks:5000".to_owned()],
         ..settings()
     };
     let with_insecure = ImportFacts {
@@ -448,14 +448,18 @@ fn a_registry_import_has_scratch_space_from_its_first_pod() {
             .contains(&json!({"name": "INSECURE_TLS", "value": "true"})),
         "{env}"
     );
-    let other_port = ImporterSettings {
-        insecure_registries: vec!["registry.disks:5001".to_owned()],
-        ..settings()
-    };
-    assert!(!insecure_registry(
-        &ImportSource::Registry(dv.spec.source.clone().and_then(|s| s.registry).expect("registry")),
-        &other_port.insecure_registries
-    ));
+    let source = ImportSource::Registry(dv.spec.source.clone().and_then(|s| s.registry).expect("registry"));
+    for other in [
+        "registry.disks",
+        "registry.disks:5001",
+        "docker://registry.disks:5000",
+        "",
+    ] {
+        assert!(
+            !insecure_registry(&source, &[other.to_owned()]),
+            "{other:?} is another registry"
+        );
+    }
 }
 
 #[test]
@@ -469,6 +473,10 @@ fn registry_sources_this_cdi_does_not_pull_fail_with_the_reason() {
         (json!({"url": "oci-archive:/disk.tar"}), "oci-archive transport"),
         (json!({"url": "http://r/disk"}), "must start with docker://"),
         (json!({}), "registry.url is not set"),
+        (
+            json!({"url": "docker://quay.io/Upper/Case"}),
+            "registry.url: Could not parse image",
+        ),
     ];
     for (registry, expected) in cases {
         let dv = data_volume(&json!({ "registry": registry }));

@@ -41,6 +41,7 @@ fn an_http_import_reads_every_variable() {
                 extra_headers: vec!["X-Token: abc".to_owned(), "X-Other: d".to_owned()],
                 extra_roots_pem: Vec::new(),
                 skip_tls_verify: false,
+                no_redirects: false,
             }),
             cert_dir: Some(PathBuf::from("/certs")),
             image_size: Some(10 << 30),

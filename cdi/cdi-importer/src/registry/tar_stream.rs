@@ -48,7 +48,12 @@ pub struct TarStream {
     inner: Stream,
     /// Bytes of the current entry (and its padding) not read yet.
     unread: u64,
+    /// The current entry's data size.
+    current: u64,
 }
+
+/// The largest entry size taken (Go's reader refuses larger ones too).
+const MAX_SIZE: u64 = i64::MAX as u64;
 
 impl std::fmt::Debug for TarStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -58,8 +63,16 @@ impl std::fmt::Debug for TarStream {
     }
 }
 
+/// `size` rounded up to whole blocks (sizes are at most [`MAX_SIZE`], so this cannot overflow).
 fn padded(size: u64) -> u64 {
     size.div_ceil(BLOCK as u64) * BLOCK as u64
+}
+
+fn checked_size(size: u64) -> Result<u64, TarError> {
+    if size > MAX_SIZE {
+        return Err(TarError::Invalid("an entry's size is larger than a tar entry may be"));
+    }
+    Ok(size)
 }
 
 /// A NUL- (or space-) ended field.
@@ -132,7 +145,11 @@ impl TarStream {
     /// Reads the archive in `inner`.
     #[must_use]
     pub fn new(inner: Stream) -> Self {
-        Self { inner, unread: 0 }
+        Self {
+            inner,
+            unread: 0,
+            current: 0,
+        }
     }
 
     fn skip_unread(&mut self) -> Result<(), TarError> {
@@ -194,7 +211,7 @@ impl TarStream {
             if !checksum_matches(&header)? {
                 return Err(TarError::Invalid("a header's checksum is wrong"));
             }
-            let size = octal(&header[124..136])?;
+            let size = checked_size(octal(&header[124..136])?)?;
             match header[156] {
                 b'L' => {
                     long_name = Some(String::from_utf8_lossy(text(&self.metadata(size)?)).into_owned());
@@ -205,11 +222,11 @@ impl TarStream {
                         match key.as_str() {
                             "path" => pax_path = Some(value),
                             "size" => {
-                                pax_size = Some(
+                                pax_size = Some(checked_size(
                                     value
                                         .parse()
                                         .map_err(|_| TarError::Invalid("a PAX size is not a number"))?,
-                                );
+                                )?);
                             }
                             _ => {}
                         }
@@ -238,136 +255,55 @@ impl TarStream {
             });
             let size = pax_size.unwrap_or(size);
             let kind = match header[156] {
+                // An old-style entry whose name ends in a slash is a directory (as Go reads it).
+                0 if path.ends_with('/') => EntryKind::Directory,
                 b'0' | 0 | b'7' => EntryKind::File,
                 b'5' => EntryKind::Directory,
                 _ => EntryKind::Other,
             };
-            // Links, directories and devices have no data, whatever their size field says.
-            let size = if kind == EntryKind::File { size } else { 0 };
+            // Links, devices, directories and FIFOs (types 1 to 6) have no data, whatever their
+            // size field says; any other type's data is skipped by its size.
+            let size = if matches!(header[156], b'1'..=b'6') || kind == EntryKind::Directory {
+                0
+            } else {
+                size
+            };
             self.unread = padded(size);
+            self.current = size;
             return Ok(Some(Entry { path, kind, size }));
         }
     }
 
-    /// The data of the entry `next_entry` gave last, as a stream of its `size` bytes.
+    /// The data of the entry `next_entry` gave last, as a stream of its size; a stream that ends
+    /// before is an [`io::ErrorKind::UnexpectedEof`] error, never a short entry.
     #[must_use]
-    pub fn into_entry(self, size: u64) -> Stream {
-        Box::new(self.inner.take(size))
+    pub fn into_entry(self) -> Stream {
+        Box::new(Exact {
+            inner: self.inner.take(self.current),
+            left: self.current,
+        })
+    }
+}
+
+/// An entry's data: exactly its size.
+struct Exact<R> {
+    inner: R,
+    left: u64,
+}
+
+impl<R: Read> Read for Exact<R> {
+    fn read(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buffer)?;
+        if n == 0 && self.left > 0 && !buffer.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("the layer ended {} bytes before the end of the entry", self.left),
+            ));
+        }
+        self.left -= n as u64;
+        Ok(n)
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use pretty_assertions::assert_eq;
-
-    use super::*;
-
-    fn archive(build: impl FnOnce(&mut tar::Builder<Vec<u8>>)) -> Vec<u8> {
-        let mut builder = tar::Builder::new(Vec::new());
-        build(&mut builder);
-        builder.into_inner().expect("tar")
-    }
-
-    fn file(builder: &mut tar::Builder<Vec<u8>>, path: &str, data: &[u8], format: &str) {
-        let mut header = match format {
-            "gnu" => tar::Header::new_gnu(),
-            "ustar" => tar::Header::new_ustar(),
-            _ => tar::Header::new_old(),
-        };
-        header.set_size(data.len() as u64);
-        header.set_mode(0o644);
-        header.set_entry_type(tar::EntryType::Regular);
-        builder.append_data(&mut header, path, data).expect("append");
-    }
-
-    fn entries(bytes: Vec<u8>) -> Vec<(String, EntryKind, u64)> {
-        let mut stream = TarStream::new(Box::new(io::Cursor::new(bytes)));
-        let mut seen = Vec::new();
-        while let Some(entry) = stream.next_entry().expect("entry") {
-            seen.push((entry.path, entry.kind, entry.size));
-        }
-        seen
-    }
-
-    #[test]
-    fn every_header_form_gives_its_path_kind_and_size() {
-        let long = format!("disk/{}.qcow2", "n".repeat(150));
-        for format in ["gnu", "ustar", "old"] {
-            let bytes = archive(|b| {
-                let mut dir = tar::Header::new_gnu();
-                dir.set_entry_type(tar::EntryType::Directory);
-                dir.set_size(0);
-                dir.set_mode(0o755);
-                b.append_data(&mut dir, "disk/", io::empty()).expect("dir");
-                file(b, "disk/a.img", &[7; 1000], format);
-                file(b, "boot/empty", &[], format);
-                if format != "old" {
-                    file(b, &long, &[1; 3], format);
-                }
-                let mut link = tar::Header::new_gnu();
-                link.set_entry_type(tar::EntryType::Symlink);
-                b.append_link(&mut link, "disk/link", "a.img").expect("link");
-            });
-            let mut want = vec![
-                ("disk/".to_owned(), EntryKind::Directory, 0),
-                ("disk/a.img".to_owned(), EntryKind::File, 1000),
-                ("boot/empty".to_owned(), EntryKind::File, 0),
-            ];
-            if format != "old" {
-                want.push((long.clone(), EntryKind::File, 3));
-            }
-            want.push(("disk/link".to_owned(), EntryKind::Other, 0));
-            assert_eq!(entries(bytes), want, "{format}");
-        }
-    }
-
-    #[test]
-    fn pax_records_name_the_entry() {
-        let mut bytes = Vec::new();
-        let records = b"28 path=disk/from-pax.qcow2\n";
-        let mut pax = tar::Header::new_ustar();
-        pax.set_entry_type(tar::EntryType::XHeader);
-        pax.set_size(records.len() as u64);
-        pax.set_path("PaxHeaders/x").expect("path");
-        pax.set_cksum();
-        bytes.extend_from_slice(pax.as_bytes());
-        bytes.extend_from_slice(records);
-        bytes.resize(bytes.len().next_multiple_of(BLOCK), 0);
-        bytes.extend(archive(|b| file(b, "short", b"data", "ustar")));
-        assert_eq!(entries(bytes), [("disk/from-pax.qcow2".to_owned(), EntryKind::File, 4)]);
-    }
-
-    #[test]
-    fn the_entry_wanted_is_read_in_place_and_the_others_skipped() {
-        let data: Vec<u8> = (0..5000_u32).map(|n| (n % 251) as u8).collect();
-        let bytes = archive(|b| {
-            file(b, "etc/other", &[9; 700], "gnu");
-            file(b, "disk/disk.img", &data, "gnu");
-            file(b, "after", &[1; 10], "gnu");
-        });
-        let mut stream = TarStream::new(Box::new(io::Cursor::new(bytes)));
-        let first = stream.next_entry().expect("first").expect("an entry");
-        assert_eq!(first.path, "etc/other");
-        let second = stream.next_entry().expect("second").expect("an entry");
-        assert_eq!(second.path, "disk/disk.img");
-        let mut read = Vec::new();
-        stream.into_entry(second.size).read_to_end(&mut read).expect("read");
-        assert_eq!(read, data);
-    }
-
-    #[test]
-    fn what_is_not_a_tar_archive_is_refused() {
-        let mut garbage = vec![0x55_u8; 2048];
-        garbage[0] = b'x';
-        assert!(matches!(
-            TarStream::new(Box::new(io::Cursor::new(garbage))).next_entry(),
-            Err(TarError::Invalid(_))
-        ));
-        let mut cut = archive(|b| file(b, "disk/a", &[1; 4096], "gnu"));
-        cut.truncate(BLOCK + 100);
-        let mut stream = TarStream::new(Box::new(io::Cursor::new(cut)));
-        assert!(stream.next_entry().expect("header").is_some());
-        assert!(matches!(stream.next_entry(), Err(TarError::Read(_))));
-        assert_eq!(entries(Vec::new()), []);
-    }
-}
+mod tests;

@@ -1,5 +1,7 @@
 use pretty_assertions::assert_eq;
 
+use super::auth::{challenge, percent_encode};
+use super::disk::{DiskPath, disk_path};
 use super::*;
 
 #[test]
@@ -47,17 +49,21 @@ fn the_registry_s_own_error_messages_are_kept() {
 }
 
 #[test]
-fn the_disk_is_a_file_under_disk_and_no_whiteout() {
-    for path in ["disk/testguest.qcow2", "./disk/a.img", "disk/sub/x.img"] {
-        assert!(is_disk_path(path), "{path}");
+fn the_disk_is_a_file_right_under_disk_and_no_whiteout() {
+    for path in ["disk/testguest.qcow2", "./disk/a.img"] {
+        assert_eq!(disk_path(path), DiskPath::Disk, "{path}");
+    }
+    for path in ["disk/sub/x.img", "./disk/a/b"] {
+        assert_eq!(disk_path(path), DiskPath::Nested, "{path}");
     }
     for path in [
         "boot/vmlinuz",
         "disk",
+        "disk/",
         "diskette/a.img",
         "disk/.wh.old.img",
         "./boot/disk/a.img",
     ] {
-        assert!(!is_disk_path(path), "{path}");
+        assert_eq!(disk_path(path), DiskPath::Elsewhere, "{path}");
     }
 }

@@ -55,14 +55,18 @@ pub struct State {
     redirect_blobs_to: Option<SocketAddr>,
     /// Each request: its path and its Authorization header.
     pub log: Vec<(String, Option<String>)>,
+    /// Tokens issued so far; the current one is `a-token-<count>`.
+    tokens_issued: usize,
+    /// How many requests a token is good for (none: any number).
+    pub token_uses: Option<usize>,
+    /// Requests made with the current token.
+    token_used: usize,
 }
 
 pub struct FakeRegistry {
     pub address: SocketAddr,
     pub state: Arc<Mutex<State>>,
 }
-
-const TOKEN: &str = "a-token";
 
 fn basic(user: &str, password: &str) -> String {
     format!(
@@ -103,17 +107,28 @@ fn respond(
     state.log.push((request.uri().to_string(), authorization.clone()));
     if path == "/token" {
         return match auth {
-            Auth::Bearer { user, password } if authorization.as_deref() == Some(&basic(user, password)) => reply(
-                StatusCode::OK,
-                "application/json",
-                format!(r#"{{"token":"{TOKEN}"}}"#).into_bytes(),
-            ),
+            Auth::Bearer { user, password } if authorization.as_deref() == Some(&basic(user, password)) => {
+                state.tokens_issued += 1;
+                state.token_used = 0;
+                let token = format!("a-token-{}", state.tokens_issued);
+                reply(
+                    StatusCode::OK,
+                    "application/json",
+                    format!(r#"{{"token":"{token}"}}"#).into_bytes(),
+                )
+            }
             _ => reply(StatusCode::UNAUTHORIZED, "", Vec::new()),
         };
     }
     let challenge = match auth {
         Auth::Anonymous => None,
-        Auth::Bearer { .. } if authorization.as_deref() == Some(&format!("Bearer {TOKEN}")) => None,
+        Auth::Bearer { .. }
+            if authorization.as_deref() == Some(&format!("Bearer a-token-{}", state.tokens_issued))
+                && state.token_uses.is_none_or(|uses| state.token_used < uses) =>
+        {
+            state.token_used += 1;
+            None
+        }
         Auth::Bearer { .. } => Some(format!(
             r#"Bearer realm="http://{address}/token",service="fake-registry""#
         )),

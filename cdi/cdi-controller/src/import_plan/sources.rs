@@ -1,0 +1,77 @@
+//! Which sources this controller imports, and what a registry source's host says.
+
+use cdi_api::DataVolume;
+
+use crate::importer_pod::ImportSource;
+
+/// Why a DataVolume is not imported here, if it is not.
+pub(super) fn unsupported(data_volume: &DataVolume) -> Option<String> {
+    let spec = &data_volume.spec;
+    if spec.source_ref.is_some() {
+        return Some("a sourceRef is resolved by the clone flow, which this CDI does not run yet".to_owned());
+    }
+    if spec.content_type.as_deref().is_some_and(|c| c != "kubevirt") {
+        return Some("contentType archive is not supported yet".to_owned());
+    }
+    if !spec.checkpoints.is_empty() || spec.final_checkpoint.is_some() {
+        return Some("checkpoints (multi-stage imports) are not supported yet".to_owned());
+    }
+    let source = spec.source.as_ref()?;
+    let kinds = [
+        ("s3", source.s3.is_some()),
+        ("gcs", source.gcs.is_some()),
+        ("upload", source.upload.is_some()),
+        ("pvc", source.pvc.is_some()),
+        ("snapshot", source.snapshot.is_some()),
+        ("imageio", source.imageio.is_some()),
+        ("vddk", source.vddk.is_some()),
+    ];
+    if let Some((kind, _)) = kinds.iter().find(|(_, set)| *set) {
+        return Some(format!("the {kind} source is not supported by this CDI yet"));
+    }
+    if let Some(registry) = &source.registry {
+        if registry.pull_method.as_deref() == Some("node") {
+            return Some(
+                "registry.pullMethod node (the node pulls the image) is not supported by this CDI yet".to_owned(),
+            );
+        }
+        if registry.image_stream.is_some() {
+            return Some("registry.imageStream (an OpenShift image stream) is not supported by this CDI".to_owned());
+        }
+        return match registry.url.as_deref() {
+            None => Some("registry.url is not set".to_owned()),
+            Some(url) if url.starts_with("oci-archive:") => {
+                Some("registry.url: the oci-archive transport is not supported by this CDI yet".to_owned())
+            }
+            Some(url) if !url.starts_with("docker://") => {
+                Some(format!("registry.url {url:?} must start with docker://"))
+            }
+            // A reference the importer could not read fails here, not in a restarting pod.
+            Some(url) => cdi_importer::registry::reference::parse(url)
+                .err()
+                .map(|e| format!("registry.url: {e}")),
+        };
+    }
+    let http = source.http.as_ref()?;
+    if !http.secret_extra_headers.is_empty() {
+        return Some("http.secretExtraHeaders is not supported yet".to_owned());
+    }
+    if http.insecure_skip_verify == Some(true) {
+        return Some("http.insecureSkipVerify is not supported yet".to_owned());
+    }
+    None
+}
+
+/// Whether a registry source's host (`host[:port]`, as its URL gives it) is one of CDIConfig's
+/// `insecureRegistries` (upstream's exact comparison).
+pub(super) fn insecure_registry(source: &ImportSource, insecure_registries: &[String]) -> bool {
+    let ImportSource::Registry(_) = source else {
+        return false;
+    };
+    let host = source
+        .endpoint()
+        .strip_prefix("docker://")
+        .and_then(|rest| rest.split(['/', '@']).next())
+        .unwrap_or_default();
+    !host.is_empty() && insecure_registries.iter().any(|r| r == host)
+}
