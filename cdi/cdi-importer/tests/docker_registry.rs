@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 use cdi_importer::convert::QemuImg;
 use cdi_importer::job::{Job, Source};
 use cdi_importer::registry::RegistrySource;
-use cdi_importer::run::{self, Ended, Paths};
+use cdi_importer::run::{self, Ended};
 use support::fake_registry::{OCI_MANIFEST, digest, layer};
-use support::gzip;
+use support::{gzip, pod};
 
 fn registry_binary() -> PathBuf {
     let cache =
@@ -236,23 +236,6 @@ fn qcow2_of(raw: &[u8], dir: &Path) -> Vec<u8> {
     std::fs::read(out).expect("qcow2")
 }
 
-struct Pod {
-    root: tempfile::TempDir,
-    paths: Paths,
-}
-
-fn pod() -> Pod {
-    let root = tempfile::tempdir().expect("temp dir");
-    let paths = Paths {
-        data_dir: root.path().join("data"),
-        block_device: root.path().join("dev/cdi-block-volume"),
-        scratch_dir: root.path().join("scratch"),
-    };
-    std::fs::create_dir(&paths.data_dir).expect("data");
-    std::fs::create_dir(&paths.scratch_dir).expect("scratch");
-    Pod { root, paths }
-}
-
 fn job(url: String, cert_dir: Option<PathBuf>) -> Job {
     Job {
         source: Source::Registry(RegistrySource {
@@ -278,7 +261,7 @@ async fn a_containerdisk_s_qcow2_is_pulled_through_the_ca_and_converted() {
     registry.push_image("containerdisks/testguest", "v1", &[boot, disk]);
     let url = format!("docker://localhost:{}/containerdisks/testguest:v1", registry.port);
 
-    let verified = pod();
+    let verified = pod(true);
     let certs = verified.root.path().join("certs");
     std::fs::create_dir(&certs).expect("certs");
     std::fs::write(certs.join("ca.crt"), &registry.ca_pem).expect("ca");
@@ -298,7 +281,7 @@ async fn a_containerdisk_s_qcow2_is_pulled_through_the_ca_and_converted() {
     );
 
     // Without the CA, the registry's certificate is refused and nothing is left.
-    let unverified = pod();
+    let unverified = pod(true);
     let error = run::run(job(url, None), &unverified.paths, QemuImg::default())
         .await
         .expect_err("an unknown certificate");

@@ -4,47 +4,12 @@
 
 mod support;
 
-use std::path::Path;
-
-use cdi_importer::convert::{ConvertError, Converter};
 use cdi_importer::job::{Job, Source};
 use cdi_importer::registry::RegistrySource;
-use cdi_importer::run::{self, Ended, Finished, Paths};
+use cdi_importer::run::{self, Ended, Finished};
 use pretty_assertions::assert_eq;
 use support::fake_registry::{Auth, FakeRegistry, OCI_INDEX, layer};
-use support::{gzip, image};
-
-/// Raw images only: a conversion is a failure here.
-struct NoConverter;
-
-impl Converter for NoConverter {
-    fn virtual_size(&self, image: &Path, _: &str) -> Result<u64, ConvertError> {
-        panic!("no conversion expected: {}", image.display())
-    }
-
-    fn convert_to_raw(&self, image: &Path, _: &str, _: &Path) -> Result<(), ConvertError> {
-        panic!("no conversion expected: {}", image.display())
-    }
-}
-
-struct Pod {
-    _root: tempfile::TempDir,
-    paths: Paths,
-}
-
-fn pod(scratch: bool) -> Pod {
-    let root = tempfile::tempdir().expect("temp dir");
-    let paths = Paths {
-        data_dir: root.path().join("data"),
-        block_device: root.path().join("dev/cdi-block-volume"),
-        scratch_dir: root.path().join("scratch"),
-    };
-    std::fs::create_dir(&paths.data_dir).expect("data");
-    if scratch {
-        std::fs::create_dir(&paths.scratch_dir).expect("scratch");
-    }
-    Pod { _root: root, paths }
-}
+use support::{NoConverter, Pod, gzip, image, pod};
 
 fn job(source: RegistrySource) -> Job {
     Job {

@@ -7,54 +7,13 @@ mod support;
 
 use std::fmt::Write as _;
 use std::os::unix::fs::MetadataExt as _;
-use std::path::{Path, PathBuf};
 
 use cdi_importer::checksum::Checksum;
-use cdi_importer::convert::{ConvertError, Converter};
 use cdi_importer::http_source::HttpSource;
 use cdi_importer::job::{Job, Source};
-use cdi_importer::run::{self, COMPLETE, Ended, Finished, Paths};
+use cdi_importer::run::{self, COMPLETE, Ended, Finished};
 use sha2::Digest as _;
-use support::{gzip, image, serve_plain, serve_tls};
-
-/// A converter for images that must never reach one.
-struct NoConverter;
-
-impl Converter for NoConverter {
-    fn virtual_size(&self, image: &Path, _: &str) -> Result<u64, ConvertError> {
-        panic!("no conversion expected: {}", image.display())
-    }
-
-    fn convert_to_raw(&self, image: &Path, _: &str, _: &Path) -> Result<(), ConvertError> {
-        panic!("no conversion expected: {}", image.display())
-    }
-}
-
-struct Pod {
-    root: tempfile::TempDir,
-    paths: Paths,
-}
-
-/// A pod's volumes: the data directory, and the scratch directory when `scratch`.
-fn pod(scratch: bool) -> Pod {
-    let root = tempfile::tempdir().expect("temp dir");
-    let paths = Paths {
-        data_dir: root.path().join("data"),
-        block_device: root.path().join("dev/cdi-block-volume"),
-        scratch_dir: root.path().join("scratch"),
-    };
-    std::fs::create_dir(&paths.data_dir).expect("data");
-    if scratch {
-        std::fs::create_dir(&paths.scratch_dir).expect("scratch");
-    }
-    Pod { root, paths }
-}
-
-impl Pod {
-    fn disk(&self) -> PathBuf {
-        self.paths.data_dir.join("disk.img")
-    }
-}
+use support::{NoConverter, gzip, image, pod, serve_plain, serve_tls};
 
 fn http_job(url: String) -> Job {
     Job {

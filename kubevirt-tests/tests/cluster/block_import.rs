@@ -9,8 +9,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::claims::LoopDevice;
-use super::data_volumes::{node_dir, serve_guest_disk, vm_booting_from_template, volume_for};
-use super::support::{Cleanup, console_until, field, get, kubectl_ok, kubectl_stdin, wait_for, wait_for_phase};
+use super::data_volumes::{
+    boots_and_reads_the_label, import_succeeds, node_dir, serve_guest_disk, vm_booting_from_template, volume_for,
+};
+use super::support::{Cleanup, field, get, kubectl_ok, kubectl_stdin, wait_for};
 
 #[test]
 #[ignore = "needs the test cluster: make cluster"]
@@ -42,26 +44,12 @@ fn a_vm_boots_from_a_qcow2_imported_onto_a_block_claim() {
     .replacen("          volumeMode: Filesystem\n", "          volumeMode: Block\n", 1);
     assert!(manifest.contains("volumeMode: Block"), "{manifest}");
     cleanup.apply("vm", NAME, &manifest);
-    let done = wait_for(
-        "the import onto the device to succeed",
-        Duration::from_secs(300),
-        || {
-            let dv = get("dv", &claim, "default")?;
-            assert_ne!(field(&dv, "status.phase"), "Failed", "{dv}");
-            (field(&dv, "status.phase") == "Succeeded").then_some(dv)
-        },
-    );
+    let done = import_succeeds(&claim);
     assert_eq!(field(&done, "status.progress"), "100.0%");
     let imported = get("pvc", &claim, "default").expect("the claim");
     assert_eq!(field(&imported, "spec.volumeMode"), "Block");
 
-    wait_for_phase(NAME, "Running", Duration::from_secs(240));
-    console_until(
-        NAME,
-        "\necho label $(head -c 26 /dev/vda) sizes $(cat /sys/block/vda/size) end",
-        "label KUBEVIRT-RS-TESTGUEST-DISK sizes 131072 end",
-        Duration::from_secs(120),
-    );
+    boots_and_reads_the_label(NAME);
     kubectl_ok(&["delete", "vm", NAME, "--timeout=120s"]);
     wait_for("the claim to go with the VM", Duration::from_secs(120), || {
         get("pvc", &claim, "default").is_none().then_some(())

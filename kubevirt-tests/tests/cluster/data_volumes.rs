@@ -271,6 +271,27 @@ pub(super) fn vm_booting_from_template(name: &str, source: &str) -> String {
     manifest
 }
 
+/// Waits for the DataVolume `claim` to be Succeeded (failing at once if it fails); gives it.
+pub(super) fn import_succeeds(claim: &str) -> serde_json::Value {
+    wait_for("the import to succeed", Duration::from_secs(300), || {
+        let dv = get("dv", claim, "default")?;
+        assert_ne!(field(&dv, "status.phase"), "Failed", "{dv}");
+        (field(&dv, "status.phase") == "Succeeded").then_some(dv)
+    })
+}
+
+/// Waits for VM `name` to run, then has its guest read the label at the start of its only disk,
+/// the imported one, and the disk's size (the claim's 64 MiB).
+pub(super) fn boots_and_reads_the_label(name: &str) {
+    wait_for_phase(name, "Running", Duration::from_secs(240));
+    console_until(
+        name,
+        "\necho label $(head -c 26 /dev/vda) sizes $(cat /sys/block/vda/size) end",
+        "label KUBEVIRT-RS-TESTGUEST-DISK sizes 131072 end",
+        Duration::from_secs(120),
+    );
+}
+
 /// The test guest's disk (a qcow2 whose first line is its label), where `make guest` puts it.
 const GUEST_DISK_DIR: &str = "/var/lib/kubevirt-rs/images/localhost/kubevirt-rs/testguest/latest/disk";
 
@@ -319,9 +340,7 @@ fn a_vm_boots_with_the_guests_qcow2_imported_over_http_by_service_name() {
     );
     cleanup.apply("vm", NAME, &manifest);
 
-    let done = wait_for("the import to succeed", Duration::from_secs(300), || {
-        get("dv", &claim, "default").filter(|dv| field(dv, "status.phase") == "Succeeded")
-    });
+    let done = import_succeeds(&claim);
     assert_eq!(field(&done, "status.progress"), "100.0%");
     let imported = get("pvc", &claim, "default").expect("the claim");
     assert_eq!(
@@ -340,13 +359,7 @@ fn a_vm_boots_with_the_guests_qcow2_imported_over_http_by_service_name() {
         "grown to the claim's size"
     );
 
-    wait_for_phase(NAME, "Running", Duration::from_secs(240));
-    console_until(
-        NAME,
-        "\necho label $(head -c 26 /dev/vda) sizes $(cat /sys/block/vda/size) end",
-        "label KUBEVIRT-RS-TESTGUEST-DISK sizes 131072 end",
-        Duration::from_secs(120),
-    );
+    boots_and_reads_the_label(NAME);
 
     // It keeps what it wrote: the guest writes a note 1 MiB into its disk (past the label, in
     // space the image left empty) and flushes it; after a restart, a new VMI reads it back.

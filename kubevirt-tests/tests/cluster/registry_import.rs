@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::data_volumes::{node_dir, vm_booting_from_template, volume_for};
-use super::support::{Cleanup, console_until, field, get, kubectl_ok, wait_for, wait_for_phase};
+use super::data_volumes::{boots_and_reads_the_label, import_succeeds, node_dir, vm_booting_from_template, volume_for};
+use super::support::{Cleanup, field, get, kubectl_ok, wait_for};
 
 const REGISTRY: &str = "e2e-registry";
 const HOST: &str = "e2e-registry.default.svc.cluster.local";
@@ -101,11 +101,7 @@ fn a_vm_boots_from_a_containerdisk_imported_from_a_registry_by_service_name() {
         ),
     );
     cleanup.apply("vm", NAME, &manifest);
-    let done = wait_for("the registry import to succeed", Duration::from_secs(300), || {
-        let dv = get("dv", &claim, "default")?;
-        assert_ne!(field(&dv, "status.phase"), "Failed", "{dv}");
-        (field(&dv, "status.phase") == "Succeeded").then_some(dv)
-    });
+    let done = import_succeeds(&claim);
     assert_eq!(field(&done, "status.progress"), "100.0%");
     let imported = get("pvc", &claim, "default").expect("the claim");
     let annotations = &imported["metadata"]["annotations"];
@@ -120,13 +116,7 @@ fn a_vm_boots_from_a_containerdisk_imported_from_a_registry_by_service_name() {
         "grown to the claim's size"
     );
 
-    wait_for_phase(NAME, "Running", Duration::from_secs(240));
-    console_until(
-        NAME,
-        "\necho label $(head -c 26 /dev/vda) sizes $(cat /sys/block/vda/size) end",
-        "label KUBEVIRT-RS-TESTGUEST-DISK sizes 131072 end",
-        Duration::from_secs(120),
-    );
+    boots_and_reads_the_label(NAME);
     kubectl_ok(&["delete", "vm", NAME, "--timeout=120s"]);
     drop(cleanup);
     drop(scratch_dir);

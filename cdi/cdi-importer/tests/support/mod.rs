@@ -17,6 +17,52 @@ use tokio::net::TcpListener;
 
 pub mod fake_registry;
 
+/// A converter for images that must never reach one.
+pub struct NoConverter;
+
+impl cdi_importer::convert::Converter for NoConverter {
+    fn virtual_size(&self, image: &std::path::Path, _: &str) -> Result<u64, cdi_importer::convert::ConvertError> {
+        panic!("no conversion expected: {}", image.display())
+    }
+
+    fn convert_to_raw(
+        &self,
+        image: &std::path::Path,
+        _: &str,
+        _: &std::path::Path,
+    ) -> Result<(), cdi_importer::convert::ConvertError> {
+        panic!("no conversion expected: {}", image.display())
+    }
+}
+
+/// An importer pod's volumes in a temporary directory.
+pub struct Pod {
+    pub root: tempfile::TempDir,
+    pub paths: cdi_importer::run::Paths,
+}
+
+/// A pod's volumes: the data directory, and the scratch directory when `scratch`.
+pub fn pod(scratch: bool) -> Pod {
+    let root = tempfile::tempdir().expect("temp dir");
+    let paths = cdi_importer::run::Paths {
+        data_dir: root.path().join("data"),
+        block_device: root.path().join("dev/cdi-block-volume"),
+        scratch_dir: root.path().join("scratch"),
+    };
+    std::fs::create_dir(&paths.data_dir).expect("data");
+    if scratch {
+        std::fs::create_dir(&paths.scratch_dir).expect("scratch");
+    }
+    Pod { root, paths }
+}
+
+impl Pod {
+    /// The disk file the import writes.
+    pub fn disk(&self) -> std::path::PathBuf {
+        self.paths.data_dir.join("disk.img")
+    }
+}
+
 pub fn gzip(data: &[u8]) -> Vec<u8> {
     let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     encoder.write_all(data).expect("gzip");
