@@ -81,6 +81,8 @@ pub struct Observed {
     pub delete_pod: bool,
     /// Events for the claim.
     pub events: Vec<ClaimEvent>,
+    /// Labels the importer's termination message gives the claim (a registry image's).
+    pub labels: BTreeMap<String, String>,
 }
 
 /// The importer's JSON termination message.
@@ -90,6 +92,8 @@ struct TerminationMessage {
     scratch_space_required: Option<bool>,
     preallocation_applied: Option<bool>,
     message: Option<String>,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
 }
 
 /// Upstream's short message for the ways an image does not fit.
@@ -286,6 +290,7 @@ pub fn observe_importer(annotations: &BTreeMap<String, String>, pod: &Pod) -> Ob
         annotations: anno,
         delete_pod,
         events,
+        labels: term.map(|t| t.labels).unwrap_or_default(),
     }
 }
 

@@ -70,6 +70,13 @@ pub trait CdiApi: Send + Sync {
         name: &str,
         annotations: &std::collections::BTreeMap<String, String>,
     ) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// Merges `labels` into a claim's.
+    fn label_claim(
+        &self,
+        namespace: &str,
+        name: &str,
+        labels: &std::collections::BTreeMap<String, String>,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send;
     /// Creates a pod; one already there of that name counts as created.
     fn create_pod(&self, pod: &Pod) -> impl Future<Output = Result<(), ApiError>> + Send;
     /// Deletes a pod; one not there counts as deleted.

@@ -75,6 +75,8 @@ pub enum Step {
     CreateClaim(Box<PersistentVolumeClaim>),
     /// Set these annotations on the claim (a merge: only the keys given).
     AnnotateClaim(BTreeMap<String, String>),
+    /// Set these labels on the claim (a merge: only the keys given).
+    LabelClaim(BTreeMap<String, String>),
     /// Delete the importer pod of this name.
     DeletePod(String),
     /// Create the importer pod.
@@ -334,6 +336,16 @@ fn claim_steps(
         pod_present = true;
         let observed = claim_annotations::observe_importer(&known, pod);
         annotations = observed.annotations;
+        // Upstream's `addLabelsFromTerminationMessage`: a registry image's labels.
+        let labels = claim.metadata.labels.clone().unwrap_or_default();
+        let new_labels: BTreeMap<String, String> = observed
+            .labels
+            .into_iter()
+            .filter(|(k, v)| labels.get(k) != Some(v))
+            .collect();
+        if !new_labels.is_empty() {
+            steps.push(Step::LabelClaim(new_labels));
+        }
         steps.extend(observed.events.into_iter().map(Step::ClaimEvent));
         let pending = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Pending");
         let needs_scratch = pending && annotations.get(ann::REQUIRES_SCRATCH).is_some_and(|v| v == "true");

@@ -204,6 +204,7 @@ pub async fn reconcile<A: CdiApi, M: ImporterMetrics>(
         match step {
             Step::CreateClaim(claim) | Step::CreateScratchClaim(claim) => api.create_claim(&claim).await?,
             Step::AnnotateClaim(annotations) => api.annotate_claim(namespace, name, &annotations).await?,
+            Step::LabelClaim(labels) => api.label_claim(namespace, name, &labels).await?,
             Step::DeletePod(pod) => api.delete_pod(namespace, &pod).await?,
             Step::CreatePod(pod) => api.create_pod(&pod).await?,
             Step::ClaimEvent(event) => {

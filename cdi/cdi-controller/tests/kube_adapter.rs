@@ -85,11 +85,16 @@ async fn creates_of_a_taken_name_and_deletes_of_a_gone_pod_succeed() {
 async fn annotations_and_status_are_merge_patches() {
     let claim = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "disk"}, "spec": {}});
     let data_volume = json!({"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume", "metadata": {"name": "disk"}, "spec": {}});
-    let (api, log) = api_server(vec![(200, claim), (200, data_volume)]);
+    let (api, log) = api_server(vec![(200, claim.clone()), (200, claim), (200, data_volume)]);
     let annotations = BTreeMap::from([("cdi.kubevirt.io/storage.pod.phase".to_owned(), "Running".to_owned())]);
     api.annotate_claim("vms", "disk", &annotations)
         .await
         .expect("annotated");
+    let labels = BTreeMap::from([(
+        "instancetype.kubevirt.io/default-instancetype".to_owned(),
+        "u1.medium".to_owned(),
+    )]);
+    api.label_claim("vms", "disk", &labels).await.expect("labelled");
     let status = DataVolumeStatus {
         phase: DataVolumePhase::ImportInProgress,
         ..DataVolumeStatus::default()
@@ -103,6 +108,12 @@ async fn annotations_and_status_are_merge_patches() {
                 "/api/v1/namespaces/vms/persistentvolumeclaims/disk?",
                 "application/merge-patch+json",
                 json!({"metadata": {"annotations": {"cdi.kubevirt.io/storage.pod.phase": "Running"}}}),
+            ),
+            seen(
+                "PATCH",
+                "/api/v1/namespaces/vms/persistentvolumeclaims/disk?",
+                "application/merge-patch+json",
+                json!({"metadata": {"labels": {"instancetype.kubevirt.io/default-instancetype": "u1.medium"}}}),
             ),
             seen(
                 "PATCH",

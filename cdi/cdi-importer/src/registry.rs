@@ -131,6 +131,15 @@ pub enum RegistryError {
     Nested(String),
 }
 
+/// An image, read: its layers, base first, and the labels its environment gives the claim.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Image {
+    /// The layers.
+    pub layers: Vec<Descriptor>,
+    /// The claim's labels (upstream's `envsToLabels`).
+    pub labels: std::collections::BTreeMap<String, String>,
+}
+
 /// A connection's settings to one registry, with the credentials its challenge asked for.
 #[derive(Clone)]
 pub struct Client {
@@ -317,7 +326,7 @@ impl Client {
     ///
     /// # Errors
     /// [`RegistryError`].
-    pub async fn layers(&self, architecture: Option<&str>) -> Result<Vec<Descriptor>, RegistryError> {
+    pub async fn layers(&self, architecture: Option<&str>) -> Result<Image, RegistryError> {
         let Reference {
             registry,
             repository,
@@ -368,7 +377,10 @@ impl Client {
         if config.is_bootc() {
             return Err(RegistryError::Bootc);
         }
-        Ok(image.layers)
+        Ok(Image {
+            labels: config.env_labels(),
+            layers: image.layers,
+        })
     }
 
     /// A layer's blob, streamed.

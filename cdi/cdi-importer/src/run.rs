@@ -73,6 +73,9 @@ pub struct Finished {
     pub preallocation_applied: bool,
     /// [`COMPLETE`], or why the import ended without a disk.
     pub message: String,
+    /// Labels for the claim: a registry image's `*_KUBEVIRT_IO_*` environment (upstream's).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub labels: std::collections::BTreeMap<String, String>,
 }
 
 /// Why a run failed.
@@ -235,8 +238,8 @@ fn hand_over(target: &Target) -> Result<(), RunError> {
 fn scratch_required() -> Ended {
     Ended::Finished(Finished {
         scratch_space_required: true,
-        preallocation_applied: false,
         message: COMPLETE.to_owned(),
+        ..Finished::default()
     })
 }
 
@@ -253,8 +256,8 @@ where
 
 /// What an import of a stream ended with.
 enum Streamed {
-    /// Imported.
-    Imported(Outcome),
+    /// Imported, with the labels the source gives the claim.
+    Imported(Outcome, std::collections::BTreeMap<String, String>),
     /// It must be converted, and there is no scratch space.
     NeedsScratch,
     /// The download's checksum differs (the disk is removed).
@@ -308,7 +311,7 @@ where
         }
         return Ok(Streamed::Mismatch(mismatch));
     }
-    Ok(Streamed::Imported(outcome))
+    Ok(Streamed::Imported(outcome, std::collections::BTreeMap::new()))
 }
 
 /// Pulls the image of `source` and imports its disk. As upstream's, a registry import always
@@ -334,7 +337,7 @@ where
         source.extra_roots_pem = certificates(dir)?;
     }
     let client = registry::Client::connect(&source).await?;
-    let layers = client.layers(source.architecture.as_deref()).await?;
+    let registry::Image { layers, labels } = client.layers(source.architecture.as_deref()).await?;
     info!(url = %source.url, layers = layers.len(), "pulling");
     let runtime = tokio::runtime::Handle::current();
     let blocking_target = target.clone();
@@ -351,7 +354,7 @@ where
         )?)
     })
     .await?;
-    Ok(Streamed::Imported(outcome))
+    Ok(Streamed::Imported(outcome, labels))
 }
 
 /// Runs `job` on the current tokio runtime (the import itself on a blocking thread).
@@ -389,13 +392,13 @@ where
             Some(import_registry(&job, source, paths, &target, request, converter, progress).await?)
         }
     };
-    let written_to = match streamed {
-        None => 0,
+    let (written_to, labels) = match streamed {
+        None => (0, std::collections::BTreeMap::new()),
         Some(Streamed::NeedsScratch) => return Ok(scratch_required()),
         Some(Streamed::Mismatch(mismatch)) => return Ok(Ended::ChecksumMismatch(mismatch)),
-        Some(Streamed::Imported(outcome)) => {
+        Some(Streamed::Imported(outcome, labels)) => {
             info!(format = ?outcome.format, compression = ?outcome.compression, virtual_size = outcome.virtual_size, resized_to = ?outcome.resized_to, "imported");
-            outcome.virtual_size
+            (outcome.virtual_size, labels)
         }
     };
     let finished = if job.preallocation {
@@ -414,5 +417,6 @@ where
         scratch_space_required: false,
         preallocation_applied: job.preallocation,
         message: COMPLETE.to_owned(),
+        labels,
     }))
 }

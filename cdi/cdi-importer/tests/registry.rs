@@ -298,3 +298,29 @@ async fn a_disk_in_a_directory_under_disk_fails_as_upstream_s_does() {
     let (pod, ended) = import(source(&registry, "nested/disk")).await;
     assert_failed(&pod, ended, "image directory contains another directory");
 }
+
+#[tokio::test]
+async fn the_image_s_kubevirt_environment_becomes_the_claim_s_labels() {
+    let registry = FakeRegistry::start(Auth::Anonymous).await;
+    let config = r#"{"architecture":"amd64","os":"linux","config":{"Env":["PATH=/bin",
+        "INSTANCETYPE_KUBEVIRT_IO_DEFAULT_INSTANCETYPE=u1.medium","INSTANCETYPE_KUBEVIRT_IO_DEFAULT_PREFERENCE=fedora"]},
+        "rootfs":{"type":"layers","diff_ids":[]}}"#;
+    registry.image_with_config(
+        "labelled/disk",
+        "latest",
+        config.to_owned(),
+        vec![layer(&[("disk/d.img", &image())])],
+    );
+    let (pod, ended) = import(source(&registry, "labelled/disk")).await;
+    let Ok(Ended::Finished(finished)) = &ended else {
+        panic!("not imported: {ended:?}")
+    };
+    assert_eq!(
+        serde_json::to_value(finished).expect("json")["labels"],
+        serde_json::json!({
+            "instancetype.kubevirt.io/default-instancetype": "u1.medium",
+            "instancetype.kubevirt.io/default-preference": "fedora"
+        })
+    );
+    assert_imported(&pod, ended);
+}

@@ -40,9 +40,8 @@ fn finished(ended: Ended) -> Finished {
 
 fn complete() -> Finished {
     Finished {
-        scratch_space_required: false,
-        preallocation_applied: false,
         message: COMPLETE.to_owned(),
+        ..Finished::default()
     }
 }
 

@@ -102,6 +102,23 @@ impl CdiApi for FakeCdiApi {
         Ok(())
     }
 
+    async fn label_claim(
+        &self,
+        namespace: &str,
+        name: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<(), ApiError> {
+        let mut state = self.state();
+        let keys: Vec<&str> = labels.keys().map(String::as_str).collect();
+        state
+            .writes
+            .push(format!("label claim {namespace}/{name} {}", keys.join(",")));
+        if let Some(claim) = state.claims.get_mut(&key(namespace, name)) {
+            claim.metadata.labels.get_or_insert_default().extend(labels.clone());
+        }
+        Ok(())
+    }
+
     async fn annotate_claim(
         &self,
         namespace: &str,

@@ -131,6 +131,20 @@ impl CdiApi for KubeCdiApi {
             .map_err(failed(format!("annotate claim {namespace}/{name}")))
     }
 
+    async fn label_claim(
+        &self,
+        namespace: &str,
+        name: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<(), ApiError> {
+        let api = Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), namespace);
+        let patch = serde_json::json!({"metadata": {"labels": labels}});
+        api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(drop)
+            .map_err(failed(format!("label claim {namespace}/{name}")))
+    }
+
     async fn create_pod(&self, pod: &Pod) -> Result<(), ApiError> {
         let namespace = pod.metadata.namespace.clone().unwrap_or_default();
         let api = Api::<Pod>::namespaced(self.client.clone(), &namespace);

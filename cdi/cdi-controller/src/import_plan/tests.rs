@@ -99,6 +99,7 @@ fn kinds(steps: &[Step]) -> Vec<&'static str> {
         .map(|s| match s {
             Step::CreateClaim(_) => "CreateClaim",
             Step::AnnotateClaim(_) => "AnnotateClaim",
+            Step::LabelClaim(_) => "LabelClaim",
             Step::DeletePod(_) => "DeletePod",
             Step::CreatePod(_) => "CreatePod",
             Step::CreateScratchClaim(_) => "CreateScratchClaim",
@@ -501,4 +502,39 @@ fn registry_sources_this_cdi_does_not_pull_fail_with_the_reason() {
         &now(),
     );
     assert_eq!(phase_written(&steps), Some(DataVolumePhase::Failed));
+}
+
+#[test]
+fn a_registry_image_s_labels_reach_the_claim() {
+    let dv = data_volume(&json!({"registry": {"url": "docker://registry.disks:5000/testguest:v1"}}));
+    let bound = claim(&dv, "Bound", &[(ann::IMPORT_POD, "importer-disk")]);
+    let complete = r#"{"scratchSpaceRequired":false,"preallocationApplied":false,"message":"Import Complete",
+        "labels":{"instancetype.kubevirt.io/default-instancetype":"u1.medium"}}"#;
+    let done = pod(
+        "Succeeded",
+        &json!({"terminated": {"exitCode": 0, "reason": "Completed", "message": complete}}),
+    );
+    let steps = plan(&facts(&dv, Some(&bound), Some(&done)), &now());
+    let labels: Vec<_> = steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::LabelClaim(labels) => Some(labels.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        labels,
+        [BTreeMap::from([(
+            "instancetype.kubevirt.io/default-instancetype".to_owned(),
+            "u1.medium".to_owned()
+        )])]
+    );
+    // Labels the claim has already are not written again.
+    let mut labelled = bound.clone();
+    labelled.metadata.labels.get_or_insert_default().insert(
+        "instancetype.kubevirt.io/default-instancetype".to_owned(),
+        "u1.medium".to_owned(),
+    );
+    let steps = plan(&facts(&dv, Some(&labelled), Some(&done)), &now());
+    assert!(!kinds(&steps).contains(&"LabelClaim"), "{steps:?}");
 }

@@ -169,9 +169,44 @@ pub struct RuntimeConfig {
     /// Its labels.
     #[serde(default)]
     pub labels: Option<std::collections::BTreeMap<String, String>>,
+    /// Its environment, `NAME=value` each.
+    #[serde(default)]
+    pub env: Option<Vec<String>>,
+}
+
+/// The part of an environment variable's name that marks a KubeVirt label (upstream's).
+const KUBEVIRT_ENV: &str = "KUBEVIRT_IO_";
+
+/// A variable's name as a label's key, as upstream's importer turns it: the words before
+/// `KUBEVIRT_IO_` become a dotted prefix, the rest a dashed name under `kubevirt.io/`, all in
+/// lower case (`INSTANCETYPE_KUBEVIRT_IO_DEFAULT_INSTANCETYPE` is
+/// `instancetype.kubevirt.io/default-instancetype`).
+fn env_to_label(name: &str) -> String {
+    let (before, after) = name.split_once(KUBEVIRT_ENV).unwrap_or((name, ""));
+    let mut label = String::new();
+    let before = before.strip_suffix('_').unwrap_or(before);
+    if !before.is_empty() {
+        label.push_str(&before.split('_').collect::<Vec<_>>().join("."));
+        label.push('.');
+    }
+    label.push_str("kubevirt.io/");
+    label.push_str(&after.split('_').collect::<Vec<_>>().join("-"));
+    label.to_lowercase()
 }
 
 impl ImageConfig {
+    /// The labels the image's environment gives its claim (upstream's `envsToLabels`): every
+    /// variable whose name holds `KUBEVIRT_IO_`.
+    #[must_use]
+    pub fn env_labels(&self) -> std::collections::BTreeMap<String, String> {
+        let env = self.config.as_ref().and_then(|c| c.env.as_deref()).unwrap_or_default();
+        env.iter()
+            .filter_map(|variable| variable.split_once('='))
+            .filter(|(name, _)| name.contains(KUBEVIRT_ENV))
+            .map(|(name, value)| (env_to_label(name), value.to_owned()))
+            .collect()
+    }
+
     /// Whether the image is a bootable container (bootc or ostree), which is not a disk.
     #[must_use]
     pub fn is_bootc(&self) -> bool {
@@ -263,6 +298,31 @@ mod tests {
             parse(OCI_MANIFEST, br#"{"schemaVersion":2,"layers":[]}"#),
             Err(ManifestError::Invalid(_))
         ));
+    }
+
+    #[test]
+    fn kubevirt_variables_become_upstream_s_labels() {
+        let config: ImageConfig = serde_json::from_str(
+            r#"{"config":{"Env":["PATH=/usr/bin","INSTANCETYPE_KUBEVIRT_IO_DEFAULT_INSTANCETYPE=u1.medium",
+                "INSTANCETYPE_KUBEVIRT_IO_DEFAULT_PREFERENCE=fedora","KUBEVIRT_IO_PLAIN=yes","NOVALUE_KUBEVIRT_IO_X"]}}"#,
+        )
+        .expect("config");
+        let labels = config.env_labels();
+        assert_eq!(
+            labels.into_iter().collect::<Vec<_>>(),
+            [
+                (
+                    "instancetype.kubevirt.io/default-instancetype".to_owned(),
+                    "u1.medium".to_owned()
+                ),
+                (
+                    "instancetype.kubevirt.io/default-preference".to_owned(),
+                    "fedora".to_owned()
+                ),
+                ("kubevirt.io/plain".to_owned(), "yes".to_owned()),
+            ]
+        );
+        assert!(ImageConfig::default().env_labels().is_empty());
     }
 
     #[test]

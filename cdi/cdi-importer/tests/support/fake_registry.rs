@@ -248,6 +248,11 @@ impl FakeRegistry {
         let config = format!(
             r#"{{"architecture":"{architecture}","os":"linux","config":{{"Labels":{labels}}},"rootfs":{{"type":"layers","diff_ids":[]}}}}"#
         );
+        self.image_with_config(repository, tag, config, layers)
+    }
+
+    /// An image of `layers` with the config `config` (JSON).
+    pub fn image_with_config(&self, repository: &str, tag: &str, config: String, layers: Vec<Vec<u8>>) -> String {
         let config_size = config.len();
         let config_digest = self.blob(config.into_bytes());
         let layers: Vec<String> = layers
