@@ -13,6 +13,7 @@ pub mod data_source;
 pub mod data_volume;
 pub mod importer_env;
 pub mod storage_profile;
+pub mod upload;
 
 pub use cdi::{CDI, CDISpec, CDIStatus};
 pub use cdi_config::{CDIConfig, CDIConfigSpec, CDIConfigStatus, FilesystemOverhead};

@@ -8,8 +8,11 @@
 //!   [`run`]: a job in the importer pod, with its termination message.
 //! - [`job`]: the pod's environment, read; [`http_source`]: the `http` source; [`checksum`]: the DataVolume's `checksum`.
 //!
-//! Not yet (issue #33): the registry, S3, GCS, ImageIO and VDDK sources, `archive` content and the
-//! progress metric.
+//! - [`registry`]: the `registry` source; [`progress`]: the progress metric.
+//!
+//! cdi-uploadserver reuses [`import`] and [`run::complete`] for what a client uploads.
+//!
+//! Not yet (issue #33): the S3, GCS, ImageIO and VDDK sources, and `archive` content.
 
 pub mod checksum;
 pub mod convert;

@@ -357,6 +357,27 @@ where
     Ok(Streamed::Imported(outcome, labels))
 }
 
+/// Finishes a disk whose first `written_to` bytes were written: allocates the rest of its space
+/// when `preallocation` asks for it, and hands a disk file to [`QEMU_ID`]. A disk file that
+/// cannot be finished is removed.
+///
+/// # Errors
+/// [`RunError::Write`].
+pub fn complete(target: &Target, written_to: u64, preallocation: bool) -> Result<(), RunError> {
+    let finished = if preallocation {
+        preallocate(target, written_to)
+    } else {
+        Ok(())
+    }
+    .and_then(|()| hand_over(target));
+    if finished.is_err()
+        && let Target::File(path) = target
+    {
+        let _ = std::fs::remove_file(path);
+    }
+    finished
+}
+
 /// Runs `job` on the current tokio runtime (the import itself on a blocking thread).
 ///
 /// # Errors
@@ -401,18 +422,7 @@ where
             (outcome.virtual_size, labels)
         }
     };
-    let finished = if job.preallocation {
-        preallocate(&target, written_to)
-    } else {
-        Ok(())
-    }
-    .and_then(|()| hand_over(&target));
-    if let Err(e) = finished {
-        if let Target::File(path) = &target {
-            let _ = std::fs::remove_file(path);
-        }
-        return Err(e);
-    }
+    complete(&target, written_to, job.preallocation)?;
     Ok(Ended::Finished(Finished {
         scratch_space_required: false,
         preallocation_applied: job.preallocation,

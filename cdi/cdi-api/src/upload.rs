@@ -1,0 +1,67 @@
+//! Names the upload path shares between cdi-controller (which makes the upload server's pod),
+//! cdi-uploadserver (which reads them from its environment) and cdi-uploadproxy (which reaches
+//! it), with upstream's values.
+
+/// The port the upload server listens on, and its Service's port (upstream's `UploadServerPort`).
+pub const PORT: u16 = 8443;
+/// The name upload servers' pods and Services start with (`cdi-upload-<claim>`).
+pub const POD_PREFIX: &str = "cdi-upload";
+/// The common name of the client certificate cdi-uploadproxy presents (upstream's).
+pub const PROXY_CLIENT_NAME: &str = "client.upload-server.cdi.kubevirt.io";
+/// The header a client may set to name what it sends (upstream's `x-cdi-content-type`).
+pub const CONTENT_TYPE_HEADER: &str = "x-cdi-content-type";
+
+/// Where the pod's certificate Secret is mounted (upstream's `/etc/tls/`).
+pub const CERT_DIR: &str = "/etc/tls";
+/// The upload server's certificate in [`CERT_DIR`].
+pub const SERVER_CERT_FILE: &str = "/etc/tls/tls.crt";
+/// Its key.
+pub const SERVER_KEY_FILE: &str = "/etc/tls/tls.key";
+/// The CA that signs the proxy's client certificate.
+pub const CLIENT_CA_FILE: &str = "/etc/tls/ca.crt";
+
+/// The upload server's environment (upstream's names).
+pub mod env {
+    /// The address to listen on (`0.0.0.0` when unset).
+    pub const LISTEN_ADDRESS: &str = "LISTEN_ADDRESS";
+    /// The port to listen on ([`super::PORT`] when unset).
+    pub const LISTEN_PORT: &str = "LISTEN_PORT";
+    /// The serving certificate, PEM.
+    pub const TLS_CERT_FILE: &str = "TLS_CERT_FILE";
+    /// Its key, PEM.
+    pub const TLS_KEY_FILE: &str = "TLS_KEY_FILE";
+    /// The CA that signs the clients' certificates, PEM.
+    pub const CLIENT_CERT_FILE: &str = "CLIENT_CERT_FILE";
+    /// The common name the client's certificate must have.
+    pub const CLIENT_NAME: &str = "CLIENT_NAME";
+    /// Where the disk goes: a block device, or a file (`/data/disk.img` when unset).
+    pub const DESTINATION: &str = "DESTINATION";
+    /// The claim's requested size, as a quantity.
+    pub const IMAGE_SIZE: &str = "UPLOAD_IMAGE_SIZE";
+    /// When the server gives up waiting for an upload (RFC 3339).
+    pub const DEADLINE: &str = "DEADLINE";
+    /// The TLS cipher suites (upstream's crypto policy).
+    pub const CIPHERS: &str = "TLS_CIPHERS";
+    /// The lowest TLS version (upstream's crypto policy).
+    pub const MIN_TLS_VERSION: &str = "TLS_MIN_VERSION";
+}
+
+/// The paths a client posts an upload to (upstream's `SyncUploadPaths`): answered once the disk
+/// is written.
+pub const SYNC_PATHS: [&str; 2] = ["/v1beta1/upload", "/v1alpha1/upload"];
+/// The paths of an upload answered once the body is received, with the disk finished after
+/// (upstream's `AsyncUploadPaths`).
+pub const ASYNC_PATHS: [&str; 2] = ["/v1beta1/upload-async", "/v1alpha1/upload-async"];
+/// Sync uploads as a multipart form's `file` part (upstream's `SyncUploadFormPaths`).
+pub const SYNC_FORM_PATHS: [&str; 2] = ["/v1beta1/upload-form", "/v1alpha1/upload-form"];
+/// Async uploads as a multipart form's `file` part (upstream's `AsyncUploadFormPaths`).
+pub const ASYNC_FORM_PATHS: [&str; 2] = ["/v1beta1/upload-form-async", "/v1alpha1/upload-form-async"];
+/// Uploads of `archive` content (upstream's `ArchiveUploadPaths`).
+pub const ARCHIVE_PATHS: [&str; 2] = ["/v1beta1/upload-archive", "/v1alpha1/upload-archive"];
+/// The health check.
+pub const HEALTHZ_PATH: &str = "/healthz";
+
+/// The termination message of a finished upload (upstream's).
+pub const UPLOAD_COMPLETE: &str = "Upload Complete";
+/// The termination message of a server whose deadline passed with no upload (upstream's).
+pub const DEADLINE_PASSED: &str = "Deadline Passed";

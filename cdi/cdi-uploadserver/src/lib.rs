@@ -1,0 +1,16 @@
+//! CDI's upload server, as upstream's `cdi-uploadserver`: one runs in a pod per claim being
+//! uploaded to, behind cdi-uploadproxy, and writes the one upload it takes into the claim with the
+//! importer's pipeline (compression off, qcow2 and other formats converted in the scratch
+//! space, raw written sparse, the disk grown to the size asked for).
+//!
+//! - [`config`]: the pod's environment, read.
+//! - [`routes`]: upstream's paths; [`session`]: the one upload, as a state machine.
+//! - [`body`]: a request's body as a blocking reader; [`form`]: a multipart form's `file` part.
+//! - [`server`]: HTTPS with client certificates, and the upload itself.
+
+pub mod body;
+pub mod config;
+pub mod form;
+pub mod routes;
+pub mod server;
+pub mod session;

@@ -1,0 +1,70 @@
+//! The upload server pod's process: reads its configuration from the environment, takes one
+//! upload, and leaves the outcome as the pod's termination message, as upstream's
+//! `cdi-uploadserver` does.
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use cdi_api::upload;
+use cdi_importer::convert::QemuImg;
+use cdi_uploadserver::config;
+use cdi_uploadserver::server::{Outcome, Server};
+use tracing::{error, info};
+
+/// Where kubelet reads a container's termination message.
+const TERMINATION_LOG: &str = "/dev/termination-log";
+
+fn write_termination_message(message: &str) {
+    if let Err(e) = std::fs::write(TERMINATION_LOG, message) {
+        error!(error = %e, path = TERMINATION_LOG, "writing the termination message");
+    }
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    match run_main() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            error!("{e:#}");
+            write_termination_message(
+                &serde_json::json!({ "message": format!("Unable to process data: {e:#}") }).to_string(),
+            );
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_main() -> anyhow::Result<()> {
+    let vars: BTreeMap<String, String> = std::env::vars().collect();
+    let config = config::from_env(&vars).context("reading the upload server's environment")?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let outcome = runtime.block_on(async {
+        let server = Server::bind(config, Arc::new(QemuImg::default())).await?;
+        if let Ok(address) = server.local_addr() {
+            info!(%address, "waiting for an upload");
+        }
+        server.run().await
+    })?;
+    let message = match outcome {
+        Outcome::Uploaded { preallocation_applied } => serde_json::json!({
+            "message": upload::UPLOAD_COMPLETE,
+            "preallocationApplied": preallocation_applied,
+        }),
+        Outcome::DeadlinePassed => serde_json::json!({
+            "message": upload::DEADLINE_PASSED,
+            "deadlinePassed": true,
+        }),
+    };
+    info!(%message, "finished");
+    write_termination_message(&message.to_string());
+    Ok(())
+}

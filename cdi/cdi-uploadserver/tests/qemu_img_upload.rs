@@ -1,0 +1,56 @@
+//! qcow2 uploads with the host's qemu-img (`make deps`): saved to the scratch space, converted
+//! into the claim, and answered before the conversion when async, as upstream's are.
+
+mod support;
+
+use std::process::Command;
+use std::sync::Arc;
+
+use cdi_importer::convert::QemuImg;
+use support::{MIB, Setup, head, raw_disk, start};
+
+/// `disk` as a qcow2 image.
+fn qcow2(setup: &Setup, disk: &[u8]) -> Vec<u8> {
+    let raw = setup.dir.path().join("source.raw");
+    let image = setup.dir.path().join("source.qcow2");
+    std::fs::write(&raw, disk).expect("raw");
+    let status = Command::new("qemu-img")
+        .args(["convert", "-f", "raw", "-O", "qcow2"])
+        .arg(&raw)
+        .arg(&image)
+        .status()
+        .expect("qemu-img (make deps installs it)");
+    assert!(status.success(), "qemu-img convert");
+    std::fs::read(&image).expect("qcow2")
+}
+
+#[tokio::test]
+async fn an_async_qcow2_upload_is_answered_then_converted_through_scratch() {
+    let setup = Setup::new();
+    std::fs::create_dir(setup.scratch()).expect("scratch");
+    let server = start(setup.config(16 * MIB), Arc::new(QemuImg::default())).await;
+    let proxy = setup.client(Some(&setup.proxy));
+    let disk = raw_disk(5 * MIB);
+    let image = qcow2(&setup, &disk);
+    assert!(image.len() < disk.len(), "qcow2 leaves out the zeros");
+    let answer = proxy.post(server.address, "/v1beta1/upload-async", image).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert!(server.outcome().await.is_ok());
+    assert_eq!(head(&setup.disk(), disk.len()), disk);
+    assert_eq!(std::fs::metadata(setup.disk()).expect("disk").len(), 16 * MIB);
+    let left: Vec<_> = std::fs::read_dir(setup.scratch()).expect("scratch").collect();
+    assert!(left.is_empty(), "the scratch copy is removed: {left:?}");
+}
+
+#[tokio::test]
+async fn a_qcow2_upload_with_no_scratch_space_fails_with_500_and_no_disk() {
+    let setup = Setup::new();
+    let server = start(setup.config(16 * MIB), Arc::new(QemuImg::default())).await;
+    let proxy = setup.client(Some(&setup.proxy));
+    let image = qcow2(&setup, &raw_disk(2 * MIB));
+    let answer = proxy.post(server.address, "/v1beta1/upload", image).await;
+    assert_eq!(answer.status, 500, "{}", answer.body);
+    assert!(answer.body.contains("no scratch space"), "{}", answer.body);
+    assert!(!setup.disk().exists());
+    server.ended.abort();
+}
