@@ -12,6 +12,7 @@ use rustls_pki_types::pem::PemObject as _;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 mod identity;
+pub mod issue;
 mod reloading;
 #[cfg(any(test, feature = "testing"))]
 pub mod test_pki;

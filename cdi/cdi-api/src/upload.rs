@@ -65,3 +65,58 @@ pub const HEALTHZ_PATH: &str = "/healthz";
 pub const UPLOAD_COMPLETE: &str = "Upload Complete";
 /// The termination message of a server whose deadline passed with no upload (upstream's).
 pub const DEADLINE_PASSED: &str = "Deadline Passed";
+
+/// The Secret in CDI's namespace with the CA that signs upload servers' certificates.
+pub const SERVER_SIGNER_SECRET: &str = "cdi-uploadserver-signer";
+/// The ConfigMap with that CA (`ca-bundle.crt`), which cdi-uploadproxy trusts.
+pub const SERVER_SIGNER_BUNDLE: &str = "cdi-uploadserver-signer-bundle";
+/// The Secret with the CA that signs cdi-uploadproxy's client certificate.
+pub const CLIENT_SIGNER_SECRET: &str = "cdi-uploadserver-client-signer";
+/// The ConfigMap with that CA (`ca-bundle.crt`), which upload servers trust.
+pub const CLIENT_SIGNER_BUNDLE: &str = "cdi-uploadserver-client-signer-bundle";
+/// The Secret with cdi-uploadproxy's client certificate (`tls.crt`, `tls.key`).
+pub const CLIENT_CERT_SECRET: &str = "cdi-uploadserver-client-cert";
+/// The key of a bundle ConfigMap.
+pub const BUNDLE_KEY: &str = "ca-bundle.crt";
+
+/// The most a Service's name may have (a DNS-1035 label).
+const SERVICE_NAME_MAX: usize = 63;
+
+/// The upload server pod's name for `claim` (upstream's `cdi-upload-<claim>`).
+#[must_use]
+pub fn pod_name(claim: &str) -> String {
+    format!("{POD_PREFIX}-{claim}")
+}
+
+/// The upload server Service's name for `claim`: the pod's name with dots as dashes; one too long
+/// for a DNS label keeps its start and ends in a hash of the whole, as upstream shortens it.
+#[must_use]
+pub fn service_name(claim: &str) -> String {
+    let name = pod_name(claim).replace('.', "-");
+    if name.len() <= SERVICE_NAME_MAX {
+        return name;
+    }
+    // FNV-1a: stable, and enough to tell apart names that share their first 54 characters.
+    let hash = name
+        .bytes()
+        .fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
+    let keep = SERVICE_NAME_MAX - 9;
+    format!("{}-{hash:08x}", name[..keep].trim_end_matches('-'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_upstreams_and_a_long_service_name_is_shortened_stably() {
+        assert_eq!(pod_name("disk"), "cdi-upload-disk");
+        assert_eq!(service_name("disk.v1"), "cdi-upload-disk-v1");
+        let long = "a".repeat(80);
+        let short = service_name(&long);
+        assert_eq!(short.len(), 63, "{short}");
+        assert!(short.starts_with("cdi-upload-aaa"), "{short}");
+        assert_eq!(short, service_name(&long), "stable");
+        assert_ne!(short, service_name(&format!("{long}b")), "tells names apart");
+    }
+}

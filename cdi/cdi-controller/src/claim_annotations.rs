@@ -45,6 +45,12 @@ pub mod ann {
     pub const ENDPOINT: &str = "cdi.kubevirt.io/storage.import.endpoint";
     /// The content type.
     pub const CONTENT_TYPE: &str = "cdi.kubevirt.io/storage.contentType";
+    /// The claim takes an upload (upstream's `AnnUploadRequest`, empty).
+    pub const UPLOAD_REQUEST: &str = "cdi.kubevirt.io/storage.upload.target";
+    /// The upload server pod's name.
+    pub const UPLOAD_POD: &str = "cdi.kubevirt.io/storage.uploadPodName";
+    /// Whether the upload server is ready for an upload (`true`, `false`).
+    pub const POD_READY: &str = "cdi.kubevirt.io/storage.pod.ready";
 }
 
 /// The `Running` reason of a running pod (upstream's).
@@ -94,6 +100,7 @@ struct TerminationMessage {
     message: Option<String>,
     #[serde(default)]
     labels: BTreeMap<String, String>,
+    deadline_passed: Option<bool>,
 }
 
 /// Upstream's short message for the ways an image does not fit.
@@ -291,6 +298,51 @@ pub fn observe_importer(annotations: &BTreeMap<String, String>, pod: &Pod) -> Ob
         delete_pod,
         events,
         labels: term.map(|t| t.labels).unwrap_or_default(),
+    }
+}
+
+/// Whether every container of `pod` is ready (upstream's `isPodReady`; none: not ready).
+fn all_ready(pod: &Pod) -> bool {
+    let statuses = statuses(pod);
+    !statuses.is_empty() && statuses.iter().all(|s| s.ready)
+}
+
+/// Reads the upload server `pod` of a claim with `annotations` (upstream's upload controller's
+/// `reconcilePVC`): its phase and readiness, which the DataVolume's `UploadReady` follows, the
+/// `Running` condition and restarts; a server whose deadline passed with no upload goes, and the
+/// next pod gets a new certificate.
+#[must_use]
+pub fn observe_upload(annotations: &BTreeMap<String, String>, pod: &Pod) -> Observed {
+    let mut anno = annotations.clone();
+    let term = termination_message(pod);
+    let deadline_passed = term.as_ref().and_then(|t| t.deadline_passed) == Some(true);
+    if deadline_passed {
+        anno.insert(ann::POD_PHASE.to_owned(), String::new());
+        anno.insert(ann::POD_READY.to_owned(), "false".to_owned());
+    } else {
+        let phase = pod.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
+        anno.insert(ann::POD_PHASE.to_owned(), phase);
+        anno.insert(ann::POD_READY.to_owned(), all_ready(pod).to_string());
+    }
+    set_running(&mut anno, pod, term.as_ref());
+    if let Some(name) = &pod.metadata.name {
+        anno.insert(ann::UPLOAD_POD.to_owned(), name.clone());
+    }
+    let complete = anno.get(ann::POD_PHASE).is_some_and(|p| p == "Succeeded");
+    let mut events = Vec::new();
+    if complete && annotations.get(ann::POD_PHASE).is_none_or(|p| p != "Succeeded") {
+        events.push(ClaimEvent {
+            event_type: "Normal",
+            reason: "UploadSucceeded",
+            message: "Upload Successful".to_owned(),
+        });
+    }
+    let retain = anno.get(ann::POD_RETAIN).is_some_and(|v| v == "true");
+    Observed {
+        annotations: anno,
+        delete_pod: deadline_passed || (complete && !retain),
+        events,
+        labels: BTreeMap::new(),
     }
 }
 

@@ -4,7 +4,7 @@
 
 use cdi_api::data_volume::DataVolumeStatus;
 use cdi_api::{CDIConfig, DataVolume, StorageProfile};
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod, Secret, Service};
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -23,6 +23,14 @@ pub enum ApiError {
         /// Why.
         #[source]
         source: ::kube::Error,
+    },
+    /// An upload server's certificate could not be made.
+    #[error("making the certificate of the upload server {service}: {message}")]
+    Certificate {
+        /// The upload server's Service.
+        service: String,
+        /// Why.
+        message: String,
     },
 }
 
@@ -81,6 +89,12 @@ pub trait CdiApi: Send + Sync {
     fn create_pod(&self, pod: &Pod) -> impl Future<Output = Result<(), ApiError>> + Send;
     /// Deletes a pod; one not there counts as deleted.
     fn delete_pod(&self, namespace: &str, name: &str) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// Creates a Service; one already there of that name counts as created.
+    fn create_service(&self, service: &Service) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// Deletes a Service; one not there counts as deleted.
+    fn delete_service(&self, namespace: &str, name: &str) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// Creates a Secret, or replaces the one of that name.
+    fn put_secret(&self, secret: &Secret) -> impl Future<Output = Result<(), ApiError>> + Send;
     /// Writes a DataVolume's status.
     fn write_status(
         &self,

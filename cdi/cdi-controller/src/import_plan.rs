@@ -1,9 +1,10 @@
-//! One pass of the import controller over a DataVolume with an `http`, `registry` or `blank` source, in
-//! upstream's legacy flow (the claim is filled in place): observe the DataVolume, its claim, the
-//! importer pod and the scratch claim; decide here, purely, the steps; the caller applies them in
-//! order. The claim is created owned by the DataVolume; the importer pod once the claim is bound
-//! (or at once when a WaitForFirstConsumer claim asked for immediate binding); a second pod with
-//! scratch space when the image asked for it; the DataVolume's status follows the claim.
+//! One pass of the import controller over a DataVolume with an `http`, `registry`, `blank` or
+//! `upload` source, in upstream's legacy flow (the claim is filled in place): observe the
+//! DataVolume, its claim, the importer or upload server pod and the scratch claim; decide here,
+//! purely, the steps; the caller applies them in order. The claim is created owned by the
+//! DataVolume; the pod once the claim is bound (or at once when a WaitForFirstConsumer claim asked
+//! for immediate binding); a second importer pod with scratch space when the image asked for it
+//! (an upload server has one from the start); the DataVolume's status follows the claim.
 
 use std::collections::BTreeMap;
 
@@ -15,7 +16,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference,
 use crate::claim_annotations::{self, ClaimEvent, ann};
 use crate::claim_spec::{self, ChosenClass};
 use crate::import_status::{self, Circumstances, ClaimView, DataVolumeEvent};
-use crate::importer_pod::{self, ImportSource, ImporterPodArgs};
+use crate::importer_pod::{self, ImportSource};
+use crate::upload_server::UploadServer;
 
 /// The annotation asking a WaitForFirstConsumer claim to bind for the import at once.
 pub const IMMEDIATE_BINDING: &str = "cdi.kubevirt.io/storage.bind.immediate.requested";
@@ -31,6 +33,8 @@ pub const RESOURCE_EXISTS: &str = "ErrResourceExists";
 pub struct ImporterSettings {
     /// The importer image.
     pub image: String,
+    /// The upload server image.
+    pub upload_image: String,
     /// Its pull policy.
     pub pull_policy: String,
     /// CDIConfig's `scratchSpaceStorageClass`; else the claim's class.
@@ -81,6 +85,10 @@ pub enum Step {
     DeletePod(String),
     /// Create the importer pod.
     CreatePod(Box<Pod>),
+    /// Create the upload server: its Service, its certificate Secret, then its pod.
+    CreateUploadServer(Box<UploadServer>),
+    /// Delete the upload server's Service of this name.
+    DeleteService(String),
     /// Create the scratch claim.
     CreateScratchClaim(Box<PersistentVolumeClaim>),
     /// Record an event on the claim.
@@ -97,16 +105,38 @@ pub fn scratch_name(claim: &str) -> String {
     format!("{claim}-scratch")
 }
 
-/// The import source, if the DataVolume has one this controller runs.
-fn import_source(data_volume: &DataVolume) -> Option<ImportSource> {
+/// What fills a claim.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Transfer {
+    /// An importer pod reads a source.
+    Import(ImportSource),
+    /// An upload server takes what a client sends through cdi-uploadproxy.
+    Upload,
+}
+
+/// What fills the DataVolume's claim, if this controller runs it.
+#[must_use]
+pub fn transfer(data_volume: &DataVolume) -> Option<Transfer> {
     let source = data_volume.spec.source.as_ref()?;
     if let Some(http) = &source.http {
-        return Some(ImportSource::Http(http.clone()));
+        return Some(Transfer::Import(ImportSource::Http(http.clone())));
     }
     if let Some(registry) = &source.registry {
-        return Some(ImportSource::Registry(registry.clone()));
+        return Some(Transfer::Import(ImportSource::Registry(registry.clone())));
     }
-    source.blank.is_some().then_some(ImportSource::Blank)
+    if source.upload.is_some() {
+        return Some(Transfer::Upload);
+    }
+    source.blank.is_some().then_some(Transfer::Import(ImportSource::Blank))
+}
+
+/// The name of the pod that fills the claim `claim` by `transfer`.
+#[must_use]
+pub fn pod_name(transfer: &Transfer, claim: &str) -> String {
+    match transfer {
+        Transfer::Import(_) => importer_pod::pod_name(claim),
+        Transfer::Upload => cdi_api::upload::pod_name(claim),
+    }
 }
 
 fn owner(data_volume: &DataVolume) -> OwnerReference {
@@ -120,14 +150,20 @@ fn owner(data_volume: &DataVolume) -> OwnerReference {
     }
 }
 
-fn claim_of(data_volume: &DataVolume, spec: PersistentVolumeClaimSpec, source: &ImportSource) -> PersistentVolumeClaim {
-    let mut annotations = BTreeMap::from([
-        (ann::SOURCE.to_owned(), source.kind().to_owned()),
-        (ann::ENDPOINT.to_owned(), source.endpoint().to_owned()),
-        (ann::CONTENT_TYPE.to_owned(), "kubevirt".to_owned()),
-    ]);
-    // As upstream's, a registry import pulls into scratch space: its first pod has one.
-    if matches!(source, ImportSource::Registry(_)) {
+fn claim_of(data_volume: &DataVolume, spec: PersistentVolumeClaimSpec, transfer: &Transfer) -> PersistentVolumeClaim {
+    let mut annotations = BTreeMap::from([(ann::CONTENT_TYPE.to_owned(), "kubevirt".to_owned())]);
+    match transfer {
+        Transfer::Import(source) => {
+            annotations.insert(ann::SOURCE.to_owned(), source.kind().to_owned());
+            annotations.insert(ann::ENDPOINT.to_owned(), source.endpoint().to_owned());
+        }
+        Transfer::Upload => {
+            annotations.insert(ann::UPLOAD_REQUEST.to_owned(), String::new());
+        }
+    }
+    // As upstream's, a registry import pulls into scratch space, and an upload server saves a
+    // format to convert there: their first pod has one.
+    if matches!(transfer, Transfer::Import(ImportSource::Registry(_)) | Transfer::Upload) {
         annotations.insert(ann::REQUIRES_SCRATCH.to_owned(), "true".to_owned());
     }
     if let Some(value) = data_volume
@@ -164,7 +200,7 @@ fn view(claim: &PersistentVolumeClaim, annotations: BTreeMap<String, String>) ->
     }
 }
 
-fn requested_size(claim: &PersistentVolumeClaim) -> String {
+pub(crate) fn requested_size(claim: &PersistentVolumeClaim) -> String {
     claim
         .spec
         .as_ref()
@@ -230,7 +266,7 @@ pub fn plan(facts: &ImportFacts<'_>, now: &Time) -> Vec<Step> {
     if let Some(why) = unsupported(data_volume) {
         return blocked(facts, cdi_api::DataVolumePhase::Failed, UNSUPPORTED, why, now);
     }
-    let Some(source) = import_source(data_volume) else {
+    let Some(source) = transfer(data_volume) else {
         return Vec::new();
     };
     let current = data_volume.status.clone().unwrap_or_default();
@@ -323,7 +359,7 @@ pub fn orphan_steps(claim: Option<&PersistentVolumeClaim>, pod: Option<&Pod>) ->
 fn claim_steps(
     facts: &ImportFacts<'_>,
     claim: &PersistentVolumeClaim,
-    source: &ImportSource,
+    source: &Transfer,
     current: &DataVolumeStatus,
     now: &Time,
 ) -> Vec<Step> {
@@ -334,7 +370,10 @@ fn claim_steps(
     let mut pod_present = false;
     if let Some(pod) = facts.pod.filter(|p| p.metadata.deletion_timestamp.is_none()) {
         pod_present = true;
-        let observed = claim_annotations::observe_importer(&known, pod);
+        let observed = match source {
+            Transfer::Import(_) => claim_annotations::observe_importer(&known, pod),
+            Transfer::Upload => claim_annotations::observe_upload(&known, pod),
+        };
         annotations = observed.annotations;
         // Upstream's `addLabelsFromTerminationMessage`: a registry image's labels.
         let labels = claim.metadata.labels.clone().unwrap_or_default();
@@ -351,6 +390,10 @@ fn claim_steps(
         let needs_scratch = pending && annotations.get(ann::REQUIRES_SCRATCH).is_some_and(|v| v == "true");
         if observed.delete_pod {
             steps.push(Step::DeletePod(pod.metadata.name.clone().unwrap_or_default()));
+            // A finished upload's Service goes with its server (upstream's cleanup).
+            if *source == Transfer::Upload && annotations.get(ann::POD_PHASE).is_some_and(|p| p == "Succeeded") {
+                steps.push(Step::DeleteService(cdi_api::upload::service_name(&claim_name)));
+            }
         } else if needs_scratch {
             match facts.scratch_claim {
                 None => steps.push(Step::CreateScratchClaim(Box::new(scratch_claim(facts, claim, pod)))),
@@ -387,12 +430,23 @@ fn claim_steps(
             .get(ann::REQUIRES_SCRATCH)
             .is_some_and(|v| v == "true")
             .then(|| scratch_name(&claim_name));
-        steps.push(Step::CreatePod(Box::new(importer_pod::render(&pod_args(
-            facts, claim, source, scratch,
-        )))));
-        annotations
-            .entry(ann::IMPORT_POD.to_owned())
-            .or_insert_with(|| importer_pod::pod_name(&claim_name));
+        match source {
+            Transfer::Import(source) => {
+                steps.push(Step::CreatePod(Box::new(importer_pod::render(&pod_args(
+                    facts, claim, source, scratch,
+                )))));
+                annotations
+                    .entry(ann::IMPORT_POD.to_owned())
+                    .or_insert_with(|| importer_pod::pod_name(&claim_name));
+            }
+            Transfer::Upload => {
+                let args = pods::upload_server_args(facts, claim, now);
+                steps.push(Step::CreateUploadServer(Box::new(crate::upload_server::render(&args))));
+                annotations
+                    .entry(ann::UPLOAD_POD.to_owned())
+                    .or_insert_with(|| cdi_api::upload::pod_name(&claim_name));
+            }
+        }
     }
     let work = Circumstances {
         requires_work: true,
@@ -408,74 +462,14 @@ fn claim_steps(
     steps
 }
 
-fn pod_args(
-    facts: &ImportFacts<'_>,
-    claim: &PersistentVolumeClaim,
-    source: &ImportSource,
-    scratch: Option<String>,
-) -> ImporterPodArgs {
-    let data_volume = facts.data_volume;
-    let spec = claim.spec.clone().unwrap_or_default();
-    ImporterPodArgs {
-        claim: claim.metadata.name.clone().unwrap_or_default(),
-        namespace: claim.metadata.namespace.clone().unwrap_or_default(),
-        claim_uid: claim.metadata.uid.clone().unwrap_or_default(),
-        block: spec.volume_mode.as_deref() == Some("Block"),
-        source: source.clone(),
-        insecure_registry: insecure_registry(source, &facts.settings.insecure_registries),
-        image_size: requested_size(claim),
-        filesystem_overhead: facts
-            .class
-            .map_or_else(|| "0".to_owned(), |c| c.filesystem_overhead.clone()),
-        preallocation: data_volume.spec.preallocation.unwrap_or(facts.settings.preallocation),
-        scratch_claim: scratch,
-        owner_uid: data_volume.metadata.uid.clone().unwrap_or_default(),
-        image: facts.settings.image.clone(),
-        pull_policy: facts.settings.pull_policy.clone(),
-        priority_class: data_volume.spec.priority_class_name.clone(),
-        service_account: data_volume.spec.service_account_name.clone(),
-        resources: facts.settings.resources.clone(),
-        image_pull_secrets: facts.settings.image_pull_secrets.clone(),
-    }
-}
-
-/// The scratch claim: the target's size, in the scratch class (or the target's), owned by the pod
-/// that mounts it so that it goes with the pod (as upstream's).
-fn scratch_claim(facts: &ImportFacts<'_>, claim: &PersistentVolumeClaim, pod: &Pod) -> PersistentVolumeClaim {
-    let target = claim.spec.clone().unwrap_or_default();
-    let class = facts.settings.scratch_class.clone().or(target.storage_class_name);
-    PersistentVolumeClaim {
-        metadata: ObjectMeta {
-            name: Some(scratch_name(&claim.metadata.name.clone().unwrap_or_default())),
-            namespace: claim.metadata.namespace.clone(),
-            labels: Some(BTreeMap::from([(
-                importer_pod::CDI_LABEL.0.to_owned(),
-                importer_pod::CDI_LABEL.1.to_owned(),
-            )])),
-            owner_references: Some(vec![OwnerReference {
-                api_version: "v1".to_owned(),
-                kind: "Pod".to_owned(),
-                name: pod.metadata.name.clone().unwrap_or_default(),
-                uid: pod.metadata.uid.clone().unwrap_or_default(),
-                controller: Some(true),
-                block_owner_deletion: Some(true),
-            }]),
-            ..ObjectMeta::default()
-        },
-        spec: Some(PersistentVolumeClaimSpec {
-            access_modes: Some(vec!["ReadWriteOnce".to_owned()]),
-            resources: target.resources,
-            storage_class_name: class,
-            volume_mode: Some("Filesystem".to_owned()),
-            ..PersistentVolumeClaimSpec::default()
-        }),
-        status: None,
-    }
-}
-
+mod pods;
 mod sources;
 
-use sources::{insecure_registry, unsupported};
+use pods::{pod_args, scratch_claim};
+
+use sources::unsupported;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod upload_tests;

@@ -14,6 +14,8 @@ use crate::import_plan::{self, ImportFacts, ImporterSettings, Step};
 use crate::import_progress::{self, ImporterMetrics};
 use crate::importer_pod;
 use crate::storage_profile::{self, ClassFacts};
+use crate::upload_pki::ServingCertificates;
+use crate::upload_server::{self, UploadServer};
 
 /// The class a DataVolume's claim names: `Some("")` is no class at all (a claim for a static
 /// volume), `None` leaves the choice to the default class.
@@ -154,9 +156,10 @@ pub enum Next {
 ///
 /// # Errors
 /// The first failing read or write; events that cannot be recorded are logged, not errors.
-pub async fn reconcile<A: CdiApi, M: ImporterMetrics>(
+pub async fn reconcile<A: CdiApi, M: ImporterMetrics, C: ServingCertificates>(
     api: &A,
     metrics: &M,
+    certificates: &C,
     namespace: &str,
     name: &str,
     settings: &ImporterSettings,
@@ -167,7 +170,11 @@ pub async fn reconcile<A: CdiApi, M: ImporterMetrics>(
     };
     let data_volume = &data_volume;
     let claim = api.claim(namespace, name).await?;
-    let pod = api.pod(namespace, &importer_pod::pod_name(name)).await?;
+    let pod_name = import_plan::transfer(data_volume).map_or_else(
+        || importer_pod::pod_name(name),
+        |transfer| import_plan::pod_name(&transfer, name),
+    );
+    let pod = api.pod(namespace, &pod_name).await?;
     let scratch = api.claim(namespace, &import_plan::scratch_name(name)).await?;
     let config = api.cdi_config().await?;
     let class = chosen_class(api, data_volume, claim.as_ref(), config.as_ref()).await?;
@@ -207,6 +214,8 @@ pub async fn reconcile<A: CdiApi, M: ImporterMetrics>(
             Step::LabelClaim(labels) => api.label_claim(namespace, name, &labels).await?,
             Step::DeletePod(pod) => api.delete_pod(namespace, &pod).await?,
             Step::CreatePod(pod) => api.create_pod(&pod).await?,
+            Step::CreateUploadServer(server) => create_upload_server(api, certificates, &server).await?,
+            Step::DeleteService(service) => api.delete_service(namespace, &service).await?,
             Step::ClaimEvent(event) => {
                 let subject = EventSubject {
                     api_version: "v1",
@@ -237,6 +246,25 @@ pub async fn reconcile<A: CdiApi, M: ImporterMetrics>(
     })
 }
 
+/// Creates an upload server: its Service, a certificate for the Service's names in its Secret
+/// (replacing an earlier pod's), then its pod.
+async fn create_upload_server<A: CdiApi, C: ServingCertificates>(
+    api: &A,
+    certificates: &C,
+    server: &UploadServer,
+) -> Result<(), ApiError> {
+    api.create_service(&server.service).await?;
+    let issued = certificates
+        .issue(&server.dns_names)
+        .map_err(|e| ApiError::Certificate {
+            service: server.service.metadata.name.clone().unwrap_or_default(),
+            message: e.to_string(),
+        })?;
+    let secret = upload_server::certificate_secret(&server.pod, &issued.cert, &issued.key, &issued.client_ca);
+    api.put_secret(&secret).await?;
+    api.create_pod(&server.pod).await
+}
+
 /// One pass over the claim `namespace/name` of CDI's (the controller's second loop, keyed by
 /// claims, as upstream's import controller is): a claim on its way out, whose DataVolume may be
 /// gone already, gets its importer pod removed, since the claim waits for every pod using it.
@@ -248,7 +276,16 @@ pub async fn release_claim<A: CdiApi>(api: &A, namespace: &str, name: &str) -> R
     if claim.as_ref().is_none_or(|c| c.metadata.deletion_timestamp.is_none()) {
         return Ok(());
     }
-    let pod = api.pod(namespace, &importer_pod::pod_name(name)).await?;
+    let uploading = claim
+        .as_ref()
+        .and_then(|c| c.metadata.annotations.as_ref())
+        .is_some_and(|a| a.contains_key(crate::claim_annotations::ann::UPLOAD_REQUEST));
+    let pod_name = if uploading {
+        cdi_api::upload::pod_name(name)
+    } else {
+        importer_pod::pod_name(name)
+    };
+    let pod = api.pod(namespace, &pod_name).await?;
     for step in import_plan::orphan_steps(claim.as_ref(), pod.as_ref()) {
         if let Step::DeletePod(pod) = step {
             api.delete_pod(namespace, &pod).await?;

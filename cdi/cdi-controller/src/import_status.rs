@@ -46,6 +46,9 @@ pub struct DataVolumeEvent {
 /// The import phase from the importer pod's phase annotation (`updateStatusPhase`); `None`
 /// keeps the phase as it was.
 fn import_phase(claim: &ClaimView, circumstances: Circumstances) -> Option<(DataVolumePhase, Option<DataVolumeEvent>)> {
+    if claim.annotations.contains_key(ann::UPLOAD_REQUEST) {
+        return upload_phase(claim, circumstances);
+    }
     let pod_phase = claim.annotations.get(ann::POD_PHASE).map(String::as_str);
     if pod_phase != Some("Succeeded")
         && !(claim.annotations.contains_key(ann::IMPORT_POD) && claim.phase == "Bound" && circumstances.requires_work)
@@ -90,6 +93,48 @@ fn import_phase(claim: &ClaimView, circumstances: Circumstances) -> Option<(Data
         ),
         // No phase yet, or one the pod never has.
         None | Some(_) => (DataVolumePhase::ImportScheduled, None),
+    })
+}
+
+/// The upload phase from the upload server's phase and readiness annotations (upstream's upload
+/// `updateStatusPhase`); `None` keeps the phase as it was.
+fn upload_phase(claim: &ClaimView, circumstances: Circumstances) -> Option<(DataVolumePhase, Option<DataVolumeEvent>)> {
+    let pod_phase = claim.annotations.get(ann::POD_PHASE).map(String::as_str);
+    if pod_phase != Some("Succeeded") && !(claim.phase == "Bound" && circumstances.requires_work) {
+        return None;
+    }
+    let event = |event_type, reason, message: String| {
+        Some(DataVolumeEvent {
+            event_type,
+            reason,
+            message,
+        })
+    };
+    let name = &claim.name;
+    let ready = claim.annotations.get(ann::POD_READY).is_some_and(|r| r == "true");
+    Some(match pod_phase {
+        Some("Pending") => (
+            DataVolumePhase::UploadScheduled,
+            event("Normal", "UploadScheduled", format!("Upload into {name} scheduled")),
+        ),
+        Some("Running") if ready => (
+            DataVolumePhase::UploadReady,
+            event("Normal", "UploadReady", format!("Upload into {name} ready")),
+        ),
+        Some("Failed") => (
+            DataVolumePhase::UploadScheduled,
+            event("Warning", "UploadFailed", format!("Upload into {name} failed")),
+        ),
+        Some("Succeeded") => (
+            DataVolumePhase::Succeeded,
+            event(
+                "Normal",
+                "UploadSucceeded",
+                format!("Successfully uploaded into {name}"),
+            ),
+        ),
+        // No pod yet, one starting, or one whose deadline passed.
+        None | Some(_) => (DataVolumePhase::UploadScheduled, None),
     })
 }
 

@@ -129,7 +129,7 @@ pub struct ImporterPodArgs {
     pub image_pull_secrets: Vec<LocalObjectReference>,
 }
 
-fn value(name: &str, value: impl Into<String>) -> EnvVar {
+pub(crate) fn value(name: &str, value: impl Into<String>) -> EnvVar {
     EnvVar {
         name: name.to_owned(),
         value: Some(value.into()),
@@ -192,7 +192,7 @@ fn environment(args: &ImporterPodArgs) -> Vec<EnvVar> {
     vars
 }
 
-fn claim_volume(name: &str, claim: &str) -> Volume {
+pub(crate) fn claim_volume(name: &str, claim: &str) -> Volume {
     Volume {
         name: name.to_owned(),
         persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
@@ -203,7 +203,7 @@ fn claim_volume(name: &str, claim: &str) -> Volume {
     }
 }
 
-fn mount(name: &str, path: &str) -> VolumeMount {
+pub(crate) fn mount(name: &str, path: &str) -> VolumeMount {
     VolumeMount {
         name: name.to_owned(),
         mount_path: path.to_owned(),
@@ -255,33 +255,80 @@ pub fn render(args: &ImporterPodArgs) -> Pod {
         volume_mounts: (!mounts.is_empty()).then_some(mounts),
         volume_devices: (!devices.is_empty()).then_some(devices),
         resources: args.resources.clone(),
-        // Upstream's restricted context: the importer fetches a stranger's data and runs
-        // qemu-img on it.
-        security_context: Some(SecurityContext {
-            allow_privilege_escalation: Some(false),
-            capabilities: Some(Capabilities {
-                drop: Some(vec!["ALL".to_owned()]),
-                add: None,
-            }),
-            run_as_non_root: Some(true),
-            ..SecurityContext::default()
-        }),
+        security_context: Some(restricted_context()),
         ..Container::default()
     };
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(pod_name(&args.claim)),
-            namespace: Some(args.namespace.clone()),
-            annotations: Some(BTreeMap::from([(CREATED_BY.to_owned(), "yes".to_owned())])),
-            labels: Some(BTreeMap::from([
+    claim_pod(
+        &PodFrame {
+            name: pod_name(&args.claim),
+            namespace: args.namespace.clone(),
+            annotations: BTreeMap::from([(CREATED_BY.to_owned(), "yes".to_owned())]),
+            labels: BTreeMap::from([
                 (CDI_LABEL.0.to_owned(), CDI_LABEL.1.to_owned()),
                 (COMPONENT_LABEL.0.to_owned(), COMPONENT_LABEL.1.to_owned()),
-            ])),
+            ]),
+            claim: args.claim.clone(),
+            claim_uid: args.claim_uid.clone(),
+            priority_class: args.priority_class.clone(),
+            service_account: args.service_account.clone(),
+            image_pull_secrets: args.image_pull_secrets.clone(),
+        },
+        container,
+        volumes,
+    )
+}
+
+/// Upstream's restricted container context: CDI's pods take a stranger's data and run qemu-img
+/// on it.
+pub(crate) fn restricted_context() -> SecurityContext {
+    SecurityContext {
+        allow_privilege_escalation: Some(false),
+        capabilities: Some(Capabilities {
+            drop: Some(vec!["ALL".to_owned()]),
+            add: None,
+        }),
+        run_as_non_root: Some(true),
+        ..SecurityContext::default()
+    }
+}
+
+/// What a CDI pod working on a claim is framed with.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct PodFrame {
+    /// The pod's name.
+    pub name: String,
+    /// Its namespace.
+    pub namespace: String,
+    /// Its annotations.
+    pub annotations: BTreeMap<String, String>,
+    /// Its labels.
+    pub labels: BTreeMap<String, String>,
+    /// The claim that owns it.
+    pub claim: String,
+    /// The claim's uid.
+    pub claim_uid: String,
+    /// The DataVolume's `priorityClassName`.
+    pub priority_class: Option<String>,
+    /// The DataVolume's `serviceAccountName`.
+    pub service_account: Option<String>,
+    /// CDIConfig's `imagePullSecrets`.
+    pub image_pull_secrets: Vec<LocalObjectReference>,
+}
+
+/// A pod owned by its claim, restarted `OnFailure`, running `container` as [`IMPORTER_USER`]
+/// with upstream's restricted pod security.
+pub(crate) fn claim_pod(frame: &PodFrame, container: Container, volumes: Vec<Volume>) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(frame.name.clone()),
+            namespace: Some(frame.namespace.clone()),
+            annotations: Some(frame.annotations.clone()),
+            labels: Some(frame.labels.clone()),
             owner_references: Some(vec![OwnerReference {
                 api_version: "v1".to_owned(),
                 kind: "PersistentVolumeClaim".to_owned(),
-                name: args.claim.clone(),
-                uid: args.claim_uid.clone(),
+                name: frame.claim.clone(),
+                uid: frame.claim_uid.clone(),
                 controller: Some(true),
                 block_owner_deletion: Some(true),
             }]),
@@ -291,10 +338,10 @@ pub fn render(args: &ImporterPodArgs) -> Pod {
             containers: vec![container],
             volumes: Some(volumes),
             restart_policy: Some("OnFailure".to_owned()),
-            priority_class_name: args.priority_class.clone(),
-            service_account_name: args.service_account.clone(),
+            priority_class_name: frame.priority_class.clone(),
+            service_account_name: frame.service_account.clone(),
             enable_service_links: Some(false),
-            image_pull_secrets: (!args.image_pull_secrets.is_empty()).then(|| args.image_pull_secrets.clone()),
+            image_pull_secrets: (!frame.image_pull_secrets.is_empty()).then(|| frame.image_pull_secrets.clone()),
             security_context: Some(PodSecurityContext {
                 run_as_user: Some(IMPORTER_USER),
                 run_as_group: Some(IMPORTER_USER),

@@ -18,3 +18,5 @@ pub mod import_status;
 pub mod importer_pod;
 pub mod storage_capabilities;
 pub mod storage_profile;
+pub mod upload_pki;
+pub mod upload_server;

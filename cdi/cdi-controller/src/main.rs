@@ -1,6 +1,7 @@
-//! cdi-controller: imports DataVolumes (`http` and `blank` sources) into their claims. Wiring
-//! only: a kube-rs controller over DataVolumes, their claims and the importer pods, each pass
-//! [`cdi_controller::import_reconciler::reconcile`].
+//! cdi-controller: fills DataVolumes' claims by import (`http`, `registry` and `blank` sources)
+//! and upload. Wiring only: the upload path's certificates made at start
+//! ([`cdi_controller::upload_pki::kube::ensure`]), then a kube-rs controller over DataVolumes,
+//! their claims and their pods, each pass [`cdi_controller::import_reconciler::reconcile`].
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use cdi_controller::import_plan::ImporterSettings;
 use cdi_controller::import_progress::HttpsMetrics;
 use cdi_controller::import_reconciler::{self, Next};
 use cdi_controller::importer_pod::CDI_LABEL;
+use cdi_controller::upload_pki::{self, UploadPki};
 use clap::Parser;
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
@@ -37,6 +39,12 @@ struct Args {
     /// The importer image (upstream's IMPORTER_IMAGE).
     #[arg(long, env = "IMPORTER_IMAGE")]
     importer_image: String,
+    /// The upload server image (upstream's UPLOADSERVER_IMAGE).
+    #[arg(long, env = "UPLOADSERVER_IMAGE")]
+    uploadserver_image: String,
+    /// CDI's namespace, where the upload path's certificates are kept.
+    #[arg(long, env = "CDI_NAMESPACE", default_value = "cdi")]
+    namespace: String,
     /// The importer pods' pull policy (upstream's PULL_POLICY).
     #[arg(long, env = "PULL_POLICY", default_value = "IfNotPresent")]
     pull_policy: String,
@@ -48,6 +56,7 @@ struct Args {
 struct Context {
     api: KubeCdiApi,
     settings: ImporterSettings,
+    certificates: UploadPki,
 }
 
 async fn reconcile(
@@ -65,6 +74,7 @@ async fn reconcile(
     let pass = Box::pin(import_reconciler::reconcile(
         &context.api,
         &metrics,
+        &context.certificates,
         namespace,
         name,
         &context.settings,
@@ -126,13 +136,23 @@ fn owner_of_pod(pod: Pod) -> Option<ObjectRef<DataVolume>> {
 async fn run(args: Args) -> anyhow::Result<()> {
     let client = Client::try_default().await.context("connecting to the API server")?;
     let stop = control_loop::process::stop_on_signals().context("listening for signals")?;
+    let certificates = upload_pki::kube::ensure(&client, &args.namespace)
+        .await
+        .with_context(|| {
+            format!(
+                "setting up the upload path's certificates in namespace {}",
+                args.namespace
+            )
+        })?;
     let context = Arc::new(Context {
         api: KubeCdiApi::new(client.clone()),
         settings: ImporterSettings {
             image: args.importer_image,
+            upload_image: args.uploadserver_image,
             pull_policy: args.pull_policy,
             ..ImporterSettings::default()
         },
+        certificates,
     });
     let ours = format!("{}={}", CDI_LABEL.0, CDI_LABEL.1);
     tracing::info!("cdi-controller started");

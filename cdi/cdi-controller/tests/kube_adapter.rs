@@ -158,3 +158,42 @@ async fn events_name_their_object_with_its_api_version_and_failures_name_the_ope
         "{error}"
     );
 }
+
+#[tokio::test]
+async fn an_upload_servers_service_is_created_and_deleted_and_its_secret_replaced() {
+    let secret = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "cdi-upload-disk", "namespace": "vms", "resourceVersion": "7"}});
+    let (api, log) = api_server(vec![
+        status(409, "AlreadyExists"),
+        status(404, "NotFound"),
+        status(409, "AlreadyExists"),
+        (200, secret.clone()),
+        (200, secret),
+    ]);
+    let service =
+        serde_json::from_value(json!({"metadata": {"name": "cdi-upload-disk", "namespace": "vms"}})).expect("service");
+    api.create_service(&service).await.expect("a taken name is ours");
+    api.delete_service("vms", "cdi-upload-disk")
+        .await
+        .expect("a gone service is deleted");
+    let new_secret = serde_json::from_value(json!({"metadata": {"name": "cdi-upload-disk", "namespace": "vms"},
+        "data": {"tls.crt": "Q0VSVA=="}}))
+    .expect("secret");
+    api.put_secret(&new_secret).await.expect("replaced");
+    let requests = requests(&log);
+    assert_eq!(
+        requests[4].body["metadata"]["resourceVersion"], "7",
+        "replaced at the version read"
+    );
+    assert_eq!(requests[4].body["data"]["tls.crt"], "Q0VSVA==");
+    let seen: Vec<(String, String)> = requests.into_iter().map(|r| (r.method, r.path)).collect();
+    let expected = [
+        ("POST", "/api/v1/namespaces/vms/services?"),
+        ("DELETE", "/api/v1/namespaces/vms/services/cdi-upload-disk?"),
+        ("POST", "/api/v1/namespaces/vms/secrets?"),
+        ("GET", "/api/v1/namespaces/vms/secrets/cdi-upload-disk"),
+        ("PUT", "/api/v1/namespaces/vms/secrets/cdi-upload-disk?"),
+    ]
+    .map(|(m, p)| (m.to_owned(), p.to_owned()));
+    assert_eq!(seen, expected);
+}

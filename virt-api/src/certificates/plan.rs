@@ -19,14 +19,7 @@ pub const PROPAGATION_SECONDS: i64 = 10 * 60;
 /// How far back a certificate's validity starts, for peers whose clock is a little behind.
 pub const CLOCK_SKEW_SECONDS: i64 = 5 * 60;
 
-/// How a certificate is used.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Usage {
-    /// A server's, for these DNS names.
-    Server(Vec<String>),
-    /// A client's.
-    Client,
-}
+pub use control_loop::tls::issue::Usage;
 
 /// One certificate the CA signs, and the Secret it is kept in.
 #[derive(Clone, Debug, PartialEq, Eq)]

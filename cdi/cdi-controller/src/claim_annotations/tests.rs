@@ -253,3 +253,69 @@ fn rusts_words_for_a_full_disk_are_shortened_too() {
     );
     assert_eq!(simplify("HTTP 404"), "HTTP 404");
 }
+
+fn with_ready(mut pod: Pod, ready: bool) -> Pod {
+    if let Some(statuses) = pod.status.as_mut().and_then(|s| s.container_statuses.as_mut()) {
+        for status in statuses {
+            status.ready = ready;
+        }
+    }
+    pod.metadata.name = Some("cdi-upload-disk".to_owned());
+    pod
+}
+
+#[test]
+fn an_upload_server_reports_its_phase_and_readiness_and_goes_once_done() {
+    let running = json!({"running": {"startedAt": "2026-11-29T10:00:00Z"}});
+    let starting = observe_upload(&BTreeMap::new(), &with_ready(pod("Running", &running, 0), false));
+    assert_eq!(starting.annotations[ann::POD_PHASE], "Running");
+    assert_eq!(starting.annotations[ann::POD_READY], "false");
+    assert_eq!(starting.annotations[ann::UPLOAD_POD], "cdi-upload-disk");
+    assert!(!starting.delete_pod);
+    let ready = observe_upload(&starting.annotations, &with_ready(pod("Running", &running, 0), true));
+    assert_eq!(ready.annotations[ann::POD_READY], "true");
+    assert_eq!(ready.annotations[ann::RUNNING], "true");
+    assert!(ready.events.is_empty());
+    let message = r#"{"message":"Upload Complete","preallocationApplied":true}"#;
+    let done = observe_upload(
+        &ready.annotations,
+        &with_ready(pod("Succeeded", &terminated(0, "Completed", message), 0), false),
+    );
+    assert_eq!(done.annotations[ann::POD_PHASE], "Succeeded");
+    assert_eq!(done.annotations[ann::PREALLOCATION_APPLIED], "true");
+    assert_eq!(done.annotations[ann::RUNNING_MESSAGE], "Upload Complete");
+    assert!(done.delete_pod);
+    assert_eq!(
+        done.events,
+        [ClaimEvent {
+            event_type: "Normal",
+            reason: "UploadSucceeded",
+            message: "Upload Successful".to_owned(),
+        }]
+    );
+    let again = observe_upload(
+        &done.annotations,
+        &with_ready(pod("Succeeded", &terminated(0, "Completed", message), 0), false),
+    );
+    assert!(again.events.is_empty(), "announced once");
+    let mut retained = done.annotations.clone();
+    retained.insert(ann::POD_RETAIN.to_owned(), "true".to_owned());
+    let kept = observe_upload(
+        &retained,
+        &with_ready(pod("Succeeded", &terminated(0, "Completed", message), 0), false),
+    );
+    assert!(!kept.delete_pod, "retainAfterCompletion keeps it");
+}
+
+#[test]
+fn an_upload_server_whose_deadline_passed_goes_without_a_phase() {
+    let message = r#"{"message":"Deadline Passed","deadlinePassed":true}"#;
+    let observed = observe_upload(
+        &annotations(&[(ann::POD_PHASE, "Running"), (ann::POD_READY, "true")]),
+        &with_ready(pod("Succeeded", &terminated(0, "Completed", message), 0), false),
+    );
+    assert_eq!(observed.annotations[ann::POD_PHASE], "");
+    assert_eq!(observed.annotations[ann::POD_READY], "false");
+    assert!(observed.delete_pod);
+    assert!(observed.events.is_empty());
+}

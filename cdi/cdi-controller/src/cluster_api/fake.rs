@@ -5,7 +5,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use cdi_api::data_volume::DataVolumeStatus;
 use cdi_api::{CDIConfig, DataVolume, StorageProfile};
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod, Secret, Service};
 use k8s_openapi::api::storage::v1::StorageClass;
 
 use super::{ApiError, CdiApi, EventSubject};
@@ -19,6 +19,10 @@ pub struct State {
     pub claims: BTreeMap<String, PersistentVolumeClaim>,
     /// Pods by `namespace/name`.
     pub pods: BTreeMap<String, Pod>,
+    /// Services by `namespace/name`.
+    pub services: BTreeMap<String, Service>,
+    /// Secrets by `namespace/name`.
+    pub secrets: BTreeMap<String, Secret>,
     /// StorageClasses.
     pub classes: Vec<StorageClass>,
     /// StorageProfiles by name.
@@ -158,6 +162,35 @@ impl CdiApi for FakeCdiApi {
         let mut state = self.state();
         state.writes.push(format!("delete pod {namespace}/{name}"));
         state.pods.remove(&key(namespace, name));
+        Ok(())
+    }
+
+    async fn create_service(&self, service: &Service) -> Result<(), ApiError> {
+        let id = key(
+            service.metadata.namespace.as_deref().unwrap_or_default(),
+            service.metadata.name.as_deref().unwrap_or_default(),
+        );
+        let mut state = self.state();
+        state.writes.push(format!("create service {id}"));
+        state.services.entry(id).or_insert_with(|| service.clone());
+        Ok(())
+    }
+
+    async fn delete_service(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
+        let mut state = self.state();
+        state.writes.push(format!("delete service {namespace}/{name}"));
+        state.services.remove(&key(namespace, name));
+        Ok(())
+    }
+
+    async fn put_secret(&self, secret: &Secret) -> Result<(), ApiError> {
+        let id = key(
+            secret.metadata.namespace.as_deref().unwrap_or_default(),
+            secret.metadata.name.as_deref().unwrap_or_default(),
+        );
+        let mut state = self.state();
+        state.writes.push(format!("put secret {id}"));
+        state.secrets.insert(id, secret.clone());
         Ok(())
     }
 

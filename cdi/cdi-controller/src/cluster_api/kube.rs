@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use cdi_api::data_volume::DataVolumeStatus;
 use cdi_api::{CDIConfig, DataVolume, StorageProfile};
-use k8s_openapi::api::core::v1::{Event, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Event, PersistentVolume, PersistentVolumeClaim, Pod, Secret, Service};
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -161,6 +161,45 @@ impl CdiApi for KubeCdiApi {
             Ok(_) => Ok(()),
             Err(e) if is_status(&e, 404) => Ok(()),
             Err(e) => Err(failed(format!("delete pod {namespace}/{name}"))(e)),
+        }
+    }
+
+    async fn create_service(&self, service: &Service) -> Result<(), ApiError> {
+        let namespace = service.metadata.namespace.clone().unwrap_or_default();
+        let api = Api::<Service>::namespaced(self.client.clone(), &namespace);
+        let name = service.metadata.name.clone().unwrap_or_default();
+        created(
+            api.create(&PostParams::default(), service).await,
+            format!("create service {namespace}/{name}"),
+        )
+    }
+
+    async fn delete_service(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
+        let api = Api::<Service>::namespaced(self.client.clone(), namespace);
+        match api.delete(name, &DeleteParams::default()).await {
+            Ok(_) => Ok(()),
+            Err(e) if is_status(&e, 404) => Ok(()),
+            Err(e) => Err(failed(format!("delete service {namespace}/{name}"))(e)),
+        }
+    }
+
+    async fn put_secret(&self, secret: &Secret) -> Result<(), ApiError> {
+        let namespace = secret.metadata.namespace.clone().unwrap_or_default();
+        let api = Api::<Secret>::namespaced(self.client.clone(), &namespace);
+        let name = secret.metadata.name.clone().unwrap_or_default();
+        let operation = format!("write secret {namespace}/{name}");
+        match api.create(&PostParams::default(), secret).await {
+            Ok(_) => Ok(()),
+            Err(e) if is_status(&e, 409) => {
+                let existing = api.get(&name).await.map_err(failed(operation.clone()))?;
+                let mut replacement = secret.clone();
+                replacement.metadata.resource_version = existing.metadata.resource_version;
+                api.replace(&name, &PostParams::default(), &replacement)
+                    .await
+                    .map(drop)
+                    .map_err(failed(operation))
+            }
+            Err(e) => Err(failed(operation)(e)),
         }
     }
 

@@ -20,7 +20,6 @@ pub(super) fn unsupported(data_volume: &DataVolume) -> Option<String> {
     let kinds = [
         ("s3", source.s3.is_some()),
         ("gcs", source.gcs.is_some()),
-        ("upload", source.upload.is_some()),
         ("pvc", source.pvc.is_some()),
         ("snapshot", source.snapshot.is_some()),
         ("imageio", source.imageio.is_some()),

@@ -4,13 +4,14 @@ use k8s_openapi::jiff::Timestamp;
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
+use super::sources::insecure_registry;
 use super::*;
 
-fn now() -> Time {
+pub(super) fn now() -> Time {
     Time(Timestamp::from_second(100).expect("time"))
 }
 
-fn data_volume(source: &serde_json::Value) -> DataVolume {
+pub(super) fn data_volume(source: &serde_json::Value) -> DataVolume {
     serde_json::from_value(json!({
         "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
         "metadata": {"name": "disk", "namespace": "vms", "uid": "dv-uid"},
@@ -46,7 +47,7 @@ fn settings() -> ImporterSettings {
 }
 
 /// The claim a first pass creates, as the API server gives it back in `phase` with `annotations`.
-fn claim(dv: &DataVolume, phase: &str, annotations: &[(&str, &str)]) -> PersistentVolumeClaim {
+pub(super) fn claim(dv: &DataVolume, phase: &str, annotations: &[(&str, &str)]) -> PersistentVolumeClaim {
     let steps = plan(&facts(dv, None, None), &now());
     let Some(Step::CreateClaim(claim)) = steps.into_iter().next() else {
         panic!("a first pass creates the claim")
@@ -59,7 +60,7 @@ fn claim(dv: &DataVolume, phase: &str, annotations: &[(&str, &str)]) -> Persiste
     claim
 }
 
-fn pod(phase: &str, state: &serde_json::Value) -> Pod {
+pub(super) fn pod(phase: &str, state: &serde_json::Value) -> Pod {
     serde_json::from_value(json!({
         "metadata": {"name": "importer-disk", "uid": "pod-uid", "ownerReferences": [
             {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "name": "disk", "uid": "claim-uid", "controller": true}]},
@@ -73,7 +74,11 @@ fn pod(phase: &str, state: &serde_json::Value) -> Pod {
 static SETTINGS: std::sync::LazyLock<ImporterSettings> = std::sync::LazyLock::new(settings);
 static CLASS: std::sync::LazyLock<ChosenClass> = std::sync::LazyLock::new(class);
 
-fn facts<'a>(dv: &'a DataVolume, claim: Option<&'a PersistentVolumeClaim>, pod: Option<&'a Pod>) -> ImportFacts<'a> {
+pub(super) fn facts<'a>(
+    dv: &'a DataVolume,
+    claim: Option<&'a PersistentVolumeClaim>,
+    pod: Option<&'a Pod>,
+) -> ImportFacts<'a> {
     ImportFacts {
         data_volume: dv,
         claim,
@@ -86,14 +91,14 @@ fn facts<'a>(dv: &'a DataVolume, claim: Option<&'a PersistentVolumeClaim>, pod: 
     }
 }
 
-fn phase_written(steps: &[Step]) -> Option<DataVolumePhase> {
+pub(super) fn phase_written(steps: &[Step]) -> Option<DataVolumePhase> {
     steps.iter().find_map(|s| match s {
         Step::WriteStatus(status) => Some(status.phase),
         _ => None,
     })
 }
 
-fn kinds(steps: &[Step]) -> Vec<&'static str> {
+pub(super) fn kinds(steps: &[Step]) -> Vec<&'static str> {
     steps
         .iter()
         .map(|s| match s {
@@ -102,6 +107,8 @@ fn kinds(steps: &[Step]) -> Vec<&'static str> {
             Step::LabelClaim(_) => "LabelClaim",
             Step::DeletePod(_) => "DeletePod",
             Step::CreatePod(_) => "CreatePod",
+            Step::CreateUploadServer(_) => "CreateUploadServer",
+            Step::DeleteService(_) => "DeleteService",
             Step::CreateScratchClaim(_) => "CreateScratchClaim",
             Step::ClaimEvent(_) => "ClaimEvent",
             Step::WriteStatus(_) => "WriteStatus",

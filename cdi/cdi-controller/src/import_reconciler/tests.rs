@@ -6,6 +6,7 @@ use serde_json::json;
 use super::*;
 use crate::cluster_api::fake::FakeCdiApi;
 use crate::import_progress::FakeMetrics;
+use crate::upload_pki::FixedCertificates;
 
 fn now() -> Time {
     Time(Timestamp::from_second(100).expect("time"))
@@ -63,7 +64,7 @@ async fn pass_reading(api: &FakeCdiApi, metrics: &FakeMetrics) -> (Vec<String>, 
         .data_volumes
         .entry("vms/disk".to_owned())
         .or_insert_with(data_volume);
-    let next = reconcile(api, metrics, "vms", "disk", &settings(), &now())
+    let next = reconcile(api, metrics, &FixedCertificates, "vms", "disk", &settings(), &now())
         .await
         .expect("pass");
     (api.take_writes(), next)
@@ -192,9 +193,17 @@ async fn an_import_runs_from_claim_to_success_and_then_rests() {
     assert_eq!(phase(&api), DataVolumePhase::Succeeded);
     assert_eq!(pass(&api).await, Vec::<String>::new(), "a finished import rests");
     assert_eq!(
-        reconcile(&api, &FakeMetrics::default(), "vms", "disk", &settings(), &now())
-            .await
-            .expect("pass"),
+        reconcile(
+            &api,
+            &FakeMetrics::default(),
+            &FixedCertificates,
+            "vms",
+            "disk",
+            &settings(),
+            &now()
+        )
+        .await
+        .expect("pass"),
         Next::Rest
     );
 }
@@ -221,9 +230,17 @@ async fn cdi_config_sets_the_overhead_and_a_missing_class_is_named() {
     let empty = FakeCdiApi::default();
     let writes = pass(&empty).await;
     assert_eq!(
-        reconcile(&empty, &FakeMetrics::default(), "vms", "gone", &settings(), &now())
-            .await
-            .expect("pass"),
+        reconcile(
+            &empty,
+            &FakeMetrics::default(),
+            &FixedCertificates,
+            "vms",
+            "gone",
+            &settings(),
+            &now()
+        )
+        .await
+        .expect("pass"),
         Next::Rest,
         "a DataVolume that is gone rests"
     );
@@ -305,4 +322,33 @@ async fn a_claim_left_deleting_by_its_data_volume_gets_its_importer_pod_removed(
         .await
         .expect("a claim that is not there");
     assert_eq!(api.take_writes(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn an_upload_server_is_made_with_its_service_and_certificate_and_its_claim_released() {
+    let api = api();
+    let mut upload = data_volume();
+    upload.spec.source = serde_json::from_value(json!({"upload": {}})).ok();
+    api.state().data_volumes.insert("vms/disk".to_owned(), upload);
+    pass(&api).await;
+    set_claim_phase(&api, "Bound");
+    let writes = pass(&api).await;
+    assert_eq!(
+        writes,
+        [
+            "create service vms/cdi-upload-disk",
+            "put secret vms/cdi-upload-disk",
+            "create pod vms/cdi-upload-disk",
+            "status vms/disk UploadScheduled",
+        ]
+    );
+    let secret = serde_json::to_value(&api.state().secrets["vms/cdi-upload-disk"]).expect("json");
+    assert_eq!(secret["data"]["tls.key"], "S0VZ", "the issued key");
+    assert_eq!(secret["metadata"]["ownerReferences"][0]["uid"], "claim-uid");
+    // A claim on its way out releases its upload server.
+    if let Some(claim) = api.state().claims.get_mut("vms/disk") {
+        claim.metadata.deletion_timestamp = Some(now());
+    }
+    release_claim(&api, "vms", "disk").await.expect("released");
+    assert_eq!(api.take_writes(), ["delete pod vms/cdi-upload-disk"]);
 }

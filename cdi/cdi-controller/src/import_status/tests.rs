@@ -272,3 +272,79 @@ fn a_running_import_seen_again_later_writes_nothing() {
     assert_eq!(again, first, "no condition is stamped again");
     assert_eq!(event, None);
 }
+
+#[test]
+fn an_upload_is_scheduled_ready_once_its_server_is_and_done_when_it_succeeds() {
+    use DataVolumePhase::*;
+    let upload = |pairs: &[(&'static str, &'static str)]| {
+        let mut all = vec![(ann::UPLOAD_REQUEST, "")];
+        all.extend_from_slice(pairs);
+        claim("Bound", &all)
+    };
+    let cases: Vec<Case> = vec![
+        (Pending, Some(upload(&[])), WORK, UploadScheduled, None),
+        (
+            UploadScheduled,
+            Some(upload(&[(ann::POD_PHASE, "Pending")])),
+            WORK,
+            UploadScheduled,
+            None,
+        ),
+        (
+            PvcBound,
+            Some(upload(&[(ann::POD_PHASE, "Pending")])),
+            WORK,
+            UploadScheduled,
+            Some("UploadScheduled"),
+        ),
+        (
+            UploadScheduled,
+            Some(upload(&[(ann::POD_PHASE, "Running"), (ann::POD_READY, "false")])),
+            WORK,
+            UploadScheduled,
+            None,
+        ),
+        (
+            UploadScheduled,
+            Some(upload(&[(ann::POD_PHASE, "Running"), (ann::POD_READY, "true")])),
+            WORK,
+            UploadReady,
+            Some("UploadReady"),
+        ),
+        (
+            UploadReady,
+            Some(upload(&[(ann::POD_PHASE, "Failed")])),
+            WORK,
+            UploadScheduled,
+            Some("UploadFailed"),
+        ),
+        // A server whose deadline passed is replaced: no phase on the claim meanwhile.
+        (
+            UploadReady,
+            Some(upload(&[(ann::POD_PHASE, ""), (ann::POD_READY, "false")])),
+            WORK,
+            UploadScheduled,
+            None,
+        ),
+        (
+            UploadReady,
+            Some(upload(&[(ann::POD_PHASE, "Succeeded")])),
+            WORK,
+            Succeeded,
+            Some("UploadSucceeded"),
+        ),
+        (
+            Unset,
+            Some(claim("Pending", &[(ann::UPLOAD_REQUEST, "")])),
+            WORK,
+            Pending,
+            None,
+        ),
+    ];
+    for (from, claim, circumstances, to, event) in cases {
+        let (next, emitted) = next_status(&status(from), claim.as_ref(), circumstances, &at(10));
+        let label = format!("{from:?} with {claim:?}");
+        assert_eq!(next.phase, to, "{label}");
+        assert_eq!(emitted.map(|e| e.reason), event, "{label}");
+    }
+}
