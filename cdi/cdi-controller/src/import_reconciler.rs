@@ -8,13 +8,13 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+use crate::cdi_pki::ServingCertificates;
 use crate::claim_spec::{self, ChosenClass, ClassCandidate};
 use crate::cluster_api::{ApiError, CdiApi, EventSubject};
 use crate::import_plan::{self, ImportFacts, ImporterSettings, Step};
 use crate::import_progress::{self, ImporterMetrics};
 use crate::importer_pod;
 use crate::storage_profile::{self, ClassFacts};
-use crate::upload_pki::ServingCertificates;
 use crate::upload_server::{self, UploadServer};
 
 /// The class a DataVolume's claim names: `Some("")` is no class at all (a claim for a static

@@ -8,6 +8,7 @@
 //! one pass's steps ([`import_plan`]). [`import_reconciler`] observes and applies them through
 //! [`cluster_api`] and the importers' metrics.
 
+pub mod cdi_pki;
 pub mod claim_annotations;
 pub mod claim_spec;
 pub mod cluster_api;
@@ -18,5 +19,4 @@ pub mod import_status;
 pub mod importer_pod;
 pub mod storage_capabilities;
 pub mod storage_profile;
-pub mod upload_pki;
 pub mod upload_server;

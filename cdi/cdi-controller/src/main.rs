@@ -1,6 +1,6 @@
 //! cdi-controller: fills DataVolumes' claims by import (`http`, `registry` and `blank` sources)
-//! and upload. Wiring only: the upload path's certificates made at start
-//! ([`cdi_controller::upload_pki::kube::ensure`]), then a kube-rs controller over DataVolumes,
+//! and upload. Wiring only: CDI's certificates and token key made at start
+//! ([`cdi_controller::cdi_pki::kube::ensure`], until cdi-operator does it), then a kube-rs controller over DataVolumes,
 //! their claims and their pods, each pass [`cdi_controller::import_reconciler::reconcile`].
 
 use std::process::ExitCode;
@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use cdi_api::DataVolume;
+use cdi_controller::cdi_pki::{self, UploadPki};
 use cdi_controller::cluster_api::kube::KubeCdiApi;
 use cdi_controller::import_plan::ImporterSettings;
 use cdi_controller::import_progress::HttpsMetrics;
 use cdi_controller::import_reconciler::{self, Next};
 use cdi_controller::importer_pod::CDI_LABEL;
-use cdi_controller::upload_pki::{self, UploadPki};
 use clap::Parser;
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
@@ -136,14 +136,9 @@ fn owner_of_pod(pod: Pod) -> Option<ObjectRef<DataVolume>> {
 async fn run(args: Args) -> anyhow::Result<()> {
     let client = Client::try_default().await.context("connecting to the API server")?;
     let stop = control_loop::process::stop_on_signals().context("listening for signals")?;
-    let certificates = upload_pki::kube::ensure(&client, &args.namespace)
+    let certificates = cdi_pki::kube::ensure(&client, &args.namespace)
         .await
-        .with_context(|| {
-            format!(
-                "setting up the upload path's certificates in namespace {}",
-                args.namespace
-            )
-        })?;
+        .with_context(|| format!("setting up CDI's certificates in namespace {}", args.namespace))?;
     let context = Arc::new(Context {
         api: KubeCdiApi::new(client.clone()),
         settings: ImporterSettings {

@@ -4,9 +4,9 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 
 use super::*;
+use crate::cdi_pki::FixedCertificates;
 use crate::cluster_api::fake::FakeCdiApi;
 use crate::import_progress::FakeMetrics;
-use crate::upload_pki::FixedCertificates;
 
 fn now() -> Time {
     Time(Timestamp::from_second(100).expect("time"))
@@ -68,6 +68,21 @@ async fn pass_reading(api: &FakeCdiApi, metrics: &FakeMetrics) -> (Vec<String>, 
         .await
         .expect("pass");
     (api.take_writes(), next)
+}
+
+/// What a pass over `namespace/name` says is next.
+async fn next_of(api: &FakeCdiApi, name: &str) -> Next {
+    reconcile(
+        api,
+        &FakeMetrics::default(),
+        &FixedCertificates,
+        "vms",
+        name,
+        &settings(),
+        &now(),
+    )
+    .await
+    .expect("pass")
 }
 
 fn set_claim_phase(api: &FakeCdiApi, phase: &str) {
@@ -192,20 +207,7 @@ async fn an_import_runs_from_claim_to_success_and_then_rests() {
     );
     assert_eq!(phase(&api), DataVolumePhase::Succeeded);
     assert_eq!(pass(&api).await, Vec::<String>::new(), "a finished import rests");
-    assert_eq!(
-        reconcile(
-            &api,
-            &FakeMetrics::default(),
-            &FixedCertificates,
-            "vms",
-            "disk",
-            &settings(),
-            &now()
-        )
-        .await
-        .expect("pass"),
-        Next::Rest
-    );
+    assert_eq!(next_of(&api, "disk").await, Next::Rest);
 }
 
 #[tokio::test]
@@ -230,17 +232,7 @@ async fn cdi_config_sets_the_overhead_and_a_missing_class_is_named() {
     let empty = FakeCdiApi::default();
     let writes = pass(&empty).await;
     assert_eq!(
-        reconcile(
-            &empty,
-            &FakeMetrics::default(),
-            &FixedCertificates,
-            "vms",
-            "gone",
-            &settings(),
-            &now()
-        )
-        .await
-        .expect("pass"),
+        next_of(&empty, "gone").await,
         Next::Rest,
         "a DataVolume that is gone rests"
     );
