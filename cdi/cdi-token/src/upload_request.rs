@@ -111,6 +111,18 @@ pub fn ready(name: &str, claim: &ClaimState) -> Result<(), Refusal> {
     Ok(())
 }
 
+/// Whether the claim takes uploads and only waits for its upload server to be ready: a refusal
+/// of [`ready`] that a moment may change (upstream's proxy polls it for 10 s).
+#[must_use]
+pub fn waiting_for_server(claim: &ClaimState) -> bool {
+    let ClaimState::Present(annotations) = claim else {
+        return false;
+    };
+    annotations.contains_key(UPLOAD_TARGET)
+        && annotations.get(POD_PHASE).is_none_or(|p| p != "Succeeded")
+        && !annotations.get(POD_READY).is_some_and(|r| go_true(r))
+}
+
 #[cfg(test)]
 mod tests {
     use pretty_assertions::assert_eq;
@@ -205,5 +217,15 @@ mod tests {
             Ok(()),
             "Go's truths"
         );
+        // Only a target whose server is not ready yet is worth waiting for.
+        assert!(waiting_for_server(&claim(&[(UPLOAD_TARGET, "")])));
+        assert!(waiting_for_server(&claim(&[(UPLOAD_TARGET, ""), (POD_READY, "false")])));
+        assert!(!waiting_for_server(&claim(&[(UPLOAD_TARGET, ""), (POD_READY, "true")])));
+        assert!(!waiting_for_server(&claim(&[
+            (UPLOAD_TARGET, ""),
+            (POD_PHASE, "Succeeded")
+        ])));
+        assert!(!waiting_for_server(&claim(&[(POD_READY, "false")])));
+        assert!(!waiting_for_server(&ClaimState::Missing));
     }
 }

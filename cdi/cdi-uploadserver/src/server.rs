@@ -3,7 +3,6 @@
 //! claim with the importer's pipeline ([`cdi_importer::import`]). It ends once the disk is
 //! written, or at its deadline when no upload is under way, as upstream's does.
 
-use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -16,12 +15,10 @@ use cdi_importer::import::{self, ImportError, Request as ImportRequest};
 use cdi_importer::layers::Stream;
 use cdi_importer::run::{self, RunError};
 use cdi_importer::sparse_copy::CopyError;
+use control_loop::https_connection::{self, Peer};
 use control_loop::tls::{CertSource, ClientCa, ClientPolicy, Identities, TlsError};
 use http_body_util::Full;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_util::task::TaskTracker;
@@ -33,8 +30,6 @@ use crate::form::FormFile;
 use crate::routes::{self, Body, Mode, Route};
 use crate::session::{self, Event, State, Step};
 
-/// How long a client may take to finish the TLS handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the last answers may take to be sent once the server is over.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -272,7 +267,10 @@ impl Server {
             tokio::select! {
                 accepted = listener.accept() => match accepted {
                     Ok((stream, peer)) => {
-                        connections.spawn(connection(stream, peer, acceptor.clone(), Arc::clone(&shared)));
+                        let shared = Arc::clone(&shared);
+                        let handler = move |request, peer: Peer| handle(Arc::clone(&shared), request, peer.certificate);
+                        // One request a connection: the server's end waits for the last answer.
+                        connections.spawn(https_connection::serve(stream, peer, acceptor.clone(), false, handler));
                     }
                     Err(error) => debug!(error = %error, "accept failed"),
                 },
@@ -298,33 +296,6 @@ impl Server {
             }
             State::Waiting | State::Receiving | State::Finishing => Ok(Outcome::DeadlinePassed),
         }
-    }
-}
-
-async fn connection(
-    stream: tokio::net::TcpStream,
-    peer: SocketAddr,
-    acceptor: tokio_rustls::TlsAcceptor,
-    shared: Arc<Shared>,
-) {
-    let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-        Ok(Ok(stream)) => stream,
-        Ok(Err(error)) => return debug!(%peer, error = %error, "TLS handshake failed"),
-        Err(_) => return debug!(%peer, "TLS handshake timed out"),
-    };
-    // The verifier admitted only the client name, so any certificate here is the client's.
-    let verified = stream.get_ref().1.peer_certificates().is_some_and(|c| !c.is_empty());
-    let service = service_fn(move |request: Request<hyper::body::Incoming>| {
-        let shared = Arc::clone(&shared);
-        async move { Ok::<_, Infallible>(handle(shared, request, verified).await) }
-    });
-    // One request a connection: the server's end waits for the last answer, not for idle clients.
-    if let Err(error) = http1::Builder::new()
-        .keep_alive(false)
-        .serve_connection(TokioIo::new(stream), service)
-        .await
-    {
-        debug!(%peer, error = %error, "connection ended with an error");
     }
 }
 
