@@ -66,3 +66,31 @@ pub async fn serve<H, F, B>(
         debug!(%address, error = %error, "connection ended with an error");
     }
 }
+
+/// Accepts connections on `listener` until `stop`, each served as [`serve`] with keep-alive.
+pub async fn serve_all<H, F, B>(
+    listener: tokio::net::TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+    handler: H,
+    stop: tokio_util::sync::CancellationToken,
+) where
+    H: Fn(Request<Incoming>, Peer) -> F + Send + Sync + Clone + 'static,
+    F: Future<Output = Response<B>> + Send + 'static,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    loop {
+        let (stream, address) = tokio::select! {
+            () = stop.cancelled() => return,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    debug!(error = %error, "accept failed");
+                    continue;
+                }
+            },
+        };
+        tokio::spawn(serve(stream, address, acceptor.clone(), true, handler.clone()));
+    }
+}

@@ -1,4 +1,5 @@
-//! What the control-plane components share: the reconcile work queue ([`workqueue`]), the HTTP
+//! What the control-plane components share: the aggregation layer's settings
+//! ([`aggregation`]), the reconcile work queue ([`workqueue`]), the HTTP
 //! endpoint with `/healthz`, `/leader` and `/metrics` ([`http`]), one HTTPS connection of a
 //! server that routes its own requests ([`https_connection`]), the process around them
 //! ([`process`]), the TLS configurations of virt-api and of virt-handler's console server
@@ -7,6 +8,7 @@
 //!
 //! A crate of its own because several components need it and none depends on another.
 
+pub mod aggregation;
 pub mod http;
 pub mod https_connection;
 pub mod instancetype_lookup;

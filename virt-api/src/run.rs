@@ -19,7 +19,7 @@ use crate::backends::{HandlerConnector, KubeSubresourceCluster};
 use crate::certificates;
 use crate::server::{router, serve};
 use crate::subresources::authorize::Authentication;
-use crate::tls::{CertSource, ClientCa, ClientPolicy, Identities, ServerTls, server_tls_for};
+use crate::tls::{CertSource, ClientCa, ServerTls, server_tls_for};
 
 /// How virt-api runs.
 #[derive(Clone, Debug)]
@@ -105,20 +105,7 @@ pub async fn run(config: ApiConfig, stop: CancellationToken) -> Result<(), RunEr
     served.map_err(RunError::Serve)
 }
 
-/// The aggregation layer's client certificates: optional (virt-api learns from the connection
-/// whether one came), signed by `ca`, and naming one of `allowed` when it is not empty.
-#[must_use]
-pub fn front_proxy_clients(ca: ClientCa, allowed: &[String]) -> ClientPolicy {
-    ClientPolicy {
-        ca,
-        identities: if allowed.is_empty() {
-            Identities::AnySignedByTheCa
-        } else {
-            Identities::Only(allowed.to_vec())
-        },
-        required: false,
-    }
-}
+pub use control_loop::aggregation::front_proxy_clients;
 
 /// The certificates kept in the cluster: waits for the API server, then makes or reads them,
 /// publishes the CA, reads the request-header CA (unless a file was given), and keeps the

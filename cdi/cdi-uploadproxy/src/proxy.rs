@@ -6,7 +6,6 @@
 
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -265,28 +264,9 @@ pub async fn serve<C: Claims, D: Dialer>(
     if let Ok(address) = listener.local_addr() {
         info!(%address, "cdi-uploadproxy serving HTTPS");
     }
-    loop {
-        let (stream, address): (_, SocketAddr) = tokio::select! {
-            () = stop.cancelled() => return,
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    debug!(error = %error, "accept failed");
-                    continue;
-                }
-            },
-        };
+    let handler = move |request, _: Peer| {
         let proxy = Arc::clone(&proxy);
-        let handler = move |request, _: Peer| {
-            let proxy = Arc::clone(&proxy);
-            async move { proxy.handle(request).await }
-        };
-        tokio::spawn(https_connection::serve(
-            stream,
-            address,
-            acceptor.clone(),
-            true,
-            handler,
-        ));
-    }
+        async move { proxy.handle(request).await }
+    };
+    https_connection::serve_all(listener, acceptor, handler, stop).await;
 }

@@ -298,7 +298,10 @@ async fn each_refusal_is_upstreams_and_writes_nothing() {
     );
     let token = |payload: &Payload| format!("Bearer {}", setup.token(payload));
     let another_key = Issuer::new(&generate_key().expect("key"), UPLOAD_ISSUER, 300).expect("issuer");
-    let forged = format!("Bearer {}", another_key.issue(&Payload::upload("vms", "disk"), Setup::now()));
+    let forged = format!(
+        "Bearer {}",
+        another_key.issue(&Payload::upload("vms", "disk"), Setup::now())
+    );
     let expired = format!(
         "Bearer {}",
         setup.issuer.issue(&Payload::upload("vms", "disk"), Setup::now() - 3600)

@@ -1,8 +1,5 @@
 //! Where the cluster learns virt-api's CA, and where virt-api learns the aggregation layer's.
 
-use std::collections::BTreeMap;
-
-use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
@@ -66,35 +63,15 @@ pub async fn publish_ca_bundle(client: &kube::Client, ca: &str) -> Result<(), Ce
     Ok(())
 }
 
-/// The aggregation layer's request-header settings: its CA (PEM) and the common names its
-/// client certificates may carry (empty: any).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RequestHeader {
-    /// `requestheader-client-ca-file`.
-    pub ca: Option<String>,
-    /// `requestheader-allowed-names`, a JSON list.
-    pub allowed_names: Vec<String>,
-}
+pub use control_loop::aggregation::RequestHeader;
 
 /// The aggregation layer's request-header settings, from
 /// `kube-system/extension-apiserver-authentication`.
 pub async fn requestheader(client: &kube::Client) -> Result<RequestHeader, CertificateError> {
-    const MAP: &str = "configmap kube-system/extension-apiserver-authentication";
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "kube-system");
-    let map = api
-        .get_opt("extension-apiserver-authentication")
+    control_loop::aggregation::requestheader(client)
         .await
-        .map_err(api_error(format!("get {MAP}")))?;
-    let data: BTreeMap<String, String> = map.and_then(|m| m.data).unwrap_or_default();
-    let allowed_names = match data.get("requestheader-allowed-names") {
-        None => Vec::new(),
-        Some(text) => serde_json::from_str(text).map_err(|e| CertificateError::Missing {
-            secret: MAP.to_owned(),
-            key: format!("requestheader-allowed-names as a JSON list of names ({e})"),
-        })?,
-    };
-    Ok(RequestHeader {
-        ca: data.get("requestheader-client-ca-file").cloned(),
-        allowed_names,
-    })
+        .map_err(|e| CertificateError::Missing {
+            secret: control_loop::aggregation::AUTHENTICATION_CONFIG_MAP.to_owned(),
+            key: e.to_string(),
+        })
 }

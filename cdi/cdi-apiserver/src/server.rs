@@ -1,0 +1,171 @@
+//! cdi-apiserver's server: HTTPS with its serving certificate, admitting the aggregation layer's
+//! client certificates (its request-header CA); discovery for anyone; a token for a caller the
+//! API server's SubjectAccessReview allows, as upstream's `uploadHandler` answers: 401 with the
+//! reason otherwise, 500 when the review cannot be made, 400 for a bad body.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use cdi_token::Issuer;
+use control_loop::https_connection::{self, Peer};
+use http_body_util::{BodyExt as _, Full, Limited};
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use k8s_openapi::api::authorization::v1::SubjectAccessReview;
+use serde_json::Value;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::routes::{self, Route};
+use crate::{review, token_request};
+
+/// The largest request body read.
+const MAX_BODY: usize = 1 << 20;
+
+/// A review's answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Review {
+    /// Whether the caller may.
+    pub allowed: bool,
+    /// Why not, when not.
+    pub reason: String,
+}
+
+/// Where SubjectAccessReviews are made.
+pub trait AccessReviews: Send + Sync + 'static {
+    /// The answer to a review with `spec`.
+    fn review(&self, spec: Value) -> impl Future<Output = Result<Review, String>> + Send;
+}
+
+/// Reviews on the API server.
+#[derive(Clone)]
+pub struct KubeAccessReviews(pub kube::Client);
+
+impl std::fmt::Debug for KubeAccessReviews {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeAccessReviews").finish_non_exhaustive()
+    }
+}
+
+impl AccessReviews for KubeAccessReviews {
+    async fn review(&self, spec: Value) -> Result<Review, String> {
+        let review: SubjectAccessReview = serde_json::from_value(serde_json::json!({
+            "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec
+        }))
+        .map_err(|e| e.to_string())?;
+        let api: kube::Api<SubjectAccessReview> = kube::Api::all(self.0.clone());
+        let answered = api
+            .create(&kube::api::PostParams::default(), &review)
+            .await
+            .map_err(|e| e.to_string())?;
+        let status = answered.status.unwrap_or_default();
+        Ok(Review {
+            allowed: status.allowed,
+            reason: status.reason.unwrap_or_default(),
+        })
+    }
+}
+
+/// The API: its reviews and its token issuer.
+pub struct UploadApi<R> {
+    /// Where reviews are made.
+    pub reviews: R,
+    /// Signs tokens.
+    pub issuer: Issuer,
+}
+
+impl<R> std::fmt::Debug for UploadApi<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UploadApi").finish_non_exhaustive()
+    }
+}
+
+fn reply(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(body.into()));
+    *response.status_mut() = status;
+    if let Ok(value) = content_type.parse() {
+        response.headers_mut().insert(hyper::header::CONTENT_TYPE, value);
+    }
+    response
+}
+
+const TEXT: &str = "text/plain; charset=utf-8";
+const JSON: &str = "application/json";
+
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+impl<R: AccessReviews> UploadApi<R> {
+    /// Answers `request` from a client that did or did not present an admitted certificate.
+    pub async fn handle(&self, request: Request<Incoming>, peer: Peer) -> Response<Full<Bytes>> {
+        match routes::route(request.method().as_str(), request.uri().path()) {
+            Route::Healthz => reply(StatusCode::OK, TEXT, "ok"),
+            Route::Discovery(document) => reply(StatusCode::OK, JSON, document.to_string()),
+            Route::NotFound => reply(StatusCode::NOT_FOUND, TEXT, "404 page not found"),
+            Route::MethodNotAllowed => reply(StatusCode::METHOD_NOT_ALLOWED, TEXT, ""),
+            Route::CreateToken { namespace } => self.create_token(request, peer, &namespace).await,
+        }
+    }
+
+    async fn create_token(&self, request: Request<Incoming>, peer: Peer, namespace: &str) -> Response<Full<Bytes>> {
+        if !peer.certificate {
+            info!(peer = %peer.address, "Rejected Request: request is not authenticated");
+            return reply(StatusCode::UNAUTHORIZED, TEXT, "request is not authenticated");
+        }
+        let spec = match review::spec(namespace, request.headers()) {
+            Ok(spec) => spec,
+            Err(reason) => return reply(StatusCode::UNAUTHORIZED, TEXT, reason),
+        };
+        let user = spec["user"].as_str().unwrap_or_default().to_owned();
+        match self.reviews.review(spec).await {
+            Ok(review) if review.allowed => {}
+            Ok(review) => {
+                info!(%user, %namespace, reason = %review.reason, "Rejected Request");
+                return reply(StatusCode::UNAUTHORIZED, TEXT, review.reason);
+            }
+            Err(error) => {
+                warn!(%user, error = %error, "the SubjectAccessReview failed");
+                return reply(StatusCode::INTERNAL_SERVER_ERROR, TEXT, "");
+            }
+        }
+        let body = match Limited::new(request.into_body(), MAX_BODY).collect().await {
+            Ok(body) => body.to_bytes(),
+            Err(error) => return reply(StatusCode::BAD_REQUEST, TEXT, format!("reading the body: {error}")),
+        };
+        match token_request::answer(&body, namespace, &self.issuer, now()) {
+            Ok(answer) => {
+                info!(%user, %namespace, claim = %answer["spec"]["pvcName"], "issued an upload token");
+                let mut response = reply(StatusCode::OK, JSON, answer.to_string());
+                response.headers_mut().insert(
+                    hyper::header::X_CONTENT_TYPE_OPTIONS,
+                    hyper::header::HeaderValue::from_static("nosniff"),
+                );
+                response
+            }
+            Err(error) => reply(StatusCode::BAD_REQUEST, TEXT, error.to_string()),
+        }
+    }
+}
+
+/// Serves `api` on `listener` with `tls` until `stop`.
+pub async fn serve<R: AccessReviews>(
+    listener: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    api: Arc<UploadApi<R>>,
+    stop: CancellationToken,
+) {
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    if let Ok(address) = listener.local_addr() {
+        info!(%address, "cdi-apiserver serving HTTPS");
+    }
+    let handler = move |request, peer: Peer| {
+        let api = Arc::clone(&api);
+        async move { api.handle(request, peer).await }
+    };
+    https_connection::serve_all(listener, acceptor, handler, stop).await;
+}

@@ -1,0 +1,224 @@
+//! cdi-apiserver over real TLS: the aggregation layer's client certificate (from a test
+//! request-header CA) and its user headers, reviews answered by a fake, and tokens checked with
+//! the public key the proxy uses.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use cdi_apiserver::server::{AccessReviews, Review, UploadApi, serve};
+use cdi_token::{Issuer, Payload, UPLOAD_ISSUER, Validator, generate_key};
+use control_loop::aggregation::front_proxy_clients;
+use control_loop::tls::test_pki::{TestCa, TestPair};
+use control_loop::tls::{CertSource, ClientCa, server_tls_for};
+use http_body_util::{BodyExt as _, Full};
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+/// Allows alice, denies everyone else, fails for "broken"; remembers each review's spec.
+#[derive(Clone, Default)]
+struct Reviews(Arc<Mutex<Vec<Value>>>);
+
+impl AccessReviews for Reviews {
+    async fn review(&self, spec: Value) -> Result<Review, String> {
+        self.0.lock().expect("reviews").push(spec.clone());
+        match spec["user"].as_str() {
+            Some("alice") => Ok(Review {
+                allowed: true,
+                reason: String::new(),
+            }),
+            Some("broken") => Err("the API server is gone".to_owned()),
+            _ => Ok(Review {
+                allowed: false,
+                reason: "no RBAC policy matched".to_owned(),
+            }),
+        }
+    }
+}
+
+struct Setup {
+    dir: tempfile::TempDir,
+    server_ca: TestCa,
+    front_proxy: TestPair,
+    public_key: Vec<u8>,
+    reviews: Reviews,
+    address: SocketAddr,
+}
+
+async fn setup() -> Setup {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server_ca = TestCa::new("cdi-apiserver-signer");
+    let requestheader_ca = TestCa::new("front-proxy-ca");
+    let serving = server_ca.server("cdi-api.cdi.svc", &["localhost"]);
+    let policy = front_proxy_clients(
+        ClientCa::Pem {
+            origin: "test".to_owned(),
+            pem: requestheader_ca.cert_pem(),
+        },
+        &["front-proxy-client".to_owned()],
+    );
+    let tls = server_tls_for(
+        &CertSource::Pem {
+            origin: "test".to_owned(),
+            cert: serving.cert,
+            key: serving.key,
+        },
+        Some(&policy),
+    )
+    .expect("tls");
+    let issuer = Issuer::new(&generate_key().expect("key"), UPLOAD_ISSUER, 300).expect("issuer");
+    let public_key = issuer.public_key();
+    let reviews = Reviews::default();
+    let api = Arc::new(UploadApi {
+        reviews: reviews.clone(),
+        issuer,
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("listen");
+    let address = listener.local_addr().expect("address");
+    tokio::spawn(serve(
+        listener,
+        tls.config,
+        api,
+        tokio_util::sync::CancellationToken::new(),
+    ));
+    Setup {
+        dir,
+        server_ca,
+        front_proxy: requestheader_ca.client("front-proxy-client"),
+        public_key,
+        reviews,
+        address,
+    }
+}
+
+const TOKENS: &str = "/apis/upload.cdi.kubevirt.io/v1beta1/namespaces/vms/uploadtokenrequests";
+
+impl Setup {
+    /// Sends a request, as the aggregation layer when `front_proxy`.
+    async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        front_proxy: bool,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> (u16, String) {
+        let config = if front_proxy {
+            control_loop::tls::client_tls_pem(
+                "test",
+                &self.server_ca.cert_pem(),
+                &self.front_proxy.cert,
+                &self.front_proxy.key,
+            )
+            .expect("tls")
+        } else {
+            let ca = self.dir.path().join("ca.crt");
+            std::fs::write(&ca, self.server_ca.cert_pem()).expect("ca");
+            control_loop::tls::client_tls(&ca, None).expect("tls")
+        };
+        let tcp = tokio::net::TcpStream::connect(self.address).await.expect("connect");
+        let name = rustls_pki_types::ServerName::try_from("localhost").expect("name");
+        let tls = tokio_rustls::TlsConnector::from(config)
+            .connect(name, tcp)
+            .await
+            .expect("tls");
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+            .await
+            .expect("handshake");
+        tokio::spawn(connection);
+        let mut request = hyper::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", "localhost");
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = sender
+            .send_request(request.body(Full::new(Bytes::from(body.to_owned()))).expect("request"))
+            .await
+            .expect("response");
+        let status = response.status().as_u16();
+        let body = response.into_body().collect().await.expect("body").to_bytes();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    async fn request_token(&self, user: &str, body: &str) -> (u16, String) {
+        let headers = [("X-Remote-User", user), ("X-Remote-Group", "system:authenticated")];
+        self.send("POST", TOKENS, true, &headers, body).await
+    }
+}
+
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).expect("seconds"))
+        .expect("clock")
+}
+
+const REQUEST: &str = r#"{"apiVersion":"upload.cdi.kubevirt.io/v1beta1","kind":"UploadTokenRequest","metadata":{"name":"disk","namespace":"vms"},"spec":{"pvcName":"disk"}}"#;
+
+#[tokio::test]
+async fn an_allowed_caller_gets_a_token_for_the_claim_that_the_proxy_accepts() {
+    let setup = setup().await;
+    let (status, body) = setup.request_token("alice", REQUEST).await;
+    assert_eq!(status, 200, "{body}");
+    let answer: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(answer["kind"], "UploadTokenRequest");
+    let token = answer["status"]["token"].as_str().expect("token");
+    let payload = Validator::new(&setup.public_key, UPLOAD_ISSUER, 10)
+        .validate(token, now())
+        .expect("the proxy's check");
+    assert_eq!(payload, Payload::upload("vms", "disk"));
+    assert_eq!(
+        setup.reviews.0.lock().expect("reviews")[0]["resourceAttributes"],
+        json!({"namespace": "vms", "verb": "create", "group": "upload.cdi.kubevirt.io",
+               "version": "v1beta1", "resource": "uploadtokenrequests"})
+    );
+}
+
+#[tokio::test]
+async fn callers_without_the_right_get_401_and_a_failed_review_500() {
+    let setup = setup().await;
+    assert_eq!(
+        setup
+            .send("POST", TOKENS, false, &[("X-Remote-User", "alice")], REQUEST)
+            .await,
+        (401, "request is not authenticated".to_owned()),
+        "only the aggregation layer names the user"
+    );
+    assert_eq!(
+        setup
+            .send("POST", TOKENS, true, &[("X-Remote-Group", "g")], REQUEST)
+            .await,
+        (
+            401,
+            "one of these headers required for authorization: [X-Remote-User]".to_owned()
+        )
+    );
+    assert_eq!(
+        setup.request_token("bob", REQUEST).await,
+        (401, "no RBAC policy matched".to_owned())
+    );
+    assert_eq!(setup.request_token("broken", REQUEST).await.0, 500);
+    assert_eq!(
+        setup.request_token("alice", r#"{"spec":{}}"#).await,
+        (400, "spec.pvcName is required".to_owned())
+    );
+    assert_eq!(setup.send("GET", TOKENS, true, &[], "").await.0, 405);
+}
+
+#[tokio::test]
+async fn discovery_and_health_need_no_certificate() {
+    let setup = setup().await;
+    let (status, body) = setup
+        .send("GET", "/apis/upload.cdi.kubevirt.io/v1beta1", false, &[], "")
+        .await;
+    assert_eq!(status, 200);
+    let list: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(list["resources"][0]["kind"], "UploadTokenRequest");
+    assert_eq!(
+        setup.send("GET", "/healthz", false, &[], "").await,
+        (200, "ok".to_owned())
+    );
+    assert_eq!(setup.send("GET", "/nothing", false, &[], "").await.0, 404);
+}
