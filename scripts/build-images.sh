@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the container images with Debian's buildah (vfs storage), as root:
 #   localhost/kubevirt-rs/{virt-launcher,virt-handler,virt-controller,virt-api}:latest
-#   localhost/kubevirt-rs/{cdi-controller,cdi-importer}:latest
+#   localhost/kubevirt-rs/{cdi-controller,cdi-importer,cdi-uploadserver,cdi-uploadproxy,cdi-apiserver}:latest
 # The launcher image also carries container-disk, built statically: the launcher pod's init
 # container copies it into containerDisk sidecars, whose images hold nothing else.
 #
@@ -45,10 +45,10 @@ work=$cache/image-build
 mkdir -p "$work"
 
 if [ "$profile" = release ]; then
-    cargo build -q --release -p virt-launcher -p virt-handler -p virt-controller -p virt-api -p cdi-controller -p cdi-importer
+    cargo build -q --release -p virt-launcher -p virt-handler -p virt-controller -p virt-api -p cdi-controller -p cdi-importer -p cdi-uploadserver -p cdi-uploadproxy -p cdi-apiserver
     bin=target/release
 else
-    cargo build -q -p virt-launcher -p virt-handler -p virt-controller -p virt-api -p cdi-controller -p cdi-importer
+    cargo build -q -p virt-launcher -p virt-handler -p virt-controller -p virt-api -p cdi-controller -p cdi-importer -p cdi-uploadserver -p cdi-uploadproxy -p cdi-apiserver
     bin=target/debug
 fi
 # container-disk runs in images that hold no C library: linked statically, for this target only,
@@ -150,6 +150,14 @@ VMI
 context_virt-controller() { context virt-controller; copy_with_libraries "$bin/virt-controller" "$work/virt-controller/root"; }
 context_virt-api() { context virt-api; copy_with_libraries "$bin/virt-api" "$work/virt-api/root"; }
 context_cdi-controller() { context cdi-controller; copy_with_libraries "$bin/cdi-controller" "$work/cdi-controller/root"; }
+context_cdi-uploadproxy() { context cdi-uploadproxy; copy_with_libraries "$bin/cdi-uploadproxy" "$work/cdi-uploadproxy/root"; }
+context_cdi-apiserver() { context cdi-apiserver; copy_with_libraries "$bin/cdi-apiserver" "$work/cdi-apiserver/root"; }
+# The upload server converts what it is sent with qemu-img, as the importer does.
+context_cdi-uploadserver() {
+    context cdi-uploadserver
+    copy_with_libraries "$bin/cdi-uploadserver" "$work/cdi-uploadserver/root"
+    copy_with_libraries "$(qemu_img)" "$work/cdi-uploadserver/root"
+}
 # The importer converts qcow2, VMDK, VDI, VHD and VHDX with qemu-img (Debian's qemu-utils).
 qemu_img() { PATH=/usr/bin:/bin command -v qemu-img || die "qemu-img is missing: run scripts/install-deps.sh"; }
 context_cdi-importer() {
@@ -199,11 +207,12 @@ inputs_of() {
             virt-launcher) echo "$rootfs"; sha256sum "$container_disk" ;;
             virt-handler) for tool in nsenter ip nft sysctl; do sha256sum "$(PATH=/usr/sbin:/usr/bin:/sbin:/bin command -v "$tool")"; done ;;
             cdi-importer) sha256sum "$(qemu_img)" /etc/ssl/certs/ca-certificates.crt ;;
+            cdi-uploadserver) sha256sum "$(qemu_img)" ;;
         esac
     } | sha256sum | cut -c1-32
 }
 
-for component in virt-launcher virt-handler virt-controller virt-api cdi-controller cdi-importer; do
+for component in virt-launcher virt-handler virt-controller virt-api cdi-controller cdi-importer cdi-uploadserver cdi-uploadproxy cdi-apiserver; do
     image=localhost/kubevirt-rs/$component:$tag
     inputs=$(inputs_of "$component")
     old=$(command podman --storage-driver vfs image inspect --format '{{.Id}} {{index .Labels "io.kubevirt-rs.inputs"}}' "$image" 2>/dev/null || true)

@@ -13,6 +13,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 mod identity;
 pub mod issue;
+mod public;
 mod reloading;
 #[cfg(any(test, feature = "testing"))]
 pub mod test_pki;
@@ -22,6 +23,7 @@ pub use identity::{
     CertFacts, ClientCa, ClientPolicy, HANDLER_SERVER, Identities, MIGRATION_CLIENT, VIRT_API_CLIENT,
     subject_common_name,
 };
+pub use public::public_client_tls;
 pub use reloading::{FileCert, HeldCert, Reloading};
 
 /// Where the serving certificate comes from.

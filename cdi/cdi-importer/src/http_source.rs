@@ -14,7 +14,7 @@ use bytes::Bytes;
 use http_body_util::BodyExt as _;
 use hyper::{Request, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
-use rustls_pki_types::{CertificateDer, ServerName};
+use rustls_pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
@@ -142,83 +142,13 @@ impl Read for Download {
     }
 }
 
-/// A verifier that takes any certificate (the handshake's signatures are still checked), for
-/// servers the user said not to verify.
-#[derive(Debug)]
-struct AnyCertificate(rustls::crypto::WebPkiSupportedAlgorithms);
-
-impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: rustls_pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.supported_schemes()
-    }
-}
-
 /// The TLS settings of `source`.
 ///
 /// # Errors
 /// [`HttpError::Certificates`].
 pub fn tls_config(source: &HttpSource) -> Result<Arc<rustls::ClientConfig>, HttpError> {
-    use rustls_pki_types::pem::PemObject as _;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    if source.skip_tls_verify {
-        let verifier = Arc::new(AnyCertificate(provider.signature_verification_algorithms));
-        let config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| HttpError::Certificates(e.to_string()))?
-            .dangerous()
-            .with_custom_certificate_verifier(verifier)
-            .with_no_client_auth();
-        return Ok(Arc::new(config));
-    }
-    let extra_roots_pem = source.extra_roots_pem.as_slice();
-    let mut roots = rustls::RootCertStore::empty();
-    let native = rustls_native_certs::load_native_certs();
-    for error in &native.errors {
-        tracing::warn!(%error, "reading the system's certificates");
-    }
-    let (added, _) = roots.add_parsable_certificates(native.certs);
-    if added == 0 {
-        tracing::warn!("no system certificates: https sources need a certConfigMap");
-    }
-    for cert in CertificateDer::pem_slice_iter(extra_roots_pem) {
-        let cert = cert.map_err(|e| HttpError::Certificates(e.to_string()))?;
-        roots.add(cert).map_err(|e| HttpError::Certificates(e.to_string()))?;
-    }
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| HttpError::Certificates(e.to_string()))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(Arc::new(config))
+    control_loop::tls::public_client_tls(source.skip_tls_verify, &source.extra_roots_pem, "the certConfigMap")
+        .map_err(|e| HttpError::Certificates(e.to_string()))
 }
 
 type Body = hyper::body::Incoming;
