@@ -95,6 +95,9 @@ pub enum Command {
     },
     /// Print a VM with its instance type and preference applied.
     Expand(crate::expand::ExpandArgs),
+    /// Upload a VM image to a DataVolume/PersistentVolumeClaim.
+    #[command(name = "image-upload")]
+    ImageUpload(Box<crate::image_upload::ImageUploadArgs>),
     /// Attach to a VMI's serial console; `Ctrl+]` detaches.
     Console {
         /// The VMI.

@@ -112,7 +112,11 @@ pub fn request_for(command: &Command, namespace: &str) -> Result<Option<Call>, V
                 },
             }
         }
-        Command::Console { .. } | Command::Create { .. } | Command::Expand(_) | Command::MigrateCancel { .. } => {
+        Command::Console { .. }
+        | Command::Create { .. }
+        | Command::Expand(_)
+        | Command::ImageUpload(_)
+        | Command::MigrateCancel { .. } => {
             return Ok(None);
         }
     };

@@ -3,8 +3,8 @@
 //! Its own crate because it is a client: it links kube's client and a terminal, and none of
 //! virt-api's server. It reads kubeconfig the way kubectl does ([`connect`]), sends upstream's
 //! request bodies ([`commands`]), attaches a terminal to a VMI's serial console ([`console`]),
-//! writes VM manifests ([`create_vm`]), expands instance types ([`expand`]) and cancels migrations
-//! ([`migrate_cancel`]).
+//! writes VM manifests ([`create_vm`]), expands instance types ([`expand`]), cancels migrations
+//! ([`migrate_cancel`]) and uploads disk images through CDI ([`image_upload`]).
 
 /// The API path of the subresource group.
 pub const SUBRESOURCES: &str = "/apis/subresources.kubevirt.io/v1";
@@ -15,6 +15,7 @@ pub mod connect;
 pub mod console;
 pub mod create_vm;
 pub mod expand;
+pub mod image_upload;
 pub mod migrate_cancel;
 pub mod volume_import;
 

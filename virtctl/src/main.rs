@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::Parser as _;
 use virtctl::cli::{Cli, Command, Create};
-use virtctl::{VirtctlError, commands, connect, console, create_vm, expand, migrate_cancel};
+use virtctl::{VirtctlError, commands, connect, console, create_vm, expand, image_upload, migrate_cancel};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -64,7 +64,22 @@ async fn run(cli: &Cli) -> Result<Option<String>, VirtctlError> {
     }
     // Bad flags are reported before the cluster is looked for.
     commands::request_for(&cli.command, "")?;
+    let upload = match &cli.command {
+        Command::ImageUpload(args) => {
+            for warning in image_upload::deprecation_warnings(args) {
+                eprintln!("{warning}");
+            }
+            Some(image_upload::validate(args).map_err(VirtctlError::Usage)?)
+        }
+        _ => None,
+    };
     let (client, namespace) = connect::client(cli).await?;
+    if let (Command::ImageUpload(args), Some(upload)) = (&cli.command, &upload) {
+        image_upload::flow::run(&client, &namespace, args, upload)
+            .await
+            .map_err(VirtctlError::Usage)?;
+        return Ok(None);
+    }
     if let Command::Expand(args) = &cli.command {
         return expand::run(&client, args, &namespace)
             .await
