@@ -2,12 +2,18 @@
 
 install_kubevirt() {
     local k=(kubectl_admin)
-    # CDI's CRDs and its import controller (cdi-operator will install them once it exists, issue
-    # #33), so that VMs' dataVolumeTemplates are filled.
+    # CDI's CRDs, its controller, upload proxy and API server (cdi-operator will install them once
+    # it exists, issue #33), so that VMs' dataVolumeTemplates are filled and images uploaded.
     "${k[@]}" apply -f "$CLUSTER_REPO/manifests/cdi/crds" >"$CLUSTER_LOGS/cdi.log" 2>&1 \
         || die "applying CDI's CRDs failed: $(tail -5 "$CLUSTER_LOGS/cdi.log")"
     "${k[@]}" apply -k "$CLUSTER_REPO/manifests/cdi/install" >>"$CLUSTER_LOGS/cdi.log" 2>&1 \
         || die "kubectl apply -k manifests/cdi/install failed: $(tail -5 "$CLUSTER_LOGS/cdi.log")"
+    wait_for "CDI's CRDs are Established" 60 "${k[@]}" wait --for=condition=Established --timeout=1s \
+        crd/cdiconfigs.cdi.kubevirt.io crd/datavolumes.cdi.kubevirt.io \
+        || die "CDI's CRDs are not Established: see $CLUSTER_LOGS/cdi.log"
+    sed "s/NODE_IP/$(node_ip 1)/" "$CLUSTER_REPO/cluster/cdi/uploadproxy-nodeport.yaml" \
+        | "${k[@]}" apply -f - >>"$CLUSTER_LOGS/cdi.log" 2>&1 \
+        || die "exposing the upload proxy failed: $(tail -5 "$CLUSTER_LOGS/cdi.log")"
     # The KubeVirt object waits for its CRD: the first apply may refuse it, the second takes it.
     "${k[@]}" apply -k "$CLUSTER_REPO/manifests/install" >"$CLUSTER_LOGS/install.log" 2>&1 || true
     wait_for "the CRDs are Established" 60 "${k[@]}" wait --for=condition=Established --timeout=1s \
@@ -19,13 +25,17 @@ install_kubevirt() {
     "${k[@]}" -n kubevirt annotate --overwrite kubevirt kubevirt kubevirt-rs.io/force-emulation=true >/dev/null \
         || die "turning on emulation failed"
     restart_changed_components
-    wait_for "cdi-controller is Ready" 300 kubectl_admin -n cdi rollout status --timeout=1s deployment/cdi-deployment \
-        || die "cdi-controller did not become Ready: $("${k[@]}" -n cdi get pods -o wide 2>&1)"
+    wait_for "CDI is Ready" 300 kubectl_admin -n cdi rollout status --timeout=1s deployment/cdi-deployment \
+        deployment/cdi-uploadproxy deployment/cdi-apiserver \
+        || die "CDI did not become Ready: $("${k[@]}" -n cdi get pods -o wide 2>&1)"
     wait_for "virt-api, virt-controller and virt-handler are Ready" 300 kubevirt_is_ready \
         || die "kubevirt-rs did not become Ready: $("${k[@]}" -n kubevirt get pods -o wide 2>&1)"
     wait_for "the subresources.kubevirt.io APIServices are Available" 120 "${k[@]}" wait --for=condition=Available \
         --timeout=1s apiservice/v1.subresources.kubevirt.io apiservice/v1alpha3.subresources.kubevirt.io \
         || die "the APIServices are not Available: $("${k[@]}" get apiservice v1.subresources.kubevirt.io -o yaml 2>&1 | tail -8)"
+    wait_for "the upload.cdi.kubevirt.io APIService is Available" 120 "${k[@]}" wait --for=condition=Available \
+        --timeout=1s apiservice/v1beta1.upload.cdi.kubevirt.io \
+        || die "the upload APIService is not Available: $("${k[@]}" get apiservice v1beta1.upload.cdi.kubevirt.io -o yaml 2>&1 | tail -8)"
 }
 
 # Ready, and every rollout finished. Only the leading virt-controller is Ready: its readiness is
@@ -56,12 +66,15 @@ restart_changed_components() {
             say "restarted $component for its new image"
         fi
     done
-    wanted=sha256:$(podman_vfs image inspect --format '{{.Id}}' localhost/kubevirt-rs/cdi-controller:latest) \
-        || die "image localhost/kubevirt-rs/cdi-controller:latest is missing"
-    ids=$(kubectl_admin -n cdi get pods -l cdi.kubevirt.io=cdi-deployment \
-        -o jsonpath='{range .items[*]}{.status.containerStatuses[0].imageID}{"\n"}{end}')
-    if grep -qv "^$wanted\$" <<<"$ids"; then
-        kubectl_admin -n cdi rollout restart deployment/cdi-deployment >/dev/null
-        say "restarted cdi-controller for its new image"
-    fi
+    for component in cdi-controller:cdi-deployment cdi-uploadproxy:cdi-uploadproxy cdi-apiserver:cdi-apiserver; do
+        local image=${component%%:*} deployment=${component#*:}
+        wanted=sha256:$(podman_vfs image inspect --format '{{.Id}}' "localhost/kubevirt-rs/$image:latest") \
+            || die "image localhost/kubevirt-rs/$image:latest is missing"
+        ids=$(kubectl_admin -n cdi get pods -l "cdi.kubevirt.io=$deployment" \
+            -o jsonpath='{range .items[*]}{.status.containerStatuses[0].imageID}{"\n"}{end}')
+        if grep -qv "^$wanted\$" <<<"$ids"; then
+            kubectl_admin -n cdi rollout restart "deployment/$deployment" >/dev/null
+            say "restarted $image for its new image"
+        fi
+    done
 }

@@ -42,6 +42,7 @@ pub struct CDISpec {
     /// Where CDI's worker pods (importer, upload server, cloner) run.
     pub workload: Option<NodePlacement>,
     /// Patches and flags for CDI's components (kept as given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::preserve_unknown_object")]
     pub customize_components: Option<serde_json::Value>,
     /// `copy`, `snapshot` or `csi-clone` for every clone.

@@ -52,6 +52,7 @@ pub struct CDIConfigSpec {
     #[serde(rename = "dataVolumeTTLSeconds")]
     pub data_volume_ttl_seconds: Option<i32>,
     /// The TLS profile of CDI's servers (kept as given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::preserve_unknown_object")]
     pub tls_security_profile: Option<serde_json::Value>,
     /// Pull secrets of CDI's worker pods.

@@ -26,5 +26,6 @@ mod post_copy;
 mod registry_import;
 mod support;
 mod unprivileged;
+mod upload;
 mod vm;
 mod vmi;
