@@ -9,9 +9,9 @@ use bytes::Bytes;
 use cdi_apiserver::server::{AccessReviews, Review, UploadApi, serve};
 use cdi_token::{Issuer, Payload, UPLOAD_ISSUER, Validator, generate_key};
 use control_loop::aggregation::front_proxy_clients;
-use control_loop::tls::test_pki::{TestCa, TestPair};
+use control_loop::tls::test_pki::{TestCa, TestPair, https_request};
 use control_loop::tls::{CertSource, ClientCa, server_tls_for};
-use http_body_util::{BodyExt as _, Full};
+use http_body_util::Full;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
@@ -116,30 +116,17 @@ impl Setup {
             std::fs::write(&ca, self.server_ca.cert_pem()).expect("ca");
             control_loop::tls::client_tls(&ca, None).expect("tls")
         };
-        let tcp = tokio::net::TcpStream::connect(self.address).await.expect("connect");
-        let name = rustls_pki_types::ServerName::try_from("localhost").expect("name");
-        let tls = tokio_rustls::TlsConnector::from(config)
-            .connect(name, tcp)
-            .await
-            .expect("tls");
-        let (mut sender, connection) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
-            .await
-            .expect("handshake");
-        tokio::spawn(connection);
-        let mut request = hyper::Request::builder()
-            .method(method)
-            .uri(path)
-            .header("host", "localhost");
-        for (name, value) in headers {
-            request = request.header(*name, *value);
-        }
-        let response = sender
-            .send_request(request.body(Full::new(Bytes::from(body.to_owned()))).expect("request"))
-            .await
-            .expect("response");
-        let status = response.status().as_u16();
-        let body = response.into_body().collect().await.expect("body").to_bytes();
-        (status, String::from_utf8_lossy(&body).into_owned())
+        let answer = https_request(
+            config,
+            self.address,
+            method,
+            path,
+            headers,
+            Full::new(Bytes::from(body.to_owned())),
+        )
+        .await
+        .expect("answer");
+        (answer.status, answer.body)
     }
 
     async fn request_token(&self, user: &str, body: &str) -> (u16, String) {

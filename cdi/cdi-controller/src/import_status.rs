@@ -43,6 +43,16 @@ pub struct DataVolumeEvent {
     pub message: String,
 }
 
+/// An event for a phase change.
+#[expect(clippy::unnecessary_wraps, reason = "every phase's event is optional")]
+fn event(event_type: &'static str, reason: &'static str, message: String) -> Option<DataVolumeEvent> {
+    Some(DataVolumeEvent {
+        event_type,
+        reason,
+        message,
+    })
+}
+
 /// The import phase from the importer pod's phase annotation (`updateStatusPhase`); `None`
 /// keeps the phase as it was.
 fn import_phase(claim: &ClaimView, circumstances: Circumstances) -> Option<(DataVolumePhase, Option<DataVolumeEvent>)> {
@@ -55,13 +65,6 @@ fn import_phase(claim: &ClaimView, circumstances: Circumstances) -> Option<(Data
     {
         return None;
     }
-    let event = |event_type, reason, message: String| {
-        Some(DataVolumeEvent {
-            event_type,
-            reason,
-            message,
-        })
-    };
     let name = &claim.name;
     Some(match pod_phase {
         Some("Pending") => (
@@ -103,13 +106,6 @@ fn upload_phase(claim: &ClaimView, circumstances: Circumstances) -> Option<(Data
     if pod_phase != Some("Succeeded") && !(claim.phase == "Bound" && circumstances.requires_work) {
         return None;
     }
-    let event = |event_type, reason, message: String| {
-        Some(DataVolumeEvent {
-            event_type,
-            reason,
-            message,
-        })
-    };
     let name = &claim.name;
     let ready = claim.annotations.get(ann::POD_READY).is_some_and(|r| r == "true");
     Some(match pod_phase {

@@ -2,25 +2,15 @@
 //! outcome as the pod's termination message, as upstream's `cdi-importer` does.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
 use cdi_importer::convert::QemuImg;
 use cdi_importer::job;
 use cdi_importer::progress::{self, METRICS_PORT, Progress};
-use cdi_importer::run::{self, Ended, Paths};
+use cdi_importer::run::{self, Ended, Paths, write_termination_message};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, warn};
-
-/// Where kubelet reads a container's termination message.
-const TERMINATION_LOG: &str = "/dev/termination-log";
-
-fn write_termination_message(message: &str) {
-    if let Err(e) = std::fs::write(Path::new(TERMINATION_LOG), message) {
-        error!(error = %e, path = TERMINATION_LOG, "writing the termination message");
-    }
-}
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()

@@ -20,6 +20,17 @@ use crate::progress::{Counted, Progress};
 use crate::registry::{self, RegistryError};
 use crate::space;
 
+/// Where kubelet reads a container's termination message.
+pub const TERMINATION_LOG: &str = "/dev/termination-log";
+
+/// Leaves `message` as the container's termination message, which cdi-controller reads; a
+/// failure is logged (the pod's status then falls back to its log).
+pub fn write_termination_message(message: &str) {
+    if let Err(e) = std::fs::write(TERMINATION_LOG, message) {
+        tracing::error!(error = %e, path = TERMINATION_LOG, "writing the termination message");
+    }
+}
+
 /// The message of a finished import (upstream's).
 pub const COMPLETE: &str = "Import Complete";
 /// The file name of the disk in a filesystem volume (upstream's).

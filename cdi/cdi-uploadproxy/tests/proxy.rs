@@ -17,8 +17,8 @@ use cdi_uploadproxy::claims::Claims;
 use cdi_uploadproxy::proxy::{Dialer, Proxy, serve};
 use cdi_uploadserver::config::Config;
 use cdi_uploadserver::server::{Outcome, Server};
-use control_loop::tls::test_pki::TestCa;
-use http_body_util::{BodyExt as _, Full};
+use control_loop::tls::test_pki::{Answer, TestCa, https_request};
+use http_body_util::Full;
 use pretty_assertions::assert_eq;
 use tokio::net::TcpStream;
 
@@ -177,13 +177,6 @@ mod cdi_importer_no_converter {
     }
 }
 
-/// An answer through the proxy: status, headers and body.
-struct Answer {
-    status: u16,
-    headers: hyper::HeaderMap,
-    body: String,
-}
-
 impl Setup {
     fn now() -> i64 {
         time_now()
@@ -196,35 +189,9 @@ impl Setup {
     async fn send(&self, method: &str, path: &str, headers: &[(&str, &str)], body: Vec<u8>) -> Answer {
         let ca = write(self.dir.path(), "proxy-ca.crt", &self.proxy_ca.cert_pem());
         let config = control_loop::tls::client_tls(&ca, None).expect("tls");
-        let tcp = TcpStream::connect(self.proxy).await.expect("connect");
-        let name = rustls_pki_types::ServerName::try_from("localhost").expect("name");
-        let tls = tokio_rustls::TlsConnector::from(config)
-            .connect(name, tcp)
+        https_request(config, self.proxy, method, path, headers, Full::new(Bytes::from(body)))
             .await
-            .expect("tls");
-        let (mut sender, connection) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
-            .await
-            .expect("handshake");
-        tokio::spawn(connection);
-        let mut request = hyper::Request::builder()
-            .method(method)
-            .uri(path)
-            .header("host", "localhost");
-        for (name, value) in headers {
-            request = request.header(*name, *value);
-        }
-        let response = sender
-            .send_request(request.body(Full::new(Bytes::from(body))).expect("request"))
-            .await
-            .expect("response");
-        let status = response.status().as_u16();
-        let headers = response.headers().clone();
-        let body = response.into_body().collect().await.expect("body").to_bytes();
-        Answer {
-            status,
-            headers,
-            body: String::from_utf8_lossy(&body).into_owned(),
-        }
+            .expect("answer")
     }
 
     async fn upload(&self, authorization: &str, body: Vec<u8>) -> Answer {

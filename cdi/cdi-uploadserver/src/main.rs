@@ -9,18 +9,10 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use cdi_api::upload;
 use cdi_importer::convert::QemuImg;
+use cdi_importer::run::write_termination_message;
 use cdi_uploadserver::config;
 use cdi_uploadserver::server::{Outcome, Server};
 use tracing::{error, info};
-
-/// Where kubelet reads a container's termination message.
-const TERMINATION_LOG: &str = "/dev/termination-log";
-
-fn write_termination_message(message: &str) {
-    if let Err(e) = std::fs::write(TERMINATION_LOG, message) {
-        error!(error = %e, path = TERMINATION_LOG, "writing the termination message");
-    }
-}
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()

@@ -145,3 +145,68 @@ pub fn write_atomically(path: &std::path::Path, text: &str) {
     std::fs::write(&temporary, text).expect("write");
     std::fs::rename(&temporary, path).expect("rename");
 }
+
+/// An answer to [`https_request`].
+#[derive(Debug)]
+pub struct Answer {
+    /// The status.
+    pub status: u16,
+    /// The headers.
+    pub headers: hyper::HeaderMap,
+    /// The body, as text.
+    pub body: String,
+}
+
+/// One HTTPS request to `address` (as `localhost`) with `config`: `method` on `path` with
+/// `headers` and `body`; `Err` when the connection or handshake fails.
+///
+/// # Errors
+/// The connection's, the handshake's or the exchange's failure, as text.
+pub async fn https_request<B>(
+    config: std::sync::Arc<rustls::ClientConfig>,
+    address: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: B,
+) -> Result<Answer, String>
+where
+    B: hyper::body::Body<Data = hyper::body::Bytes> + Send + Unpin + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    use http_body_util::BodyExt as _;
+    let tcp = tokio::net::TcpStream::connect(address)
+        .await
+        .map_err(|e| e.to_string())?;
+    let name = rustls_pki_types::ServerName::try_from("localhost").map_err(|e| e.to_string())?;
+    let tls = tokio_rustls::TlsConnector::from(config)
+        .connect(name, tcp)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(connection);
+    let mut request = hyper::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", "localhost");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let request = request.body(body).map_err(|e| e.to_string())?;
+    let response = sender.send_request(request).await.map_err(|e| e.to_string())?;
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes();
+    Ok(Answer {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    })
+}

@@ -26,7 +26,18 @@ fn proxy_url() -> String {
 /// `curl -k` of a POST to `url` with `headers`; the HTTP status.
 fn post_status(url: &str, headers: &[&str]) -> String {
     let mut command = Command::new("curl");
-    command.args(["-sS", "-k", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", "--data-binary", "x"]);
+    command.args([
+        "-sS",
+        "-k",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        "-X",
+        "POST",
+        "--data-binary",
+        "x",
+    ]);
     for header in headers {
         command.args(["-H", header]);
     }
@@ -53,7 +64,10 @@ fn virtctl_image_upload_fills_a_data_volume_that_a_vm_boots_from() {
     let proxy = proxy_url();
     assert_eq!(post_status(&format!("{proxy}/v1beta1/upload"), &[]), "400", "no token");
     assert_eq!(
-        post_status(&format!("{proxy}/v1beta1/upload"), &["Authorization: Bearer forged.token.value"]),
+        post_status(
+            &format!("{proxy}/v1beta1/upload"),
+            &["Authorization: Bearer forged.token.value"]
+        ),
         "401",
         "a token not signed by cdi-apiserver"
     );
@@ -97,18 +111,38 @@ fn virtctl_image_upload_fills_a_data_volume_that_a_vm_boots_from() {
     assert_eq!(field(&dv, "status.phase"), "Succeeded", "{dv}");
     assert_eq!(field(&dv, "spec.source.upload"), "{}");
     let pvc = get("pvc", &claim, "default").expect("the claim");
-    assert_eq!(pvc["metadata"]["annotations"]["cdi.kubevirt.io/storage.upload.target"], "");
-    assert_eq!(pvc["metadata"]["annotations"]["cdi.kubevirt.io/storage.pod.phase"], "Succeeded");
-    wait_for("the upload server and its Service to go", Duration::from_secs(60), || {
-        (get("pod", &format!("cdi-upload-{claim}"), "default").is_none()
-            && get("service", &format!("cdi-upload-{claim}"), "default").is_none())
-        .then_some(())
-    });
+    assert_eq!(
+        pvc["metadata"]["annotations"]["cdi.kubevirt.io/storage.upload.target"],
+        ""
+    );
+    assert_eq!(
+        pvc["metadata"]["annotations"]["cdi.kubevirt.io/storage.pod.phase"],
+        "Succeeded"
+    );
+    wait_for(
+        "the upload server and its Service to go",
+        Duration::from_secs(60),
+        || {
+            (get("pod", &format!("cdi-upload-{claim}"), "default").is_none()
+                && get("service", &format!("cdi-upload-{claim}"), "default").is_none())
+            .then_some(())
+        },
+    );
     // Once done, the proxy turns further uploads away.
-    let again = virtctl(&["image-upload", "dv", &claim, "--image-path", GUEST_QCOW2, "--insecure", "-n", "default"]);
+    let again = virtctl(&[
+        "image-upload",
+        "dv",
+        &claim,
+        "--image-path",
+        GUEST_QCOW2,
+        "--insecure",
+        "-n",
+        "default",
+    ]);
     assert!(!again.status.success());
     assert!(
-        String::from_utf8_lossy(&again.stderr).contains(&format!("PVC {claim} already successfully imported/cloned/updated")),
+        String::from_utf8_lossy(&again.stderr)
+            .contains(&format!("PVC {claim} already successfully imported/cloned/updated")),
         "{}",
         String::from_utf8_lossy(&again.stderr)
     );
@@ -118,7 +152,10 @@ fn virtctl_image_upload_fills_a_data_volume_that_a_vm_boots_from() {
     let start = with_template.find("  dataVolumeTemplates:\n").expect("templates");
     let end = with_template.find("  template:\n").expect("template");
     let manifest = format!("{}{}", &with_template[..start], &with_template[end..]);
-    assert!(manifest.contains(&format!("dataVolume:\n            name: {claim}")), "{manifest}");
+    assert!(
+        manifest.contains(&format!("dataVolume:\n            name: {claim}")),
+        "{manifest}"
+    );
     cleanup.apply("vm", NAME, &manifest);
     boots_and_reads_the_label(NAME);
     drop(cleanup);

@@ -13,7 +13,8 @@ use cdi_importer::convert::Converter;
 use cdi_importer::import::Target;
 use cdi_uploadserver::config::Config;
 use cdi_uploadserver::server::{Outcome, ServeError, Server};
-use control_loop::tls::test_pki::{TestCa, TestPair};
+pub use control_loop::tls::test_pki::Answer;
+use control_loop::tls::test_pki::{TestCa, TestPair, https_request};
 use http_body_util::{BodyExt as _, Full, combinators::BoxBody};
 use tokio::task::JoinHandle;
 
@@ -126,13 +127,6 @@ pub struct Client {
     config: Arc<rustls::ClientConfig>,
 }
 
-/// An answer: its status and body.
-#[derive(Debug)]
-pub struct Answer {
-    pub status: u16,
-    pub body: String,
-}
-
 impl Client {
     /// Sends `method` on `path` with `body` and `headers`; `Err` when the connection fails.
     pub async fn send(
@@ -143,40 +137,7 @@ impl Client {
         headers: &[(&str, &str)],
         body: RequestBody,
     ) -> Result<Answer, String> {
-        let tcp = tokio::net::TcpStream::connect(address)
-            .await
-            .map_err(|e| e.to_string())?;
-        let name = rustls_pki_types::ServerName::try_from("localhost").expect("name");
-        let tls = tokio_rustls::TlsConnector::from(Arc::clone(&self.config))
-            .connect(name, tcp)
-            .await
-            .map_err(|e| e.to_string())?;
-        let (mut sender, connection) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
-            .await
-            .map_err(|e| e.to_string())?;
-        tokio::spawn(connection);
-        let mut request = hyper::Request::builder()
-            .method(method)
-            .uri(path)
-            .header("host", "localhost");
-        for (name, value) in headers {
-            request = request.header(*name, *value);
-        }
-        let response = sender
-            .send_request(request.body(body).expect("request"))
-            .await
-            .map_err(|e| e.to_string())?;
-        let status = response.status().as_u16();
-        let body = response
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| e.to_string())?
-            .to_bytes();
-        Ok(Answer {
-            status,
-            body: String::from_utf8_lossy(&body).into_owned(),
-        })
+        https_request(Arc::clone(&self.config), address, method, path, headers, body).await
     }
 
     /// A post that is expected to fail before any answer.
