@@ -45,6 +45,49 @@ fn post_status(url: &str, headers: &[&str]) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
+/// `virtctl image-upload dv CLAIM` of the test guest's qcow2, creating the DataVolume; its
+/// output.
+fn upload_with_virtctl(claim: &str) -> String {
+    let output = virtctl(&[
+        "image-upload",
+        "dv",
+        claim,
+        "--size",
+        "64Mi",
+        "--access-mode",
+        "ReadWriteOnce",
+        "--volume-mode",
+        "filesystem",
+        "--image-path",
+        GUEST_QCOW2,
+        "--insecure",
+        "--wait-secs",
+        "240",
+        "-n",
+        "default",
+    ]);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "virtctl image-upload failed: {stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
+/// The test guest's VM whose only disk is the existing DataVolume `NAME-root`.
+fn vm_on_data_volume(name: &str) -> String {
+    let with_template = vm_booting_from_template(name, "upload: {}");
+    let start = with_template.find("  dataVolumeTemplates:\n").expect("templates");
+    let end = with_template.find("  template:\n").expect("template");
+    let manifest = format!("{}{}", &with_template[..start], &with_template[end..]);
+    assert!(
+        manifest.contains(&format!("dataVolume:\n            name: {name}-root")),
+        "{manifest}"
+    );
+    manifest
+}
+
 #[test]
 #[ignore = "needs the test cluster: make cluster"]
 fn virtctl_image_upload_fills_a_data_volume_that_a_vm_boots_from() {
@@ -72,30 +115,7 @@ fn virtctl_image_upload_fills_a_data_volume_that_a_vm_boots_from() {
         "a token not signed by cdi-apiserver"
     );
 
-    let output = virtctl(&[
-        "image-upload",
-        "dv",
-        &claim,
-        "--size",
-        "64Mi",
-        "--access-mode",
-        "ReadWriteOnce",
-        "--volume-mode",
-        "filesystem",
-        "--image-path",
-        GUEST_QCOW2,
-        "--insecure",
-        "--wait-secs",
-        "240",
-        "-n",
-        "default",
-    ]);
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "virtctl image-upload failed: {stdout}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let stdout = upload_with_virtctl(&claim);
     for line in [
         format!("PVC default/{claim} not found"),
         format!("DataVolume default/{claim} created"),
@@ -148,15 +168,7 @@ fn virtctl_image_upload_fills_a_data_volume_that_a_vm_boots_from() {
     );
 
     // A VM whose disk is the uploaded DataVolume.
-    let with_template = vm_booting_from_template(NAME, "upload: {}");
-    let start = with_template.find("  dataVolumeTemplates:\n").expect("templates");
-    let end = with_template.find("  template:\n").expect("template");
-    let manifest = format!("{}{}", &with_template[..start], &with_template[end..]);
-    assert!(
-        manifest.contains(&format!("dataVolume:\n            name: {claim}")),
-        "{manifest}"
-    );
-    cleanup.apply("vm", NAME, &manifest);
+    cleanup.apply("vm", NAME, &vm_on_data_volume(NAME));
     boots_and_reads_the_label(NAME);
     drop(cleanup);
     drop(scratch_dir);
