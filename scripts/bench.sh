@@ -30,7 +30,8 @@ cargo run -q --release -p kubevirt-tests --bin bench-virt-api -- --virt-api targ
 cargo run -q --release -p kubevirt-tests --bin bench-network -- --launcher target/release/virt-launcher --runs 3
 
 
-# CDI's import: a 1 GiB disk over loopback HTTP against qemu-img convert of the same file.
+# CDI's import and upload: a 1 GiB disk over loopback HTTP, and over loopback TLS to the upload
+# server, against qemu-img convert of the same file.
 cargo run -q --release -p kubevirt-tests --bin bench-import -- --gib 1 --runs 3
 
 # Live migration between two network namespaces: kubevirt-rs against virsh migrate --p2p.

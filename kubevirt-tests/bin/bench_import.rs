@@ -1,11 +1,17 @@
-//! CDI's import against its floor, `qemu-img convert` of the same file on the same machine: a
-//! 1 GiB disk (half data, half zeros) as qcow2 and as raw, served over HTTP on the loopback by
-//! busybox httpd and imported by cdi-importer's own pipeline (`run::run`, a release build, in a
-//! child process whose peak memory is read), medians of interleaved runs. Writes the `import`
-//! section of BENCHMARKS.md.
+//! CDI's import and upload against their floor, `qemu-img convert` of the same file on the same
+//! machine: a 1 GiB disk (half data, half zeros) as qcow2 and as raw, (1) served over HTTP on the
+//! loopback by busybox httpd and imported by cdi-importer's own pipeline (`run::run`), and (2)
+//! sent by curl over TLS with the proxy's client certificate to cdi-uploadserver's server (a sync
+//! upload), each a release build in a child process whose peak memory is read; medians of
+//! interleaved runs. Writes the `import` and `upload` sections of BENCHMARKS.md.
 //!
 //! bench-import [--gib 1] [--runs 3] [--output BENCHMARKS.md]
 //! bench-import --worker URL DATA_DIR SCRATCH_DIR SIZE   (one import; prints its peak memory)
+//! bench-import --upload-worker CERT_DIR DATA_DIR SCRATCH_DIR SIZE   (one upload server; prints
+//! its port, then its peak memory)
+
+#[path = "bench_import/upload.rs"]
+mod upload;
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -21,7 +27,7 @@ use cdi_importer::job::{Job, Source};
 use cdi_importer::run::{self, Ended, Paths};
 
 /// The goal: at least this share of the floor's throughput.
-const GOAL: f64 = 0.8;
+pub(crate) const GOAL: f64 = 0.8;
 
 /// The web server; stopped when dropped.
 struct Server(Child);
@@ -33,7 +39,7 @@ impl Drop for Server {
     }
 }
 
-fn peak_kib() -> u64 {
+pub(crate) fn peak_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
@@ -101,7 +107,7 @@ fn make_raw(path: &Path, bytes: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn qemu_img(args: &[&str]) -> anyhow::Result<()> {
+pub(crate) fn qemu_img(args: &[&str]) -> anyhow::Result<()> {
     let status = Command::new("qemu-img")
         .args(args)
         .status()
@@ -142,14 +148,14 @@ fn serve(dir: &Path) -> anyhow::Result<(Server, u16)> {
     Ok((server, port))
 }
 
-fn clear(dir: &Path) -> anyhow::Result<()> {
+pub(crate) fn clear(dir: &Path) -> anyhow::Result<()> {
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir)?;
     Ok(())
 }
 
 /// The floor: `qemu-img convert` of the served file into a raw file.
-fn floor(source: &Path, format: &str, out: &Path) -> anyhow::Result<Duration> {
+pub(crate) fn floor(source: &Path, format: &str, out: &Path) -> anyhow::Result<Duration> {
     let _ = std::fs::remove_file(out);
     let started = Instant::now();
     qemu_img(&[
@@ -192,18 +198,18 @@ fn import(url: &str, work: &Path, size: u64) -> anyhow::Result<(Duration, u64)> 
     Ok((took, peak))
 }
 
-fn median(mut values: Vec<Duration>) -> Duration {
+pub(crate) fn median(mut values: Vec<Duration>) -> Duration {
     values.sort();
     values[values.len() / 2]
 }
 
 /// Bytes in MiB, for a report.
 #[expect(clippy::cast_precision_loss, reason = "a size in a report")]
-fn mib(bytes: u64) -> f64 {
+pub(crate) fn mib(bytes: u64) -> f64 {
     bytes as f64 / f64::from(1 << 20)
 }
 
-fn mib_per_s(bytes: u64, took: Duration) -> f64 {
+pub(crate) fn mib_per_s(bytes: u64, took: Duration) -> f64 {
     mib(bytes) / took.as_secs_f64()
 }
 
@@ -211,6 +217,9 @@ fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("--worker") {
         return worker(&args[1..]);
+    }
+    if args.first().map(String::as_str) == Some("--upload-worker") {
+        return upload::worker(&args[1..]);
     }
     let (mut gib, mut runs, mut output) = (1_u64, 3_usize, PathBuf::from("BENCHMARKS.md"));
     let mut it = args.iter();
@@ -273,7 +282,9 @@ fn main() -> anyhow::Result<()> {
         println!("{format}: floor {floor_time:?}, import {import_time:?}, ratio {ratio:.2}, peak {peak} KiB");
     }
     body.push_str("\nThe qcow2 import downloads the image into scratch space, then converts it with qemu-img (as upstream's importer does without nbdkit), so its time is the download's plus the floor's; the raw import streams into the disk as it downloads.\n\n");
-    let _ = std::fs::remove_dir_all(&work);
     kubevirt_tests::replace_markdown_section(&output, "import", &body)?;
+    let upload_body = upload::measure(&work, &served, size, runs)?;
+    kubevirt_tests::replace_markdown_section(&output, "upload", &upload_body)?;
+    let _ = std::fs::remove_dir_all(&work);
     Ok(())
 }
