@@ -93,6 +93,8 @@ pub trait CdiApi: Send + Sync {
     fn create_service(&self, service: &Service) -> impl Future<Output = Result<(), ApiError>> + Send;
     /// Deletes a Service; one not there counts as deleted.
     fn delete_service(&self, namespace: &str, name: &str) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// Deletes a Secret; one not there counts as deleted.
+    fn delete_secret(&self, namespace: &str, name: &str) -> impl Future<Output = Result<(), ApiError>> + Send;
     /// Creates a Secret, or replaces the one of that name.
     fn put_secret(&self, secret: &Secret) -> impl Future<Output = Result<(), ApiError>> + Send;
     /// Writes a DataVolume's status.

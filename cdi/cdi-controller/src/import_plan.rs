@@ -89,6 +89,8 @@ pub enum Step {
     CreateUploadServer(Box<UploadServer>),
     /// Delete the upload server's Service of this name.
     DeleteService(String),
+    /// Delete the upload server's certificate Secret of this name.
+    DeleteSecret(String),
     /// Create the scratch claim.
     CreateScratchClaim(Box<PersistentVolumeClaim>),
     /// Record an event on the claim.
@@ -390,9 +392,11 @@ fn claim_steps(
         let needs_scratch = pending && annotations.get(ann::REQUIRES_SCRATCH).is_some_and(|v| v == "true");
         if observed.delete_pod {
             steps.push(Step::DeletePod(pod.metadata.name.clone().unwrap_or_default()));
-            // A finished upload's Service goes with its server (upstream's cleanup).
+            // A finished upload's Service and certificate go with its server (upstream's cleanup;
+            // its Secret goes with the pod that owns it).
             if *source == Transfer::Upload && annotations.get(ann::POD_PHASE).is_some_and(|p| p == "Succeeded") {
                 steps.push(Step::DeleteService(cdi_api::upload::service_name(&claim_name)));
+                steps.push(Step::DeleteSecret(cdi_api::upload::pod_name(&claim_name)));
             }
         } else if needs_scratch {
             match facts.scratch_claim {

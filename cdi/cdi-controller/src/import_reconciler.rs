@@ -216,6 +216,7 @@ pub async fn reconcile<A: CdiApi, M: ImporterMetrics, C: ServingCertificates>(
             Step::CreatePod(pod) => api.create_pod(&pod).await?,
             Step::CreateUploadServer(server) => create_upload_server(api, certificates, &server).await?,
             Step::DeleteService(service) => api.delete_service(namespace, &service).await?,
+            Step::DeleteSecret(secret) => api.delete_secret(namespace, &secret).await?,
             Step::ClaimEvent(event) => {
                 let subject = EventSubject {
                     api_version: "v1",

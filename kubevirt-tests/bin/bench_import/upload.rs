@@ -23,7 +23,11 @@ const CLIENT_NAME: &str = "client.upload-server.cdi.kubevirt.io";
 
 /// Makes the server's certificate, the client CA and the client's certificate in `dir`.
 fn certificates(dir: &Path) -> anyhow::Result<()> {
-    let now = i64::try_from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs())?;
+    let now = i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)?
+            .as_secs(),
+    )?;
     let (from, to) = (now - 300, now + 3600);
     let server_ca = new_ca("bench-uploadserver-signer", from, to)?;
     let client_ca = new_ca("bench-client-signer", from, to)?;

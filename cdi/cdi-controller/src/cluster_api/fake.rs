@@ -183,6 +183,13 @@ impl CdiApi for FakeCdiApi {
         Ok(())
     }
 
+    async fn delete_secret(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
+        let mut state = self.state();
+        state.writes.push(format!("delete secret {namespace}/{name}"));
+        state.secrets.remove(&key(namespace, name));
+        Ok(())
+    }
+
     async fn put_secret(&self, secret: &Secret) -> Result<(), ApiError> {
         let id = key(
             secret.metadata.namespace.as_deref().unwrap_or_default(),

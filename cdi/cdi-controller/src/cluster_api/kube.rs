@@ -183,6 +183,15 @@ impl CdiApi for KubeCdiApi {
         }
     }
 
+    async fn delete_secret(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
+        let api = Api::<Secret>::namespaced(self.client.clone(), namespace);
+        match api.delete(name, &DeleteParams::default()).await {
+            Ok(_) => Ok(()),
+            Err(e) if is_status(&e, 404) => Ok(()),
+            Err(e) => Err(failed(format!("delete secret {namespace}/{name}"))(e)),
+        }
+    }
+
     async fn put_secret(&self, secret: &Secret) -> Result<(), ApiError> {
         let namespace = secret.metadata.namespace.clone().unwrap_or_default();
         let api = Api::<Secret>::namespaced(self.client.clone(), &namespace);

@@ -109,6 +109,7 @@ pub(super) fn kinds(steps: &[Step]) -> Vec<&'static str> {
             Step::CreatePod(_) => "CreatePod",
             Step::CreateUploadServer(_) => "CreateUploadServer",
             Step::DeleteService(_) => "DeleteService",
+            Step::DeleteSecret(_) => "DeleteSecret",
             Step::CreateScratchClaim(_) => "CreateScratchClaim",
             Step::ClaimEvent(_) => "ClaimEvent",
             Step::WriteStatus(_) => "WriteStatus",

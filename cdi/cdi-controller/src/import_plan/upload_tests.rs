@@ -104,12 +104,18 @@ fn the_server_gets_scratch_space_then_is_ready_then_goes_with_its_service() {
             "ClaimEvent",
             "DeletePod",
             "DeleteService",
+            "DeleteSecret",
             "WriteStatus",
             "Event"
         ]
     );
     assert_eq!(steps[2], Step::DeletePod("cdi-upload-disk".to_owned()));
     assert_eq!(steps[3], Step::DeleteService("cdi-upload-disk".to_owned()));
+    assert_eq!(
+        steps[4],
+        Step::DeleteSecret("cdi-upload-disk".to_owned()),
+        "its key goes too"
+    );
     assert_eq!(phase_written(&steps), Some(DataVolumePhase::Succeeded));
 }
 
