@@ -140,12 +140,13 @@ fn virtctl_image_upload_fills_a_data_volume_that_a_vm_boots_from() {
         "Succeeded"
     );
     wait_for(
-        "the upload server and its Service to go",
+        "the upload server, its Service and its key to go",
         Duration::from_secs(60),
         || {
-            (get("pod", &format!("cdi-upload-{claim}"), "default").is_none()
-                && get("service", &format!("cdi-upload-{claim}"), "default").is_none())
-            .then_some(())
+            ["pod", "service", "secret"]
+                .iter()
+                .all(|kind| get(kind, &format!("cdi-upload-{claim}"), "default").is_none())
+                .then_some(())
         },
     );
     // Once done, the proxy turns further uploads away.
