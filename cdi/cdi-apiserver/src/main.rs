@@ -28,10 +28,14 @@ struct Args {
     /// The token signing key (`cdi-api-signing-key`'s `id_ed25519`, PKCS#8).
     #[arg(long, default_value = "/var/run/keys/cdi-api-signing-key/id_ed25519")]
     signing_key_file: PathBuf,
-    /// The aggregation layer's request-header CA; read from
-    /// `kube-system/extension-apiserver-authentication` when not given.
+    /// The aggregation layer's request-header CA; with the allowed names and the user's headers,
+    /// read from `kube-system/extension-apiserver-authentication` when not given.
     #[arg(long)]
     requestheader_client_ca_file: Option<PathBuf>,
+    /// The common names the aggregation layer's certificates may carry (with
+    /// --requestheader-client-ca-file; empty: any the CA signed).
+    #[arg(long, value_delimiter = ',', requires = "requestheader_client_ca_file")]
+    requestheader_allowed_names: Vec<String>,
     /// Log verbosity, upstream's -v.
     #[arg(short = 'v', default_value_t = 1)]
     verbosity: u8,
@@ -46,8 +50,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let client = kube::Client::try_default()
         .await
         .context("connecting to the API server")?;
-    let policy = if let Some(path) = args.requestheader_client_ca_file {
-        front_proxy_clients(ClientCa::File(path), &[])
+    let (policy, header_names) = if let Some(path) = args.requestheader_client_ca_file {
+        (
+            front_proxy_clients(ClientCa::File(path), &args.requestheader_allowed_names),
+            control_loop::aggregation::HeaderNames::default(),
+        )
     } else {
         let header = requestheader(&client).await.context("reading the request-header CA")?;
         let pem = header
@@ -57,7 +64,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             origin: control_loop::aggregation::AUTHENTICATION_CONFIG_MAP.to_owned(),
             pem,
         };
-        front_proxy_clients(ca, &header.allowed_names)
+        (front_proxy_clients(ca, &header.allowed_names), header.names)
     };
     let source = CertSource::Files {
         cert: args.tls_cert_file,
@@ -67,6 +74,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let api = Arc::new(UploadApi {
         reviews: KubeAccessReviews(client),
         issuer,
+        header_names,
     });
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await

@@ -1,18 +1,16 @@
 //! The SubjectAccessReview of a token request, as upstream's `generateAccessReview` makes it:
-//! the user, groups and extras the aggregation layer names in `X-Remote-User`, `X-Remote-Group`
-//! and `X-Remote-Extra-*`, asking whether they may `create` `uploadtokenrequests` in the
-//! namespace. Pure.
+//! the user, groups and extras the aggregation layer names in the headers the API server
+//! configured (`X-Remote-User`, `X-Remote-Group` and `X-Remote-Extra-*` by default), asking
+//! whether they may `create` `uploadtokenrequests` in the namespace. Pure.
 
 use std::collections::BTreeMap;
 
 use hyper::HeaderMap;
 use serde_json::{Value, json};
 
-use crate::{GROUP, RESOURCE, VERSION};
+use control_loop::aggregation::HeaderNames;
 
-const USER: &str = "x-remote-user";
-const GROUP_HEADER: &str = "x-remote-group";
-const EXTRA: &str = "x-remote-extra-";
+use crate::{GROUP, RESOURCE, VERSION};
 
 /// `%XX` escapes decoded, as Go's `url.PathUnescape`; a malformed escape keeps the key as sent.
 fn unescape(key: &str) -> String {
@@ -37,26 +35,34 @@ fn unescape(key: &str) -> String {
     String::from_utf8(out).unwrap_or_else(|_| key.to_owned())
 }
 
-/// The review's `spec` for a POST in `namespace` with `headers`.
+/// The values of the first of `names` that `headers` has (upstream's `matchHeaders`).
+fn first_of(headers: &HeaderMap, names: &[String]) -> Result<Vec<String>, String> {
+    let text = |v: &hyper::header::HeaderValue| v.to_str().ok().map(str::to_owned);
+    names
+        .iter()
+        .find(|name| headers.contains_key(name.as_str()))
+        .map(|name| headers.get_all(name.as_str()).iter().filter_map(text).collect())
+        .ok_or_else(|| format!("one of these headers required for authorization: [{}]", names.join(" ")))
+}
+
+/// The review's `spec` for a POST in `namespace` with `headers`, the user named in `names`.
 ///
 /// # Errors
 /// Upstream's reason when a header it needs is missing.
-pub fn spec(namespace: &str, headers: &HeaderMap) -> Result<Value, String> {
-    let text = |v: &hyper::header::HeaderValue| v.to_str().ok().map(str::to_owned);
-    let users: Vec<String> = headers.get_all(USER).iter().filter_map(text).collect();
-    let user = users
-        .first()
-        .ok_or_else(|| "one of these headers required for authorization: [X-Remote-User]".to_owned())?;
-    let groups: Vec<String> = headers.get_all(GROUP_HEADER).iter().filter_map(text).collect();
-    if !headers.contains_key(GROUP_HEADER) {
-        return Err("one of these headers required for authorization: [X-Remote-Group]".to_owned());
-    }
+pub fn spec(namespace: &str, headers: &HeaderMap, names: &HeaderNames) -> Result<Value, String> {
+    let users = first_of(headers, &names.user)?;
+    let user = users.first().ok_or_else(|| "no user header found".to_owned())?;
+    let groups = first_of(headers, &names.group)?;
     let mut extra: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (name, value) in headers {
-        if let Some(key) = name.as_str().strip_prefix(EXTRA)
-            && let Some(value) = text(value)
+        let key = names
+            .extra_prefix
+            .iter()
+            .find_map(|prefix| name.as_str().strip_prefix(prefix.as_str()));
+        if let Some(key) = key
+            && let Ok(value) = value.to_str()
         {
-            extra.entry(unescape(key)).or_default().push(value);
+            extra.entry(unescape(key)).or_default().push(value.to_owned());
         }
     }
     Ok(json!({
@@ -101,6 +107,7 @@ mod tests {
                 ("X-Remote-Extra-Scopes", "a"),
                 ("X-Remote-Extra-Acme.com%2Fproject", "p1"),
             ]),
+            &HeaderNames::default(),
         )
         .expect("spec");
         assert_eq!(
@@ -119,14 +126,36 @@ mod tests {
 
     #[test]
     fn a_request_without_its_user_or_group_is_refused_with_upstreams_reason() {
+        let names = HeaderNames::default();
         assert_eq!(
-            spec("vms", &headers(&[("X-Remote-Group", "g")])),
-            Err("one of these headers required for authorization: [X-Remote-User]".to_owned())
+            spec("vms", &headers(&[("X-Remote-Group", "g")]), &names),
+            Err("one of these headers required for authorization: [x-remote-user]".to_owned())
         );
         assert_eq!(
-            spec("vms", &headers(&[("X-Remote-User", "alice")])),
-            Err("one of these headers required for authorization: [X-Remote-Group]".to_owned())
+            spec("vms", &headers(&[("X-Remote-User", "alice")]), &names),
+            Err("one of these headers required for authorization: [x-remote-group]".to_owned())
         );
+        // A cluster that names the user in other headers: the usual ones name nobody.
+        let own = HeaderNames {
+            user: vec!["x-proxy-user".to_owned()],
+            group: vec!["x-proxy-group".to_owned()],
+            extra_prefix: vec!["x-proxy-extra-".to_owned()],
+        };
+        assert!(
+            spec(
+                "vms",
+                &headers(&[("X-Remote-User", "mallory"), ("X-Remote-Group", "g")]),
+                &own
+            )
+            .is_err()
+        );
+        let named = spec(
+            "vms",
+            &headers(&[("X-Proxy-User", "alice"), ("X-Proxy-Group", "g")]),
+            &own,
+        )
+        .expect("spec");
+        assert_eq!(named["user"], "alice");
         assert_eq!(unescape("bad%zz"), "bad%zz");
     }
 }

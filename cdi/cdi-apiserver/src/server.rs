@@ -74,6 +74,8 @@ pub struct UploadApi<R> {
     pub reviews: R,
     /// Signs tokens.
     pub issuer: Issuer,
+    /// The headers the aggregation layer names the user in.
+    pub header_names: control_loop::aggregation::HeaderNames,
 }
 
 impl<R> std::fmt::Debug for UploadApi<R> {
@@ -117,7 +119,7 @@ impl<R: AccessReviews> UploadApi<R> {
             info!(peer = %peer.address, "Rejected Request: request is not authenticated");
             return reply(StatusCode::UNAUTHORIZED, TEXT, "request is not authenticated");
         }
-        let spec = match review::spec(namespace, request.headers()) {
+        let spec = match review::spec(namespace, request.headers(), &self.header_names) {
             Ok(spec) => spec,
             Err(reason) => return reply(StatusCode::UNAUTHORIZED, TEXT, reason),
         };

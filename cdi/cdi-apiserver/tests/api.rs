@@ -72,6 +72,7 @@ async fn setup() -> Setup {
     let api = Arc::new(UploadApi {
         reviews: reviews.clone(),
         issuer,
+        header_names: control_loop::aggregation::HeaderNames::default(),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("listen");
     let address = listener.local_addr().expect("address");
@@ -179,7 +180,7 @@ async fn callers_without_the_right_get_401_and_a_failed_review_500() {
             .await,
         (
             401,
-            "one of these headers required for authorization: [X-Remote-User]".to_owned()
+            "one of these headers required for authorization: [x-remote-user]".to_owned()
         )
     );
     assert_eq!(

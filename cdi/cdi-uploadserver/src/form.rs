@@ -1,6 +1,6 @@
 //! The `file` part of a `multipart/form-data` body, read as it streams (upstream's
 //! `upload-form` paths, which browsers use). Parts before it are passed over; whatever follows
-//! its closing delimiter is not read.
+//! its closing delimiter is read and dropped.
 
 use std::io::{self, Read};
 
@@ -174,6 +174,9 @@ impl<R: Read> Read for FormFile<R> {
             }
             if end.is_some() {
                 self.ended = true;
+                // The rest of the form is read and dropped, so that the body's end is reached
+                // (an async upload is answered then).
+                io::copy(&mut self.inner, &mut io::sink())?;
                 return Ok(0);
             }
             self.fill_more("its \"file\" part")?;

@@ -300,7 +300,11 @@ impl Server {
 }
 
 async fn handle(shared: Arc<Shared>, request: Request<hyper::body::Incoming>, verified: bool) -> Response<Full<Bytes>> {
-    let (mode, body_kind) = match routes::route(request.method().as_str(), request.uri().path()) {
+    let route = routes::route(request.method().as_str(), request.uri().path());
+    if matches!(route, Route::Upload(..) | Route::Archive) && !verified {
+        return reply(StatusCode::UNAUTHORIZED, "");
+    }
+    let (mode, body_kind) = match route {
         Route::Healthz => return reply(StatusCode::OK, "OK"),
         Route::AsyncProbe => return reply(StatusCode::OK, ""),
         Route::NotFound => return reply(StatusCode::NOT_FOUND, ""),
@@ -312,9 +316,6 @@ async fn handle(shared: Arc<Shared>, request: Request<hyper::body::Incoming>, ve
         }
         Route::Upload(mode, body_kind) => (mode, body_kind),
     };
-    if !verified {
-        return reply(StatusCode::UNAUTHORIZED, "");
-    }
     let header = |name: &str| {
         request
             .headers()
@@ -353,8 +354,27 @@ async fn handle(shared: Arc<Shared>, request: Request<hyper::body::Incoming>, ve
         Step::Impossible => return reply(StatusCode::INTERNAL_SERVER_ERROR, ""),
     }
     info!(?mode, ?body_kind, "receiving an upload");
-    let (sender, reader, mut received) = body::channel();
+    let (sender, reader, received) = body::channel();
     tokio::spawn(body::forward(request.into_body(), sender));
+    // The upload is carried out and recorded by a task of its own: a client that hangs up drops
+    // this handler, never the record of what became of its upload.
+    let (answered, answer) = tokio::sync::oneshot::channel();
+    tokio::spawn(carry_out(shared, mode, reader, boundary, received, answered));
+    answer
+        .await
+        .unwrap_or_else(|_| reply(StatusCode::INTERNAL_SERVER_ERROR, "the upload stopped"))
+}
+
+/// Writes the upload read from `reader`, answers through `answered` (an async upload once its
+/// body is all read, a sync one once the disk is written), and records the outcome.
+async fn carry_out(
+    shared: Arc<Shared>,
+    mode: Mode,
+    reader: body::ChannelReader,
+    boundary: Option<String>,
+    mut received: tokio::sync::oneshot::Receiver<()>,
+    answered: tokio::sync::oneshot::Sender<Response<Full<Bytes>>>,
+) {
     let writer = Arc::clone(&shared);
     let mut work = tokio::task::spawn_blocking(move || writer.write(reader, boundary.as_deref()));
     let joined = |joined: Result<Result<(), WriteError>, tokio::task::JoinError>| {
@@ -362,27 +382,30 @@ async fn handle(shared: Arc<Shared>, request: Request<hyper::body::Incoming>, ve
     };
     if mode == Mode::Async {
         tokio::select! {
+            // A write that ended (failed) as the body ended is answered with its outcome.
+            biased;
             written = &mut work => {
                 let written = joined(written);
-                return answer(&shared, &written);
+                shared.settle(&written, false);
+                let _ = answered.send(answer(&written));
+                return;
             }
             Ok(()) = &mut received => {}
         }
         // Everything is read: answer now and finish the disk after.
         shared.apply(Event::Received);
         info!("the upload is in; finishing the disk after the answer");
-        tokio::spawn(async move {
-            let written = joined(work.await);
-            shared.settle(&written, true);
-        });
-        return reply(StatusCode::OK, "");
+        let _ = answered.send(reply(StatusCode::OK, ""));
+        let written = joined(work.await);
+        shared.settle(&written, true);
+        return;
     }
     let written = joined(work.await);
-    answer(&shared, &written)
+    shared.settle(&written, false);
+    let _ = answered.send(answer(&written));
 }
 
-fn answer(shared: &Shared, written: &Result<(), WriteError>) -> Response<Full<Bytes>> {
-    shared.settle(written, false);
+fn answer(written: &Result<(), WriteError>) -> Response<Full<Bytes>> {
     match written {
         Ok(()) => reply(StatusCode::OK, ""),
         Err(error) => error.answer(),

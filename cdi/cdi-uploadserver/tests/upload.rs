@@ -203,3 +203,84 @@ async fn a_deadline_with_no_upload_ends_the_server_without_a_disk() {
     assert_eq!(server.outcome().await.expect("outcome"), Outcome::DeadlinePassed);
     assert!(!setup.disk().exists());
 }
+
+/// A converter that says when it starts and waits to be let go, then writes `size` bytes.
+struct GatedConverter {
+    size: u64,
+    started: std::sync::Mutex<std::sync::mpsc::Sender<()>>,
+    go: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
+}
+
+impl cdi_importer::convert::Converter for GatedConverter {
+    fn virtual_size(&self, _: &std::path::Path, _: &str) -> Result<u64, cdi_importer::convert::ConvertError> {
+        Ok(self.size)
+    }
+
+    fn convert_to_raw(
+        &self,
+        _: &std::path::Path,
+        _: &str,
+        target: &std::path::Path,
+    ) -> Result<(), cdi_importer::convert::ConvertError> {
+        let _ = self.started.lock().expect("started").send(());
+        let _ = self.go.lock().expect("go").recv();
+        std::fs::write(target, raw_disk(self.size)).expect("the converted disk");
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_client_that_hangs_up_while_its_image_converts_still_gets_its_disk_written() {
+    use tokio::io::AsyncWriteExt as _;
+    let setup = Setup::new();
+    std::fs::create_dir(setup.scratch()).expect("scratch");
+    let (started_tx, started) = std::sync::mpsc::channel();
+    let (go, go_rx) = std::sync::mpsc::channel();
+    let converter = GatedConverter {
+        size: 2 * MIB,
+        started: std::sync::Mutex::new(started_tx),
+        go: std::sync::Mutex::new(go_rx),
+    };
+    let server = start(setup.config(4 * MIB), Arc::new(converter)).await;
+    // A qcow2 header naming a 2 MiB disk, and some bytes after it.
+    let mut image = vec![0_u8; 64 * 1024];
+    image[..4].copy_from_slice(b"QFI\xfb");
+    image[24..32].copy_from_slice(&(2 * MIB).to_be_bytes());
+    let config =
+        control_loop::tls::client_tls_pem("test", &setup.server_ca.cert_pem(), &setup.proxy.cert, &setup.proxy.key)
+            .expect("tls");
+    let tcp = tokio::net::TcpStream::connect(server.address).await.expect("connect");
+    let name = rustls_pki_types::ServerName::try_from("localhost").expect("name");
+    let mut tls = tokio_rustls::TlsConnector::from(config)
+        .connect(name, tcp)
+        .await
+        .expect("tls");
+    let request_head = format!(
+        "POST /v1beta1/upload HTTP/1.1\r\nHost: localhost\r\nContent-Length: {}\r\n\r\n",
+        image.len()
+    );
+    tls.write_all(request_head.as_bytes()).await.expect("head");
+    tls.write_all(&image).await.expect("body");
+    tls.flush().await.expect("flush");
+    // The body is in and being converted: the client goes away before its answer.
+    tokio::task::spawn_blocking(move || started.recv_timeout(std::time::Duration::from_secs(60)))
+        .await
+        .expect("join")
+        .expect("the conversion starts");
+    drop(tls);
+    // Give the server a moment to see the hang-up (and drop the request's handler) before the
+    // conversion ends; the outcome is the same either way once the upload is recorded apart.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    go.send(()).expect("let the conversion go");
+    assert_eq!(
+        server.outcome().await.expect("outcome"),
+        Outcome::Uploaded {
+            preallocation_applied: false
+        },
+        "the upload is recorded though nobody waits for its answer"
+    );
+    assert_eq!(
+        std::fs::read(setup.disk()).expect("disk")[..1024],
+        raw_disk(2 * MIB)[..1024]
+    );
+}
