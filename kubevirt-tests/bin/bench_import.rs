@@ -29,8 +29,8 @@ use cdi_importer::run::{self, Ended, Paths};
 /// The goal: at least this share of the floor's throughput.
 pub(crate) const GOAL: f64 = 0.8;
 
-/// The web server; stopped when dropped.
-struct Server(Child);
+/// A child process (the web server, an upload server); stopped when dropped.
+pub(crate) struct Server(pub(crate) Child);
 
 impl Drop for Server {
     fn drop(&mut self) {

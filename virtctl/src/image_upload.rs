@@ -116,6 +116,12 @@ pub struct Upload {
     pub labels: std::collections::BTreeMap<String, String>,
 }
 
+/// Why `pvc NAME` and `--pvc-name` are refused: this CDI fills claims for DataVolumes only.
+pub const CLAIM_UPLOADS: &str =
+    "uploading into a claim without a DataVolume is not supported by this CDI yet: use image-upload dv NAME";
+/// Why `--archive-path` is refused: this CDI does not write archive content.
+pub const ARCHIVE_UPLOADS: &str = "archive uploads (contentType archive) are not supported by this CDI yet";
+
 fn given(value: Option<&String>) -> Option<&str> {
     value.map(String::as_str).filter(|v| !v.is_empty())
 }
@@ -171,18 +177,8 @@ pub fn validate(args: &ImageUploadArgs) -> Result<Upload, String> {
         if !args.target.is_empty() {
             return Err("cannot use --pvc-name and args".to_owned());
         }
-        // Upstream's legacy form checks nothing more: an archive path is not read, and a missing
-        // image path fails when the file is opened.
-        let labels = labels_of()?;
-        return Ok(Upload {
-            kind: TargetKind::Claim,
-            name: name.to_owned(),
-            path: args.image_path.clone().unwrap_or_default(),
-            archive: false,
-            volume_mode: None,
-            size,
-            labels,
-        });
+        // Upstream's legacy form uploads into a claim without a DataVolume.
+        return Err(CLAIM_UPLOADS.to_owned());
     }
     let mut volume_mode = given(args.volume_mode.as_ref()).map(str::to_owned);
     if args.block_volume {
@@ -222,6 +218,12 @@ pub fn validate(args: &ImageUploadArgs) -> Result<Upload, String> {
         "pvc" => TargetKind::Claim,
         _ => return Err(format!("invalid resource type {kind}")),
     };
+    if kind == TargetKind::Claim {
+        return Err(CLAIM_UPLOADS.to_owned());
+    }
+    if archive {
+        return Err(ARCHIVE_UPLOADS.to_owned());
+    }
     Ok(Upload {
         kind,
         name: name.clone(),

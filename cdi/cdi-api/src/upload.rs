@@ -82,26 +82,34 @@ pub const BUNDLE_KEY: &str = "ca-bundle.crt";
 /// The most a Service's name may have (a DNS-1035 label).
 const SERVICE_NAME_MAX: usize = 63;
 
-/// The upload server pod's name for `claim` (upstream's `cdi-upload-<claim>`).
-#[must_use]
-pub fn pod_name(claim: &str) -> String {
-    format!("{POD_PREFIX}-{claim}")
+/// The most a pod's or Secret's name may have (a DNS subdomain).
+const POD_NAME_MAX: usize = 253;
+
+/// `name` cut to `max` characters when longer: its start and a hash of the whole, as upstream
+/// shortens names. FNV-1a, 64 bits: stable, and names that share their start stay apart.
+fn shortened(name: &str, max: usize) -> String {
+    if name.len() <= max {
+        return name.to_owned();
+    }
+    let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    let keep = max - 17;
+    format!("{}-{hash:016x}", name[..keep].trim_end_matches(['-', '.']))
 }
 
-/// The upload server Service's name for `claim`: the pod's name with dots as dashes; one too long
-/// for a DNS label keeps its start and ends in a hash of the whole, as upstream shortens it.
+/// The upload server pod's (and its Secret's) name for `claim` (upstream's `cdi-upload-<claim>`,
+/// shortened past 253 characters).
+#[must_use]
+pub fn pod_name(claim: &str) -> String {
+    shortened(&format!("{POD_PREFIX}-{claim}"), POD_NAME_MAX)
+}
+
+/// The upload server Service's name for `claim`: the pod's name with dots as dashes, shortened
+/// past 63 characters (a DNS label).
 #[must_use]
 pub fn service_name(claim: &str) -> String {
-    let name = pod_name(claim).replace('.', "-");
-    if name.len() <= SERVICE_NAME_MAX {
-        return name;
-    }
-    // FNV-1a: stable, and enough to tell apart names that share their first 54 characters.
-    let hash = name
-        .bytes()
-        .fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
-    let keep = SERVICE_NAME_MAX - 9;
-    format!("{}-{hash:08x}", name[..keep].trim_end_matches('-'))
+    shortened(&format!("{POD_PREFIX}-{claim}").replace('.', "-"), SERVICE_NAME_MAX)
 }
 
 #[cfg(test)]
@@ -118,5 +126,8 @@ mod tests {
         assert!(short.starts_with("cdi-upload-aaa"), "{short}");
         assert_eq!(short, service_name(&long), "stable");
         assert_ne!(short, service_name(&format!("{long}b")), "tells names apart");
+        let longest = "b".repeat(253);
+        assert_eq!(pod_name(&longest).len(), 253, "a pod name stays a DNS subdomain");
+        assert_eq!(pod_name("disk"), "cdi-upload-disk");
     }
 }

@@ -24,6 +24,12 @@ pub enum ApiError {
         #[source]
         source: ::kube::Error,
     },
+    /// An object of the name wanted belongs to another owner.
+    #[error("{what} exists and belongs to another owner")]
+    Taken {
+        /// The object.
+        what: String,
+    },
     /// An upload server's certificate could not be made.
     #[error("making the certificate of the upload server {service}: {message}")]
     Certificate {

@@ -161,34 +161,50 @@ async fn events_name_their_object_with_its_api_version_and_failures_name_the_ope
 
 #[tokio::test]
 async fn an_upload_servers_service_is_created_and_deleted_and_its_secret_replaced() {
-    let secret = json!({"apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": "cdi-upload-disk", "namespace": "vms", "resourceVersion": "7"}});
+    let owner = json!([{"apiVersion": "v1", "kind": "PersistentVolumeClaim", "name": "disk", "uid": "claim-uid",
+        "controller": true}]);
+    let meta = json!({"name": "cdi-upload-disk", "namespace": "vms", "resourceVersion": "7", "ownerReferences": owner});
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": meta});
+    let ours = json!({"apiVersion": "v1", "kind": "Service", "metadata": meta});
+    let theirs = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "cdi-upload-disk",
+        "namespace": "vms", "ownerReferences": [{"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "name": "disk", "uid": "an-earlier-claim", "controller": true}]}});
     let (api, log) = api_server(vec![
         status(409, "AlreadyExists"),
+        (200, ours),
+        status(409, "AlreadyExists"),
+        (200, theirs),
         status(404, "NotFound"),
         status(409, "AlreadyExists"),
         (200, secret.clone()),
         (200, secret),
     ]);
-    let service =
-        serde_json::from_value(json!({"metadata": {"name": "cdi-upload-disk", "namespace": "vms"}})).expect("service");
+    let mine = json!({"name": "cdi-upload-disk", "namespace": "vms", "ownerReferences": owner});
+    let service = serde_json::from_value(json!({"metadata": mine})).expect("service");
     api.create_service(&service).await.expect("a taken name is ours");
+    let taken = api.create_service(&service).await.expect_err("another claim's");
+    assert_eq!(
+        taken.to_string(),
+        "service vms/cdi-upload-disk exists and belongs to another owner"
+    );
     api.delete_service("vms", "cdi-upload-disk")
         .await
         .expect("a gone service is deleted");
-    let new_secret = serde_json::from_value(json!({"metadata": {"name": "cdi-upload-disk", "namespace": "vms"},
-        "data": {"tls.crt": "Q0VSVA=="}}))
-    .expect("secret");
+    let new_secret =
+        serde_json::from_value(json!({"metadata": mine, "data": {"tls.crt": "Q0VSVA=="}})).expect("secret");
     api.put_secret(&new_secret).await.expect("replaced");
     let requests = requests(&log);
     assert_eq!(
-        requests[4].body["metadata"]["resourceVersion"], "7",
+        requests[7].body["metadata"]["resourceVersion"], "7",
         "replaced at the version read"
     );
-    assert_eq!(requests[4].body["data"]["tls.crt"], "Q0VSVA==");
+    assert_eq!(requests[7].body["data"]["tls.crt"], "Q0VSVA==");
     let seen: Vec<(String, String)> = requests.into_iter().map(|r| (r.method, r.path)).collect();
     let expected = [
         ("POST", "/api/v1/namespaces/vms/services?"),
+        ("GET", "/api/v1/namespaces/vms/services/cdi-upload-disk"),
+        ("POST", "/api/v1/namespaces/vms/services?"),
+        ("GET", "/api/v1/namespaces/vms/services/cdi-upload-disk"),
         ("DELETE", "/api/v1/namespaces/vms/services/cdi-upload-disk?"),
         ("POST", "/api/v1/namespaces/vms/secrets?"),
         ("GET", "/api/v1/namespaces/vms/secrets/cdi-upload-disk"),

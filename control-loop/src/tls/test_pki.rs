@@ -174,6 +174,26 @@ where
     B: hyper::body::Body<Data = hyper::body::Bytes> + Send + Unpin + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    tokio::time::timeout(
+        std::time::Duration::from_secs(120),
+        exchange(config, address, method, path, headers, body),
+    )
+    .await
+    .map_err(|_| format!("{method} {path}: no answer within 120 s"))?
+}
+
+async fn exchange<B>(
+    config: std::sync::Arc<rustls::ClientConfig>,
+    address: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: B,
+) -> Result<Answer, String>
+where
+    B: hyper::body::Body<Data = hyper::body::Bytes> + Send + Unpin + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     use http_body_util::BodyExt as _;
     let tcp = tokio::net::TcpStream::connect(address)
         .await

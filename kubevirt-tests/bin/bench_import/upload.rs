@@ -16,7 +16,7 @@ use cdi_uploadserver::config::Config;
 use cdi_uploadserver::server::{Outcome, Server};
 use control_loop::tls::issue::{Usage, new_ca, sign};
 
-use super::{GOAL, clear, floor, median, mib, mib_per_s, peak_kib};
+use super::{GOAL, Server, clear, floor, median, mib, mib_per_s, peak_kib};
 
 /// The proxy's client name, which the server admits.
 const CLIENT_NAME: &str = "client.upload-server.cdi.kubevirt.io";
@@ -96,7 +96,8 @@ fn upload(file: &Path, work: &Path, size: u64) -> anyhow::Result<(Duration, u64)
     let (data, scratch, certs) = (work.join("data"), work.join("scratch"), work.join("certs"));
     clear(&data)?;
     clear(&scratch)?;
-    let mut child = Command::new(std::env::current_exe()?)
+    // Stopped on any way out: a worker left waiting for an upload would never end.
+    let mut child = Server(Command::new(std::env::current_exe()?)
         .arg("--upload-worker")
         .args([
             certs.to_str().context("path")?,
@@ -105,8 +106,8 @@ fn upload(file: &Path, work: &Path, size: u64) -> anyhow::Result<(Duration, u64)
             &size.to_string(),
         ])
         .stdout(Stdio::piped())
-        .spawn()?;
-    let mut lines = BufReader::new(child.stdout.take().context("the worker's stdout")?).lines();
+        .spawn()?);
+    let mut lines = BufReader::new(child.0.stdout.take().context("the worker's stdout")?).lines();
     let port = lines
         .next()
         .context("the worker's port")??
@@ -128,7 +129,7 @@ fn upload(file: &Path, work: &Path, size: u64) -> anyhow::Result<(Duration, u64)
         .output()
         .context("curl (make deps)")?;
     let took = started.elapsed();
-    let status = child.wait()?;
+    let status = child.0.wait()?;
     if !curl.status.success() || !status.success() {
         bail!(
             "the upload failed (curl {}, server {status}): {}",

@@ -361,8 +361,11 @@ pub async fn run(
     match cluster.claim(&upload.name).await {
         Ok(claim) => cluster.reuse(upload, args, claim).await?,
         Err(e) => {
+            if !is_not_found(&e) {
+                return Err(api_error(&e));
+            }
             println!("PVC {namespace}/{} not found ", upload.name);
-            if !is_not_found(&e) || args.no_create {
+            if args.no_create {
                 return Err(api_error(&e));
             }
             cluster.create(upload, args).await?;

@@ -173,6 +173,9 @@ pub fn data_volume_missing(namespace: &str, name: &str, annotations: &BTreeMap<S
 /// # Errors
 /// Upstream's message for a DataVolume waiting for its consumer without `--force-bind`.
 pub fn data_volume_ready(phase: &str, force_bind: bool) -> Result<bool, String> {
+    if phase == "Failed" {
+        return Err("the DataVolume failed: see its conditions and events".to_owned());
+    }
     if matches!(phase, "WaitForFirstConsumer" | "PendingPopulation") && !force_bind {
         return Err(format!(
             "cannot upload to DataVolume in {phase} phase, make sure the PVC is Bound, or use force-bind flag"

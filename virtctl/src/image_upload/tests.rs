@@ -86,10 +86,6 @@ fn good_flags_name_the_target_and_what_it_is_made_with() {
             "u1.small".to_owned()
         )])
     );
-    let legacy = validate(&args("--pvc-name old --pvc-size 1Gi --image-path /tmp/x")).expect("legacy");
-    assert_eq!((legacy.kind, legacy.name.as_str()), (TargetKind::Claim, "old"));
-    let archive = validate(&args("pvc data --archive-path /tmp/a.tar --size 1Gi")).expect("archive");
-    assert!(archive.archive);
     assert_eq!(
         deprecation_warnings(&args("--pvc-name old --pvc-size 1Gi --block-volume")),
         [
@@ -195,6 +191,10 @@ fn sizes_access_modes_existing_claims_and_urls_are_checked_as_upstream() {
     );
     assert_eq!(objects::data_volume_ready("WaitForFirstConsumer", true), Ok(false));
     assert_eq!(objects::data_volume_ready("UploadReady", false), Ok(true));
+    assert!(
+        objects::data_volume_ready("Failed", true).is_err(),
+        "a failed DataVolume ends the wait"
+    );
     assert_eq!(
         objects::proxy_base("10.0.0.1:31001").as_deref(),
         Ok("https://10.0.0.1:31001")

@@ -21,6 +21,14 @@ pub enum PkiError {
     /// The token signing key.
     #[error("making the upload token signing key: {0}")]
     Key(String),
+    /// The list of chains and what was made of it disagree (a bug).
+    #[error("{made} CAs were made where {wanted} were expected")]
+    Chains {
+        /// How many were made.
+        made: usize,
+        /// How many chains there are.
+        wanted: usize,
+    },
     /// The API server refused.
     #[error("{what}: {source}")]
     Api {
@@ -228,8 +236,10 @@ pub async fn ensure(client: &kube::Client, namespace: &str) -> Result<UploadPki,
         cas.push(ensure_chain(&secrets, &config_maps, &chain, namespace, now).await?);
     }
     ensure_signing_key(&secrets, namespace).await?;
-    let [server_ca, client_ca, api_ca, _proxy_ca] = <[Pair; 4]>::try_from(cas)
-        .map_err(|cas| PkiError::Key(format!("{} CAs where four were expected", cas.len())))?;
+    let [server_ca, client_ca, api_ca, _proxy_ca] = <[Pair; 4]>::try_from(cas).map_err(|cas| PkiError::Chains {
+        made: cas.len(),
+        wanted: 4,
+    })?;
     publish_api_ca(client, &api_ca.cert).await?;
     Ok(UploadPki {
         server_ca,

@@ -6,7 +6,7 @@ use cdi_api::data_volume::DataVolumeStatus;
 use cdi_api::{CDIConfig, DataVolume, StorageProfile};
 use k8s_openapi::api::core::v1::{Event, PersistentVolume, PersistentVolumeClaim, Pod, Secret, Service};
 use k8s_openapi::api::storage::v1::StorageClass;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 
@@ -43,6 +43,18 @@ fn failed(operation: String) -> impl FnOnce(kube::Error) -> ApiError {
 
 fn is_status(error: &kube::Error, code: u16) -> bool {
     matches!(error, kube::Error::Api(status) if status.code == code)
+}
+
+/// Whether `existing` has the controlling owner `wanted` names.
+fn same_owner(existing: &ObjectMeta, wanted: &ObjectMeta) -> bool {
+    let controller = |meta: &ObjectMeta| {
+        meta.owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true))
+            .map(|o| o.uid.clone())
+    };
+    controller(wanted).is_some() && controller(existing) == controller(wanted)
 }
 
 /// `Ok(None)` for a 404.
@@ -168,10 +180,23 @@ impl CdiApi for KubeCdiApi {
         let namespace = service.metadata.namespace.clone().unwrap_or_default();
         let api = Api::<Service>::namespaced(self.client.clone(), &namespace);
         let name = service.metadata.name.clone().unwrap_or_default();
-        created(
-            api.create(&PostParams::default(), service).await,
-            format!("create service {namespace}/{name}"),
-        )
+        let operation = format!("create service {namespace}/{name}");
+        match api.create(&PostParams::default(), service).await {
+            Ok(_) => Ok(()),
+            // Ours from an earlier pass, or another's (an earlier claim's, on its way out): the
+            // latter is not taken, and the next pass tries again.
+            Err(e) if is_status(&e, 409) => {
+                let existing = api.get(&name).await.map_err(failed(operation.clone()))?;
+                if same_owner(&existing.metadata, &service.metadata) {
+                    Ok(())
+                } else {
+                    Err(ApiError::Taken {
+                        what: format!("service {namespace}/{name}"),
+                    })
+                }
+            }
+            Err(e) => Err(failed(operation)(e)),
+        }
     }
 
     async fn delete_service(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
@@ -201,6 +226,11 @@ impl CdiApi for KubeCdiApi {
             Ok(_) => Ok(()),
             Err(e) if is_status(&e, 409) => {
                 let existing = api.get(&name).await.map_err(failed(operation.clone()))?;
+                if !same_owner(&existing.metadata, &secret.metadata) {
+                    return Err(ApiError::Taken {
+                        what: format!("secret {namespace}/{name}"),
+                    });
+                }
                 let mut replacement = secret.clone();
                 replacement.metadata.resource_version = existing.metadata.resource_version;
                 api.replace(&name, &PostParams::default(), &replacement)
