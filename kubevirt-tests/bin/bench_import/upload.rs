@@ -16,7 +16,7 @@ use cdi_uploadserver::config::Config;
 use cdi_uploadserver::server::{Outcome, Server};
 use control_loop::tls::issue::{Usage, new_ca, sign};
 
-use super::{GOAL, Server, clear, floor, median, mib, mib_per_s, peak_kib};
+use super::{GOAL, Server as Process, clear, floor, median, mib, mib_per_s, peak_kib};
 
 /// The proxy's client name, which the server admits.
 const CLIENT_NAME: &str = "client.upload-server.cdi.kubevirt.io";
@@ -97,7 +97,7 @@ fn upload(file: &Path, work: &Path, size: u64) -> anyhow::Result<(Duration, u64)
     clear(&data)?;
     clear(&scratch)?;
     // Stopped on any way out: a worker left waiting for an upload would never end.
-    let mut child = Server(Command::new(std::env::current_exe()?)
+    let mut child = Process(Command::new(std::env::current_exe()?)
         .arg("--upload-worker")
         .args([
             certs.to_str().context("path")?,
