@@ -97,16 +97,18 @@ fn upload(file: &Path, work: &Path, size: u64) -> anyhow::Result<(Duration, u64)
     clear(&data)?;
     clear(&scratch)?;
     // Stopped on any way out: a worker left waiting for an upload would never end.
-    let mut child = Process(Command::new(std::env::current_exe()?)
-        .arg("--upload-worker")
-        .args([
-            certs.to_str().context("path")?,
-            data.to_str().context("path")?,
-            scratch.to_str().context("path")?,
-            &size.to_string(),
-        ])
-        .stdout(Stdio::piped())
-        .spawn()?);
+    let mut child = Process(
+        Command::new(std::env::current_exe()?)
+            .arg("--upload-worker")
+            .args([
+                certs.to_str().context("path")?,
+                data.to_str().context("path")?,
+                scratch.to_str().context("path")?,
+                &size.to_string(),
+            ])
+            .stdout(Stdio::piped())
+            .spawn()?,
+    );
     let mut lines = BufReader::new(child.0.stdout.take().context("the worker's stdout")?).lines();
     let port = lines
         .next()
