@@ -173,7 +173,7 @@ pub fn validate(args: &ImageUploadArgs) -> Result<Upload, String> {
     }
     let size = pvc_size.or(size).map(str::to_owned);
     let labels_of = || instancetype_labels(args);
-    if let Some(name) = given(args.pvc_name.as_ref()) {
+    if given(args.pvc_name.as_ref()).is_some() {
         if !args.target.is_empty() {
             return Err("cannot use --pvc-name and args".to_owned());
         }
