@@ -149,13 +149,13 @@ mod tests {
             )
             .is_err()
         );
-        let named = spec(
+        let reviewed = spec(
             "vms",
             &headers(&[("X-Proxy-User", "alice"), ("X-Proxy-Group", "g")]),
             &own,
         )
         .expect("spec");
-        assert_eq!(named["user"], "alice");
+        assert_eq!(reviewed["user"], "alice");
         assert_eq!(unescape("bad%zz"), "bad%zz");
     }
 }
