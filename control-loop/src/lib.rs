@@ -10,6 +10,7 @@
 
 pub mod aggregation;
 pub mod http;
+pub mod https_client;
 pub mod https_connection;
 pub mod instancetype_lookup;
 pub mod own_writes;

@@ -8,6 +8,7 @@
 
 pub mod cdi;
 pub mod cdi_config;
+pub mod clone;
 pub mod components;
 pub mod crd;
 pub mod data_source;

@@ -17,6 +17,8 @@ pub enum Route {
         /// The namespace.
         namespace: String,
     },
+    /// An `AdmissionReview` of a DataVolume (the mutating webhook).
+    MutateDataVolume,
     /// Another method on the token path.
     MethodNotAllowed,
     /// Anything else.
@@ -55,6 +57,13 @@ pub fn route(method: &str, path: &str) -> Route {
             return Route::Discovery(json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [group()]}));
         }
         _ => {}
+    }
+    if path == crate::clone_admission::PATH {
+        return if method == "POST" {
+            Route::MutateDataVolume
+        } else {
+            Route::MethodNotAllowed
+        };
     }
     if read && path == group_path {
         let mut document = group();
@@ -146,5 +155,7 @@ mod tests {
         );
         assert_eq!(route("POST", "/apis/upload.cdi.kubevirt.io/v1beta1"), Route::NotFound);
         assert_eq!(route("DELETE", "/healthz"), Route::NotFound);
+        assert_eq!(route("POST", "/datavolume-mutate"), Route::MutateDataVolume);
+        assert_eq!(route("GET", "/datavolume-mutate"), Route::MethodNotAllowed);
     }
 }

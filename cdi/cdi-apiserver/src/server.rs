@@ -18,6 +18,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use crate::clone_admission::{self, Admission};
 use crate::routes::{self, Route};
 use crate::{review, token_request};
 
@@ -111,7 +112,56 @@ impl<R: AccessReviews> UploadApi<R> {
             Route::NotFound => reply(StatusCode::NOT_FOUND, TEXT, "404 page not found"),
             Route::MethodNotAllowed => reply(StatusCode::METHOD_NOT_ALLOWED, TEXT, ""),
             Route::CreateToken { namespace } => self.create_token(request, peer, &namespace).await,
+            Route::MutateDataVolume => self.mutate_data_volume(request).await,
         }
+    }
+
+    /// Answers the DataVolume mutating webhook: a clone gets its token when one of the reviews
+    /// allows its creator to read the source.
+    async fn mutate_data_volume(&self, request: Request<Incoming>) -> Response<Full<Bytes>> {
+        let body = match Limited::new(request.into_body(), MAX_BODY).collect().await {
+            Ok(body) => body.to_bytes(),
+            Err(error) => return reply(StatusCode::BAD_REQUEST, TEXT, format!("reading the body: {error}")),
+        };
+        let review: serde_json::Value = match serde_json::from_slice(&body) {
+            Ok(review) => review,
+            Err(error) => return reply(StatusCode::BAD_REQUEST, TEXT, format!("the AdmissionReview: {error}")),
+        };
+        let (uid, admission) = match clone_admission::read(&review) {
+            Ok(read) => read,
+            Err(error) => return reply(StatusCode::BAD_REQUEST, TEXT, error),
+        };
+        let outcome = match admission {
+            Admission::Admit => Ok(None),
+            Admission::Clone(clone) => self.admit_clone(&clone).await,
+        };
+        reply(StatusCode::OK, JSON, clone_admission::answer(&uid, outcome).to_string())
+    }
+
+    async fn admit_clone(&self, clone: &clone_admission::CloneRequest) -> Result<Option<serde_json::Value>, String> {
+        let user = clone.user["username"].as_str().unwrap_or_default().to_owned();
+        for spec in clone_admission::reviews(clone) {
+            match self.reviews.review(spec).await {
+                Ok(review) if review.allowed => {
+                    let payload = cdi_token::Payload::clone_of(
+                        &clone.source_namespace,
+                        &clone.source,
+                        &clone.target_namespace,
+                        &clone.target,
+                    );
+                    let token = self.issuer.issue(&payload, now());
+                    info!(%user, source = %format!("{}/{}", clone.source_namespace, clone.source), target = %format!("{}/{}", clone.target_namespace, clone.target), "admitted a clone");
+                    return Ok(Some(clone_admission::token_patch(clone, &token)));
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    warn!(%user, error = %error, "the SubjectAccessReview failed");
+                    return Err(format!("checking the clone's permissions: {error}"));
+                }
+            }
+        }
+        info!(%user, namespace = %clone.source_namespace, "refused a clone");
+        Err(clone_admission::DENIED.to_owned())
     }
 
     async fn create_token(&self, request: Request<Incoming>, peer: Peer, namespace: &str) -> Response<Full<Bytes>> {

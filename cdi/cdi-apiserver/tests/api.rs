@@ -210,3 +210,64 @@ async fn discovery_and_health_need_no_certificate() {
     );
     assert_eq!(setup.send("GET", "/nothing", false, &[], "").await.0, 404);
 }
+
+fn clone_review(user: &str) -> String {
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "req-7",
+            "operation": "CREATE",
+            "namespace": "dst",
+            "userInfo": {"username": user, "groups": ["system:authenticated"]},
+            "object": {
+                "apiVersion": "cdi.kubevirt.io/v1beta1",
+                "kind": "DataVolume",
+                "metadata": {"name": "copy", "namespace": "dst", "annotations": {"a": "b"}},
+                "spec": {"source": {"pvc": {"namespace": "src", "name": "golden"}}},
+            },
+        },
+    })
+    .to_string()
+}
+
+#[tokio::test]
+async fn the_webhook_gives_an_allowed_clone_a_token_and_refuses_others() {
+    use base64::Engine as _;
+    let setup = setup().await;
+    // The API server calls webhooks without a client certificate.
+    let (status, body) = setup
+        .send("POST", "/datavolume-mutate", false, &[], &clone_review("alice"))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let answer: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(answer["response"]["uid"], "req-7");
+    assert_eq!(answer["response"]["allowed"], true);
+    let patch = base64::engine::general_purpose::STANDARD
+        .decode(answer["response"]["patch"].as_str().expect("patch"))
+        .expect("base64");
+    let patch: Value = serde_json::from_slice(&patch).expect("json");
+    assert_eq!(
+        patch[0]["path"],
+        "/metadata/annotations/cdi.kubevirt.io~1storage.clone.token"
+    );
+    let payload = Validator::new(&setup.public_key, UPLOAD_ISSUER, 10)
+        .validate(patch[0]["value"].as_str().expect("token"), now())
+        .expect("the controller's check");
+    assert_eq!(payload, Payload::clone_of("src", "golden", "dst", "copy"));
+    let (status, body) = setup
+        .send("POST", "/datavolume-mutate", false, &[], &clone_review("bob"))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let answer: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(answer["response"]["allowed"], false);
+    assert_eq!(
+        answer["response"]["status"]["message"],
+        "insufficient permissions in clone source namespace"
+    );
+    let reviews = setup.reviews.0.lock().expect("reviews").clone();
+    let bobs: Vec<&Value> = reviews.iter().filter(|r| r["user"] == "bob").collect();
+    assert_eq!(bobs.len(), 2, "datavolumes/source, then pods");
+    assert_eq!(bobs[1]["resourceAttributes"]["resource"], "pods");
+    assert_eq!(bobs[1]["resourceAttributes"]["namespace"], "src");
+}

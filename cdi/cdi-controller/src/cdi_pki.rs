@@ -187,22 +187,42 @@ pub struct Issued {
     pub client_ca: String,
 }
 
-/// Issues upload servers' certificates.
+/// A clone source pod's client certificate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientIssued {
+    /// Its certificate.
+    pub cert: String,
+    /// Its key.
+    pub key: String,
+    /// The CA that signs the upload servers' certificates, which the client trusts.
+    pub server_ca: String,
+}
+
+/// Issues upload servers' certificates, and clone source pods' client certificates.
 pub trait ServingCertificates: Send + Sync {
     /// A serving certificate for `dns_names` (the first is its common name).
     ///
     /// # Errors
     /// rcgen's.
     fn issue(&self, dns_names: &[String]) -> Result<Issued, rcgen::Error>;
+
+    /// A client certificate for `common_name`, signed by the CA the upload servers trust.
+    ///
+    /// # Errors
+    /// rcgen's.
+    fn issue_client(&self, common_name: &str) -> Result<ClientIssued, rcgen::Error>;
 }
 
-/// The upload servers' CA and the proxy's client CA, read or made at start.
+/// The upload servers' CA and the clients' CA, read or made at start, with the public key that
+/// checks cdi-apiserver's tokens.
 #[derive(Clone, Debug)]
 pub struct UploadPki {
     /// The upload servers' CA.
     pub server_ca: Pair,
-    /// The proxy's client CA's certificate.
-    pub client_ca_cert: String,
+    /// The CA of the upload servers' clients (cdi-uploadproxy, clone source pods).
+    pub client_ca: Pair,
+    /// The token signing key's public half.
+    pub token_public_key: Vec<u8>,
 }
 
 impl ServingCertificates for UploadPki {
@@ -219,7 +239,23 @@ impl ServingCertificates for UploadPki {
         Ok(Issued {
             cert: pair.cert,
             key: pair.key,
-            client_ca: self.client_ca_cert.clone(),
+            client_ca: self.client_ca.cert.clone(),
+        })
+    }
+
+    fn issue_client(&self, common_name: &str) -> Result<ClientIssued, rcgen::Error> {
+        let now = time::OffsetDateTime::now_utc().unix_timestamp();
+        let pair = sign(
+            &self.client_ca,
+            common_name,
+            &Usage::Client,
+            now,
+            SERVER_LIFETIME_SECONDS,
+        )?;
+        Ok(ClientIssued {
+            cert: pair.cert,
+            key: pair.key,
+            server_ca: self.server_ca.cert.clone(),
         })
     }
 }
@@ -236,6 +272,14 @@ impl ServingCertificates for FixedCertificates {
             cert: format!("CERT for {}", dns_names.join(",")),
             key: "KEY".to_owned(),
             client_ca: "CLIENT CA".to_owned(),
+        })
+    }
+
+    fn issue_client(&self, common_name: &str) -> Result<ClientIssued, rcgen::Error> {
+        Ok(ClientIssued {
+            cert: format!("CLIENT CERT for {common_name}"),
+            key: "CLIENT KEY".to_owned(),
+            server_ca: "SERVER CA".to_owned(),
         })
     }
 }

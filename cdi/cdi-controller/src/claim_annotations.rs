@@ -346,5 +346,22 @@ pub fn observe_upload(annotations: &BTreeMap<String, String>, pod: &Pod) -> Obse
     }
 }
 
+/// What a clone target's upload server says ([`observe_upload`]), with the clone's event
+/// (upstream's `CloneSucceeded`, "Clone Complete") in place of the upload's.
+#[must_use]
+pub fn observe_clone_target(annotations: &BTreeMap<String, String>, pod: &Pod) -> Observed {
+    let mut observed = observe_upload(annotations, pod);
+    for event in &mut observed.events {
+        if event.reason == "UploadSucceeded" {
+            *event = ClaimEvent {
+                event_type: "Normal",
+                reason: "CloneSucceeded",
+                message: "Clone Complete".to_owned(),
+            };
+        }
+    }
+    observed
+}
+
 #[cfg(test)]
 mod tests;

@@ -67,6 +67,8 @@ pub trait CdiApi: Send + Sync {
     ) -> impl Future<Output = Result<Option<PersistentVolumeClaim>, ApiError>> + Send;
     /// A pod; `None` when it is not there.
     fn pod(&self, namespace: &str, name: &str) -> impl Future<Output = Result<Option<Pod>, ApiError>> + Send;
+    /// Every pod of a namespace.
+    fn pods(&self, namespace: &str) -> impl Future<Output = Result<Vec<Pod>, ApiError>> + Send;
     /// Every StorageClass.
     fn storage_classes(&self) -> impl Future<Output = Result<Vec<StorageClass>, ApiError>> + Send;
     /// A StorageProfile; `None` when it is not there.

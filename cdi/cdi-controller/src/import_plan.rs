@@ -18,6 +18,7 @@ use crate::claim_spec::{self, ChosenClass};
 use crate::import_status::{self, Circumstances, ClaimView, DataVolumeEvent};
 use crate::importer_pod::{self, ImportSource};
 use crate::upload_server::UploadServer;
+use clone::CloneFacts;
 
 /// The annotation asking a WaitForFirstConsumer claim to bind for the import at once.
 pub const IMMEDIATE_BINDING: &str = "cdi.kubevirt.io/storage.bind.immediate.requested";
@@ -49,6 +50,10 @@ pub struct ImporterSettings {
     pub import_proxy: bool,
     /// CDIConfig's `insecureRegistries`: registries (`host[:port]`) reached unverified.
     pub insecure_registries: Vec<String>,
+    /// The clone source image.
+    pub cloner_image: String,
+    /// Checks cdi-apiserver's clone tokens.
+    pub clone_tokens: Option<cdi_token::Validator>,
 }
 
 /// What one pass sees.
@@ -70,6 +75,8 @@ pub struct ImportFacts<'a> {
     pub settings: &'a ImporterSettings,
     /// The running importer's progress, in percent, when it could be read.
     pub progress: Option<f64>,
+    /// A clone's source, when the DataVolume is a clone.
+    pub clone: Option<CloneFacts<'a>>,
 }
 
 /// A step, applied in order.
@@ -95,6 +102,15 @@ pub enum Step {
     CreateScratchClaim(Box<PersistentVolumeClaim>),
     /// Record an event on the claim.
     ClaimEvent(ClaimEvent),
+    /// Create a clone's source pod, then its client certificate Secret.
+    CreateCloneSource(Box<crate::clone_source::CloneSourceArgs>),
+    /// Delete a clone's source pod (in the source's namespace).
+    DeleteCloneSource {
+        /// The source's namespace.
+        namespace: String,
+        /// The pod.
+        name: String,
+    },
     /// Write the DataVolume's status.
     WriteStatus(Box<DataVolumeStatus>),
     /// Record an event on the DataVolume.
@@ -114,6 +130,21 @@ pub enum Transfer {
     Import(ImportSource),
     /// An upload server takes what a client sends through cdi-uploadproxy.
     Upload,
+    /// An upload server takes what a source pod streams from the source claim.
+    Clone {
+        /// The source's namespace.
+        namespace: String,
+        /// The source claim.
+        name: String,
+    },
+}
+
+impl Transfer {
+    /// Whether an upload server fills the claim.
+    #[must_use]
+    pub fn uploads(&self) -> bool {
+        matches!(self, Self::Upload | Self::Clone { .. })
+    }
 }
 
 /// What fills the DataVolume's claim, if this controller runs it.
@@ -129,6 +160,17 @@ pub fn transfer(data_volume: &DataVolume) -> Option<Transfer> {
     if source.upload.is_some() {
         return Some(Transfer::Upload);
     }
+    if let Some(pvc) = &source.pvc {
+        let namespace = if pvc.namespace.is_empty() {
+            data_volume.metadata.namespace.clone().unwrap_or_default()
+        } else {
+            pvc.namespace.clone()
+        };
+        return Some(Transfer::Clone {
+            namespace,
+            name: pvc.name.clone(),
+        });
+    }
     source.blank.is_some().then_some(Transfer::Import(ImportSource::Blank))
 }
 
@@ -137,7 +179,7 @@ pub fn transfer(data_volume: &DataVolume) -> Option<Transfer> {
 pub fn pod_name(transfer: &Transfer, claim: &str) -> String {
     match transfer {
         Transfer::Import(_) => importer_pod::pod_name(claim),
-        Transfer::Upload => cdi_api::upload::pod_name(claim),
+        Transfer::Upload | Transfer::Clone { .. } => cdi_api::upload::pod_name(claim),
     }
 }
 
@@ -161,6 +203,14 @@ fn claim_of(data_volume: &DataVolume, spec: PersistentVolumeClaimSpec, transfer:
         }
         Transfer::Upload => {
             annotations.insert(ann::UPLOAD_REQUEST.to_owned(), String::new());
+        }
+        Transfer::Clone { namespace, name } => {
+            annotations.extend(clone::claim_annotations(
+                namespace,
+                name,
+                data_volume.metadata.namespace.as_deref().unwrap_or_default(),
+                data_volume.metadata.name.as_deref().unwrap_or_default(),
+            ));
         }
     }
     // As upstream's, a registry import pulls into scratch space, and an upload server saves a
@@ -196,6 +246,7 @@ fn claim_of(data_volume: &DataVolume, spec: PersistentVolumeClaimSpec, transfer:
 fn view(claim: &PersistentVolumeClaim, annotations: BTreeMap<String, String>) -> ClaimView {
     ClaimView {
         name: claim.metadata.name.clone().unwrap_or_default(),
+        namespace: claim.metadata.namespace.clone().unwrap_or_default(),
         phase: claim.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default(),
         annotations,
         deleting: claim.metadata.deletion_timestamp.is_some(),
@@ -275,6 +326,11 @@ pub fn plan(facts: &ImportFacts<'_>, now: &Time) -> Vec<Step> {
     let Some(claim) = facts.claim else {
         return match claim_spec::render(&data_volume.spec, facts.class, false) {
             Ok(spec) => {
+                if let Transfer::Clone { namespace, name } = &source
+                    && let Some(held) = clone::hold_back(facts, (namespace, name), &spec, now)
+                {
+                    return held;
+                }
                 let mut steps = vec![Step::CreateClaim(Box::new(claim_of(data_volume, spec, &source)))];
                 let work = Circumstances {
                     requires_work: true,
@@ -355,7 +411,11 @@ fn release_claim(claim: &PersistentVolumeClaim, pod: Option<&Pod>) -> Option<Ste
 /// removed ([`release_claim`]).
 #[must_use]
 pub fn orphan_steps(claim: Option<&PersistentVolumeClaim>, pod: Option<&Pod>) -> Vec<Step> {
-    claim.and_then(|claim| release_claim(claim, pod)).into_iter().collect()
+    let Some(claim) = claim else {
+        return Vec::new();
+    };
+    let source = clone::source_of_leaving(claim).map(|(namespace, name)| Step::DeleteCloneSource { namespace, name });
+    release_claim(claim, pod).into_iter().chain(source).collect()
 }
 
 fn claim_steps(
@@ -375,6 +435,7 @@ fn claim_steps(
         let observed = match source {
             Transfer::Import(_) => claim_annotations::observe_importer(&known, pod),
             Transfer::Upload => claim_annotations::observe_upload(&known, pod),
+            Transfer::Clone { .. } => claim_annotations::observe_clone_target(&known, pod),
         };
         annotations = observed.annotations;
         // Upstream's `addLabelsFromTerminationMessage`: a registry image's labels.
@@ -394,7 +455,7 @@ fn claim_steps(
             steps.push(Step::DeletePod(pod.metadata.name.clone().unwrap_or_default()));
             // A finished upload's Service and certificate go with its server (upstream's cleanup;
             // its Secret goes with the pod that owns it).
-            if *source == Transfer::Upload && annotations.get(ann::POD_PHASE).is_some_and(|p| p == "Succeeded") {
+            if source.uploads() && annotations.get(ann::POD_PHASE).is_some_and(|p| p == "Succeeded") {
                 steps.push(Step::DeleteService(cdi_api::upload::service_name(&claim_name)));
                 steps.push(Step::DeleteSecret(cdi_api::upload::pod_name(&claim_name)));
             }
@@ -443,14 +504,17 @@ fn claim_steps(
                     .entry(ann::IMPORT_POD.to_owned())
                     .or_insert_with(|| importer_pod::pod_name(&claim_name));
             }
-            Transfer::Upload => {
-                let args = pods::upload_server_args(facts, claim, now);
+            Transfer::Upload | Transfer::Clone { .. } => {
+                let args = pods::upload_server_args(facts, claim, source, now);
                 steps.push(Step::CreateUploadServer(Box::new(crate::upload_server::render(&args))));
                 annotations
                     .entry(ann::UPLOAD_POD.to_owned())
                     .or_insert_with(|| cdi_api::upload::pod_name(&claim_name));
             }
         }
+    }
+    if let Transfer::Clone { namespace, name } = source {
+        steps.extend(clone::source_steps(facts, claim, &annotations, (namespace, name)));
     }
     let work = Circumstances {
         requires_work: true,
@@ -466,6 +530,7 @@ fn claim_steps(
     steps
 }
 
+pub mod clone;
 mod pods;
 mod sources;
 
@@ -473,6 +538,8 @@ use pods::{pod_args, scratch_claim};
 
 use sources::unsupported;
 
+#[cfg(test)]
+mod clone_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

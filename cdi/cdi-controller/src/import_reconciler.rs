@@ -4,14 +4,16 @@
 
 use cdi_api::cdi_config::DEFAULT_FILESYSTEM_OVERHEAD;
 use cdi_api::{CDIConfig, DataVolume, DataVolumePhase};
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::cdi_pki::ServingCertificates;
 use crate::claim_spec::{self, ChosenClass, ClassCandidate};
+use crate::clone_source::{self, CloneSourceArgs};
 use crate::cluster_api::{ApiError, CdiApi, EventSubject};
-use crate::import_plan::{self, ImportFacts, ImporterSettings, Step};
+use crate::import_plan::clone::{self, CloneFacts};
+use crate::import_plan::{self, ImportFacts, ImporterSettings, Step, Transfer};
 use crate::import_progress::{self, ImporterMetrics};
 use crate::importer_pod;
 use crate::storage_profile::{self, ClassFacts};
@@ -170,9 +172,10 @@ pub async fn reconcile<A: CdiApi, M: ImporterMetrics, C: ServingCertificates>(
     };
     let data_volume = &data_volume;
     let claim = api.claim(namespace, name).await?;
-    let pod_name = import_plan::transfer(data_volume).map_or_else(
+    let transfer = import_plan::transfer(data_volume);
+    let pod_name = transfer.as_ref().map_or_else(
         || importer_pod::pod_name(name),
-        |transfer| import_plan::pod_name(&transfer, name),
+        |transfer| import_plan::pod_name(transfer, name),
     );
     let pod = api.pod(namespace, &pod_name).await?;
     let scratch = api.claim(namespace, &import_plan::scratch_name(name)).await?;
@@ -194,6 +197,24 @@ pub async fn reconcile<A: CdiApi, M: ImporterMetrics, C: ServingCertificates>(
             .and_then(|page| import_progress::parse(&page, uid)),
         _ => None,
     };
+    let clone_source = match &transfer {
+        Some(Transfer::Clone {
+            namespace: source_namespace,
+            name: source,
+        }) => Some(
+            observe_clone(
+                api,
+                data_volume,
+                claim.as_ref(),
+                source_namespace,
+                source,
+                &settings,
+                now,
+            )
+            .await?,
+        ),
+        _ => None,
+    };
     let facts = ImportFacts {
         data_volume,
         claim: claim.as_ref(),
@@ -203,6 +224,7 @@ pub async fn reconcile<A: CdiApi, M: ImporterMetrics, C: ServingCertificates>(
         wait_for_first_consumer: class.as_ref().is_some_and(|(_, wffc)| *wffc),
         settings: &settings,
         progress,
+        clone: clone_source.as_ref().map(CloneSourceView::facts),
     };
     let steps = import_plan::plan(&facts, now);
     let mut phase = data_volume.status.as_ref().map(|s| s.phase).unwrap_or_default();
@@ -217,6 +239,11 @@ pub async fn reconcile<A: CdiApi, M: ImporterMetrics, C: ServingCertificates>(
             Step::CreateUploadServer(server) => create_upload_server(api, certificates, &server).await?,
             Step::DeleteService(service) => api.delete_service(namespace, &service).await?,
             Step::DeleteSecret(secret) => api.delete_secret(namespace, &secret).await?,
+            Step::CreateCloneSource(args) => create_clone_source(api, certificates, &args).await?,
+            Step::DeleteCloneSource {
+                namespace: source_namespace,
+                name: pod,
+            } => api.delete_pod(&source_namespace, &pod).await?,
             Step::ClaimEvent(event) => {
                 let subject = EventSubject {
                     api_version: "v1",
@@ -280,7 +307,10 @@ pub async fn release_claim<A: CdiApi>(api: &A, namespace: &str, name: &str) -> R
     let uploading = claim
         .as_ref()
         .and_then(|c| c.metadata.annotations.as_ref())
-        .is_some_and(|a| a.contains_key(crate::claim_annotations::ann::UPLOAD_REQUEST));
+        .is_some_and(|a| {
+            a.contains_key(crate::claim_annotations::ann::UPLOAD_REQUEST)
+                || a.contains_key(cdi_api::clone::CLONE_REQUEST)
+        });
     let pod_name = if uploading {
         cdi_api::upload::pod_name(name)
     } else {
@@ -288,11 +318,130 @@ pub async fn release_claim<A: CdiApi>(api: &A, namespace: &str, name: &str) -> R
     };
     let pod = api.pod(namespace, &pod_name).await?;
     for step in import_plan::orphan_steps(claim.as_ref(), pod.as_ref()) {
-        if let Step::DeletePod(pod) = step {
-            api.delete_pod(namespace, &pod).await?;
+        match step {
+            Step::DeletePod(pod) => api.delete_pod(namespace, &pod).await?,
+            Step::DeleteCloneSource {
+                namespace: source_namespace,
+                name: pod,
+            } => api.delete_pod(&source_namespace, &pod).await?,
+            _ => {}
         }
     }
     Ok(())
+}
+
+/// What a pass read of a clone's source.
+struct CloneSourceView {
+    claim: Option<PersistentVolumeClaim>,
+    pod: Option<Pod>,
+    users: Vec<String>,
+    authorized: Result<(), String>,
+}
+
+impl CloneSourceView {
+    fn facts(&self) -> CloneFacts<'_> {
+        CloneFacts {
+            source_claim: self.claim.as_ref(),
+            source_pod: self.pod.as_ref(),
+            source_users: &self.users,
+            authorized: self.authorized.as_ref().map(|()| ()).map_err(String::as_str),
+        }
+    }
+}
+
+/// Reads a clone's source claim, its source pod and the source's other users, and checks the
+/// DataVolume's token (only until the target claim is made: the claim is the clone's record).
+async fn observe_clone<A: CdiApi>(
+    api: &A,
+    data_volume: &DataVolume,
+    target: Option<&PersistentVolumeClaim>,
+    source_namespace: &str,
+    source: &str,
+    settings: &ImporterSettings,
+    now: &Time,
+) -> Result<CloneSourceView, ApiError> {
+    let source_claim = api.claim(source_namespace, source).await?;
+    let pod_name = target
+        .and_then(|t| t.metadata.uid.as_deref())
+        .map(cdi_api::clone::source_pod_name);
+    let pod = match &pod_name {
+        Some(pod_name) => api.pod(source_namespace, pod_name).await?,
+        None => None,
+    };
+    let waits_for_source = target.is_some_and(|t| {
+        t.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(crate::claim_annotations::ann::POD_READY))
+            .is_some_and(|r| r == "true")
+    }) && pod.is_none();
+    let users = if waits_for_source {
+        clone::users_of(
+            &api.pods(source_namespace).await?,
+            source,
+            pod_name.as_deref().unwrap_or_default(),
+        )
+    } else {
+        Vec::new()
+    };
+    let authorized = if target.is_some() {
+        Ok(())
+    } else {
+        clone::authorize(
+            data_volume,
+            settings.clone_tokens.as_ref(),
+            source_namespace,
+            source,
+            now.0.as_second(),
+        )
+    };
+    Ok(CloneSourceView {
+        claim: source_claim,
+        pod,
+        users,
+        authorized,
+    })
+}
+
+/// Creates a clone's source pod, then its client certificate in a Secret owned by the pod (the
+/// pod waits for the Secret its environment names).
+async fn create_clone_source<A: CdiApi, C: ServingCertificates>(
+    api: &A,
+    certificates: &C,
+    args: &CloneSourceArgs,
+) -> Result<(), ApiError> {
+    let certificate_error = |e: rcgen::Error| ApiError::Certificate {
+        service: clone_source_name(args),
+        message: e.to_string(),
+    };
+    let client_name = cdi_api::clone::client_name(
+        &args.source_namespace,
+        &args.source,
+        &args.target_namespace,
+        &args.target,
+    );
+    let issued = certificates.issue_client(&client_name).map_err(certificate_error)?;
+    let source = clone_source::render(args, &issued.server_ca);
+    api.create_pod(&source.pod).await?;
+    let name = source.pod.metadata.name.clone().unwrap_or_default();
+    let Some(created) = api.pod(&args.source_namespace, &name).await? else {
+        return Ok(());
+    };
+    let secret = clone_source::certificate_secret(&created, &issued.cert, &issued.key);
+    if let Err(error) = api.put_secret(&secret).await {
+        // A pod without its Secret would wait forever: it goes, and the next pass makes both.
+        api.delete_pod(&args.source_namespace, &name).await?;
+        return Err(error);
+    }
+    Ok(())
+}
+
+fn clone_source_name(args: &CloneSourceArgs) -> String {
+    format!(
+        "{}/{}",
+        args.source_namespace,
+        cdi_api::clone::source_pod_name(&args.target_uid)
+    )
 }
 
 /// Records an event; one that cannot be recorded is logged and the pass goes on.

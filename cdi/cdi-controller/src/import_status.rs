@@ -15,6 +15,8 @@ use crate::claim_annotations::ann;
 pub struct ClaimView {
     /// Its name.
     pub name: String,
+    /// Its namespace.
+    pub namespace: String,
     /// `Pending`, `Bound`, `Lost` (or empty before the API server set it).
     pub phase: String,
     /// Its annotations.
@@ -56,6 +58,9 @@ fn event(event_type: &'static str, reason: &'static str, message: String) -> Opt
 /// The import phase from the importer pod's phase annotation (`updateStatusPhase`); `None`
 /// keeps the phase as it was.
 fn import_phase(claim: &ClaimView, circumstances: Circumstances) -> Option<(DataVolumePhase, Option<DataVolumeEvent>)> {
+    if let Some(source) = claim.annotations.get(cdi_api::clone::CLONE_REQUEST) {
+        return clone_phase(claim, source, circumstances);
+    }
     if claim.annotations.contains_key(ann::UPLOAD_REQUEST) {
         return upload_phase(claim, circumstances);
     }
@@ -131,6 +136,56 @@ fn upload_phase(claim: &ClaimView, circumstances: Circumstances) -> Option<(Data
         ),
         // No pod yet, one starting, or one whose deadline passed.
         None | Some(_) => (DataVolumePhase::UploadScheduled, None),
+    })
+}
+
+/// The clone phase from the target's upload server's phase annotation (upstream's host-assisted
+/// `updateStatusPhase`); `source` is the clone request, `<namespace>/<name>`. `None` keeps the
+/// phase as it was.
+fn clone_phase(
+    claim: &ClaimView,
+    source: &str,
+    circumstances: Circumstances,
+) -> Option<(DataVolumePhase, Option<DataVolumeEvent>)> {
+    let pod_phase = claim.annotations.get(ann::POD_PHASE).map(String::as_str);
+    if pod_phase != Some("Succeeded") && !(claim.phase == "Bound" && circumstances.requires_work) {
+        return None;
+    }
+    let target = format!("{}/{}", claim.namespace, claim.name);
+    Some(match pod_phase {
+        Some("Running") => (
+            DataVolumePhase::CloneInProgress,
+            event(
+                "Normal",
+                "CloneInProgress",
+                format!("Cloning from {source} into {target} in progress"),
+            ),
+        ),
+        Some("Failed") => (
+            DataVolumePhase::CloneScheduled,
+            event(
+                "Warning",
+                "CloneFailed",
+                format!("Cloning from {source} into {target} failed"),
+            ),
+        ),
+        Some("Succeeded") => (
+            DataVolumePhase::Succeeded,
+            event(
+                "Normal",
+                "CloneSucceeded",
+                format!("Successfully cloned from {source} into {target}"),
+            ),
+        ),
+        Some("Pending") => (
+            DataVolumePhase::CloneScheduled,
+            event(
+                "Normal",
+                "CloneScheduled",
+                format!("Cloning from {source} into {target} scheduled"),
+            ),
+        ),
+        None | Some(_) => (DataVolumePhase::CloneScheduled, None),
     })
 }
 

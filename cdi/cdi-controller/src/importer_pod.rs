@@ -337,25 +337,41 @@ pub(crate) fn claim_pod(frame: &PodFrame, container: Container, volumes: Vec<Vol
         spec: Some(PodSpec {
             containers: vec![container],
             volumes: Some(volumes),
-            restart_policy: Some("OnFailure".to_owned()),
-            priority_class_name: frame.priority_class.clone(),
-            service_account_name: frame.service_account.clone(),
-            enable_service_links: Some(false),
-            image_pull_secrets: (!frame.image_pull_secrets.is_empty()).then(|| frame.image_pull_secrets.clone()),
-            security_context: Some(PodSecurityContext {
-                run_as_user: Some(IMPORTER_USER),
-                run_as_group: Some(IMPORTER_USER),
-                fs_group: Some(IMPORTER_USER),
-                run_as_non_root: Some(true),
-                seccomp_profile: Some(SeccompProfile {
-                    type_: "RuntimeDefault".to_owned(),
-                    localhost_profile: None,
-                }),
-                ..PodSecurityContext::default()
-            }),
-            ..PodSpec::default()
+            ..pod_spec_frame(
+                frame.priority_class.clone(),
+                frame.service_account.clone(),
+                &frame.image_pull_secrets,
+            )
         }),
         status: None,
+    }
+}
+
+/// What every CDI pod's spec has: restarts `OnFailure`, no service links, CDI's user (107) and
+/// the restricted profile's pod settings.
+pub(crate) fn pod_spec_frame(
+    priority_class: Option<String>,
+    service_account: Option<String>,
+    image_pull_secrets: &[k8s_openapi::api::core::v1::LocalObjectReference],
+) -> PodSpec {
+    PodSpec {
+        restart_policy: Some("OnFailure".to_owned()),
+        priority_class_name: priority_class,
+        service_account_name: service_account,
+        enable_service_links: Some(false),
+        image_pull_secrets: (!image_pull_secrets.is_empty()).then(|| image_pull_secrets.to_vec()),
+        security_context: Some(PodSecurityContext {
+            run_as_user: Some(IMPORTER_USER),
+            run_as_group: Some(IMPORTER_USER),
+            fs_group: Some(IMPORTER_USER),
+            run_as_non_root: Some(true),
+            seccomp_profile: Some(SeccompProfile {
+                type_: "RuntimeDefault".to_owned(),
+                localhost_profile: None,
+            }),
+            ..PodSecurityContext::default()
+        }),
+        ..PodSpec::default()
     }
 }
 

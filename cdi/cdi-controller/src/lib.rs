@@ -3,7 +3,8 @@
 //!
 //! The pure decisions: what a StorageClass's provisioner supports ([`storage_capabilities`]), a
 //! StorageProfile's status from its class ([`storage_profile`]), a DataVolume's claim spec from
-//! its `spec.storage` ([`claim_spec`]), the importer pod ([`importer_pod`]), what the pod says
+//! its `spec.storage` ([`claim_spec`]), the importer pod ([`importer_pod`]), the upload server
+//! ([`upload_server`]), a clone's source pod ([`clone_source`]), what the pod says
 //! ([`claim_annotations`], [`import_progress`]), the DataVolume's status ([`import_status`]) and
 //! one pass's steps ([`import_plan`]). [`import_reconciler`] observes and applies them through
 //! [`cluster_api`] and the importers' metrics.
@@ -11,6 +12,7 @@
 pub mod cdi_pki;
 pub mod claim_annotations;
 pub mod claim_spec;
+pub mod clone_source;
 pub mod cluster_api;
 pub mod import_plan;
 pub mod import_progress;

@@ -1,5 +1,5 @@
-//! cdi-controller: fills DataVolumes' claims by import (`http`, `registry` and `blank` sources)
-//! and upload. Wiring only: CDI's certificates and token key made at start
+//! cdi-controller: fills DataVolumes' claims by import (`http`, `registry` and `blank` sources),
+//! upload and host-assisted clone (`pvc`). Wiring only: CDI's certificates and token key made at start
 //! ([`cdi_controller::cdi_pki::kube::ensure`], until cdi-operator does it), then a kube-rs controller over DataVolumes,
 //! their claims and their pods, each pass [`cdi_controller::import_reconciler::reconcile`].
 
@@ -32,6 +32,8 @@ const LOOK_AGAIN: Duration = Duration::from_secs(10);
 /// A DataVolume whose importer runs is looked at again after this long, for its progress
 /// (upstream's 2 s).
 const SOON: Duration = Duration::from_secs(2);
+/// How far clocks may disagree when a clone token's lifetime is checked.
+const TOKEN_LEEWAY_SECONDS: i64 = 60;
 
 #[derive(Debug, Parser)]
 #[command(about = "CDI's controller: DataVolumes into claims filled by importer pods")]
@@ -42,6 +44,9 @@ struct Args {
     /// The upload server image (upstream's UPLOADSERVER_IMAGE).
     #[arg(long, env = "UPLOADSERVER_IMAGE")]
     uploadserver_image: String,
+    /// The clone source image (upstream's CLONER_IMAGE).
+    #[arg(long, env = "CLONER_IMAGE")]
+    cloner_image: String,
     /// CDI's namespace, where the upload path's certificates are kept.
     #[arg(long, env = "CDI_NAMESPACE", default_value = "cdi")]
     namespace: String,
@@ -123,8 +128,18 @@ fn retry_claim(
     Action::requeue(RETRY)
 }
 
-/// The DataVolume an importer pod works for: its claim's, which has the DataVolume's name.
+/// The DataVolume a CDI pod works for: its claim's, which has the DataVolume's name; a clone's
+/// source pod, in the source's namespace, names its target claim in an annotation.
 fn owner_of_pod(pod: Pod) -> Option<ObjectRef<DataVolume>> {
+    if let Some((namespace, name)) = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(cdi_controller::clone_source::OWNER_REF))
+        .and_then(|target| target.split_once('/'))
+    {
+        return Some(ObjectRef::new(name).within(namespace));
+    }
     let claim = pod
         .metadata
         .owner_references?
@@ -145,6 +160,12 @@ async fn run(args: Args) -> anyhow::Result<()> {
             image: args.importer_image,
             upload_image: args.uploadserver_image,
             pull_policy: args.pull_policy,
+            cloner_image: args.cloner_image,
+            clone_tokens: Some(cdi_token::Validator::new(
+                &certificates.token_public_key,
+                cdi_token::UPLOAD_ISSUER,
+                TOKEN_LEEWAY_SECONDS,
+            )),
             ..ImporterSettings::default()
         },
         certificates,

@@ -50,8 +50,11 @@ pub struct UploadServerArgs {
     pub filesystem_overhead: String,
     /// `spec.preallocation`, or CDIConfig's default.
     pub preallocation: bool,
-    /// The scratch claim.
-    pub scratch_claim: String,
+    /// The scratch claim (none for a clone: its data comes raw).
+    pub scratch_claim: Option<String>,
+    /// The common name the client's certificate must have: cdi-uploadproxy's, or a clone's source
+    /// pod's.
+    pub client_name: String,
     /// When the server gives up waiting for an upload (RFC 3339): before its certificate is due.
     pub deadline: String,
     /// The upload server image.
@@ -111,7 +114,7 @@ fn container(args: &UploadServerArgs) -> Container {
         value(upload_env::CLIENT_CERT_FILE, upload::CLIENT_CA_FILE),
         value(env::FILESYSTEM_OVERHEAD, &args.filesystem_overhead),
         value(upload_env::IMAGE_SIZE, &args.image_size),
-        value(upload_env::CLIENT_NAME, upload::PROXY_CLIENT_NAME),
+        value(upload_env::CLIENT_NAME, &args.client_name),
         value(env::PREALLOCATION, args.preallocation.to_string()),
         value(upload_env::DEADLINE, &args.deadline),
     ];
@@ -126,7 +129,9 @@ fn container(args: &UploadServerArgs) -> Container {
     } else {
         mounts.push(mount(DATA_VOLUME, env::DATA_DIR));
     }
-    mounts.push(mount(SCRATCH_VOLUME, env::SCRATCH_DIR));
+    if args.scratch_claim.is_some() {
+        mounts.push(mount(SCRATCH_VOLUME, env::SCRATCH_DIR));
+    }
     Container {
         name: CONTAINER.to_owned(),
         image: Some(args.image.clone()),
@@ -165,7 +170,7 @@ pub fn render(args: &UploadServerArgs) -> UploadServer {
     let service_name = upload::service_name(&args.claim);
     let mut pod_labels = labels(args);
     pod_labels.insert(UPLOAD_TARGET_LABEL.to_owned(), args.claim_uid.clone());
-    let volumes = vec![
+    let mut volumes = vec![
         Volume {
             name: CERT_VOLUME.to_owned(),
             secret: Some(SecretVolumeSource {
@@ -175,8 +180,12 @@ pub fn render(args: &UploadServerArgs) -> UploadServer {
             ..Volume::default()
         },
         claim_volume(DATA_VOLUME, &args.claim),
-        claim_volume(SCRATCH_VOLUME, &args.scratch_claim),
     ];
+    volumes.extend(
+        args.scratch_claim
+            .as_deref()
+            .map(|scratch| claim_volume(SCRATCH_VOLUME, scratch)),
+    );
     let pod = claim_pod(
         &PodFrame {
             name: name.clone(),

@@ -44,6 +44,9 @@ pub struct Request {
     pub filesystem_overhead: String,
     /// The scratch space, for images that must be converted.
     pub scratch: Option<PathBuf>,
+    /// The stream is a disk's bytes as they are (a clone's): written without looking for an
+    /// image format or compression in it.
+    pub verbatim: bool,
 }
 
 /// What an import did.
@@ -240,7 +243,15 @@ fn import_inner(
         format,
         compression,
         mut stream,
-    } = layers::open(stream)?;
+    } = if request.verbatim {
+        layers::Opened {
+            format: ImageFormat::Raw,
+            compression: Vec::new(),
+            stream,
+        }
+    } else {
+        layers::open(stream)?
+    };
     let virtual_size = if format.needs_conversion() {
         let scratch = request.scratch.as_deref().ok_or(ImportError::NoScratch(format))?;
         convert(&mut stream, format, target, scratch, usable, converter)?

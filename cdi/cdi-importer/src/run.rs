@@ -413,6 +413,7 @@ where
         requested_size: job.image_size,
         filesystem_overhead: job.filesystem_overhead.clone(),
         scratch: paths.scratch(),
+        verbatim: false,
     };
     let streamed = match &job.source {
         Source::Blank => {

@@ -78,6 +78,7 @@ fn request(volume: &Volume) -> Request {
         requested_size: Some((8 << 20) * 106 / 100 + 1),
         filesystem_overhead: "0.06".to_owned(),
         scratch: Some(volume.scratch.clone()),
+        verbatim: false,
     }
 }
 

@@ -20,6 +20,12 @@ pub const UPLOAD_ISSUER: &str = "cdi-apiserver";
 pub const UPLOAD_LIFETIME_SECONDS: i64 = 5 * 60;
 /// The operation of an upload token (upstream's).
 pub const UPLOAD: &str = "Upload";
+/// The operation of a clone token.
+pub const CLONE: &str = "Clone";
+/// A clone token's parameter naming the target's namespace.
+pub const CLONE_TARGET_NAMESPACE: &str = "targetNamespace";
+/// A clone token's parameter naming the target.
+pub const CLONE_TARGET_NAME: &str = "targetName";
 
 /// A group, version and resource (upstream's `metav1.GroupVersionResource`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -70,6 +76,19 @@ impl Payload {
             },
             params: std::collections::BTreeMap::new(),
         }
+    }
+
+    /// A clone of the claim `source_namespace/source` into `target_namespace/target` (upstream's
+    /// clone token: the source claim, with the target in its parameters).
+    #[must_use]
+    pub fn clone_of(source_namespace: &str, source: &str, target_namespace: &str, target: &str) -> Self {
+        let mut payload = Self::upload(source_namespace, source);
+        CLONE.clone_into(&mut payload.operation);
+        payload.params = std::collections::BTreeMap::from([
+            (CLONE_TARGET_NAMESPACE.to_owned(), target_namespace.to_owned()),
+            (CLONE_TARGET_NAME.to_owned(), target.to_owned()),
+        ]);
+        payload
     }
 }
 
@@ -178,7 +197,7 @@ fn encode<T: Serialize>(value: &T) -> String {
 }
 
 /// Checks tokens.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Validator {
     public_key: Vec<u8>,
     issuer: String,

@@ -147,8 +147,9 @@ impl Shared {
         taken
     }
 
-    /// Writes the upload read from `reader` (a form's `file` part with `boundary`).
-    fn write(&self, reader: body::ChannelReader, boundary: Option<&str>) -> Result<(), WriteError> {
+    /// Writes the upload read from `reader` (a form's `file` part with `boundary`; a disk's bytes
+    /// as they are when `verbatim`).
+    fn write(&self, reader: body::ChannelReader, boundary: Option<&str>, verbatim: bool) -> Result<(), WriteError> {
         let stream: Stream = match boundary {
             Some(boundary) => Box::new(FormFile::open(reader, boundary).map_err(WriteError::Form)?),
             None => Box::new(reader),
@@ -158,6 +159,7 @@ impl Shared {
             requested_size: config.image_size,
             filesystem_overhead: config.filesystem_overhead.clone(),
             scratch: config.scratch_dir.is_dir().then(|| config.scratch_dir.clone()),
+            verbatim,
         };
         let outcome = import::import(stream, &config.target, &request, self.converter.as_ref())?;
         info!(format = ?outcome.format, compression = ?outcome.compression, virtual_size = outcome.virtual_size, resized_to = ?outcome.resized_to, "uploaded");
@@ -322,16 +324,21 @@ async fn handle(shared: Arc<Shared>, request: Request<hyper::body::Incoming>, ve
             .get(name)
             .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
     };
-    if let Some(content_type) = header(upload::CONTENT_TYPE_HEADER).filter(|v| !v.is_empty()) {
-        // Upstream's clone content types (host-assisted clone streams into an upload server).
-        return reply(
-            StatusCode::BAD_REQUEST,
-            format!(
-                "{}: {content_type:?} is not taken by this upload server",
-                upload::CONTENT_TYPE_HEADER
-            ),
-        );
-    }
+    // A clone's source pod sends the source disk's bytes as they are (upstream's
+    // `blockdevice-clone`); upstream's tar of a filesystem source is not taken.
+    let verbatim = match header(upload::CONTENT_TYPE_HEADER).filter(|v| !v.is_empty()) {
+        None => false,
+        Some(content_type) if content_type == cdi_api::clone::BLOCK_CONTENT && body_kind == Body::Raw => true,
+        Some(content_type) => {
+            return reply(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "{}: {content_type:?} is not taken by this upload server",
+                    upload::CONTENT_TYPE_HEADER
+                ),
+            );
+        }
+    };
     let boundary = match body_kind {
         Body::Raw => None,
         Body::Form => match header(hyper::header::CONTENT_TYPE.as_str())
@@ -359,7 +366,14 @@ async fn handle(shared: Arc<Shared>, request: Request<hyper::body::Incoming>, ve
     // The upload is carried out and recorded by a task of its own: a client that hangs up drops
     // this handler, never the record of what became of its upload.
     let (answered, answer) = tokio::sync::oneshot::channel();
-    tokio::spawn(carry_out(shared, mode, reader, boundary, received, answered));
+    tokio::spawn(carry_out(
+        shared,
+        mode,
+        reader,
+        (boundary, verbatim),
+        received,
+        answered,
+    ));
     answer
         .await
         .unwrap_or_else(|_| reply(StatusCode::INTERNAL_SERVER_ERROR, "the upload stopped"))
@@ -371,12 +385,12 @@ async fn carry_out(
     shared: Arc<Shared>,
     mode: Mode,
     reader: body::ChannelReader,
-    boundary: Option<String>,
+    (boundary, verbatim): (Option<String>, bool),
     mut received: tokio::sync::oneshot::Receiver<()>,
     answered: tokio::sync::oneshot::Sender<Response<Full<Bytes>>>,
 ) {
     let writer = Arc::clone(&shared);
-    let mut work = tokio::task::spawn_blocking(move || writer.write(reader, boundary.as_deref()));
+    let mut work = tokio::task::spawn_blocking(move || writer.write(reader, boundary.as_deref(), verbatim));
     let joined = |joined: Result<Result<(), WriteError>, tokio::task::JoinError>| {
         joined.unwrap_or_else(|e| Err(WriteError::Stopped(e.to_string())))
     };

@@ -284,3 +284,27 @@ async fn a_client_that_hangs_up_while_its_image_converts_still_gets_its_disk_wri
         raw_disk(2 * MIB)[..1024]
     );
 }
+
+#[tokio::test]
+async fn a_clones_disk_is_written_as_it_comes_even_when_it_looks_compressed() {
+    let setup = Setup::new();
+    let server = start(setup.config(8 * MIB), Arc::new(NoConverter)).await;
+    let client = setup.client(Some(&setup.proxy));
+    // A raw disk that begins like a gzip stream: an upload would take the gzip off, a clone must
+    // not.
+    let mut disk = gzip(&raw_disk(MIB));
+    disk.resize(2 * MIB as usize, 0);
+    let answer = client
+        .send(
+            server.address,
+            "POST",
+            "/v1beta1/upload",
+            &[("x-cdi-content-type", "blockdevice-clone")],
+            full(disk.clone()),
+        )
+        .await
+        .expect("answer");
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert!(server.outcome().await.is_ok());
+    assert_eq!(head(&setup.disk(), disk.len()), disk, "the bytes as they were sent");
+}

@@ -5,14 +5,13 @@
 //! times).
 
 use std::future::Future;
-use std::io::Read as _;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt as _, Empty, StreamBody};
-use hyper::body::Frame;
+use control_loop::https_client::{self, Answer, RequestBody, send};
+use http_body_util::{BodyExt as _, Empty};
 
 use super::objects::proxy_url;
 use super::progress::Bar;
@@ -23,8 +22,6 @@ pub const SYNC_PATH: &str = "/v1beta1/upload";
 pub const ASYNC_PATH: &str = "/v1beta1/upload-async";
 /// How many times a token is asked for again after a 401 (upstream's).
 pub const TOKEN_REFRESHES: u32 = 3;
-/// The file is read and sent in pieces of this size.
-const CHUNK: usize = 256 * 1024;
 
 /// Where new tokens come from.
 pub trait Tokens {
@@ -43,104 +40,10 @@ pub struct Sending<'a> {
     pub attempts: u32,
 }
 
-/// An answer: status and body.
-struct Answer {
-    status: u16,
-    body: String,
-}
-
-type RequestBody = http_body_util::combinators::BoxBody<Bytes, std::io::Error>;
-
-/// Sends one request to `url` and reads the whole answer.
-async fn send(
-    tls: &Arc<rustls::ClientConfig>,
-    method: &str,
-    url: &str,
-    headers: &[(&str, String)],
-    body: RequestBody,
-) -> Result<Answer, String> {
-    let uri: hyper::Uri = url.parse().map_err(|e| format!("{url}: {e}"))?;
-    let host = uri.host().ok_or_else(|| format!("{url}: no host"))?.to_owned();
-    let https = uri.scheme_str() == Some("https");
-    let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
-    let tcp = tokio::net::TcpStream::connect((host.as_str(), port))
-        .await
-        .map_err(|e| format!("dial tcp {host}:{port}: {e}"))?;
-    let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
-    let mut request = hyper::Request::builder().method(method).uri(path).header(
-        hyper::header::HOST,
-        uri.authority().map_or(host.as_str(), |a| a.as_str()),
-    );
-    for (name, value) in headers {
-        request = request.header(*name, value);
-    }
-    let request = request.body(body).map_err(|e| e.to_string())?;
-    let response = if https {
-        let name = rustls_pki_types::ServerName::try_from(host.clone()).map_err(|e| e.to_string())?;
-        let stream = tokio_rustls::TlsConnector::from(Arc::clone(tls))
-            .connect(name, tcp)
-            .await
-            .map_err(|e| format!("TLS with {host}: {e}"))?;
-        exchange(hyper_util::rt::TokioIo::new(stream), request).await?
-    } else {
-        exchange(hyper_util::rt::TokioIo::new(tcp), request).await?
-    };
-    let status = response.status().as_u16();
-    let body = response
-        .into_body()
-        .collect()
-        .await
-        .map_err(|e| e.to_string())?
-        .to_bytes();
-    Ok(Answer {
-        status,
-        body: String::from_utf8_lossy(&body).into_owned(),
-    })
-}
-
-async fn exchange<S>(
-    io: S,
-    request: hyper::Request<RequestBody>,
-) -> Result<hyper::Response<hyper::body::Incoming>, String>
-where
-    S: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
-{
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(io)
-        .await
-        .map_err(|e| e.to_string())?;
-    tokio::spawn(connection);
-    sender.send_request(request).await.map_err(|e| e.to_string())
-}
-
 /// The file at `path` as a request body, counting what is read into `sent`.
 fn file_body(path: &Path, sent: Arc<AtomicU64>) -> Result<RequestBody, String> {
-    let mut file = std::fs::File::open(path).map_err(|e| format!("open {}: {e}", path.display()))?;
-    let (chunks, receiver) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(4);
-    tokio::task::spawn_blocking(move || {
-        let mut buffer = vec![0_u8; CHUNK];
-        loop {
-            let read = match file.read(&mut buffer) {
-                Ok(0) => return,
-                Ok(n) => Ok(Frame::data(Bytes::copy_from_slice(&buffer[..n]))),
-                Err(e) => Err(e),
-            };
-            if let Ok(frame) = &read
-                && let Some(data) = frame.data_ref()
-            {
-                sent.fetch_add(data.len() as u64, Ordering::Relaxed);
-            }
-            let failed = read.is_err();
-            if chunks.blocking_send(read).is_err() || failed {
-                return;
-            }
-        }
-    });
-    Ok(StreamBody::new(tokio_stream_from(receiver)).boxed())
-}
-
-/// The receiver as a stream (no stream crate needed for this one use).
-fn tokio_stream_from<T>(mut receiver: tokio::sync::mpsc::Receiver<T>) -> impl futures::Stream<Item = T> {
-    futures::stream::poll_fn(move |context| receiver.poll_recv(context))
+    let file = std::fs::File::open(path).map_err(|e| format!("open {}: {e}", path.display()))?;
+    Ok(https_client::reader_body(file, sent))
 }
 
 /// One attempt: the async probe, then the post; gives the answer.

@@ -164,16 +164,17 @@ async fn ensure_chain(
 }
 
 /// Makes the token signing key when there is none.
-async fn ensure_signing_key(secrets: &Api<Secret>, namespace: &str) -> Result<(), PkiError> {
+/// Makes the token signing key when there is none usable, and returns its public key.
+async fn ensure_signing_key(secrets: &Api<Secret>, namespace: &str) -> Result<Vec<u8>, PkiError> {
     use cdi_api::components as c;
     let existing = get(secrets, c::SIGNING_KEY_SECRET).await?;
     let usable = existing
         .as_ref()
         .and_then(|s| s.data.as_ref())
         .and_then(|d| d.get(c::SIGNING_KEY_PRIVATE))
-        .is_some_and(|key| cdi_token::Issuer::new(&key.0, cdi_token::UPLOAD_ISSUER, 0).is_ok());
-    if usable {
-        return Ok(());
+        .and_then(|key| cdi_token::Issuer::new(&key.0, cdi_token::UPLOAD_ISSUER, 0).ok());
+    if let Some(issuer) = usable {
+        return Ok(issuer.public_key());
     }
     let private = cdi_token::generate_key().map_err(|e| PkiError::Key(e.to_string()))?;
     let public = cdi_token::Issuer::new(&private, cdi_token::UPLOAD_ISSUER, 0)
@@ -183,13 +184,13 @@ async fn ensure_signing_key(secrets: &Api<Secret>, namespace: &str) -> Result<()
         metadata: labelled(c::SIGNING_KEY_SECRET, namespace),
         data: Some(BTreeMap::from([
             (c::SIGNING_KEY_PRIVATE.to_owned(), ByteString(private)),
-            (c::SIGNING_KEY_PUBLIC.to_owned(), ByteString(public)),
+            (c::SIGNING_KEY_PUBLIC.to_owned(), ByteString(public.clone())),
         ])),
         ..Secret::default()
     };
     put(secrets, existing.as_ref(), object).await?;
     tracing::info!(secret = c::SIGNING_KEY_SECRET, "made the upload token signing key");
-    Ok(())
+    Ok(public)
 }
 
 /// Puts cdi-apiserver's CA into the upload APIService, when it is installed.
@@ -235,7 +236,7 @@ pub async fn ensure(client: &kube::Client, namespace: &str) -> Result<UploadPki,
     for chain in chains(namespace) {
         cas.push(ensure_chain(&secrets, &config_maps, &chain, namespace, now).await?);
     }
-    ensure_signing_key(&secrets, namespace).await?;
+    let token_public_key = ensure_signing_key(&secrets, namespace).await?;
     let [server_ca, client_ca, api_ca, _proxy_ca] = <[Pair; 4]>::try_from(cas).map_err(|cas| PkiError::Chains {
         made: cas.len(),
         wanted: 4,
@@ -243,6 +244,7 @@ pub async fn ensure(client: &kube::Client, namespace: &str) -> Result<UploadPki,
     publish_api_ca(client, &api_ca.cert).await?;
     Ok(UploadPki {
         server_ca,
-        client_ca_cert: client_ca.cert,
+        client_ca,
+        token_public_key,
     })
 }

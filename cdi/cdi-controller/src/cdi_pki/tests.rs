@@ -86,7 +86,8 @@ fn a_serving_certificate_names_the_service_and_is_signed_by_the_server_ca() {
     let now = time::OffsetDateTime::now_utc().unix_timestamp();
     let pki = UploadPki {
         server_ca: new_ca("cdi-uploadserver-signer", now).expect("ca"),
-        client_ca_cert: whole(now).ca.expect("client ca").cert,
+        client_ca: new_ca("cdi-uploadserver-client-signer", now).expect("client ca"),
+        token_public_key: Vec::new(),
     };
     let names = [
         "cdi-upload-disk.vms.svc".to_owned(),
@@ -99,5 +100,11 @@ fn a_serving_certificate_names_the_service_and_is_signed_by_the_server_ca() {
     assert_eq!(facts.issuer_common_name, ca.common_name);
     assert!(ca.common_name.starts_with("cdi-uploadserver-signer@"));
     assert!(facts.not_after - facts.not_before <= SERVER_LIFETIME_SECONDS + CLOCK_SKEW_SECONDS);
-    assert_eq!(issued.client_ca, pki.client_ca_cert);
+    assert_eq!(issued.client_ca, pki.client_ca.cert);
+    let client = pki.issue_client("src/disk-dst/copy").expect("client");
+    let facts = CertFacts::from_pem(&client.cert).expect("pem").remove(0);
+    let client_ca = CertFacts::from_pem(&pki.client_ca.cert).expect("pem").remove(0);
+    assert_eq!(facts.common_name, "src/disk-dst/copy");
+    assert_eq!(facts.issuer_common_name, client_ca.common_name);
+    assert_eq!(client.server_ca, pki.server_ca.cert);
 }

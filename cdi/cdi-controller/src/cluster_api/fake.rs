@@ -79,6 +79,17 @@ impl CdiApi for FakeCdiApi {
         Ok(self.state().pods.get(&key(namespace, name)).cloned())
     }
 
+    async fn pods(&self, namespace: &str) -> Result<Vec<Pod>, ApiError> {
+        let prefix = key(namespace, "");
+        Ok(self
+            .state()
+            .pods
+            .iter()
+            .filter(|(id, _)| id.starts_with(&prefix))
+            .map(|(_, pod)| pod.clone())
+            .collect())
+    }
+
     async fn storage_classes(&self) -> Result<Vec<StorageClass>, ApiError> {
         Ok(self.state().classes.clone())
     }

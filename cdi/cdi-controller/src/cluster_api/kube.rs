@@ -91,6 +91,15 @@ impl CdiApi for KubeCdiApi {
         optional(api.get(name).await, format!("get pod {namespace}/{name}"))
     }
 
+    async fn pods(&self, namespace: &str) -> Result<Vec<Pod>, ApiError> {
+        let api = Api::<Pod>::namespaced(self.client.clone(), namespace);
+        let list = api
+            .list(&ListParams::default())
+            .await
+            .map_err(failed(format!("list pods in {namespace}")))?;
+        Ok(list.items)
+    }
+
     async fn storage_classes(&self) -> Result<Vec<StorageClass>, ApiError> {
         let api = Api::<StorageClass>::all(self.client.clone());
         let list = api

@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PersistentVolumeClaimSpe
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 
 use super::sources::insecure_registry;
-use super::{ImportFacts, requested_size, scratch_name};
+use super::{ImportFacts, Transfer, requested_size, scratch_name};
 use crate::importer_pod::{self, ImportSource, ImporterPodArgs};
 use crate::upload_server::UploadServerArgs;
 
@@ -88,6 +88,7 @@ pub(super) fn scratch_claim(
 pub(super) fn upload_server_args(
     facts: &ImportFacts<'_>,
     claim: &PersistentVolumeClaim,
+    transfer: &Transfer,
     now: &Time,
 ) -> UploadServerArgs {
     let data_volume = facts.data_volume;
@@ -98,7 +99,23 @@ pub(super) fn upload_server_args(
         .checked_add(k8s_openapi::jiff::SignedDuration::from_secs(UPLOAD_DEADLINE_SECONDS))
         .unwrap_or(now.0);
     UploadServerArgs {
-        scratch_claim: scratch_name(&name),
+        // A clone's data comes raw, straight into the claim, from the source pod.
+        scratch_claim: match transfer {
+            Transfer::Clone { .. } => None,
+            Transfer::Import(_) | Transfer::Upload => Some(scratch_name(&name)),
+        },
+        client_name: match transfer {
+            Transfer::Clone {
+                namespace,
+                name: source,
+            } => cdi_api::clone::client_name(
+                namespace,
+                source,
+                claim.metadata.namespace.as_deref().unwrap_or_default(),
+                &name,
+            ),
+            Transfer::Import(_) | Transfer::Upload => cdi_api::upload::PROXY_CLIENT_NAME.to_owned(),
+        },
         claim: name,
         namespace: claim.metadata.namespace.clone().unwrap_or_default(),
         claim_uid: claim.metadata.uid.clone().unwrap_or_default(),

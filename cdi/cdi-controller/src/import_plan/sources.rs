@@ -8,7 +8,9 @@ use crate::importer_pod::ImportSource;
 pub(super) fn unsupported(data_volume: &DataVolume) -> Option<String> {
     let spec = &data_volume.spec;
     if spec.source_ref.is_some() {
-        return Some("a sourceRef is resolved by the clone flow, which this CDI does not run yet".to_owned());
+        return Some(
+            "a sourceRef (a DataSource) is not resolved by this CDI yet: name its claim in source.pvc".to_owned(),
+        );
     }
     if spec.content_type.as_deref().is_some_and(|c| c != "kubevirt") {
         return Some("contentType archive is not supported yet".to_owned());
@@ -20,7 +22,6 @@ pub(super) fn unsupported(data_volume: &DataVolume) -> Option<String> {
     let kinds = [
         ("s3", source.s3.is_some()),
         ("gcs", source.gcs.is_some()),
-        ("pvc", source.pvc.is_some()),
         ("snapshot", source.snapshot.is_some()),
         ("imageio", source.imageio.is_some()),
         ("vddk", source.vddk.is_some()),

@@ -88,6 +88,7 @@ pub(super) fn facts<'a>(
         wait_for_first_consumer: false,
         settings: &SETTINGS,
         progress: None,
+        clone: None,
     }
 }
 
@@ -112,6 +113,8 @@ pub(super) fn kinds(steps: &[Step]) -> Vec<&'static str> {
             Step::DeleteSecret(_) => "DeleteSecret",
             Step::CreateScratchClaim(_) => "CreateScratchClaim",
             Step::ClaimEvent(_) => "ClaimEvent",
+            Step::CreateCloneSource(_) => "CreateCloneSource",
+            Step::DeleteCloneSource { .. } => "DeleteCloneSource",
             Step::WriteStatus(_) => "WriteStatus",
             Step::Event(_) => "Event",
         })

@@ -10,6 +10,7 @@ fn at(seconds: i64) -> Time {
 fn claim(phase: &str, pairs: &[(&str, &str)]) -> ClaimView {
     ClaimView {
         name: "disk".to_owned(),
+        namespace: "vms".to_owned(),
         phase: phase.to_owned(),
         annotations: pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
         deleting: false,
@@ -347,4 +348,51 @@ fn an_upload_is_scheduled_ready_once_its_server_is_and_done_when_it_succeeds() {
         assert_eq!(next.phase, to, "{label}");
         assert_eq!(emitted.map(|e| e.reason), event, "{label}");
     }
+}
+
+#[test]
+fn a_clone_follows_the_target_upload_server_with_upstreams_events() {
+    let source = ("k8s.io/CloneRequest", "src/golden");
+    let cases = [
+        (None, DataVolumePhase::CloneScheduled, None),
+        (
+            Some("Pending"),
+            DataVolumePhase::CloneScheduled,
+            Some(("CloneScheduled", "Cloning from src/golden into vms/disk scheduled")),
+        ),
+        (
+            Some("Running"),
+            DataVolumePhase::CloneInProgress,
+            Some(("CloneInProgress", "Cloning from src/golden into vms/disk in progress")),
+        ),
+        (
+            Some("Failed"),
+            DataVolumePhase::CloneScheduled,
+            Some(("CloneFailed", "Cloning from src/golden into vms/disk failed")),
+        ),
+        (
+            Some("Succeeded"),
+            DataVolumePhase::Succeeded,
+            Some(("CloneSucceeded", "Successfully cloned from src/golden into vms/disk")),
+        ),
+    ];
+    for (pod_phase, want, want_event) in cases {
+        let mut pairs = vec![source];
+        if let Some(p) = pod_phase {
+            pairs.push(("cdi.kubevirt.io/storage.pod.phase", p));
+        }
+        let view = claim("Bound", &pairs);
+        let (phase, event) = clone_phase(&view, "src/golden", WORK).expect("a phase");
+        assert_eq!(phase, want, "{pod_phase:?}");
+        assert_eq!(
+            event.map(|e| (e.reason, e.message)),
+            want_event.map(|(r, m)| (r, m.to_owned())),
+            "{pod_phase:?}"
+        );
+    }
+    assert_eq!(
+        clone_phase(&claim("Pending", &[source]), "src/golden", WORK),
+        None,
+        "an unbound target waits"
+    );
 }

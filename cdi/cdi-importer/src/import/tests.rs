@@ -61,6 +61,7 @@ fn request(dirs: &Dirs, requested_size: Option<u64>) -> Request {
         requested_size,
         filesystem_overhead: "0.06".to_owned(),
         scratch: Some(dirs.scratch.clone()),
+        verbatim: false,
     }
 }
 
@@ -289,4 +290,24 @@ fn a_bad_overhead_is_refused_before_anything_is_written() {
     let error = import(stream(disk()), &target, &bad, &FakeConverter::new(0, Vec::new())).expect_err("bad");
     assert!(matches!(error, ImportError::Overhead(_)), "{error}");
     assert!(!target.path().exists());
+}
+
+#[test]
+fn a_verbatim_stream_is_written_as_it_is_even_when_it_looks_like_an_image() {
+    let dirs = dirs();
+    let target = Target::File(dirs.data.join("disk.img"));
+    let converter = FakeConverter::new(0, Vec::new());
+    // A raw disk whose first bytes happen to be a gzip stream's and a qcow2's header: a clone
+    // copies it as it is.
+    let mut bytes = gzip(&qcow2_header(1 << 20));
+    bytes.resize(1 << 20, 0);
+    let mut verbatim = request(&dirs, Some(grown(2 << 20)));
+    verbatim.verbatim = true;
+    let outcome = import(stream(bytes.clone()), &target, &verbatim, &converter).expect("imported");
+    assert_eq!(outcome.format, ImageFormat::Raw);
+    assert!(outcome.compression.is_empty());
+    assert_eq!(outcome.virtual_size, 1 << 20);
+    let written = std::fs::read(target.path()).expect("the disk");
+    assert!(written[..bytes.len()] == bytes[..], "the bytes as they came");
+    assert!(converter.calls.borrow().is_empty());
 }

@@ -1,0 +1,103 @@
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+use super::*;
+
+fn args(block: bool) -> CloneSourceArgs {
+    CloneSourceArgs {
+        target_namespace: "dst".to_owned(),
+        target: "copy".to_owned(),
+        target_uid: "target-uid".to_owned(),
+        source_namespace: "src".to_owned(),
+        source: "disk".to_owned(),
+        source_uid: "source-uid".to_owned(),
+        source_block: block,
+        source_read_write_once: true,
+        owner_uid: "dv-uid".to_owned(),
+        image: "localhost/kubevirt-rs/cdi-cloner:latest".to_owned(),
+        pull_policy: "IfNotPresent".to_owned(),
+        priority_class: None,
+        resources: None,
+        image_pull_secrets: Vec::new(),
+    }
+}
+
+#[test]
+fn the_source_pod_has_upstreams_name_environment_and_read_only_source() {
+    let source = render(&args(false), "SERVER CA");
+    assert_eq!(source.client_name, "src/disk-dst/copy");
+    let pod = serde_json::to_value(&source.pod).expect("json");
+    assert_eq!(pod["metadata"]["name"], "target-uid-source-pod");
+    assert_eq!(pod["metadata"]["namespace"], "src");
+    assert_eq!(
+        pod["metadata"]["annotations"]["cdi.kubevirt.io/storage.ownerRef"],
+        "dst/copy"
+    );
+    assert_eq!(
+        pod["metadata"]["labels"]["cdi.kubevirt.io/storage.clone.cloneUniqeId"],
+        "target-uid-source-pod"
+    );
+    assert!(
+        pod["metadata"].get("ownerReferences").is_none(),
+        "no owner across namespaces"
+    );
+    let container = &pod["spec"]["containers"][0];
+    assert_eq!(container["name"], "cdi-clone-source");
+    let env: Vec<(String, serde_json::Value)> = container["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .map(|v| (v["name"].as_str().unwrap_or_default().to_owned(), v["value"].clone()))
+        .collect();
+    let get = |name: &str| env.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
+    assert_eq!(
+        get("UPLOAD_URL"),
+        Some(json!("https://cdi-upload-copy.dst.svc/v1beta1/upload"))
+    );
+    assert_eq!(get("SERVER_CA_CERT"), Some(json!("SERVER CA")));
+    assert_eq!(get("OWNER_UID"), Some(json!("dv-uid")));
+    assert_eq!(get("VOLUME_MODE"), Some(json!("filesystem")));
+    assert_eq!(get("MOUNT_POINT"), Some(json!("/var/run/cdi/clone/source")));
+    assert_eq!(
+        container["env"][0]["valueFrom"]["secretKeyRef"],
+        json!({"name": "target-uid-source-pod", "key": "tls.key"})
+    );
+    assert_eq!(
+        container["volumeMounts"],
+        json!([{"name": "cdi-data-vol", "mountPath": "/var/run/cdi/clone/source", "readOnly": true}])
+    );
+    assert_eq!(
+        pod["spec"]["volumes"],
+        json!([{"name": "cdi-data-vol", "persistentVolumeClaim": {"claimName": "disk", "readOnly": true}}])
+    );
+    assert_eq!(pod["spec"]["restartPolicy"], "OnFailure");
+    let required = &pod["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0];
+    assert_eq!(
+        required["labelSelector"]["matchExpressions"][0]["values"],
+        json!(["source-uid"])
+    );
+    assert_eq!(required["namespaces"], json!(["src"]));
+}
+
+#[test]
+fn a_block_source_is_its_device() {
+    let pod = serde_json::to_value(render(&args(true), "CA").pod).expect("json");
+    let container = &pod["spec"]["containers"][0];
+    assert_eq!(
+        container["volumeDevices"],
+        json!([{"name": "cdi-data-vol", "devicePath": "/dev/cdi-block-volume"}])
+    );
+    assert!(container.get("volumeMounts").is_none());
+    assert_eq!(pod["spec"]["volumes"][0]["persistentVolumeClaim"]["readOnly"], false);
+}
+
+#[test]
+fn the_secret_is_owned_by_the_pod() {
+    let mut pod = render(&args(false), "CA").pod;
+    pod.metadata.uid = Some("pod-uid".to_owned());
+    let secret = serde_json::to_value(certificate_secret(&pod, "CERT", "KEY")).expect("json");
+    assert_eq!(secret["metadata"]["name"], "target-uid-source-pod");
+    assert_eq!(secret["metadata"]["namespace"], "src");
+    assert_eq!(secret["metadata"]["ownerReferences"][0]["uid"], "pod-uid");
+    assert_eq!(secret["data"]["tls.crt"], json!("Q0VSVA=="));
+}
