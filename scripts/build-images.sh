@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the container images with Debian's buildah (vfs storage), as root:
 #   localhost/kubevirt-rs/{virt-launcher,virt-handler,virt-controller,virt-api}:latest
-#   localhost/kubevirt-rs/{cdi-controller,cdi-importer,cdi-uploadserver,cdi-uploadproxy,cdi-apiserver}:latest
+#   localhost/kubevirt-rs/{cdi-controller,cdi-importer,cdi-uploadserver,cdi-uploadproxy,cdi-apiserver,cdi-cloner}:latest
 # The launcher image also carries container-disk, built statically: the launcher pod's init
 # container copies it into containerDisk sidecars, whose images hold nothing else.
 #
@@ -45,10 +45,10 @@ work=$cache/image-build
 mkdir -p "$work"
 
 if [ "$profile" = release ]; then
-    cargo build -q --release -p virt-launcher -p virt-handler -p virt-controller -p virt-api -p cdi-controller -p cdi-importer -p cdi-uploadserver -p cdi-uploadproxy -p cdi-apiserver
+    cargo build -q --release -p virt-launcher -p virt-handler -p virt-controller -p virt-api -p cdi-controller -p cdi-importer -p cdi-uploadserver -p cdi-uploadproxy -p cdi-apiserver -p cdi-cloner
     bin=target/release
 else
-    cargo build -q -p virt-launcher -p virt-handler -p virt-controller -p virt-api -p cdi-controller -p cdi-importer -p cdi-uploadserver -p cdi-uploadproxy -p cdi-apiserver
+    cargo build -q -p virt-launcher -p virt-handler -p virt-controller -p virt-api -p cdi-controller -p cdi-importer -p cdi-uploadserver -p cdi-uploadproxy -p cdi-apiserver -p cdi-cloner
     bin=target/debug
 fi
 # container-disk runs in images that hold no C library: linked statically, for this target only,
@@ -152,6 +152,7 @@ context_virt-api() { context virt-api; copy_with_libraries "$bin/virt-api" "$wor
 context_cdi-controller() { context cdi-controller; copy_with_libraries "$bin/cdi-controller" "$work/cdi-controller/root"; }
 context_cdi-uploadproxy() { context cdi-uploadproxy; copy_with_libraries "$bin/cdi-uploadproxy" "$work/cdi-uploadproxy/root"; }
 context_cdi-apiserver() { context cdi-apiserver; copy_with_libraries "$bin/cdi-apiserver" "$work/cdi-apiserver/root"; }
+context_cdi-cloner() { context cdi-cloner; copy_with_libraries "$bin/cdi-cloner" "$work/cdi-cloner/root"; }
 # The upload server converts what it is sent with qemu-img, as the importer does.
 context_cdi-uploadserver() {
     context cdi-uploadserver
@@ -212,7 +213,7 @@ inputs_of() {
     } | sha256sum | cut -c1-32
 }
 
-for component in virt-launcher virt-handler virt-controller virt-api cdi-controller cdi-importer cdi-uploadserver cdi-uploadproxy cdi-apiserver; do
+for component in virt-launcher virt-handler virt-controller virt-api cdi-controller cdi-importer cdi-uploadserver cdi-uploadproxy cdi-apiserver cdi-cloner; do
     image=localhost/kubevirt-rs/$component:$tag
     inputs=$(inputs_of "$component")
     old=$(command podman --storage-driver vfs image inspect --format '{{.Id}} {{index .Labels "io.kubevirt-rs.inputs"}}' "$image" 2>/dev/null || true)

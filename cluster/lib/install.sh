@@ -36,6 +36,15 @@ install_kubevirt() {
     wait_for "the upload.cdi.kubevirt.io APIService is Available" 120 "${k[@]}" wait --for=condition=Available \
         --timeout=1s apiservice/v1beta1.upload.cdi.kubevirt.io \
         || die "the upload APIService is not Available: $("${k[@]}" get apiservice v1beta1.upload.cdi.kubevirt.io -o yaml 2>&1 | tail -8)"
+    wait_for "the DataVolume webhook has cdi-apiserver's CA" 120 cdi_webhook_has_ca \
+        || die "cdi-controller did not publish cdi-apiserver's CA to cdi-api-datavolume-mutate"
+}
+
+cdi_webhook_has_ca() {
+    local bundle
+    bundle=$(kubectl_admin get mutatingwebhookconfiguration cdi-api-datavolume-mutate \
+        -o jsonpath='{.webhooks[0].clientConfig.caBundle}') || return 1
+    [ -n "$bundle" ]
 }
 
 # Ready, and every rollout finished. Only the leading virt-controller is Ready: its readiness is
@@ -51,29 +60,22 @@ kubevirt_is_ready() {
 }
 
 # A component whose pods run another image than the one in the local store (it was rebuilt and
-# copied to the node) is restarted.
+# copied to the node) is restarted. Each entry: namespace, label key, image, workload.
 restart_changed_components() {
-    local component kind ids wanted
-    for component in virt-api virt-controller virt-handler; do
-        kind=deployment
-        [ "$component" = virt-handler ] && kind=daemonset
-        wanted=sha256:$(podman_vfs image inspect --format '{{.Id}}' "localhost/kubevirt-rs/$component:latest") \
-            || die "image localhost/kubevirt-rs/$component:latest is missing"
-        ids=$(kubectl_admin -n kubevirt get pods -l "kubevirt.io=$component" \
-            -o jsonpath='{range .items[*]}{.status.containerStatuses[0].imageID}{"\n"}{end}')
-        if grep -qv "^$wanted\$" <<<"$ids"; then
-            kubectl_admin -n kubevirt rollout restart "$kind/$component" >/dev/null
-            say "restarted $component for its new image"
-        fi
-    done
-    for component in cdi-controller:cdi-deployment cdi-uploadproxy:cdi-uploadproxy cdi-apiserver:cdi-apiserver; do
-        local image=${component%%:*} deployment=${component#*:}
+    local entry namespace label image workload ids wanted
+    for entry in kubevirt:kubevirt.io:virt-api:deployment/virt-api \
+        kubevirt:kubevirt.io:virt-controller:deployment/virt-controller \
+        kubevirt:kubevirt.io:virt-handler:daemonset/virt-handler \
+        cdi:cdi.kubevirt.io:cdi-controller:deployment/cdi-deployment \
+        cdi:cdi.kubevirt.io:cdi-uploadproxy:deployment/cdi-uploadproxy \
+        cdi:cdi.kubevirt.io:cdi-apiserver:deployment/cdi-apiserver; do
+        IFS=: read -r namespace label image workload <<<"$entry"
         wanted=sha256:$(podman_vfs image inspect --format '{{.Id}}' "localhost/kubevirt-rs/$image:latest") \
             || die "image localhost/kubevirt-rs/$image:latest is missing"
-        ids=$(kubectl_admin -n cdi get pods -l "cdi.kubevirt.io=$deployment" \
+        ids=$(kubectl_admin -n "$namespace" get pods -l "$label=${workload#*/}" \
             -o jsonpath='{range .items[*]}{.status.containerStatuses[0].imageID}{"\n"}{end}')
         if grep -qv "^$wanted\$" <<<"$ids"; then
-            kubectl_admin -n cdi rollout restart "deployment/$deployment" >/dev/null
+            kubectl_admin -n "$namespace" rollout restart "$workload" >/dev/null
             say "restarted $image for its new image"
         fi
     done

@@ -2,6 +2,8 @@
 //! `upload.cdi.kubevirt.io`) learns of the aggregation layer: its request-header CA and allowed
 //! names, from `kube-system/extension-apiserver-authentication`, and the client policy they make.
 
+pub mod publish;
+
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ConfigMap;

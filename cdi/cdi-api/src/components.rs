@@ -10,6 +10,8 @@ pub const APISERVER_SIGNER_SECRET: &str = "cdi-apiserver-signer";
 pub const APISERVER_SIGNER_BUNDLE: &str = "cdi-apiserver-signer-bundle";
 /// cdi-apiserver's serving certificate.
 pub const APISERVER_CERT_SECRET: &str = "cdi-apiserver-server-cert";
+/// The mutating webhook configuration of DataVolumes (upstream's), served by cdi-apiserver.
+pub const DATA_VOLUME_MUTATOR: &str = "cdi-api-datavolume-mutate";
 /// The APIService of the upload API.
 pub const UPLOAD_API_SERVICE: &str = "v1beta1.upload.cdi.kubevirt.io";
 

@@ -40,11 +40,16 @@ pub(super) fn node_dir(claim: &str) -> NodeDir {
 /// A static hostPath volume on `dir` for the claim `claim` (CDI's claims name no class here: the
 /// test cluster has no provisioner yet).
 pub(super) fn volume_for(cleanup: &mut Cleanup, claim: &str, dir: &NodeDir) {
+    volume_for_in(cleanup, "default", claim, dir);
+}
+
+/// [`volume_for`] a claim in `namespace`.
+pub(super) fn volume_for_in(cleanup: &mut Cleanup, namespace: &str, claim: &str, dir: &NodeDir) {
     let name = format!("{claim}-{}", std::process::id());
     let volume = format!(
         "apiVersion: v1\nkind: PersistentVolume\nmetadata:\n  name: {name}\nspec:\n  capacity: {{storage: 128Mi}}\n  \
          accessModes: [ReadWriteOnce]\n  volumeMode: Filesystem\n  storageClassName: \"\"\n  \
-         persistentVolumeReclaimPolicy: Retain\n  claimRef: {{namespace: default, name: {claim}}}\n  \
+         persistentVolumeReclaimPolicy: Retain\n  claimRef: {{namespace: {namespace}, name: {claim}}}\n  \
          hostPath: {{path: {}, type: Directory}}\n",
         dir.0.display()
     );

@@ -11,6 +11,7 @@ mod access_credentials;
 mod admission;
 mod block_import;
 mod claims;
+mod clone;
 mod config_volumes;
 mod data_volumes;
 mod dedicated_cpus;

@@ -12,7 +12,7 @@ use super::data_volumes::{boots_and_reads_the_label, node_dir, vm_booting_from_t
 use super::support::{Cleanup, field, get, kubectl_ok, virtctl, wait_for};
 
 /// The test guest's disk, as `make guest` leaves it.
-const GUEST_QCOW2: &str = "/var/lib/kubevirt-rs/images/localhost/kubevirt-rs/testguest/latest/disk/testguest.qcow2";
+pub(super) const GUEST_QCOW2: &str = "/var/lib/kubevirt-rs/images/localhost/kubevirt-rs/testguest/latest/disk/testguest.qcow2";
 
 /// The upload proxy's address on the host: the NodePort on node 1, from CDIConfig.
 fn proxy_url() -> String {
@@ -45,9 +45,14 @@ fn post_status(url: &str, headers: &[&str]) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-/// `virtctl image-upload dv CLAIM` of the test guest's qcow2, creating the DataVolume; its
-/// output.
+/// `virtctl image-upload dv CLAIM` of the test guest's qcow2 in `default`, creating the
+/// DataVolume; its output.
 fn upload_with_virtctl(claim: &str) -> String {
+    upload_with_virtctl_in("default", claim)
+}
+
+/// [`upload_with_virtctl`] in `namespace`.
+pub(super) fn upload_with_virtctl_in(namespace: &str, claim: &str) -> String {
     let output = virtctl(&[
         "image-upload",
         "dv",
@@ -64,7 +69,7 @@ fn upload_with_virtctl(claim: &str) -> String {
         "--wait-secs",
         "240",
         "-n",
-        "default",
+        namespace,
     ]);
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(
@@ -76,7 +81,7 @@ fn upload_with_virtctl(claim: &str) -> String {
 }
 
 /// The test guest's VM whose only disk is the existing DataVolume `NAME-root`.
-fn vm_on_data_volume(name: &str) -> String {
+pub(super) fn vm_on_data_volume(name: &str) -> String {
     let with_template = vm_booting_from_template(name, "upload: {}");
     let start = with_template.find("  dataVolumeTemplates:\n").expect("templates");
     let end = with_template.find("  template:\n").expect("template");

@@ -8,7 +8,7 @@ use control_loop::tls::issue::Pair;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 
 use super::{Chain, Stored, UploadPki, chains, decide, new_ca, sign_leaf};
 
@@ -193,34 +193,29 @@ async fn ensure_signing_key(secrets: &Api<Secret>, namespace: &str) -> Result<Ve
     Ok(public)
 }
 
-/// Puts cdi-apiserver's CA into the upload APIService, when it is installed.
+/// Puts cdi-apiserver's CA into the upload APIService and the DataVolume webhook, each when it is
+/// installed.
 async fn publish_api_ca(client: &kube::Client, ca: &str) -> Result<(), PkiError> {
-    use base64::Engine as _;
-    let resource = kube::api::ApiResource {
-        group: "apiregistration.k8s.io".to_owned(),
-        version: "v1".to_owned(),
-        api_version: "apiregistration.k8s.io/v1".to_owned(),
-        kind: "APIService".to_owned(),
-        plural: "apiservices".to_owned(),
-    };
-    let api = Api::<kube::api::DynamicObject>::all_with(client.clone(), &resource);
-    let name = cdi_api::components::UPLOAD_API_SERVICE;
-    let bundle = base64::engine::general_purpose::STANDARD.encode(ca);
-    let patch = serde_json::json!({"spec": {"caBundle": bundle}});
-    match api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => {
-            tracing::warn!(
-                apiservice = name,
-                "the upload API is not registered: upload tokens cannot be asked for"
-            );
-            Ok(())
+    use control_loop::aggregation::publish::{Webhooks, publish_ca_bundle};
+    let targets: [(&[Webhooks], &[&str]); 2] = [
+        (&[], &[cdi_api::components::UPLOAD_API_SERVICE]),
+        (&[Webhooks::Mutating(cdi_api::components::DATA_VOLUME_MUTATOR)], &[]),
+    ];
+    for (webhooks, api_services) in targets {
+        match publish_ca_bundle(client, ca, webhooks, api_services).await {
+            Ok(()) => {}
+            Err(error) if error.not_found() => {
+                tracing::warn!(%error, "not installed: cdi-apiserver cannot be reached through it");
+            }
+            Err(error) => {
+                return Err(PkiError::Api {
+                    what: format!("publishing cdi-apiserver's CA: {}", error.what),
+                    source: error.source,
+                });
+            }
         }
-        Err(source) => Err(PkiError::Api {
-            what: format!("publishing the CA to APIService {name}"),
-            source,
-        }),
     }
+    Ok(())
 }
 
 /// Reads CDI's certificates and key in `namespace`, makes what is missing or due, writes it,

@@ -99,12 +99,14 @@ fn invalid(
         ));
     }
     let bytes = |q: Option<&Quantity>| q.and_then(|q| kubevirt_api::quantity::to_bytes(q).ok());
-    let source_size = source
-        .status
-        .as_ref()
-        .and_then(|s| s.capacity.as_ref())
-        .and_then(|c| c.get("storage"))
-        .or_else(|| storage(source.spec.as_ref()));
+    // The requests, as upstream compares them (a static volume may be larger than asked for).
+    let source_size = storage(source.spec.as_ref()).or_else(|| {
+        source
+            .status
+            .as_ref()
+            .and_then(|s| s.capacity.as_ref())
+            .and_then(|c| c.get("storage"))
+    });
     match (bytes(source_size), bytes(storage(Some(target)))) {
         (Some(source_bytes), Some(target_bytes)) if target_bytes < source_bytes => Some(format!(
             "target resources requests storage size is smaller than the source ({} < {})",

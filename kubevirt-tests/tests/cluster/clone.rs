@@ -1,0 +1,144 @@
+//! A clone across namespaces on the real cluster, as a user makes one: a DataVolume whose source
+//! is a claim in another namespace. cdi-apiserver's webhook admits it only for a creator who may
+//! clone from the source's namespace (upstream's `datavolumes/source`, from the aggregated `edit`
+//! role), and gives it the token cdi-controller checks; cdi-controller starts the target's upload
+//! server and then the source pod in the source's namespace, which streams the disk; the
+//! DataVolume ends Succeeded, the source pod goes, and a VM in the target namespace boots from
+//! the copy.
+
+use std::time::Duration;
+
+use super::data_volumes::{node_dir, volume_for_in};
+use super::support::{
+    Cleanup, console_until_in, field, get, kubectl, kubectl_ok, kubectl_stdin, wait_for, wait_for_phase_in,
+};
+use super::upload::{GUEST_QCOW2, upload_with_virtctl_in, vm_on_data_volume};
+
+const NAME: &str = "e2e-clone";
+const SOURCE_NS: &str = "e2e-clone-src";
+const TARGET_NS: &str = "e2e-clone-dst";
+/// The user that creates the clone: the target namespace's default service account.
+const CLONER: &str = "system:serviceaccount:e2e-clone-dst:default";
+
+fn clone_manifest() -> String {
+    format!(
+        "apiVersion: cdi.kubevirt.io/v1beta1\nkind: DataVolume\nmetadata:\n  name: {NAME}-root\n  namespace: {TARGET_NS}\nspec:\n  \
+         source:\n    pvc:\n      namespace: {SOURCE_NS}\n      name: {NAME}-golden\n  storage:\n    \
+         accessModes: [ReadWriteOnce]\n    volumeMode: Filesystem\n    storageClassName: \"\"\n    \
+         resources:\n      requests:\n        storage: 64Mi\n"
+    )
+}
+
+/// `kubectl create` of the clone as [`CLONER`]; its output.
+fn create_as_cloner() -> std::process::Output {
+    kubectl_stdin(&["--as", CLONER, "-n", TARGET_NS, "create", "-f", "-"], &clone_manifest())
+}
+
+/// Lets [`CLONER`] edit `namespace` (the aggregated `edit` role, with CDI's rules).
+fn grant_edit(cleanup: &mut Cleanup, namespace: &str) {
+    cleanup.apply_in(
+        namespace,
+        "rolebinding",
+        "e2e-cloner",
+        &format!(
+            "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: e2e-cloner\n  namespace: {namespace}\n\
+             roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: edit}}\n\
+             subjects: [{{kind: ServiceAccount, name: default, namespace: {TARGET_NS}}}]\n"
+        ),
+    );
+}
+
+#[test]
+#[ignore = "needs the test cluster: make cluster"]
+fn a_clone_into_another_namespace_is_checked_copied_and_boots() {
+    assert!(
+        std::path::Path::new(GUEST_QCOW2).is_file(),
+        "the test guest's disk is missing: run make guest"
+    );
+    let golden = format!("{NAME}-golden");
+    let copy = format!("{NAME}-root");
+    let dirs = [
+        node_dir(&golden),
+        node_dir(&format!("{golden}-scratch")),
+        node_dir(&copy),
+    ];
+    // The volumes go last: the namespaces, and the claims in them, go before them.
+    let mut cleanup = Cleanup::new();
+    volume_for_in(&mut cleanup, SOURCE_NS, &golden, &dirs[0]);
+    volume_for_in(&mut cleanup, SOURCE_NS, &format!("{golden}-scratch"), &dirs[1]);
+    volume_for_in(&mut cleanup, TARGET_NS, &copy, &dirs[2]);
+    for namespace in [SOURCE_NS, TARGET_NS] {
+        cleanup.apply_in(
+            namespace,
+            "namespace",
+            namespace,
+            &format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {namespace}\n"),
+        );
+    }
+    upload_with_virtctl_in(SOURCE_NS, &golden);
+
+    // Allowed to create DataVolumes in the target namespace, but not to read the source's.
+    grant_edit(&mut cleanup, TARGET_NS);
+    let denied = create_as_cloner();
+    let stderr = String::from_utf8_lossy(&denied.stderr);
+    assert!(!denied.status.success(), "a clone without the right to its source is refused");
+    assert!(
+        stderr.contains("insufficient permissions in clone source namespace"),
+        "{stderr}"
+    );
+    assert!(get("dv", &copy, TARGET_NS).is_none());
+
+    // With `edit` in the source namespace too, the clone is admitted with its token.
+    grant_edit(&mut cleanup, SOURCE_NS);
+    let created = create_as_cloner();
+    assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
+    let dv = get("dv", &copy, TARGET_NS).expect("the clone");
+    assert!(
+        dv["metadata"]["annotations"]["cdi.kubevirt.io/storage.clone.token"].is_string(),
+        "the webhook's token: {dv}"
+    );
+    let dv = wait_for("the clone to succeed", Duration::from_secs(300), || {
+        let dv = get("dv", &copy, TARGET_NS)?;
+        assert_ne!(field(&dv, "status.phase"), "Failed", "{dv}");
+        (field(&dv, "status.phase") == "Succeeded").then_some(dv)
+    });
+    assert_eq!(field(&dv, "status.progress"), "100.0%", "{dv}");
+    let claim = get("pvc", &copy, TARGET_NS).expect("the target claim");
+    let annotations = &claim["metadata"]["annotations"];
+    assert_eq!(annotations["k8s.io/CloneRequest"], format!("{SOURCE_NS}/{golden}"));
+    assert_eq!(annotations["cdi.kubevirt.io/storage.pod.phase"], "Succeeded");
+    let source_pod = annotations["cdi.kubevirt.io/storage.sourceClonePodName"]
+        .as_str()
+        .expect("the source pod's name")
+        .to_owned();
+    let events = kubectl_ok(&["-n", TARGET_NS, "get", "events", "--field-selector", &format!("involvedObject.name={copy}")]);
+    assert!(
+        events.contains(&format!("Successfully cloned from {SOURCE_NS}/{golden} into {TARGET_NS}/{copy}")),
+        "{events}"
+    );
+    wait_for(
+        "the source pod, the upload server and its Service to go",
+        Duration::from_secs(60),
+        || {
+            (get("pod", &source_pod, SOURCE_NS).is_none()
+                && get("pod", &format!("cdi-upload-{copy}"), TARGET_NS).is_none()
+                && get("service", &format!("cdi-upload-{copy}"), TARGET_NS).is_none())
+            .then_some(())
+        },
+    );
+
+    // A VM in the target namespace boots from the copy.
+    let vm = vm_on_data_volume(NAME).replace("namespace: default\n", &format!("namespace: {TARGET_NS}\n"));
+    cleanup.apply_in(TARGET_NS, "vm", NAME, &vm);
+    wait_for_phase_in(TARGET_NS, NAME, "Running", Duration::from_secs(240));
+    console_until_in(
+        TARGET_NS,
+        NAME,
+        "\necho label $(head -c 26 /dev/vda) end",
+        "label KUBEVIRT-RS-TESTGUEST-DISK end",
+        Duration::from_secs(120),
+    );
+    let _ = kubectl(&["-n", TARGET_NS, "delete", "vm", NAME, "--timeout=120s"]);
+    drop(cleanup);
+    drop(dirs);
+}
