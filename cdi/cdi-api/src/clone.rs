@@ -60,8 +60,9 @@ pub fn client_name(source_namespace: &str, source: &str, target_namespace: &str,
 #[must_use]
 pub fn upload_url(target_namespace: &str, target: &str) -> String {
     format!(
-        "https://{}.{target_namespace}.svc{}",
+        "https://{}.{target_namespace}.svc:{}{}",
         crate::upload::service_name(target),
+        crate::upload::PORT,
         crate::upload::SYNC_PATHS[0]
     )
 }
@@ -81,7 +82,10 @@ mod tests {
     fn names_are_upstreams() {
         assert_eq!(source_pod_name("1234"), "1234-source-pod");
         assert_eq!(client_name("a", "src", "b", "dst"), "a/src-b/dst");
-        assert_eq!(upload_url("b", "dst"), "https://cdi-upload-dst.b.svc/v1beta1/upload");
+        assert_eq!(
+            upload_url("b", "dst"),
+            "https://cdi-upload-dst.b.svc:8443/v1beta1/upload"
+        );
         assert_eq!(parse_request("a/src"), Some(("a", "src")));
         assert_eq!(parse_request("src"), None);
         assert_eq!(parse_request("/src"), None);

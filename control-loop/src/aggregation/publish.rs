@@ -59,7 +59,11 @@ pub async fn publish_ca_bundle(
     for configuration in webhooks {
         let (kind, plural, name) = match *configuration {
             Webhooks::Mutating(name) => ("MutatingWebhookConfiguration", "mutatingwebhookconfigurations", name),
-            Webhooks::Validating(name) => ("ValidatingWebhookConfiguration", "validatingwebhookconfigurations", name),
+            Webhooks::Validating(name) => (
+                "ValidatingWebhookConfiguration",
+                "validatingwebhookconfigurations",
+                name,
+            ),
         };
         let api = dynamic(client, "admissionregistration.k8s.io", kind, plural);
         let failed = |what: &str| {
@@ -76,9 +80,13 @@ pub async fn publish_ca_bundle(
                 .ok()
             })
             .collect();
-        api.patch(name, &PatchParams::default(), &Patch::Json::<()>(json_patch::Patch(ops)))
-            .await
-            .map_err(failed("patch"))?;
+        api.patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Json::<()>(json_patch::Patch(ops)),
+        )
+        .await
+        .map_err(failed("patch"))?;
     }
     let services = dynamic(client, "apiregistration.k8s.io", "APIService", "apiservices");
     for name in api_services {

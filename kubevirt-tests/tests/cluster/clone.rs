@@ -31,7 +31,10 @@ fn clone_manifest() -> String {
 
 /// `kubectl create` of the clone as [`CLONER`]; its output.
 fn create_as_cloner() -> std::process::Output {
-    kubectl_stdin(&["--as", CLONER, "-n", TARGET_NS, "create", "-f", "-"], &clone_manifest())
+    kubectl_stdin(
+        &["--as", CLONER, "-n", TARGET_NS, "create", "-f", "-"],
+        &clone_manifest(),
+    )
 }
 
 /// Lets [`CLONER`] edit `namespace` (the aggregated `edit` role, with CDI's rules).
@@ -81,7 +84,10 @@ fn a_clone_into_another_namespace_is_checked_copied_and_boots() {
     grant_edit(&mut cleanup, TARGET_NS);
     let denied = create_as_cloner();
     let stderr = String::from_utf8_lossy(&denied.stderr);
-    assert!(!denied.status.success(), "a clone without the right to its source is refused");
+    assert!(
+        !denied.status.success(),
+        "a clone without the right to its source is refused"
+    );
     assert!(
         stderr.contains("insufficient permissions in clone source namespace"),
         "{stderr}"
@@ -111,9 +117,18 @@ fn a_clone_into_another_namespace_is_checked_copied_and_boots() {
         .as_str()
         .expect("the source pod's name")
         .to_owned();
-    let events = kubectl_ok(&["-n", TARGET_NS, "get", "events", "--field-selector", &format!("involvedObject.name={copy}")]);
+    let events = kubectl_ok(&[
+        "-n",
+        TARGET_NS,
+        "get",
+        "events",
+        "--field-selector",
+        &format!("involvedObject.name={copy}"),
+    ]);
     assert!(
-        events.contains(&format!("Successfully cloned from {SOURCE_NS}/{golden} into {TARGET_NS}/{copy}")),
+        events.contains(&format!(
+            "Successfully cloned from {SOURCE_NS}/{golden} into {TARGET_NS}/{copy}"
+        )),
         "{events}"
     );
     wait_for(

@@ -12,7 +12,8 @@ use super::data_volumes::{boots_and_reads_the_label, node_dir, vm_booting_from_t
 use super::support::{Cleanup, field, get, kubectl_ok, virtctl, wait_for};
 
 /// The test guest's disk, as `make guest` leaves it.
-pub(super) const GUEST_QCOW2: &str = "/var/lib/kubevirt-rs/images/localhost/kubevirt-rs/testguest/latest/disk/testguest.qcow2";
+pub(super) const GUEST_QCOW2: &str =
+    "/var/lib/kubevirt-rs/images/localhost/kubevirt-rs/testguest/latest/disk/testguest.qcow2";
 
 /// The upload proxy's address on the host: the NodePort on node 1, from CDIConfig.
 fn proxy_url() -> String {

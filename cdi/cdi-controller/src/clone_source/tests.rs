@@ -52,7 +52,7 @@ fn the_source_pod_has_upstreams_name_environment_and_read_only_source() {
     let get = |name: &str| env.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
     assert_eq!(
         get("UPLOAD_URL"),
-        Some(json!("https://cdi-upload-copy.dst.svc/v1beta1/upload"))
+        Some(json!("https://cdi-upload-copy.dst.svc:8443/v1beta1/upload"))
     );
     assert_eq!(get("SERVER_CA_CERT"), Some(json!("SERVER CA")));
     assert_eq!(get("OWNER_UID"), Some(json!("dv-uid")));
