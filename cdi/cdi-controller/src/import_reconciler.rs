@@ -4,15 +4,13 @@
 
 use cdi_api::cdi_config::DEFAULT_FILESYSTEM_OVERHEAD;
 use cdi_api::{CDIConfig, DataVolume, DataVolumePhase};
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::cdi_pki::ServingCertificates;
 use crate::claim_spec::{self, ChosenClass, ClassCandidate};
-use crate::clone_source::{self, CloneSourceArgs};
 use crate::cluster_api::{ApiError, CdiApi, EventSubject};
-use crate::import_plan::clone::{self, CloneFacts};
 use crate::import_plan::{self, ImportFacts, ImporterSettings, Step, Transfer};
 use crate::import_progress::{self, ImporterMetrics};
 use crate::importer_pod;
@@ -202,15 +200,15 @@ pub async fn reconcile<A: CdiApi, M: ImporterMetrics, C: ServingCertificates>(
             namespace: source_namespace,
             name: source,
         }) => Some(
-            observe_clone(
+            // Boxed, as the steps below: a pass's future stays small.
+            Box::pin(clone::observe(
                 api,
                 data_volume,
                 claim.as_ref(),
-                source_namespace,
-                source,
+                (source_namespace, source),
                 &settings,
                 now,
-            )
+            ))
             .await?,
         ),
         _ => None,
@@ -224,11 +222,30 @@ pub async fn reconcile<A: CdiApi, M: ImporterMetrics, C: ServingCertificates>(
         wait_for_first_consumer: class.as_ref().is_some_and(|(_, wffc)| *wffc),
         settings: &settings,
         progress,
-        clone: clone_source.as_ref().map(CloneSourceView::facts),
+        clone: clone_source.as_ref().map(clone::SourceView::facts),
     };
     let steps = import_plan::plan(&facts, now);
+    let phase = Box::pin(apply(api, certificates, data_volume, claim.as_ref(), steps)).await?;
+    Ok(match phase {
+        DataVolumePhase::Succeeded | DataVolumePhase::Failed => Next::Rest,
+        // The progress is read again soon (upstream's 2 s) while the importer runs.
+        _ if address.is_some() => Next::Soon,
+        _ => Next::LookAgain,
+    })
+}
+
+/// Applies a pass's steps in order; gives the phase the DataVolume is left in.
+async fn apply<A: CdiApi, C: ServingCertificates>(
+    api: &A,
+    certificates: &C,
+    data_volume: &DataVolume,
+    claim: Option<&PersistentVolumeClaim>,
+    steps: Vec<Step>,
+) -> Result<DataVolumePhase, ApiError> {
+    let namespace = data_volume.metadata.namespace.as_deref().unwrap_or_default();
+    let name = data_volume.metadata.name.as_deref().unwrap_or_default();
     let mut phase = data_volume.status.as_ref().map(|s| s.phase).unwrap_or_default();
-    let claim_meta = claim.as_ref().map(|c| c.metadata.clone()).unwrap_or_default();
+    let claim_meta = claim.map(|c| c.metadata.clone()).unwrap_or_default();
     for step in steps {
         match step {
             Step::CreateClaim(claim) | Step::CreateScratchClaim(claim) => api.create_claim(&claim).await?,
@@ -239,7 +256,7 @@ pub async fn reconcile<A: CdiApi, M: ImporterMetrics, C: ServingCertificates>(
             Step::CreateUploadServer(server) => create_upload_server(api, certificates, &server).await?,
             Step::DeleteService(service) => api.delete_service(namespace, &service).await?,
             Step::DeleteSecret(secret) => api.delete_secret(namespace, &secret).await?,
-            Step::CreateCloneSource(args) => create_clone_source(api, certificates, &args).await?,
+            Step::CreateCloneSource(args) => clone::create_source(api, certificates, &args).await?,
             Step::DeleteCloneSource {
                 namespace: source_namespace,
                 name: pod,
@@ -266,12 +283,7 @@ pub async fn reconcile<A: CdiApi, M: ImporterMetrics, C: ServingCertificates>(
             }
         }
     }
-    Ok(match phase {
-        DataVolumePhase::Succeeded | DataVolumePhase::Failed => Next::Rest,
-        // The progress is read again soon (upstream's 2 s) while the importer runs.
-        _ if address.is_some() => Next::Soon,
-        _ => Next::LookAgain,
-    })
+    Ok(phase)
 }
 
 /// Creates an upload server: its Service, a certificate for the Service's names in its Secret
@@ -330,126 +342,14 @@ pub async fn release_claim<A: CdiApi>(api: &A, namespace: &str, name: &str) -> R
     Ok(())
 }
 
-/// What a pass read of a clone's source.
-struct CloneSourceView {
-    claim: Option<PersistentVolumeClaim>,
-    pod: Option<Pod>,
-    users: Vec<String>,
-    authorized: Result<(), String>,
-}
-
-impl CloneSourceView {
-    fn facts(&self) -> CloneFacts<'_> {
-        CloneFacts {
-            source_claim: self.claim.as_ref(),
-            source_pod: self.pod.as_ref(),
-            source_users: &self.users,
-            authorized: self.authorized.as_ref().map(|()| ()).map_err(String::as_str),
-        }
-    }
-}
-
-/// Reads a clone's source claim, its source pod and the source's other users, and checks the
-/// DataVolume's token (only until the target claim is made: the claim is the clone's record).
-async fn observe_clone<A: CdiApi>(
-    api: &A,
-    data_volume: &DataVolume,
-    target: Option<&PersistentVolumeClaim>,
-    source_namespace: &str,
-    source: &str,
-    settings: &ImporterSettings,
-    now: &Time,
-) -> Result<CloneSourceView, ApiError> {
-    let source_claim = api.claim(source_namespace, source).await?;
-    let pod_name = target
-        .and_then(|t| t.metadata.uid.as_deref())
-        .map(cdi_api::clone::source_pod_name);
-    let pod = match &pod_name {
-        Some(pod_name) => api.pod(source_namespace, pod_name).await?,
-        None => None,
-    };
-    let waits_for_source = target.is_some_and(|t| {
-        t.metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(crate::claim_annotations::ann::POD_READY))
-            .is_some_and(|r| r == "true")
-    }) && pod.is_none();
-    let users = if waits_for_source {
-        clone::users_of(
-            &api.pods(source_namespace).await?,
-            source,
-            pod_name.as_deref().unwrap_or_default(),
-        )
-    } else {
-        Vec::new()
-    };
-    let authorized = if target.is_some() {
-        Ok(())
-    } else {
-        clone::authorize(
-            data_volume,
-            settings.clone_tokens.as_ref(),
-            source_namespace,
-            source,
-            now.0.as_second(),
-        )
-    };
-    Ok(CloneSourceView {
-        claim: source_claim,
-        pod,
-        users,
-        authorized,
-    })
-}
-
-/// Creates a clone's source pod, then its client certificate in a Secret owned by the pod (the
-/// pod waits for the Secret its environment names).
-async fn create_clone_source<A: CdiApi, C: ServingCertificates>(
-    api: &A,
-    certificates: &C,
-    args: &CloneSourceArgs,
-) -> Result<(), ApiError> {
-    let certificate_error = |e: rcgen::Error| ApiError::Certificate {
-        service: clone_source_name(args),
-        message: e.to_string(),
-    };
-    let client_name = cdi_api::clone::client_name(
-        &args.source_namespace,
-        &args.source,
-        &args.target_namespace,
-        &args.target,
-    );
-    let issued = certificates.issue_client(&client_name).map_err(certificate_error)?;
-    let source = clone_source::render(args, &issued.server_ca);
-    api.create_pod(&source.pod).await?;
-    let name = source.pod.metadata.name.clone().unwrap_or_default();
-    let Some(created) = api.pod(&args.source_namespace, &name).await? else {
-        return Ok(());
-    };
-    let secret = clone_source::certificate_secret(&created, &issued.cert, &issued.key);
-    if let Err(error) = api.put_secret(&secret).await {
-        // A pod without its Secret would wait forever: it goes, and the next pass makes both.
-        api.delete_pod(&args.source_namespace, &name).await?;
-        return Err(error);
-    }
-    Ok(())
-}
-
-fn clone_source_name(args: &CloneSourceArgs) -> String {
-    format!(
-        "{}/{}",
-        args.source_namespace,
-        cdi_api::clone::source_pod_name(&args.target_uid)
-    )
-}
-
 /// Records an event; one that cannot be recorded is logged and the pass goes on.
 async fn record<A: CdiApi>(api: &A, subject: EventSubject<'_>, event_type: &'static str, reason: &str, message: &str) {
     if let Err(error) = api.record_event(subject, event_type, reason, message).await {
         tracing::warn!(%error, reason, "an event could not be recorded");
     }
 }
+
+mod clone;
 
 #[cfg(test)]
 mod tests;

@@ -293,7 +293,7 @@ async fn a_clones_disk_is_written_as_it_comes_even_when_it_looks_compressed() {
     // A raw disk that begins like a gzip stream: an upload would take the gzip off, a clone must
     // not.
     let mut disk = gzip(&raw_disk(MIB));
-    disk.resize(2 * MIB as usize, 0);
+    disk.resize(2 << 20, 0);
     let answer = client
         .send(
             server.address,

@@ -2,7 +2,7 @@ use pretty_assertions::assert_eq;
 
 use super::*;
 
-fn review(operation: &str, object: Value) -> Value {
+fn review(operation: &str, object: &Value) -> Value {
     json!({
         "apiVersion": "admission.k8s.io/v1",
         "kind": "AdmissionReview",
@@ -31,7 +31,7 @@ fn clone_of(namespace: Option<&str>) -> Value {
 
 #[test]
 fn a_clone_is_checked_in_the_source_namespace_for_its_creator() {
-    let (uid, admission) = read(&review("CREATE", clone_of(Some("src")))).expect("read");
+    let (uid, admission) = read(&review("CREATE", &clone_of(Some("src")))).expect("read");
     assert_eq!(uid, "req-1");
     let Admission::Clone(clone) = admission else {
         panic!("a clone")
@@ -59,7 +59,7 @@ fn a_clone_is_checked_in_the_source_namespace_for_its_creator() {
 
 #[test]
 fn a_source_without_a_namespace_is_in_the_targets() {
-    let (_, admission) = read(&review("CREATE", clone_of(None))).expect("read");
+    let (_, admission) = read(&review("CREATE", &clone_of(None))).expect("read");
     let Admission::Clone(clone) = admission else {
         panic!("a clone")
     };
@@ -69,9 +69,9 @@ fn a_source_without_a_namespace_is_in_the_targets() {
 #[test]
 fn other_sources_and_updates_are_admitted_as_they_are() {
     let import = json!({"metadata": {"name": "a"}, "spec": {"source": {"http": {"url": "http://x"}}}});
-    assert_eq!(read(&review("CREATE", import)).expect("read").1, Admission::Admit);
+    assert_eq!(read(&review("CREATE", &import)).expect("read").1, Admission::Admit);
     assert_eq!(
-        read(&review("UPDATE", clone_of(Some("src")))).expect("read").1,
+        read(&review("UPDATE", &clone_of(Some("src")))).expect("read").1,
         Admission::Admit
     );
     assert!(read(&json!({"kind": "AdmissionReview"})).is_err());
@@ -79,7 +79,7 @@ fn other_sources_and_updates_are_admitted_as_they_are() {
 
 #[test]
 fn the_token_is_patched_in_and_a_denial_names_upstreams_reason() {
-    let (_, Admission::Clone(mut clone)) = read(&review("CREATE", clone_of(Some("src")))).expect("read") else {
+    let (_, Admission::Clone(mut clone)) = read(&review("CREATE", &clone_of(Some("src")))).expect("read") else {
         panic!("a clone")
     };
     assert_eq!(

@@ -1,0 +1,125 @@
+//! A pass's reads and writes for a clone: the source claim, the source pod and the source's other
+//! users, the DataVolume's token checked; the source pod made, then its certificate.
+
+use cdi_api::DataVolume;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use crate::cdi_pki::ServingCertificates;
+use crate::clone_source::{self, CloneSourceArgs};
+use crate::cluster_api::{ApiError, CdiApi};
+use crate::import_plan::ImporterSettings;
+use crate::import_plan::clone::{self as plan, CloneFacts};
+
+/// What a pass read of a clone's source.
+pub(super) struct SourceView {
+    claim: Option<PersistentVolumeClaim>,
+    pod: Option<Pod>,
+    users: Vec<String>,
+    authorized: Result<(), String>,
+}
+
+impl SourceView {
+    pub(super) fn facts(&self) -> CloneFacts<'_> {
+        CloneFacts {
+            source_claim: self.claim.as_ref(),
+            source_pod: self.pod.as_ref(),
+            source_users: &self.users,
+            authorized: self.authorized.as_ref().copied().map_err(String::as_str),
+        }
+    }
+}
+
+/// Reads a clone's source claim, its source pod and the source's other users, and checks the
+/// DataVolume's token (only until the target claim is made: the claim is the clone's record).
+pub(super) async fn observe<A: CdiApi>(
+    api: &A,
+    data_volume: &DataVolume,
+    target: Option<&PersistentVolumeClaim>,
+    (source_namespace, source): (&str, &str),
+    settings: &ImporterSettings,
+    now: &Time,
+) -> Result<SourceView, ApiError> {
+    let source_claim = api.claim(source_namespace, source).await?;
+    let pod_name = target
+        .and_then(|t| t.metadata.uid.as_deref())
+        .map(cdi_api::clone::source_pod_name);
+    let pod = match &pod_name {
+        Some(pod_name) => api.pod(source_namespace, pod_name).await?,
+        None => None,
+    };
+    let waits_for_source = target.is_some_and(|t| {
+        t.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(crate::claim_annotations::ann::POD_READY))
+            .is_some_and(|r| r == "true")
+    }) && pod.is_none();
+    let users = if waits_for_source {
+        plan::users_of(
+            &api.pods(source_namespace).await?,
+            source,
+            pod_name.as_deref().unwrap_or_default(),
+        )
+    } else {
+        Vec::new()
+    };
+    let authorized = if target.is_some() {
+        Ok(())
+    } else {
+        plan::authorize(
+            data_volume,
+            settings.clone_tokens.as_ref(),
+            source_namespace,
+            source,
+            now.0.as_second(),
+        )
+    };
+    Ok(SourceView {
+        claim: source_claim,
+        pod,
+        users,
+        authorized,
+    })
+}
+
+/// Creates a clone's source pod, then its client certificate in a Secret owned by the pod (the
+/// pod waits for the Secret its environment names).
+pub(super) async fn create_source<A: CdiApi, C: ServingCertificates>(
+    api: &A,
+    certificates: &C,
+    args: &CloneSourceArgs,
+) -> Result<(), ApiError> {
+    let certificate_error = |e: rcgen::Error| ApiError::Certificate {
+        service: clone_source_name(args),
+        message: e.to_string(),
+    };
+    let client_name = cdi_api::clone::client_name(
+        &args.source_namespace,
+        &args.source,
+        &args.target_namespace,
+        &args.target,
+    );
+    let issued = certificates.issue_client(&client_name).map_err(certificate_error)?;
+    let source = clone_source::render(args, &issued.server_ca);
+    api.create_pod(&source.pod).await?;
+    let name = source.pod.metadata.name.clone().unwrap_or_default();
+    let Some(created) = api.pod(&args.source_namespace, &name).await? else {
+        return Ok(());
+    };
+    let secret = clone_source::certificate_secret(&created, &issued.cert, &issued.key);
+    if let Err(error) = api.put_secret(&secret).await {
+        // A pod without its Secret would wait forever: it goes, and the next pass makes both.
+        api.delete_pod(&args.source_namespace, &name).await?;
+        return Err(error);
+    }
+    Ok(())
+}
+
+fn clone_source_name(args: &CloneSourceArgs) -> String {
+    format!(
+        "{}/{}",
+        args.source_namespace,
+        cdi_api::clone::source_pod_name(&args.target_uid)
+    )
+}
