@@ -23,7 +23,7 @@ guest: deps
 # The shipped binaries only: building the whole workspace would turn on the `testing` feature
 # the benchmark programs need, and put the test doubles into them.
 build: deps
-	$(CARGO) build -p virt-launcher -p virt-handler -p virt-controller -p virt-api -p virtctl -p container-disk -p cdi-apiserver -p cdi-controller -p cdi-importer -p cdi-uploadproxy -p cdi-uploadserver -p cdi-cloner
+	$(CARGO) build -p virt-launcher -p virt-handler -p virt-controller -p virt-api -p virtctl -p container-disk -p cdi-apiserver -p cdi-controller -p cdi-importer -p cdi-uploadproxy -p cdi-uploadserver -p cdi-cloner -p hostpath-csi-driver
 
 run: guest build
 	target/debug/virt-launcher run --vmi $(VMI) --force-emulation
@@ -34,13 +34,13 @@ fmt:
 # The tiers that need root, a real libvirt and QEMU, network namespaces or the host tools `make deps`
 # installs sit behind each crate's `host-tests` feature: plain `cargo test` leaves them out, so a
 # contributor's loop runs as any user; `make test` runs them all.
-HOST_TESTS := --features cdi-importer/host-tests,cdi-uploadserver/host-tests,cmd-protocol/host-tests,pod-network/host-tests,domain-xml/host-tests,kubevirt-tests/host-tests,virt-api/host-tests,virt-handler/host-tests,virt-launcher/host-tests
+HOST_TESTS := --features cdi-importer/host-tests,cdi-uploadserver/host-tests,hostpath-csi-driver/host-tests,cmd-protocol/host-tests,pod-network/host-tests,domain-xml/host-tests,kubevirt-tests/host-tests,virt-api/host-tests,virt-handler/host-tests,virt-launcher/host-tests
 
 # The second pass lints the shipped crates as the images build them: without the `testing`
 # feature that the test crates turn on.
 lint:
 	$(CARGO) clippy --workspace --all-targets $(HOST_TESTS) -- -D warnings
-	$(CARGO) clippy -p kubevirt-api -p pod-network -p virt-launcher -p virt-handler -p virt-controller -p virt-api -p cdi-api -p cdi-apiserver -p cdi-controller -p cdi-importer -p cdi-token -p cdi-uploadproxy -p cdi-uploadserver -p cdi-cloner -- -D warnings
+	$(CARGO) clippy -p kubevirt-api -p pod-network -p virt-launcher -p virt-handler -p virt-controller -p virt-api -p cdi-api -p cdi-apiserver -p cdi-controller -p cdi-importer -p cdi-token -p cdi-uploadproxy -p cdi-uploadserver -p cdi-cloner -p hostpath-csi-driver -- -D warnings
 
 # Golden files are compared, never rewritten, whatever the environment says. The kubectl tests
 # use the kubectl built with the test cluster's binaries.
