@@ -64,6 +64,10 @@ build_cluster_images() {
         "$registry:/usr/bin/docker-registry" "$CLUSTER_REPO/cluster/test-registry/config.yml:/etc/docker/registry/config.yml" \
         "$(readlink -f /lib/x86_64-linux-gnu/libc.so.6):/lib/x86_64-linux-gnu/libc.so.6" \
         "$(readlink -f /lib64/ld-linux-x86-64.so.2):/lib64/ld-linux-x86-64.so.2"
+    # Upstream's external-provisioner sidecar, built from its Go module (hostpath-provisioner/).
+    local provisioner
+    provisioner=$("$CLUSTER_REPO/hostpath-provisioner/build-go-tool.sh" csi-provisioner) || die "building csi-provisioner failed"
+    build_scratch_image localhost/kubevirt-rs/csi-provisioner:latest /csi-provisioner "$provisioner:/csi-provisioner"
     build_scratch_image "registry.k8s.io/pause:$(cat "$CLUSTER_BIN/pause.version")" /pause "$CLUSTER_BIN/pause:/pause"
     build_scratch_image "$COREDNS_IMAGE" /coredns "$CLUSTER_BIN/coredns:/coredns"
 }
@@ -74,6 +78,7 @@ cluster_images() {
     echo localhost/kubevirt-rs/cdi-controller:latest localhost/kubevirt-rs/cdi-importer:latest
     echo localhost/kubevirt-rs/cdi-uploadserver:latest localhost/kubevirt-rs/cdi-uploadproxy:latest
     echo localhost/kubevirt-rs/cdi-apiserver:latest localhost/kubevirt-rs/cdi-cloner:latest
+    echo localhost/kubevirt-rs/hostpath-csi-driver:latest localhost/kubevirt-rs/csi-provisioner:latest
     echo localhost/kubevirt-rs/testguest:latest localhost/kubevirt-rs/testclient:latest
     echo localhost/kubevirt-rs/test-registry:latest
     echo "registry.k8s.io/pause:$(cat "$CLUSTER_BIN/pause.version")" "$COREDNS_IMAGE"

@@ -14,6 +14,11 @@ install_kubevirt() {
     sed "s/NODE_IP/$(node_ip 1)/" "$CLUSTER_REPO/cluster/cdi/uploadproxy-nodeport.yaml" \
         | "${k[@]}" apply -f - >>"$CLUSTER_LOGS/cdi.log" 2>&1 \
         || die "exposing the upload proxy failed: $(tail -5 "$CLUSTER_LOGS/cdi.log")"
+    # The hostpath provisioner's CSI driver on every node, and its StorageClass `hostpath-csi`.
+    "${k[@]}" apply -k "$CLUSTER_REPO/manifests/hostpath-provisioner" >"$CLUSTER_LOGS/hostpath-provisioner.log" 2>&1 \
+        && "${k[@]}" apply -f "$CLUSTER_REPO/manifests/hostpath-provisioner/storageclass-hostpath-csi.yaml" \
+            >>"$CLUSTER_LOGS/hostpath-provisioner.log" 2>&1 \
+        || die "installing the hostpath provisioner failed: $(tail -5 "$CLUSTER_LOGS/hostpath-provisioner.log")"
     # The KubeVirt object waits for its CRD: the first apply may refuse it, the second takes it.
     "${k[@]}" apply -k "$CLUSTER_REPO/manifests/install" >"$CLUSTER_LOGS/install.log" 2>&1 || true
     wait_for "the CRDs are Established" 60 "${k[@]}" wait --for=condition=Established --timeout=1s \
@@ -28,6 +33,9 @@ install_kubevirt() {
     wait_for "CDI is Ready" 300 kubectl_admin -n cdi rollout status --timeout=1s deployment/cdi-deployment \
         deployment/cdi-uploadproxy deployment/cdi-apiserver \
         || die "CDI did not become Ready: $("${k[@]}" -n cdi get pods -o wide 2>&1)"
+    wait_for "the hostpath provisioner runs on every node" 300 kubectl_admin -n hostpath-provisioner rollout status \
+        --timeout=1s daemonset/hostpath-provisioner-csi \
+        || die "the hostpath provisioner did not start: $("${k[@]}" -n hostpath-provisioner get pods -o wide 2>&1)"
     wait_for "virt-api, virt-controller and virt-handler are Ready" 300 kubevirt_is_ready \
         || die "kubevirt-rs did not become Ready: $("${k[@]}" -n kubevirt get pods -o wide 2>&1)"
     wait_for "the subresources.kubevirt.io APIServices are Available" 120 "${k[@]}" wait --for=condition=Available \
@@ -60,20 +68,21 @@ kubevirt_is_ready() {
 }
 
 # A component whose pods run another image than the one in the local store (it was rebuilt and
-# copied to the node) is restarted. Each entry: namespace, label key, image, workload.
+# copied to the node) is restarted. Each entry: namespace, its pods' label, image, workload.
 restart_changed_components() {
-    local entry namespace label image workload ids wanted
-    for entry in kubevirt:kubevirt.io:virt-api:deployment/virt-api \
-        kubevirt:kubevirt.io:virt-controller:deployment/virt-controller \
-        kubevirt:kubevirt.io:virt-handler:daemonset/virt-handler \
-        cdi:cdi.kubevirt.io:cdi-controller:deployment/cdi-deployment \
-        cdi:cdi.kubevirt.io:cdi-uploadproxy:deployment/cdi-uploadproxy \
-        cdi:cdi.kubevirt.io:cdi-apiserver:deployment/cdi-apiserver; do
-        IFS=: read -r namespace label image workload <<<"$entry"
+    local entry namespace selector image workload ids wanted
+    for entry in kubevirt:kubevirt.io=virt-api:virt-api:deployment/virt-api \
+        kubevirt:kubevirt.io=virt-controller:virt-controller:deployment/virt-controller \
+        kubevirt:kubevirt.io=virt-handler:virt-handler:daemonset/virt-handler \
+        cdi:cdi.kubevirt.io=cdi-deployment:cdi-controller:deployment/cdi-deployment \
+        cdi:cdi.kubevirt.io=cdi-uploadproxy:cdi-uploadproxy:deployment/cdi-uploadproxy \
+        cdi:cdi.kubevirt.io=cdi-apiserver:cdi-apiserver:deployment/cdi-apiserver \
+        hostpath-provisioner:k8s-app=hostpath-provisioner:hostpath-csi-driver:daemonset/hostpath-provisioner-csi; do
+        IFS=: read -r namespace selector image workload <<<"$entry"
         wanted=sha256:$(podman_vfs image inspect --format '{{.Id}}' "localhost/kubevirt-rs/$image:latest") \
             || die "image localhost/kubevirt-rs/$image:latest is missing"
-        ids=$(kubectl_admin -n "$namespace" get pods -l "$label=${workload#*/}" \
-            -o jsonpath='{range .items[*]}{.status.containerStatuses[0].imageID}{"\n"}{end}')
+        ids=$(kubectl_admin -n "$namespace" get pods -l "$selector" \
+            -o jsonpath="{range .items[*]}{.status.containerStatuses[?(@.image==\"localhost/kubevirt-rs/$image:latest\")].imageID}{\"\\n\"}{end}")
         if grep -qv "^$wanted\$" <<<"$ids"; then
             kubectl_admin -n "$namespace" rollout restart "$workload" >/dev/null
             say "restarted $image for its new image"

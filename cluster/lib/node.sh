@@ -2,7 +2,8 @@
 # kube-proxy run (sourced by up.sh and down.sh).
 #
 # The node's mount namespace binds its own folders over the paths a node's software uses
-# (/var/lib/kubelet, /var/lib/containerd, /run/containerd, /var/run/kubevirt, /etc/cni/net.d, ...),
+# (/var/lib/kubelet, /var/lib/containerd, /run/containerd, /var/run/kubevirt, /etc/cni/net.d, the
+# hostpath provisioner's pool /var/hpvolumes, ...),
 # so every node looks like a machine of its own at upstream's paths, and a second node can join
 # with its own root directory, runtime state and network. The node's PID 1 is tini: stopping it
 # ends every process the node started, pods and VMs included.
@@ -19,6 +20,7 @@ NODE_BINDS=(
     /etc/cni/net.d:cni/net.d
     /var/log/pods:log/pods
     /var/log/containers:log/containers
+    /var/hpvolumes:hpvolumes
 )
 
 # The kernel settings the kubelet changes on start (protectKernelDefaults: false), which are not
@@ -43,7 +45,7 @@ write_node_config() {
     name=$(node_name "$n")
     ip=$(node_ip "$n")
     cidr=$(node_pod_cidr "$n")
-    mkdir -p "$dir"/{kubelet,containerd,run/containerd,run/kubevirt,run/kubevirt-private,run/netns,cni/state,cni/net.d,log/pods,log/containers}
+    mkdir -p "$dir"/{kubelet,containerd,run/containerd,run/kubevirt,run/kubevirt-private,run/netns,cni/state,cni/net.d,log/pods,log/containers,hpvolumes}
     cat >"$dir/containerd.toml" <<EOF
 version = 2
 root = "/var/lib/containerd"

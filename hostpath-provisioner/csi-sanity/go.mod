@@ -1,5 +1,5 @@
 // csi-sanity (github.com/kubernetes-csi/csi-test), which checks the hostpath CSI driver against the
-// CSI spec in its host tests. A module of its own, built by build.sh.
+// CSI spec in its host tests. A module of its own, built by ../build-go-tool.sh.
 module kubevirt-rs/hostpath-provisioner/csi-sanity
 
 go 1.26.8

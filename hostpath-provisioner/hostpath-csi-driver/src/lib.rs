@@ -9,19 +9,28 @@
 //! - [`pools`]: the storage pools (`--datadir`) and how a request names one.
 //! - [`host`]: the node's filesystem and mounts, behind a trait (a fake for tests).
 //! - [`identity`], [`controller`], [`node`]: the three services; [`server`]: the socket.
+//! - [`registration`]: the driver's registration with its kubelet (upstream's
+//!   node-driver-registrar sidecar's job).
 
 pub mod controller;
 pub mod host;
 pub mod identity;
 pub mod node;
 pub mod pools;
+pub mod registration;
 pub mod server;
 
 #[cfg(test)]
 mod services_tests;
 
+/// The kubelet's plugin registration API (`pluginregistration`).
+#[allow(missing_docs, clippy::pedantic, clippy::nursery, reason = "generated code")]
+pub mod registration_api {
+    tonic::include_proto!("pluginregistration");
+}
+
 /// The CSI messages and services (`csi.v1`).
-#[expect(missing_docs, clippy::pedantic, clippy::nursery, reason = "generated code")]
+#[allow(missing_docs, clippy::pedantic, clippy::nursery, reason = "generated code")]
 pub mod csi {
     tonic::include_proto!("csi.v1");
 }

@@ -8,6 +8,7 @@ use anyhow::Context as _;
 use clap::Parser;
 use hostpath_csi_driver::host::{Host as _, RealHost};
 use hostpath_csi_driver::pools::Pools;
+use hostpath_csi_driver::registration::{self, Registrar};
 use hostpath_csi_driver::server::{self, Driver};
 
 #[derive(Debug, Parser)]
@@ -28,6 +29,13 @@ struct Args {
     /// The driver's version.
     #[arg(long)]
     version: String,
+    /// The CSI socket as the kubelet sees it; with it the driver registers with the kubelet
+    /// through --registration-dir, as node-driver-registrar's --kubelet-registration-path.
+    #[arg(long)]
+    kubelet_registration_path: Option<String>,
+    /// The kubelet's plugins_registry directory, as mounted.
+    #[arg(long, default_value = "/registration")]
+    registration_dir: std::path::PathBuf,
     /// Log verbosity, upstream's --v.
     #[arg(long = "v", default_value_t = 1)]
     verbosity: u8,
@@ -55,7 +63,23 @@ async fn run(args: Args) -> anyhow::Result<()> {
         node_id: args.nodeid,
         pools,
     };
-    server::serve(driver, host, path, stop).await?;
+    let Some(endpoint) = args.kubelet_registration_path else {
+        server::serve(driver, host, path, stop).await?;
+        return Ok(());
+    };
+    let registrar = Registrar {
+        driver: driver.name.clone(),
+        endpoint,
+    };
+    let socket = registration::socket_in(&args.registration_dir, &driver.name);
+    // Registered once the CSI socket listens; both stop together.
+    let (served, registered) = tokio::join!(
+        server::serve(driver, host, path, stop.clone()),
+        registration::serve(registrar, socket, stop.clone()),
+    );
+    stop.cancel();
+    served?;
+    registered?;
     Ok(())
 }
 

@@ -63,17 +63,11 @@ pub fn socket_path(endpoint: &str) -> Result<PathBuf, ServeError> {
     Ok(PathBuf::from(endpoint))
 }
 
-/// Serves the three services for `driver` on the socket at `path` with `host`, until `stop`.
+/// A unix socket listening at `path`, replacing a stale one.
 ///
 /// # Errors
-/// [`ServeError`].
-pub async fn serve<H: Host>(
-    driver: Driver,
-    host: Arc<H>,
-    path: PathBuf,
-    stop: CancellationToken,
-) -> Result<(), ServeError> {
-    let path = path.as_path();
+/// [`ServeError::Listen`].
+pub fn bind(path: &Path) -> Result<tokio::net::UnixListener, ServeError> {
     let listen_error = |source| ServeError::Listen {
         path: path.to_owned(),
         source,
@@ -85,7 +79,21 @@ pub async fn serve<H: Host>(
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(listen_error)?;
     }
-    let listener = tokio::net::UnixListener::bind(path).map_err(listen_error)?;
+    tokio::net::UnixListener::bind(path).map_err(listen_error)
+}
+
+/// Serves the three services for `driver` on the socket at `path` with `host`, until `stop`.
+///
+/// # Errors
+/// [`ServeError`].
+pub async fn serve<H: Host>(
+    driver: Driver,
+    host: Arc<H>,
+    path: PathBuf,
+    stop: CancellationToken,
+) -> Result<(), ServeError> {
+    let path = path.as_path();
+    let listener = bind(path)?;
     tracing::info!(socket = %path.display(), driver = %driver.name, node = %driver.node_id, "serving CSI");
     let served = tonic::transport::Server::builder()
         .add_service(IdentityServer::new(IdentityService {

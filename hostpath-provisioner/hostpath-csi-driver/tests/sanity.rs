@@ -1,5 +1,5 @@
 //! csi-sanity (kubernetes-csi/csi-test, built from its Go module by
-//! `hostpath-provisioner/csi-sanity/build.sh`) against the real driver: Identity, Controller and
+//! `hostpath-provisioner/build-go-tool.sh csi-sanity`) against the real driver: Identity, Controller and
 //! Node as the CSI spec has them, bind mounts included (so as root). Upstream's own sanity run
 //! skips the same one test: a volume's capacity is its pool's, whatever was asked.
 
@@ -13,8 +13,11 @@ use hostpath_csi_driver::pools::Pools;
 use hostpath_csi_driver::server::{Driver, serve};
 
 fn csi_sanity() -> String {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../csi-sanity/build.sh");
-    let output = Command::new(script).output().expect("running csi-sanity/build.sh");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../build-go-tool.sh");
+    let output = Command::new(script)
+        .arg("csi-sanity")
+        .output()
+        .expect("running build-go-tool.sh");
     assert!(
         output.status.success(),
         "building csi-sanity failed: {}",
