@@ -10,8 +10,9 @@
 //! - [`host`]: the node's filesystem and mounts, behind a trait (a fake for tests).
 //! - [`identity`], [`controller`], [`node`]: the three services; [`server`]: the socket.
 //! - [`registration`]: the driver's registration with its kubelet (upstream's
-//!   node-driver-registrar sidecar's job).
+//!   node-driver-registrar sidecar's job), behind [`authority`].
 
+pub mod authority;
 pub mod controller;
 pub mod host;
 pub mod identity;

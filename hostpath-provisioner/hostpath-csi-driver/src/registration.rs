@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
+use crate::authority::AuthorityFix;
 use crate::registration_api::registration_server::{Registration, RegistrationServer};
 use crate::registration_api::{InfoRequest, PluginInfo, RegistrationStatus, RegistrationStatusResponse};
 use crate::server::ServeError;
@@ -55,6 +56,15 @@ pub fn socket_in(dir: &Path, driver: &str) -> PathBuf {
     dir.join(format!("{driver}-reg.sock"))
 }
 
+/// The connections on `listener`, each behind an [`AuthorityFix`] (the kubelet's requests name
+/// the socket's path as their authority).
+fn incoming(
+    listener: tokio::net::UnixListener,
+) -> impl tokio_stream::Stream<Item = std::io::Result<AuthorityFix<tokio::net::UnixStream>>> {
+    use tokio_stream::StreamExt as _;
+    tokio_stream::wrappers::UnixListenerStream::new(listener).map(|accepted| accepted.map(AuthorityFix::new))
+}
+
 /// Serves `registrar` on `path` until `stop`; the socket is removed when it stops (so the kubelet
 /// forgets the driver).
 ///
@@ -65,7 +75,7 @@ pub async fn serve(registrar: Registrar, path: PathBuf, stop: CancellationToken)
     tracing::info!(socket = %path.display(), endpoint = %registrar.endpoint, "serving the kubelet's plugin registration");
     let served = tonic::transport::Server::builder()
         .add_service(RegistrationServer::new(registrar))
-        .serve_with_incoming_shutdown(tokio_stream::wrappers::UnixListenerStream::new(listener), async move {
+        .serve_with_incoming_shutdown(incoming(listener), async move {
             stop.cancelled().await;
         })
         .await;
