@@ -19,6 +19,7 @@ mod dns;
 mod drain;
 mod faults;
 mod host_disk;
+mod hostpath;
 mod install;
 mod instancetypes;
 mod migration;

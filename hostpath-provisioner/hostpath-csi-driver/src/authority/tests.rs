@@ -13,7 +13,10 @@ fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
 }
 
 /// What the server reads: its frames, and the header blocks decoded.
-fn read_frames(mut bytes: &[u8]) -> (Vec<(u8, u8, u32)>, Vec<Vec<(Vec<u8>, Vec<u8>)>>) {
+/// A decoded header block.
+type HeaderList = Vec<(Vec<u8>, Vec<u8>)>;
+
+fn read_frames(mut bytes: &[u8]) -> (Vec<(u8, u8, u32)>, Vec<HeaderList>) {
     assert!(bytes.starts_with(PREFACE));
     bytes = &bytes[PREFACE.len()..];
     let mut decoder = fluke_hpack::Decoder::new();
