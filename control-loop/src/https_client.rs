@@ -75,12 +75,15 @@ pub async fn send(
     })
 }
 
-async fn exchange<S>(
+/// Sends `request` on the connection `io` (HTTP/1.1), driving the connection on a task.
+pub(crate) async fn exchange<S, B>(
     io: S,
-    request: hyper::Request<RequestBody>,
+    request: hyper::Request<B>,
 ) -> Result<hyper::Response<hyper::body::Incoming>, String>
 where
     S: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    B: hyper::body::Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let (mut sender, connection) = hyper::client::conn::http1::handshake(io)
         .await

@@ -5,35 +5,22 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
+use cdi_importer::pod_process;
 use cdi_importer::run::write_termination_message;
-use tracing::{error, info};
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-        .with_writer(std::io::stderr)
-        .init();
-    match run_main() {
-        Ok(sent) => {
-            info!(bytes = sent, "the source disk is sent");
-            write_termination_message(&serde_json::json!({ "message": cdi_cloner::COMPLETE }).to_string());
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            error!("{e:#}");
-            write_termination_message(&serde_json::json!({ "message": format!("Unable to clone: {e:#}") }).to_string());
-            ExitCode::FAILURE
-        }
-    }
+    pod_process::main(
+        |e| serde_json::json!({ "message": format!("Unable to clone: {e}") }).to_string(),
+        run_main,
+    )
 }
 
-fn run_main() -> anyhow::Result<u64> {
+fn run_main() -> anyhow::Result<ExitCode> {
     let vars: BTreeMap<String, String> = std::env::vars().collect();
     let config = cdi_cloner::from_env(&vars).context("reading the clone source's environment")?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("starting the runtime")?;
-    Ok(runtime.block_on(cdi_cloner::run(&config))?)
+    let runtime = pod_process::runtime().context("starting the runtime")?;
+    let sent = runtime.block_on(cdi_cloner::run(&config))?;
+    tracing::info!(bytes = sent, "the source disk is sent");
+    write_termination_message(&serde_json::json!({ "message": cdi_cloner::COMPLETE }).to_string());
+    Ok(ExitCode::SUCCESS)
 }

@@ -11,15 +11,16 @@ use std::collections::BTreeMap;
 use cdi_api::clone::{self, env as clone_env};
 use cdi_api::importer_env as env;
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, EnvVar, EnvVarSource, LocalObjectReference, PersistentVolumeClaimVolumeSource, Pod,
-    PodAffinity, PodAffinityTerm, PodSpec, ResourceRequirements, Secret, SecretKeySelector, Volume, VolumeDevice,
-    WeightedPodAffinityTerm,
+    Affinity, Container, PersistentVolumeClaimVolumeSource, Pod, PodAffinity, PodAffinityTerm, PodSpec, Secret, Volume,
+    VolumeDevice, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, LabelSelectorRequirement, ObjectMeta, OwnerReference,
 };
 
-use crate::importer_pod::{CDI_LABEL, CREATED_BY, DATA_VOLUME, mount, pod_spec_frame, restricted_context, value};
+use crate::importer_pod::{
+    CDI_LABEL, CREATED_BY, DATA_VOLUME, PodSettings, from_secret, mount, pod_spec_frame, restricted_context, value,
+};
 use crate::upload_server::UPLOAD_TARGET_LABEL;
 
 /// The component label's value (upstream's).
@@ -51,16 +52,8 @@ pub struct CloneSourceArgs {
     pub source_read_write_once: bool,
     /// The DataVolume's uid.
     pub owner_uid: String,
-    /// The cloner image.
-    pub image: String,
-    /// Its pull policy.
-    pub pull_policy: String,
-    /// The DataVolume's `priorityClassName`.
-    pub priority_class: Option<String>,
-    /// CDIConfig's `podResourceRequirements`.
-    pub resources: Option<ResourceRequirements>,
-    /// CDIConfig's `imagePullSecrets`.
-    pub image_pull_secrets: Vec<LocalObjectReference>,
+    /// The pod's image and the settings every CDI pod has.
+    pub pod: PodSettings,
 }
 
 /// The source pod, and the name its client certificate is for.
@@ -70,21 +63,6 @@ pub struct CloneSource {
     pub pod: Pod,
     /// The common name of its client certificate.
     pub client_name: String,
-}
-
-fn from_secret(name: &str, secret: &str, key: &str) -> EnvVar {
-    EnvVar {
-        name: name.to_owned(),
-        value: None,
-        value_from: Some(EnvVarSource {
-            secret_key_ref: Some(SecretKeySelector {
-                name: secret.to_owned(),
-                key: key.to_owned(),
-                optional: None,
-            }),
-            ..EnvVarSource::default()
-        }),
-    }
 }
 
 fn affinity(args: &CloneSourceArgs) -> Affinity {
@@ -131,10 +109,10 @@ pub fn render(args: &CloneSourceArgs, server_ca: &str) -> CloneSource {
     ];
     let mut container = Container {
         name: clone::SOURCE_CONTAINER.to_owned(),
-        image: Some(args.image.clone()),
-        image_pull_policy: Some(args.pull_policy.clone()),
+        image: Some(args.pod.image.clone()),
+        image_pull_policy: Some(args.pod.pull_policy.clone()),
         termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
-        resources: args.resources.clone(),
+        resources: args.pod.resources.clone(),
         security_context: Some(restricted_context()),
         ..Container::default()
     };
@@ -184,7 +162,7 @@ pub fn render(args: &CloneSourceArgs, server_ca: &str) -> CloneSource {
                 ..Volume::default()
             }]),
             affinity: Some(affinity(args)),
-            ..pod_spec_frame(args.priority_class.clone(), None, &args.image_pull_secrets)
+            ..pod_spec_frame(args.pod.priority_class.clone(), None, &args.pod.image_pull_secrets)
         }),
         status: None,
     };

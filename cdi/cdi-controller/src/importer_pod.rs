@@ -115,18 +115,10 @@ pub struct ImporterPodArgs {
     pub scratch_claim: Option<String>,
     /// The DataVolume's uid (the progress metric's label).
     pub owner_uid: String,
-    /// The importer image.
-    pub image: String,
-    /// Its pull policy.
-    pub pull_policy: String,
-    /// The DataVolume's `priorityClassName`.
-    pub priority_class: Option<String>,
     /// The DataVolume's `serviceAccountName`.
     pub service_account: Option<String>,
-    /// CDIConfig's `podResourceRequirements`.
-    pub resources: Option<ResourceRequirements>,
-    /// CDIConfig's `imagePullSecrets`.
-    pub image_pull_secrets: Vec<LocalObjectReference>,
+    /// The pod's image and the settings every CDI pod has.
+    pub pod: PodSettings,
 }
 
 pub(crate) fn value(name: &str, value: impl Into<String>) -> EnvVar {
@@ -137,7 +129,7 @@ pub(crate) fn value(name: &str, value: impl Into<String>) -> EnvVar {
     }
 }
 
-fn from_secret(name: &str, secret: &str, key: &str) -> EnvVar {
+pub(crate) fn from_secret(name: &str, secret: &str, key: &str) -> EnvVar {
     EnvVar {
         name: name.to_owned(),
         value: None,
@@ -242,8 +234,8 @@ pub fn render(args: &ImporterPodArgs) -> Pod {
     }
     let container = Container {
         name: CONTAINER.to_owned(),
-        image: Some(args.image.clone()),
-        image_pull_policy: Some(args.pull_policy.clone()),
+        image: Some(args.pod.image.clone()),
+        image_pull_policy: Some(args.pod.pull_policy.clone()),
         env: Some(environment(args)),
         ports: Some(vec![ContainerPort {
             name: Some("metrics".to_owned()),
@@ -254,7 +246,7 @@ pub fn render(args: &ImporterPodArgs) -> Pod {
         termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
         volume_mounts: (!mounts.is_empty()).then_some(mounts),
         volume_devices: (!devices.is_empty()).then_some(devices),
-        resources: args.resources.clone(),
+        resources: args.pod.resources.clone(),
         security_context: Some(restricted_context()),
         ..Container::default()
     };
@@ -269,9 +261,9 @@ pub fn render(args: &ImporterPodArgs) -> Pod {
             ]),
             claim: args.claim.clone(),
             claim_uid: args.claim_uid.clone(),
-            priority_class: args.priority_class.clone(),
+            priority_class: args.pod.priority_class.clone(),
             service_account: args.service_account.clone(),
-            image_pull_secrets: args.image_pull_secrets.clone(),
+            image_pull_secrets: args.pod.image_pull_secrets.clone(),
         },
         container,
         volumes,
@@ -290,6 +282,21 @@ pub(crate) fn restricted_context() -> SecurityContext {
         run_as_non_root: Some(true),
         ..SecurityContext::default()
     }
+}
+
+/// A CDI pod's image, and what CDIConfig and the DataVolume give every CDI pod.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PodSettings {
+    /// The image.
+    pub image: String,
+    /// Its pull policy.
+    pub pull_policy: String,
+    /// The DataVolume's `priorityClassName`.
+    pub priority_class: Option<String>,
+    /// CDIConfig's `podResourceRequirements`.
+    pub resources: Option<ResourceRequirements>,
+    /// CDIConfig's `imagePullSecrets`.
+    pub image_pull_secrets: Vec<LocalObjectReference>,
 }
 
 /// What a CDI pod working on a claim is framed with.

@@ -10,14 +10,15 @@ use std::collections::BTreeMap;
 use cdi_api::importer_env as env;
 use cdi_api::upload::{self, env as upload_env};
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, HTTPGetAction, LocalObjectReference, Pod, Probe, ResourceRequirements, Secret,
-    SecretVolumeSource, Service, ServicePort, ServiceSpec, Volume, VolumeDevice,
+    Container, ContainerPort, HTTPGetAction, Pod, Probe, Secret, SecretVolumeSource, Service, ServicePort, ServiceSpec,
+    Volume, VolumeDevice,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::importer_pod::{
-    CDI_LABEL, DATA_VOLUME, PodFrame, SCRATCH_VOLUME, claim_pod, claim_volume, mount, restricted_context, value,
+    CDI_LABEL, DATA_VOLUME, PodFrame, PodSettings, SCRATCH_VOLUME, claim_pod, claim_volume, mount, restricted_context,
+    value,
 };
 
 /// The container's name (upstream's).
@@ -57,18 +58,10 @@ pub struct UploadServerArgs {
     pub client_name: String,
     /// When the server gives up waiting for an upload (RFC 3339): before its certificate is due.
     pub deadline: String,
-    /// The upload server image.
-    pub image: String,
-    /// Its pull policy.
-    pub pull_policy: String,
-    /// The DataVolume's `priorityClassName`.
-    pub priority_class: Option<String>,
     /// The DataVolume's `serviceAccountName`.
     pub service_account: Option<String>,
-    /// CDIConfig's `podResourceRequirements`.
-    pub resources: Option<ResourceRequirements>,
-    /// CDIConfig's `imagePullSecrets`.
-    pub image_pull_secrets: Vec<LocalObjectReference>,
+    /// The pod's image and the settings every CDI pod has.
+    pub pod: PodSettings,
 }
 
 /// The upload server's objects: the Secret's certificate is issued for the Service's DNS names
@@ -134,8 +127,8 @@ fn container(args: &UploadServerArgs) -> Container {
     }
     Container {
         name: CONTAINER.to_owned(),
-        image: Some(args.image.clone()),
-        image_pull_policy: Some(args.pull_policy.clone()),
+        image: Some(args.pod.image.clone()),
+        image_pull_policy: Some(args.pod.pull_policy.clone()),
         env: Some(vars),
         ports: Some(vec![ContainerPort {
             name: Some("upload".to_owned()),
@@ -157,7 +150,7 @@ fn container(args: &UploadServerArgs) -> Container {
         termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
         volume_mounts: Some(mounts),
         volume_devices: (!devices.is_empty()).then_some(devices),
-        resources: args.resources.clone(),
+        resources: args.pod.resources.clone(),
         security_context: Some(restricted_context()),
         ..Container::default()
     }
@@ -194,9 +187,9 @@ pub fn render(args: &UploadServerArgs) -> UploadServer {
             labels: pod_labels,
             claim: args.claim.clone(),
             claim_uid: args.claim_uid.clone(),
-            priority_class: args.priority_class.clone(),
+            priority_class: args.pod.priority_class.clone(),
             service_account: args.service_account.clone(),
-            image_pull_secrets: args.image_pull_secrets.clone(),
+            image_pull_secrets: args.pod.image_pull_secrets.clone(),
         },
         container(args),
         volumes,

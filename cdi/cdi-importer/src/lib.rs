@@ -21,6 +21,7 @@ pub mod http_source;
 pub mod import;
 pub mod job;
 pub mod layers;
+pub mod pod_process;
 pub mod progress;
 pub mod registry;
 pub mod run;

@@ -6,35 +6,20 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use cdi_importer::convert::QemuImg;
-use cdi_importer::job;
 use cdi_importer::progress::{self, METRICS_PORT, Progress};
 use cdi_importer::run::{self, Ended, Paths, write_termination_message};
+use cdi_importer::{job, pod_process};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, warn};
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-        .with_writer(std::io::stderr)
-        .init();
-    match run_main() {
-        Ok(code) => code,
-        Err(e) => {
-            error!("{e:#}");
-            write_termination_message(&format!("Unable to process data: {e:#}"));
-            ExitCode::FAILURE
-        }
-    }
+    pod_process::main(|e| format!("Unable to process data: {e}"), run_main)
 }
 
 fn run_main() -> anyhow::Result<ExitCode> {
     let vars: BTreeMap<String, String> = std::env::vars().collect();
     let job = job::from_env(&vars).context("reading the importer's environment")?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("starting the runtime")?;
+    let runtime = pod_process::runtime().context("starting the runtime")?;
     control_loop::tls::install_crypto_provider();
     let progress = Progress::default();
     let stop = CancellationToken::new();

@@ -9,36 +9,23 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use cdi_api::upload;
 use cdi_importer::convert::QemuImg;
+use cdi_importer::pod_process;
 use cdi_importer::run::write_termination_message;
 use cdi_uploadserver::config;
 use cdi_uploadserver::server::{Outcome, Server};
-use tracing::{error, info};
+use tracing::info;
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-        .with_writer(std::io::stderr)
-        .init();
-    match run_main() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            error!("{e:#}");
-            write_termination_message(
-                &serde_json::json!({ "message": format!("Unable to process data: {e:#}") }).to_string(),
-            );
-            ExitCode::FAILURE
-        }
-    }
+    pod_process::main(
+        |e| serde_json::json!({ "message": format!("Unable to process data: {e}") }).to_string(),
+        || run_main().map(|()| ExitCode::SUCCESS),
+    )
 }
 
 fn run_main() -> anyhow::Result<()> {
     let vars: BTreeMap<String, String> = std::env::vars().collect();
     let config = config::from_env(&vars).context("reading the upload server's environment")?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("starting the runtime")?;
+    let runtime = pod_process::runtime().context("starting the runtime")?;
     let outcome = runtime.block_on(async {
         let server = Server::bind(config, Arc::new(QemuImg::default())).await?;
         if let Ok(address) = server.local_addr() {

@@ -203,10 +203,6 @@ where
         .connect(name, tcp)
         .await
         .map_err(|e| e.to_string())?;
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
-        .await
-        .map_err(|e| e.to_string())?;
-    tokio::spawn(connection);
     let mut request = hyper::Request::builder()
         .method(method)
         .uri(path)
@@ -215,7 +211,7 @@ where
         request = request.header(*name, *value);
     }
     let request = request.body(body).map_err(|e| e.to_string())?;
-    let response = sender.send_request(request).await.map_err(|e| e.to_string())?;
+    let response = crate::https_client::exchange(hyper_util::rt::TokioIo::new(tls), request).await?;
     let status = response.status().as_u16();
     let headers = response.headers().clone();
     let body = response

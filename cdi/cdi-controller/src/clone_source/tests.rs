@@ -14,11 +14,11 @@ fn args(block: bool) -> CloneSourceArgs {
         source_block: block,
         source_read_write_once: true,
         owner_uid: "dv-uid".to_owned(),
-        image: "localhost/kubevirt-rs/cdi-cloner:latest".to_owned(),
-        pull_policy: "IfNotPresent".to_owned(),
-        priority_class: None,
-        resources: None,
-        image_pull_secrets: Vec::new(),
+        pod: crate::importer_pod::PodSettings {
+            image: "localhost/kubevirt-rs/cdi-cloner:latest".to_owned(),
+            pull_policy: "IfNotPresent".to_owned(),
+            ..crate::importer_pod::PodSettings::default()
+        },
     }
 }
 

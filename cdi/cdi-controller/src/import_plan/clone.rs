@@ -225,11 +225,7 @@ pub(super) fn source_steps(
         source_block: spec.volume_mode.as_deref() == Some("Block"),
         source_read_write_once: modes.len() == 1 && modes[0] == "ReadWriteOnce",
         owner_uid: facts.data_volume.metadata.uid.clone().unwrap_or_default(),
-        image: facts.settings.cloner_image.clone(),
-        pull_policy: facts.settings.pull_policy.clone(),
-        priority_class: facts.data_volume.spec.priority_class_name.clone(),
-        resources: facts.settings.resources.clone(),
-        image_pull_secrets: facts.settings.image_pull_secrets.clone(),
+        pod: super::pods::pod_settings(facts, &facts.settings.cloner_image),
     };
     let name = names::source_pod_name(&args.target_uid);
     vec![

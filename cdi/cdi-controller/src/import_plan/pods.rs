@@ -8,12 +8,23 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference,
 
 use super::sources::insecure_registry;
 use super::{ImportFacts, Transfer, requested_size, scratch_name};
-use crate::importer_pod::{self, ImportSource, ImporterPodArgs};
+use crate::importer_pod::{self, ImportSource, ImporterPodArgs, PodSettings};
 use crate::upload_server::UploadServerArgs;
 
 /// How long an upload server waits for its upload before it ends and a new one, with a new
 /// certificate, takes its place (upstream's: the certificate's lifetime less its renewal margin).
 pub const UPLOAD_DEADLINE_SECONDS: i64 = 12 * 60 * 60;
+
+/// The settings of a pod of `image` for the DataVolume.
+pub(super) fn pod_settings(facts: &ImportFacts<'_>, image: &str) -> PodSettings {
+    PodSettings {
+        image: image.to_owned(),
+        pull_policy: facts.settings.pull_policy.clone(),
+        priority_class: facts.data_volume.spec.priority_class_name.clone(),
+        resources: facts.settings.resources.clone(),
+        image_pull_secrets: facts.settings.image_pull_secrets.clone(),
+    }
+}
 
 pub(super) fn pod_args(
     facts: &ImportFacts<'_>,
@@ -37,12 +48,8 @@ pub(super) fn pod_args(
         preallocation: data_volume.spec.preallocation.unwrap_or(facts.settings.preallocation),
         scratch_claim: scratch,
         owner_uid: data_volume.metadata.uid.clone().unwrap_or_default(),
-        image: facts.settings.image.clone(),
-        pull_policy: facts.settings.pull_policy.clone(),
-        priority_class: data_volume.spec.priority_class_name.clone(),
+        pod: pod_settings(facts, &facts.settings.image),
         service_account: data_volume.spec.service_account_name.clone(),
-        resources: facts.settings.resources.clone(),
-        image_pull_secrets: facts.settings.image_pull_secrets.clone(),
     }
 }
 
@@ -126,11 +133,7 @@ pub(super) fn upload_server_args(
             .map_or_else(|| "0".to_owned(), |c| c.filesystem_overhead.clone()),
         preallocation: data_volume.spec.preallocation.unwrap_or(facts.settings.preallocation),
         deadline: deadline.to_string(),
-        image: facts.settings.upload_image.clone(),
-        pull_policy: facts.settings.pull_policy.clone(),
-        priority_class: data_volume.spec.priority_class_name.clone(),
+        pod: pod_settings(facts, &facts.settings.upload_image),
         service_account: data_volume.spec.service_account_name.clone(),
-        resources: facts.settings.resources.clone(),
-        image_pull_secrets: facts.settings.image_pull_secrets.clone(),
     }
 }

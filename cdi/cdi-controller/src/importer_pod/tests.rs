@@ -16,12 +16,12 @@ fn args(source: ImportSource) -> ImporterPodArgs {
         preallocation: false,
         scratch_claim: None,
         owner_uid: "dv-uid".to_owned(),
-        image: "localhost/kubevirt-rs/cdi-importer:latest".to_owned(),
-        pull_policy: "IfNotPresent".to_owned(),
-        priority_class: None,
+        pod: crate::importer_pod::PodSettings {
+            image: "localhost/kubevirt-rs/cdi-importer:latest".to_owned(),
+            pull_policy: "IfNotPresent".to_owned(),
+            ..crate::importer_pod::PodSettings::default()
+        },
         service_account: None,
-        resources: None,
-        image_pull_secrets: Vec::new(),
     }
 }
 

@@ -15,12 +15,12 @@ fn args(block: bool) -> UploadServerArgs {
         scratch_claim: Some("disk-scratch".to_owned()),
         client_name: cdi_api::upload::PROXY_CLIENT_NAME.to_owned(),
         deadline: "2026-11-30T10:00:00Z".to_owned(),
-        image: "localhost/kubevirt-rs/cdi-uploadserver:latest".to_owned(),
-        pull_policy: "IfNotPresent".to_owned(),
-        priority_class: None,
+        pod: crate::importer_pod::PodSettings {
+            image: "localhost/kubevirt-rs/cdi-uploadserver:latest".to_owned(),
+            pull_policy: "IfNotPresent".to_owned(),
+            ..crate::importer_pod::PodSettings::default()
+        },
         service_account: None,
-        resources: None,
-        image_pull_secrets: Vec::new(),
     }
 }
 
