@@ -305,6 +305,11 @@ pub fn plan(facts: &ImportFacts<'_>, now: &Time) -> Vec<Step> {
             now,
         );
     }
+    if let Transfer::Clone { namespace, name } = &source
+        && let Some(why) = clone::foreign_claim(claim, namespace, name)
+    {
+        return blocked(facts, current.phase, clone::VALIDATION_FAILED, why, now);
+    }
     claim_steps(facts, claim, &source, &current, now)
 }
 

@@ -149,6 +149,25 @@ pub(super) fn hold_back(
     })
 }
 
+/// Why the DataVolume's claim, made before, may not receive a clone of `source_namespace/source`:
+/// only a claim made for that clone (after its token was checked) may. A DataVolume whose source
+/// was changed to a clone after its claim was made is refused here.
+#[must_use]
+pub fn foreign_claim(claim: &PersistentVolumeClaim, source_namespace: &str, source: &str) -> Option<String> {
+    let wanted = format!("{source_namespace}/{source}");
+    let requested = claim
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(names::CLONE_REQUEST));
+    (requested != Some(&wanted)).then(|| {
+        format!(
+            "The clone doesn't meet the validation requirements: claim {} was not made for a clone of {wanted}",
+            claim.metadata.name.as_deref().unwrap_or_default()
+        )
+    })
+}
+
 /// The target claim's clone annotations.
 pub(super) fn claim_annotations(
     source_namespace: &str,

@@ -349,3 +349,28 @@ fn a_token_is_checked_against_the_clone_it_names() {
     assert!(none.contains("cdi.kubevirt.io/storage.clone.token"), "{none}");
     assert!(authorize(&right, None, "golden", "base", 1100).is_err());
 }
+
+#[test]
+fn a_claim_not_made_for_this_clone_gets_no_copy() {
+    // A DataVolume whose source became a clone after its claim was made (for an import): its
+    // token was never checked, so nothing is copied into the claim.
+    let imported = super::tests::claim(
+        &super::tests::data_volume(&json!({"http": {"url": "http://x/d.img"}})),
+        "Bound",
+        &[],
+    );
+    let dv = clone_dv();
+    let base = source("1Gi");
+    let steps = plan(
+        &with_clone(facts(&dv, Some(&imported), None), allowed(Some(&base), None, &[])),
+        &now(),
+    );
+    assert_eq!(kinds(&steps), ["WriteStatus", "Event"]);
+    assert!(
+        events(&steps)[0]
+            .1
+            .contains("claim disk was not made for a clone of golden/base"),
+        "{:?}",
+        events(&steps)
+    );
+}
