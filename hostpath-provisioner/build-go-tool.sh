@@ -16,15 +16,18 @@ module=$here/$name
 tool=$(awk '$1 == "tool" {print $2; exit}' "$module/go.mod")
 [ -n "$tool" ] || die "$module/go.mod names no tool"
 out=${KUBEVIRT_RS_CACHE:-/var/cache/kubevirt-rs}/$name
-stamp=$(cat "$module/go.mod" "$module/go.sum" "$0" | sha256sum | cut -c1-16)
+stamp=$(cat "$module/go.mod" "$module/go.sum" "${BASH_SOURCE[0]}" | sha256sum | cut -c1-16)
 if [ -x "$out/$name" ] && [ "$(cat "$out/.stamp" 2>/dev/null)" = "$stamp" ]; then
     echo "$out/$name"
     exit 0
 fi
 ensure_go >&2
 mkdir -p "$out"
-(cd "$module" && CGO_ENABLED=0 go build -buildvcs=false -ldflags "-s -w" -o "$out/$name.tmp" "$tool") >&2 \
+tmp=$(mktemp "$out/.$name.XXXXXX")
+trap 'rm -f "$tmp"' EXIT
+(cd "$module" && CGO_ENABLED=0 go build -buildvcs=false -ldflags "-s -w" -o "$tmp" "$tool") >&2 \
     || die "building $name ($tool) failed"
-mv "$out/$name.tmp" "$out/$name"
+chmod 0755 "$tmp"
+mv "$tmp" "$out/$name"
 echo "$stamp" >"$out/.stamp"
 echo "$out/$name"

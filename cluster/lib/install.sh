@@ -77,7 +77,8 @@ restart_changed_components() {
         cdi:cdi.kubevirt.io=cdi-deployment:cdi-controller:deployment/cdi-deployment \
         cdi:cdi.kubevirt.io=cdi-uploadproxy:cdi-uploadproxy:deployment/cdi-uploadproxy \
         cdi:cdi.kubevirt.io=cdi-apiserver:cdi-apiserver:deployment/cdi-apiserver \
-        hostpath-provisioner:k8s-app=hostpath-provisioner:hostpath-csi-driver:daemonset/hostpath-provisioner-csi; do
+        hostpath-provisioner:k8s-app=hostpath-provisioner:hostpath-csi-driver:daemonset/hostpath-provisioner-csi \
+        hostpath-provisioner:k8s-app=hostpath-provisioner:csi-provisioner:daemonset/hostpath-provisioner-csi; do
         IFS=: read -r namespace selector image workload <<<"$entry"
         wanted=sha256:$(podman_vfs image inspect --format '{{.Id}}' "localhost/kubevirt-rs/$image:latest") \
             || die "image localhost/kubevirt-rs/$image:latest is missing"

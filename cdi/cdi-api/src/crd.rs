@@ -22,12 +22,38 @@ pub struct CrdError {
 #[must_use]
 pub fn all() -> Vec<CustomResourceDefinition> {
     vec![
-        DataVolume::crd(),
+        with_immutable_spec(DataVolume::crd(), SPEC_IMMUTABLE),
         DataSource::crd(),
         StorageProfile::crd(),
         CDIConfig::crd(),
         CDI::crd(),
     ]
+}
+
+/// The message of a changed DataVolume spec.
+pub const SPEC_IMMUTABLE: &str = "spec is immutable: a DataVolume's spec cannot be changed once it is created";
+
+/// `crd` with a rule that refuses any change to an object's `spec` (upstream refuses one in its
+/// DataVolume webhook; here the API server's CEL rule does, so that no clone is switched to
+/// another source after its admission).
+fn with_immutable_spec(mut crd: CustomResourceDefinition, message: &str) -> CustomResourceDefinition {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::ValidationRule;
+    for version in &mut crd.spec.versions {
+        let spec = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+            .and_then(|root| root.properties.as_mut())
+            .and_then(|properties| properties.get_mut("spec"));
+        if let Some(spec) = spec {
+            spec.x_kubernetes_validations = Some(vec![ValidationRule {
+                rule: "self == oldSelf".to_owned(),
+                message: Some(message.to_owned()),
+                ..ValidationRule::default()
+            }]);
+        }
+    }
+    crd
 }
 
 /// One generated file: its name under `manifests/cdi/crds/` and its content.

@@ -20,6 +20,8 @@ pub enum Admission {
     Admit,
     /// A clone: admitted with a token if one of [`reviews`] allows it.
     Clone(CloneRequest),
+    /// Refused as it is, for this reason.
+    Refuse(String),
 }
 
 /// A new DataVolume's clone.
@@ -67,13 +69,27 @@ pub fn read(review: &Value) -> Result<(String, Admission), String> {
         .as_str()
         .filter(|n| !n.is_empty())
         .map_or_else(|| target_namespace.clone(), str::to_owned);
+    let source = pvc["name"].as_str().unwrap_or_default().to_owned();
+    let target = object["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+    if source.is_empty() {
+        return Ok((uid, Admission::Refuse("spec.source.pvc.name is required".to_owned())));
+    }
+    if target.is_empty() {
+        return Ok((
+            uid,
+            Admission::Refuse(
+                "metadata.name: a DataVolume that clones needs its name (generateName is not supported), since its clone token names it"
+                    .to_owned(),
+            ),
+        ));
+    }
     Ok((
         uid,
         Admission::Clone(CloneRequest {
             source_namespace,
-            source: pvc["name"].as_str().unwrap_or_default().to_owned(),
+            source,
             target_namespace,
-            target: object["metadata"]["name"].as_str().unwrap_or_default().to_owned(),
+            target,
             user: request.get("userInfo").cloned().unwrap_or(Value::Null),
             has_annotations: object.pointer("/metadata/annotations").is_some_and(Value::is_object),
         }),

@@ -133,6 +133,7 @@ impl<R: AccessReviews> UploadApi<R> {
         };
         let outcome = match admission {
             Admission::Admit => Ok(None),
+            Admission::Refuse(why) => Err(why),
             Admission::Clone(clone) => self.admit_clone(&clone).await,
         };
         reply(StatusCode::OK, JSON, clone_admission::answer(&uid, outcome).to_string())

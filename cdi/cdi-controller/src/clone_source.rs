@@ -157,7 +157,7 @@ pub fn render(args: &CloneSourceArgs, server_ca: &str) -> CloneSource {
                 name: DATA_VOLUME.to_owned(),
                 persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
                     claim_name: args.source.clone(),
-                    read_only: Some(!args.source_block),
+                    read_only: Some(true),
                 }),
                 ..Volume::default()
             }]),

@@ -260,7 +260,7 @@ async fn apply<A: CdiApi, C: ServingCertificates>(
             Step::DeleteCloneSource {
                 namespace: source_namespace,
                 name: pod,
-            } => api.delete_pod(&source_namespace, &pod).await?,
+            } => clone::delete_source(api, &source_namespace, &pod, (namespace, name)).await?,
             Step::ClaimEvent(event) => {
                 let subject = EventSubject {
                     api_version: "v1",
@@ -335,7 +335,7 @@ pub async fn release_claim<A: CdiApi>(api: &A, namespace: &str, name: &str) -> R
             Step::DeleteCloneSource {
                 namespace: source_namespace,
                 name: pod,
-            } => api.delete_pod(&source_namespace, &pod).await?,
+            } => clone::delete_source(api, &source_namespace, &pod, (namespace, name)).await?,
             _ => {}
         }
     }

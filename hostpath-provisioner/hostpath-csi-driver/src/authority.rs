@@ -21,6 +21,8 @@ const PADDED: u8 = 0x8;
 const PRIORITY: u8 = 0x20;
 /// The largest frame a peer takes before it says otherwise (RFC 9113, 4.2).
 const MAX_FRAME: usize = 16_384;
+/// The largest header block taken (the registration's are a few hundred bytes).
+const MAX_BLOCK: usize = 64 * 1024;
 
 /// Whether `value` is an authority the server takes (`host[:port]`, a registered name).
 #[must_use]
@@ -85,8 +87,15 @@ impl<S> AuthorityFix<S> {
             if self.input.len() < 9 + length {
                 break;
             }
+            if length > MAX_FRAME {
+                return Err(bad("a frame larger than the largest this server takes"));
+            }
             let kind = self.input[3];
             let flags = self.input[4];
+            // A header block's frames come one after the other (RFC 9113, 6.10).
+            if self.block.is_some() && kind != CONTINUATION {
+                return Err(bad("a frame inside a header block"));
+            }
             let stream = u32::from_be_bytes([self.input[5], self.input[6], self.input[7], self.input[8]]) & 0x7fff_ffff;
             match kind {
                 HEADERS => {
@@ -125,6 +134,13 @@ impl<S> AuthorityFix<S> {
                     }
                 }
                 CONTINUATION if self.block.is_some() => {
+                    if self
+                        .block
+                        .as_ref()
+                        .is_some_and(|b| b.fragment.len() + length > MAX_BLOCK)
+                    {
+                        return Err(bad("a header block larger than this server takes"));
+                    }
                     let frame = self.input.split_to(9 + length);
                     if let Some(block) = &mut self.block {
                         block.fragment.extend_from_slice(&frame[9..]);
@@ -165,15 +181,24 @@ impl<S> AuthorityFix<S> {
             payload.extend_from_slice(&priority);
         }
         payload.extend_from_slice(&encoded);
-        if payload.len() > MAX_FRAME {
-            return Err(bad("a header block larger than one frame"));
+        // One HEADERS frame, then CONTINUATION frames, each within the largest frame.
+        let chunks: Vec<&[u8]> = payload.chunks(MAX_FRAME).collect();
+        let last = chunks.len().saturating_sub(1);
+        for (i, chunk) in chunks.iter().enumerate() {
+            let (kind, mut flags) = if i == 0 {
+                (HEADERS, block.flags & !(PADDED | END_HEADERS))
+            } else {
+                (CONTINUATION, 0)
+            };
+            if i == last {
+                flags |= END_HEADERS;
+            }
+            let length = u32::try_from(chunk.len()).map_err(|_| bad("a header block too large"))?;
+            self.output.extend_from_slice(&length.to_be_bytes()[1..]);
+            self.output.extend_from_slice(&[kind, flags]);
+            self.output.extend_from_slice(&block.stream.to_be_bytes());
+            self.output.extend_from_slice(chunk);
         }
-        let flags = (block.flags & !PADDED) | END_HEADERS;
-        let length = u32::try_from(payload.len()).map_err(|_| bad("a header block too large"))?;
-        self.output.extend_from_slice(&length.to_be_bytes()[1..]);
-        self.output.extend_from_slice(&[HEADERS, flags]);
-        self.output.extend_from_slice(&block.stream.to_be_bytes());
-        self.output.extend_from_slice(&payload);
         Ok(())
     }
 }

@@ -72,15 +72,21 @@ async fn run(args: Args) -> anyhow::Result<()> {
         endpoint,
     };
     let socket = registration::socket_in(&args.registration_dir, &driver.name);
-    // Registered once the CSI socket listens; both stop together.
+    // The two run together: the first to end (a failure, or the stop) ends the other.
     let (served, registered) = tokio::join!(
-        server::serve(driver, host, path, stop.clone()),
-        registration::serve(registrar, socket, stop.clone()),
+        ending(server::serve(driver, host, path, stop.clone()), stop.clone()),
+        ending(registration::serve(registrar, socket, stop.clone()), stop),
     );
-    stop.cancel();
     served?;
     registered?;
     Ok(())
+}
+
+/// Runs `work`, then stops the rest through `stop`.
+async fn ending<T>(work: impl std::future::Future<Output = T>, stop: tokio_util::sync::CancellationToken) -> T {
+    let outcome = work.await;
+    stop.cancel();
+    outcome
 }
 
 fn main() -> ExitCode {

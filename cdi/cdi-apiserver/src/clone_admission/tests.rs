@@ -100,3 +100,19 @@ fn the_token_is_patched_in_and_a_denial_names_upstreams_reason() {
     assert_eq!(denied["response"]["status"]["message"], DENIED);
     assert_eq!(denied["response"]["uid"], "req-1");
 }
+
+#[test]
+fn a_clone_without_its_names_is_refused_by_field() {
+    let mut unnamed = clone_of(Some("src"));
+    unnamed["metadata"]["name"] = Value::Null;
+    let (_, Admission::Refuse(why)) = read(&review("CREATE", &unnamed)).expect("read") else {
+        panic!("refused")
+    };
+    assert!(why.starts_with("metadata.name"), "{why}");
+    let mut no_source = clone_of(Some("src"));
+    no_source["spec"]["source"]["pvc"]["name"] = json!("");
+    let (_, Admission::Refuse(why)) = read(&review("CREATE", &no_source)).expect("read") else {
+        panic!("refused")
+    };
+    assert_eq!(why, "spec.source.pvc.name is required");
+}

@@ -88,7 +88,7 @@ fn a_block_source_is_its_device() {
         json!([{"name": "cdi-data-vol", "devicePath": "/dev/cdi-block-volume"}])
     );
     assert!(container.get("volumeMounts").is_none());
-    assert_eq!(pod["spec"]["volumes"][0]["persistentVolumeClaim"]["readOnly"], false);
+    assert_eq!(pod["spec"]["volumes"][0]["persistentVolumeClaim"]["readOnly"], true);
 }
 
 #[test]

@@ -287,16 +287,43 @@ pub fn users_of(pods: &[Pod], claim: &str, source_pod: &str) -> Vec<String> {
         .collect()
 }
 
-/// The source pod's name and namespace for a target claim on its way out, so that it goes with
-/// it (a pod in another namespace is not collected with its target).
+/// The source pod's namespace and name for a target claim on its way out, so that it goes with
+/// it (a pod in another namespace is not collected with its target). Only a claim a DataVolume
+/// controls has one, and its name comes from the claim's uid: the claim's annotations, which its
+/// namespace's editors may write, only say which namespace (the pod is checked to be the claim's
+/// before it is deleted, [`source_pod_of`]).
 #[must_use]
 pub fn source_of_leaving(claim: &PersistentVolumeClaim) -> Option<(String, String)> {
     claim.metadata.deletion_timestamp.as_ref()?;
+    let controlled_by_data_volume = claim
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && o.kind == "DataVolume");
+    if !controlled_by_data_volume {
+        return None;
+    }
     let annotations = claim.metadata.annotations.as_ref()?;
     let (namespace, _) = names::parse_request(annotations.get(names::CLONE_REQUEST)?)?;
-    let name = annotations
-        .get(names::SOURCE_POD)
-        .cloned()
-        .or_else(|| claim.metadata.uid.as_deref().map(names::source_pod_name))?;
+    let name = names::source_pod_name(claim.metadata.uid.as_deref().filter(|uid| !uid.is_empty())?);
     Some((namespace.to_owned(), name))
+}
+
+/// Whether `pod` is the source pod of the claim `target_namespace/target`: made by cdi-controller
+/// for it (its owner annotation and its unique-id label).
+#[must_use]
+pub fn source_pod_of(pod: &Pod, target_namespace: &str, target: &str) -> bool {
+    let owner = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(crate::clone_source::OWNER_REF));
+    let labelled = pod
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(names::UNIQUE_ID_LABEL))
+        .is_some_and(|id| Some(id) == pod.metadata.name.as_ref());
+    labelled && owner.is_some_and(|o| *o == format!("{target_namespace}/{target}"))
 }

@@ -374,3 +374,50 @@ fn a_claim_not_made_for_this_clone_gets_no_copy() {
         events(&steps)
     );
 }
+
+#[test]
+fn only_a_data_volumes_claim_names_a_source_pod_and_only_its_own_pod_is_deleted() {
+    let dv = clone_dv();
+    // A claim its namespace's editor made to look like a clone target: no DataVolume controls it.
+    let mut crafted = target(
+        &dv,
+        "Bound",
+        &[("cdi.kubevirt.io/storage.sourceClonePodName", "kube-apiserver")],
+    );
+    crafted.metadata.deletion_timestamp = Some(now());
+    crafted.metadata.owner_references = None;
+    assert_eq!(super::clone::source_of_leaving(&crafted), None);
+    let mut leaving = target(
+        &dv,
+        "Bound",
+        &[("cdi.kubevirt.io/storage.sourceClonePodName", "kube-apiserver")],
+    );
+    leaving.metadata.deletion_timestamp = Some(now());
+    assert_eq!(
+        super::clone::source_of_leaving(&leaving),
+        Some(("golden".to_owned(), "claim-uid-source-pod".to_owned())),
+        "the name comes from the claim's uid, not its annotation"
+    );
+    let made = crate::clone_source::render(
+        &crate::clone_source::CloneSourceArgs {
+            target_namespace: "vms".to_owned(),
+            target: "disk".to_owned(),
+            target_uid: "claim-uid".to_owned(),
+            source_namespace: "golden".to_owned(),
+            source: "base".to_owned(),
+            source_uid: "source-uid".to_owned(),
+            source_block: false,
+            source_read_write_once: true,
+            owner_uid: "dv-uid".to_owned(),
+            pod: crate::importer_pod::PodSettings::default(),
+        },
+        "CA",
+    )
+    .pod;
+    assert!(super::clone::source_pod_of(&made, "vms", "disk"));
+    assert!(!super::clone::source_pod_of(&made, "vms", "other"));
+    assert!(
+        !super::clone::source_pod_of(&source_pod("Running"), "vms", "disk"),
+        "a pod without the marks"
+    );
+}

@@ -123,3 +123,23 @@ fn clone_source_name(args: &CloneSourceArgs) -> String {
         cdi_api::clone::source_pod_name(&args.target_uid)
     )
 }
+
+/// Deletes the source pod `source_namespace/name` if it is the source pod of the claim
+/// `target` (`namespace`, `name`): a pod that is not stays, whatever the claim's annotations say.
+pub(super) async fn delete_source<A: CdiApi>(
+    api: &A,
+    source_namespace: &str,
+    name: &str,
+    (target_namespace, target): (&str, &str),
+) -> Result<(), ApiError> {
+    match api.pod(source_namespace, name).await? {
+        Some(pod) if plan::source_pod_of(&pod, target_namespace, target) => {
+            api.delete_pod(source_namespace, name).await
+        }
+        Some(_) => {
+            tracing::warn!(namespace = source_namespace, pod = name, target = %format!("{target_namespace}/{target}"), "not deleting a pod that is not this claim's clone source");
+            Ok(())
+        }
+        None => Ok(()),
+    }
+}

@@ -97,3 +97,18 @@ fn authorities_are_told_from_paths() {
     assert!(!valid_authority(b"/var/lib/kubelet/plugins_registry/x-reg.sock"));
     assert!(!valid_authority(b"\xff"));
 }
+
+#[tokio::test]
+async fn a_frame_inside_a_header_block_ends_the_connection() {
+    let block = fluke_hpack::Encoder::new().encode([(&b":authority"[..], &b"/x.sock"[..])]);
+    let mut sent = PREFACE.to_vec();
+    sent.extend(frame(HEADERS, 0, 1, &block[..2]));
+    sent.extend(frame(0x0, 0, 1, b"data"));
+    let (mut client, server) = tokio::io::duplex(1 << 16);
+    let mut fixed = AuthorityFix::new(server);
+    client.write_all(&sent).await.expect("sent");
+    drop(client);
+    let mut received = Vec::new();
+    let error = fixed.read_to_end(&mut received).await.expect_err("refused");
+    assert_eq!(error.kind(), std::io::ErrorKind::InvalidData);
+}
