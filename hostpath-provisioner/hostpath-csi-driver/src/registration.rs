@@ -59,10 +59,10 @@ pub fn socket_in(dir: &Path, driver: &str) -> PathBuf {
 /// The connections on `listener`, each behind an [`AuthorityFix`] (the kubelet's requests name
 /// the socket's path as their authority).
 fn incoming(
-    listener: tokio::net::UnixListener,
+    listener: tokio_stream::wrappers::UnixListenerStream,
 ) -> impl tokio_stream::Stream<Item = std::io::Result<AuthorityFix<tokio::net::UnixStream>>> {
     use tokio_stream::StreamExt as _;
-    tokio_stream::wrappers::UnixListenerStream::new(listener).map(|accepted| accepted.map(AuthorityFix::new))
+    listener.map(|accepted| accepted.map(AuthorityFix::new))
 }
 
 /// Serves `registrar` on `path` until `stop`; the socket is removed when it stops (so the kubelet
@@ -71,7 +71,7 @@ fn incoming(
 /// # Errors
 /// [`ServeError`].
 pub async fn serve(registrar: Registrar, path: PathBuf, stop: CancellationToken) -> Result<(), ServeError> {
-    let listener = crate::server::bind(&path)?;
+    let listener = cmd_protocol::transport::listen(&path)?;
     tracing::info!(socket = %path.display(), endpoint = %registrar.endpoint, "serving the kubelet's plugin registration");
     let served = tonic::transport::Server::builder()
         .add_service(RegistrationServer::new(registrar))

@@ -1,5 +1,6 @@
 //! The driver's gRPC server on a unix socket (upstream's `--endpoint`, `unix:///csi/csi.sock`):
-//! a stale socket is replaced, and the socket is removed when the server stops.
+//! a stale socket is replaced (cmd-protocol's `listen`), and the socket is removed when the server
+//! stops.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -35,14 +36,8 @@ pub enum ServeError {
     #[error("--endpoint {0:?}: only unix:// endpoints (or a path) are served")]
     Endpoint(String),
     /// The socket could not be made.
-    #[error("listening on {path}: {source}")]
-    Listen {
-        /// The socket.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Listen(#[from] cmd_protocol::transport::TransportError),
     /// The server failed.
     #[error("serving CSI: {0}")]
     Transport(#[from] tonic::transport::Error),
@@ -63,25 +58,6 @@ pub fn socket_path(endpoint: &str) -> Result<PathBuf, ServeError> {
     Ok(PathBuf::from(endpoint))
 }
 
-/// A unix socket listening at `path`, replacing a stale one.
-///
-/// # Errors
-/// [`ServeError::Listen`].
-pub fn bind(path: &Path) -> Result<tokio::net::UnixListener, ServeError> {
-    let listen_error = |source| ServeError::Listen {
-        path: path.to_owned(),
-        source,
-    };
-    match std::fs::remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(listen_error(e)),
-        _ => {}
-    }
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(listen_error)?;
-    }
-    tokio::net::UnixListener::bind(path).map_err(listen_error)
-}
-
 /// Serves the three services for `driver` on the socket at `path` with `host`, until `stop`.
 ///
 /// # Errors
@@ -93,7 +69,7 @@ pub async fn serve<H: Host>(
     stop: CancellationToken,
 ) -> Result<(), ServeError> {
     let path = path.as_path();
-    let listener = bind(path)?;
+    let incoming = cmd_protocol::transport::listen(path)?;
     tracing::info!(socket = %path.display(), driver = %driver.name, node = %driver.node_id, "serving CSI");
     let served = tonic::transport::Server::builder()
         .add_service(IdentityServer::new(IdentityService {
@@ -110,7 +86,7 @@ pub async fn serve<H: Host>(
             pools: driver.pools,
             host,
         }))
-        .serve_with_incoming_shutdown(tokio_stream::wrappers::UnixListenerStream::new(listener), async move {
+        .serve_with_incoming_shutdown(incoming, async move {
             stop.cancelled().await;
         })
         .await;

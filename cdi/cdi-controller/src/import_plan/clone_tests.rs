@@ -8,7 +8,7 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 
 use super::clone::{CloneFacts, authorize, users_of};
-use super::tests::{data_volume, facts, kinds, now, phase_written, pod};
+use super::tests::{claim_made_by, data_volume, facts, kinds, now, phase_written, pod};
 use super::*;
 
 fn clone_dv() -> DataVolume {
@@ -46,19 +46,11 @@ fn with_clone<'a>(mut facts: ImportFacts<'a>, clone: CloneFacts<'a>) -> ImportFa
 /// The target claim the first pass creates, as the API server gives it back.
 fn target(dv: &DataVolume, phase: &str, annotations: &[(&str, &str)]) -> PersistentVolumeClaim {
     let base = source("1Gi");
-    let steps = plan(
+    claim_made_by(
         &with_clone(facts(dv, None, None), allowed(Some(&base), None, &[])),
-        &now(),
-    );
-    let Some(Step::CreateClaim(claim)) = steps.into_iter().next() else {
-        panic!("a first pass creates the claim")
-    };
-    let mut claim = *claim;
-    claim.metadata.uid = Some("claim-uid".to_owned());
-    let all = claim.metadata.annotations.get_or_insert_default();
-    all.extend(annotations.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
-    claim.status = Some(serde_json::from_value(json!({"phase": phase})).expect("status"));
-    claim
+        phase,
+        annotations,
+    )
 }
 
 fn server_pod(phase: &str, ready: bool) -> Pod {

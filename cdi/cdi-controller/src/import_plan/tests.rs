@@ -48,7 +48,17 @@ fn settings() -> ImporterSettings {
 
 /// The claim a first pass creates, as the API server gives it back in `phase` with `annotations`.
 pub(super) fn claim(dv: &DataVolume, phase: &str, annotations: &[(&str, &str)]) -> PersistentVolumeClaim {
-    let steps = plan(&facts(dv, None, None), &now());
+    claim_made_by(&facts(dv, None, None), phase, annotations)
+}
+
+/// The claim a first pass over `facts` creates, as the API server gives it back in `phase` with
+/// `annotations`.
+pub(super) fn claim_made_by(
+    facts: &ImportFacts<'_>,
+    phase: &str,
+    annotations: &[(&str, &str)],
+) -> PersistentVolumeClaim {
+    let steps = plan(facts, &now());
     let Some(Step::CreateClaim(claim)) = steps.into_iter().next() else {
         panic!("a first pass creates the claim")
     };
