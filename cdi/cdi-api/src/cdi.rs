@@ -2,15 +2,15 @@
 //! upstream's: where CDI's pods run, how it is removed, its configuration (a [`CDIConfigSpec`])
 //! and its certificates' lifetimes; the status says how far the install is.
 
-use std::collections::BTreeMap;
-
-use k8s_openapi::api::core::v1::{Affinity, Toleration};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::cdi_config::CDIConfigSpec;
+
+/// Upstream's operator condition and node placement, shared by every operator's API.
+pub use operator_kit::conditions::OperatorCondition;
+pub use operator_kit::placement::NodePlacement;
 
 /// `spec` of a `CDI`.
 #[serde_with::skip_serializing_none]
@@ -54,21 +54,6 @@ pub struct CDISpec {
     pub cert_config: Option<CDICertConfig>,
     /// The priority class of CDI's pods.
     pub priority_class: Option<String>,
-}
-
-/// Node placement.
-#[serde_with::skip_serializing_none]
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct NodePlacement {
-    /// Node labels the pods need.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub node_selector: BTreeMap<String, String>,
-    /// Affinity rules.
-    pub affinity: Option<Affinity>,
-    /// Tolerations.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tolerations: Vec<Toleration>,
 }
 
 /// `infra`: node placement and replica counts.
@@ -127,24 +112,4 @@ pub struct CDIStatus {
     pub target_version: Option<String>,
     /// The version installed.
     pub observed_version: Option<String>,
-}
-
-/// An operator condition (`conditionsv1.Condition`).
-#[serde_with::skip_serializing_none]
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct OperatorCondition {
-    /// `Available`, `Progressing` or `Degraded`.
-    #[serde(rename = "type")]
-    pub condition_type: String,
-    /// `True`, `False` or `Unknown`.
-    pub status: String,
-    /// Why, as a word.
-    pub reason: Option<String>,
-    /// Why, as a sentence.
-    pub message: Option<String>,
-    /// When it was last looked at.
-    pub last_heartbeat_time: Option<Time>,
-    /// When it last changed.
-    pub last_transition_time: Option<Time>,
 }

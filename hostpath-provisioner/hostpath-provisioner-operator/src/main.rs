@@ -1,0 +1,117 @@
+//! hostpath-provisioner-operator: wiring only. A kube-rs controller over `HostPathProvisioner`
+//! CRs (cluster-scoped) and the CSI DaemonSet in its namespace; each pass is
+//! [`hostpath_provisioner_operator::reconciler::reconcile`].
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Parser;
+use futures::StreamExt as _;
+use hostpath_provisioner_operator::api::HostPathProvisioner;
+use hostpath_provisioner_operator::reconciler::{self, Next};
+use hostpath_provisioner_operator::render::{APP_LABEL, Settings};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Api, Client};
+use operator_kit::objects::ObjectsError;
+use operator_kit::objects::kube::KubeObjects;
+
+/// A pass that failed is tried again after this long.
+const RETRY: Duration = Duration::from_secs(5);
+/// A CR not serving yet is looked at again after this long even without an event.
+const LOOK_AGAIN: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Parser)]
+#[command(about = "The hostpath provisioner's operator: HostPathProvisioner CRs into the CSI driver on every node")]
+struct Args {
+    /// The namespace the operator and the CSI pods run in (upstream's WATCH_NAMESPACE).
+    #[arg(long, env = "WATCH_NAMESPACE")]
+    namespace: String,
+    /// The CSI driver's image (upstream's CSI_PROVISIONER_IMAGE).
+    #[arg(long, env = "CSI_PROVISIONER_IMAGE")]
+    driver_image: String,
+    /// external-provisioner's image (upstream's CSI_SIG_STORAGE_PROVISIONER_IMAGE).
+    #[arg(long, env = "CSI_SIG_STORAGE_PROVISIONER_IMAGE")]
+    provisioner_image: String,
+    /// The version installed (the driver's --version and the CR's versions).
+    #[arg(long, env = "OPERATOR_VERSION", default_value = env!("CARGO_PKG_VERSION"))]
+    version: String,
+    /// The CSI containers' --v (upstream's VERBOSITY).
+    #[arg(long, env = "VERBOSITY", default_value = "3")]
+    csi_verbosity: String,
+    /// The operator's own log verbosity, upstream's -v.
+    #[arg(short = 'v', default_value_t = 1)]
+    verbosity: u8,
+}
+
+struct Context {
+    objects: KubeObjects,
+    settings: Settings,
+}
+
+async fn reconcile(cr: Arc<HostPathProvisioner>, context: Arc<Context>) -> Result<Action, ObjectsError> {
+    // Whole seconds, as the API server keeps them: a pass that changes nothing writes nothing.
+    let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    let now = Time(k8s_openapi::jiff::Timestamp::from_second(now).unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+    Ok(
+        match reconciler::reconcile(&context.objects, &cr, &context.settings, &now).await? {
+            Next::Rest => Action::await_change(),
+            Next::LookAgain => Action::requeue(LOOK_AGAIN),
+        },
+    )
+}
+
+#[expect(clippy::needless_pass_by_value, reason = "the signature of kube's error policy")]
+fn retry(cr: Arc<HostPathProvisioner>, error: &ObjectsError, _: Arc<Context>) -> Action {
+    tracing::warn!(
+        name = cr.metadata.name.as_deref().unwrap_or_default(),
+        error = %kubevirt_api::error_report::one_line(error),
+        "the pass failed; trying again"
+    );
+    Action::requeue(RETRY)
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
+    let client = Client::try_default().await.context("connecting to the API server")?;
+    let stop = control_loop::process::stop_on_signals().context("listening for signals")?;
+    let context = Arc::new(Context {
+        objects: KubeObjects::new(client.clone(), "hostpath-provisioner-operator"),
+        settings: Settings {
+            namespace: args.namespace.clone(),
+            driver_image: args.driver_image,
+            provisioner_image: args.provisioner_image,
+            version: args.version,
+            verbosity: args.csi_verbosity,
+        },
+    });
+    tracing::info!(namespace = args.namespace, "hostpath-provisioner-operator started");
+    // The DaemonSet is namespaced and its owner is not: kube's `owns` would look the owner up in
+    // the DaemonSet's namespace, so the owner is mapped here, cluster-wide.
+    let ours = format!("{}={}", APP_LABEL.0, APP_LABEL.1);
+    Controller::new(
+        Api::<HostPathProvisioner>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .watches(
+        Api::<DaemonSet>::namespaced(client, &args.namespace),
+        watcher::Config::default().labels(&ours),
+        |daemon_set| reconciler::owner_of(&daemon_set).map(|name| ObjectRef::<HostPathProvisioner>::new(&name)),
+    )
+    .graceful_shutdown_on(async move { stop.cancelled().await })
+    .run(reconcile, retry, context)
+    .for_each(|_| async {})
+    .await;
+    tracing::info!("hostpath-provisioner-operator stopped");
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let verbosity = args.verbosity;
+    control_loop::process::main("hostpath-provisioner-operator", verbosity, run(args))
+}

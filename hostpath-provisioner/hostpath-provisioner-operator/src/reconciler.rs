@@ -1,0 +1,85 @@
+//! One pass over a `HostPathProvisioner`: render what it wants ([`crate::render`]), apply each
+//! object, read the CSI DaemonSet back, decide the status ([`crate::status`]) and write it when it
+//! changed. A CR being deleted is left to the garbage collector, which removes what it owns.
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::Resource;
+use kube::api::ApiResource;
+use operator_kit::conditions;
+use operator_kit::objects::{Objects, ObjectsError, get_typed};
+
+use crate::api::HostPathProvisioner;
+use crate::render::{self, DAEMON_SET, Settings};
+use crate::status::{self, Pass};
+
+/// When the CR is to be looked at again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// It serves: on the next change of the CR or its DaemonSet.
+    Rest,
+    /// It does not serve yet, or a write failed: soon, even without a change.
+    LookAgain,
+}
+
+/// One pass.
+///
+/// # Errors
+/// [`ObjectsError`] when the DaemonSet cannot be read or the status cannot be written; a failed
+/// apply is not an error of the pass but the CR's `Degraded` condition.
+pub async fn reconcile<O: Objects>(
+    objects: &O,
+    cr: &HostPathProvisioner,
+    settings: &Settings,
+    now: &Time,
+) -> Result<Next, ObjectsError> {
+    if cr.metadata.deletion_timestamp.is_some() {
+        return Ok(Next::Rest);
+    }
+    let name = cr.metadata.name.clone().unwrap_or_default();
+    let pass = apply_all(objects, cr, settings).await;
+    if let Pass::Failed(why) = &pass {
+        tracing::warn!(name, error = why.as_str(), "reconciling the HostPathProvisioner failed");
+    }
+    let daemon_set = get_typed::<DaemonSet, _>(objects, Some(&settings.namespace), DAEMON_SET).await?;
+    let status = status::decide(cr, &pass, daemon_set.as_ref(), &settings.version, now);
+    if cr.status.as_ref() != Some(&status) {
+        let value = serde_json::to_value(&status).map_err(|source| ObjectsError::Convert {
+            what: format!("the status of HostPathProvisioner {name}"),
+            source,
+        })?;
+        objects
+            .write_status(&ApiResource::erase::<HostPathProvisioner>(&()), None, &name, value)
+            .await?;
+    }
+    let serves = conditions::is_true(&status.conditions, conditions::AVAILABLE)
+        && !conditions::is_true(&status.conditions, conditions::PROGRESSING)
+        && !conditions::is_true(&status.conditions, conditions::DEGRADED);
+    Ok(if serves { Next::Rest } else { Next::LookAgain })
+}
+
+/// Applies every object the CR wants, in order; the first failure stops the pass.
+async fn apply_all<O: Objects>(objects: &O, cr: &HostPathProvisioner, settings: &Settings) -> Pass {
+    let wanted = match render::render(cr, settings) {
+        Ok(wanted) => wanted,
+        Err(e) => return Pass::Failed(e.to_string()),
+    };
+    for desired in &wanted {
+        if let Err(e) = objects.apply(desired).await {
+            return Pass::Failed(e.to_string());
+        }
+    }
+    Pass::Applied
+}
+
+/// The CR a DaemonSet belongs to: its controlling owner of kind `HostPathProvisioner`.
+#[must_use]
+pub fn owner_of(daemon_set: &DaemonSet) -> Option<String> {
+    daemon_set
+        .metadata
+        .owner_references
+        .as_ref()?
+        .iter()
+        .find(|o| o.controller == Some(true) && o.kind == HostPathProvisioner::kind(&()))
+        .map(|o| o.name.clone())
+}

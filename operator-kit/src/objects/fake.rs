@@ -1,0 +1,96 @@
+//! [`Objects`] in memory, for tests: objects by `Kind namespace/name`, every write recorded, and
+//! a chosen object's apply made to fail.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use kube::core::{ApiResource, DynamicObject};
+
+use super::{Desired, Objects, ObjectsError, describe};
+
+/// What the fake holds.
+#[derive(Debug, Default)]
+pub struct State {
+    /// Objects by `Kind namespace/name` (or `Kind name`).
+    pub objects: BTreeMap<String, DynamicObject>,
+    /// Every write, in order: `apply Kind ns/name` or `status Kind name`.
+    pub writes: Vec<String>,
+    /// Applying this object (`Kind namespace/name`) fails with the API server's message.
+    pub refuse_apply: Option<(String, String)>,
+}
+
+/// The fake API server.
+#[derive(Debug, Default)]
+pub struct FakeObjects {
+    state: Mutex<State>,
+}
+
+impl FakeObjects {
+    /// What it holds now.
+    pub fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Puts an object in place, as if another writer (a kubelet's status, a test) made it.
+    pub fn put(&self, desired: &Desired) {
+        self.state().objects.insert(desired.describe(), desired.object.clone());
+    }
+}
+
+impl Objects for FakeObjects {
+    async fn apply(&self, desired: &Desired) -> Result<(), ObjectsError> {
+        let key = desired.describe();
+        let mut state = self.state();
+        if let Some((refused, message)) = &state.refuse_apply
+            && *refused == key
+        {
+            return Err(ObjectsError::Api {
+                operation: format!("applying {key}"),
+                message: message.clone(),
+            });
+        }
+        state.writes.push(format!("apply {key}"));
+        // Server-side apply keeps what other managers own: here, the status.
+        let mut object = desired.object.clone();
+        if let Some(status) = state.objects.get(&key).and_then(|old| old.data.get("status")).cloned() {
+            object.data["status"] = status;
+        }
+        state.objects.insert(key, object);
+        Ok(())
+    }
+
+    async fn get(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Option<DynamicObject>, ObjectsError> {
+        Ok(self
+            .state()
+            .objects
+            .get(&describe(&resource.kind, namespace, name))
+            .cloned())
+    }
+
+    async fn write_status(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+        name: &str,
+        status: serde_json::Value,
+    ) -> Result<(), ObjectsError> {
+        let key = describe(&resource.kind, namespace, name);
+        let mut state = self.state();
+        state.writes.push(format!("status {key}"));
+        match state.objects.get_mut(&key) {
+            Some(object) => {
+                object.data["status"] = status;
+                Ok(())
+            }
+            None => Err(ObjectsError::Api {
+                operation: format!("writing the status of {key}"),
+                message: "not found".to_owned(),
+            }),
+        }
+    }
+}
