@@ -79,6 +79,7 @@ cluster_images() {
     echo localhost/kubevirt-rs/cdi-uploadserver:latest localhost/kubevirt-rs/cdi-uploadproxy:latest
     echo localhost/kubevirt-rs/cdi-apiserver:latest localhost/kubevirt-rs/cdi-cloner:latest
     echo localhost/kubevirt-rs/hostpath-csi-driver:latest localhost/kubevirt-rs/csi-provisioner:latest
+    echo localhost/kubevirt-rs/hostpath-provisioner-operator:latest
     echo localhost/kubevirt-rs/testguest:latest localhost/kubevirt-rs/testclient:latest
     echo localhost/kubevirt-rs/test-registry:latest
     echo "registry.k8s.io/pause:$(cat "$CLUSTER_BIN/pause.version")" "$COREDNS_IMAGE"

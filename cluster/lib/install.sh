@@ -14,11 +14,17 @@ install_kubevirt() {
     sed "s/NODE_IP/$(node_ip 1)/" "$CLUSTER_REPO/cluster/cdi/uploadproxy-nodeport.yaml" \
         | "${k[@]}" apply -f - >>"$CLUSTER_LOGS/cdi.log" 2>&1 \
         || die "exposing the upload proxy failed: $(tail -5 "$CLUSTER_LOGS/cdi.log")"
-    # The hostpath provisioner's CSI driver on every node, and its StorageClass `hostpath-csi`.
-    "${k[@]}" apply -k "$CLUSTER_REPO/manifests/hostpath-provisioner" >"$CLUSTER_LOGS/hostpath-provisioner.log" 2>&1 \
-        && "${k[@]}" apply -f "$CLUSTER_REPO/manifests/hostpath-provisioner/storageclass-hostpath-csi.yaml" \
-            >>"$CLUSTER_LOGS/hostpath-provisioner.log" 2>&1 \
-        || die "installing the hostpath provisioner failed: $(tail -5 "$CLUSTER_LOGS/hostpath-provisioner.log")"
+    # The hostpath provisioner's operator, its CR (the CSI driver on every node, pool `local` in
+    # /var/hpvolumes) and the StorageClass `hostpath-csi`, as docs/storage.md tells users.
+    local hpp=$CLUSTER_REPO/manifests/hostpath-provisioner
+    "${k[@]}" apply -k "$hpp" >"$CLUSTER_LOGS/hostpath-provisioner.log" 2>&1 \
+        || die "installing the hostpath provisioner's operator failed: $(tail -5 "$CLUSTER_LOGS/hostpath-provisioner.log")"
+    wait_for "the HostPathProvisioner CRD is Established" 60 "${k[@]}" wait --for=condition=Established --timeout=1s \
+        crd/hostpathprovisioners.hostpathprovisioner.kubevirt.io \
+        || die "the HostPathProvisioner CRD is not Established: see $CLUSTER_LOGS/hostpath-provisioner.log"
+    "${k[@]}" apply -f "$hpp/hostpathprovisioner_cr.yaml" -f "$hpp/storageclass-hostpath-csi.yaml" \
+        >>"$CLUSTER_LOGS/hostpath-provisioner.log" 2>&1 \
+        || die "creating the HostPathProvisioner failed: $(tail -5 "$CLUSTER_LOGS/hostpath-provisioner.log")"
     # The KubeVirt object waits for its CRD: the first apply may refuse it, the second takes it.
     "${k[@]}" apply -k "$CLUSTER_REPO/manifests/install" >"$CLUSTER_LOGS/install.log" 2>&1 || true
     wait_for "the CRDs are Established" 60 "${k[@]}" wait --for=condition=Established --timeout=1s \
@@ -33,6 +39,9 @@ install_kubevirt() {
     wait_for "CDI is Ready" 300 kubectl_admin -n cdi rollout status --timeout=1s deployment/cdi-deployment \
         deployment/cdi-uploadproxy deployment/cdi-apiserver \
         || die "CDI did not become Ready: $("${k[@]}" -n cdi get pods -o wide 2>&1)"
+    wait_for "the HostPathProvisioner is Available" 300 "${k[@]}" wait --for=condition=Available --timeout=1s \
+        hostpathprovisioner/hostpath-provisioner \
+        || die "the HostPathProvisioner is not Available: $("${k[@]}" get hostpathprovisioner hostpath-provisioner -o jsonpath='{.status.conditions}' 2>&1; "${k[@]}" -n hostpath-provisioner get pods -o wide 2>&1)"
     wait_for "the hostpath provisioner runs on every node" 300 kubectl_admin -n hostpath-provisioner rollout status \
         --timeout=1s daemonset/hostpath-provisioner-csi \
         || die "the hostpath provisioner did not start: $("${k[@]}" -n hostpath-provisioner get pods -o wide 2>&1)"
@@ -77,6 +86,7 @@ restart_changed_components() {
         cdi:cdi.kubevirt.io=cdi-deployment:cdi-controller:deployment/cdi-deployment \
         cdi:cdi.kubevirt.io=cdi-uploadproxy:cdi-uploadproxy:deployment/cdi-uploadproxy \
         cdi:cdi.kubevirt.io=cdi-apiserver:cdi-apiserver:deployment/cdi-apiserver \
+        hostpath-provisioner:name=hostpath-provisioner-operator:hostpath-provisioner-operator:deployment/hostpath-provisioner-operator \
         hostpath-provisioner:k8s-app=hostpath-provisioner:hostpath-csi-driver:daemonset/hostpath-provisioner-csi \
         hostpath-provisioner:k8s-app=hostpath-provisioner:csi-provisioner:daemonset/hostpath-provisioner-csi; do
         IFS=: read -r namespace selector image workload <<<"$entry"
@@ -84,6 +94,8 @@ restart_changed_components() {
             || die "image localhost/kubevirt-rs/$image:latest is missing"
         ids=$(kubectl_admin -n "$namespace" get pods -l "$selector" \
             -o jsonpath="{range .items[*]}{.status.containerStatuses[?(@.image==\"localhost/kubevirt-rs/$image:latest\")].imageID}{\"\\n\"}{end}")
+        # No pods yet (a fresh install, or an operand its operator has not made yet): nothing to restart.
+        [ -n "$ids" ] || continue
         if grep -qv "^$wanted\$" <<<"$ids"; then
             kubectl_admin -n "$namespace" rollout restart "$workload" >/dev/null
             say "restarted $image for its new image"

@@ -13,11 +13,14 @@ use hostpath_provisioner_operator::api::HostPathProvisioner;
 use hostpath_provisioner_operator::reconciler::{self, Next};
 use hostpath_provisioner_operator::render::{APP_LABEL, Settings};
 use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::api::storage::v1::CSIDriver;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
-use kube::{Api, Client};
+use kube::{Api, Client, Resource};
 use operator_kit::objects::ObjectsError;
 use operator_kit::objects::kube::KubeObjects;
 
@@ -90,24 +93,46 @@ async fn run(args: Args) -> anyhow::Result<()> {
         },
     });
     tracing::info!(namespace = args.namespace, "hostpath-provisioner-operator started");
-    // The DaemonSet is namespaced and its owner is not: kube's `owns` would look the owner up in
-    // the DaemonSet's namespace, so the owner is mapped here, cluster-wide.
-    let ours = format!("{}={}", APP_LABEL.0, APP_LABEL.1);
+    // Every object it makes is watched, so that one changed or deleted by hand is put back. They
+    // carry the app label; the namespaced ones' owner is not namespaced, so kube's `owns` (which
+    // looks the owner up in the object's namespace) cannot map them: `owner` does, cluster-wide.
+    let ours = watcher::Config::default().labels(&format!("{}={}", APP_LABEL.0, APP_LABEL.1));
+    let namespace = args.namespace.as_str();
     Controller::new(
         Api::<HostPathProvisioner>::all(client.clone()),
         watcher::Config::default(),
     )
     .watches(
-        Api::<DaemonSet>::namespaced(client, &args.namespace),
-        watcher::Config::default().labels(&ours),
-        |daemon_set| reconciler::owner_of(&daemon_set).map(|name| ObjectRef::<HostPathProvisioner>::new(&name)),
+        Api::<DaemonSet>::namespaced(client.clone(), namespace),
+        ours.clone(),
+        owner,
     )
+    .watches(
+        Api::<ServiceAccount>::namespaced(client.clone(), namespace),
+        ours.clone(),
+        owner,
+    )
+    .watches(Api::<Role>::namespaced(client.clone(), namespace), ours.clone(), owner)
+    .watches(
+        Api::<RoleBinding>::namespaced(client.clone(), namespace),
+        ours.clone(),
+        owner,
+    )
+    .watches(Api::<ClusterRole>::all(client.clone()), ours.clone(), owner)
+    .watches(Api::<ClusterRoleBinding>::all(client.clone()), ours.clone(), owner)
+    .watches(Api::<CSIDriver>::all(client), ours, owner)
     .graceful_shutdown_on(async move { stop.cancelled().await })
     .run(reconcile, retry, context)
     .for_each(|_| async {})
     .await;
     tracing::info!("hostpath-provisioner-operator stopped");
     Ok(())
+}
+
+/// The CR an object it made belongs to.
+#[expect(clippy::needless_pass_by_value, reason = "the signature of kube's mappers")]
+fn owner<K: Resource>(object: K) -> Option<ObjectRef<HostPathProvisioner>> {
+    reconciler::owner_of(object.meta()).map(|name| ObjectRef::new(&name))
 }
 
 fn main() -> ExitCode {

@@ -3,7 +3,7 @@
 //! changed. A CR being deleted is left to the garbage collector, which removes what it owns.
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::Resource;
 use kube::api::ApiResource;
 use operator_kit::conditions;
@@ -72,12 +72,10 @@ async fn apply_all<O: Objects>(objects: &O, cr: &HostPathProvisioner, settings: 
     Pass::Applied
 }
 
-/// The CR a DaemonSet belongs to: its controlling owner of kind `HostPathProvisioner`.
+/// The CR an object belongs to: its controlling owner of kind `HostPathProvisioner`.
 #[must_use]
-pub fn owner_of(daemon_set: &DaemonSet) -> Option<String> {
-    daemon_set
-        .metadata
-        .owner_references
+pub fn owner_of(meta: &ObjectMeta) -> Option<String> {
+    meta.owner_references
         .as_ref()?
         .iter()
         .find(|o| o.controller == Some(true) && o.kind == HostPathProvisioner::kind(&()))

@@ -515,3 +515,17 @@ async fn a_cr_being_deleted_is_left_to_the_garbage_collector() {
     assert_eq!(next, Next::Rest);
     assert!(objects.state().writes.is_empty());
 }
+
+#[test]
+fn the_objects_it_made_lead_back_to_their_cr() {
+    let objects = render::render(&sample(), &settings()).expect("renders");
+    for object in &objects {
+        assert_eq!(
+            reconciler::owner_of(&object.object.metadata).as_deref(),
+            Some("hostpath-provisioner"),
+            "{}",
+            object.describe()
+        );
+    }
+    assert_eq!(reconciler::owner_of(&ObjectMeta::default()), None);
+}

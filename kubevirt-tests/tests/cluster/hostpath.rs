@@ -2,13 +2,16 @@
 //! `hostpath-csi` (WaitForFirstConsumer, asked to bind for the import at once) is provisioned by
 //! external-provisioner and the driver on the importer's node, as a directory in that node's pool;
 //! the import fills it, the VM boots from it on that node, and deleting the VM removes the
-//! DataVolume, the claim, the volume and the directory.
+//! DataVolume, the claim, the volume and the directory. The driver is installed by
+//! hostpath-provisioner-operator from the HostPathProvisioner CR `hostpath-provisioner`, which
+//! reports upstream's conditions, refuses what the operator does not do, and puts back an object
+//! of its own that was deleted.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use super::data_volumes::{boots_and_reads_the_label, import_succeeds, serve_guest_disk, vm_booting_from_template};
-use super::support::{Cleanup, cluster_dir, field, get, kubectl_ok, wait_for};
+use super::support::{Cleanup, cluster_dir, field, get, kubectl_ok, kubectl_stdin, wait_for};
 
 const NAME: &str = "e2e-hostpath";
 
@@ -73,4 +76,112 @@ fn a_data_volume_on_hostpath_csi_is_a_directory_on_its_node_until_the_vm_goes() 
         },
     );
     drop(cleanup);
+}
+
+const NAMESPACE: &str = "hostpath-provisioner";
+const CR: &str = "hostpath-provisioner";
+
+/// A condition's status and reason.
+fn condition(object: &serde_json::Value, condition_type: &str) -> (String, String) {
+    let found = object["status"]["conditions"]
+        .as_array()
+        .and_then(|all| all.iter().find(|c| c["type"] == condition_type))
+        .unwrap_or_else(|| panic!("no {condition_type} condition: {object}"));
+    (field(found, "status"), field(found, "reason"))
+}
+
+/// Whether `object` is controlled by the HostPathProvisioner with uid `uid`.
+fn controlled_by(object: &serde_json::Value, uid: &str) -> bool {
+    object["metadata"]["ownerReferences"].as_array().is_some_and(|owners| {
+        owners
+            .iter()
+            .any(|o| o["kind"] == "HostPathProvisioner" && o["uid"] == uid && o["controller"] == true)
+    })
+}
+
+#[test]
+#[ignore = "needs the test cluster: make cluster"]
+fn the_operator_installs_the_driver_from_its_cr_and_keeps_it() {
+    let cr = get("hostpathprovisioner", CR, "default").expect("the HostPathProvisioner");
+    assert_eq!(
+        condition(&cr, "Available"),
+        ("True".to_owned(), "Complete".to_owned()),
+        "{cr}"
+    );
+    assert_eq!(condition(&cr, "Progressing").0, "False");
+    assert_eq!(condition(&cr, "Degraded").0, "False");
+    assert!(!field(&cr, "status.observedVersion").is_empty(), "{cr}");
+    assert_eq!(field(&cr, "status.storagePoolStatuses.0.name"), "local");
+    assert_eq!(field(&cr, "status.storagePoolStatuses.0.phase"), "Ready");
+
+    // What it made, each controlled by the CR (deleting the CR lets the garbage collector take them).
+    let uid = field(&cr, "metadata.uid");
+    let made = [
+        ("daemonset", "hostpath-provisioner-csi", NAMESPACE),
+        ("serviceaccount", "hostpath-provisioner-admin-csi", NAMESPACE),
+        ("rolebinding", "hostpath-provisioner-admin-csi", NAMESPACE),
+        ("clusterrolebinding", "hostpath-provisioner-admin-csi", "default"),
+        ("csidriver", "kubevirt.io.hostpath-provisioner", "default"),
+    ];
+    for (kind, name, namespace) in made {
+        let object = get(kind, name, namespace).unwrap_or_else(|| panic!("{kind} {name}"));
+        assert!(controlled_by(&object, &uid), "{kind} {name}: {object}");
+    }
+    let daemon_set = get("daemonset", "hostpath-provisioner-csi", NAMESPACE).expect("the DaemonSet");
+    let env = daemon_set["spec"]["template"]["spec"]["containers"][0]["env"].to_string();
+    assert!(
+        env.contains(r#"[{\"name\":\"local\",\"path\":\"local-data-dir/csi\",\"shared\":false}]"#),
+        "{env}"
+    );
+    assert_eq!(
+        daemon_set["spec"]["template"]["spec"]["nodeSelector"]["kubernetes.io/os"], "linux",
+        "the CR's workload placement"
+    );
+
+    // A binding deleted by hand is put back.
+    let binding = get("rolebinding", "hostpath-provisioner-admin-csi", NAMESPACE).expect("the binding");
+    kubectl_ok(&[
+        "-n",
+        NAMESPACE,
+        "delete",
+        "rolebinding",
+        "hostpath-provisioner-admin-csi",
+    ]);
+    wait_for(
+        "the operator to put the RoleBinding back",
+        Duration::from_secs(60),
+        || {
+            get("rolebinding", "hostpath-provisioner-admin-csi", NAMESPACE)
+                .filter(|b| field(b, "metadata.uid") != field(&binding, "metadata.uid") && controlled_by(b, &uid))
+        },
+    );
+
+    // What the operator does not do is refused by the API server, naming the field; nothing is made.
+    let refused = [
+        ("pathConfig:\n    path: /var/legacy", "spec.pathConfig"),
+        (
+            "storagePools:\n    - name: a\n      path: /var/a\n      pvcTemplate:\n        resources: {}",
+            "spec.storagePools[].pvcTemplate",
+        ),
+        (
+            "storagePools:\n    - name: a\n      path: /var/a\n    - name: a\n      path: /var/b",
+            "each pool's name must be unique",
+        ),
+        (
+            "featureGates: [Snapshotting]\n  storagePools:\n    - name: a\n      path: /var/a",
+            "Snapshotting",
+        ),
+    ];
+    for (spec, message) in refused {
+        let manifest = format!(
+            "apiVersion: hostpathprovisioner.kubevirt.io/v1beta1\nkind: HostPathProvisioner\nmetadata:\n  name: e2e-refused\nspec:\n  {spec}\n"
+        );
+        let output = kubectl_stdin(&["apply", "-f", "-"], &manifest);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            !output.status.success() && stderr.contains(message),
+            "{message}: {stderr}"
+        );
+        assert!(get("hostpathprovisioner", "e2e-refused", "default").is_none());
+    }
 }
