@@ -25,6 +25,10 @@ install_kubevirt() {
     "${k[@]}" apply -f "$hpp/hostpathprovisioner_cr.yaml" -f "$hpp/storageclass-hostpath-csi.yaml" \
         >>"$CLUSTER_LOGS/hostpath-provisioner.log" 2>&1 \
         || die "creating the HostPathProvisioner failed: $(tail -5 "$CLUSTER_LOGS/hostpath-provisioner.log")"
+    # On the test cluster hostpath-csi is the default class, as on a single-node or edge cluster
+    # that runs the hostpath provisioner: a claim that names no class gets a directory on its node.
+    "${k[@]}" annotate --overwrite storageclass hostpath-csi storageclass.kubernetes.io/is-default-class=true >/dev/null \
+        || die "making hostpath-csi the default StorageClass failed"
     # The KubeVirt object waits for its CRD: the first apply may refuse it, the second takes it.
     "${k[@]}" apply -k "$CLUSTER_REPO/manifests/install" >"$CLUSTER_LOGS/install.log" 2>&1 || true
     wait_for "the CRDs are Established" 60 "${k[@]}" wait --for=condition=Established --timeout=1s \

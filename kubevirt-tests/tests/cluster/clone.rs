@@ -8,7 +8,6 @@
 
 use std::time::Duration;
 
-use super::data_volumes::{node_dir, volume_for_in};
 use super::support::{
     Cleanup, console_until_in, field, get, kubectl, kubectl_ok, kubectl_stdin, wait_for, wait_for_phase_in,
 };
@@ -22,9 +21,10 @@ const CLONER: &str = "system:serviceaccount:e2e-clone-dst:default";
 
 fn clone_manifest() -> String {
     format!(
-        "apiVersion: cdi.kubevirt.io/v1beta1\nkind: DataVolume\nmetadata:\n  name: {NAME}-root\n  namespace: {TARGET_NS}\nspec:\n  \
+        "apiVersion: cdi.kubevirt.io/v1beta1\nkind: DataVolume\nmetadata:\n  name: {NAME}-root\n  namespace: {TARGET_NS}\n  \
+         annotations:\n    cdi.kubevirt.io/storage.bind.immediate.requested: \"true\"\nspec:\n  \
          source:\n    pvc:\n      namespace: {SOURCE_NS}\n      name: {NAME}-golden\n  storage:\n    \
-         accessModes: [ReadWriteOnce]\n    volumeMode: Filesystem\n    storageClassName: \"\"\n    \
+         accessModes: [ReadWriteOnce]\n    volumeMode: Filesystem\n    \
          resources:\n      requests:\n        storage: 64Mi\n"
     )
 }
@@ -60,16 +60,9 @@ fn a_clone_into_another_namespace_is_checked_copied_and_boots() {
     );
     let golden = format!("{NAME}-golden");
     let copy = format!("{NAME}-root");
-    let dirs = [
-        node_dir(&golden),
-        node_dir(&format!("{golden}-scratch")),
-        node_dir(&copy),
-    ];
-    // The volumes go last: the namespaces, and the claims in them, go before them.
+    // The golden image and its copy are both in the default class, hostpath-csi (the copy asks to
+    // be bound at once, so that its upload server is its first consumer).
     let mut cleanup = Cleanup::new();
-    volume_for_in(&mut cleanup, SOURCE_NS, &golden, &dirs[0]);
-    volume_for_in(&mut cleanup, SOURCE_NS, &format!("{golden}-scratch"), &dirs[1]);
-    volume_for_in(&mut cleanup, TARGET_NS, &copy, &dirs[2]);
     for namespace in [SOURCE_NS, TARGET_NS] {
         cleanup.apply_in(
             namespace,
@@ -155,5 +148,4 @@ fn a_clone_into_another_namespace_is_checked_copied_and_boots() {
     );
     let _ = kubectl(&["-n", TARGET_NS, "delete", "vm", NAME, "--timeout=120s"]);
     drop(cleanup);
-    drop(dirs);
 }

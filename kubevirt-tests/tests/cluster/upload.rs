@@ -3,12 +3,14 @@
 //! the aggregation layer, and sends the test guest's qcow2 to cdi-uploadproxy on its NodePort
 //! (the URL from CDIConfig's override, as cluster/cdi sets it); the server converts it through
 //! scratch space, the DataVolume ends Succeeded, and a VM boots from it and reads its label. The
-//! proxy refuses requests without a valid token.
+//! claim and its scratch space are in the cluster's default StorageClass, `hostpath-csi`
+//! (WaitForFirstConsumer: without `--force-bind` virtctl refuses, as upstream's). The proxy
+//! refuses requests without a valid token.
 
 use std::process::Command;
 use std::time::Duration;
 
-use super::data_volumes::{boots_and_reads_the_label, node_dir, vm_booting_from_template, volume_for};
+use super::data_volumes::{boots_and_reads_the_label, vm_booting_from_template};
 use super::support::{Cleanup, field, get, kubectl_ok, virtctl, wait_for};
 
 /// The test guest's disk, as `make guest` leaves it.
@@ -46,8 +48,8 @@ fn post_status(url: &str, headers: &[&str]) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-/// `virtctl image-upload dv CLAIM` of the test guest's qcow2 in `default`, creating the
-/// DataVolume; its output.
+/// `virtctl image-upload dv CLAIM --force-bind` of the test guest's qcow2 in `default`, creating
+/// the DataVolume in the default StorageClass; its output.
 fn upload_with_virtctl(claim: &str) -> String {
     upload_with_virtctl_in("default", claim)
 }
@@ -67,6 +69,7 @@ pub(super) fn upload_with_virtctl_in(namespace: &str, claim: &str) -> String {
         "--image-path",
         GUEST_QCOW2,
         "--insecure",
+        "--force-bind",
         "--wait-secs",
         "240",
         "-n",
@@ -103,11 +106,7 @@ fn virtctl_image_upload_fills_a_data_volume_that_a_vm_boots_from() {
         std::path::Path::new(GUEST_QCOW2).is_file(),
         "the test guest's disk is missing: run make guest"
     );
-    let dir = node_dir(&claim);
-    let scratch_dir = node_dir(&format!("{claim}-scratch"));
     let mut cleanup = Cleanup::new();
-    volume_for(&mut cleanup, &claim, &dir);
-    volume_for(&mut cleanup, &format!("{claim}-scratch"), &scratch_dir);
     cleanup.track("dv", &claim);
 
     let proxy = proxy_url();
@@ -137,6 +136,8 @@ fn virtctl_image_upload_fills_a_data_volume_that_a_vm_boots_from() {
     assert_eq!(field(&dv, "status.phase"), "Succeeded", "{dv}");
     assert_eq!(field(&dv, "spec.source.upload"), "{}");
     let pvc = get("pvc", &claim, "default").expect("the claim");
+    assert_eq!(field(&pvc, "spec.storageClassName"), "hostpath-csi", "the default class");
+    assert_eq!(field(&pvc, "status.phase"), "Bound");
     assert_eq!(
         pvc["metadata"]["annotations"]["cdi.kubevirt.io/storage.upload.target"],
         ""
@@ -178,6 +179,4 @@ fn virtctl_image_upload_fills_a_data_volume_that_a_vm_boots_from() {
     cleanup.apply("vm", NAME, &vm_on_data_volume(NAME));
     boots_and_reads_the_label(NAME);
     drop(cleanup);
-    drop(scratch_dir);
-    drop(dir);
 }
