@@ -14,12 +14,13 @@ use crate::csi::controller_service_capability::{self, rpc};
 use crate::csi::validate_volume_capabilities_response::Confirmed;
 use crate::csi::volume_capability::AccessType;
 use crate::csi::{
-    ControllerGetCapabilitiesRequest, ControllerGetCapabilitiesResponse, ControllerServiceCapability,
+    CapacityRange, ControllerGetCapabilitiesRequest, ControllerGetCapabilitiesResponse, ControllerServiceCapability,
     CreateVolumeRequest, CreateVolumeResponse, DeleteVolumeRequest, DeleteVolumeResponse, GetCapacityRequest,
     GetCapacityResponse, Topology, ValidateVolumeCapabilitiesRequest, ValidateVolumeCapabilitiesResponse, Volume,
     VolumeCapability,
 };
 use crate::host::Host;
+use crate::mount_options::BindOptions;
 use crate::pools::{Pools, valid_volume_id};
 
 /// The Controller service.
@@ -81,6 +82,30 @@ pub fn check_capabilities(capabilities: &[VolumeCapability]) -> Result<(), Statu
     {
         return Err(Status::invalid_argument("must have mount access type"));
     }
+    for capability in capabilities {
+        if let Some(AccessType::Mount(mount)) = &capability.access_type {
+            BindOptions::from_mount(mount, false)?;
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a size the pool cannot give: more than its filesystem holds, or a limit below it (a
+/// volume has no size of its own: it reports, and may fill, its pool's filesystem).
+fn check_capacity(range: Option<&CapacityRange>, capacity: u64) -> Result<(), Status> {
+    let Some(range) = range else { return Ok(()) };
+    let required = u64::try_from(range.required_bytes).unwrap_or(0);
+    if required > capacity {
+        return Err(Status::out_of_range(format!(
+            "capacity_range.required_bytes {required}: the storage pool holds {capacity} bytes"
+        )));
+    }
+    let limit = u64::try_from(range.limit_bytes).unwrap_or(0);
+    if limit > 0 && limit < capacity {
+        return Err(Status::out_of_range(format!(
+            "capacity_range.limit_bytes {limit}: a hostpath volume shares its pool's {capacity} bytes and cannot be limited"
+        )));
+    }
     Ok(())
 }
 
@@ -141,6 +166,7 @@ impl<H: Host> Controller for ControllerService<H> {
         }
         let dir = self.volume_dir(&request.parameters, &request.name)?;
         let space = self.pool_space(&request.parameters)?;
+        check_capacity(request.capacity_range.as_ref(), rounded(space.total))?;
         self.host
             .make_dir(&dir)
             .map_err(|e| Status::internal(format!("making {}: {e}", dir.display())))?;

@@ -4,6 +4,8 @@
 use std::io;
 use std::path::Path;
 
+use crate::mount_options::BindOptions;
+
 #[cfg(any(test, feature = "host-tests"))]
 pub mod fake;
 
@@ -52,11 +54,12 @@ pub trait Host: Send + Sync + 'static {
     /// # Errors
     /// The system's.
     fn is_mount_point(&self, path: &Path) -> io::Result<bool>;
-    /// Bind-mounts `source` on `target`, read-only when `read_only`.
+    /// Bind-mounts `source` on `target` with `options`; nothing stays mounted when applying
+    /// them fails.
     ///
     /// # Errors
     /// The system's.
-    fn bind_mount(&self, source: &Path, target: &Path, read_only: bool) -> io::Result<()>;
+    fn bind_mount(&self, source: &Path, target: &Path, options: BindOptions) -> io::Result<()>;
     /// Unmounts `target`.
     ///
     /// # Errors
@@ -115,11 +118,23 @@ impl Host for RealHost {
         Ok(mount_points(&mountinfo).any(|point| Path::new(&point) == path))
     }
 
-    fn bind_mount(&self, source: &Path, target: &Path, read_only: bool) -> io::Result<()> {
+    fn bind_mount(&self, source: &Path, target: &Path, options: BindOptions) -> io::Result<()> {
         use nix::mount::{MsFlags, mount};
         mount(Some(source), target, None::<&str>, MsFlags::MS_BIND, None::<&str>)?;
-        if read_only {
-            let flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY;
+        if options.any() {
+            // A bind takes its flags only from a remount of it.
+            let mut flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT;
+            for (on, flag) in [
+                (options.read_only, MsFlags::MS_RDONLY),
+                (options.no_suid, MsFlags::MS_NOSUID),
+                (options.no_dev, MsFlags::MS_NODEV),
+                (options.no_exec, MsFlags::MS_NOEXEC),
+                (options.no_atime, MsFlags::MS_NOATIME),
+            ] {
+                if on {
+                    flags |= flag;
+                }
+            }
             if let Err(e) = mount(None::<&str>, target, None::<&str>, flags, None::<&str>) {
                 let _ = nix::mount::umount(target);
                 return Err(e.into());

@@ -16,6 +16,7 @@ pub mod authority;
 pub mod controller;
 pub mod host;
 pub mod identity;
+pub mod mount_options;
 pub mod node;
 pub mod pools;
 pub mod registration;

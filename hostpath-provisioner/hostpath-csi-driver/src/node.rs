@@ -18,6 +18,7 @@ use crate::csi::{
     NodeServiceCapability, NodeUnpublishVolumeRequest, NodeUnpublishVolumeResponse, VolumeUsage,
 };
 use crate::host::Host;
+use crate::mount_options::BindOptions;
 use crate::pools::{Pools, valid_volume_id};
 
 /// The Node service.
@@ -55,15 +56,15 @@ impl<H: Host> Node for NodeService<H> {
         let Some(capability) = &request.volume_capability else {
             return Err(Status::invalid_argument("volume capability missing in request"));
         };
-        match capability.access_type {
-            Some(AccessType::Mount(_)) => {}
+        let options = match &capability.access_type {
+            Some(AccessType::Mount(mount)) => BindOptions::from_mount(mount, request.readonly)?,
             Some(AccessType::Block(_)) => {
                 return Err(Status::invalid_argument(
                     "cannot publish a non-block volume as block volume",
                 ));
             }
             None => return Err(Status::invalid_argument("must have mount access type")),
-        }
+        };
         if !valid_volume_id(&request.volume_id) {
             return Err(Status::not_found(format!("volume {} not found", request.volume_id)));
         }
@@ -85,9 +86,9 @@ impl<H: Host> Node for NodeService<H> {
         }
         self.host.make_dir(target).map_err(|e| internal("making", target, &e))?;
         self.host
-            .bind_mount(&source, target, request.readonly)
+            .bind_mount(&source, target, options)
             .map_err(|e| internal("mounting the volume on", target, &e))?;
-        tracing::info!(volume = %request.volume_id, target = %target.display(), read_only = request.readonly, "published the volume");
+        tracing::info!(volume = %request.volume_id, target = %target.display(), options = options.describe(), "published the volume");
         Ok(Response::new(NodePublishVolumeResponse {}))
     }
 

@@ -263,3 +263,101 @@ async fn a_block_publish_or_a_missing_volume_is_refused() {
     assert_eq!(status.code(), Code::NotFound);
     assert!(host.state().mounts.is_empty());
 }
+
+#[tokio::test]
+async fn a_volumes_mount_options_reach_its_bind_mount_and_others_are_refused() {
+    let host = host();
+    controller(&host)
+        .create_volume(Request::new(create("pvc-4", "node1")))
+        .await
+        .expect("created");
+    let with_flags = |flags: &[&str], fs_type: &str| VolumeCapability {
+        access_type: Some(AccessType::Mount(MountVolume {
+            fs_type: fs_type.to_owned(),
+            mount_flags: flags.iter().map(|f| (*f).to_owned()).collect(),
+            volume_mount_group: String::new(),
+        })),
+        access_mode: Some(AccessMode { mode: 1 }),
+    };
+    let target = "/var/lib/kubelet/pods/uid/volumes/kubernetes.io~csi/pvc-4/mount";
+    let publish = |capability: VolumeCapability| NodePublishVolumeRequest {
+        volume_id: "pvc-4".to_owned(),
+        target_path: target.to_owned(),
+        volume_capability: Some(capability),
+        volume_context: HashMap::from([("storagePool".to_owned(), "local".to_owned())]),
+        ..NodePublishVolumeRequest::default()
+    };
+    let service = node(&host);
+    let refused = service
+        .node_publish_volume(Request::new(publish(with_flags(&["discard"], ""))))
+        .await
+        .expect_err("a flag a bind cannot take");
+    assert_eq!(refused.code(), Code::InvalidArgument);
+    assert!(
+        refused.message().contains("mount_flags: \"discard\""),
+        "{}",
+        refused.message()
+    );
+    assert!(host.state().mounts.is_empty(), "nothing mounted");
+
+    service
+        .node_publish_volume(Request::new(publish(with_flags(&["nosuid", "noexec"], ""))))
+        .await
+        .expect("published");
+    assert!(
+        host.state()
+            .changes
+            .iter()
+            .any(|c| c == &format!("mount --bind /pools/local/pvc-4 {target} nosuid,noexec")),
+        "{:?}",
+        host.state().changes
+    );
+
+    // The controller refuses them as early, when the volume is made.
+    let mut request = create("pvc-5", "node1");
+    request.volume_capabilities = vec![with_flags(&[], "xfs")];
+    let refused = controller(&host)
+        .create_volume(Request::new(request))
+        .await
+        .expect_err("a filesystem type");
+    assert_eq!(refused.code(), Code::InvalidArgument);
+    assert!(refused.message().contains("fs_type \"xfs\""), "{}", refused.message());
+}
+
+#[tokio::test]
+async fn a_size_the_pool_cannot_give_is_out_of_range() {
+    let host = host();
+    let service = controller(&host);
+    let sized = |required: i64, limit: i64| {
+        let mut request = create("pvc-6", "node1");
+        request.capacity_range = Some(crate::csi::CapacityRange {
+            required_bytes: required,
+            limit_bytes: limit,
+        });
+        request
+    };
+    // The pool is 20 GiB (rounded).
+    for (required, limit, field) in [
+        (21 * GIB_I64, 0, "required_bytes"),
+        (GIB_I64, 2 * GIB_I64, "limit_bytes"),
+    ] {
+        let refused = service
+            .create_volume(Request::new(sized(required, limit)))
+            .await
+            .expect_err("out of range");
+        assert_eq!(refused.code(), Code::OutOfRange);
+        assert!(
+            refused.message().contains(&format!("capacity_range.{field}")),
+            "{}",
+            refused.message()
+        );
+    }
+    assert!(
+        !host.state().dirs.contains(std::path::Path::new("/pools/local/pvc-6")),
+        "nothing made"
+    );
+    service
+        .create_volume(Request::new(sized(10 * GIB_I64, 20 * GIB_I64)))
+        .await
+        .expect("within the pool");
+}

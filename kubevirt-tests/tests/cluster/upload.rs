@@ -136,7 +136,11 @@ fn virtctl_image_upload_fills_a_data_volume_that_a_vm_boots_from() {
     assert_eq!(field(&dv, "status.phase"), "Succeeded", "{dv}");
     assert_eq!(field(&dv, "spec.source.upload"), "{}");
     let pvc = get("pvc", &claim, "default").expect("the claim");
-    assert_eq!(field(&pvc, "spec.storageClassName"), "hostpath-csi", "the default class");
+    assert_eq!(
+        field(&pvc, "spec.storageClassName"),
+        "hostpath-csi",
+        "the default class"
+    );
     assert_eq!(field(&pvc, "status.phase"), "Bound");
     assert_eq!(
         pvc["metadata"]["annotations"]["cdi.kubevirt.io/storage.upload.target"],

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::{Host, Space};
+use crate::mount_options::BindOptions;
 
 /// What the fake node holds.
 #[derive(Debug, Default)]
@@ -86,7 +87,7 @@ impl Host for FakeHost {
         Ok(self.state().mounts.contains_key(path))
     }
 
-    fn bind_mount(&self, source: &Path, target: &Path, read_only: bool) -> io::Result<()> {
+    fn bind_mount(&self, source: &Path, target: &Path, options: BindOptions) -> io::Result<()> {
         let mut state = self.state();
         if !state.dirs.contains(target) {
             return Err(io::Error::from(io::ErrorKind::NotFound));
@@ -95,9 +96,15 @@ impl Host for FakeHost {
             "mount --bind {} {}{}",
             source.display(),
             target.display(),
-            if read_only { " ro" } else { "" }
+            if options.any() {
+                format!(" {}", options.describe())
+            } else {
+                String::new()
+            }
         ));
-        state.mounts.insert(target.to_owned(), (source.to_owned(), read_only));
+        state
+            .mounts
+            .insert(target.to_owned(), (source.to_owned(), options.read_only));
         Ok(())
     }
 
