@@ -43,12 +43,13 @@ install_kubevirt() {
     wait_for "CDI is Ready" 300 kubectl_admin -n cdi rollout status --timeout=1s deployment/cdi-deployment \
         deployment/cdi-uploadproxy deployment/cdi-apiserver \
         || die "CDI did not become Ready: $("${k[@]}" -n cdi get pods -o wide 2>&1)"
-    wait_for "the HostPathProvisioner is Available" 300 "${k[@]}" wait --for=condition=Available --timeout=1s \
-        hostpathprovisioner/hostpath-provisioner \
-        || die "the HostPathProvisioner is not Available: $("${k[@]}" get hostpathprovisioner hostpath-provisioner -o jsonpath='{.status.conditions}' 2>&1; "${k[@]}" -n hostpath-provisioner get pods -o wide 2>&1)"
     wait_for "the hostpath provisioner runs on every node" 300 kubectl_admin -n hostpath-provisioner rollout status \
         --timeout=1s daemonset/hostpath-provisioner-csi \
         || die "the hostpath provisioner did not start: $("${k[@]}" -n hostpath-provisioner get pods -o wide 2>&1)"
+    # After the rollout, so that the CR's conditions are about the pods that run now.
+    wait_for "the HostPathProvisioner is Available" 300 "${k[@]}" wait --for=condition=Available --timeout=1s \
+        hostpathprovisioner/hostpath-provisioner \
+        || die "the HostPathProvisioner is not Available: $("${k[@]}" get hostpathprovisioner hostpath-provisioner -o jsonpath='{.status.conditions}' 2>&1; "${k[@]}" -n hostpath-provisioner get pods -o wide 2>&1)"
     wait_for "virt-api, virt-controller and virt-handler are Ready" 300 kubevirt_is_ready \
         || die "kubevirt-rs did not become Ready: $("${k[@]}" -n kubevirt get pods -o wide 2>&1)"
     wait_for "the subresources.kubevirt.io APIServices are Available" 120 "${k[@]}" wait --for=condition=Available \

@@ -141,6 +141,8 @@ pub trait Objects: Send + Sync {
         namespace: Option<&str>,
         name: &str,
     ) -> impl Future<Output = Result<Option<DynamicObject>, ObjectsError>> + Send;
+    /// Every object of a cluster-scoped resource.
+    fn list(&self, resource: &ApiResource) -> impl Future<Output = Result<Vec<DynamicObject>, ObjectsError>> + Send;
     /// Replaces an object's `status` (its status subresource).
     fn write_status(
         &self,

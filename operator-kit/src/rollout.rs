@@ -2,37 +2,53 @@
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 
-/// A DaemonSet serves when at least one of its pods is Ready and every node it is scheduled on
-/// has a Ready pod (upstream's hostpath-provisioner-operator's `checkDaemonSetReady`).
+/// A DaemonSet serves when its controller has seen its latest spec, every node it is scheduled on
+/// runs a pod of that spec, and each of those pods is Ready (at least one). Upstream's
+/// hostpath-provisioner-operator counts Ready pods only (`checkDaemonSetReady`), so a DaemonSet
+/// whose new pods have not started yet still serves there.
 #[must_use]
 pub fn daemon_set_ready(daemon_set: &DaemonSet) -> bool {
-    daemon_set
-        .status
-        .as_ref()
-        .is_some_and(|s| s.number_ready > 0 && s.number_ready >= s.desired_number_scheduled)
+    let generation = daemon_set.metadata.generation.unwrap_or(0);
+    daemon_set.status.as_ref().is_some_and(|s| {
+        s.observed_generation.unwrap_or(0) >= generation
+            && s.number_ready > 0
+            && s.number_ready >= s.desired_number_scheduled
+            && s.updated_number_scheduled.unwrap_or(0) >= s.desired_number_scheduled
+    })
 }
 
-/// A Deployment serves when every replica it wants is Ready, and at least one is.
+/// A Deployment serves when its controller has seen its latest spec and every replica it wants
+/// is updated and Ready (at least one).
 #[must_use]
 pub fn deployment_ready(deployment: &Deployment) -> bool {
+    let generation = deployment.metadata.generation.unwrap_or(0);
     let wanted = deployment.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-    deployment
-        .status
-        .as_ref()
-        .and_then(|s| s.ready_replicas)
-        .is_some_and(|ready| ready > 0 && ready >= wanted)
+    deployment.status.as_ref().is_some_and(|s| {
+        let ready = s.ready_replicas.unwrap_or(0);
+        s.observed_generation.unwrap_or(0) >= generation
+            && ready > 0
+            && ready >= wanted
+            && s.updated_replicas.unwrap_or(0) >= wanted
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::apps::v1::{DaemonSetStatus, DeploymentSpec, DeploymentStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     use super::*;
 
-    fn daemon_set(desired: i32, ready: i32) -> DaemonSet {
+    fn daemon_set(generation: i64, seen: i64, desired: i32, updated: i32, ready: i32) -> DaemonSet {
         DaemonSet {
+            metadata: ObjectMeta {
+                generation: Some(generation),
+                ..ObjectMeta::default()
+            },
             status: Some(DaemonSetStatus {
+                observed_generation: Some(seen),
                 desired_number_scheduled: desired,
+                updated_number_scheduled: Some(updated),
                 number_ready: ready,
                 ..DaemonSetStatus::default()
             }),
@@ -41,41 +57,52 @@ mod tests {
     }
 
     #[test]
-    fn a_daemon_set_serves_with_a_ready_pod_on_every_node() {
-        // (desired, ready) -> serves
+    fn a_daemon_set_serves_with_a_ready_pod_of_its_latest_spec_on_every_node() {
+        // (generation, observed, desired, updated, ready) -> serves
         let cases = [
-            ((2, 2), true),
-            ((2, 1), false),
-            ((0, 0), false),
-            ((1, 0), false),
-            ((1, 2), true),
+            ((2, 2, 2, 2, 2), true),
+            ((2, 2, 2, 2, 1), false),
+            ((2, 2, 2, 1, 2), false),
+            ((3, 2, 2, 2, 2), false),
+            ((2, 2, 0, 0, 0), false),
+            ((2, 2, 1, 1, 0), false),
+            ((2, 3, 1, 2, 2), true),
         ];
-        for ((desired, ready), serves) in cases {
+        for ((generation, seen, desired, updated, ready), serves) in cases {
             assert_eq!(
-                daemon_set_ready(&daemon_set(desired, ready)),
+                daemon_set_ready(&daemon_set(generation, seen, desired, updated, ready)),
                 serves,
-                "{desired} {ready}"
+                "{generation} {seen} {desired} {updated} {ready}"
             );
         }
         assert!(!daemon_set_ready(&DaemonSet::default()), "no status yet");
     }
 
     #[test]
-    fn a_deployment_serves_with_every_replica_ready() {
-        let deployment = |replicas: Option<i32>, ready: Option<i32>| Deployment {
+    fn a_deployment_serves_with_every_replica_updated_and_ready() {
+        let deployment = |replicas: Option<i32>, updated: Option<i32>, ready: Option<i32>| Deployment {
+            metadata: ObjectMeta {
+                generation: Some(1),
+                ..ObjectMeta::default()
+            },
             spec: Some(DeploymentSpec {
                 replicas,
                 ..DeploymentSpec::default()
             }),
             status: Some(DeploymentStatus {
+                observed_generation: Some(1),
+                updated_replicas: updated,
                 ready_replicas: ready,
                 ..DeploymentStatus::default()
             }),
-            ..Deployment::default()
         };
-        assert!(deployment_ready(&deployment(Some(2), Some(2))));
-        assert!(!deployment_ready(&deployment(Some(2), Some(1))));
-        assert!(deployment_ready(&deployment(None, Some(1))), "one replica by default");
-        assert!(!deployment_ready(&deployment(None, None)));
+        assert!(deployment_ready(&deployment(Some(2), Some(2), Some(2))));
+        assert!(!deployment_ready(&deployment(Some(2), Some(2), Some(1))));
+        assert!(!deployment_ready(&deployment(Some(2), Some(1), Some(2))));
+        assert!(
+            deployment_ready(&deployment(None, Some(1), Some(1))),
+            "one replica by default"
+        );
+        assert!(!deployment_ready(&deployment(None, None, None)));
     }
 }

@@ -112,6 +112,11 @@ pub trait CdiApi: Send + Sync {
         name: &str,
         status: &DataVolumeStatus,
     ) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// Creates a CDIConfig; one already there of that name counts as created.
+    fn create_cdi_config(&self, config: &CDIConfig) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// Replaces a CDIConfig's status with `config`'s (refused when `config` is not the version
+    /// the API server has).
+    fn replace_cdi_config_status(&self, config: &CDIConfig) -> impl Future<Output = Result<(), ApiError>> + Send;
     /// Records an event.
     fn record_event(
         &self,

@@ -14,6 +14,7 @@ pub mod claim_annotations;
 pub mod claim_spec;
 pub mod clone_source;
 pub mod cluster_api;
+pub mod config_status;
 pub mod import_plan;
 pub mod import_progress;
 pub mod import_reconciler;

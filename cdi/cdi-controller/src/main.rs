@@ -8,21 +8,24 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use cdi_api::DataVolume;
+use cdi_api::{CDIConfig, DataVolume};
 use cdi_controller::cdi_pki::{self, UploadPki};
 use cdi_controller::cluster_api::kube::KubeCdiApi;
+use cdi_controller::config_status;
 use cdi_controller::import_plan::ImporterSettings;
 use cdi_controller::import_progress::HttpsMetrics;
 use cdi_controller::import_reconciler::{self, Next};
 use cdi_controller::importer_pod::CDI_LABEL;
 use clap::Parser;
-use futures::StreamExt as _;
+use futures::{FutureExt as _, StreamExt as _};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client};
+use tokio_util::sync::CancellationToken;
 
 /// A pass that failed is tried again after this long.
 const RETRY: Duration = Duration::from_secs(5);
@@ -171,6 +174,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         certificates,
     });
     let ours = format!("{}={}", CDI_LABEL.0, CDI_LABEL.1);
+    let (client_for_config, stop_for_config) = (client.clone(), stop.clone());
     tracing::info!("cdi-controller started");
     let data_volumes = Controller::new(Api::<DataVolume>::all(client.clone()), watcher::Config::default())
         .owns(
@@ -194,11 +198,42 @@ async fn run(args: Args) -> anyhow::Result<()> {
         watcher::Config::default().labels(&ours),
     )
     .graceful_shutdown_on(async move { stop.cancelled().await })
-    .run(release_claim, retry_claim, context)
+    .run(release_claim, retry_claim, Arc::clone(&context))
     .for_each(|_| async {});
-    futures::join!(data_volumes, claims);
+    futures::join!(
+        data_volumes,
+        claims,
+        keep_config(&context.api, client_for_config, stop_for_config)
+    );
     tracing::info!("cdi-controller stopped");
     Ok(())
+}
+
+/// Keeps CDIConfig `config` and its status ([`config_status::reconcile`]): a pass at start, then
+/// one after each change of the config or of a StorageClass (changes that arrive together make
+/// one pass), until `stop`.
+async fn keep_config(api: &KubeCdiApi, client: Client, stop: CancellationToken) {
+    let configs = watcher::watcher(Api::<CDIConfig>::all(client.clone()), watcher::Config::default())
+        .default_backoff()
+        .map(drop);
+    let classes = watcher::watcher(Api::<StorageClass>::all(client), watcher::Config::default())
+        .default_backoff()
+        .map(drop);
+    let mut changes = std::pin::pin!(futures::stream::select(configs, classes));
+    loop {
+        if let Err(error) = config_status::reconcile(api).await {
+            tracing::warn!(error = %kubevirt_api::error_report::one_line(&error), "keeping CDIConfig failed; trying again");
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(RETRY) => continue,
+            }
+        }
+        tokio::select! {
+            () = stop.cancelled() => return,
+            change = changes.next() => if change.is_none() { return },
+        }
+        while changes.next().now_or_never().flatten().is_some() {}
+    }
 }
 
 fn main() -> ExitCode {

@@ -213,3 +213,33 @@ async fn an_upload_servers_service_is_created_and_deleted_and_its_secret_replace
     .map(|(m, p)| (m.to_owned(), p.to_owned()));
     assert_eq!(seen, expected);
 }
+
+#[tokio::test]
+async fn the_config_is_created_and_its_status_replaced_at_its_version() {
+    let config: cdi_api::CDIConfig = serde_json::from_value(json!({
+        "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "CDIConfig",
+        "metadata": {"name": "config", "resourceVersion": "42"},
+        "spec": {},
+        "status": {"scratchSpaceStorageClass": "hostpath-csi", "preallocation": false},
+    }))
+    .expect("config");
+    let (api, log) = api_server(vec![
+        status(409, "AlreadyExists"),
+        (200, serde_json::to_value(&config).expect("json")),
+    ]);
+    api.create_cdi_config(&config)
+        .await
+        .expect("a config already there counts as made");
+    api.replace_cdi_config_status(&config).await.expect("status written");
+    let seen = requests(&log);
+    assert_eq!(
+        (seen[0].method.as_str(), seen[0].path.as_str()),
+        ("POST", "/apis/cdi.kubevirt.io/v1beta1/cdiconfigs?")
+    );
+    assert_eq!(
+        (seen[1].method.as_str(), seen[1].path.as_str()),
+        ("PUT", "/apis/cdi.kubevirt.io/v1beta1/cdiconfigs/config/status?")
+    );
+    assert_eq!(seen[1].body["metadata"]["resourceVersion"], "42", "the version read");
+    assert_eq!(seen[1].body["status"]["scratchSpaceStorageClass"], "hostpath-csi");
+}

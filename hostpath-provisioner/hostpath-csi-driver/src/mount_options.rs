@@ -10,7 +10,10 @@ use crate::csi::volume_capability::MountVolume;
 
 /// The flags of a bind mount, as the mount(2) remount of the bind sets them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[expect(clippy::struct_excessive_bools, reason = "each is one mount(2) flag, named as mount(8) names it")]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "each is one mount(2) flag, named as mount(8) names it"
+)]
 pub struct BindOptions {
     /// `ro`, or the publish request's `readonly`.
     pub read_only: bool,

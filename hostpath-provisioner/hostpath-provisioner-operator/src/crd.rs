@@ -26,6 +26,9 @@ pub enum CrdError {
 /// The most storage pools a CR lists (it bounds the cost of the uniqueness rules).
 pub const MAX_POOLS: u32 = 32;
 
+/// The most feature gates a CR lists.
+pub const MAX_FEATURE_GATES: u32 = 16;
+
 /// Each refusal, as the API server words it: (where the rule sits, the CEL rule, the message).
 const RULES: &[(&str, &str, &str)] = &[
     (
@@ -52,6 +55,11 @@ const RULES: &[(&str, &str, &str)] = &[
         "/properties/spec/properties/storagePools",
         "self.all(p, self.exists_one(q, q.path == p.path))",
         "spec.storagePools: each pool's path must be unique",
+    ),
+    (
+        "/properties/spec/properties/storagePools/items",
+        "self.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",
+        "spec.storagePools[].name: a pool's name must be a DNS label (lower-case letters, digits and '-'), since it names the pool's volume",
     ),
     (
         "/properties/spec/properties/storagePools/items",
@@ -95,6 +103,15 @@ pub fn crd() -> Result<CustomResourceDefinition, CrdError> {
         .and_then(Value::as_object_mut)
         .ok_or(CrdError::Schema("storagePools"))?;
     pools.insert("maxItems".to_owned(), json!(MAX_POOLS));
+    // Bounds for the cost of the feature gate rule.
+    let gates = root
+        .pointer_mut("/properties/spec/properties/featureGates")
+        .and_then(Value::as_object_mut)
+        .ok_or(CrdError::Schema("featureGates"))?;
+    gates.insert("maxItems".to_owned(), json!(MAX_FEATURE_GATES));
+    if let Some(items) = gates.get_mut("items").and_then(Value::as_object_mut) {
+        items.insert("maxLength".to_owned(), json!(63));
+    }
     Ok(serde_json::from_value(crd)?)
 }
 

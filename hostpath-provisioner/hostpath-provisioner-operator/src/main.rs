@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::api::storage::v1::CSIDriver;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource};
@@ -98,10 +98,12 @@ async fn run(args: Args) -> anyhow::Result<()> {
     // looks the owner up in the object's namespace) cannot map them: `owner` does, cluster-wide.
     let ours = watcher::Config::default().labels(&format!("{}={}", APP_LABEL.0, APP_LABEL.1));
     let namespace = args.namespace.as_str();
+    // A DaemonSet's status changes in bursts while its pods start: one pass per second at most.
     Controller::new(
         Api::<HostPathProvisioner>::all(client.clone()),
         watcher::Config::default(),
     )
+    .with_config(controller::Config::default().debounce(Duration::from_secs(1)))
     .watches(
         Api::<DaemonSet>::namespaced(client.clone(), namespace),
         ours.clone(),

@@ -37,11 +37,27 @@ pub async fn reconcile<O: Objects>(
         return Ok(Next::Rest);
     }
     let name = cr.metadata.name.clone().unwrap_or_default();
-    let pass = apply_all(objects, cr, settings).await;
+    // One CR owns the driver (upstream's rule): every CR would render the same objects.
+    let crs = objects
+        .list(&ApiResource::erase::<HostPathProvisioner>(&()))
+        .await?
+        .len();
+    let pass = if crs > 1 {
+        Pass::Failed(format!(
+            "there should be a single hostpath provisioner, {crs} items found"
+        ))
+    } else {
+        apply_all(objects, cr, settings).await
+    };
     if let Pass::Failed(why) = &pass {
         tracing::warn!(name, error = why.as_str(), "reconciling the HostPathProvisioner failed");
     }
-    let daemon_set = get_typed::<DaemonSet, _>(objects, Some(&settings.namespace), DAEMON_SET).await?;
+    // A failed pass still writes its status, even when the DaemonSet cannot be read.
+    let daemon_set = match get_typed::<DaemonSet, _>(objects, Some(&settings.namespace), DAEMON_SET).await {
+        Ok(daemon_set) => daemon_set,
+        Err(_) if matches!(pass, Pass::Failed(_)) => None,
+        Err(e) => return Err(e),
+    };
     let status = status::decide(cr, &pass, daemon_set.as_ref(), &settings.version, now);
     if cr.status.as_ref() != Some(&status) {
         let value = serde_json::to_value(&status).map_err(|source| ObjectsError::Convert {

@@ -9,8 +9,9 @@
 //! | applied | no | this version | False, False, True | `Degraded` |
 //! | applied | no | another version | True, True, True | `UpgradeStarted` |
 //!
-//! `observedVersion` becomes the operator's version once the DaemonSet serves it. Each pool is
-//! `Ready`: a path pool needs nothing prepared.
+//! The DaemonSet serves when every node it is scheduled on runs a Ready pod of its latest spec
+//! ([`operator_kit::rollout::daemon_set_ready`]); `observedVersion` becomes the operator's version
+//! then. Each pool is `Ready` (a path pool needs nothing prepared), listed by name.
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;

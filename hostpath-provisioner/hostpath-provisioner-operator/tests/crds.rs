@@ -66,13 +66,18 @@ fn every_unsupported_field_has_a_rule_that_names_it() {
     let pool_rules = messages(pools).join("\n");
     assert!(pool_rules.contains("name must be unique") && pool_rules.contains("path must be unique"));
     let item_rules = messages(&pools["items"]).join("\n");
-    for field in ["pvcTemplate", "snapshotProvider", "overlayClassName"] {
+    for field in ["name", "pvcTemplate", "snapshotProvider", "overlayClassName"] {
         assert!(
             item_rules.contains(&format!("spec.storagePools[].{field}")),
             "{field} in {item_rules}"
         );
     }
     assert_eq!(pools["items"]["properties"]["name"]["maxLength"], 50);
+    let gates = &schema["properties"]["featureGates"];
+    assert_eq!(
+        (gates["maxItems"].clone(), gates["items"]["maxLength"].clone()),
+        (serde_json::json!(crd::MAX_FEATURE_GATES), serde_json::json!(63))
+    );
 }
 
 #[test]

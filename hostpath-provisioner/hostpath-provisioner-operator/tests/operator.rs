@@ -234,6 +234,7 @@ fn daemon_set(desired: i32, ready: i32) -> DaemonSet {
         metadata: ObjectMeta::default(),
         status: Some(DaemonSetStatus {
             desired_number_scheduled: desired,
+            updated_number_scheduled: Some(desired),
             number_ready: ready,
             ..DaemonSetStatus::default()
         }),
@@ -440,7 +441,7 @@ async fn passes_deploy_then_serve_then_rest() {
         let mut state = objects.state();
         let key = format!("DaemonSet hostpath-provisioner/{DAEMON_SET}");
         let ds = state.objects.get_mut(&key).expect("the DaemonSet");
-        ds.data["status"] = serde_json::json!({ "desiredNumberScheduled": 2, "numberReady": 2, "currentNumberScheduled": 2, "numberMisscheduled": 0 });
+        ds.data["status"] = serde_json::json!({ "desiredNumberScheduled": 2, "numberReady": 2, "updatedNumberScheduled": 2, "currentNumberScheduled": 2, "numberMisscheduled": 0 });
         state.writes.clear();
     }
     let next = reconciler::reconcile(&objects, &stored_cr(&objects), &settings(), &at(2))
@@ -528,4 +529,37 @@ fn the_objects_it_made_lead_back_to_their_cr() {
         );
     }
     assert_eq!(reconciler::owner_of(&ObjectMeta::default()), None);
+}
+
+#[tokio::test]
+async fn a_second_cr_is_refused_and_nothing_is_applied() {
+    let objects = FakeObjects::default();
+    objects.put(&Desired::from_typed(&sample()).expect("converts"));
+    let mut other = sample();
+    other.metadata.name = Some("another".to_owned());
+    other.metadata.uid = Some("another-uid".to_owned());
+    objects.put(&Desired::from_typed(&other).expect("converts"));
+    let next = reconciler::reconcile(&objects, &other, &settings(), &at(1))
+        .await
+        .expect("a pass");
+    assert_eq!(next, Next::LookAgain, "looked at again: the other CR may go");
+    assert_eq!(objects.state().writes, ["status HostPathProvisioner another"]);
+    let stored: HostPathProvisioner = objects
+        .state()
+        .objects
+        .get("HostPathProvisioner another")
+        .expect("the CR")
+        .clone()
+        .try_parse()
+        .expect("a CR");
+    let status = stored.status.unwrap_or_default();
+    let degraded = status
+        .conditions
+        .iter()
+        .find(|c| c.condition_type == DEGRADED)
+        .expect("Degraded");
+    assert_eq!(
+        degraded.message.as_deref(),
+        Some("Unable to successfully reconcile: there should be a single hostpath provisioner, 2 items found")
+    );
 }

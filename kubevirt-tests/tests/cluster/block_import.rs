@@ -9,9 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::claims::LoopDevice;
-use super::data_volumes::{
-    boots_and_reads_the_label, import_succeeds, node_dir, serve_guest_disk, vm_booting_from_template, volume_for,
-};
+use super::data_volumes::{boots_and_reads_the_label, import_succeeds, serve_guest_disk, vm_booting_from_template};
 use super::support::{Cleanup, field, get, kubectl_ok, kubectl_stdin, wait_for};
 
 #[test]
@@ -20,7 +18,6 @@ fn a_vm_boots_from_a_qcow2_imported_onto_a_block_claim() {
     const NAME: &str = "e2e-dv-block";
     let claim = format!("{NAME}-root");
     let pid = std::process::id();
-    let scratch_dir = node_dir(&format!("{claim}-scratch"));
     let device = LoopDevice::new(PathBuf::from(format!("/var/lib/kubevirt-rs-e2e/{NAME}-{pid}.img")));
     let mut cleanup = Cleanup::new();
     let volume = format!(
@@ -34,7 +31,6 @@ fn a_vm_boots_from_a_qcow2_imported_onto_a_block_claim() {
     cleanup.track("pv", &format!("{claim}-{pid}"));
     let created = kubectl_stdin(&["create", "-f", "-"], &volume);
     assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
-    volume_for(&mut cleanup, &format!("{claim}-scratch"), &scratch_dir);
     serve_guest_disk(&mut cleanup, "e2e-images-block");
 
     let manifest = vm_booting_from_template(
@@ -56,5 +52,4 @@ fn a_vm_boots_from_a_qcow2_imported_onto_a_block_claim() {
     });
     drop(cleanup);
     drop(device);
-    drop(scratch_dir);
 }

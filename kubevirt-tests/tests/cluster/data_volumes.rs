@@ -37,8 +37,8 @@ pub(super) fn node_dir(claim: &str) -> NodeDir {
     dir
 }
 
-/// A static hostPath volume on `dir` for the claim `claim` (CDI's claims name no class here: the
-/// test cluster has no provisioner yet).
+/// A static hostPath volume on `dir` for the claim `claim`, whose DataVolume names the class `""`
+/// (no class: the cluster's default, hostpath-csi, would otherwise provision it).
 pub(super) fn volume_for(cleanup: &mut Cleanup, claim: &str, dir: &NodeDir) {
     volume_for_in(cleanup, "default", claim, dir);
 }
@@ -333,11 +333,21 @@ fn a_vm_boots_with_the_guests_qcow2_imported_over_http_by_service_name() {
     const NAME: &str = "e2e-dv-http";
     let claim = format!("{NAME}-root");
     let dir = node_dir(&claim);
-    let scratch_dir = node_dir(&format!("{claim}-scratch"));
     let mut cleanup = Cleanup::new();
     volume_for(&mut cleanup, &claim, &dir);
-    // The qcow2 goes through scratch space first: the scratch claim gets a static volume too.
-    volume_for(&mut cleanup, &format!("{claim}-scratch"), &scratch_dir);
+    // The qcow2 goes through scratch space first, in CDIConfig's scratch class: cdi-controller
+    // resolves it to the cluster's default class, as upstream's config controller does.
+    let config = get("cdiconfig", "config", "default").expect("CDIConfig config");
+    assert_eq!(
+        field(&config, "status.scratchSpaceStorageClass"),
+        "hostpath-csi",
+        "{config}"
+    );
+    assert_eq!(
+        field(&config, "status.filesystemOverhead.storageClass.hostpath-csi"),
+        "0.06",
+        "{config}"
+    );
     serve_guest_disk(&mut cleanup, "e2e-images");
     let manifest = vm_booting_from_template(
         NAME,
@@ -397,6 +407,5 @@ fn a_vm_boots_with_the_guests_qcow2_imported_over_http_by_service_name() {
     );
     kubectl_ok(&["delete", "vm", NAME, "--timeout=120s"]);
     drop(cleanup);
-    drop(scratch_dir);
     drop(dir);
 }

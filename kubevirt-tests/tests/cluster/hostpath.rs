@@ -102,11 +102,14 @@ fn controlled_by(object: &serde_json::Value, uid: &str) -> bool {
 #[test]
 #[ignore = "needs the test cluster: make cluster"]
 fn the_operator_installs_the_driver_from_its_cr_and_keeps_it() {
-    let cr = get("hostpathprovisioner", CR, "default").expect("the HostPathProvisioner");
-    assert_eq!(
-        condition(&cr, "Available"),
-        ("True".to_owned(), "Complete".to_owned()),
-        "{cr}"
+    // The CR serves (an earlier test's pods may have just been rolled).
+    let cr = wait_for(
+        "the HostPathProvisioner to be Available",
+        Duration::from_secs(120),
+        || {
+            get("hostpathprovisioner", CR, "default")
+                .filter(|cr| condition(cr, "Available") == ("True".to_owned(), "Complete".to_owned()))
+        },
     );
     assert_eq!(condition(&cr, "Progressing").0, "False");
     assert_eq!(condition(&cr, "Degraded").0, "False");
@@ -170,6 +173,10 @@ fn the_operator_installs_the_driver_from_its_cr_and_keeps_it() {
         (
             "featureGates: [Snapshotting]\n  storagePools:\n    - name: a\n      path: /var/a",
             "Snapshotting",
+        ),
+        (
+            "storagePools:\n    - name: My_Pool\n      path: /var/a",
+            "must be a DNS label",
         ),
     ];
     for (spec, message) in refused {

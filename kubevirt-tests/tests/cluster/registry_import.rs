@@ -87,10 +87,8 @@ fn a_vm_boots_from_a_containerdisk_imported_from_a_registry_by_service_name() {
     const NAME: &str = "e2e-dv-registry";
     let claim = format!("{NAME}-root");
     let dir = node_dir(&claim);
-    let scratch_dir = node_dir(&format!("{claim}-scratch"));
     let mut cleanup = Cleanup::new();
     volume_for(&mut cleanup, &claim, &dir);
-    volume_for(&mut cleanup, &format!("{claim}-scratch"), &scratch_dir);
     let address = start_registry(&mut cleanup);
     push_test_guest(&address, "disks/testguest:v1");
 
@@ -119,6 +117,5 @@ fn a_vm_boots_from_a_containerdisk_imported_from_a_registry_by_service_name() {
     boots_and_reads_the_label(NAME);
     kubectl_ok(&["delete", "vm", NAME, "--timeout=120s"]);
     drop(cleanup);
-    drop(scratch_dir);
     drop(dir);
 }

@@ -72,6 +72,17 @@ impl Objects for FakeObjects {
             .cloned())
     }
 
+    async fn list(&self, resource: &ApiResource) -> Result<Vec<DynamicObject>, ObjectsError> {
+        let prefix = format!("{} ", resource.kind);
+        Ok(self
+            .state()
+            .objects
+            .iter()
+            .filter(|(key, _)| key.starts_with(&prefix) && !key[prefix.len()..].contains('/'))
+            .map(|(_, object)| object.clone())
+            .collect())
+    }
+
     async fn write_status(
         &self,
         resource: &ApiResource,

@@ -1,6 +1,6 @@
 //! [`Objects`] over the API server.
 
-use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
+use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use kube::{Api, Client};
 
 use super::{Desired, Objects, ObjectsError, describe};
@@ -65,6 +65,14 @@ impl Objects for KubeObjects {
             .get_opt(name)
             .await
             .map_err(|e| failed(format!("reading {}", describe(&resource.kind, namespace, name)), &e))
+    }
+
+    async fn list(&self, resource: &ApiResource) -> Result<Vec<DynamicObject>, ObjectsError> {
+        self.api(resource, None)
+            .list(&ListParams::default())
+            .await
+            .map(|list| list.items)
+            .map_err(|e| failed(format!("listing {}", resource.plural), &e))
     }
 
     async fn write_status(

@@ -221,6 +221,24 @@ impl CdiApi for FakeCdiApi {
         Ok(())
     }
 
+    async fn create_cdi_config(&self, config: &CDIConfig) -> Result<(), ApiError> {
+        let mut state = self.state();
+        state.writes.push("create CDIConfig config".to_owned());
+        if state.config.is_none() {
+            state.config = Some(config.clone());
+        }
+        Ok(())
+    }
+
+    async fn replace_cdi_config_status(&self, config: &CDIConfig) -> Result<(), ApiError> {
+        let mut state = self.state();
+        state.writes.push("status CDIConfig config".to_owned());
+        if let Some(held) = state.config.as_mut() {
+            held.status.clone_from(&config.status);
+        }
+        Ok(())
+    }
+
     async fn record_event(
         &self,
         subject: EventSubject<'_>,

@@ -260,6 +260,23 @@ impl CdiApi for KubeCdiApi {
             .map_err(failed(format!("write the status of DataVolume {namespace}/{name}")))
     }
 
+    async fn create_cdi_config(&self, config: &CDIConfig) -> Result<(), ApiError> {
+        let api = Api::<CDIConfig>::all(self.client.clone());
+        created(
+            api.create(&PostParams::default(), config).await,
+            "create CDIConfig config".to_owned(),
+        )
+    }
+
+    async fn replace_cdi_config_status(&self, config: &CDIConfig) -> Result<(), ApiError> {
+        let api = Api::<CDIConfig>::all(self.client.clone());
+        let name = config.metadata.name.clone().unwrap_or_default();
+        api.replace_status(&name, &PostParams::default(), config)
+            .await
+            .map(drop)
+            .map_err(failed(format!("write the status of CDIConfig {name}")))
+    }
+
     async fn record_event(
         &self,
         subject: EventSubject<'_>,
