@@ -7,8 +7,8 @@
 
 use std::collections::BTreeMap;
 
-use cdi_api::data_volume::{NamespacedName, SOURCE_REF_DATA_SOURCE};
-use cdi_api::{DataVolume, DataVolumeSource, DataVolumeSpec};
+use cdi_api::data_source::{SourceRefError, resolved_source, source_ref_target};
+use cdi_api::{DataVolume, DataVolumeSpec};
 use kubevirt_api::v1::{DataVolumeTemplateSpec, VirtualMachine};
 use kubevirt_api::well_known::labels;
 use serde_json::json;
@@ -102,49 +102,10 @@ async fn resolve_source_ref(
     let Some(reference) = spec.source_ref.clone() else {
         return Ok(());
     };
-    if reference.kind != SOURCE_REF_DATA_SOURCE {
-        return Err(TemplateError::Manifest(format!(
-            "DataVolume sourceRef kind {} not supported",
-            reference.kind
-        )));
-    }
-    let source_namespace = reference.namespace.clone().unwrap_or_else(|| namespace.to_owned());
-    let data_source = api
-        .get_data_source(&source_namespace, &reference.name)
-        .await?
-        .ok_or_else(|| {
-            TemplateError::Manifest(format!("DataSource {source_namespace}/{} not found", reference.name))
-        })?;
-    let source = if data_source.spec.source.data_source.is_some() {
-        data_source.status.map(|s| s.source).unwrap_or_default()
-    } else {
-        data_source.spec.source
-    };
-    let in_namespace = |n: NamespacedName| NamespacedName {
-        namespace: if n.namespace.is_empty() {
-            source_namespace.clone()
-        } else {
-            n.namespace
-        },
-        name: n.name,
-    };
-    let resolved = match (source.pvc, source.snapshot) {
-        (Some(pvc), _) => DataVolumeSource {
-            pvc: Some(in_namespace(pvc)),
-            ..DataVolumeSource::default()
-        },
-        (None, Some(snapshot)) => DataVolumeSource {
-            snapshot: Some(in_namespace(snapshot)),
-            ..DataVolumeSource::default()
-        },
-        (None, None) => {
-            return Err(TemplateError::Manifest(format!(
-                "DataSource {source_namespace}/{} points to nothing yet: DataVolume sourceRef not supported",
-                reference.name
-            )));
-        }
-    };
-    spec.source = Some(resolved);
+    let refused = |e: SourceRefError| TemplateError::Manifest(e.to_string());
+    let (source_namespace, name) = source_ref_target(&reference, namespace).map_err(refused)?;
+    let found = api.get_data_source(&source_namespace, &name).await?;
+    spec.source = Some(resolved_source(&source_namespace, &name, found.as_ref()).map_err(refused)?);
     spec.source_ref = None;
     Ok(())
 }

@@ -10,6 +10,8 @@ use serde_json::{Value, json};
 
 /// The webhook's path (upstream's).
 pub const PATH: &str = "/datavolume-mutate";
+/// The message of a clone without a name.
+pub const UNNAMED: &str = "metadata.name: a DataVolume that clones needs its name (generateName is not supported), since its clone token names it";
 /// The message of a caller who may not read the source (upstream's).
 pub const DENIED: &str = "insufficient permissions in clone source namespace";
 
@@ -20,8 +22,40 @@ pub enum Admission {
     Admit,
     /// A clone: admitted with a token if one of [`reviews`] allows it.
     Clone(CloneRequest),
+    /// A DataVolume whose `sourceRef` names a DataSource: a clone once it is resolved.
+    SourceRef(SourceRefRequest),
     /// Refused as it is, for this reason.
     Refuse(String),
+}
+
+/// A new DataVolume's `sourceRef`, to be resolved into a [`CloneRequest`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct SourceRefRequest {
+    /// The reference.
+    pub reference: cdi_api::data_volume::DataVolumeSourceRef,
+    /// The DataVolume's namespace.
+    pub target_namespace: String,
+    /// The DataVolume.
+    pub target: String,
+    /// The creator (the request's `userInfo`).
+    pub user: Value,
+    /// Whether the DataVolume has annotations.
+    pub has_annotations: bool,
+}
+
+impl SourceRefRequest {
+    /// The clone of the claim `namespace/name` the reference resolved to.
+    #[must_use]
+    pub fn clone_of(self, namespace: String, name: String) -> CloneRequest {
+        CloneRequest {
+            source_namespace: namespace,
+            source: name,
+            target_namespace: self.target_namespace,
+            target: self.target,
+            user: self.user,
+            has_annotations: self.has_annotations,
+        }
+    }
 }
 
 /// A new DataVolume's clone.
@@ -57,14 +91,14 @@ pub fn read(review: &Value) -> Result<(String, Admission), String> {
     let object = request
         .get("object")
         .ok_or("the AdmissionReview's request has no object")?;
-    let Some(pvc) = object.pointer("/spec/source/pvc") else {
-        return Ok((uid, Admission::Admit));
-    };
     let target_namespace = object["metadata"]["namespace"]
         .as_str()
         .or_else(|| request["namespace"].as_str())
         .unwrap_or_default()
         .to_owned();
+    let Some(pvc) = object.pointer("/spec/source/pvc") else {
+        return Ok((uid, source_ref(request, object, target_namespace)));
+    };
     let source_namespace = pvc["namespace"]
         .as_str()
         .filter(|n| !n.is_empty())
@@ -75,13 +109,7 @@ pub fn read(review: &Value) -> Result<(String, Admission), String> {
         return Ok((uid, Admission::Refuse("spec.source.pvc.name is required".to_owned())));
     }
     if target.is_empty() {
-        return Ok((
-            uid,
-            Admission::Refuse(
-                "metadata.name: a DataVolume that clones needs its name (generateName is not supported), since its clone token names it"
-                    .to_owned(),
-            ),
-        ));
+        return Ok((uid, Admission::Refuse(UNNAMED.to_owned())));
     }
     Ok((
         uid,
@@ -94,6 +122,29 @@ pub fn read(review: &Value) -> Result<(String, Admission), String> {
             has_annotations: object.pointer("/metadata/annotations").is_some_and(Value::is_object),
         }),
     ))
+}
+
+/// A DataVolume without a claim source: a `sourceRef` to resolve, or nothing to check.
+fn source_ref(request: &Value, object: &Value, target_namespace: String) -> Admission {
+    let reference = match object.pointer("/spec/sourceRef") {
+        Some(reference) if object.pointer("/spec/source").is_none() => reference,
+        _ => return Admission::Admit,
+    };
+    let reference: cdi_api::data_volume::DataVolumeSourceRef = match serde_json::from_value(reference.clone()) {
+        Ok(reference) => reference,
+        Err(e) => return Admission::Refuse(format!("spec.sourceRef: {e}")),
+    };
+    let target = object["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+    if target.is_empty() {
+        return Admission::Refuse(UNNAMED.to_owned());
+    }
+    Admission::SourceRef(SourceRefRequest {
+        reference,
+        target_namespace,
+        target,
+        user: request.get("userInfo").cloned().unwrap_or(Value::Null),
+        has_annotations: object.pointer("/metadata/annotations").is_some_and(Value::is_object),
+    })
 }
 
 /// The SubjectAccessReview specs, in order: any that allows admits the clone.

@@ -7,6 +7,8 @@ use std::future::Future;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use cdi_api::DataSource;
+use cdi_api::data_source::{SourceRefError, resolved_source, source_ref_target};
 use cdi_token::Issuer;
 use control_loop::https_connection::{self, Peer};
 use http_body_util::{BodyExt as _, Full, Limited};
@@ -38,6 +40,12 @@ pub struct Review {
 pub trait AccessReviews: Send + Sync + 'static {
     /// The answer to a review with `spec`.
     fn review(&self, spec: Value) -> impl Future<Output = Result<Review, String>> + Send;
+    /// The DataSource a DataVolume's `sourceRef` names; `None` when it is not there.
+    fn data_source(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<DataSource>, String>> + Send;
 }
 
 /// Reviews on the API server.
@@ -51,6 +59,11 @@ impl std::fmt::Debug for KubeAccessReviews {
 }
 
 impl AccessReviews for KubeAccessReviews {
+    async fn data_source(&self, namespace: &str, name: &str) -> Result<Option<DataSource>, String> {
+        let api: kube::Api<DataSource> = kube::Api::namespaced(self.0.clone(), namespace);
+        api.get_opt(name).await.map_err(|e| e.to_string())
+    }
+
     async fn review(&self, spec: Value) -> Result<Review, String> {
         let review: SubjectAccessReview = serde_json::from_value(serde_json::json!({
             "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec
@@ -135,8 +148,35 @@ impl<R: AccessReviews> UploadApi<R> {
             Admission::Admit => Ok(None),
             Admission::Refuse(why) => Err(why),
             Admission::Clone(clone) => self.admit_clone(&clone).await,
+            Admission::SourceRef(request) => self.admit_source_ref(request).await,
         };
         reply(StatusCode::OK, JSON, clone_admission::answer(&uid, outcome).to_string())
+    }
+
+    /// A DataVolume whose `sourceRef` names a DataSource: a clone of the claim it points to, as
+    /// upstream's webhook resolves it. A DataSource that is not there is refused; one that points
+    /// to nothing yet, or to a snapshot, or a `sourceRef` of another kind, is admitted without a
+    /// token (the controller then waits for it or refuses it).
+    async fn admit_source_ref(
+        &self,
+        request: clone_admission::SourceRefRequest,
+    ) -> Result<Option<serde_json::Value>, String> {
+        let Ok((namespace, name)) = source_ref_target(&request.reference, &request.target_namespace) else {
+            return Ok(None);
+        };
+        let found = self
+            .reviews
+            .data_source(&namespace, &name)
+            .await
+            .map_err(|e| format!("reading DataSource {namespace}/{name}: {e}"))?;
+        match resolved_source(&namespace, &name, found.as_ref()) {
+            Ok(source) => match source.pvc {
+                Some(claim) => self.admit_clone(&request.clone_of(claim.namespace, claim.name)).await,
+                None => Ok(None),
+            },
+            Err(SourceRefError::NotFound { .. }) => Err(format!("datasources.cdi.kubevirt.io \"{name}\" not found")),
+            Err(_) => Ok(None),
+        }
     }
 
     async fn admit_clone(&self, clone: &clone_admission::CloneRequest) -> Result<Option<serde_json::Value>, String> {

@@ -20,6 +20,18 @@ use serde_json::{Value, json};
 struct Reviews(Arc<Mutex<Vec<Value>>>);
 
 impl AccessReviews for Reviews {
+    /// One DataSource: `images/golden`, pointing to the claim `src/golden`.
+    async fn data_source(&self, namespace: &str, name: &str) -> Result<Option<cdi_api::DataSource>, String> {
+        Ok(((namespace, name) == ("images", "golden")).then(|| {
+            serde_json::from_value(json!({
+                "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataSource",
+                "metadata": {"name": "golden", "namespace": "images"},
+                "spec": {"source": {"pvc": {"namespace": "src", "name": "golden"}}},
+            }))
+            .expect("a DataSource")
+        }))
+    }
+
     async fn review(&self, spec: Value) -> Result<Review, String> {
         self.0.lock().expect("reviews").push(spec.clone());
         match spec["user"].as_str() {
@@ -212,6 +224,14 @@ async fn discovery_and_health_need_no_certificate() {
 }
 
 fn clone_review(user: &str) -> String {
+    review_of(
+        user,
+        &json!({"source": {"pvc": {"namespace": "src", "name": "golden"}}}),
+    )
+}
+
+/// A DataVolume `dst/copy` with `spec`, created by `user`, as the API server sends it.
+fn review_of(user: &str, spec: &Value) -> String {
     json!({
         "apiVersion": "admission.k8s.io/v1",
         "kind": "AdmissionReview",
@@ -224,11 +244,87 @@ fn clone_review(user: &str) -> String {
                 "apiVersion": "cdi.kubevirt.io/v1beta1",
                 "kind": "DataVolume",
                 "metadata": {"name": "copy", "namespace": "dst", "annotations": {"a": "b"}},
-                "spec": {"source": {"pvc": {"namespace": "src", "name": "golden"}}},
+                "spec": spec,
             },
         },
     })
     .to_string()
+}
+
+#[tokio::test]
+async fn a_source_ref_is_checked_as_the_clone_of_its_data_sources_claim() {
+    use base64::Engine as _;
+    let setup = setup().await;
+    let by_ref = |name: &str| json!({"sourceRef": {"kind": "DataSource", "namespace": "images", "name": name}});
+    let (status, body) = setup
+        .send(
+            "POST",
+            "/datavolume-mutate",
+            false,
+            &[],
+            &review_of("alice", &by_ref("golden")),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let answer: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(answer["response"]["allowed"], true, "{answer}");
+    let patch = base64::engine::general_purpose::STANDARD
+        .decode(answer["response"]["patch"].as_str().expect("patch"))
+        .expect("base64");
+    let patch: Value = serde_json::from_slice(&patch).expect("json");
+    let payload = Validator::new(&setup.public_key, UPLOAD_ISSUER, 10)
+        .validate(patch[0]["value"].as_str().expect("token"), now())
+        .expect("the controller's check");
+    assert_eq!(
+        payload,
+        Payload::clone_of("src", "golden", "dst", "copy"),
+        "the DataSource's claim"
+    );
+
+    // Without the right to the DataSource's claim's namespace: refused as any clone.
+    let (_, body) = setup
+        .send(
+            "POST",
+            "/datavolume-mutate",
+            false,
+            &[],
+            &review_of("bob", &by_ref("golden")),
+        )
+        .await;
+    let answer: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(answer["response"]["allowed"], false);
+    assert_eq!(
+        answer["response"]["status"]["message"],
+        "insufficient permissions in clone source namespace"
+    );
+
+    // A DataSource that is not there: refused with the API server's words, as upstream's.
+    let (_, body) = setup
+        .send(
+            "POST",
+            "/datavolume-mutate",
+            false,
+            &[],
+            &review_of("alice", &by_ref("gone")),
+        )
+        .await;
+    let answer: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(answer["response"]["allowed"], false);
+    assert_eq!(
+        answer["response"]["status"]["message"],
+        "datasources.cdi.kubevirt.io \"gone\" not found"
+    );
+
+    // Another kind: admitted without a token (cdi-controller refuses it).
+    let other = json!({"sourceRef": {"kind": "PersistentVolumeClaim", "name": "golden"}});
+    let (_, body) = setup
+        .send("POST", "/datavolume-mutate", false, &[], &review_of("alice", &other))
+        .await;
+    let answer: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(
+        (answer["response"]["allowed"].clone(), answer["response"].get("patch")),
+        (json!(true), None)
+    );
 }
 
 #[tokio::test]

@@ -3,7 +3,7 @@
 //! keeps objects in memory and records every write.
 
 use cdi_api::data_volume::DataVolumeStatus;
-use cdi_api::{CDIConfig, DataVolume, StorageProfile};
+use cdi_api::{CDIConfig, DataSource, DataVolume, StorageProfile};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod, Secret, Service};
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -59,6 +59,12 @@ pub trait CdiApi: Send + Sync {
         namespace: &str,
         name: &str,
     ) -> impl Future<Output = Result<Option<DataVolume>, ApiError>> + Send;
+    /// A DataSource; `None` when it is not there.
+    fn data_source(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<DataSource>, ApiError>> + Send;
     /// A claim; `None` when it is not there.
     fn claim(
         &self,

@@ -72,14 +72,11 @@ pub fn decide(spec: &CDIConfigSpec, classes: &[StorageClass]) -> CDIConfigStatus
 /// # Errors
 /// [`ApiError`] from reading the config or the classes, or writing either.
 pub async fn reconcile<A: CdiApi>(api: &A) -> Result<(), ApiError> {
-    let config = match api.cdi_config().await? {
-        Some(config) => config,
-        None => {
-            api.create_cdi_config(&CDIConfig::new(CONFIG_NAME, CDIConfigSpec::default()))
-                .await?;
-            // The next pass (the watch sees the new object) reads it back with its version.
-            return Ok(());
-        }
+    let Some(config) = api.cdi_config().await? else {
+        api.create_cdi_config(&CDIConfig::new(CONFIG_NAME, CDIConfigSpec::default()))
+            .await?;
+        // The next pass (the watch sees the new object) reads it back with its version.
+        return Ok(());
     };
     let classes = api.storage_classes().await?;
     let status = decide(&config.spec, &classes);

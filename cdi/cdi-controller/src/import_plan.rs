@@ -77,6 +77,9 @@ pub struct ImportFacts<'a> {
     pub progress: Option<f64>,
     /// A clone's source, when the DataVolume is a clone.
     pub clone: Option<CloneFacts<'a>>,
+    /// Why the DataVolume's `sourceRef` gives no source, when it gives none (the DataVolume above
+    /// is as its `sourceRef` resolved when it does).
+    pub source_ref: Option<&'a SourceRefProblem>,
 }
 
 /// A step, applied in order.
@@ -225,18 +228,8 @@ pub fn plan(facts: &ImportFacts<'_>, now: &Time) -> Vec<Step> {
     if data_volume.metadata.deletion_timestamp.is_some() {
         return orphan_steps(facts.claim, facts.pod);
     }
-    if facts.settings.import_proxy
-        && data_volume
-            .spec
-            .source
-            .as_ref()
-            .is_some_and(|s| s.http.is_some() || s.registry.is_some())
-    {
-        let why = "CDIConfig's importProxy is set, and this CDI does not import through a proxy yet".to_owned();
-        return blocked(facts, cdi_api::DataVolumePhase::Failed, UNSUPPORTED, why, now);
-    }
-    if let Some(why) = unsupported(data_volume) {
-        return blocked(facts, cdi_api::DataVolumePhase::Failed, UNSUPPORTED, why, now);
+    if let Some(refused) = refusal(facts, now) {
+        return refused;
     }
     let Some(source) = transfer(data_volume) else {
         return Vec::new();
@@ -463,7 +456,8 @@ pub(crate) use claim::requested_size;
 use claim::{claim_of, view};
 use pods::{pod_args, scratch_claim};
 
-use sources::unsupported;
+use sources::refusal;
+pub use sources::{SourceRefProblem, with_source};
 
 #[cfg(test)]
 mod clone_tests;

@@ -3,6 +3,7 @@
 //! next pass observes again and goes on from there).
 
 use cdi_api::cdi_config::DEFAULT_FILESYSTEM_OVERHEAD;
+use cdi_api::data_source;
 use cdi_api::{CDIConfig, DataVolume, DataVolumePhase};
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::storage::v1::StorageClass;
@@ -11,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use crate::cdi_pki::ServingCertificates;
 use crate::claim_spec::{self, ChosenClass, ClassCandidate};
 use crate::cluster_api::{ApiError, CdiApi, EventSubject};
-use crate::import_plan::{self, ImportFacts, ImporterSettings, Step, Transfer};
+use crate::import_plan::{self, ImportFacts, ImporterSettings, SourceRefProblem, Step, Transfer};
 use crate::import_progress::{self, ImporterMetrics};
 use crate::importer_pod;
 use crate::storage_profile::{self, ClassFacts};
@@ -165,9 +166,10 @@ pub async fn reconcile<A: CdiApi, M: ImporterMetrics, C: ServingCertificates>(
     settings: &ImporterSettings,
     now: &Time,
 ) -> Result<Next, ApiError> {
-    let Some(data_volume) = api.data_volume(namespace, name).await? else {
+    let Some(stored) = api.data_volume(namespace, name).await? else {
         return Ok(Next::Rest);
     };
+    let (data_volume, source_ref) = resolve_source_ref(api, stored).await?;
     let data_volume = &data_volume;
     let claim = api.claim(namespace, name).await?;
     let transfer = import_plan::transfer(data_volume);
@@ -223,6 +225,7 @@ pub async fn reconcile<A: CdiApi, M: ImporterMetrics, C: ServingCertificates>(
         settings: &settings,
         progress,
         clone: clone_source.as_ref().map(clone::SourceView::facts),
+        source_ref: source_ref.as_ref(),
     };
     let steps = import_plan::plan(&facts, now);
     let phase = Box::pin(apply(api, certificates, data_volume, claim.as_ref(), steps)).await?;
@@ -232,6 +235,29 @@ pub async fn reconcile<A: CdiApi, M: ImporterMetrics, C: ServingCertificates>(
         _ if address.is_some() => Next::Soon,
         _ => Next::LookAgain,
     })
+}
+
+/// A DataVolume with a `sourceRef` as it resolves now (its DataSource's claim as its `source`,
+/// as upstream's clone controller reads it), or why it does not.
+async fn resolve_source_ref<A: CdiApi>(
+    api: &A,
+    data_volume: DataVolume,
+) -> Result<(DataVolume, Option<SourceRefProblem>), ApiError> {
+    let Some(reference) = &data_volume.spec.source_ref else {
+        return Ok((data_volume, None));
+    };
+    let namespace = data_volume.metadata.namespace.as_deref().unwrap_or_default();
+    let (source_namespace, source) = match data_source::source_ref_target(reference, namespace) {
+        Ok(target) => target,
+        Err(e) => return Ok((data_volume, Some(SourceRefProblem::Unsupported(e.to_string())))),
+    };
+    let found = api.data_source(&source_namespace, &source).await?;
+    Ok(
+        match data_source::resolved_source(&source_namespace, &source, found.as_ref()) {
+            Ok(resolved) => (import_plan::with_source(&data_volume, resolved), None),
+            Err(e) => (data_volume, Some(SourceRefProblem::Waiting(e.to_string()))),
+        },
+    )
 }
 
 /// Applies a pass's steps in order; gives the phase the DataVolume is left in.

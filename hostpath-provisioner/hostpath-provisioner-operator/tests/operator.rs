@@ -391,28 +391,37 @@ fn the_status_matrix() {
         assert_eq!(pools, [("fast", "Ready"), ("local", "Ready")], "sorted by name");
     }
     let failed_status = status::decide(&sample(), &failed, None, "v1", &at(10));
-    let degraded = failed_status
-        .conditions
-        .iter()
-        .find(|c| c.condition_type == DEGRADED)
-        .expect("Degraded");
     assert_eq!(
-        degraded.message.as_deref(),
-        Some("Unable to successfully reconcile: applying DaemonSet x failed: forbidden")
+        degraded_message(&failed_status.conditions),
+        "Unable to successfully reconcile: applying DaemonSet x failed: forbidden"
     );
 }
 
-/// The CR as the fake API server holds it (the operator writes its status there).
-fn stored_cr(objects: &FakeObjects) -> HostPathProvisioner {
-    let desired = Desired::from_typed(&sample()).expect("converts");
+/// The CR `name` as the fake API server holds it (the operator writes its status there).
+fn stored_cr_named(objects: &FakeObjects, name: &str) -> HostPathProvisioner {
+    let key = format!("HostPathProvisioner {name}");
     objects
         .state()
         .objects
-        .get(&desired.describe())
+        .get(&key)
         .expect("the CR")
         .clone()
         .try_parse()
         .expect("a CR")
+}
+
+/// The sample CR as the fake API server holds it.
+fn stored_cr(objects: &FakeObjects) -> HostPathProvisioner {
+    stored_cr_named(objects, "hostpath-provisioner")
+}
+
+/// The `Degraded` condition's message.
+fn degraded_message(conditions: &[OperatorCondition]) -> String {
+    let degraded = conditions
+        .iter()
+        .find(|c| c.condition_type == DEGRADED)
+        .expect("Degraded");
+    degraded.message.clone().unwrap_or_default()
 }
 
 #[tokio::test]
@@ -489,18 +498,10 @@ async fn a_refused_object_degrades_the_cr_with_the_api_servers_message() {
         summary(&status.conditions),
         (vec!["False", "True", "True"], Some("Reconcile Failed"))
     );
-    let degraded = status
-        .conditions
-        .iter()
-        .find(|c| c.condition_type == DEGRADED)
-        .expect("Degraded");
+    let message = degraded_message(&status.conditions);
     assert!(
-        degraded
-            .message
-            .as_deref()
-            .unwrap_or_default()
-            .contains("ClusterRole hostpath-provisioner-admin-csi failed: forbidden: escalation"),
-        "{degraded:?}"
+        message.contains("ClusterRole hostpath-provisioner-admin-csi failed: forbidden: escalation"),
+        "{message}"
     );
 }
 
@@ -544,22 +545,9 @@ async fn a_second_cr_is_refused_and_nothing_is_applied() {
         .expect("a pass");
     assert_eq!(next, Next::LookAgain, "looked at again: the other CR may go");
     assert_eq!(objects.state().writes, ["status HostPathProvisioner another"]);
-    let stored: HostPathProvisioner = objects
-        .state()
-        .objects
-        .get("HostPathProvisioner another")
-        .expect("the CR")
-        .clone()
-        .try_parse()
-        .expect("a CR");
-    let status = stored.status.unwrap_or_default();
-    let degraded = status
-        .conditions
-        .iter()
-        .find(|c| c.condition_type == DEGRADED)
-        .expect("Degraded");
+    let status = stored_cr_named(&objects, "another").status.unwrap_or_default();
     assert_eq!(
-        degraded.message.as_deref(),
-        Some("Unable to successfully reconcile: there should be a single hostpath provisioner, 2 items found")
+        degraded_message(&status.conditions),
+        "Unable to successfully reconcile: there should be a single hostpath provisioner, 2 items found"
     );
 }

@@ -51,6 +51,50 @@ fn grant_edit(cleanup: &mut Cleanup, namespace: &str) {
     );
 }
 
+/// The golden claim through a DataSource: a DataVolume's sourceRef is checked and cloned as the
+/// DataSource's claim; one to a DataSource that is not there is refused.
+fn clones_by_source_ref(cleanup: &mut Cleanup, golden: &str) {
+    cleanup.apply_in(
+        SOURCE_NS,
+        "datasource",
+        "golden",
+        &format!(
+            "apiVersion: cdi.kubevirt.io/v1beta1\nkind: DataSource\nmetadata:\n  name: golden\n  namespace: {SOURCE_NS}\n\
+             spec:\n  source:\n    pvc:\n      namespace: {SOURCE_NS}\n      name: {golden}\n"
+        ),
+    );
+    let by_ref = |data_source: &str| {
+        clone_manifest()
+            .replace(&format!("name: {NAME}-root\n"), &format!("name: {NAME}-byref\n"))
+            .replace(
+                &format!("source:\n    pvc:\n      namespace: {SOURCE_NS}\n      name: {NAME}-golden\n"),
+                &format!("sourceRef:\n    kind: DataSource\n    namespace: {SOURCE_NS}\n    name: {data_source}\n"),
+            )
+    };
+    assert!(by_ref("golden").contains("sourceRef:"), "{}", by_ref("golden"));
+    let missing = kubectl_stdin(&["--as", CLONER, "-n", TARGET_NS, "create", "-f", "-"], &by_ref("gone"));
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        !missing.status.success() && stderr.contains("datasources.cdi.kubevirt.io \"gone\" not found"),
+        "{stderr}"
+    );
+    let created = kubectl_stdin(
+        &["--as", CLONER, "-n", TARGET_NS, "create", "-f", "-"],
+        &by_ref("golden"),
+    );
+    assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
+    wait_for("the clone by sourceRef to succeed", Duration::from_secs(300), || {
+        let dv = get("dv", &format!("{NAME}-byref"), TARGET_NS)?;
+        assert_ne!(field(&dv, "status.phase"), "Failed", "{dv}");
+        (field(&dv, "status.phase") == "Succeeded").then_some(())
+    });
+    let claim = get("pvc", &format!("{NAME}-byref"), TARGET_NS).expect("the claim of the clone by sourceRef");
+    assert_eq!(
+        claim["metadata"]["annotations"]["k8s.io/CloneRequest"],
+        format!("{SOURCE_NS}/{golden}")
+    );
+}
+
 #[test]
 #[ignore = "needs the test cluster: make cluster"]
 fn a_clone_into_another_namespace_is_checked_copied_and_boots() {
@@ -134,6 +178,8 @@ fn a_clone_into_another_namespace_is_checked_copied_and_boots() {
             .then_some(())
         },
     );
+
+    clones_by_source_ref(&mut cleanup, &golden);
 
     // A VM in the target namespace boots from the copy.
     let vm = vm_on_data_volume(NAME).replace("namespace: default\n", &format!("namespace: {TARGET_NS}\n"));

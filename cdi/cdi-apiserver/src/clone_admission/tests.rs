@@ -116,3 +116,49 @@ fn a_clone_without_its_names_is_refused_by_field() {
     };
     assert_eq!(why, "spec.source.pvc.name is required");
 }
+
+#[test]
+fn a_source_ref_is_read_for_resolving_and_other_sources_pass() {
+    let with_spec = |spec: Value, name: &str| {
+        json!({
+            "apiVersion": "cdi.kubevirt.io/v1beta1",
+            "kind": "DataVolume",
+            "metadata": {"name": name, "namespace": "dst"},
+            "spec": spec,
+        })
+    };
+    let by_ref = json!({"sourceRef": {"kind": "DataSource", "name": "golden"}});
+    let (_, admission) = read(&review("CREATE", &with_spec(by_ref.clone(), "copy"))).expect("read");
+    let Admission::SourceRef(request) = admission else {
+        panic!("a sourceRef: {admission:?}")
+    };
+    assert_eq!(
+        (
+            request.reference.name.as_str(),
+            request.reference.namespace.as_deref(),
+            request.target_namespace.as_str()
+        ),
+        ("golden", None, "dst")
+    );
+    let clone = request.clone_of("images".to_owned(), "disk".to_owned());
+    assert_eq!(
+        (clone.source_namespace.as_str(), clone.target.as_str()),
+        ("images", "copy")
+    );
+
+    let (_, unnamed) = read(&review("CREATE", &with_spec(by_ref, ""))).expect("read");
+    assert_eq!(unnamed, Admission::Refuse(UNNAMED.to_owned()));
+
+    let bad = json!({"sourceRef": {"kind": "DataSource"}});
+    let (_, refused) = read(&review("CREATE", &with_spec(bad, "copy"))).expect("read");
+    assert!(
+        matches!(refused, Admission::Refuse(ref why) if why.starts_with("spec.sourceRef")),
+        "{refused:?}"
+    );
+
+    let import = json!({"source": {"http": {"url": "http://server/disk.img"}}});
+    assert_eq!(
+        read(&review("CREATE", &with_spec(import, "copy"))).expect("read").1,
+        Admission::Admit
+    );
+}

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use cdi_api::data_volume::DataVolumeStatus;
-use cdi_api::{CDIConfig, DataVolume, StorageProfile};
+use cdi_api::{CDIConfig, DataSource, DataVolume, StorageProfile};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod, Secret, Service};
 use k8s_openapi::api::storage::v1::StorageClass;
 
@@ -15,6 +15,8 @@ use super::{ApiError, CdiApi, EventSubject};
 pub struct State {
     /// DataVolumes by `namespace/name` (their statuses as written).
     pub data_volumes: BTreeMap<String, DataVolume>,
+    /// DataSources by `namespace/name`.
+    pub data_sources: BTreeMap<String, DataSource>,
     /// Claims by `namespace/name`.
     pub claims: BTreeMap<String, PersistentVolumeClaim>,
     /// Pods by `namespace/name`.
@@ -69,6 +71,10 @@ impl CdiApi for FakeCdiApi {
             }
             dv
         }))
+    }
+
+    async fn data_source(&self, namespace: &str, name: &str) -> Result<Option<DataSource>, ApiError> {
+        Ok(self.state().data_sources.get(&key(namespace, name)).cloned())
     }
 
     async fn claim(&self, namespace: &str, name: &str) -> Result<Option<PersistentVolumeClaim>, ApiError> {

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use cdi_api::data_volume::DataVolumeStatus;
-use cdi_api::{CDIConfig, DataVolume, StorageProfile};
+use cdi_api::{CDIConfig, DataSource, DataVolume, StorageProfile};
 use k8s_openapi::api::core::v1::{Event, PersistentVolume, PersistentVolumeClaim, Pod, Secret, Service};
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -79,6 +79,11 @@ impl CdiApi for KubeCdiApi {
     async fn data_volume(&self, namespace: &str, name: &str) -> Result<Option<DataVolume>, ApiError> {
         let api = Api::<DataVolume>::namespaced(self.client.clone(), namespace);
         optional(api.get(name).await, format!("get DataVolume {namespace}/{name}"))
+    }
+
+    async fn data_source(&self, namespace: &str, name: &str) -> Result<Option<DataSource>, ApiError> {
+        let api = Api::<DataSource>::namespaced(self.client.clone(), namespace);
+        optional(api.get(name).await, format!("get DataSource {namespace}/{name}"))
     }
 
     async fn claim(&self, namespace: &str, name: &str) -> Result<Option<PersistentVolumeClaim>, ApiError> {

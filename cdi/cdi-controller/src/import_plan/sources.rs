@@ -1,16 +1,76 @@
 //! Which sources this controller imports, and what a registry source's host says.
 
-use cdi_api::DataVolume;
+use cdi_api::{DataVolume, DataVolumePhase};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::{ImportFacts, Step, UNSUPPORTED};
 
 use crate::importer_pod::ImportSource;
 
+/// A `sourceRef` that gives no source to clone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SourceRefProblem {
+    /// Its DataSource is missing or points to nothing yet: the DataVolume waits (`Pending`).
+    Waiting(String),
+    /// It cannot be cloned here (another kind than `DataSource`): the DataVolume fails.
+    Unsupported(String),
+}
+
+/// The DataVolume as its `sourceRef` resolves: `resolved` as its `source`, no `sourceRef`.
+#[must_use]
+pub fn with_source(data_volume: &DataVolume, resolved: cdi_api::DataVolumeSource) -> DataVolume {
+    let mut effective = data_volume.clone();
+    effective.spec.source = Some(resolved);
+    effective.spec.source_ref = None;
+    effective
+}
+
+/// The steps of a DataVolume this controller does not fill, or waits with, before anything is
+/// made: a proxied import, a `sourceRef` without a source, a source it does not support.
+pub(super) fn refusal(facts: &ImportFacts<'_>, now: &Time) -> Option<Vec<Step>> {
+    let data_volume = facts.data_volume;
+    if facts.settings.import_proxy
+        && data_volume
+            .spec
+            .source
+            .as_ref()
+            .is_some_and(|s| s.http.is_some() || s.registry.is_some())
+    {
+        let why = "CDIConfig's importProxy is set, and this CDI does not import through a proxy yet".to_owned();
+        return Some(super::blocked(facts, DataVolumePhase::Failed, UNSUPPORTED, why, now));
+    }
+    match facts.source_ref {
+        Some(SourceRefProblem::Unsupported(why)) => {
+            return Some(super::blocked(
+                facts,
+                DataVolumePhase::Failed,
+                UNSUPPORTED,
+                why.clone(),
+                now,
+            ));
+        }
+        Some(SourceRefProblem::Waiting(why)) => {
+            return Some(super::blocked(
+                facts,
+                DataVolumePhase::Pending,
+                super::clone::WITHOUT_SOURCE,
+                why.clone(),
+                now,
+            ));
+        }
+        None => {}
+    }
+    if let Some(why) = unsupported(data_volume) {
+        return Some(super::blocked(facts, DataVolumePhase::Failed, UNSUPPORTED, why, now));
+    }
+    None
+}
+
 /// Why a DataVolume is not imported here, if it is not.
-pub(super) fn unsupported(data_volume: &DataVolume) -> Option<String> {
+fn unsupported(data_volume: &DataVolume) -> Option<String> {
     let spec = &data_volume.spec;
     if spec.source_ref.is_some() {
-        return Some(
-            "a sourceRef (a DataSource) is not resolved by this CDI yet: name its claim in source.pvc".to_owned(),
-        );
+        return Some("the DataVolume's sourceRef was not resolved".to_owned());
     }
     if spec.content_type.as_deref().is_some_and(|c| c != "kubevirt") {
         return Some("contentType archive is not supported yet".to_owned());

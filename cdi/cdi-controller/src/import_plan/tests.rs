@@ -99,6 +99,7 @@ pub(super) fn facts<'a>(
         settings: &SETTINGS,
         progress: None,
         clone: None,
+        source_ref: None,
     }
 }
 
@@ -558,4 +559,51 @@ fn a_registry_image_s_labels_reach_the_claim() {
     );
     let steps = plan(&facts(&dv, Some(&labelled), Some(&done)), &now());
     assert!(!kinds(&steps).contains(&"LabelClaim"), "{steps:?}");
+}
+
+#[test]
+fn a_source_ref_without_a_source_waits_and_one_of_another_kind_fails() {
+    let dv = data_volume(&json!({"pvc": {"namespace": "images", "name": "golden"}}));
+    let missing = SourceRefProblem::Waiting("DataSource images/golden not found".to_owned());
+    let waiting = ImportFacts {
+        source_ref: Some(&missing),
+        ..facts(&dv, None, None)
+    };
+    let steps = plan(&waiting, &now());
+    assert_eq!(phase_written(&steps), Some(DataVolumePhase::Pending));
+    assert!(
+        steps.iter().any(|s| matches!(s, Step::Event(e) if e.reason == clone::WITHOUT_SOURCE && e.message == "DataSource images/golden not found")),
+        "{steps:?}"
+    );
+    assert!(!steps.iter().any(|s| matches!(s, Step::CreateClaim(_))), "no claim yet");
+
+    let kind = SourceRefProblem::Unsupported("DataVolume sourceRef kind PVC not supported".to_owned());
+    let other_kind = ImportFacts {
+        source_ref: Some(&kind),
+        ..facts(&dv, None, None)
+    };
+    assert_eq!(phase_written(&plan(&other_kind, &now())), Some(DataVolumePhase::Failed));
+}
+
+#[test]
+fn a_resolved_source_ref_is_cloned_as_its_claim() {
+    let mut dv = data_volume(&json!({"blank": {}}));
+    dv.spec.source = None;
+    dv.spec.source_ref = Some(cdi_api::data_volume::DataVolumeSourceRef {
+        kind: "DataSource".to_owned(),
+        namespace: Some("images".to_owned()),
+        name: "golden".to_owned(),
+    });
+    let resolved: cdi_api::DataVolumeSource =
+        serde_json::from_value(json!({"pvc": {"namespace": "images", "name": "disk"}})).expect("a source");
+    let effective = with_source(&dv, resolved);
+    assert_eq!(effective.spec.source_ref, None);
+    assert_eq!(
+        transfer(&effective),
+        Some(Transfer::Clone {
+            namespace: "images".to_owned(),
+            name: "disk".to_owned()
+        })
+    );
+    assert_eq!(effective.metadata, dv.metadata, "the same DataVolume");
 }

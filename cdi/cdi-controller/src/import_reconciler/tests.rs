@@ -427,3 +427,50 @@ async fn a_clone_checks_its_token_then_makes_the_source_pod_and_its_certificate_
         "CLIENT CERT for golden/base-vms/copy"
     );
 }
+
+#[tokio::test]
+async fn a_source_ref_waits_for_its_data_source_then_clones_its_claim() {
+    let api = api();
+    let mut with_ref = data_volume();
+    with_ref.spec.source = None;
+    with_ref.spec.source_ref = Some(cdi_api::data_volume::DataVolumeSourceRef {
+        kind: "DataSource".to_owned(),
+        namespace: Some("images".to_owned()),
+        name: "golden".to_owned(),
+    });
+    api.state().data_volumes.insert("vms/disk".to_owned(), with_ref);
+    pass(&api).await;
+    assert_eq!(phase(&api), DataVolumePhase::Pending);
+    let status = api.state().statuses.get("vms/disk").cloned().unwrap_or_default();
+    assert!(
+        status
+            .conditions
+            .iter()
+            .any(|c| c.state.message.as_deref() == Some("DataSource images/golden not found")),
+        "{status:?}"
+    );
+    assert!(api.state().claims.is_empty(), "no claim while the source is unknown");
+
+    // The DataSource appears: the DataVolume is now a clone of its claim, held back by its
+    // missing clone token (it was not admitted by cdi-apiserver here) rather than the DataSource.
+    api.state().data_sources.insert(
+        "images/golden".to_owned(),
+        serde_json::from_value(json!({
+            "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataSource",
+            "metadata": {"name": "golden", "namespace": "images"},
+            "spec": {"source": {"pvc": {"namespace": "images", "name": "disk-image"}}}
+        }))
+        .expect("data source"),
+    );
+    pass(&api).await;
+    let status = api.state().statuses.get("vms/disk").cloned().unwrap_or_default();
+    let messages: Vec<String> = status
+        .conditions
+        .iter()
+        .filter_map(|c| c.state.message.clone())
+        .collect();
+    assert!(
+        messages.iter().all(|m| !m.contains("DataSource")) && messages.iter().any(|m| m.contains("clone token")),
+        "a clone now: {messages:?}"
+    );
+}
