@@ -17,18 +17,20 @@ pub fn daemon_set_ready(daemon_set: &DaemonSet) -> bool {
     })
 }
 
-/// A Deployment serves when its controller has seen its latest spec and every replica it wants
-/// is updated and Ready (at least one).
+/// A Deployment serves when its controller has seen its latest spec, no replica of an older spec
+/// is left, and every replica it wants is updated and available (at least one Ready).
 #[must_use]
 pub fn deployment_ready(deployment: &Deployment) -> bool {
     let generation = deployment.metadata.generation.unwrap_or(0);
     let wanted = deployment.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
     deployment.status.as_ref().is_some_and(|s| {
-        let ready = s.ready_replicas.unwrap_or(0);
+        let updated = s.updated_replicas.unwrap_or(0);
+        // As `kubectl rollout status`: no old replica left, every wanted one updated and available.
         s.observed_generation.unwrap_or(0) >= generation
-            && ready > 0
-            && ready >= wanted
-            && s.updated_replicas.unwrap_or(0) >= wanted
+            && s.ready_replicas.unwrap_or(0) > 0
+            && updated >= wanted
+            && s.replicas.unwrap_or(0) <= updated
+            && s.available_replicas.unwrap_or(0) >= wanted
     })
 }
 
@@ -81,6 +83,7 @@ mod tests {
     #[test]
     fn a_deployment_serves_with_every_replica_updated_and_ready() {
         let deployment = |replicas: Option<i32>, updated: Option<i32>, ready: Option<i32>| Deployment {
+            // Every existing replica is one of the updated ones here; `ready` are available too.
             metadata: ObjectMeta {
                 generation: Some(1),
                 ..ObjectMeta::default()
@@ -91,8 +94,10 @@ mod tests {
             }),
             status: Some(DeploymentStatus {
                 observed_generation: Some(1),
+                replicas: updated,
                 updated_replicas: updated,
                 ready_replicas: ready,
+                available_replicas: ready,
                 ..DeploymentStatus::default()
             }),
         };
@@ -104,5 +109,10 @@ mod tests {
             "one replica by default"
         );
         assert!(!deployment_ready(&deployment(None, None, None)));
+        let mut surging = deployment(Some(1), Some(1), Some(1));
+        if let Some(status) = surging.status.as_mut() {
+            status.replicas = Some(2);
+        }
+        assert!(!deployment_ready(&surging), "an old replica is still there");
     }
 }

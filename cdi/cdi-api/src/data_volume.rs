@@ -317,6 +317,27 @@ pub struct ConditionState {
     pub message: Option<String>,
 }
 
+impl ConditionState {
+    /// Sets the state, stamping the transition time when the status changes and the heartbeat
+    /// when only the reason or message does (upstream's `updateConditionState`).
+    pub fn update(&mut self, status: &str, message: &str, reason: &str, now: &Time) {
+        let text = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+        if self.status != status {
+            self.last_transition_time = Some(now.clone());
+            self.last_heartbeat_time = Some(now.clone());
+            self.message = text(message);
+            self.reason = text(reason);
+        } else if self.message.as_deref().unwrap_or_default() != message
+            || self.reason.as_deref().unwrap_or_default() != reason
+        {
+            self.message = text(message);
+            self.reason = text(reason);
+            self.last_heartbeat_time = Some(now.clone());
+        }
+        status.clone_into(&mut self.status);
+    }
+}
+
 /// The condition types.
 pub mod conditions {
     /// The DataVolume's data is there to use.
@@ -384,9 +405,80 @@ pub enum DataVolumePhase {
 }
 
 impl DataVolumePhase {
+    /// The phase as the API writes it (`""` when unset).
+    #[must_use]
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Unset => "",
+            Self::Pending => "Pending",
+            Self::PvcBound => "PVCBound",
+            Self::ImportScheduled => "ImportScheduled",
+            Self::ImportInProgress => "ImportInProgress",
+            Self::CloneScheduled => "CloneScheduled",
+            Self::CloneInProgress => "CloneInProgress",
+            Self::SnapshotForSmartCloneInProgress => "SnapshotForSmartCloneInProgress",
+            Self::CloneFromSnapshotSourceInProgress => "CloneFromSnapshotSourceInProgress",
+            Self::SmartClonePvcInProgress => "SmartClonePVCInProgress",
+            Self::CsiCloneInProgress => "CSICloneInProgress",
+            Self::ExpansionInProgress => "ExpansionInProgress",
+            Self::NamespaceTransferInProgress => "NamespaceTransferInProgress",
+            Self::UploadScheduled => "UploadScheduled",
+            Self::UploadReady => "UploadReady",
+            Self::WaitForFirstConsumer => "WaitForFirstConsumer",
+            Self::PendingPopulation => "PendingPopulation",
+            Self::Succeeded => "Succeeded",
+            Self::Failed => "Failed",
+            Self::Unknown => "Unknown",
+            Self::Paused => "Paused",
+            Self::PrepClaimInProgress => "PrepClaimInProgress",
+            Self::RebindInProgress => "RebindInProgress",
+        }
+    }
+
     /// No phase yet.
     #[must_use]
     pub fn is_unset(&self) -> bool {
         *self == Self::Unset
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DataVolumePhase;
+
+    #[test]
+    fn each_phase_is_written_as_serde_writes_it() {
+        use DataVolumePhase::*;
+        for phase in [
+            Unset,
+            Pending,
+            PvcBound,
+            ImportScheduled,
+            ImportInProgress,
+            CloneScheduled,
+            CloneInProgress,
+            SnapshotForSmartCloneInProgress,
+            CloneFromSnapshotSourceInProgress,
+            SmartClonePvcInProgress,
+            CsiCloneInProgress,
+            ExpansionInProgress,
+            NamespaceTransferInProgress,
+            UploadScheduled,
+            UploadReady,
+            WaitForFirstConsumer,
+            PendingPopulation,
+            Succeeded,
+            Failed,
+            Unknown,
+            Paused,
+            PrepClaimInProgress,
+            RebindInProgress,
+        ] {
+            assert_eq!(
+                serde_json::to_value(phase).ok(),
+                Some(serde_json::json!(phase.as_str())),
+                "{phase:?}"
+            );
+        }
     }
 }

@@ -154,9 +154,10 @@ impl<R: AccessReviews> UploadApi<R> {
     }
 
     /// A DataVolume whose `sourceRef` names a DataSource: a clone of the claim it points to, as
-    /// upstream's webhook resolves it. A DataSource that is not there is refused; one that points
-    /// to nothing yet, or to a snapshot, or a `sourceRef` of another kind, is admitted without a
-    /// token (the controller then waits for it or refuses it).
+    /// upstream's webhook resolves it. A DataSource that is not there is refused, and, unlike
+    /// upstream's, one that points to nothing yet (the clone could not be checked, and would never
+    /// get its token); one that points to a snapshot, or a `sourceRef` of another kind, is
+    /// admitted without a token (the controller refuses it).
     async fn admit_source_ref(
         &self,
         request: clone_admission::SourceRefRequest,
@@ -175,7 +176,9 @@ impl<R: AccessReviews> UploadApi<R> {
                 None => Ok(None),
             },
             Err(SourceRefError::NotFound { .. }) => Err(format!("datasources.cdi.kubevirt.io \"{name}\" not found")),
-            Err(_) => Ok(None),
+            // Admitted without a token, it could never clone once the DataSource is ready.
+            Err(empty @ SourceRefError::Empty { .. }) => Err(empty.to_string()),
+            Err(SourceRefError::Kind(_)) => Ok(None),
         }
     }
 

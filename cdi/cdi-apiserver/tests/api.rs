@@ -22,6 +22,13 @@ struct Reviews(Arc<Mutex<Vec<Value>>>);
 impl AccessReviews for Reviews {
     /// One DataSource: `images/golden`, pointing to the claim `src/golden`.
     async fn data_source(&self, namespace: &str, name: &str) -> Result<Option<cdi_api::DataSource>, String> {
+        if (namespace, name) == ("images", "empty") {
+            let empty = json!({
+                "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataSource",
+                "metadata": {"name": "empty", "namespace": "images"}, "spec": {"source": {}},
+            });
+            return Ok(Some(serde_json::from_value(empty).expect("a DataSource")));
+        }
         Ok(((namespace, name) == ("images", "golden")).then(|| {
             serde_json::from_value(json!({
                 "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataSource",
@@ -313,6 +320,23 @@ async fn a_source_ref_is_checked_as_the_clone_of_its_data_sources_claim() {
     assert_eq!(
         answer["response"]["status"]["message"],
         "datasources.cdi.kubevirt.io \"gone\" not found"
+    );
+
+    // A DataSource that points to nothing yet: refused (it could never get its token).
+    let (_, body) = setup
+        .send(
+            "POST",
+            "/datavolume-mutate",
+            false,
+            &[],
+            &review_of("alice", &by_ref("empty")),
+        )
+        .await;
+    let answer: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(answer["response"]["allowed"], false);
+    assert_eq!(
+        answer["response"]["status"]["message"],
+        "DataSource images/empty points to nothing yet: it may not be ready"
     );
 
     // Another kind: admitted without a token (cdi-controller refuses it).

@@ -123,6 +123,10 @@ pub trait CdiApi: Send + Sync {
     /// Replaces a CDIConfig's status with `config`'s (refused when `config` is not the version
     /// the API server has).
     fn replace_cdi_config_status(&self, config: &CDIConfig) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// Replaces a DataSource's status with `data_source`'s (refused when `data_source` is not the
+    /// version the API server has).
+    fn replace_data_source_status(&self, data_source: &DataSource)
+    -> impl Future<Output = Result<(), ApiError>> + Send;
     /// Records an event.
     fn record_event(
         &self,

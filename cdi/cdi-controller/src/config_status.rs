@@ -3,8 +3,8 @@
 //! the one `CDIConfig` named `config` if it is missing and writes its status when it changed
 //! (`reconcile`).
 //!
-//! - `scratchSpaceStorageClass`: the spec's when that class exists, else the default class, else
-//!   none (a scratch claim then takes its target's class);
+//! - `scratchSpaceStorageClass`: the spec's when that class exists, else none (a scratch claim
+//!   then takes its target's class; current upstream no longer falls back to the default class);
 //! - `filesystemOverhead`: the spec's global share when valid, else 0.06; for every StorageClass
 //!   its own share from the spec when valid, else the global one;
 //! - `uploadProxyURL`: the spec's override (there is no Ingress or Route to read it from);
@@ -17,26 +17,16 @@ use cdi_api::cdi_config::{
 };
 use k8s_openapi::api::storage::v1::StorageClass;
 
-use crate::claim_spec::{ClassCandidate, default_class};
 use crate::cluster_api::{ApiError, CdiApi};
 
 /// The status `spec` resolves to among `classes`.
 #[must_use]
 pub fn decide(spec: &CDIConfigSpec, classes: &[StorageClass]) -> CDIConfigStatus {
     let names: Vec<String> = classes.iter().filter_map(|c| c.metadata.name.clone()).collect();
-    let candidates: Vec<ClassCandidate> = classes
-        .iter()
-        .map(|c| ClassCandidate {
-            name: c.metadata.name.clone().unwrap_or_default(),
-            annotations: c.metadata.annotations.clone().unwrap_or_default(),
-            created: c.metadata.creation_timestamp.clone(),
-        })
-        .collect();
     let scratch = spec
         .scratch_space_storage_class
         .clone()
-        .filter(|wanted| names.contains(wanted))
-        .or_else(|| default_class(&candidates, false).map(|c| c.name.clone()));
+        .filter(|wanted| names.contains(wanted));
     let valid = |share: &String| overhead_thousandths(share).is_ok();
     let overheads = spec.filesystem_overhead.clone().unwrap_or_default();
     let global = overheads

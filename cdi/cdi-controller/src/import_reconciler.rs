@@ -169,9 +169,9 @@ pub async fn reconcile<A: CdiApi, M: ImporterMetrics, C: ServingCertificates>(
     let Some(stored) = api.data_volume(namespace, name).await? else {
         return Ok(Next::Rest);
     };
-    let (data_volume, source_ref) = resolve_source_ref(api, stored).await?;
-    let data_volume = &data_volume;
     let claim = api.claim(namespace, name).await?;
+    let (data_volume, source_ref) = resolve_source_ref(api, stored, claim.as_ref()).await?;
+    let data_volume = &data_volume;
     let transfer = import_plan::transfer(data_volume);
     let pod_name = transfer.as_ref().map_or_else(
         || importer_pod::pod_name(name),
@@ -237,15 +237,36 @@ pub async fn reconcile<A: CdiApi, M: ImporterMetrics, C: ServingCertificates>(
     })
 }
 
-/// A DataVolume with a `sourceRef` as it resolves now (its DataSource's claim as its `source`,
-/// as upstream's clone controller reads it), or why it does not.
+/// A DataVolume with a `sourceRef` as it resolves (its DataSource's claim as its `source`, as
+/// upstream's clone controller reads it), or why it does not. Once the DataVolume's claim is made
+/// for a clone, its source is the one the claim names: a DataSource changed or deleted later does
+/// not touch a clone under way or done.
 async fn resolve_source_ref<A: CdiApi>(
     api: &A,
     data_volume: DataVolume,
+    claim: Option<&PersistentVolumeClaim>,
 ) -> Result<(DataVolume, Option<SourceRefProblem>), ApiError> {
     let Some(reference) = &data_volume.spec.source_ref else {
         return Ok((data_volume, None));
     };
+    if data_volume.spec.source.is_some() {
+        let both = "Data volume should have either Source or SourceRef, or be externally populated".to_owned();
+        return Ok((data_volume, Some(SourceRefProblem::Unsupported(both))));
+    }
+    let cloned_from = claim
+        .and_then(|c| c.metadata.annotations.as_ref())
+        .and_then(|a| a.get(cdi_api::clone::CLONE_REQUEST))
+        .and_then(|source| source.split_once('/'));
+    if let Some((source_namespace, source)) = cloned_from {
+        let resolved = cdi_api::DataVolumeSource {
+            pvc: Some(cdi_api::data_volume::NamespacedName {
+                namespace: source_namespace.to_owned(),
+                name: source.to_owned(),
+            }),
+            ..cdi_api::DataVolumeSource::default()
+        };
+        return Ok((import_plan::with_source(&data_volume, resolved), None));
+    }
     let namespace = data_volume.metadata.namespace.as_deref().unwrap_or_default();
     let (source_namespace, source) = match data_source::source_ref_target(reference, namespace) {
         Ok(target) => target,

@@ -209,21 +209,7 @@ fn set_condition(
             });
             conditions.len() - 1
         });
-    let state = &mut conditions[index].state;
-    let text = |s: &str| (!s.is_empty()).then(|| s.to_owned());
-    if state.status != status {
-        state.last_transition_time = Some(now.clone());
-        state.last_heartbeat_time = Some(now.clone());
-        state.message = text(message);
-        state.reason = text(reason);
-    } else if state.message.as_deref().unwrap_or_default() != message
-        || state.reason.as_deref().unwrap_or_default() != reason
-    {
-        state.message = text(message);
-        state.reason = text(reason);
-        state.last_heartbeat_time = Some(now.clone());
-    }
-    status.clone_into(&mut state.status);
+    conditions[index].state.update(status, message, reason, now);
 }
 
 /// The claim's own `Bound` condition, when a controller set one on it.

@@ -15,6 +15,7 @@ pub mod claim_spec;
 pub mod clone_source;
 pub mod cluster_api;
 pub mod config_status;
+pub mod data_source_status;
 pub mod import_plan;
 pub mod import_progress;
 pub mod import_reconciler;

@@ -8,14 +8,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use cdi_api::{CDIConfig, DataVolume};
+use cdi_api::{CDIConfig, DataSource, DataVolume};
 use cdi_controller::cdi_pki::{self, UploadPki};
 use cdi_controller::cluster_api::kube::KubeCdiApi;
-use cdi_controller::config_status;
 use cdi_controller::import_plan::ImporterSettings;
 use cdi_controller::import_progress::HttpsMetrics;
 use cdi_controller::import_reconciler::{self, Next};
 use cdi_controller::importer_pod::CDI_LABEL;
+use cdi_controller::{config_status, data_source_status};
 use clap::Parser;
 use futures::{FutureExt as _, StreamExt as _};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
@@ -175,6 +175,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     });
     let ours = format!("{}={}", CDI_LABEL.0, CDI_LABEL.1);
     let (client_for_config, stop_for_config) = (client.clone(), stop.clone());
+    let (client_for_sources, stop_for_sources) = (client.clone(), stop.clone());
     tracing::info!("cdi-controller started");
     let data_volumes = Controller::new(Api::<DataVolume>::all(client.clone()), watcher::Config::default())
         .owns(
@@ -200,13 +201,50 @@ async fn run(args: Args) -> anyhow::Result<()> {
     .graceful_shutdown_on(async move { stop.cancelled().await })
     .run(release_claim, retry_claim, Arc::clone(&context))
     .for_each(|_| async {});
+    let data_sources = Controller::new(Api::<DataSource>::all(client_for_sources), watcher::Config::default())
+        .graceful_shutdown_on(async move { stop_for_sources.cancelled().await })
+        .run(reconcile_data_source, retry_data_source, Arc::clone(&context))
+        .for_each(|_| async {});
     futures::join!(
         data_volumes,
         claims,
+        data_sources,
         keep_config(&context.api, client_for_config, stop_for_config)
     );
     tracing::info!("cdi-controller stopped");
     Ok(())
+}
+
+/// A DataSource is looked at again after this long when it is Ready (its claim may go), and
+/// after [`LOOK_AGAIN`] when it is not (its claim or DataVolume may come): claims and DataVolumes
+/// are not mapped back to the DataSources that name them.
+const READY_SOURCE_AGAIN: Duration = Duration::from_secs(60);
+
+async fn reconcile_data_source(
+    data_source: Arc<DataSource>,
+    context: Arc<Context>,
+) -> Result<Action, cdi_controller::cluster_api::ApiError> {
+    let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    let now = Time(k8s_openapi::jiff::Timestamp::from_second(now).unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+    let namespace = data_source.metadata.namespace.as_deref().unwrap_or_default();
+    let name = data_source.metadata.name.as_deref().unwrap_or_default();
+    let ready = data_source_status::reconcile(&context.api, namespace, name, &now).await?;
+    Ok(Action::requeue(if ready { READY_SOURCE_AGAIN } else { LOOK_AGAIN }))
+}
+
+#[expect(clippy::needless_pass_by_value, reason = "the signature of kube's error policy")]
+fn retry_data_source(
+    data_source: Arc<DataSource>,
+    error: &cdi_controller::cluster_api::ApiError,
+    _: Arc<Context>,
+) -> Action {
+    tracing::warn!(
+        namespace = data_source.metadata.namespace.as_deref().unwrap_or_default(),
+        name = data_source.metadata.name.as_deref().unwrap_or_default(),
+        error = %kubevirt_api::error_report::one_line(error),
+        "the DataSource's pass failed; trying again"
+    );
+    Action::requeue(RETRY)
 }
 
 /// Keeps CDIConfig `config` and its status ([`config_status::reconcile`]): a pass at start, then

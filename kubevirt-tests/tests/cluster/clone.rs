@@ -51,8 +51,9 @@ fn grant_edit(cleanup: &mut Cleanup, namespace: &str) {
     );
 }
 
-/// The golden claim through a DataSource: a DataVolume's sourceRef is checked and cloned as the
-/// DataSource's claim; one to a DataSource that is not there is refused.
+/// The golden claim through DataSources: both become Ready with the claim as their source, a
+/// DataVolume's sourceRef to the one that points to the other is checked and cloned as the
+/// claim, and one to a DataSource that is not there is refused.
 fn clones_by_source_ref(cleanup: &mut Cleanup, golden: &str) {
     cleanup.apply_in(
         SOURCE_NS,
@@ -63,6 +64,31 @@ fn clones_by_source_ref(cleanup: &mut Cleanup, golden: &str) {
              spec:\n  source:\n    pvc:\n      namespace: {SOURCE_NS}\n      name: {golden}\n"
         ),
     );
+    // `latest` points to `golden`: cdi-controller resolves it in its status, which the webhook
+    // and the clone then read.
+    cleanup.apply_in(
+        SOURCE_NS,
+        "datasource",
+        "latest",
+        &format!(
+            "apiVersion: cdi.kubevirt.io/v1beta1\nkind: DataSource\nmetadata:\n  name: latest\n  namespace: {SOURCE_NS}\n\
+             spec:\n  source:\n    dataSource:\n      namespace: {SOURCE_NS}\n      name: golden\n"
+        ),
+    );
+    for data_source in ["golden", "latest"] {
+        wait_for(
+            &format!("DataSource {data_source} to be Ready"),
+            Duration::from_secs(60),
+            || {
+                let found = get("datasource", data_source, SOURCE_NS)?;
+                let ready = found["status"]["conditions"]
+                    .as_array()?
+                    .iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True" && c["reason"] == "Ready");
+                (ready && field(&found, "status.source.pvc.name") == golden).then_some(())
+            },
+        );
+    }
     let by_ref = |data_source: &str| {
         clone_manifest()
             .replace(&format!("name: {NAME}-root\n"), &format!("name: {NAME}-byref\n"))
@@ -80,7 +106,7 @@ fn clones_by_source_ref(cleanup: &mut Cleanup, golden: &str) {
     );
     let created = kubectl_stdin(
         &["--as", CLONER, "-n", TARGET_NS, "create", "-f", "-"],
-        &by_ref("golden"),
+        &by_ref("latest"),
     );
     assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
     wait_for("the clone by sourceRef to succeed", Duration::from_secs(300), || {

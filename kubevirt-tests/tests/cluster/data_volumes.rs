@@ -335,18 +335,17 @@ fn a_vm_boots_with_the_guests_qcow2_imported_over_http_by_service_name() {
     let dir = node_dir(&claim);
     let mut cleanup = Cleanup::new();
     volume_for(&mut cleanup, &claim, &dir);
-    // The qcow2 goes through scratch space first, in CDIConfig's scratch class: cdi-controller
-    // resolves it to the cluster's default class, as upstream's config controller does.
-    let config = get("cdiconfig", "config", "default").expect("CDIConfig config");
-    assert_eq!(
-        field(&config, "status.scratchSpaceStorageClass"),
-        "hostpath-csi",
-        "{config}"
-    );
-    assert_eq!(
-        field(&config, "status.filesystemOverhead.storageClass.hostpath-csi"),
-        "0.06",
-        "{config}"
+    // The qcow2 goes through scratch space first, in CDIConfig's scratch class (the test
+    // cluster's spec names hostpath-csi; cdi-controller writes the status).
+    wait_for(
+        "CDIConfig's status to name the scratch class",
+        Duration::from_secs(60),
+        || {
+            get("cdiconfig", "config", "default").filter(|config| {
+                field(config, "status.scratchSpaceStorageClass") == "hostpath-csi"
+                    && field(config, "status.filesystemOverhead.storageClass.hostpath-csi") == "0.06"
+            })
+        },
     );
     serve_guest_disk(&mut cleanup, "e2e-images");
     let manifest = vm_booting_from_template(

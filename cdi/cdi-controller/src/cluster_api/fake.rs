@@ -245,6 +245,19 @@ impl CdiApi for FakeCdiApi {
         Ok(())
     }
 
+    async fn replace_data_source_status(&self, data_source: &DataSource) -> Result<(), ApiError> {
+        let id = key(
+            data_source.metadata.namespace.as_deref().unwrap_or_default(),
+            data_source.metadata.name.as_deref().unwrap_or_default(),
+        );
+        let mut state = self.state();
+        state.writes.push(format!("status DataSource {id}"));
+        if let Some(held) = state.data_sources.get_mut(&id) {
+            held.status.clone_from(&data_source.status);
+        }
+        Ok(())
+    }
+
     async fn record_event(
         &self,
         subject: EventSubject<'_>,

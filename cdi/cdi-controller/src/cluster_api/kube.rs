@@ -282,6 +282,16 @@ impl CdiApi for KubeCdiApi {
             .map_err(failed(format!("write the status of CDIConfig {name}")))
     }
 
+    async fn replace_data_source_status(&self, data_source: &DataSource) -> Result<(), ApiError> {
+        let namespace = data_source.metadata.namespace.clone().unwrap_or_default();
+        let name = data_source.metadata.name.clone().unwrap_or_default();
+        let api = Api::<DataSource>::namespaced(self.client.clone(), &namespace);
+        api.replace_status(&name, &PostParams::default(), data_source)
+            .await
+            .map(drop)
+            .map_err(failed(format!("write the status of DataSource {namespace}/{name}")))
+    }
+
     async fn record_event(
         &self,
         subject: EventSubject<'_>,

@@ -34,14 +34,13 @@ fn classes() -> Vec<StorageClass> {
 }
 
 #[test]
-fn the_scratch_class_is_the_specs_when_it_exists_else_the_default() {
-    // (spec's scratch class, classes) -> status
+fn the_scratch_class_is_the_specs_when_it_exists() {
+    // (spec's scratch class, classes) -> status: never the default class (current upstream's).
     let cases: Vec<(Option<&str>, Vec<StorageClass>, Option<&str>)> = vec![
         (Some("local"), classes(), Some("local")),
-        (Some("gone"), classes(), Some("hostpath-csi")),
-        (None, classes(), Some("hostpath-csi")),
-        (None, vec![class("local", false)], None),
-        (Some("gone"), vec![class("local", false)], None),
+        (Some("gone"), classes(), None),
+        (None, classes(), None),
+        (Some("local"), vec![class("local", false)], Some("local")),
     ];
     for (wanted, classes, expected) in cases {
         let spec = CDIConfigSpec {
@@ -145,7 +144,7 @@ async fn a_missing_config_is_made_then_its_status_written_once() {
 
     reconcile(&api).await.expect("a pass");
     let status = api.state().config.clone().and_then(|c| c.status).expect("a status");
-    assert_eq!(status.scratch_space_storage_class.as_deref(), Some("hostpath-csi"));
+    assert_eq!(status.scratch_space_storage_class, None);
     assert_eq!(api.state().writes.len(), 2);
 
     // Nothing changed: nothing written.

@@ -474,3 +474,49 @@ async fn a_source_ref_waits_for_its_data_source_then_clones_its_claim() {
         "a clone now: {messages:?}"
     );
 }
+
+#[tokio::test]
+async fn a_source_ref_clone_keeps_the_source_its_claim_names_and_one_with_both_fails() {
+    let api = api();
+    let mut with_ref = data_volume();
+    with_ref.spec.source = None;
+    with_ref.spec.source_ref = Some(cdi_api::data_volume::DataVolumeSourceRef {
+        kind: "DataSource".to_owned(),
+        namespace: Some("images".to_owned()),
+        name: "golden".to_owned(),
+    });
+    api.state().data_volumes.insert("vms/disk".to_owned(), with_ref.clone());
+    // The claim was made for the clone of images/disk-image; the DataSource has gone since.
+    api.state().claims.insert(
+        "vms/disk".to_owned(),
+        serde_json::from_value(json!({
+            "metadata": {"name": "disk", "namespace": "vms",
+                         "annotations": {"k8s.io/CloneRequest": "images/disk-image"}},
+            "spec": {}
+        }))
+        .expect("claim"),
+    );
+    pass(&api).await;
+    let status = api.state().statuses.get("vms/disk").cloned().unwrap_or_default();
+    assert!(
+        status
+            .conditions
+            .iter()
+            .all(|c| !c.state.message.clone().unwrap_or_default().contains("DataSource")),
+        "the clone goes on from its claim's source: {status:?}"
+    );
+
+    let mut both = with_ref;
+    both.spec.source = data_volume().spec.source;
+    api.state().data_volumes.insert("vms/disk".to_owned(), both);
+    api.state().claims.clear();
+    api.state().statuses.clear();
+    pass(&api).await;
+    assert_eq!(phase(&api), DataVolumePhase::Failed);
+    let status = api.state().statuses.get("vms/disk").cloned().unwrap_or_default();
+    assert!(
+        status.conditions.iter().any(|c| c.state.message.as_deref()
+            == Some("Data volume should have either Source or SourceRef, or be externally populated")),
+        "{status:?}"
+    );
+}
