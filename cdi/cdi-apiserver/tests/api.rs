@@ -288,56 +288,31 @@ async fn a_source_ref_is_checked_as_the_clone_of_its_data_sources_claim() {
         "the DataSource's claim"
     );
 
-    // Without the right to the DataSource's claim's namespace: refused as any clone.
-    let (_, body) = setup
-        .send(
-            "POST",
-            "/datavolume-mutate",
-            false,
-            &[],
-            &review_of("bob", &by_ref("golden")),
-        )
-        .await;
-    let answer: Value = serde_json::from_str(&body).expect("json");
-    assert_eq!(answer["response"]["allowed"], false);
-    assert_eq!(
-        answer["response"]["status"]["message"],
-        "insufficient permissions in clone source namespace"
-    );
-
-    // A DataSource that is not there: refused with the API server's words, as upstream's.
-    let (_, body) = setup
-        .send(
-            "POST",
-            "/datavolume-mutate",
-            false,
-            &[],
-            &review_of("alice", &by_ref("gone")),
-        )
-        .await;
-    let answer: Value = serde_json::from_str(&body).expect("json");
-    assert_eq!(answer["response"]["allowed"], false);
-    assert_eq!(
-        answer["response"]["status"]["message"],
-        "datasources.cdi.kubevirt.io \"gone\" not found"
-    );
-
-    // A DataSource that points to nothing yet: refused (it could never get its token).
-    let (_, body) = setup
-        .send(
-            "POST",
-            "/datavolume-mutate",
-            false,
-            &[],
-            &review_of("alice", &by_ref("empty")),
-        )
-        .await;
-    let answer: Value = serde_json::from_str(&body).expect("json");
-    assert_eq!(answer["response"]["allowed"], false);
-    assert_eq!(
-        answer["response"]["status"]["message"],
-        "DataSource images/empty points to nothing yet: it may not be ready"
-    );
+    // Refused: without the right to the DataSource's claim's namespace, as any clone; a
+    // DataSource that is not there, with the API server's words, as upstream's; one that points
+    // to nothing yet (it could never get its token).
+    for (user, data_source, message) in [
+        ("bob", "golden", "insufficient permissions in clone source namespace"),
+        ("alice", "gone", "datasources.cdi.kubevirt.io \"gone\" not found"),
+        (
+            "alice",
+            "empty",
+            "DataSource images/empty points to nothing yet: it may not be ready",
+        ),
+    ] {
+        let (_, body) = setup
+            .send(
+                "POST",
+                "/datavolume-mutate",
+                false,
+                &[],
+                &review_of(user, &by_ref(data_source)),
+            )
+            .await;
+        let answer: Value = serde_json::from_str(&body).expect("json");
+        assert_eq!(answer["response"]["allowed"], false, "{data_source}");
+        assert_eq!(answer["response"]["status"]["message"], message);
+    }
 
     // Another kind: admitted without a token (cdi-controller refuses it).
     let other = json!({"sourceRef": {"kind": "PersistentVolumeClaim", "name": "golden"}});

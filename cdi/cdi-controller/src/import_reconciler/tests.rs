@@ -428,9 +428,8 @@ async fn a_clone_checks_its_token_then_makes_the_source_pod_and_its_certificate_
     );
 }
 
-#[tokio::test]
-async fn a_source_ref_waits_for_its_data_source_then_clones_its_claim() {
-    let api = api();
+/// The DataVolume `vms/disk` whose `sourceRef` names the DataSource `images/golden`.
+fn data_volume_of_source_ref() -> DataVolume {
     let mut with_ref = data_volume();
     with_ref.spec.source = None;
     with_ref.spec.source_ref = Some(cdi_api::data_volume::DataVolumeSourceRef {
@@ -438,6 +437,13 @@ async fn a_source_ref_waits_for_its_data_source_then_clones_its_claim() {
         namespace: Some("images".to_owned()),
         name: "golden".to_owned(),
     });
+    with_ref
+}
+
+#[tokio::test]
+async fn a_source_ref_waits_for_its_data_source_then_clones_its_claim() {
+    let api = api();
+    let with_ref = data_volume_of_source_ref();
     api.state().data_volumes.insert("vms/disk".to_owned(), with_ref);
     pass(&api).await;
     assert_eq!(phase(&api), DataVolumePhase::Pending);
@@ -478,13 +484,7 @@ async fn a_source_ref_waits_for_its_data_source_then_clones_its_claim() {
 #[tokio::test]
 async fn a_source_ref_clone_keeps_the_source_its_claim_names_and_one_with_both_fails() {
     let api = api();
-    let mut with_ref = data_volume();
-    with_ref.spec.source = None;
-    with_ref.spec.source_ref = Some(cdi_api::data_volume::DataVolumeSourceRef {
-        kind: "DataSource".to_owned(),
-        namespace: Some("images".to_owned()),
-        name: "golden".to_owned(),
-    });
+    let with_ref = data_volume_of_source_ref();
     api.state().data_volumes.insert("vms/disk".to_owned(), with_ref.clone());
     // The claim was made for the clone of images/disk-image; the DataSource has gone since.
     api.state().claims.insert(
