@@ -30,6 +30,16 @@ impl Clock for SystemClock {
     }
 }
 
+/// Now on the wall clock in whole seconds, as the API server keeps times: a condition stamped
+/// twice in one second is then the same, and a pass that changes nothing writes nothing.
+#[must_use]
+pub fn whole_seconds_now() -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
+    let second = Timestamp::now().as_second();
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        Timestamp::from_second(second).unwrap_or(Timestamp::UNIX_EPOCH),
+    )
+}
+
 impl<T: Clock> Clock for std::sync::Arc<T> {
     fn now(&self) -> Timestamp {
         self.as_ref().now()

@@ -20,7 +20,6 @@ use clap::Parser;
 use futures::{FutureExt as _, StreamExt as _};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt as _, watcher};
@@ -71,10 +70,7 @@ async fn reconcile(
     data_volume: Arc<DataVolume>,
     context: Arc<Context>,
 ) -> Result<Action, cdi_controller::cluster_api::ApiError> {
-    // Whole seconds, as the API server keeps them: a condition stamped twice in one second is
-    // then the same, and a pass that changes nothing writes nothing.
-    let now = k8s_openapi::jiff::Timestamp::now().as_second();
-    let now = Time(k8s_openapi::jiff::Timestamp::from_second(now).unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+    let now = kubevirt_api::clock::whole_seconds_now();
     let namespace = data_volume.metadata.namespace.as_deref().unwrap_or_default();
     let name = data_volume.metadata.name.as_deref().unwrap_or_default();
     let metrics = HttpsMetrics::default();
@@ -224,8 +220,7 @@ async fn reconcile_data_source(
     data_source: Arc<DataSource>,
     context: Arc<Context>,
 ) -> Result<Action, cdi_controller::cluster_api::ApiError> {
-    let now = k8s_openapi::jiff::Timestamp::now().as_second();
-    let now = Time(k8s_openapi::jiff::Timestamp::from_second(now).unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+    let now = kubevirt_api::clock::whole_seconds_now();
     let namespace = data_source.metadata.namespace.as_deref().unwrap_or_default();
     let name = data_source.metadata.name.as_deref().unwrap_or_default();
     let ready = data_source_status::reconcile(&context.api, namespace, name, &now).await?;

@@ -16,7 +16,6 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::api::storage::v1::CSIDriver;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
@@ -58,9 +57,7 @@ struct Context {
 }
 
 async fn reconcile(cr: Arc<HostPathProvisioner>, context: Arc<Context>) -> Result<Action, ObjectsError> {
-    // Whole seconds, as the API server keeps them: a pass that changes nothing writes nothing.
-    let now = k8s_openapi::jiff::Timestamp::now().as_second();
-    let now = Time(k8s_openapi::jiff::Timestamp::from_second(now).unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+    let now = kubevirt_api::clock::whole_seconds_now();
     Ok(
         match reconciler::reconcile(&context.objects, &cr, &context.settings, &now).await? {
             Next::Rest => Action::await_change(),
