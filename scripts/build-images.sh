@@ -46,10 +46,10 @@ work=$cache/image-build
 mkdir -p "$work"
 
 if [ "$profile" = release ]; then
-    cargo build -q --release -p virt-launcher -p virt-handler -p virt-controller -p virt-api -p cdi-controller -p cdi-importer -p cdi-uploadserver -p cdi-uploadproxy -p cdi-apiserver -p cdi-cloner -p hostpath-csi-driver -p hostpath-provisioner-operator
+    cargo build -q --release -p virt-launcher -p virt-handler -p virt-controller -p virt-api -p cdi-controller -p cdi-importer -p cdi-uploadserver -p cdi-uploadproxy -p cdi-apiserver -p cdi-cloner -p hostpath-csi-driver -p hostpath-provisioner-operator -p cdi-operator
     bin=target/release
 else
-    cargo build -q -p virt-launcher -p virt-handler -p virt-controller -p virt-api -p cdi-controller -p cdi-importer -p cdi-uploadserver -p cdi-uploadproxy -p cdi-apiserver -p cdi-cloner -p hostpath-csi-driver -p hostpath-provisioner-operator
+    cargo build -q -p virt-launcher -p virt-handler -p virt-controller -p virt-api -p cdi-controller -p cdi-importer -p cdi-uploadserver -p cdi-uploadproxy -p cdi-apiserver -p cdi-cloner -p hostpath-csi-driver -p hostpath-provisioner-operator -p cdi-operator
     bin=target/debug
 fi
 # container-disk runs in images that hold no C library: linked statically, for this target only,
@@ -156,6 +156,7 @@ context_cdi-apiserver() { context cdi-apiserver; copy_with_libraries "$bin/cdi-a
 context_cdi-cloner() { context cdi-cloner; copy_with_libraries "$bin/cdi-cloner" "$work/cdi-cloner/root"; }
 context_hostpath-csi-driver() { context hostpath-csi-driver; copy_with_libraries "$bin/hostpath-csi-driver" "$work/hostpath-csi-driver/root"; }
 context_hostpath-provisioner-operator() { context hostpath-provisioner-operator; copy_with_libraries "$bin/hostpath-provisioner-operator" "$work/hostpath-provisioner-operator/root"; }
+context_cdi-operator() { context cdi-operator; copy_with_libraries "$bin/cdi-operator" "$work/cdi-operator/root"; }
 # The upload server converts what it is sent with qemu-img, as the importer does.
 context_cdi-uploadserver() {
     context cdi-uploadserver
@@ -216,7 +217,7 @@ inputs_of() {
     } | sha256sum | cut -c1-32
 }
 
-for component in virt-launcher virt-handler virt-controller virt-api cdi-controller cdi-importer cdi-uploadserver cdi-uploadproxy cdi-apiserver cdi-cloner hostpath-csi-driver hostpath-provisioner-operator; do
+for component in virt-launcher virt-handler virt-controller virt-api cdi-controller cdi-importer cdi-uploadserver cdi-uploadproxy cdi-apiserver cdi-cloner hostpath-csi-driver hostpath-provisioner-operator cdi-operator; do
     image=localhost/kubevirt-rs/$component:$tag
     inputs=$(inputs_of "$component")
     old=$(command podman --storage-driver vfs image inspect --format '{{.Id}} {{index .Labels "io.kubevirt-rs.inputs"}}' "$image" 2>/dev/null || true)

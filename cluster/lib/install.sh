@@ -2,18 +2,17 @@
 
 install_kubevirt() {
     local k=(kubectl_admin)
-    # CDI's CRDs, its controller, upload proxy and API server (cdi-operator will install them once
-    # it exists, issue #33), so that VMs' dataVolumeTemplates are filled and images uploaded.
-    "${k[@]}" apply -f "$CLUSTER_REPO/manifests/cdi/crds" >"$CLUSTER_LOGS/cdi.log" 2>&1 \
-        || die "applying CDI's CRDs failed: $(tail -5 "$CLUSTER_LOGS/cdi.log")"
-    "${k[@]}" apply -k "$CLUSTER_REPO/manifests/cdi/install" >>"$CLUSTER_LOGS/cdi.log" 2>&1 \
-        || die "kubectl apply -k manifests/cdi/install failed: $(tail -5 "$CLUSTER_LOGS/cdi.log")"
-    wait_for "CDI's CRDs are Established" 60 "${k[@]}" wait --for=condition=Established --timeout=1s \
-        crd/cdiconfigs.cdi.kubevirt.io crd/datavolumes.cdi.kubevirt.io \
-        || die "CDI's CRDs are not Established: see $CLUSTER_LOGS/cdi.log"
-    sed "s/NODE_IP/$(node_ip 1)/" "$CLUSTER_REPO/cluster/cdi/uploadproxy-nodeport.yaml" \
+    # CDI's operator and its CR, as docs/storage.md tells users: the operator installs CDI's other
+    # CRDs, its controller, upload proxy and API server, so that VMs' dataVolumeTemplates are
+    # filled and images uploaded. The CR's config points uploads at node 1's NodePort.
+    "${k[@]}" apply -k "$CLUSTER_REPO/manifests/cdi" >"$CLUSTER_LOGS/cdi.log" 2>&1 \
+        || die "kubectl apply -k manifests/cdi failed: $(tail -5 "$CLUSTER_LOGS/cdi.log")"
+    wait_for "the CDI CRD is Established" 60 "${k[@]}" wait --for=condition=Established --timeout=1s \
+        crd/cdis.cdi.kubevirt.io \
+        || die "the CDI CRD is not Established: see $CLUSTER_LOGS/cdi.log"
+    sed "s/NODE_IP/$(node_ip 1)/" "$CLUSTER_REPO/cluster/cdi/cdi.yaml" \
         | "${k[@]}" apply -f - >>"$CLUSTER_LOGS/cdi.log" 2>&1 \
-        || die "exposing the upload proxy failed: $(tail -5 "$CLUSTER_LOGS/cdi.log")"
+        || die "creating the CDI CR failed: $(tail -5 "$CLUSTER_LOGS/cdi.log")"
     # The hostpath provisioner's operator, its CR (the CSI driver on every node, pool `local` in
     # /var/hpvolumes) and the StorageClass `hostpath-csi`, as docs/storage.md tells users.
     local hpp=$CLUSTER_REPO/manifests/hostpath-provisioner
@@ -40,8 +39,11 @@ install_kubevirt() {
     "${k[@]}" -n kubevirt annotate --overwrite kubevirt kubevirt kubevirt-rs.io/force-emulation=true >/dev/null \
         || die "turning on emulation failed"
     restart_changed_components
-    wait_for "CDI is Ready" 300 kubectl_admin -n cdi rollout status --timeout=1s deployment/cdi-deployment \
-        deployment/cdi-uploadproxy deployment/cdi-apiserver \
+    # After the rollout, so that the CR's conditions are about the pods that run now.
+    wait_for "CDI is Available" 300 "${k[@]}" wait --for=condition=Available --timeout=1s cdi/cdi \
+        || die "CDI is not Available: $("${k[@]}" get cdi cdi -o jsonpath='{.status.conditions}' 2>&1; "${k[@]}" -n cdi get pods -o wide 2>&1)"
+    wait_for "CDI's Deployments have rolled out" 300 kubectl_admin -n cdi rollout status --timeout=1s \
+        deployment/cdi-operator deployment/cdi-deployment deployment/cdi-uploadproxy deployment/cdi-apiserver \
         || die "CDI did not become Ready: $("${k[@]}" -n cdi get pods -o wide 2>&1)"
     wait_for "the hostpath provisioner runs on every node" 300 kubectl_admin -n hostpath-provisioner rollout status \
         --timeout=1s daemonset/hostpath-provisioner-csi \
@@ -59,7 +61,7 @@ install_kubevirt() {
         --timeout=1s apiservice/v1beta1.upload.cdi.kubevirt.io \
         || die "the upload APIService is not Available: $("${k[@]}" get apiservice v1beta1.upload.cdi.kubevirt.io -o yaml 2>&1 | tail -8)"
     wait_for "the DataVolume webhook has cdi-apiserver's CA" 120 cdi_webhook_has_ca \
-        || die "cdi-controller did not publish cdi-apiserver's CA to cdi-api-datavolume-mutate"
+        || die "cdi-operator did not publish cdi-apiserver's CA to cdi-api-datavolume-mutate"
 }
 
 cdi_webhook_has_ca() {
@@ -88,6 +90,7 @@ restart_changed_components() {
     for entry in kubevirt:kubevirt.io=virt-api:virt-api:deployment/virt-api \
         kubevirt:kubevirt.io=virt-controller:virt-controller:deployment/virt-controller \
         kubevirt:kubevirt.io=virt-handler:virt-handler:daemonset/virt-handler \
+        cdi:name=cdi-operator:cdi-operator:deployment/cdi-operator \
         cdi:cdi.kubevirt.io=cdi-deployment:cdi-controller:deployment/cdi-deployment \
         cdi:cdi.kubevirt.io=cdi-uploadproxy:cdi-uploadproxy:deployment/cdi-uploadproxy \
         cdi:cdi.kubevirt.io=cdi-apiserver:cdi-apiserver:deployment/cdi-apiserver \

@@ -162,7 +162,12 @@ pub fn render(args: &CloneSourceArgs, server_ca: &str) -> CloneSource {
                 ..Volume::default()
             }]),
             affinity: Some(affinity(args)),
-            ..pod_spec_frame(args.pod.priority_class.clone(), None, &args.pod.image_pull_secrets)
+            ..pod_spec_frame(
+                args.pod.priority_class.clone(),
+                None,
+                &args.pod.image_pull_secrets,
+                &args.pod.placement,
+            )
         }),
         status: None,
     };

@@ -46,6 +46,8 @@ pub struct ImporterSettings {
     pub resources: Option<ResourceRequirements>,
     /// CDIConfig's `imagePullSecrets`.
     pub image_pull_secrets: Vec<k8s_openapi::api::core::v1::LocalObjectReference>,
+    /// The CDI CR's `workload`: where importer, upload server and clone source pods run.
+    pub placement: cdi_api::cdi::NodePlacement,
     /// CDIConfig sets an import proxy, which the importer does not use yet: imports are refused.
     pub import_proxy: bool,
     /// CDIConfig's `insecureRegistries`: registries (`host[:port]`) reached unverified.

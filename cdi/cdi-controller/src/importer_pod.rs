@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use cdi_api::data_volume::{DataVolumeSourceHttp, DataVolumeSourceRegistry};
 use cdi_api::importer_env as env;
+use cdi_api::cdi::NodePlacement;
 use k8s_openapi::api::core::v1::{
     Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EnvVar, EnvVarSource, LocalObjectReference,
     PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec, ResourceRequirements, SeccompProfile,
@@ -264,6 +265,7 @@ pub fn render(args: &ImporterPodArgs) -> Pod {
             priority_class: args.pod.priority_class.clone(),
             service_account: args.service_account.clone(),
             image_pull_secrets: args.pod.image_pull_secrets.clone(),
+            placement: args.pod.placement.clone(),
         },
         container,
         volumes,
@@ -297,6 +299,8 @@ pub struct PodSettings {
     pub resources: Option<ResourceRequirements>,
     /// CDIConfig's `imagePullSecrets`.
     pub image_pull_secrets: Vec<LocalObjectReference>,
+    /// The CDI CR's `workload` node placement.
+    pub placement: NodePlacement,
 }
 
 /// What a CDI pod working on a claim is framed with.
@@ -320,6 +324,8 @@ pub(crate) struct PodFrame {
     pub service_account: Option<String>,
     /// CDIConfig's `imagePullSecrets`.
     pub image_pull_secrets: Vec<LocalObjectReference>,
+    /// The CDI CR's `workload` node placement.
+    pub placement: NodePlacement,
 }
 
 /// A pod owned by its claim, restarted `OnFailure`, running `container` as [`IMPORTER_USER`]
@@ -348,6 +354,7 @@ pub(crate) fn claim_pod(frame: &PodFrame, container: Container, volumes: Vec<Vol
                 frame.priority_class.clone(),
                 frame.service_account.clone(),
                 &frame.image_pull_secrets,
+                &frame.placement,
             )
         }),
         status: None,
@@ -355,13 +362,14 @@ pub(crate) fn claim_pod(frame: &PodFrame, container: Container, volumes: Vec<Vol
 }
 
 /// What every CDI pod's spec has: restarts `OnFailure`, no service links, CDI's user (107) and
-/// the restricted profile's pod settings.
+/// the restricted profile's pod settings, placed where the CDI CR's `workload` says.
 pub(crate) fn pod_spec_frame(
     priority_class: Option<String>,
     service_account: Option<String>,
     image_pull_secrets: &[k8s_openapi::api::core::v1::LocalObjectReference],
+    placement: &NodePlacement,
 ) -> PodSpec {
-    PodSpec {
+    let mut spec = PodSpec {
         restart_policy: Some("OnFailure".to_owned()),
         priority_class_name: priority_class,
         service_account_name: service_account,
@@ -379,7 +387,9 @@ pub(crate) fn pod_spec_frame(
             ..PodSecurityContext::default()
         }),
         ..PodSpec::default()
-    }
+    };
+    placement.place(&mut spec);
+    spec
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! cdi-controller: fills DataVolumes' claims by import (`http`, `registry` and `blank` sources),
-//! upload and host-assisted clone (`pvc`). Wiring only: CDI's certificates and token key made at start
-//! ([`cdi_controller::cdi_pki::kube::ensure`], until cdi-operator does it), then a kube-rs controller over DataVolumes,
+//! upload and host-assisted clone (`pvc`). Wiring only: the upload path's CAs and token key, made
+//! by cdi-operator, read at start ([`cdi_controller::cdi_pki::kube::load`]), then a kube-rs
+//! controller over DataVolumes,
 //! their claims and their pods, each pass [`cdi_controller::import_reconciler::reconcile`].
 
 use std::process::ExitCode;
@@ -55,6 +56,10 @@ struct Args {
     /// The importer pods' pull policy (upstream's PULL_POLICY).
     #[arg(long, env = "PULL_POLICY", default_value = "IfNotPresent")]
     pull_policy: String,
+    /// The CDI CR's `workload` as JSON, where importer, upload server and clone source pods run
+    /// (set by cdi-operator).
+    #[arg(long, env = "WORKLOAD_PLACEMENT", default_value = "{}")]
+    workload_placement: String,
     /// Log verbosity, upstream's -v.
     #[arg(short = 'v', default_value_t = 1)]
     verbosity: u8,
@@ -150,15 +155,18 @@ fn owner_of_pod(pod: Pod) -> Option<ObjectRef<DataVolume>> {
 async fn run(args: Args) -> anyhow::Result<()> {
     let client = Client::try_default().await.context("connecting to the API server")?;
     let stop = control_loop::process::stop_on_signals().context("listening for signals")?;
-    let certificates = cdi_pki::kube::ensure(&client, &args.namespace)
+    let placement: cdi_api::cdi::NodePlacement = serde_json::from_str(&args.workload_placement)
+        .with_context(|| format!("WORKLOAD_PLACEMENT {:?} is not a node placement", args.workload_placement))?;
+    let certificates = cdi_pki::kube::load(&client, &args.namespace)
         .await
-        .with_context(|| format!("setting up CDI's certificates in namespace {}", args.namespace))?;
+        .with_context(|| format!("reading CDI's certificates in namespace {}", args.namespace))?;
     let context = Arc::new(Context {
         api: KubeCdiApi::new(client.clone()),
         settings: ImporterSettings {
             image: args.importer_image,
             upload_image: args.uploadserver_image,
             pull_policy: args.pull_policy,
+            placement,
             cloner_image: args.cloner_image,
             clone_tokens: Some(cdi_token::Validator::new(
                 &certificates.token_public_key,

@@ -190,6 +190,7 @@ pub fn render(args: &UploadServerArgs) -> UploadServer {
             priority_class: args.pod.priority_class.clone(),
             service_account: args.service_account.clone(),
             image_pull_secrets: args.pod.image_pull_secrets.clone(),
+            placement: args.pod.placement.clone(),
         },
         container(args),
         volumes,

@@ -23,6 +23,7 @@ pub(super) fn pod_settings(facts: &ImportFacts<'_>, image: &str) -> PodSettings 
         priority_class: facts.data_volume.spec.priority_class_name.clone(),
         resources: facts.settings.resources.clone(),
         image_pull_secrets: facts.settings.image_pull_secrets.clone(),
+        placement: facts.settings.placement.clone(),
     }
 }
 
