@@ -10,6 +10,7 @@
 mod access_credentials;
 mod admission;
 mod block_import;
+mod cdi_operator;
 mod claims;
 mod clone;
 mod config_volumes;

@@ -118,24 +118,22 @@ async fn ensure_chain<O: Objects>(
         leaf: pair(leaf_secret.as_ref()),
     };
     let needs = decide(&stored, chain, lifetimes, now);
-    let ca = match stored.ca.filter(|_| !needs.ca) {
-        Some(ca) => ca,
-        None => {
-            let ca = new_ca(chain.ca_secret, lifetimes.ca, now)?;
-            tracing::info!(secret = chain.ca_secret, "made a CA");
-            ca
-        }
+    let ca = if let Some(ca) = stored.ca.filter(|_| !needs.ca) {
+        ca
+    } else {
+        let ca = new_ca(chain.ca_secret, lifetimes.ca, now)?;
+        tracing::info!(secret = chain.ca_secret, "made a CA");
+        ca
     };
     apply(objects, &place.tls_secret(chain.ca_secret, &ca)).await?;
     let mut renewal = facts(Some(&ca)).map_or(now, |f| renewal_at(&f, lifetimes.ca));
     if let Some(leaf) = &chain.leaf {
-        let signed = match stored.leaf.filter(|_| !needs.leaf) {
-            Some(kept) => kept,
-            None => {
-                let signed = sign_leaf(&ca, leaf, lifetimes, now)?;
-                tracing::info!(secret = leaf.secret, "made a certificate");
-                signed
-            }
+        let signed = if let Some(kept) = stored.leaf.filter(|_| !needs.leaf) {
+            kept
+        } else {
+            let signed = sign_leaf(&ca, leaf, lifetimes, now)?;
+            tracing::info!(secret = leaf.secret, "made a certificate");
+            signed
         };
         apply(objects, &place.tls_secret(leaf.secret, &signed)).await?;
         if let Some(f) = facts(Some(&signed)) {
@@ -166,12 +164,11 @@ async fn ensure_signing_key<O: Objects>(objects: &O, place: Place<'_>) -> Result
         .and_then(|d| d.get(c::SIGNING_KEY_PRIVATE))
         .filter(|key| cdi_token::Issuer::new(&key.0, cdi_token::UPLOAD_ISSUER, 0).is_ok())
         .map(|key| key.0.clone());
-    let private = match usable {
-        Some(private) => private,
-        None => {
-            tracing::info!(secret = c::SIGNING_KEY_SECRET, "made the token signing key");
-            cdi_token::generate_key().map_err(|e| CertificatesError::Key(e.to_string()))?
-        }
+    let private = if let Some(private) = usable {
+        private
+    } else {
+        tracing::info!(secret = c::SIGNING_KEY_SECRET, "made the token signing key");
+        cdi_token::generate_key().map_err(|e| CertificatesError::Key(e.to_string()))?
     };
     let public = cdi_token::Issuer::new(&private, cdi_token::UPLOAD_ISSUER, 0)
         .map_err(|e| CertificatesError::Key(e.to_string()))?
