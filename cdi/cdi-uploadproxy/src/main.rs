@@ -11,7 +11,7 @@ use anyhow::Context as _;
 use cdi_uploadproxy::claims::KubeClaims;
 use cdi_uploadproxy::proxy::{self, DnsDialer, Proxy, READY_WAIT, TOKEN_LEEWAY_SECONDS};
 use clap::Parser;
-use control_loop::tls::{CertSource, client_tls, server_tls};
+use control_loop::tls::{CertSource, server_tls};
 
 #[derive(Debug, Parser)]
 #[command(about = "CDI's upload proxy: uploads into their claims' upload servers")]
@@ -54,9 +54,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
         key: args.tls_key_file,
     })
     .context("the serving certificate")?;
-    let upstream_tls = client_tls(
+    let upstream_tls = proxy::upstream_tls(
         &args.upload_server_ca_file,
-        Some((&args.client_cert_file, &args.client_key_file)),
+        &args.client_cert_file,
+        &args.client_key_file,
     )
     .context("the client certificate for upload servers")?;
     let client = kube::Client::try_default()

@@ -6,6 +6,7 @@
 
 use std::future::Future;
 use std::io;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,6 +15,7 @@ use cdi_api::upload;
 use cdi_token::Validator;
 use cdi_token::upload_request::{self, ClaimState, Refusal};
 use control_loop::https_connection::{self, Peer};
+use control_loop::tls::{Reloading, TlsError, client_tls};
 use http_body_util::{BodyExt as _, Full, combinators::BoxBody};
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
@@ -73,10 +75,24 @@ pub struct Proxy<C, D> {
     pub dialer: D,
     /// Checks upload tokens.
     pub validator: Validator,
-    /// The proxy's client certificate and the upload servers' CA.
-    pub upstream_tls: Arc<rustls::ClientConfig>,
+    /// The proxy's client certificate and the upload servers' CA bundle, read again when
+    /// cdi-operator renews them ([`upstream_tls`]).
+    pub upstream_tls: Reloading<Arc<rustls::ClientConfig>>,
     /// How long a request waits for an upload server to be ready.
     pub ready_wait: Duration,
+}
+
+/// The client configuration for upload servers from the upload servers' CA bundle (`ca`) and the
+/// proxy's client certificate and key, built again whenever one of the files changes (the
+/// kubelet updates a mounted Secret or ConfigMap in place after a renewal).
+///
+/// # Errors
+/// When the files cannot be read now.
+pub fn upstream_tls(ca: &Path, cert: &Path, key: &Path) -> Result<Reloading<Arc<rustls::ClientConfig>>, TlsError> {
+    let (ca, cert, key) = (ca.to_owned(), cert.to_owned(), key.to_owned());
+    Reloading::new(vec![ca.clone(), cert.clone(), key.clone()], move |_| {
+        client_tls(&ca, Some((&cert, &key)))
+    })
 }
 
 impl<C, D> std::fmt::Debug for Proxy<C, D> {
@@ -219,7 +235,7 @@ impl<C: Claims, D: Dialer> Proxy<C, D> {
             .map_err(|_| format!("connecting to {host} timed out"))?
             .map_err(|e| format!("connecting to {host}: {e}"))?;
         let name = rustls_pki_types::ServerName::try_from(host.to_owned()).map_err(|e| e.to_string())?;
-        let tls = tokio_rustls::TlsConnector::from(Arc::clone(&self.upstream_tls))
+        let tls = tokio_rustls::TlsConnector::from(self.upstream_tls.current())
             .connect(name, tcp)
             .await
             .map_err(|e| format!("TLS with {host}: {e}"))?;

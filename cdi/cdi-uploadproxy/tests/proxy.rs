@@ -114,12 +114,10 @@ async fn setup(ready_wait: Duration) -> Setup {
     let server_address = server.local_addr().expect("address");
     let server = tokio::spawn(server.run());
     let client = client_ca.client(upload::PROXY_CLIENT_NAME);
-    let upstream_tls = control_loop::tls::client_tls(
+    let upstream_tls = cdi_uploadproxy::proxy::upstream_tls(
         &write(dir.path(), "server-ca.crt", &server_ca.cert_pem()),
-        Some((
-            &write(dir.path(), "client.crt", &client.cert),
-            &write(dir.path(), "client.key", &client.key),
-        )),
+        &write(dir.path(), "client.crt", &client.cert),
+        &write(dir.path(), "client.key", &client.key),
     )
     .expect("client tls");
     let issuer = Issuer::new(&generate_key().expect("key"), UPLOAD_ISSUER, 300).expect("issuer");
