@@ -46,6 +46,9 @@ const OPERANDS: [(&str, &str); 4] = [
     ("operands/cdi-apiserver.yaml", include_str!("../operands/cdi-apiserver.yaml")),
 ];
 
+/// The namespace the templates are written for, replaced by the operator's.
+const TEMPLATE_NAMESPACE: &str = "cdi";
+
 /// Kinds without a namespace among the operands.
 const CLUSTER_KINDS: [&str; 5] = [
     "ClusterRole",
@@ -218,7 +221,14 @@ fn shape(
     })?;
     let namespace = &settings.namespace;
     let namespaced = !CLUSTER_KINDS.contains(&resource.kind.as_str());
-    object.metadata.namespace = namespaced.then(|| namespace.clone());
+    // The templates name CDI's namespace `cdi`; an object elsewhere (a binding in `kube-system`
+    // to read the aggregation layer's CA) keeps its namespace.
+    let elsewhere = object
+        .metadata
+        .namespace
+        .clone()
+        .filter(|n| n != TEMPLATE_NAMESPACE);
+    object.metadata.namespace = namespaced.then(|| elsewhere.unwrap_or_else(|| namespace.clone()));
     object.metadata.labels.get_or_insert_default().extend(labels());
     object.metadata.owner_references = Some(vec![owner.clone()]);
     let ca_bundle = Value::String(encode(&issued.apiserver_bundle));
