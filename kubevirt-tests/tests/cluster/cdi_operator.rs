@@ -33,8 +33,10 @@ fn controlled_by(object: &serde_json::Value, uid: &str) -> bool {
 /// The CDI, once Available with every Deployment rolled out and the upload API served.
 fn available() -> serde_json::Value {
     let cr = wait_for("the CDI to be Available", Duration::from_secs(300), || {
+        // A CR just created has no conditions yet.
         get("cdi", CR, "default").filter(|cr| {
-            condition(cr, "Available") == ("True".to_owned(), "Complete".to_owned())
+            cr["status"]["conditions"].is_array()
+                && condition(cr, "Available") == ("True".to_owned(), "Complete".to_owned())
                 && condition(cr, "Progressing").0 == "False"
         })
     });
