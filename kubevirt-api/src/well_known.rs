@@ -43,6 +43,9 @@ pub mod labels {
 pub mod annotations {
     /// On launcher pods: the VMI name, so logs can be matched to the domain.
     pub const DOMAIN: &str = "kubevirt.io/domain";
+    /// On a VMI's temporary pod, which only makes its claims that wait for their first consumer
+    /// bind (upstream's `EphemeralProvisioningObject`).
+    pub const EPHEMERAL_PROVISIONING: &str = "kubevirt.io/ephemeral-provisioning";
     /// On VMIs created by a VM: the VM generation they were created from.
     pub const VM_GENERATION: &str = "kubevirt.io/vm-generation";
     /// On nodes: the last heartbeat of virt-handler.

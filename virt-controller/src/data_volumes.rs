@@ -238,8 +238,12 @@ pub fn template_volume_states(vm: &VirtualMachine, lookup: impl Fn(&str) -> Opti
 /// Why a VMI's pod waits for its DataVolumes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DataVolumeWait {
-    /// A DataVolume still fills its claim (or waits for a consumer: see `docs/compatibility.md`).
+    /// A DataVolume still fills its claim.
     Populating,
+    /// The others are filled, and a DataVolume's claim waits for its first consumer: a temporary
+    /// pod, placed as the launcher pod would be, consumes it so that it binds on a node and is
+    /// filled there (upstream's `kubevirt.io/ephemeral-provisioning` pod).
+    WaitForFirstConsumer,
     /// A claim is a DataVolume's but the DataVolume is not there: upstream's message.
     Unknown(String),
 }
@@ -282,15 +286,24 @@ pub fn vmi_gate(
         match lookup(name) {
             None => {
                 let namespace = vmi.metadata.namespace.as_deref().unwrap_or("default");
-                gate.wait.get_or_insert(DataVolumeWait::Unknown(format!(
-                    "Error determining if volume is ready: DataVolume {namespace}/{name} not found"
-                )));
-            }
-            Some(facts) => {
-                if !matches!(facts.phase, Phase::Succeeded | Phase::PendingPopulation) {
-                    gate.wait.get_or_insert(DataVolumeWait::Populating);
+                if matches!(gate.wait, None | Some(DataVolumeWait::WaitForFirstConsumer)) {
+                    gate.wait = Some(DataVolumeWait::Unknown(format!(
+                        "Error determining if volume is ready: DataVolume {namespace}/{name} not found"
+                    )));
                 }
             }
+            Some(facts) => match facts.phase {
+                Phase::Succeeded | Phase::PendingPopulation => {}
+                // Waits unless another DataVolume already holds the pod back for longer.
+                Phase::WaitForFirstConsumer => {
+                    gate.wait.get_or_insert(DataVolumeWait::WaitForFirstConsumer);
+                }
+                _ => {
+                    if matches!(gate.wait, None | Some(DataVolumeWait::WaitForFirstConsumer)) {
+                        gate.wait = Some(DataVolumeWait::Populating);
+                    }
+                }
+            },
         }
     }
     // A failed DataVolume fails a VMI without a pod whether or not its claim was made.

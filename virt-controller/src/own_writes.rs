@@ -23,6 +23,7 @@ mod tests {
         PodView {
             name: "p".to_owned(),
             resource_version: Some(resource_version.to_owned()),
+            is_temporary: false,
             ..PodView::default()
         }
     }

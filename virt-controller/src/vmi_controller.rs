@@ -22,7 +22,7 @@ use crate::expectations::Expectations;
 use crate::own_writes::{replaces_cached, replaces_cached_pod};
 use crate::pod::{PodConfig, render_launcher_pod};
 use crate::reconcile_error::{ReconcileError, cannot, log_and_retry};
-use crate::vmi_lifecycle::{Observed, PodView, REASON_PVC_NOT_FOUND, plan};
+use crate::vmi_lifecycle::{Observed, Plan, PodView, REASON_PVC_NOT_FOUND, TemporaryPod, plan};
 
 #[derive(Debug, Default)]
 struct Known {
@@ -126,6 +126,11 @@ pub fn pod_view(pod: &Pod) -> PodView {
             .cloned(),
         created: pod.metadata.creation_timestamp.clone(),
         resource_version: pod.metadata.resource_version.clone(),
+        is_temporary: pod
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(kubevirt_api::well_known::annotations::EPHEMERAL_PROVISIONING)),
     }
 }
 
@@ -356,19 +361,10 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
             now: Time(self.clock.now()),
         });
         let mut current = vmi.clone();
-        if plan.create_pod {
-            // Rendered from the status the plan writes, whose `runtimeUser` says who the pod runs as.
-            let mut planned = (*vmi).clone();
-            if let Some(status) = &plan.status {
-                planned.status = Some(status.clone());
-            }
-            let claims = claims.as_ref().unwrap_or(&ClaimModes::default()).clone();
-            if !self
-                .create_launcher_pod(key, &namespace, &planned, &config, &claims, &current)
-                .await?
-            {
-                return Ok(None);
-            }
+        let claims = claims.as_ref().unwrap_or(&ClaimModes::default()).clone();
+        // Boxed: rendering and creating pods makes a large future, which every pass would carry.
+        if !Box::pin(self.create_pods(key, &namespace, &plan, &config, &claims, &current)).await? {
+            return Ok(None);
         }
         // Looked at again when the claim appears (the PVC watch); said once, when the wait is new.
         if let Some(message) = &plan.waits_for_claim
@@ -427,6 +423,75 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
         // when that expectation expires, should its event never come.
         let expires_in = self.known().expectations.expires_in(key, self.clock.monotonic());
         Ok(expires_in)
+    }
+
+    /// Creates the pods `plan` asks for; whether the reconcile goes on.
+    async fn create_pods(
+        &self,
+        key: &str,
+        namespace: &str,
+        plan: &Plan,
+        config: &PodConfig,
+        claims: &ClaimModes,
+        current: &VirtualMachineInstance,
+    ) -> Result<bool, ReconcileError> {
+        if plan.temporary_pod == TemporaryPod::Create
+            && !self
+                .create_temporary_pod(key, namespace, current, config, claims, current)
+                .await?
+        {
+            return Ok(false);
+        }
+        if plan.create_pod {
+            // Rendered from the status the plan writes, whose `runtimeUser` says who the pod runs as.
+            let mut planned = current.clone();
+            if let Some(status) = &plan.status {
+                planned.status = Some(status.clone());
+            }
+            return self
+                .create_launcher_pod(key, namespace, &planned, config, claims, current)
+                .await;
+        }
+        Ok(true)
+    }
+
+    /// Renders and creates `vmi`'s temporary pod: its launcher pod, placed and sized the same,
+    /// whose compute container only prints the launcher's version and ends, marked
+    /// `kubevirt.io/ephemeral-provisioning`; whether the reconcile goes on.
+    async fn create_temporary_pod(
+        &self,
+        key: &str,
+        namespace: &str,
+        vmi: &VirtualMachineInstance,
+        config: &PodConfig,
+        claims: &ClaimModes,
+        current: &VirtualMachineInstance,
+    ) -> Result<bool, ReconcileError> {
+        let pod = match render_launcher_pod(vmi, config, claims) {
+            Ok(pod) => crate::pod::temporary(pod),
+            Err(error) => {
+                tracing::warn!(error = %error, "cannot render the temporary pod");
+                self.event(current, "Warning", "FailedCreate", &error.to_string()).await;
+                return Ok(false);
+            }
+        };
+        self.known().expectations.expect_creation(key, self.clock.monotonic());
+        match self.api.create_pod(namespace, &pod).await {
+            Ok(created) => {
+                let message = format!(
+                    "Created temporary pod {} for the claims that wait for their first consumer",
+                    created.metadata.name.as_deref().unwrap_or_default()
+                );
+                self.event(current, "Normal", "SuccessfulCreate", &message).await;
+                self.on_pod_created(&created);
+                Ok(true)
+            }
+            Err(error) => {
+                self.known().expectations.creation_observed(key);
+                self.event(current, "Warning", "FailedCreate", &error.to_string()).await;
+                Err(ReconcileError::new("create the temporary pod", error))
+            }
+        }
     }
 
     /// Renders and creates `vmi`'s launcher pod (`planned`: with the status the plan writes);

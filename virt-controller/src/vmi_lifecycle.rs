@@ -40,6 +40,9 @@ pub struct PodView {
     pub created: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
     /// `metadata.resourceVersion`: which of two views is newer ([`crate::own_writes`]).
     pub resource_version: Option<String>,
+    /// A temporary pod that only makes claims waiting for their first consumer bind (its
+    /// `kubevirt.io/ephemeral-provisioning` annotation): never the VMI's own.
+    pub is_temporary: bool,
 }
 
 impl PodView {
@@ -79,6 +82,9 @@ pub struct Plan {
     pub remove_finalizer: bool,
     /// Create the launcher pod.
     pub create_pod: bool,
+    /// Whether to create a temporary pod, placed as the launcher pod would be, that consumes the
+    /// claims waiting for their first consumer.
+    pub temporary_pod: TemporaryPod,
     /// Delete these pods.
     pub delete_pods: Vec<String>,
     /// Set the label `kubevirt.io/nodeName` to this node.
@@ -89,6 +95,16 @@ pub struct Plan {
     pub waits_for_claim: Option<String>,
     /// The pod waits for a DataVolume.
     pub waits_for_data_volume: Option<DataVolumeWait>,
+}
+
+/// What a pass does about the temporary pod (one to delete is in [`Plan::delete_pods`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TemporaryPod {
+    /// Nothing.
+    #[default]
+    Leave,
+    /// Create it.
+    Create,
 }
 
 /// Upstream's reason while a claim a VMI needs is missing.
@@ -230,6 +246,40 @@ fn pod_state(pods: &[PodView], live: Option<&PodView>) -> PodState {
     }
 }
 
+/// The names of the pods not being deleted.
+fn names_of_live(pods: &[&PodView]) -> Vec<String> {
+    pods.iter().filter(|p| !p.is_terminating).map(|p| p.name.clone()).collect()
+}
+
+/// A VMI whose pod waits for its DataVolumes: Pending, saying why when a DataVolume cannot be
+/// found, and with a temporary pod while a claim waits for its first consumer (one, not again
+/// while its creation is unseen). Whether a temporary pod is to stay.
+fn hold_for_data_volumes(
+    status: &mut VirtualMachineInstanceStatus,
+    plan: &mut Plan,
+    wait: &DataVolumeWait,
+    observed: &Observed<'_>,
+    temporary: &[&PodView],
+) -> bool {
+    let now = &observed.now;
+    enter(status, Phase::Pending, now);
+    end_claim_wait(status);
+    plan.waits_for_data_volume = Some(wait.clone());
+    match wait {
+        DataVolumeWait::Unknown(message) => {
+            set_false(status, SYNCHRONIZED, REASON_DATA_VOLUME_IMPORT, message, now);
+            false
+        }
+        DataVolumeWait::WaitForFirstConsumer => {
+            if observed.expectations_satisfied && names_of_live(temporary).is_empty() {
+                plan.temporary_pod = TemporaryPod::Create;
+            }
+            true
+        }
+        DataVolumeWait::Populating => false,
+    }
+}
+
 /// Decides what to do for one VMI.
 #[must_use]
 pub fn plan(observed: &Observed<'_>) -> Plan {
@@ -239,9 +289,11 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
     let phase = current.phase.unwrap_or_default();
     let mut status = current.clone();
     let mut plan = Plan::default();
+    let (temporary, own): (Vec<&PodView>, Vec<&PodView>) = observed.pods.iter().partition(|p| p.is_temporary);
+    let own: Vec<PodView> = own.into_iter().cloned().collect();
     // The VMI's own pod: the one on its node once it has one (after a migration, the target's),
     // before that the first that is no migration's target.
-    let live = || observed.pods.iter().filter(|p| !p.is_terminating);
+    let live = || own.iter().filter(|p| !p.is_terminating);
     let live_pod = current
         .node_name
         .as_deref()
@@ -249,7 +301,8 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
         .or_else(|| live().find(|p| p.migration_job.is_none()))
         .or_else(|| live().next());
     let is_deleting = vmi.metadata.deletion_timestamp.is_some();
-    let pod = pod_state(&observed.pods, live_pod);
+    let pod = pod_state(&own, live_pod);
+    let mut keeps_temporary = false;
 
     match phase_step(phase, pod, is_deleting, observed.expectations_satisfied) {
         PhaseStep::Stay => {}
@@ -261,12 +314,7 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
             plan.waits_for_claim = Some(message.clone());
         }
         PhaseStep::CreatePod if let Some(wait) = &observed.data_volumes.wait => {
-            enter(&mut status, Phase::Pending, now);
-            end_claim_wait(&mut status);
-            if let DataVolumeWait::Unknown(message) = wait {
-                set_false(&mut status, SYNCHRONIZED, REASON_DATA_VOLUME_IMPORT, message, now);
-            }
-            plan.waits_for_data_volume = Some(wait.clone());
+            keeps_temporary = hold_for_data_volumes(&mut status, &mut plan, wait, observed, &temporary);
         }
         PhaseStep::CreatePod => {
             end_claim_wait(&mut status);
@@ -320,6 +368,10 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
             status.runtime_user = Some(u64::from(pod.runtime_user));
         }
         plan.add_finalizer = !has_finalizer(vmi);
+        // A temporary pod goes once its claims no longer wait for a consumer.
+        if !keeps_temporary && observed.expectations_satisfied {
+            plan.delete_pods = names_of_live(&temporary);
+        }
         data_volumes_ready(&mut status, &observed.data_volumes, now);
         if phase == Phase::Scheduling && matches!(pod, PodState::Starting | PodState::Ready) {
             pod_scheduled_condition(&mut status, live_pod, now);
@@ -333,8 +385,7 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
             status.volume_status =
                 crate::volume_status::volume_statuses(vmi, &current.volume_status, &observed.claim_infos);
         }
-        status.active_pods = observed
-            .pods
+        status.active_pods = own
             .iter()
             .filter_map(|p| Some((p.uid.clone(), p.node.clone()?)))
             .collect::<BTreeMap<_, _>>();

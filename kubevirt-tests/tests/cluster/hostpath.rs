@@ -78,6 +78,95 @@ fn a_data_volume_on_hostpath_csi_is_a_directory_on_its_node_until_the_vm_goes() 
     drop(cleanup);
 }
 
+/// A DataVolume template on `hostpath-csi` (WaitForFirstConsumer) without the immediate-binding
+/// annotation: the DataVolume shows `WaitForFirstConsumer` until the VMI's temporary pod is placed,
+/// its claim binds on the node the VM is placed on (node 2, by its node selector), the import fills
+/// it there, the temporary pod goes, and the VM boots from the disk on that node.
+#[test]
+#[ignore = "needs the test cluster: make cluster"]
+fn a_data_volume_waiting_for_its_first_consumer_binds_where_the_vm_is_placed() {
+    const VM: &str = "e2e-wffc";
+    let claim = format!("{VM}-root");
+    let node = "node2";
+    let mut cleanup = Cleanup::new();
+    serve_guest_disk(&mut cleanup, "e2e-wffc-images");
+    let manifest = vm_booting_from_template(
+        VM,
+        "http:\n            url: http://e2e-wffc-images.default.svc.cluster.local:8080/testguest.qcow2",
+    )
+    .replacen("storageClassName: \"\"", "storageClassName: hostpath-csi", 1)
+    .replacen(
+        "    spec:\n      terminationGracePeriodSeconds: 30\n",
+        &format!("    spec:\n      nodeSelector:\n        kubernetes.io/hostname: {node}\n      terminationGracePeriodSeconds: 30\n"),
+        1,
+    );
+    assert!(manifest.contains("kubernetes.io/hostname: node2") && !manifest.contains("immediate.requested"));
+    // The DataVolume is made first and held until a consumer is placed: the VMI's temporary pod.
+    cleanup.apply("vm", VM, &manifest);
+    let waiting = wait_for(
+        "the DataVolume to wait for its first consumer",
+        Duration::from_secs(60),
+        || {
+            get("dv", &claim, "default").filter(|dv| {
+                let phase = field(dv, "status.phase");
+                // Seen as WaitForFirstConsumer, unless the temporary pod was placed before the poll.
+                !phase.is_empty() && phase != "Pending"
+            })
+        },
+    );
+    let temporary = wait_for("the VMI's temporary pod", Duration::from_secs(60), || {
+        let output = kubectl_ok(&[
+            "get",
+            "pods",
+            "-l",
+            &format!(
+                "kubevirt.io/created-by={}",
+                field(&get("vmi", VM, "default")?, "metadata.uid")
+            ),
+            "-o",
+            "json",
+        ]);
+        let pods: serde_json::Value = serde_json::from_str(&output).ok()?;
+        pods["items"]
+            .as_array()?
+            .iter()
+            .find(|p| p["metadata"]["annotations"]["kubevirt.io/ephemeral-provisioning"] == "true")
+            .cloned()
+    });
+    assert!(
+        [
+            "WaitForFirstConsumer",
+            "ImportScheduled",
+            "ImportInProgress",
+            "Succeeded"
+        ]
+        .contains(&field(&waiting, "status.phase").as_str()),
+        "{waiting}"
+    );
+    import_succeeds(&claim);
+    let bound = get("pvc", &claim, "default").expect("the claim");
+    assert_eq!(
+        field(&bound, "metadata.annotations.volume\\.kubernetes\\.io/selected-node"),
+        node,
+        "the claim was placed with the temporary pod"
+    );
+    let volume = get("pv", &field(&bound, "spec.volumeName"), "default").expect("the volume");
+    assert_eq!(
+        volume["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"][0],
+        node
+    );
+    boots_and_reads_the_label(VM);
+    assert_eq!(
+        field(&get("vmi", VM, "default").expect("the VMI"), "status.nodeName"),
+        node
+    );
+    assert!(
+        get("pod", &field(&temporary, "metadata.name"), "default").is_none(),
+        "the temporary pod is gone once the claim is bound"
+    );
+    drop(cleanup);
+}
+
 const NAMESPACE: &str = "hostpath-provisioner";
 const CR: &str = "hostpath-provisioner";
 

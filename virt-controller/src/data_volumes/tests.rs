@@ -254,8 +254,8 @@ fn the_vmi_gate_waits_for_the_data_volumes_that_fill_its_claims() {
     )));
     assert_eq!(
         vmi_gate(&vmi, filled, |name| store.get("ns", name)).wait,
-        Some(DataVolumeWait::Populating),
-        "a claim waiting for its first consumer holds the pod back (docs/compatibility.md)"
+        Some(DataVolumeWait::WaitForFirstConsumer),
+        "a claim waiting for its first consumer gets a temporary pod"
     );
     store.on_event(&Event::Apply(data_volume("root", Phase::Failed, None, Some("False"))));
     assert!(vmi_gate(&vmi, filled, |name| store.get("ns", name)).failed);
@@ -280,5 +280,33 @@ fn the_vmi_gate_waits_for_the_data_volumes_that_fill_its_claims() {
         vmi_gate(&plain_only, filled, |_| None),
         VmiGate::default(),
         "no DataVolumes, no condition"
+    );
+}
+
+#[test]
+fn a_claim_waiting_for_its_consumer_gets_a_temporary_pod_only_once_the_others_are_filled() {
+    let store = DataVolumeStore::default();
+    let vmi = vmi_with(vec![dv_volume("root"), dv_volume("data")]);
+    let filled = |_: &str| Some(true);
+    let gate = |store: &DataVolumeStore| vmi_gate(&vmi, filled, |name| store.get("ns", name)).wait;
+    for (root, data, wanted) in [
+        (Phase::WaitForFirstConsumer, Phase::ImportInProgress, DataVolumeWait::Populating),
+        (Phase::ImportInProgress, Phase::WaitForFirstConsumer, DataVolumeWait::Populating),
+        (Phase::WaitForFirstConsumer, Phase::Succeeded, DataVolumeWait::WaitForFirstConsumer),
+        (Phase::Succeeded, Phase::WaitForFirstConsumer, DataVolumeWait::WaitForFirstConsumer),
+        (Phase::WaitForFirstConsumer, Phase::WaitForFirstConsumer, DataVolumeWait::WaitForFirstConsumer),
+    ] {
+        store.on_event(&Event::Apply(data_volume("root", root, None, None)));
+        store.on_event(&Event::Apply(data_volume("data", data, None, None)));
+        assert_eq!(gate(&store), Some(wanted.clone()), "{root:?} {data:?}");
+    }
+    store.on_event(&Event::Apply(data_volume("root", Phase::Succeeded, None, None)));
+    store.on_event(&Event::Apply(data_volume("data", Phase::Succeeded, None, None)));
+    assert_eq!(gate(&store), None);
+    let missing = DataVolumeStore::default();
+    missing.on_event(&Event::Apply(data_volume("root", Phase::WaitForFirstConsumer, None, None)));
+    assert!(
+        matches!(gate(&missing), Some(DataVolumeWait::Unknown(_))),
+        "a DataVolume not there holds the pod back"
     );
 }

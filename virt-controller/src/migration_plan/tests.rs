@@ -48,6 +48,7 @@ fn pod(name: &str, node: Option<&str>, phase: &str, ready: bool) -> PodView {
         migration_job: None,
         created: None,
         resource_version: None,
+        is_temporary: false,
     }
 }
 

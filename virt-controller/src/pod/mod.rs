@@ -8,6 +8,7 @@ mod containers;
 mod migration_target;
 mod resources;
 mod security;
+mod temporary;
 mod volumes;
 
 use std::collections::BTreeMap;
@@ -20,6 +21,7 @@ use kubevirt_api::well_known::{annotations, labels};
 use crate::claims::ClaimModes;
 pub use migration_target::{HOSTNAME_TOPOLOGY, render_target_pod};
 pub use resources::{KVM, TUN, VHOST_NET, has_pod_interface};
+pub use temporary::temporary;
 
 /// What the cluster decides about launcher pods.
 #[derive(Clone, Debug, PartialEq)]

@@ -348,3 +348,61 @@ fn data_volumes_hold_the_pod_back_or_fail_the_vmi() {
         "the wait's Synchronized=False went"
     );
 }
+
+fn with_temporary(vmi: &VirtualMachineInstance, wait: Option<DataVolumeWait>, pods: Vec<PodView>, satisfied: bool) -> Plan {
+    plan(&Observed {
+        vmi,
+        pods,
+        expectations_satisfied: satisfied,
+        runtime_user: 107,
+        missing_claim: None,
+        claim_infos: BTreeMap::new(),
+        data_volumes: VmiGate {
+            wait,
+            failed: false,
+            condition: None,
+        },
+        now: Time(Timestamp::UNIX_EPOCH),
+    })
+}
+
+/// A claim waiting for its first consumer gets one temporary pod while the VMI is Pending; the
+/// pod is never the VMI's own, and goes once the claim no longer waits.
+#[test]
+fn a_claim_waiting_for_its_consumer_gets_a_temporary_pod_until_it_binds() {
+    let new = vmi(Phase::Unset, false, true);
+    let temporary = |terminating: bool| PodView {
+        name: "virt-launcher-vm-temp".to_owned(),
+        uid: "temp-uid".to_owned(),
+        node: Some("node1".to_owned()),
+        phase: "Succeeded".to_owned(),
+        is_terminating: terminating,
+        is_temporary: true,
+        ..PodView::default()
+    };
+    let wffc = Some(DataVolumeWait::WaitForFirstConsumer);
+    let first = with_temporary(&new, wffc.clone(), vec![], true);
+    assert!(first.temporary_pod == TemporaryPod::Create && !first.create_pod);
+    assert_eq!(phase_of(&first), Some(Phase::Pending));
+    assert_eq!(first.waits_for_data_volume, wffc);
+    let unseen = with_temporary(&new, wffc.clone(), vec![], false);
+    assert!(unseen.temporary_pod == TemporaryPod::Leave, "not again while its creation is unseen");
+    let pending = vmi(Phase::Pending, false, true);
+    let there = with_temporary(&pending, wffc.clone(), vec![temporary(false)], true);
+    assert!(there.temporary_pod == TemporaryPod::Leave && !there.create_pod && there.delete_pods.is_empty());
+    assert_eq!(there.status, None, "a Succeeded temporary pod is not the VMI's pod");
+    let replaced = with_temporary(&pending, wffc, vec![temporary(true)], true);
+    assert!(replaced.temporary_pod == TemporaryPod::Create, "one being deleted is replaced");
+
+    let populating = with_temporary(&pending, Some(DataVolumeWait::Populating), vec![temporary(false)], true);
+    assert!(populating.temporary_pod == TemporaryPod::Leave && !populating.create_pod);
+    assert_eq!(populating.delete_pods, ["virt-launcher-vm-temp"]);
+    let filled = with_temporary(&pending, None, vec![temporary(false)], true);
+    assert!(filled.create_pod, "the launcher pod once the claims are filled");
+    assert_eq!(filled.delete_pods, ["virt-launcher-vm-temp"]);
+    let status = filled.status.expect("status");
+    assert_eq!(status.phase, Some(Phase::Scheduling));
+    assert!(status.active_pods.is_empty(), "the temporary pod is no active pod");
+    let gone = with_temporary(&pending, None, vec![temporary(true)], true);
+    assert!(gone.create_pod && gone.delete_pods.is_empty());
+}
