@@ -79,9 +79,9 @@ fn a_data_volume_on_hostpath_csi_is_a_directory_on_its_node_until_the_vm_goes() 
 }
 
 /// A DataVolume template on `hostpath-csi` (WaitForFirstConsumer) without the immediate-binding
-/// annotation: the DataVolume shows `WaitForFirstConsumer` until the VMI's temporary pod is placed,
-/// its claim binds on the node the VM is placed on (node 2, by its node selector), the import fills
-/// it there, the temporary pod goes, and the VM boots from the disk on that node.
+/// annotation: its claim waits for its first consumer until the VMI's temporary pod is placed, then
+/// binds on the node the VM is placed on (node 2, by its node selector); the import fills it there,
+/// the temporary pod goes, and the VM boots from the disk on that node.
 #[test]
 #[ignore = "needs the test cluster: make cluster"]
 fn a_data_volume_waiting_for_its_first_consumer_binds_where_the_vm_is_placed() {
@@ -101,49 +101,32 @@ fn a_data_volume_waiting_for_its_first_consumer_binds_where_the_vm_is_placed() {
         1,
     );
     assert!(manifest.contains("kubernetes.io/hostname: node2") && !manifest.contains("immediate.requested"));
-    // The DataVolume is made first and held until a consumer is placed: the VMI's temporary pod.
+    // The DataVolume is made first and held until a consumer is placed: the VMI's temporary pod,
+    // which lives only until the claim is bound (seen in the events it leaves).
     cleanup.apply("vm", VM, &manifest);
-    let waiting = wait_for(
-        "the DataVolume to wait for its first consumer",
-        Duration::from_secs(60),
-        || {
-            get("dv", &claim, "default").filter(|dv| {
-                let phase = field(dv, "status.phase");
-                // Seen as WaitForFirstConsumer, unless the temporary pod was placed before the poll.
-                !phase.is_empty() && phase != "Pending"
-            })
-        },
-    );
-    let temporary = wait_for("the VMI's temporary pod", Duration::from_secs(60), || {
+    import_succeeds(&claim);
+    let said = |kind: &str, name: &str, reason: &str| -> Vec<String> {
         let output = kubectl_ok(&[
             "get",
-            "pods",
-            "-l",
-            &format!(
-                "kubevirt.io/created-by={}",
-                field(&get("vmi", VM, "default")?, "metadata.uid")
-            ),
+            "events",
+            "--field-selector",
+            &format!("involvedObject.kind={kind},involvedObject.name={name},reason={reason}"),
             "-o",
-            "json",
+            "jsonpath={range .items[*]}{.message}{\"\\n\"}{end}",
         ]);
-        let pods: serde_json::Value = serde_json::from_str(&output).ok()?;
-        pods["items"]
-            .as_array()?
-            .iter()
-            .find(|p| p["metadata"]["annotations"]["kubevirt.io/ephemeral-provisioning"] == "true")
-            .cloned()
-    });
+        output.lines().map(str::to_owned).collect()
+    };
     assert!(
-        [
-            "WaitForFirstConsumer",
-            "ImportScheduled",
-            "ImportInProgress",
-            "Succeeded"
-        ]
-        .contains(&field(&waiting, "status.phase").as_str()),
-        "{waiting}"
+        !said("PersistentVolumeClaim", &claim, "WaitForFirstConsumer").is_empty(),
+        "the claim waited for its first consumer"
     );
-    import_succeeds(&claim);
+    let created = said("VirtualMachineInstance", VM, "SuccessfulCreate");
+    let temporary = created
+        .iter()
+        .find_map(|m| m.strip_prefix("Created temporary pod "))
+        .and_then(|m| m.split_whitespace().next())
+        .unwrap_or_else(|| panic!("the VMI's temporary pod: {created:?}"))
+        .to_owned();
     let bound = get("pvc", &claim, "default").expect("the claim");
     assert_eq!(
         field(&bound, "metadata.annotations.volume\\.kubernetes\\.io/selected-node"),
@@ -160,10 +143,9 @@ fn a_data_volume_waiting_for_its_first_consumer_binds_where_the_vm_is_placed() {
         field(&get("vmi", VM, "default").expect("the VMI"), "status.nodeName"),
         node
     );
-    assert!(
-        get("pod", &field(&temporary, "metadata.name"), "default").is_none(),
-        "the temporary pod is gone once the claim is bound"
-    );
+    wait_for("the temporary pod to go", Duration::from_secs(60), || {
+        get("pod", &temporary, "default").is_none().then_some(())
+    });
     drop(cleanup);
 }
 
