@@ -248,7 +248,10 @@ fn pod_state(pods: &[PodView], live: Option<&PodView>) -> PodState {
 
 /// The names of the pods not being deleted.
 fn names_of_live(pods: &[&PodView]) -> Vec<String> {
-    pods.iter().filter(|p| !p.is_terminating).map(|p| p.name.clone()).collect()
+    pods.iter()
+        .filter(|p| !p.is_terminating)
+        .map(|p| p.name.clone())
+        .collect()
 }
 
 /// A VMI whose pod waits for its DataVolumes: Pending, saying why when a DataVolume cannot be
@@ -271,6 +274,11 @@ fn hold_for_data_volumes(
             false
         }
         DataVolumeWait::WaitForFirstConsumer => {
+            // As upstream: a temporary pod that failed fails the VMI.
+            if temporary.iter().any(|p| !p.is_terminating && p.phase == "Failed") {
+                enter(status, Phase::Failed, now);
+                return true;
+            }
             if observed.expectations_satisfied && names_of_live(temporary).is_empty() {
                 plan.temporary_pod = TemporaryPod::Create;
             }

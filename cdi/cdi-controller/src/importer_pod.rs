@@ -6,9 +6,9 @@
 
 use std::collections::BTreeMap;
 
+use cdi_api::cdi::NodePlacement;
 use cdi_api::data_volume::{DataVolumeSourceHttp, DataVolumeSourceRegistry};
 use cdi_api::importer_env as env;
-use cdi_api::cdi::NodePlacement;
 use k8s_openapi::api::core::v1::{
     Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EnvVar, EnvVarSource, LocalObjectReference,
     PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec, ResourceRequirements, SeccompProfile,

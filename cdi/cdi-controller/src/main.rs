@@ -155,8 +155,12 @@ fn owner_of_pod(pod: Pod) -> Option<ObjectRef<DataVolume>> {
 async fn run(args: Args) -> anyhow::Result<()> {
     let client = Client::try_default().await.context("connecting to the API server")?;
     let stop = control_loop::process::stop_on_signals().context("listening for signals")?;
-    let placement: cdi_api::cdi::NodePlacement = serde_json::from_str(&args.workload_placement)
-        .with_context(|| format!("WORKLOAD_PLACEMENT {:?} is not a node placement", args.workload_placement))?;
+    let placement: cdi_api::cdi::NodePlacement = serde_json::from_str(&args.workload_placement).with_context(|| {
+        format!(
+            "WORKLOAD_PLACEMENT {:?} is not a node placement",
+            args.workload_placement
+        )
+    })?;
     let certificates = cdi_pki::kube::load(&client, &args.namespace)
         .await
         .with_context(|| format!("reading CDI's certificates in namespace {}", args.namespace))?;

@@ -73,7 +73,9 @@ pub enum CertConfigError {
     #[error(transparent)]
     Duration(#[from] DurationError),
     /// A renewal at or before the start, or a certificate that lives no time.
-    #[error("{field}: renewBefore ({renew_before}s) must be shorter than duration ({duration}s), which must be positive")]
+    #[error(
+        "{field}: renewBefore ({renew_before}s) must be shorter than duration ({duration}s), which must be positive"
+    )]
     Order {
         /// `spec.certConfig.<kind>`.
         field: String,
@@ -111,11 +113,7 @@ fn lifetime(field: &str, config: Option<&CertConfig>, default: Lifetime) -> Resu
 pub fn lifetimes(config: Option<&CDICertConfig>) -> Result<Lifetimes, CertConfigError> {
     let defaults = Lifetimes::default();
     Ok(Lifetimes {
-        ca: lifetime(
-            "spec.certConfig.ca",
-            config.and_then(|c| c.ca.as_ref()),
-            defaults.ca,
-        )?,
+        ca: lifetime("spec.certConfig.ca", config.and_then(|c| c.ca.as_ref()), defaults.ca)?,
         server: lifetime(
             "spec.certConfig.server",
             config.and_then(|c| c.server.as_ref()),

@@ -49,7 +49,9 @@ pub fn seconds(field: &str, value: &str) -> Result<i64, DurationError> {
             .ok_or_else(error)?;
         let (number, after) = rest.split_at(number_end);
         let number: f64 = number.parse().map_err(|_| error())?;
-        let unit_end = after.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(after.len());
+        let unit_end = after
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(after.len());
         let (unit, after) = after.split_at(unit_end);
         total += number * unit_seconds(unit).ok_or_else(error)?;
         rest = after;
@@ -57,7 +59,10 @@ pub fn seconds(field: &str, value: &str) -> Result<i64, DurationError> {
     if !total.is_finite() || total > 1e12 {
         return Err(error());
     }
-    #[expect(clippy::cast_possible_truncation, reason = "finite, at most 1e12, rounded down on purpose")]
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "finite, at most 1e12, rounded down on purpose"
+    )]
     Ok(total.floor() as i64)
 }
 

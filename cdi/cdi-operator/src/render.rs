@@ -41,9 +41,18 @@ pub const WORKLOAD_ENV: &str = "WORKLOAD_PLACEMENT";
 
 const OPERANDS: [(&str, &str); 4] = [
     ("operands/rbac.yaml", include_str!("../operands/rbac.yaml")),
-    ("operands/cdi-controller.yaml", include_str!("../operands/cdi-controller.yaml")),
-    ("operands/cdi-uploadproxy.yaml", include_str!("../operands/cdi-uploadproxy.yaml")),
-    ("operands/cdi-apiserver.yaml", include_str!("../operands/cdi-apiserver.yaml")),
+    (
+        "operands/cdi-controller.yaml",
+        include_str!("../operands/cdi-controller.yaml"),
+    ),
+    (
+        "operands/cdi-uploadproxy.yaml",
+        include_str!("../operands/cdi-uploadproxy.yaml"),
+    ),
+    (
+        "operands/cdi-apiserver.yaml",
+        include_str!("../operands/cdi-apiserver.yaml"),
+    ),
 ];
 
 /// The namespace the templates are written for, replaced by the operator's.
@@ -223,11 +232,7 @@ fn shape(
     let namespaced = !CLUSTER_KINDS.contains(&resource.kind.as_str());
     // The templates name CDI's namespace `cdi`; an object elsewhere (a binding in `kube-system`
     // to read the aggregation layer's CA) keeps its namespace.
-    let elsewhere = object
-        .metadata
-        .namespace
-        .clone()
-        .filter(|n| n != TEMPLATE_NAMESPACE);
+    let elsewhere = object.metadata.namespace.clone().filter(|n| n != TEMPLATE_NAMESPACE);
     object.metadata.namespace = namespaced.then(|| elsewhere.unwrap_or_else(|| namespace.clone()));
     object.metadata.labels.get_or_insert_default().extend(labels());
     object.metadata.owner_references = Some(vec![owner.clone()]);
@@ -278,7 +283,10 @@ fn shape_deployment(deployment: &mut Deployment, cr: &CDI, settings: &Settings, 
     let name = deployment.name_any();
     let spec = &cr.spec;
     let infra = spec.infra.as_ref();
-    let pull_policy = spec.image_pull_policy.clone().unwrap_or_else(|| "IfNotPresent".to_owned());
+    let pull_policy = spec
+        .image_pull_policy
+        .clone()
+        .unwrap_or_else(|| "IfNotPresent".to_owned());
     let images = &settings.images;
     let Some(deployment_spec) = deployment.spec.as_mut() else {
         return;

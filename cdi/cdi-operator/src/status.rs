@@ -16,8 +16,8 @@
 //! ([`operator_kit::rollout::deployment_ready`]); `observedVersion` becomes the operator's version
 //! then.
 
-use cdi_api::cdi::CDIStatus;
 use cdi_api::CDI;
+use cdi_api::cdi::CDIStatus;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use operator_kit::conditions::{self, Health};

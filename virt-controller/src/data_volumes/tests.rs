@@ -290,11 +290,31 @@ fn a_claim_waiting_for_its_consumer_gets_a_temporary_pod_only_once_the_others_ar
     let filled = |_: &str| Some(true);
     let gate = |store: &DataVolumeStore| vmi_gate(&vmi, filled, |name| store.get("ns", name)).wait;
     for (root, data, wanted) in [
-        (Phase::WaitForFirstConsumer, Phase::ImportInProgress, DataVolumeWait::Populating),
-        (Phase::ImportInProgress, Phase::WaitForFirstConsumer, DataVolumeWait::Populating),
-        (Phase::WaitForFirstConsumer, Phase::Succeeded, DataVolumeWait::WaitForFirstConsumer),
-        (Phase::Succeeded, Phase::WaitForFirstConsumer, DataVolumeWait::WaitForFirstConsumer),
-        (Phase::WaitForFirstConsumer, Phase::WaitForFirstConsumer, DataVolumeWait::WaitForFirstConsumer),
+        (
+            Phase::WaitForFirstConsumer,
+            Phase::ImportInProgress,
+            DataVolumeWait::Populating,
+        ),
+        (
+            Phase::ImportInProgress,
+            Phase::WaitForFirstConsumer,
+            DataVolumeWait::Populating,
+        ),
+        (
+            Phase::WaitForFirstConsumer,
+            Phase::Succeeded,
+            DataVolumeWait::WaitForFirstConsumer,
+        ),
+        (
+            Phase::Succeeded,
+            Phase::WaitForFirstConsumer,
+            DataVolumeWait::WaitForFirstConsumer,
+        ),
+        (
+            Phase::WaitForFirstConsumer,
+            Phase::WaitForFirstConsumer,
+            DataVolumeWait::WaitForFirstConsumer,
+        ),
     ] {
         store.on_event(&Event::Apply(data_volume("root", root, None, None)));
         store.on_event(&Event::Apply(data_volume("data", data, None, None)));
@@ -304,7 +324,12 @@ fn a_claim_waiting_for_its_consumer_gets_a_temporary_pod_only_once_the_others_ar
     store.on_event(&Event::Apply(data_volume("data", Phase::Succeeded, None, None)));
     assert_eq!(gate(&store), None);
     let missing = DataVolumeStore::default();
-    missing.on_event(&Event::Apply(data_volume("root", Phase::WaitForFirstConsumer, None, None)));
+    missing.on_event(&Event::Apply(data_volume(
+        "root",
+        Phase::WaitForFirstConsumer,
+        None,
+        None,
+    )));
     assert!(
         matches!(gate(&missing), Some(DataVolumeWait::Unknown(_))),
         "a DataVolume not there holds the pod back"

@@ -73,7 +73,13 @@ mod tests {
         );
         assert_eq!((compute.args.clone(), compute.readiness_probe.clone()), (None, None));
         let launcher_spec = launcher.spec.expect("spec");
-        assert_eq!(spec.containers[1], launcher_spec.containers[1], "other containers as they are");
-        assert_eq!(spec.node_selector, launcher_spec.node_selector, "placed as the launcher pod");
+        assert_eq!(
+            spec.containers[1], launcher_spec.containers[1],
+            "other containers as they are"
+        );
+        assert_eq!(
+            spec.node_selector, launcher_spec.node_selector,
+            "placed as the launcher pod"
+        );
     }
 }

@@ -349,7 +349,12 @@ fn data_volumes_hold_the_pod_back_or_fail_the_vmi() {
     );
 }
 
-fn with_temporary(vmi: &VirtualMachineInstance, wait: Option<DataVolumeWait>, pods: Vec<PodView>, satisfied: bool) -> Plan {
+fn with_temporary(
+    vmi: &VirtualMachineInstance,
+    wait: Option<DataVolumeWait>,
+    pods: Vec<PodView>,
+    satisfied: bool,
+) -> Plan {
     plan(&Observed {
         vmi,
         pods,
@@ -386,13 +391,19 @@ fn a_claim_waiting_for_its_consumer_gets_a_temporary_pod_until_it_binds() {
     assert_eq!(phase_of(&first), Some(Phase::Pending));
     assert_eq!(first.waits_for_data_volume, wffc);
     let unseen = with_temporary(&new, wffc.clone(), vec![], false);
-    assert!(unseen.temporary_pod == TemporaryPod::Leave, "not again while its creation is unseen");
+    assert!(
+        unseen.temporary_pod == TemporaryPod::Leave,
+        "not again while its creation is unseen"
+    );
     let pending = vmi(Phase::Pending, false, true);
     let there = with_temporary(&pending, wffc.clone(), vec![temporary(false)], true);
     assert!(there.temporary_pod == TemporaryPod::Leave && !there.create_pod && there.delete_pods.is_empty());
     assert_eq!(there.status, None, "a Succeeded temporary pod is not the VMI's pod");
     let replaced = with_temporary(&pending, wffc, vec![temporary(true)], true);
-    assert!(replaced.temporary_pod == TemporaryPod::Create, "one being deleted is replaced");
+    assert!(
+        replaced.temporary_pod == TemporaryPod::Create,
+        "one being deleted is replaced"
+    );
 
     let populating = with_temporary(&pending, Some(DataVolumeWait::Populating), vec![temporary(false)], true);
     assert!(populating.temporary_pod == TemporaryPod::Leave && !populating.create_pod);
@@ -405,4 +416,32 @@ fn a_claim_waiting_for_its_consumer_gets_a_temporary_pod_until_it_binds() {
     assert!(status.active_pods.is_empty(), "the temporary pod is no active pod");
     let gone = with_temporary(&pending, None, vec![temporary(true)], true);
     assert!(gone.create_pod && gone.delete_pods.is_empty());
+
+    let failed_pod = PodView {
+        phase: "Failed".to_owned(),
+        ..temporary(false)
+    };
+    let failed = with_temporary(
+        &pending,
+        Some(DataVolumeWait::WaitForFirstConsumer),
+        vec![failed_pod.clone()],
+        true,
+    );
+    assert_eq!(
+        phase_of(&failed),
+        Some(Phase::Failed),
+        "a temporary pod that failed fails the VMI"
+    );
+    let over = vmi(Phase::Failed, false, true);
+    let cleaned = with_temporary(
+        &over,
+        Some(DataVolumeWait::WaitForFirstConsumer),
+        vec![failed_pod],
+        true,
+    );
+    assert_eq!(
+        cleaned.delete_pods,
+        ["virt-launcher-vm-temp"],
+        "then it goes with the VMI's pods"
+    );
 }

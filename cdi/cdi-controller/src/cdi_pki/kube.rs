@@ -41,7 +41,9 @@ async fn secret(api: &Api<Secret>, name: &str) -> Result<Option<Secret>, PkiErro
 async fn pair(api: &Api<Secret>, name: &str) -> Result<Option<Pair>, PkiError> {
     let found = secret(api, name).await?;
     let data = found.as_ref().and_then(|s| s.data.as_ref());
-    Ok(text(data, "tls.crt").zip(text(data, "tls.key")).map(|(cert, key)| Pair { cert, key }))
+    Ok(text(data, "tls.crt")
+        .zip(text(data, "tls.key"))
+        .map(|(cert, key)| Pair { cert, key }))
 }
 
 async fn bundle(api: &Api<ConfigMap>, name: &str) -> Result<Option<String>, PkiError> {
@@ -55,7 +57,10 @@ async fn bundle(api: &Api<ConfigMap>, name: &str) -> Result<Option<String>, PkiE
 }
 
 /// Everything, or the name of the first piece missing.
-async fn read(secrets: &Api<Secret>, config_maps: &Api<ConfigMap>) -> Result<Result<UploadPki, &'static str>, PkiError> {
+async fn read(
+    secrets: &Api<Secret>,
+    config_maps: &Api<ConfigMap>,
+) -> Result<Result<UploadPki, &'static str>, PkiError> {
     use cdi_api::components as c;
     let Some(server_ca) = pair(secrets, upload::SERVER_SIGNER_SECRET).await? else {
         return Ok(Err(upload::SERVER_SIGNER_SECRET));
@@ -101,7 +106,11 @@ pub async fn load(client: &kube::Client, namespace: &str) -> Result<UploadPki, P
             Ok(pki) => return Ok(pki),
             Err(missing) => {
                 if said != Some(missing) {
-                    tracing::info!(namespace, missing, "waiting for cdi-operator to make CDI's certificates");
+                    tracing::info!(
+                        namespace,
+                        missing,
+                        "waiting for cdi-operator to make CDI's certificates"
+                    );
                     said = Some(missing);
                 }
                 tokio::time::sleep(POLL).await;

@@ -23,11 +23,17 @@ fn a_serving_certificate_names_the_service_and_is_signed_by_the_server_ca() {
     assert_eq!(facts.issuer_common_name, ca.common_name);
     assert!(ca.common_name.starts_with("cdi-uploadserver-signer@"));
     assert!(facts.not_after - facts.not_before <= SERVER_LIFETIME_SECONDS + CLOCK_SKEW_SECONDS);
-    assert_eq!(issued.client_ca, "CLIENT BUNDLE", "the upload server trusts every live client CA");
+    assert_eq!(
+        issued.client_ca, "CLIENT BUNDLE",
+        "the upload server trusts every live client CA"
+    );
     let client = pki.issue_client("src/disk-dst/copy").expect("client");
     let facts = CertFacts::from_pem(&client.cert).expect("pem").remove(0);
     let client_ca = CertFacts::from_pem(&pki.client_ca.cert).expect("pem").remove(0);
     assert_eq!(facts.common_name, "src/disk-dst/copy");
     assert_eq!(facts.issuer_common_name, client_ca.common_name);
-    assert_eq!(client.server_ca, "SERVER BUNDLE", "the client trusts every live server CA");
+    assert_eq!(
+        client.server_ca, "SERVER BUNDLE",
+        "the client trusts every live server CA"
+    );
 }

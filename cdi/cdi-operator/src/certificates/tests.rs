@@ -10,7 +10,9 @@ fn client_chain() -> Chain {
 
 fn whole(lifetimes: &Lifetimes, now: i64) -> Stored {
     let ca = new_ca("cdi-uploadserver-client-signer", lifetimes.ca, now).expect("ca");
-    let leaf = client_chain().leaf.expect("the client chain signs the proxy's certificate");
+    let leaf = client_chain()
+        .leaf
+        .expect("the client chain signs the proxy's certificate");
     Stored {
         leaf: Some(sign_leaf(&ca, &leaf, lifetimes, now).expect("leaf")),
         ca: Some(ca),
@@ -160,10 +162,7 @@ fn a_changed_lifetime_another_ca_or_a_broken_ca_remakes_the_chain() {
     if let Some(ca) = broken.ca.as_mut() {
         ca.key = "not a key".to_owned();
     }
-    assert_eq!(
-        decide(&broken, &chain, &lifetimes, NOW),
-        Needs { ca: true, leaf: true }
-    );
+    assert_eq!(decide(&broken, &chain, &lifetimes, NOW), Needs { ca: true, leaf: true });
 }
 
 #[test]

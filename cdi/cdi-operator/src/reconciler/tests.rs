@@ -41,7 +41,12 @@ fn installed(objects: &FakeObjects, cr: &CDI) {
 
 /// The CR as the fake holds it, with its status.
 fn stored(objects: &FakeObjects, name: &str) -> CDI {
-    let object = objects.state().objects.get(&format!("CDI {name}")).cloned().expect("the CDI");
+    let object = objects
+        .state()
+        .objects
+        .get(&format!("CDI {name}"))
+        .cloned()
+        .expect("the CDI");
     parse(&object, "CDI").expect("a CDI")
 }
 
@@ -104,7 +109,10 @@ fn bundle_size(objects: &FakeObjects, name: &str) -> usize {
         .cloned()
         .expect("the bundle");
     let config_map: ConfigMap = parse(&object, name).expect("a ConfigMap");
-    let pem = config_map.data.and_then(|mut d| d.remove("ca-bundle.crt")).expect("the bundle");
+    let pem = config_map
+        .data
+        .and_then(|mut d| d.remove("ca-bundle.crt"))
+        .expect("the bundle");
     pem.matches("BEGIN CERTIFICATE").count()
 }
 
@@ -126,7 +134,9 @@ async fn a_cr_installs_cdi_and_is_available_once_its_deployments_roll_out() {
     let objects = FakeObjects::default();
     let cdi = cr("cdi", START);
     installed(&objects, &cdi);
-    let next = reconcile(&objects, &cdi, &settings(), &at(START)).await.expect("a pass");
+    let next = reconcile(&objects, &cdi, &settings(), &at(START))
+        .await
+        .expect("a pass");
     assert_eq!(next, Next::LookAgain, "not serving yet");
     let status = stored(&objects, "cdi").status.expect("a status");
     assert_eq!(status.phase.as_deref(), Some("Deploying"));
@@ -153,7 +163,9 @@ async fn a_cr_installs_cdi_and_is_available_once_its_deployments_roll_out() {
     }
     roll_out(&objects);
     let cdi = stored(&objects, "cdi");
-    let next = reconcile(&objects, &cdi, &settings(), &at(START + 10)).await.expect("a pass");
+    let next = reconcile(&objects, &cdi, &settings(), &at(START + 10))
+        .await
+        .expect("a pass");
     let status = stored(&objects, "cdi").status.expect("a status");
     assert_eq!(status.phase.as_deref(), Some("Deployed"));
     expect_conditions(&status, "True", "False", "False");
@@ -171,7 +183,9 @@ async fn a_cr_installs_cdi_and_is_available_once_its_deployments_roll_out() {
     let cert = secret_text(&objects, "cdi-apiserver-server-cert", "tls.crt");
     objects.state().writes.clear();
     let cdi = stored(&objects, "cdi");
-    reconcile(&objects, &cdi, &settings(), &at(START + 20)).await.expect("a pass");
+    reconcile(&objects, &cdi, &settings(), &at(START + 20))
+        .await
+        .expect("a pass");
     assert_eq!(secret_text(&objects, "cdi-api-signing-key", "id_ed25519"), key);
     assert_eq!(secret_text(&objects, "cdi-apiserver-server-cert", "tls.crt"), cert);
     assert!(
@@ -186,18 +200,24 @@ async fn certificates_are_renewed_when_due_and_the_controller_replaced_with_its_
     let objects = FakeObjects::default();
     let cdi = cr("cdi", START);
     installed(&objects, &cdi);
-    reconcile(&objects, &cdi, &settings(), &at(START)).await.expect("a pass");
+    reconcile(&objects, &cdi, &settings(), &at(START))
+        .await
+        .expect("a pass");
     let ca = secret_text(&objects, "cdi-apiserver-signer", "tls.crt");
     let cert = secret_text(&objects, "cdi-apiserver-server-cert", "tls.crt");
     let key = secret_text(&objects, "cdi-api-signing-key", "id_ed25519");
     let generation = controller_generation(&objects);
     // 12 hours on: the serving and client certificates are due, the CAs are not.
-    reconcile(&objects, &cdi, &settings(), &at(START + 12 * HOUR)).await.expect("a pass");
+    reconcile(&objects, &cdi, &settings(), &at(START + 12 * HOUR))
+        .await
+        .expect("a pass");
     assert_eq!(secret_text(&objects, "cdi-apiserver-signer", "tls.crt"), ca);
     assert_ne!(secret_text(&objects, "cdi-apiserver-server-cert", "tls.crt"), cert);
     assert_eq!(controller_generation(&objects), generation);
     // 24 hours on: every CA, each bundle keeping the CA it replaces; the key stays.
-    reconcile(&objects, &cdi, &settings(), &at(START + 24 * HOUR)).await.expect("a pass");
+    reconcile(&objects, &cdi, &settings(), &at(START + 24 * HOUR))
+        .await
+        .expect("a pass");
     assert_ne!(secret_text(&objects, "cdi-apiserver-signer", "tls.crt"), ca);
     assert_eq!(bundle_size(&objects, "cdi-apiserver-signer-bundle"), 2);
     assert_eq!(bundle_size(&objects, "cdi-uploadserver-signer-bundle"), 2);
@@ -209,7 +229,10 @@ async fn certificates_are_renewed_when_due_and_the_controller_replaced_with_its_
         .get("APIService v1beta1.upload.cdi.kubevirt.io")
         .cloned()
         .expect("applied");
-    let ca_bundle = api_service.data["spec"]["caBundle"].as_str().expect("a caBundle").to_owned();
+    let ca_bundle = api_service.data["spec"]["caBundle"]
+        .as_str()
+        .expect("a caBundle")
+        .to_owned();
     let ca_bundle: k8s_openapi::ByteString =
         serde_json::from_value(serde_json::Value::String(ca_bundle)).expect("base64");
     let ca_bundle = String::from_utf8(ca_bundle.0).expect("pem");
@@ -227,12 +250,18 @@ async fn a_second_cdi_and_a_cr_with_fields_not_acted_on_are_refused() {
     let second = cr("cdi-2", START + 5);
     installed(&objects, &first);
     installed(&objects, &second);
-    let next = reconcile(&objects, &second, &settings(), &at(START + 10)).await.expect("a pass");
+    let next = reconcile(&objects, &second, &settings(), &at(START + 10))
+        .await
+        .expect("a pass");
     assert_eq!(next, Next::Rest(None));
     let status = stored(&objects, "cdi-2").status.expect("a status");
     assert_eq!(status.phase.as_deref(), Some("Error"));
     expect_conditions(&status, "False", "False", "True");
-    let degraded = status.conditions.iter().find(|c| c.condition_type == DEGRADED).expect("Degraded");
+    let degraded = status
+        .conditions
+        .iter()
+        .find(|c| c.condition_type == DEGRADED)
+        .expect("Degraded");
     assert_eq!(
         (degraded.reason.as_deref(), degraded.message.as_deref()),
         (Some("ConfigError"), Some(UNWANTED))
@@ -246,10 +275,16 @@ async fn a_second_cdi_and_a_cr_with_fields_not_acted_on_are_refused() {
     refused.spec.customize_components = Some(serde_json::json!({"flags": {"api": {"v": "5"}}}));
     let objects = FakeObjects::default();
     installed(&objects, &refused);
-    reconcile(&objects, &refused, &settings(), &at(START)).await.expect("a pass");
+    reconcile(&objects, &refused, &settings(), &at(START))
+        .await
+        .expect("a pass");
     let status = stored(&objects, "cdi").status.expect("a status");
     assert_eq!(status.phase.as_deref(), Some("Error"));
-    let degraded = status.conditions.iter().find(|c| c.condition_type == DEGRADED).expect("Degraded");
+    let degraded = status
+        .conditions
+        .iter()
+        .find(|c| c.condition_type == DEGRADED)
+        .expect("Degraded");
     assert!(
         degraded
             .message
@@ -265,19 +300,25 @@ async fn a_refused_apply_is_degraded_and_looked_at_again() {
     let objects = FakeObjects::default();
     let cdi = cr("cdi", START);
     installed(&objects, &cdi);
-    objects.state().refuse_apply = Some((
-        "Deployment cdi/cdi-apiserver".to_owned(),
-        "quota exceeded".to_owned(),
-    ));
-    let next = reconcile(&objects, &cdi, &settings(), &at(START)).await.expect("a pass");
+    objects.state().refuse_apply = Some(("Deployment cdi/cdi-apiserver".to_owned(), "quota exceeded".to_owned()));
+    let next = reconcile(&objects, &cdi, &settings(), &at(START))
+        .await
+        .expect("a pass");
     assert_eq!(next, Next::LookAgain);
     let status = stored(&objects, "cdi").status.expect("a status");
     assert_eq!(status.phase.as_deref(), Some("Deploying"));
     expect_conditions(&status, "False", "True", "True");
-    let degraded = status.conditions.iter().find(|c| c.condition_type == DEGRADED).expect("Degraded");
+    let degraded = status
+        .conditions
+        .iter()
+        .find(|c| c.condition_type == DEGRADED)
+        .expect("Degraded");
     assert_eq!(degraded.reason.as_deref(), Some("Reconcile Failed"));
     assert!(
-        degraded.message.as_deref().is_some_and(|m| m.contains("quota exceeded")),
+        degraded
+            .message
+            .as_deref()
+            .is_some_and(|m| m.contains("quota exceeded")),
         "{degraded:?}"
     );
 }

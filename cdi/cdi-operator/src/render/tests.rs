@@ -115,10 +115,15 @@ fn a_cr_becomes_cdis_crds_components_and_config_all_owned_and_labelled() {
         );
         let namespaced = !CLUSTER_KINDS.contains(&desired.resource.kind.as_str())
             && !["CustomResourceDefinition", "CDIConfig"].contains(&desired.resource.kind.as_str());
-        let reads_the_aggregation_ca = desired.describe() == "RoleBinding kube-system/cdi-apiserver-authentication-reader";
+        let reads_the_aggregation_ca =
+            desired.describe() == "RoleBinding kube-system/cdi-apiserver-authentication-reader";
         assert_eq!(
             desired.namespace.as_deref(),
-            namespaced.then_some(if reads_the_aggregation_ca { "kube-system" } else { "cdi-ns" }),
+            namespaced.then_some(if reads_the_aggregation_ca {
+                "kube-system"
+            } else {
+                "cdi-ns"
+            }),
             "{}",
             desired.describe()
         );
@@ -159,7 +164,9 @@ fn a_cr_becomes_cdis_crds_components_and_config_all_owned_and_labelled() {
 #[test]
 fn the_api_registrations_point_at_the_namespace_with_the_apiserver_ca() {
     let wanted = render(&sample(), &settings(), &issued()).expect("renders");
-    let api_service = &find(&wanted, "APIService", "v1beta1.upload.cdi.kubevirt.io").object.data;
+    let api_service = &find(&wanted, "APIService", "v1beta1.upload.cdi.kubevirt.io")
+        .object
+        .data;
     assert_eq!(api_service["spec"]["service"]["namespace"], "cdi-ns");
     assert_eq!(api_service["spec"]["caBundle"], "QVBJIENB", "base64 of the bundle");
     let webhook = &find(&wanted, "MutatingWebhookConfiguration", "cdi-api-datavolume-mutate")
