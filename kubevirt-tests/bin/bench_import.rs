@@ -5,11 +5,16 @@
 //! upload), each a release build in a child process whose peak memory is read; medians of
 //! interleaved runs. Writes the `import` and `upload` sections of BENCHMARKS.md.
 //!
-//! bench-import [--gib 1] [--runs 3] [--output BENCHMARKS.md]
+//! With `--cluster KUBECTL`, the same disk is imported and cloned on the running test cluster
+//! instead (`bench_import/cluster.rs`), and only the `cdi-cluster` section is written.
+//!
+//! bench-import [--gib 1] [--runs 3] [--output BENCHMARKS.md] [--cluster KUBECTL]
 //! bench-import --worker URL DATA_DIR SCRATCH_DIR SIZE   (one import; prints its peak memory)
 //! bench-import --upload-worker CERT_DIR DATA_DIR SCRATCH_DIR SIZE   (one upload server; prints
 //! its port, then its peak memory)
 
+#[path = "bench_import/cluster.rs"]
+mod cluster;
 #[path = "bench_import/upload.rs"]
 mod upload;
 
@@ -222,6 +227,7 @@ fn main() -> anyhow::Result<()> {
         return upload::worker(&args[1..]);
     }
     let (mut gib, mut runs, mut output) = (1_u64, 3_usize, PathBuf::from("BENCHMARKS.md"));
+    let mut on_cluster: Option<PathBuf> = None;
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let value = it.next().with_context(|| format!("{flag} needs a value"))?;
@@ -229,6 +235,7 @@ fn main() -> anyhow::Result<()> {
             "--gib" => gib = value.parse().context("--gib")?,
             "--runs" => runs = value.parse().context("--runs")?,
             "--output" => output = value.into(),
+            "--cluster" => on_cluster = Some(value.into()),
             other => bail!("unknown flag {other}"),
         }
     }
@@ -251,6 +258,12 @@ fn main() -> anyhow::Result<()> {
         served.join("disk.raw").to_str().context("path")?,
         served.join("disk.qcow2").to_str().context("path")?,
     ])?;
+    if let Some(kubectl) = on_cluster {
+        let body = cluster::measure(&kubectl, &work, &served, size, runs)?;
+        kubevirt_tests::replace_markdown_section(&output, "cdi-cluster", &body)?;
+        let _ = std::fs::remove_dir_all(&work);
+        return Ok(());
+    }
     let (_server, port) = serve(&served)?;
 
     let mut body = format!(

@@ -20,9 +20,11 @@ use crate::compact::Compact;
 use crate::data_volumes::{DataVolumeStore, DataVolumeWait, vmi_gate};
 use crate::expectations::Expectations;
 use crate::own_writes::{replaces_cached, replaces_cached_pod};
-use crate::pod::{PodConfig, render_launcher_pod};
+use crate::pod::PodConfig;
 use crate::reconcile_error::{ReconcileError, cannot, log_and_retry};
-use crate::vmi_lifecycle::{Observed, Plan, PodView, REASON_PVC_NOT_FOUND, TemporaryPod, plan};
+use crate::vmi_lifecycle::{Observed, PodView, REASON_PVC_NOT_FOUND, plan};
+
+mod pods;
 
 #[derive(Debug, Default)]
 struct Known {
@@ -425,116 +427,7 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
         Ok(expires_in)
     }
 
-    /// Creates the pods `plan` asks for; whether the reconcile goes on.
-    async fn create_pods(
-        &self,
-        key: &str,
-        namespace: &str,
-        plan: &Plan,
-        config: &PodConfig,
-        claims: &ClaimModes,
-        current: &VirtualMachineInstance,
-    ) -> Result<bool, ReconcileError> {
-        if plan.temporary_pod == TemporaryPod::Create
-            && !self
-                .create_temporary_pod(key, namespace, current, config, claims, current)
-                .await?
-        {
-            return Ok(false);
-        }
-        if plan.create_pod {
-            // Rendered from the status the plan writes, whose `runtimeUser` says who the pod runs as.
-            let mut planned = current.clone();
-            if let Some(status) = &plan.status {
-                planned.status = Some(status.clone());
-            }
-            return self
-                .create_launcher_pod(key, namespace, &planned, config, claims, current)
-                .await;
-        }
-        Ok(true)
-    }
-
-    /// Renders and creates `vmi`'s temporary pod: its launcher pod, placed and sized the same,
-    /// whose compute container only prints the launcher's version and ends, marked
-    /// `kubevirt.io/ephemeral-provisioning`; whether the reconcile goes on.
-    async fn create_temporary_pod(
-        &self,
-        key: &str,
-        namespace: &str,
-        vmi: &VirtualMachineInstance,
-        config: &PodConfig,
-        claims: &ClaimModes,
-        current: &VirtualMachineInstance,
-    ) -> Result<bool, ReconcileError> {
-        let pod = match render_launcher_pod(vmi, config, claims) {
-            Ok(pod) => crate::pod::temporary(pod),
-            Err(error) => {
-                tracing::warn!(error = %error, "cannot render the temporary pod");
-                self.event(current, "Warning", "FailedCreate", &error.to_string()).await;
-                return Ok(false);
-            }
-        };
-        self.known().expectations.expect_creation(key, self.clock.monotonic());
-        match self.api.create_pod(namespace, &pod).await {
-            Ok(created) => {
-                let message = format!(
-                    "Created temporary pod {} for the claims that wait for their first consumer",
-                    created.metadata.name.as_deref().unwrap_or_default()
-                );
-                self.event(current, "Normal", "SuccessfulCreate", &message).await;
-                self.on_pod_created(&created);
-                Ok(true)
-            }
-            Err(error) => {
-                self.known().expectations.creation_observed(key);
-                self.event(current, "Warning", "FailedCreate", &error.to_string()).await;
-                Err(ReconcileError::new("create the temporary pod", error))
-            }
-        }
-    }
-
-    /// Renders and creates `vmi`'s launcher pod (`planned`: with the status the plan writes);
-    /// whether the reconcile goes on. A VMI that cannot be rendered needs a change of it or of the
-    /// configuration, not a retry.
-    async fn create_launcher_pod(
-        &self,
-        key: &str,
-        namespace: &str,
-        planned: &VirtualMachineInstance,
-        config: &PodConfig,
-        claims: &ClaimModes,
-        current: &VirtualMachineInstance,
-    ) -> Result<bool, ReconcileError> {
-        match render_launcher_pod(planned, config, claims).map(Box::new) {
-            Ok(pod) => {
-                self.known().expectations.expect_creation(key, self.clock.monotonic());
-                match self.api.create_pod(namespace, &pod).await {
-                    Ok(created) => {
-                        let message = format!(
-                            "Created virtual machine pod {}",
-                            created.metadata.name.as_deref().unwrap_or_default()
-                        );
-                        self.event(current, "Normal", "SuccessfulCreate", &message).await;
-                        self.on_pod_created(&created);
-                        Ok(true)
-                    }
-                    Err(error) => {
-                        self.known().expectations.creation_observed(key);
-                        self.event(current, "Warning", "FailedCreate", &error.to_string()).await;
-                        Err(ReconcileError::new("create the launcher pod", error))
-                    }
-                }
-            }
-            Err(error) => {
-                tracing::warn!(error = %error, "cannot render the launcher pod");
-                self.event(current, "Warning", "FailedCreate", &error.to_string()).await;
-                Ok(false)
-            }
-        }
-    }
-
-    async fn event(&self, vmi: &VirtualMachineInstance, kind: &'static str, reason: &str, message: &str) {
+    pub(super) async fn event(&self, vmi: &VirtualMachineInstance, kind: &'static str, reason: &str, message: &str) {
         if let Err(error) = self.api.record_event(vmi, kind, reason, message).await {
             tracing::warn!(vmi = %vmi.key(), error = %error, "cannot record an event");
         }

@@ -17,8 +17,7 @@ pub struct CrdError {
     pub source: serde_saphyr::ser::Error,
 }
 
-/// Every CDI CRD (the test cluster installs DataVolume's and DataSource's until cdi-operator
-/// installs them all).
+/// Every CDI CRD: `manifests/cdi` applies `CDI`'s with cdi-operator, which applies the others.
 #[must_use]
 pub fn all() -> Vec<CustomResourceDefinition> {
     vec![

@@ -1,8 +1,9 @@
 //! The upload path's certificates as cdi-controller uses them: it signs each upload server's
 //! serving certificate with the upload servers' CA, and each clone source pod's client
 //! certificate with their clients' CA. cdi-operator makes the CAs and keeps them
-//! (`cdi/cdi-operator/src/certificates.rs`); [`kube::load`] reads them at start, and the operator
-//! replaces cdi-controller's pods when it makes either CA again.
+//! (`cdi/cdi-operator/src/certificates.rs`); [`kube::load`] reads them at start and [`kube::keep`]
+//! reads them again every minute into a [`SharedPki`], so a CA made again signs from then on
+//! (the one it replaced stays in the bundles until it expires).
 
 use control_loop::tls::CertFacts;
 use control_loop::tls::issue::{self, Pair, Usage};
@@ -120,6 +121,43 @@ impl ServingCertificates for UploadPki {
             key: pair.key,
             server_ca: self.server_bundle.clone(),
         })
+    }
+}
+
+/// The upload path's CAs as they are now: replaced when cdi-operator makes them again.
+#[derive(Debug)]
+pub struct SharedPki(std::sync::RwLock<UploadPki>);
+
+impl SharedPki {
+    /// Holds `pki`.
+    #[must_use]
+    pub fn new(pki: UploadPki) -> Self {
+        Self(std::sync::RwLock::new(pki))
+    }
+
+    fn current(&self) -> UploadPki {
+        self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Replaces what it holds with `pki`; whether that changed anything.
+    pub fn replace(&self, pki: UploadPki) -> bool {
+        let mut held = self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let changed = held.server_ca != pki.server_ca
+            || held.client_ca != pki.client_ca
+            || held.server_bundle != pki.server_bundle
+            || held.client_bundle != pki.client_bundle;
+        *held = pki;
+        changed
+    }
+}
+
+impl ServingCertificates for SharedPki {
+    fn issue(&self, dns_names: &[String]) -> Result<Issued, rcgen::Error> {
+        self.current().issue(dns_names)
+    }
+
+    fn issue_client(&self, common_name: &str) -> Result<ClientIssued, rcgen::Error> {
+        self.current().issue_client(common_name)
     }
 }
 

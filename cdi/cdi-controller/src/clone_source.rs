@@ -65,7 +65,9 @@ pub struct CloneSource {
     pub client_name: String,
 }
 
-fn affinity(args: &CloneSourceArgs) -> Affinity {
+/// The CDI CR's `workload` affinity (`base`) with the source pod's own pod-affinity terms added,
+/// as upstream's.
+fn affinity(args: &CloneSourceArgs, base: Option<Affinity>) -> Affinity {
     let term = |key: &str, value: &str, namespace: &str| PodAffinityTerm {
         label_selector: Some(LabelSelector {
             match_expressions: Some(vec![LabelSelectorRequirement {
@@ -79,18 +81,22 @@ fn affinity(args: &CloneSourceArgs) -> Affinity {
         topology_key: "kubernetes.io/hostname".to_owned(),
         ..PodAffinityTerm::default()
     };
-    Affinity {
-        pod_affinity: Some(PodAffinity {
-            required_during_scheduling_ignored_during_execution: args
-                .source_read_write_once
-                .then(|| vec![term(SOURCE_LABEL, &args.source_uid, &args.source_namespace)]),
-            preferred_during_scheduling_ignored_during_execution: Some(vec![WeightedPodAffinityTerm {
-                weight: 100,
-                pod_affinity_term: term(UPLOAD_TARGET_LABEL, &args.target_uid, &args.target_namespace),
-            }]),
-        }),
-        ..Affinity::default()
+    let mut affinity = base.unwrap_or_default();
+    let pod_affinity: &mut PodAffinity = affinity.pod_affinity.get_or_insert_default();
+    if args.source_read_write_once {
+        pod_affinity
+            .required_during_scheduling_ignored_during_execution
+            .get_or_insert_default()
+            .push(term(SOURCE_LABEL, &args.source_uid, &args.source_namespace));
     }
+    pod_affinity
+        .preferred_during_scheduling_ignored_during_execution
+        .get_or_insert_default()
+        .push(WeightedPodAffinityTerm {
+            weight: 100,
+            pod_affinity_term: term(UPLOAD_TARGET_LABEL, &args.target_uid, &args.target_namespace),
+        });
+    affinity
 }
 
 /// The source pod.
@@ -161,7 +167,7 @@ pub fn render(args: &CloneSourceArgs, server_ca: &str) -> CloneSource {
                 }),
                 ..Volume::default()
             }]),
-            affinity: Some(affinity(args)),
+            affinity: Some(affinity(args, args.pod.placement.affinity.clone())),
             ..pod_spec_frame(
                 args.pod.priority_class.clone(),
                 None,

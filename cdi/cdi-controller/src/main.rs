@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use cdi_api::{CDIConfig, DataSource, DataVolume};
-use cdi_controller::cdi_pki::{self, UploadPki};
+use cdi_controller::cdi_pki::{self, SharedPki};
 use cdi_controller::cluster_api::kube::KubeCdiApi;
 use cdi_controller::import_plan::ImporterSettings;
 use cdi_controller::import_progress::HttpsMetrics;
@@ -68,7 +68,7 @@ struct Args {
 struct Context {
     api: KubeCdiApi,
     settings: ImporterSettings,
-    certificates: UploadPki,
+    certificates: Arc<SharedPki>,
 }
 
 async fn reconcile(
@@ -83,7 +83,7 @@ async fn reconcile(
     let pass = Box::pin(import_reconciler::reconcile(
         &context.api,
         &metrics,
-        &context.certificates,
+        context.certificates.as_ref(),
         namespace,
         name,
         &context.settings,
@@ -179,7 +179,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             )),
             ..ImporterSettings::default()
         },
-        certificates,
+        certificates: Arc::new(SharedPki::new(certificates)),
     });
     let ours = format!("{}={}", CDI_LABEL.0, CDI_LABEL.1);
     let (client_for_config, stop_for_config) = (client.clone(), stop.clone());
@@ -213,11 +213,18 @@ async fn run(args: Args) -> anyhow::Result<()> {
         .graceful_shutdown_on(async move { stop_for_sources.cancelled().await })
         .run(reconcile_data_source, retry_data_source, Arc::clone(&context))
         .for_each(|_| async {});
+    let keep_cas = cdi_pki::kube::keep(
+        client_for_config.clone(),
+        args.namespace.clone(),
+        Arc::clone(&context.certificates),
+        stop_for_config.clone(),
+    );
     futures::join!(
         data_volumes,
         claims,
         data_sources,
-        keep_config(&context.api, client_for_config, stop_for_config)
+        keep_config(&context.api, client_for_config, stop_for_config),
+        keep_cas
     );
     tracing::info!("cdi-controller stopped");
     Ok(())

@@ -8,11 +8,15 @@
 //! | `cdi-uploadproxy-signer` | `cdi-uploadproxy-server-cert` | clients of the proxy |
 //!
 //! and `cdi-api-signing-key`, the Ed25519 key cdi-apiserver signs upload and clone tokens with.
-//! Lifetimes are the CDI CR's `certConfig`, else upstream's: a CA lives 48 hours and is renewed
-//! 24 hours before its end, a server or client certificate 24 hours, renewed 12 hours before.
-//! What is missing, unreadable, due, or made for another lifetime is made again ([`decide`]); a
-//! certificate also when its CA is new or did not sign it. A bundle keeps the CAs it had until
-//! they expire ([`bundle`]), so that what an old CA signed stays trusted while it is replaced.
+//! Lifetimes are the CDI CR's `certConfig`, else upstream's: a CA lives 48 hours and is made
+//! again 24 hours after it was made, a server or client certificate lives 24 hours and is made
+//! again after 12. As upstream's, `renewBefore` counts back from the end (the renewal comes
+//! `duration - renewBefore` after the start), a `duration` alone keeps the default time to
+//! renewal, and no certificate waits past 80 % of its life. What is missing, unreadable, due, or
+//! made for another lifetime is made again ([`decide`]); a certificate also when neither its CA
+//! nor a CA of the bundle that outlives it signed it. A bundle keeps the CAs it had until they
+//! expire ([`bundle`]), so that what an old CA signed stays trusted while it is replaced, and a
+//! certificate is signed by the new CA only at its own renewal.
 
 use cdi_api::cdi::{CDICertConfig, CertConfig};
 use control_loop::tls::CertFacts;
@@ -26,13 +30,13 @@ pub mod store;
 pub const CLOCK_SKEW_SECONDS: i64 = 5 * 60;
 const HOUR: i64 = 60 * 60;
 
-/// How long a certificate lives and how long before its end it is made again, in seconds.
+/// How long a certificate lives and how long after its start it is made again, in seconds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Lifetime {
     /// `duration`.
     pub duration: i64,
-    /// `renewBefore`.
-    pub renew_before: i64,
+    /// Time to renewal: `duration - renewBefore`, else the default's, at most 80 % of `duration`.
+    pub refresh: i64,
 }
 
 /// The lifetimes of CAs, servers' and clients' certificates.
@@ -52,15 +56,15 @@ impl Default for Lifetimes {
         Self {
             ca: Lifetime {
                 duration: 48 * HOUR,
-                renew_before: 24 * HOUR,
+                refresh: 24 * HOUR,
             },
             server: Lifetime {
                 duration: 24 * HOUR,
-                renew_before: 12 * HOUR,
+                refresh: 12 * HOUR,
             },
             client: Lifetime {
                 duration: 24 * HOUR,
-                renew_before: 12 * HOUR,
+                refresh: 12 * HOUR,
             },
         }
     }
@@ -91,19 +95,23 @@ fn lifetime(field: &str, config: Option<&CertConfig>, default: Lifetime) -> Resu
         value.map_or(Ok(default), |v| duration::seconds(&format!("{field}.{name}"), v))
     };
     let duration = read("duration", config.and_then(|c| c.duration.as_ref()), default.duration)?;
-    let renew_before = read(
-        "renewBefore",
-        config.and_then(|c| c.renew_before.as_ref()),
-        default.renew_before,
-    )?;
-    if duration <= 0 || renew_before >= duration {
+    let renew_before = config
+        .and_then(|c| c.renew_before.as_ref())
+        .map(|v| duration::seconds(&format!("{field}.renewBefore"), v))
+        .transpose()?;
+    let refresh = renew_before.map_or(default.refresh, |before| duration - before);
+    if duration <= 0 || refresh <= 0 {
         return Err(CertConfigError::Order {
             field: field.to_owned(),
             duration,
-            renew_before,
+            renew_before: renew_before.unwrap_or(duration - default.refresh),
         });
     }
-    Ok(Lifetime { duration, renew_before })
+    // No later than 80 % of the way, as upstream's rotation.
+    Ok(Lifetime {
+        duration,
+        refresh: refresh.min(duration * 4 / 5),
+    })
 }
 
 /// The lifetimes the CR's `certConfig` asks for, upstream's defaults for what it leaves out.
@@ -214,6 +222,8 @@ pub struct Stored {
     pub ca: Option<Pair>,
     /// The certificate it signs.
     pub leaf: Option<Pair>,
+    /// The CA bundle (PEM).
+    pub bundle: Option<String>,
 }
 
 /// What one chain needs made.
@@ -236,7 +246,7 @@ pub fn facts(pair: Option<&Pair>) -> Option<CertFacts> {
 /// When a certificate with `facts` is to be made again.
 #[must_use]
 pub fn renewal_at(facts: &CertFacts, lifetime: Lifetime) -> i64 {
-    facts.not_after - lifetime.renew_before
+    facts.not_before + CLOCK_SKEW_SECONDS + lifetime.refresh
 }
 
 fn due(facts: Option<&CertFacts>, lifetime: Lifetime, now: i64) -> bool {
@@ -247,22 +257,30 @@ fn due(facts: Option<&CertFacts>, lifetime: Lifetime, now: i64) -> bool {
     })
 }
 
-/// What `chain`, with `stored`, needs at `now`.
+/// What `chain`, with `stored`, needs at `now`. A certificate stays while a CA that outlives it
+/// signed it: the chain's own, or one its bundle still trusts (the CA it replaced).
 #[must_use]
 pub fn decide(stored: &Stored, chain: &Chain, lifetimes: &Lifetimes, now: i64) -> Needs {
     let ca = facts(stored.ca.as_ref());
     let new_ca = due(ca.as_ref(), lifetimes.ca, now);
     let leaf_facts = facts(stored.leaf.as_ref());
-    let signed_by_ca = matches!(
-        (&leaf_facts, &ca),
-        (Some(leaf), Some(ca)) if leaf.issuer_common_name == ca.common_name
-    );
+    let mut issuers: Vec<CertFacts> = stored
+        .bundle
+        .as_deref()
+        .and_then(CertFacts::from_pem)
+        .unwrap_or_default();
+    issuers.extend(ca);
+    let trusted = leaf_facts.as_ref().is_some_and(|leaf| {
+        issuers
+            .iter()
+            .any(|issuer| issuer.common_name == leaf.issuer_common_name && issuer.not_after >= leaf.not_after)
+    });
     Needs {
         ca: new_ca,
         leaf: chain
             .leaf
             .as_ref()
-            .is_some_and(|leaf| new_ca || !signed_by_ca || due(leaf_facts.as_ref(), leaf.lifetime(lifetimes), now)),
+            .is_some_and(|leaf| !trusted || due(leaf_facts.as_ref(), leaf.lifetime(lifetimes), now)),
     }
 }
 

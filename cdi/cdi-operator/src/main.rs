@@ -122,6 +122,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
         .watches(Api::<ConfigMap>::namespaced(c(), ns), ours.clone(), owner)
         .watches(Api::<Role>::namespaced(c(), ns), ours.clone(), owner)
         .watches(Api::<RoleBinding>::namespaced(c(), ns), ours.clone(), owner)
+        // cdi-apiserver's binding to read the aggregation layer's CA.
+        .watches(Api::<RoleBinding>::namespaced(c(), "kube-system"), ours.clone(), owner)
         .watches(Api::<ClusterRole>::all(c()), ours.clone(), owner)
         .watches(Api::<ClusterRoleBinding>::all(c()), ours.clone(), owner)
         .watches(Api::<APIService>::all(c()), ours.clone(), owner)

@@ -17,6 +17,9 @@ use crate::certificates::store::{self, Place};
 use crate::render::{self, DEPLOYMENTS, Settings};
 use crate::status::{self, Pass, UNWANTED};
 
+/// A refused CR is looked at again after this long.
+pub const REFUSED_AGAIN_SECONDS: u64 = 60;
+
 /// When the CR is to be looked at again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Next {
@@ -72,7 +75,8 @@ pub async fn reconcile<O: Objects>(
         && !conditions::is_true(&status.conditions, conditions::PROGRESSING)
         && !conditions::is_true(&status.conditions, conditions::DEGRADED);
     Ok(match (serves, &pass) {
-        (_, Pass::Refused(_)) => Next::Rest(None),
+        // A refused CR is looked at again now and then: the CDI that made it unwanted may go.
+        (_, Pass::Refused(_)) => Next::Rest(Some(REFUSED_AGAIN_SECONDS)),
         (true, _) => Next::Rest(renewal.map(|at| u64::try_from(at - seconds).unwrap_or(0).max(1))),
         (false, _) => Next::LookAgain,
     })

@@ -34,8 +34,6 @@ pub const APISERVER: &str = "cdi-apiserver";
 pub const UPLOADPROXY: &str = "cdi-uploadproxy";
 /// The Deployments, in the order they are reported.
 pub const DEPLOYMENTS: [&str; 3] = [CONTROLLER, APISERVER, UPLOADPROXY];
-/// The pod template annotation that changes with the CAs cdi-controller holds.
-pub const CERTIFICATES_ANNOTATION: &str = "cdi.kubevirt.io/certificate-generation";
 /// cdi-controller's environment variable with the worker pods' node placement (JSON).
 pub const WORKLOAD_ENV: &str = "WORKLOAD_PLACEMENT";
 
@@ -258,7 +256,7 @@ fn shape(
         }
         "Deployment" => {
             let mut deployment: Deployment = parse(&object, &format!("Deployment {}", object.name_any()))?;
-            shape_deployment(&mut deployment, cr, settings, issued);
+            shape_deployment(&mut deployment, cr, settings);
             return Ok(Desired::from_typed(&deployment)?);
         }
         _ => {}
@@ -279,7 +277,7 @@ fn encode(text: &str) -> String {
         .unwrap_or_default()
 }
 
-fn shape_deployment(deployment: &mut Deployment, cr: &CDI, settings: &Settings, issued: &Issued) {
+fn shape_deployment(deployment: &mut Deployment, cr: &CDI, settings: &Settings) {
     let name = deployment.name_any();
     let spec = &cr.spec;
     let infra = spec.infra.as_ref();
@@ -299,16 +297,7 @@ fn shape_deployment(deployment: &mut Deployment, cr: &CDI, settings: &Settings, 
     if replicas.is_some() {
         deployment_spec.replicas = replicas;
     }
-    let template = &mut deployment_spec.template;
-    if name == CONTROLLER {
-        template
-            .metadata
-            .get_or_insert_default()
-            .annotations
-            .get_or_insert_default()
-            .insert(CERTIFICATES_ANNOTATION.to_owned(), issued.controller_generation.clone());
-    }
-    let Some(pod) = template.spec.as_mut() else {
+    let Some(pod) = deployment_spec.template.spec.as_mut() else {
         return;
     };
     if let Some(placement) = infra.map(|i| &i.placement) {

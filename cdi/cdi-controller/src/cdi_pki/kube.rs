@@ -8,10 +8,12 @@ use control_loop::tls::issue::Pair;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::Api;
 
-use super::UploadPki;
+use super::{SharedPki, UploadPki};
 
 /// How often a missing piece is looked for again while the operator makes it.
 const POLL: Duration = Duration::from_secs(2);
+/// How often the CAs are read again once there.
+const REREAD: Duration = Duration::from_secs(60);
 
 /// Why the certificates could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -114,6 +116,42 @@ pub async fn load(client: &kube::Client, namespace: &str) -> Result<UploadPki, P
                     said = Some(missing);
                 }
                 tokio::time::sleep(POLL).await;
+            }
+        }
+    }
+}
+
+/// Reads the CAs again every [`REREAD`] into `shared` until `stop`, saying when they changed; a
+/// read that fails or finds a piece missing keeps what `shared` holds.
+pub async fn keep(
+    client: kube::Client,
+    namespace: String,
+    shared: std::sync::Arc<SharedPki>,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+    let config_maps: Api<ConfigMap> = Api::namespaced(client, &namespace);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(REREAD) => {}
+        }
+        match read(&secrets, &config_maps).await {
+            Ok(Ok(pki)) => {
+                if shared.replace(pki) {
+                    tracing::info!(namespace, "the upload CAs changed: signing with the new ones");
+                }
+            }
+            Ok(Err(missing)) => {
+                tracing::warn!(
+                    namespace,
+                    missing,
+                    "an upload CA is missing; signing with the last ones"
+                );
+            }
+            Err(error) => {
+                let error = kubevirt_api::error_report::one_line(&error);
+                tracing::warn!(namespace, %error, "reading the upload CAs failed; signing with the last ones");
             }
         }
     }

@@ -101,3 +101,54 @@ fn the_secret_is_owned_by_the_pod() {
     assert_eq!(secret["metadata"]["ownerReferences"][0]["uid"], "pod-uid");
     assert_eq!(secret["data"]["tls.crt"], json!("Q0VSVA=="));
 }
+
+#[test]
+fn the_workload_placement_keeps_its_affinity_beside_the_source_pods_own() {
+    use k8s_openapi::api::core::v1::{NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm};
+    let node_affinity = NodeAffinity {
+        required_during_scheduling_ignored_during_execution: Some(NodeSelector {
+            node_selector_terms: vec![NodeSelectorTerm {
+                match_expressions: Some(vec![NodeSelectorRequirement {
+                    key: "disk".to_owned(),
+                    operator: "In".to_owned(),
+                    values: Some(vec!["fast".to_owned()]),
+                }]),
+                match_fields: None,
+            }],
+        }),
+        preferred_during_scheduling_ignored_during_execution: None,
+    };
+    let mut placed = args(false);
+    placed.pod.placement = cdi_api::cdi::NodePlacement {
+        node_selector: [("kubernetes.io/os".to_owned(), "linux".to_owned())].into(),
+        affinity: Some(Affinity {
+            node_affinity: Some(node_affinity.clone()),
+            ..Affinity::default()
+        }),
+        ..cdi_api::cdi::NodePlacement::default()
+    };
+    let spec = render(&placed, "SERVER CA").pod.spec.expect("spec");
+    let affinity = spec.affinity.expect("affinity");
+    assert_eq!(affinity.node_affinity, Some(node_affinity), "the workload's");
+    let pod_affinity = affinity.pod_affinity.expect("the source pod's own");
+    assert_eq!(
+        pod_affinity
+            .required_during_scheduling_ignored_during_execution
+            .map(|t| t.len()),
+        Some(1),
+        "with the pods using a ReadWriteOnce source"
+    );
+    assert_eq!(
+        pod_affinity
+            .preferred_during_scheduling_ignored_during_execution
+            .map(|t| t.len()),
+        Some(1),
+        "near the upload server"
+    );
+    assert_eq!(
+        spec.node_selector
+            .and_then(|s| s.get("kubernetes.io/os").cloned())
+            .as_deref(),
+        Some("linux")
+    );
+}

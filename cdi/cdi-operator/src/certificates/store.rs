@@ -32,9 +32,6 @@ pub enum CertificatesError {
 pub struct Issued {
     /// cdi-apiserver's CA bundle, for its APIService and webhooks.
     pub apiserver_bundle: String,
-    /// Changes whenever a CA that cdi-controller holds in memory (the upload servers' and their
-    /// clients') is made again, so that its pods are replaced.
-    pub controller_generation: String,
     /// When the next certificate is due, in seconds since the epoch.
     pub next_renewal: i64,
 }
@@ -95,7 +92,6 @@ where
 
 /// The state of one chain after a pass.
 struct Kept {
-    ca: Pair,
     renewal: i64,
     bundle: String,
 }
@@ -113,9 +109,14 @@ async fn ensure_chain<O: Objects>(
         Some(leaf) => get_typed::<Secret, _>(objects, ns, leaf.secret).await?,
         None => None,
     };
+    let old_bundle = get_typed::<ConfigMap, _>(objects, ns, chain.bundle)
+        .await?
+        .and_then(|c| c.data)
+        .and_then(|mut d| d.remove(upload::BUNDLE_KEY));
     let stored = Stored {
         ca: pair(ca_secret.as_ref()),
         leaf: pair(leaf_secret.as_ref()),
+        bundle: old_bundle.clone(),
     };
     let needs = decide(&stored, chain, lifetimes, now);
     let ca = if let Some(ca) = stored.ca.filter(|_| !needs.ca) {
@@ -140,10 +141,6 @@ async fn ensure_chain<O: Objects>(
             renewal = renewal.min(renewal_at(&f, leaf.lifetime(lifetimes)));
         }
     }
-    let old_bundle = get_typed::<ConfigMap, _>(objects, ns, chain.bundle)
-        .await?
-        .and_then(|c| c.data)
-        .and_then(|mut d| d.remove(upload::BUNDLE_KEY));
     let bundle = bundle(&ca.cert, old_bundle.as_deref(), now);
     let config_map = ConfigMap {
         metadata: place.meta(chain.bundle),
@@ -151,7 +148,7 @@ async fn ensure_chain<O: Objects>(
         ..ConfigMap::default()
     };
     apply(objects, &config_map).await?;
-    Ok(Kept { ca, renewal, bundle })
+    Ok(Kept { renewal, bundle })
 }
 
 /// Keeps the token signing key, or makes one when there is none usable.
@@ -205,16 +202,8 @@ pub async fn ensure<O: Objects>(
     }
     ensure_signing_key(objects, place).await?;
     let next_renewal = kept.iter().map(|k| k.renewal).min().unwrap_or(now);
-    // The first two chains are the upload servers' and their clients' (see `chains`).
-    let controller_generation = kept
-        .iter()
-        .take(2)
-        .map(|k| facts(Some(&k.ca)).map_or(0, |f| f.not_before).to_string())
-        .collect::<Vec<_>>()
-        .join("-");
     Ok(Issued {
         apiserver_bundle,
-        controller_generation,
         next_renewal,
     })
 }

@@ -15,6 +15,7 @@ fn whole(lifetimes: &Lifetimes, now: i64) -> Stored {
         .expect("the client chain signs the proxy's certificate");
     Stored {
         leaf: Some(sign_leaf(&ca, &leaf, lifetimes, now).expect("leaf")),
+        bundle: Some(ca.cert.clone()),
         ca: Some(ca),
     }
 }
@@ -28,15 +29,15 @@ fn lifetimes_default_to_upstreams_and_read_the_cr() {
         (
             Lifetime {
                 duration: 48 * HOUR,
-                renew_before: 24 * HOUR
+                refresh: 24 * HOUR
             },
             Lifetime {
                 duration: 24 * HOUR,
-                renew_before: 12 * HOUR
+                refresh: 12 * HOUR
             },
             Lifetime {
                 duration: 24 * HOUR,
-                renew_before: 12 * HOUR
+                refresh: 12 * HOUR
             },
         )
     );
@@ -49,19 +50,10 @@ fn lifetimes_default_to_upstreams_and_read_the_cr() {
             duration: Some("2h".to_owned()),
             renew_before: None,
         }),
-        client: None,
-    };
-    let error = lifetimes(Some(&config)).expect_err("a server renewed 12h before a 2h end");
-    assert_eq!(
-        error.to_string(),
-        "spec.certConfig.server: renewBefore (43200s) must be shorter than duration (7200s), which must be positive"
-    );
-    let config = CDICertConfig {
-        server: Some(CertConfig {
-            duration: Some("2h".to_owned()),
-            renew_before: Some("30m".to_owned()),
+        client: Some(CertConfig {
+            duration: Some("168h".to_owned()),
+            renew_before: None,
         }),
-        ..config
     };
     let read = lifetimes(Some(&config)).expect("reads");
     assert_eq!(
@@ -69,14 +61,31 @@ fn lifetimes_default_to_upstreams_and_read_the_cr() {
         (
             Lifetime {
                 duration: 4 * HOUR,
-                renew_before: 90 * 60
+                refresh: 150 * 60
             },
             Lifetime {
                 duration: 2 * HOUR,
-                renew_before: 30 * 60
+                refresh: 96 * 60
             },
-            defaults.client,
-        )
+            Lifetime {
+                duration: 168 * HOUR,
+                refresh: 12 * HOUR
+            },
+        ),
+        "renewBefore counts back from the end; a duration alone keeps the default time to renewal, at most 80 % of the way"
+    );
+    let backwards = CDICertConfig {
+        ca: Some(CertConfig {
+            duration: Some("1h".to_owned()),
+            renew_before: Some("2h".to_owned()),
+        }),
+        ..CDICertConfig::default()
+    };
+    assert_eq!(
+        lifetimes(Some(&backwards))
+            .expect_err("renewed before it starts")
+            .to_string(),
+        "spec.certConfig.ca: renewBefore (7200s) must be shorter than duration (3600s), which must be positive"
     );
     let bad = CDICertConfig {
         client: Some(CertConfig {
@@ -131,7 +140,7 @@ fn a_changed_lifetime_another_ca_or_a_broken_ca_remakes_the_chain() {
     let longer_certificates = Lifetimes {
         client: Lifetime {
             duration: 30 * HOUR,
-            renew_before: 12 * HOUR,
+            refresh: 12 * HOUR,
         },
         ..lifetimes
     };
@@ -142,13 +151,14 @@ fn a_changed_lifetime_another_ca_or_a_broken_ca_remakes_the_chain() {
     let longer_cas = Lifetimes {
         ca: Lifetime {
             duration: 72 * HOUR,
-            renew_before: 24 * HOUR,
+            refresh: 24 * HOUR,
         },
         ..lifetimes
     };
     assert_eq!(
         decide(&stored, &chain, &longer_cas, NOW),
-        Needs { ca: true, leaf: true }
+        Needs { ca: true, leaf: false },
+        "the certificate stays while the CA that signed it lives on in the bundle"
     );
     let mut foreign = whole(&lifetimes, NOW);
     let other = new_ca("another", lifetimes.ca, NOW).expect("ca");
@@ -162,7 +172,17 @@ fn a_changed_lifetime_another_ca_or_a_broken_ca_remakes_the_chain() {
     if let Some(ca) = broken.ca.as_mut() {
         ca.key = "not a key".to_owned();
     }
-    assert_eq!(decide(&broken, &chain, &lifetimes, NOW), Needs { ca: true, leaf: true });
+    assert_eq!(
+        decide(&broken, &chain, &lifetimes, NOW),
+        Needs { ca: true, leaf: false },
+        "a CA whose key is lost is made again; what it signed stays while the bundle trusts it"
+    );
+    broken.bundle = None;
+    assert_eq!(
+        decide(&broken, &chain, &lifetimes, NOW),
+        Needs { ca: true, leaf: true },
+        "and goes with it when nothing trusts it any more"
+    );
 }
 
 #[test]
@@ -234,4 +254,49 @@ fn the_chains_are_upstreams_with_their_service_names() {
     );
     let client = chains[1].leaf.clone().expect("client");
     assert_eq!(client.common_name, "client.upload-server.cdi.kubevirt.io");
+}
+
+#[test]
+fn a_certificate_stays_while_the_replaced_ca_that_signed_it_is_in_the_bundle() {
+    let lifetimes = Lifetimes::default();
+    let chain = client_chain();
+    let old = whole(&lifetimes, NOW);
+    let new_ca = new_ca("cdi-uploadserver-client-signer", lifetimes.ca, NOW + 24 * HOUR + 1).expect("ca");
+    let rotated = Stored {
+        bundle: Some(bundle(&new_ca.cert, old.bundle.as_deref(), NOW + 24 * HOUR)),
+        ca: Some(new_ca.clone()),
+        leaf: old.leaf.clone(),
+    };
+    // The old certificate, made at NOW, is due at NOW + 12h anyway; one made just before the CA
+    // was replaced is kept until its own renewal.
+    let late_leaf = sign_leaf(
+        old.ca.as_ref().expect("old ca"),
+        &chain.leaf.clone().expect("leaf"),
+        &lifetimes,
+        NOW + 20 * HOUR,
+    )
+    .expect("leaf");
+    let kept = Stored {
+        leaf: Some(late_leaf),
+        ..rotated.clone()
+    };
+    assert_eq!(
+        decide(&kept, &chain, &lifetimes, NOW + 24 * HOUR + 1),
+        Needs::default(),
+        "signed by the CA the bundle still trusts"
+    );
+    assert_eq!(
+        decide(&kept, &chain, &lifetimes, NOW + 32 * HOUR),
+        Needs { ca: false, leaf: true },
+        "made again at its own renewal, by the new CA"
+    );
+    let without_old = Stored {
+        bundle: Some(new_ca.cert.clone()),
+        ..kept
+    };
+    assert_eq!(
+        decide(&without_old, &chain, &lifetimes, NOW + 24 * HOUR + 1),
+        Needs { ca: false, leaf: true },
+        "no longer trusted"
+    );
 }
