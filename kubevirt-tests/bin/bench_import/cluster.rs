@@ -95,6 +95,8 @@ fn fill(kubectl: &Kubectl<'_>, name: &str, manifest: &str) -> anyhow::Result<(Du
 }
 
 fn serve(kubectl: &Kubectl<'_>, served: &Path) -> anyhow::Result<()> {
+    // The API server refuses a hostPath with `..` in it.
+    let served = served.canonicalize()?;
     let dir = served.to_str().context("path")?;
     kubectl.apply(&format!(
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {SERVER}\n  namespace: default\n  labels: {{app: {SERVER}}}\nspec:\n  \
