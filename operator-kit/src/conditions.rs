@@ -182,6 +182,12 @@ pub fn apply(existing: &[OperatorCondition], health: &Health, now: &Time) -> Vec
     conditions
 }
 
+/// Whether the conditions say the operands serve: Available, neither Progressing nor Degraded.
+#[must_use]
+pub fn serves(conditions: &[OperatorCondition]) -> bool {
+    is_true(conditions, AVAILABLE) && !is_true(conditions, PROGRESSING) && !is_true(conditions, DEGRADED)
+}
+
 /// Whether a condition of `condition_type` has status `True`.
 #[must_use]
 pub fn is_true(conditions: &[OperatorCondition], condition_type: &str) -> bool {

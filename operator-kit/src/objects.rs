@@ -153,6 +153,34 @@ pub trait Objects: Send + Sync {
     ) -> impl Future<Output = Result<(), ObjectsError>> + Send;
 }
 
+/// Writes `status` as the status of the cluster-scoped CR `cr` when it differs from the one it has
+/// (`current`).
+///
+/// # Errors
+/// [`ObjectsError`] when it does not serialize or the write is refused.
+pub async fn write_status_if_changed<K, S, O>(
+    objects: &O,
+    cr: &K,
+    current: Option<&S>,
+    status: &S,
+) -> Result<(), ObjectsError>
+where
+    K: Resource<DynamicType = ()>,
+    S: Serialize + PartialEq,
+    O: Objects,
+{
+    if current == Some(status) {
+        return Ok(());
+    }
+    let name = cr.meta().name.clone().unwrap_or_default();
+    let resource = ApiResource::erase::<K>(&());
+    let value = serde_json::to_value(status).map_err(|source| ObjectsError::Convert {
+        what: format!("the status of {} {name}", resource.kind),
+        source,
+    })?;
+    objects.write_status(&resource, None, &name, value).await
+}
+
 /// An object of a type, read through [`Objects::get`].
 ///
 /// # Errors

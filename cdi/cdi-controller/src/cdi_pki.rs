@@ -17,9 +17,7 @@ pub const SERVER_LIFETIME_SECONDS: i64 = 24 * 60 * 60;
 pub const CLOCK_SKEW_SECONDS: i64 = 5 * 60;
 
 fn facts(pair: Option<&Pair>) -> Option<CertFacts> {
-    let pair = pair?;
-    rcgen::KeyPair::from_pem(&pair.key).ok()?;
-    CertFacts::from_pem(&pair.cert)?.into_iter().next()
+    pair?.facts()
 }
 
 fn sign(ca: &Pair, common_name: &str, usage: &Usage, now: i64, lifetime: i64) -> Result<Pair, rcgen::Error> {

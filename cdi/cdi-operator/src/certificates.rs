@@ -238,9 +238,7 @@ pub struct Needs {
 /// The facts of a pair whose key reads.
 #[must_use]
 pub fn facts(pair: Option<&Pair>) -> Option<CertFacts> {
-    let pair = pair?;
-    rcgen::KeyPair::from_pem(&pair.key).ok()?;
-    CertFacts::from_pem(&pair.cert)?.into_iter().next()
+    pair?.facts()
 }
 
 /// When a certificate with `facts` is to be made again.

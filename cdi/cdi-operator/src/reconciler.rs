@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::ApiResource;
 use kube::{Resource, ResourceExt};
 use operator_kit::conditions;
-use operator_kit::objects::{Objects, ObjectsError, get_typed, owned_by, parse};
+use operator_kit::objects::{Objects, ObjectsError, get_typed, owned_by, parse, write_status_if_changed};
 
 use cdi_api::CDI;
 
@@ -62,19 +62,8 @@ pub async fn reconcile<O: Objects>(
         }
     }
     let status = status::decide(cr, &pass, &deployments, &settings.version, now);
-    if cr.status.as_ref() != Some(&status) {
-        let value = serde_json::to_value(&status).map_err(|source| ObjectsError::Convert {
-            what: format!("the status of CDI {name}"),
-            source,
-        })?;
-        objects
-            .write_status(&ApiResource::erase::<CDI>(&()), None, &name, value)
-            .await?;
-    }
-    let serves = conditions::is_true(&status.conditions, conditions::AVAILABLE)
-        && !conditions::is_true(&status.conditions, conditions::PROGRESSING)
-        && !conditions::is_true(&status.conditions, conditions::DEGRADED);
-    Ok(match (serves, &pass) {
+    write_status_if_changed(objects, cr, cr.status.as_ref(), &status).await?;
+    Ok(match (conditions::serves(&status.conditions), &pass) {
         // A refused CR is looked at again now and then: the CDI that made it unwanted may go.
         (_, Pass::Refused(_)) => Next::Rest(Some(REFUSED_AGAIN_SECONDS)),
         (true, _) => Next::Rest(renewal.map(|at| u64::try_from(at - seconds).unwrap_or(0).max(1))),

@@ -17,6 +17,15 @@ pub struct Pair {
     pub key: String,
 }
 
+impl Pair {
+    /// The facts of its (first) certificate, when both it and the key read.
+    #[must_use]
+    pub fn facts(&self) -> Option<super::CertFacts> {
+        KeyPair::from_pem(&self.key).ok()?;
+        super::CertFacts::from_pem(&self.cert)?.into_iter().next()
+    }
+}
+
 /// How a certificate is used.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Usage {

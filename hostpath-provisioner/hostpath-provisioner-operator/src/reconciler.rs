@@ -7,7 +7,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::Resource;
 use kube::api::ApiResource;
 use operator_kit::conditions;
-use operator_kit::objects::{Objects, ObjectsError, get_typed};
+use operator_kit::objects::{Objects, ObjectsError, get_typed, write_status_if_changed};
 
 use crate::api::HostPathProvisioner;
 use crate::render::{self, DAEMON_SET, Settings};
@@ -59,19 +59,12 @@ pub async fn reconcile<O: Objects>(
         Err(e) => return Err(e),
     };
     let status = status::decide(cr, &pass, daemon_set.as_ref(), &settings.version, now);
-    if cr.status.as_ref() != Some(&status) {
-        let value = serde_json::to_value(&status).map_err(|source| ObjectsError::Convert {
-            what: format!("the status of HostPathProvisioner {name}"),
-            source,
-        })?;
-        objects
-            .write_status(&ApiResource::erase::<HostPathProvisioner>(&()), None, &name, value)
-            .await?;
-    }
-    let serves = conditions::is_true(&status.conditions, conditions::AVAILABLE)
-        && !conditions::is_true(&status.conditions, conditions::PROGRESSING)
-        && !conditions::is_true(&status.conditions, conditions::DEGRADED);
-    Ok(if serves { Next::Rest } else { Next::LookAgain })
+    write_status_if_changed(objects, cr, cr.status.as_ref(), &status).await?;
+    Ok(if conditions::serves(&status.conditions) {
+        Next::Rest
+    } else {
+        Next::LookAgain
+    })
 }
 
 /// Applies every object the CR wants, in order; the first failure stops the pass.

@@ -7,28 +7,10 @@
 
 use std::time::Duration;
 
-use super::support::{field, get, kubectl, kubectl_ok, kubectl_stdin, wait_for};
+use super::support::{condition, controlled_by, field, get, kubectl, kubectl_ok, kubectl_stdin, wait_for};
 
 const NAMESPACE: &str = "cdi";
 const CR: &str = "cdi";
-
-/// A condition's status and reason.
-fn condition(object: &serde_json::Value, condition_type: &str) -> (String, String) {
-    let found = object["status"]["conditions"]
-        .as_array()
-        .and_then(|all| all.iter().find(|c| c["type"] == condition_type))
-        .unwrap_or_else(|| panic!("no {condition_type} condition: {object}"));
-    (field(found, "status"), field(found, "reason"))
-}
-
-/// Whether `object` is controlled by the CDI with uid `uid`.
-fn controlled_by(object: &serde_json::Value, uid: &str) -> bool {
-    object["metadata"]["ownerReferences"].as_array().is_some_and(|owners| {
-        owners
-            .iter()
-            .any(|o| o["kind"] == "CDI" && o["uid"] == uid && o["controller"] == true)
-    })
-}
 
 /// The CDI, once Available with every Deployment rolled out and the upload API served.
 fn available() -> serde_json::Value {
@@ -92,7 +74,7 @@ fn the_operator_installs_cdi_from_its_cr_rotates_its_certificates_and_removes_it
     let uid = field(&cr, "metadata.uid");
     for (kind, name, namespace) in MADE {
         let object = get(kind, name, namespace).unwrap_or_else(|| panic!("{kind} {name}"));
-        assert!(controlled_by(&object, &uid), "{kind} {name}: {object}");
+        assert!(controlled_by(&object, "CDI", &uid), "{kind} {name}: {object}");
     }
     let config = get("cdiconfig", "config", "default").expect("CDIConfig config");
     assert_eq!(
@@ -120,7 +102,7 @@ fn the_operator_installs_cdi_from_its_cr_rotates_its_certificates_and_removes_it
         Duration::from_secs(60),
         || {
             get("clusterrole", "cdi.kubevirt.io:edit", "default")
-                .filter(|r| field(r, "metadata.uid") != field(&role, "metadata.uid") && controlled_by(r, &uid))
+                .filter(|r| field(r, "metadata.uid") != field(&role, "metadata.uid") && controlled_by(r, "CDI", &uid))
         },
     );
 

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::data_volumes::{boots_and_reads_the_label, import_succeeds, serve_guest_disk, vm_booting_from_template};
-use super::support::{Cleanup, cluster_dir, field, get, kubectl_ok, kubectl_stdin, wait_for};
+use super::support::{Cleanup, cluster_dir, condition, controlled_by, field, get, kubectl_ok, kubectl_stdin, wait_for};
 
 const NAME: &str = "e2e-hostpath";
 
@@ -152,24 +152,6 @@ fn a_data_volume_waiting_for_its_first_consumer_binds_where_the_vm_is_placed() {
 const NAMESPACE: &str = "hostpath-provisioner";
 const CR: &str = "hostpath-provisioner";
 
-/// A condition's status and reason.
-fn condition(object: &serde_json::Value, condition_type: &str) -> (String, String) {
-    let found = object["status"]["conditions"]
-        .as_array()
-        .and_then(|all| all.iter().find(|c| c["type"] == condition_type))
-        .unwrap_or_else(|| panic!("no {condition_type} condition: {object}"));
-    (field(found, "status"), field(found, "reason"))
-}
-
-/// Whether `object` is controlled by the HostPathProvisioner with uid `uid`.
-fn controlled_by(object: &serde_json::Value, uid: &str) -> bool {
-    object["metadata"]["ownerReferences"].as_array().is_some_and(|owners| {
-        owners
-            .iter()
-            .any(|o| o["kind"] == "HostPathProvisioner" && o["uid"] == uid && o["controller"] == true)
-    })
-}
-
 #[test]
 #[ignore = "needs the test cluster: make cluster"]
 fn the_operator_installs_the_driver_from_its_cr_and_keeps_it() {
@@ -199,7 +181,10 @@ fn the_operator_installs_the_driver_from_its_cr_and_keeps_it() {
     ];
     for (kind, name, namespace) in made {
         let object = get(kind, name, namespace).unwrap_or_else(|| panic!("{kind} {name}"));
-        assert!(controlled_by(&object, &uid), "{kind} {name}: {object}");
+        assert!(
+            controlled_by(&object, "HostPathProvisioner", &uid),
+            "{kind} {name}: {object}"
+        );
     }
     let daemon_set = get("daemonset", "hostpath-provisioner-csi", NAMESPACE).expect("the DaemonSet");
     let env = daemon_set["spec"]["template"]["spec"]["containers"][0]["env"].to_string();
@@ -225,8 +210,10 @@ fn the_operator_installs_the_driver_from_its_cr_and_keeps_it() {
         "the operator to put the RoleBinding back",
         Duration::from_secs(60),
         || {
-            get("rolebinding", "hostpath-provisioner-admin-csi", NAMESPACE)
-                .filter(|b| field(b, "metadata.uid") != field(&binding, "metadata.uid") && controlled_by(b, &uid))
+            get("rolebinding", "hostpath-provisioner-admin-csi", NAMESPACE).filter(|b| {
+                field(b, "metadata.uid") != field(&binding, "metadata.uid")
+                    && controlled_by(b, "HostPathProvisioner", &uid)
+            })
         },
     );
 

@@ -333,3 +333,21 @@ pub fn console_in(namespace: &str, name: &str, input: &str, seconds: u64) -> Str
     let output = child.wait_with_output().expect("console output");
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
+
+/// An operator condition's status and reason (`status.conditions[type]`).
+pub fn condition(object: &Value, condition_type: &str) -> (String, String) {
+    let found = object["status"]["conditions"]
+        .as_array()
+        .and_then(|all| all.iter().find(|c| c["type"] == condition_type))
+        .unwrap_or_else(|| panic!("no {condition_type} condition: {object}"));
+    (field(found, "status"), field(found, "reason"))
+}
+
+/// Whether `object` is controlled by the object of kind `kind` with uid `uid`.
+pub fn controlled_by(object: &Value, kind: &str, uid: &str) -> bool {
+    object["metadata"]["ownerReferences"].as_array().is_some_and(|owners| {
+        owners
+            .iter()
+            .any(|o| o["kind"] == kind && o["uid"] == uid && o["controller"] == true)
+    })
+}

@@ -32,7 +32,7 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
                 .runtime_user
                 .get_or_insert(u64::from(config.runtime_user));
             if !self
-                .create_temporary_pod(key, namespace, &planned, config, claims, current)
+                .create_rendered(key, namespace, &planned, true, (config, claims), current)
                 .await?
             {
                 return Ok(false);
@@ -45,28 +45,31 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
                 planned.status = Some(status.clone());
             }
             return self
-                .create_launcher_pod(key, namespace, &planned, config, claims, current)
+                .create_rendered(key, namespace, &planned, false, (config, claims), current)
                 .await;
         }
         Ok(true)
     }
 
-    /// Renders and creates `vmi`'s temporary pod: its launcher pod, placed and sized the same,
-    /// whose compute container only prints the launcher's version and ends, marked
-    /// `kubevirt.io/ephemeral-provisioning`; whether the reconcile goes on.
-    async fn create_temporary_pod(
+    /// Renders `planned`'s launcher pod, made the temporary pod when `temporary` (its compute
+    /// container only prints the launcher's version and ends; marked
+    /// `kubevirt.io/ephemeral-provisioning`), and creates it; whether the reconcile goes on. A VMI
+    /// that cannot be rendered needs a change of it or of the configuration, not a retry.
+    async fn create_rendered(
         &self,
         key: &str,
         namespace: &str,
-        vmi: &VirtualMachineInstance,
-        config: &PodConfig,
-        claims: &ClaimModes,
+        planned: &VirtualMachineInstance,
+        temporary: bool,
+        (config, claims): (&PodConfig, &ClaimModes),
         current: &VirtualMachineInstance,
     ) -> Result<bool, ReconcileError> {
-        let pod = match render_launcher_pod(vmi, config, claims) {
-            Ok(pod) => crate::pod::temporary(pod),
+        let what = if temporary { "temporary pod" } else { "launcher pod" };
+        let pod = match render_launcher_pod(planned, config, claims) {
+            Ok(pod) if temporary => Box::new(crate::pod::temporary(pod)),
+            Ok(pod) => Box::new(pod),
             Err(error) => {
-                tracing::warn!(error = %error, "cannot render the temporary pod");
+                tracing::warn!(error = %error, "cannot render the {what}");
                 self.event(current, "Warning", "FailedCreate", &error.to_string()).await;
                 return Ok(false);
             }
@@ -74,10 +77,12 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
         self.known().expectations.expect_creation(key, self.clock.monotonic());
         match self.api.create_pod(namespace, &pod).await {
             Ok(created) => {
-                let message = format!(
-                    "Created temporary pod {} for the claims that wait for their first consumer",
-                    created.metadata.name.as_deref().unwrap_or_default()
-                );
+                let name = created.metadata.name.as_deref().unwrap_or_default();
+                let message = if temporary {
+                    format!("Created temporary pod {name} for the claims that wait for their first consumer")
+                } else {
+                    format!("Created virtual machine pod {name}")
+                };
                 self.event(current, "Normal", "SuccessfulCreate", &message).await;
                 self.on_pod_created(&created);
                 Ok(true)
@@ -85,47 +90,7 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
             Err(error) => {
                 self.known().expectations.creation_observed(key);
                 self.event(current, "Warning", "FailedCreate", &error.to_string()).await;
-                Err(ReconcileError::new("create the temporary pod", error))
-            }
-        }
-    }
-
-    /// Renders and creates `vmi`'s launcher pod (`planned`: with the status the plan writes);
-    /// whether the reconcile goes on. A VMI that cannot be rendered needs a change of it or of the
-    /// configuration, not a retry.
-    async fn create_launcher_pod(
-        &self,
-        key: &str,
-        namespace: &str,
-        planned: &VirtualMachineInstance,
-        config: &PodConfig,
-        claims: &ClaimModes,
-        current: &VirtualMachineInstance,
-    ) -> Result<bool, ReconcileError> {
-        match render_launcher_pod(planned, config, claims).map(Box::new) {
-            Ok(pod) => {
-                self.known().expectations.expect_creation(key, self.clock.monotonic());
-                match self.api.create_pod(namespace, &pod).await {
-                    Ok(created) => {
-                        let message = format!(
-                            "Created virtual machine pod {}",
-                            created.metadata.name.as_deref().unwrap_or_default()
-                        );
-                        self.event(current, "Normal", "SuccessfulCreate", &message).await;
-                        self.on_pod_created(&created);
-                        Ok(true)
-                    }
-                    Err(error) => {
-                        self.known().expectations.creation_observed(key);
-                        self.event(current, "Warning", "FailedCreate", &error.to_string()).await;
-                        Err(ReconcileError::new("create the launcher pod", error))
-                    }
-                }
-            }
-            Err(error) => {
-                tracing::warn!(error = %error, "cannot render the launcher pod");
-                self.event(current, "Warning", "FailedCreate", &error.to_string()).await;
-                Ok(false)
+                Err(ReconcileError::new(format!("create the {what}"), error))
             }
         }
     }
