@@ -5,7 +5,6 @@
 //! reads them again every minute into a [`SharedPki`], so a CA made again signs from then on
 //! (the one it replaced stays in the bundles until it expires).
 
-use control_loop::tls::CertFacts;
 use control_loop::tls::issue::{self, Pair, Usage};
 
 pub mod kube;
@@ -16,22 +15,8 @@ pub const SERVER_LIFETIME_SECONDS: i64 = 24 * 60 * 60;
 /// Certificates are valid from a little before they are made, for clocks a little behind.
 pub const CLOCK_SKEW_SECONDS: i64 = 5 * 60;
 
-fn facts(pair: Option<&Pair>) -> Option<CertFacts> {
-    pair?.facts()
-}
-
 fn sign(ca: &Pair, common_name: &str, usage: &Usage, now: i64, lifetime: i64) -> Result<Pair, rcgen::Error> {
-    let ca_name = facts(Some(ca))
-        .map(|f| f.common_name)
-        .ok_or(rcgen::Error::CouldNotParseCertificate)?;
-    issue::sign(
-        ca,
-        &ca_name,
-        common_name,
-        usage,
-        now - CLOCK_SKEW_SECONDS,
-        now + lifetime,
-    )
+    issue::sign_by(ca, common_name, usage, now - CLOCK_SKEW_SECONDS, now + lifetime)
 }
 
 /// An upload server's certificate Secret's contents.

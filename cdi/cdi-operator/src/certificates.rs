@@ -299,12 +299,8 @@ pub fn new_ca(name: &str, lifetime: Lifetime, now: i64) -> Result<Pair, rcgen::E
 /// # Errors
 /// rcgen's, or a CA certificate that cannot be read.
 pub fn sign_leaf(ca: &Pair, leaf: &Leaf, lifetimes: &Lifetimes, now: i64) -> Result<Pair, rcgen::Error> {
-    let ca_name = facts(Some(ca))
-        .map(|f| f.common_name)
-        .ok_or(rcgen::Error::CouldNotParseCertificate)?;
-    issue::sign(
+    issue::sign_by(
         ca,
-        &ca_name,
         &leaf.common_name,
         &leaf.usage,
         now - CLOCK_SKEW_SECONDS,

@@ -68,6 +68,24 @@ pub fn new_ca(common_name: &str, not_before: i64, not_after: i64) -> Result<Pair
     })
 }
 
+/// [`sign`] by `ca`, its common name read from its certificate.
+///
+/// # Errors
+/// rcgen's, or a CA certificate or key that cannot be read.
+pub fn sign_by(
+    ca: &Pair,
+    common_name: &str,
+    usage: &Usage,
+    not_before: i64,
+    not_after: i64,
+) -> Result<Pair, rcgen::Error> {
+    let ca_name = ca
+        .facts()
+        .map(|f| f.common_name)
+        .ok_or(rcgen::Error::CouldNotParseCertificate)?;
+    sign(ca, &ca_name, common_name, usage, not_before, not_after)
+}
+
 /// A certificate for `common_name` and `usage`, signed by `ca` (whose common name is
 /// `ca_common_name`), valid from `not_before` to `not_after`.
 ///

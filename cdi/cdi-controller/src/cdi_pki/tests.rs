@@ -1,6 +1,7 @@
 use pretty_assertions::assert_eq;
 
 use super::*;
+use control_loop::tls::CertFacts;
 
 #[test]
 fn a_serving_certificate_names_the_service_and_is_signed_by_the_server_ca() {
