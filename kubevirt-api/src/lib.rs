@@ -18,6 +18,7 @@ pub mod manifest;
 pub mod migratable;
 pub mod migration_settings;
 pub mod migrations;
+pub mod persistent_state;
 pub mod quantity;
 pub mod schema;
 pub mod support;

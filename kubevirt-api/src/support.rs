@@ -144,15 +144,6 @@ fn cpu_and_memory(spec: &VirtualMachineInstanceSpec, r: &mut Refusals<'_>) {
 }
 
 fn firmware_and_features(spec: &VirtualMachineInstanceSpec, r: &mut Refusals<'_>) {
-    let firmware = spec.domain.firmware.as_ref();
-    r.refuse_if(
-        firmware
-            .and_then(|f| f.bootloader.as_ref())
-            .and_then(|b| b.efi.as_ref())
-            .is_some_and(|e| e.persistent == Some(true)),
-        "domain.firmware.bootloader.efi.persistent",
-        "persistent EFI variables (they need VM state storage)",
-    );
     let tlbflush = spec
         .domain
         .features
@@ -210,15 +201,6 @@ fn devices(spec: &VirtualMachineInstanceSpec, r: &mut Refusals<'_>) {
         devices.watchdog.as_ref().is_some_and(|w| w.diag288.is_some()),
         "domain.devices.watchdog.diag288",
         "the diag288 watchdog (s390x only)",
-    );
-    r.refuse_if(
-        // A disabled TPM is no device at all, whatever its other fields say.
-        devices
-            .tpm
-            .as_ref()
-            .is_some_and(|t| t.enabled != Some(false) && t.persistent == Some(true)),
-        "domain.devices.tpm.persistent",
-        "a persistent TPM (it needs VM state storage)",
     );
 }
 

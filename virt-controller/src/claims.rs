@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::runtime::watcher::Event;
 use kubevirt_api::v1::{PersistentVolumeClaimInfo, VirtualMachineInstance, Volume};
 
+use crate::state_claims::StateClaim;
 use crate::watched_facts::WatchedFacts;
 
 /// How a claim's volume reaches the pod.
@@ -35,21 +36,40 @@ impl VolumeMode {
     }
 }
 
-/// The modes of one VMI's claims, by claim name (its namespace's).
+/// The modes of one VMI's claims, by claim name (its namespace's), and its VM state claim.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ClaimModes(BTreeMap<String, VolumeMode>);
+pub struct ClaimModes {
+    modes: BTreeMap<String, VolumeMode>,
+    state_claim: Option<String>,
+}
 
 impl ClaimModes {
     /// Modes given by hand (tests, and callers that know the claims).
     #[must_use]
     pub fn new(modes: impl IntoIterator<Item = (String, VolumeMode)>) -> Self {
-        Self(modes.into_iter().collect())
+        Self {
+            modes: modes.into_iter().collect(),
+            state_claim: None,
+        }
+    }
+
+    /// These modes with the VM state claim (persistent TPM and EFI) named `name`.
+    #[must_use]
+    pub fn with_state_claim(mut self, name: Option<String>) -> Self {
+        self.state_claim = name;
+        self
     }
 
     /// The mode of the claim `name`, if it is known.
     #[must_use]
     pub fn get(&self, name: &str) -> Option<VolumeMode> {
-        self.0.get(name).copied()
+        self.modes.get(name).copied()
+    }
+
+    /// The VM state claim, when the VMI has one.
+    #[must_use]
+    pub fn state_claim(&self) -> Option<&str> {
+        self.state_claim.as_deref()
     }
 }
 
@@ -91,6 +111,14 @@ struct ClaimFacts {
     filled_by_data_volume: bool,
     /// For the VMI's `status.volumeStatus[].persistentVolumeClaimInfo`.
     info: PersistentVolumeClaimInfo,
+    /// The VMI whose state it keeps (the label `persistent-state-for`).
+    state_for: Option<String>,
+    /// Being deleted.
+    terminating: bool,
+    /// `status.phase`.
+    phase: Option<String>,
+    /// `spec.storageClassName`.
+    storage_class: Option<String>,
 }
 
 /// Whether a DataVolume is the claim's controller, as CDI makes the claims it fills.
@@ -148,7 +176,48 @@ impl ClaimStore {
             bound: claim.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"),
             filled_by_data_volume: filled_by_data_volume(claim),
             info: claim_info(claim),
+            state_for: claim
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(kubevirt_api::persistent_state::CLAIM_LABEL))
+                .cloned(),
+            terminating: claim.metadata.deletion_timestamp.is_some(),
+            phase: claim.status.as_ref().and_then(|s| s.phase.clone()),
+            storage_class: claim.spec.as_ref().and_then(|s| s.storage_class_name.clone()),
         })
+    }
+
+    /// The VM state claim of the VMI `namespace/vmi_name`: the one labelled for it, else one of
+    /// the name an older release gave it; never one being deleted. With what the VMI's status says
+    /// of it.
+    #[must_use]
+    pub fn state_claim(&self, namespace: &str, vmi_name: &str) -> Option<(StateClaim, PersistentVolumeClaimInfo)> {
+        let cache = self.cache();
+        let prefix = format!("{namespace}/");
+        let legacy = kubevirt_api::persistent_state::legacy_claim_name(vmi_name);
+        let mut found = None;
+        for (key, facts) in cache.iter() {
+            let Some(name) = key.strip_prefix(&prefix) else {
+                continue;
+            };
+            if facts.terminating {
+                continue;
+            }
+            let labelled = facts.state_for.as_deref() == Some(vmi_name);
+            if labelled || (name == legacy && found.is_none()) {
+                let claim = StateClaim {
+                    name: name.to_owned(),
+                    phase: facts.phase.clone(),
+                    storage_class: facts.storage_class.clone(),
+                };
+                found = Some((claim, facts.info.clone()));
+                if labelled {
+                    break;
+                }
+            }
+        }
+        found
     }
 
     /// The modes of every claim `vmi` needs in its launcher pod, or the first (in volume order)
@@ -170,7 +239,7 @@ impl ClaimStore {
                 })?;
             modes.insert(name.to_owned(), mode);
         }
-        Ok(ClaimModes(modes))
+        Ok(ClaimModes::new(modes))
     }
 
     /// What the status says of each claim of `vmi` that is there, by claim name.

@@ -26,6 +26,7 @@ pub mod reconcile_error;
 pub mod relist;
 pub mod run_strategy;
 pub mod runner;
+pub mod state_claims;
 pub mod vm_controller;
 pub mod vm_data_volumes;
 pub mod vm_instancetypes;

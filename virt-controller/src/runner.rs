@@ -247,8 +247,8 @@ pub async fn run<A: ControllerApi, K: Clock>(
             Some(event) = claim_events.next() => match event {
                 Ok(event) => {
                     synced.mark(Watch::Claims, lists_done(&event));
-                    let changed = controllers.vmis.claim_store().on_event(&event);
-                    queue_all(&mut queue, "vmi", controllers.vmis.claim_users(&changed));
+                    let (changed, vmis) = controllers.vmis.on_claim_event(&event);
+                    queue_all(&mut queue, "vmi", vmis);
                     queue_all(&mut queue, "vm", controllers.vms.users_of(&changed));
                 }
                 Err(error) => warn!(error = %error, "PVC watch error; the watch retries"),

@@ -25,6 +25,7 @@ use crate::reconcile_error::{ReconcileError, cannot, log_and_retry};
 use crate::vmi_lifecycle::{Observed, PodView, REASON_PVC_NOT_FOUND, plan};
 
 mod pods;
+mod state_claim;
 
 #[derive(Debug, Default)]
 struct Known {
@@ -174,13 +175,31 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
         self.claims.clone()
     }
 
-    /// Takes in a PVC watch event; returns the VMIs that use a claim that appeared, changed or
-    /// went (a pod waiting for it, a status describing it).
-    pub fn on_claim_event(&self, event: &Event<k8s_openapi::api::core::v1::PersistentVolumeClaim>) -> Vec<String> {
+    /// Takes in a PVC watch event; returns the claims that appeared, changed or went, and the VMIs
+    /// that use one (a pod waiting for it, a status describing it) or whose VM state claim it is.
+    pub fn on_claim_event(
+        &self,
+        event: &Event<k8s_openapi::api::core::v1::PersistentVolumeClaim>,
+    ) -> (Vec<String>, Vec<String>) {
         // The store first: a reconcile that reads the store after this sees the claim, and one
         // that read it before is queued again here (its VMI is a user since its watch event).
         let changed = self.claims.on_event(event);
-        self.claim_users(&changed)
+        let mut users = self.claim_users(&changed);
+        // A VM state claim wakes the VMI it is labelled for.
+        if let Event::Apply(claim) | Event::InitApply(claim) | Event::Delete(claim) = event
+            && let Some(vmi) = claim
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(kubevirt_api::persistent_state::CLAIM_LABEL))
+            && !changed.is_empty()
+        {
+            let namespace = claim.metadata.namespace.as_deref().unwrap_or("default");
+            users.push(format!("{namespace}/{vmi}"));
+            users.sort();
+            users.dedup();
+        }
+        (changed, users)
     }
 
     /// Applies the `KubeVirt` resource's configuration (or, with `None`, the defaults) to the
@@ -352,6 +371,15 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
             |name| self.claims.filled_by_data_volume(&namespace, name),
             |name| self.data_volumes.get(&namespace, name),
         );
+        let phase = vmi.status.as_ref().and_then(|s| s.phase).unwrap_or_default();
+        let may_create_pod = vmi.metadata.deletion_timestamp.is_none()
+            && matches!(
+                phase,
+                kubevirt_api::v1::VirtualMachineInstancePhase::Unset
+                    | kubevirt_api::v1::VirtualMachineInstancePhase::Pending
+            )
+            && pods.iter().all(|p| p.is_temporary);
+        let state_claim = Box::pin(self.state_claim(&vmi, may_create_pod, &config)).await?;
         let plan = plan(&Observed {
             vmi: &vmi,
             pods,
@@ -360,10 +388,15 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
             missing_claim: claims.as_ref().err().map(ToString::to_string),
             claim_infos: self.claims.infos_for(&vmi),
             data_volumes,
+            state_claim: state_claim.view,
             now: Time(self.clock.now()),
         });
         let mut current = vmi.clone();
-        let claims = claims.as_ref().unwrap_or(&ClaimModes::default()).clone();
+        let claims = claims
+            .as_ref()
+            .unwrap_or(&ClaimModes::default())
+            .clone()
+            .with_state_claim(state_claim.ready);
         // Boxed: rendering and creating pods makes a large future, which every pass would carry.
         if !Box::pin(self.create_pods(key, &namespace, &plan, &config, &claims, &current)).await? {
             return Ok(None);

@@ -69,8 +69,19 @@ pub struct Observed<'a> {
     pub claim_infos: BTreeMap<String, kubevirt_api::v1::PersistentVolumeClaimInfo>,
     /// What its DataVolumes say of the pod and the status.
     pub data_volumes: VmiGate,
+    /// Its VM state claim (persistent TPM and EFI).
+    pub state_claim: StateClaimView,
     /// Now.
     pub now: Time,
+}
+
+/// What the lifecycle decision needs of a VMI's VM state claim.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StateClaimView {
+    /// The pod must wait for the claim: upstream's reason and a message.
+    pub wait: Option<(&'static str, String)>,
+    /// What the status says of the claim, when it is there.
+    pub info: Option<kubevirt_api::v1::PersistentVolumeClaimInfo>,
 }
 
 /// The plan for one VMI.
@@ -152,7 +163,13 @@ fn end_claim_wait(status: &mut VirtualMachineInstanceStatus) {
             && !(c.condition_type == SYNCHRONIZED
                 && matches!(
                     c.reason.as_deref(),
-                    Some(REASON_PVC_NOT_FOUND | REASON_DATA_VOLUME_IMPORT)
+                    Some(
+                        REASON_PVC_NOT_FOUND
+                            | REASON_DATA_VOLUME_IMPORT
+                            | crate::state_claims::REASON_NOT_READY
+                            | crate::state_claims::REASON_PROBE_FAILED
+                            | crate::state_claims::REASON_CREATE_FAILED
+                    )
                 ))
     });
 }
@@ -324,6 +341,10 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
         PhaseStep::CreatePod if let Some(wait) = &observed.data_volumes.wait => {
             keeps_temporary = hold_for_data_volumes(&mut status, &mut plan, wait, observed, &temporary);
         }
+        PhaseStep::CreatePod if let Some((reason, message)) = &observed.state_claim.wait => {
+            enter(&mut status, Phase::Pending, now);
+            set_false(&mut status, SYNCHRONIZED, reason, message, now);
+        }
         PhaseStep::CreatePod => {
             end_claim_wait(&mut status);
             plan.create_pod = true;
@@ -390,8 +411,12 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
         if matches!(phase_now, Phase::Scheduled | Phase::Running)
             || (phase_now == Phase::Scheduling && live_pod.is_some())
         {
-            status.volume_status =
-                crate::volume_status::volume_statuses(vmi, &current.volume_status, &observed.claim_infos);
+            status.volume_status = crate::volume_status::volume_statuses(
+                vmi,
+                &current.volume_status,
+                &observed.claim_infos,
+                observed.state_claim.info.as_ref(),
+            );
         }
         status.active_pods = own
             .iter()

@@ -14,6 +14,7 @@ pub fn volume_statuses(
     vmi: &VirtualMachineInstance,
     current: &[VolumeStatus],
     infos: &BTreeMap<String, PersistentVolumeClaimInfo>,
+    state_claim: Option<&PersistentVolumeClaimInfo>,
 ) -> Vec<VolumeStatus> {
     let mut statuses: Vec<VolumeStatus> = vmi
         .spec
@@ -40,6 +41,18 @@ pub fn volume_statuses(
             status
         })
         .collect();
+    // The VM state claim, by its name and access modes only, as upstream's `UpdateVolumeStatus`.
+    if let Some(info) = state_claim {
+        statuses.push(VolumeStatus {
+            name: kubevirt_api::persistent_state::STATUS_VOLUME_NAME.to_owned(),
+            persistent_volume_claim_info: Some(PersistentVolumeClaimInfo {
+                claim_name: info.claim_name.clone(),
+                access_modes: info.access_modes.clone(),
+                ..PersistentVolumeClaimInfo::default()
+            }),
+            ..VolumeStatus::default()
+        });
+    }
     statuses.sort_by(|a, b| a.name.cmp(&b.name));
     statuses
 }
@@ -83,7 +96,7 @@ mod tests {
             ("data-pvc".to_owned(), info("data-pvc", "Block")),
             ("scratch-pvc".to_owned(), info("scratch-pvc", "Filesystem")),
         ]);
-        let statuses = volume_statuses(&vmi, &[handlers.clone(), removed], &infos);
+        let statuses = volume_statuses(&vmi, &[handlers.clone(), removed], &infos, None);
         let names: Vec<&str> = statuses.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(
             names,
@@ -102,6 +115,33 @@ mod tests {
         assert_eq!(
             statuses[3].persistent_volume_claim_info, None,
             "an ephemeral volume's claim is not described"
+        );
+    }
+
+    #[test]
+    fn the_vm_state_claim_gets_its_own_entry_with_its_name_and_access_modes() {
+        let vmi: VirtualMachineInstance = serde_json::from_value(json!({
+            "metadata": {"name": "db", "namespace": "ns"},
+            "spec": {"domain": {"devices": {"tpm": {"persistent": true}}}, "volumes": [
+                {"name": "root", "containerDisk": {"image": "img"}}
+            ]}
+        }))
+        .expect("VMI");
+        let state = PersistentVolumeClaimInfo {
+            access_modes: vec!["ReadWriteOnce".to_owned()],
+            capacity: Some(BTreeMap::new()),
+            ..info("persistent-state-for-db-00001", "Filesystem")
+        };
+        let statuses = volume_statuses(&vmi, &[], &BTreeMap::new(), Some(&state));
+        let names: Vec<&str> = statuses.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["persistent-state-for-this-vm", "root"]);
+        assert_eq!(
+            statuses[0].persistent_volume_claim_info,
+            Some(PersistentVolumeClaimInfo {
+                claim_name: Some("persistent-state-for-db-00001".to_owned()),
+                access_modes: vec!["ReadWriteOnce".to_owned()],
+                ..PersistentVolumeClaimInfo::default()
+            })
         );
     }
 }

@@ -78,4 +78,9 @@ impl<F: PartialEq> WatchedFacts<F> {
     pub fn get(&self, namespace: &str, name: &str) -> Option<&F> {
         self.facts.get(&format!("{namespace}/{name}"))
     }
+
+    /// Every object's `namespace/name` and facts.
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &F)> {
+        self.facts.iter()
+    }
 }

@@ -242,7 +242,7 @@ async fn a_missing_claim_sends_the_wait_then_the_pod_once_the_claim_appears() {
         "metadata": {"name": "db", "namespace": "default"}, "spec": {"volumeMode": "Block"}
     }))
     .expect("claim");
-    assert_eq!(controller.on_claim_event(&Event::Apply(claim)), ["default/testvmi"]);
+    assert_eq!(controller.on_claim_event(&Event::Apply(claim)).1, ["default/testvmi"]);
     controller.on_vmi_event(Event::Apply(vmi(&json!({
         "spec": with_claim["spec"], "status": expected_status["status"]
     }))));

@@ -227,3 +227,31 @@ fn dedicated_cpus_are_pinned_within_the_cpus_render_may_run_on() {
     );
     assert!(out.stdout.is_empty());
 }
+
+#[test]
+fn persistent_tpm_and_efi_are_refused_locally_by_field() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    for (text, field) in [
+        (
+            GOOD.replace("    devices:\n", "    devices:\n      tpm: {persistent: true}\n"),
+            "spec.domain.devices.tpm.persistent",
+        ),
+        (
+            GOOD.replace(
+                "    devices:\n",
+                "    firmware: {bootloader: {efi: {secureBoot: false, persistent: true}}}\n    devices:\n",
+            ),
+            "spec.domain.firmware.bootloader.efi.persistent",
+        ),
+    ] {
+        let manifest = write_manifest(&tmp, &text);
+        let out = render(&manifest, &["--force-emulation"]);
+        assert_bad_input(
+            &out,
+            &[
+                &format!("vmi.yaml: {field}:"),
+                "persistent state needs VM state storage, a claim virt-controller makes in a cluster; a local launcher has none",
+            ],
+        );
+    }
+}

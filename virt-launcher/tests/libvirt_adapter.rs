@@ -54,7 +54,7 @@ async fn every_lifecycle_operation_changes_the_state_and_emits_an_event() {
         status(DomainState::Shutoff, StateReason::Destroyed)
     );
 
-    manager.undefine().await.expect("undefine");
+    manager.undefine(false).await.expect("undefine");
     assert_eq!(manager.status().await.expect("status"), DomainStatus::NON_EXISTENT);
 
     let mut kinds = Vec::new();

@@ -164,3 +164,19 @@ fn read_only_cdroms_and_filesystems_are_not_copied() {
     }));
     assert_eq!(migration_method(&vmi), MigrationMethod::LiveMigration);
 }
+
+#[test]
+fn a_vmi_with_persistent_state_does_not_migrate_and_a_disabled_tpm_does_not_count() {
+    let persistent = vmi(&serde_json::json!({
+        "domain": {"devices": {"tpm": {"persistent": true}}}
+    }));
+    assert_eq!(reason(&persistent), Some("PersistentStateNotLiveMigratable"));
+    let efi = vmi(&serde_json::json!({
+        "domain": {"devices": {}, "firmware": {"bootloader": {"efi": {"persistent": true}}}}
+    }));
+    assert_eq!(reason(&efi), Some("PersistentStateNotLiveMigratable"));
+    let disabled = vmi(&serde_json::json!({
+        "domain": {"devices": {"tpm": {"enabled": false, "persistent": true}}}
+    }));
+    assert_eq!(reason(&disabled), None);
+}

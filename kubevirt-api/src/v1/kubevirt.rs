@@ -66,6 +66,9 @@ pub struct KubeVirtConfiguration {
     pub vm_rollout_strategy: Option<String>,
     /// Live-migration settings.
     pub migrations: Option<super::MigrationConfiguration>,
+    /// The StorageClass of VM state claims (persistent TPM and EFI); else the class annotated
+    /// `storageclass.kubevirt.io/is-default-virt-class`, else the cluster's default.
+    pub vm_state_storage_class: Option<String>,
 }
 
 /// `spec.configuration.developerConfiguration`.

@@ -7,6 +7,7 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Event, Namespace, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
@@ -381,6 +382,26 @@ impl ControllerApi for KubeControllerApi {
     ) -> Result<(), ApiError> {
         self.send_event("VirtualMachine", &vm.metadata, (event_type, reason, message))
             .await
+    }
+
+    async fn create_pvc(&self, claim: &PersistentVolumeClaim) -> Result<PersistentVolumeClaim, ApiError> {
+        self.create_claim_object(claim).await
+    }
+
+    async fn delete_pvc(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
+        self.delete_claim_object(namespace, name).await
+    }
+
+    async fn list_storage_classes(&self) -> Result<Vec<StorageClass>, ApiError> {
+        self.storage_classes().await
+    }
+
+    async fn get_storage_class(&self, name: &str) -> Result<Option<StorageClass>, ApiError> {
+        self.storage_class(name).await
+    }
+
+    async fn storage_profile_sets(&self, name: &str) -> Result<Vec<(Option<String>, Vec<String>)>, ApiError> {
+        self.profile_sets(name).await
     }
 
     async fn record_event(

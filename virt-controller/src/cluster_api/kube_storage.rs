@@ -1,15 +1,18 @@
 //! The storage half of [`KubeControllerApi`]: the DataVolume watch (which lists nothing while
-//! CDI's CRD is not installed), DataVolume creation and adoption, DataSource reads, and the
-//! SubjectAccessReviews behind clone authorization.
+//! CDI's CRD is not installed), DataVolume creation and adoption, DataSource reads, the
+//! SubjectAccessReviews behind clone authorization, and VM state claims with the StorageClasses
+//! and StorageProfiles they are made from.
 
 use futures::StreamExt as _;
 use futures::stream::{self, BoxStream};
 use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher::Event;
 use kube::runtime::{WatchStreamExt as _, watcher};
 
-use cdi_api::{DataSource, DataVolume};
+use cdi_api::{DataSource, DataVolume, StorageProfile};
 
 use super::kube_adapter::{KubeControllerApi, kube_error};
 use super::{ApiError, DataVolumeWatchEvent, ResourceAccess};
@@ -99,5 +102,57 @@ impl KubeControllerApi {
                 access.verb, access.resource
             )))?;
         Ok(answer.status.is_some_and(|s| s.allowed))
+    }
+
+    pub(super) async fn create_claim_object(
+        &self,
+        claim: &PersistentVolumeClaim,
+    ) -> Result<PersistentVolumeClaim, ApiError> {
+        let namespace = claim.metadata.namespace.clone().unwrap_or_else(|| "default".to_owned());
+        Api::<PersistentVolumeClaim>::namespaced(self.client().clone(), &namespace)
+            .create(&PostParams::default(), claim)
+            .await
+            .map_err(kube_error(format!("create a PersistentVolumeClaim in {namespace}")))
+    }
+
+    pub(super) async fn delete_claim_object(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
+        Api::<PersistentVolumeClaim>::namespaced(self.client().clone(), namespace)
+            .delete(name, &DeleteParams::default())
+            .await
+            .map(drop)
+            .map_err(kube_error(format!("delete PersistentVolumeClaim {namespace}/{name}")))
+    }
+
+    pub(super) async fn storage_classes(&self) -> Result<Vec<StorageClass>, ApiError> {
+        Api::<StorageClass>::all(self.client().clone())
+            .list(&ListParams::default())
+            .await
+            .map(|list| list.items)
+            .map_err(kube_error("list StorageClasses".to_owned()))
+    }
+
+    pub(super) async fn storage_class(&self, name: &str) -> Result<Option<StorageClass>, ApiError> {
+        Api::<StorageClass>::all(self.client().clone())
+            .get_opt(name)
+            .await
+            .map_err(kube_error(format!("get StorageClass {name}")))
+    }
+
+    pub(super) async fn profile_sets(&self, name: &str) -> Result<Vec<(Option<String>, Vec<String>)>, ApiError> {
+        match Api::<StorageProfile>::all(self.client().clone()).get_opt(name).await {
+            Ok(profile) => Ok(profile
+                .and_then(|p| p.status)
+                .map(|status| {
+                    status
+                        .claim_property_sets
+                        .into_iter()
+                        .map(|set| (set.volume_mode, set.access_modes))
+                        .collect()
+                })
+                .unwrap_or_default()),
+            // Without CDI there is no such type, and so no profile.
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(Vec::new()),
+            Err(error) => Err(kube_error(format!("get StorageProfile {name}"))(error)),
+        }
     }
 }

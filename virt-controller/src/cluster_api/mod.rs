@@ -17,6 +17,7 @@ pub use fake::{FakeControllerApi, Write};
 use futures::stream::BoxStream;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
 use kube::runtime::watcher;
 pub use kube_adapter::KubeControllerApi;
 use kubevirt_api::instancetype::InstancetypeLookup;
@@ -199,6 +200,23 @@ pub trait ControllerApi: InstancetypeLookup + Send + Sync + 'static {
         reason: &str,
         message: &str,
     ) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// Creates a PersistentVolumeClaim (a VM state claim).
+    fn create_pvc(
+        &self,
+        claim: &PersistentVolumeClaim,
+    ) -> impl Future<Output = Result<PersistentVolumeClaim, ApiError>> + Send;
+    /// Deletes a PersistentVolumeClaim.
+    fn delete_pvc(&self, namespace: &str, name: &str) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// Every StorageClass.
+    fn list_storage_classes(&self) -> impl Future<Output = Result<Vec<StorageClass>, ApiError>> + Send;
+    /// Reads a StorageClass; `None` when it is not there.
+    fn get_storage_class(&self, name: &str) -> impl Future<Output = Result<Option<StorageClass>, ApiError>> + Send;
+    /// The claim property sets of CDI's StorageProfile `name`, as (volume mode, access modes);
+    /// empty when there is no such profile or CDI is not installed.
+    fn storage_profile_sets(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<Vec<(Option<String>, Vec<String>)>, ApiError>> + Send;
     /// Records an event about a VMI.
     fn record_event(
         &self,

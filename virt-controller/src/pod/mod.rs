@@ -48,6 +48,8 @@ pub struct PodConfig {
     /// The uid new launchers run as (a VMI's `status.runtimeUser` when its pod is created): 107,
     /// or 0 under the `Root` feature gate.
     pub runtime_user: u32,
+    /// The class of VM state claims (`vmStateStorageClass`), when the cluster names one.
+    pub vm_state_storage_class: Option<String>,
 }
 
 impl PodConfig {
@@ -65,6 +67,7 @@ impl PodConfig {
             memory_overcommit: kubevirt_api::v1::DEFAULT_MEMORY_OVERCOMMIT,
             node_selectors: BTreeMap::new(),
             runtime_user: kubevirt_api::well_known::NON_ROOT_UID,
+            vm_state_storage_class: None,
         }
     }
 
@@ -97,6 +100,9 @@ impl PodConfig {
             } else {
                 kubevirt_api::well_known::NON_ROOT_UID
             },
+            vm_state_storage_class: configuration
+                .and_then(|c| c.vm_state_storage_class.clone())
+                .filter(|c| !c.is_empty()),
             ..self.clone()
         }
     }

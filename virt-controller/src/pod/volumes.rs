@@ -96,7 +96,53 @@ pub fn volumes(vmi: &VirtualMachineInstance, hugepages: bool, claims: &ClaimMode
     for (index, volume) in vmi.spec.volumes.iter().enumerate() {
         add_volume(index, volume, namespace, claims, &mut storage)?;
     }
+    add_state_claim(vmi, claims, &mut storage)?;
     Ok(storage)
+}
+
+/// The VM state claim (persistent TPM and EFI), its subdirectories mounted where libvirt keeps
+/// that state, as upstream's `withBackendStorage`. A non-root launcher's libvirt keeps it under
+/// `libvirt/qemu` of the private directory, whose two levels are emptyDirs of their own: the
+/// directories the runtime would make for the mount points would be root's and not writable.
+fn add_state_claim(
+    vmi: &VirtualMachineInstance,
+    claims: &ClaimModes,
+    storage: &mut PodStorage,
+) -> Result<(), RenderError> {
+    use kubevirt_api::persistent_state::{self, POD_VOLUME_NAME};
+    if !persistent_state::needed(&vmi.spec) {
+        return Ok(());
+    }
+    let claim_name = claims.state_claim().ok_or_else(|| RenderError::Volume {
+        field: "spec.domain".to_owned(),
+        message: "the VM state claim (persistent TPM or EFI) is not there yet".to_owned(),
+    })?;
+    storage.volumes.push(Volume {
+        name: POD_VOLUME_NAME.to_owned(),
+        persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+            claim_name: claim_name.to_owned(),
+            read_only: Some(false),
+        }),
+        ..Volume::default()
+    });
+    let non_root = vmi.is_non_root();
+    if non_root {
+        storage.volumes.push(empty_dir("private-libvirt"));
+        storage.volumes.push(empty_dir("private-libvirt-qemu"));
+        storage
+            .mounts
+            .push(mount("private-libvirt", &format!("{PRIVATE_DIR}/libvirt")));
+        storage
+            .mounts
+            .push(mount("private-libvirt-qemu", &format!("{PRIVATE_DIR}/libvirt/qemu")));
+    }
+    for state in persistent_state::mounts(&vmi.spec, non_root) {
+        storage.mounts.push(VolumeMount {
+            sub_path: Some(state.sub_path.to_owned()),
+            ..mount(POD_VOLUME_NAME, &state.path)
+        });
+    }
+    Ok(())
 }
 
 /// The hugepages mount the guest's memory comes from.

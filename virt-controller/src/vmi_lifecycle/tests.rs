@@ -41,6 +41,7 @@ fn observe(vmi: &VirtualMachineInstance, pods: Vec<PodView>) -> Plan {
         runtime_user: 107,
         missing_claim: None,
         claim_infos: BTreeMap::new(),
+        state_claim: StateClaimView::default(),
         data_volumes: VmiGate::default(),
         now: Time(Timestamp::from_second(1_800_000_000).expect("time")),
     })
@@ -92,6 +93,7 @@ fn a_missing_claim_holds_the_pod_back_until_it_appears() {
         runtime_user: 107,
         missing_claim: Some(message.to_owned()),
         claim_infos: BTreeMap::new(),
+        state_claim: StateClaimView::default(),
         data_volumes: VmiGate::default(),
         now: Time(Timestamp::UNIX_EPOCH),
     };
@@ -139,6 +141,7 @@ fn an_unsatisfied_expectation_creates_nothing() {
         runtime_user: 107,
         missing_claim: None,
         claim_infos: BTreeMap::new(),
+        state_claim: StateClaimView::default(),
         data_volumes: VmiGate::default(),
         now: Time(Timestamp::UNIX_EPOCH),
     });
@@ -226,6 +229,7 @@ fn finished_or_deleted_vmis_lose_their_pods_then_their_finalizer() {
         runtime_user: 107,
         missing_claim: None,
         claim_infos: BTreeMap::new(),
+        state_claim: StateClaimView::default(),
         data_volumes: VmiGate::default(),
         now: Time(Timestamp::from_second(1_800_000_000).expect("time")),
     });
@@ -244,6 +248,7 @@ fn gated(vmi: &VirtualMachineInstance, gate: VmiGate) -> Plan {
         runtime_user: 107,
         missing_claim: None,
         claim_infos: BTreeMap::new(),
+        state_claim: StateClaimView::default(),
         data_volumes: gate,
         now: Time(Timestamp::UNIX_EPOCH),
     })
@@ -312,6 +317,7 @@ fn data_volumes_hold_the_pod_back_or_fail_the_vmi() {
         runtime_user: 107,
         missing_claim: Some("PVC default/disk does not exist, waiting for it to appear".to_owned()),
         claim_infos: BTreeMap::new(),
+        state_claim: StateClaimView::default(),
         data_volumes: VmiGate {
             wait: None,
             failed: true,
@@ -362,6 +368,7 @@ fn with_temporary(
         runtime_user: 107,
         missing_claim: None,
         claim_infos: BTreeMap::new(),
+        state_claim: StateClaimView::default(),
         data_volumes: VmiGate {
             wait,
             failed: false,

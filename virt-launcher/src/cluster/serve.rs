@@ -334,7 +334,13 @@ async fn serve(options: &ServeOptions, paths: &DaemonPaths) -> Result<(), String
             wait_for_handover(manager.as_ref(), HANDOVER_WINDOW).await;
         }
         server.abort();
-        teardown(manager.as_ref(), &domain_name, &paths.qemu_pid_file(&domain_name)).await;
+        teardown(
+            manager.as_ref(),
+            &domain_name,
+            &paths.qemu_pid_file(&domain_name),
+            service.keeps_nvram(),
+        )
+        .await;
         finish.cancel();
         credentials.abort();
         logs.abort();

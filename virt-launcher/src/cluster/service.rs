@@ -320,6 +320,16 @@ impl<M: DomainManager + 'static, R: ToolRunner + 'static> LauncherService<M, R> 
         changed
     }
 
+    /// Whether the domain's NVRAM outlives it: the VMI last synced keeps its EFI variables on VM
+    /// state storage.
+    #[must_use]
+    pub fn keeps_nvram(&self) -> bool {
+        self.remembered()
+            .vmi
+            .as_ref()
+            .is_some_and(|vmi| kubevirt_api::persistent_state::has_persistent_efi(&vmi.spec))
+    }
+
     /// How a stop request (SIGTERM) stops the domain: within `grace`, with the power button only
     /// when the defined domain has ACPI; without ACPI it is killed at once, as in local mode. A
     /// domain whose XML cannot be read is assumed to have ACPI: the grace period then ends in a
@@ -407,10 +417,11 @@ impl<M: DomainManager + 'static, R: ToolRunner + 'static> Cmd for LauncherServic
     }
 
     async fn delete_virtual_machine(&self, request: Request<VmiRequest>) -> Reply<Response> {
-        Self::vmi_of(request.get_ref())?;
+        let vmi = Self::vmi_of(request.get_ref())?;
         let status = self.manager.status().await.map_err(internal)?;
         if status != DomainStatus::NON_EXISTENT {
-            self.manager.undefine().await.map_err(internal)?;
+            let keep_nvram = kubevirt_api::persistent_state::has_persistent_efi(&vmi.spec);
+            self.manager.undefine(keep_nvram).await.map_err(internal)?;
         }
         let moved = self.remembered().migration.as_ref().is_some_and(|m| m.completed);
         if moved {

@@ -332,13 +332,17 @@ impl DomainManager for LibvirtDomainManager {
             .await
     }
 
-    async fn undefine(&self) -> Result<(), DomainError> {
-        self.with_domain("undefine", |conn, name| {
+    async fn undefine(&self, keep_nvram: bool) -> Result<(), DomainError> {
+        self.with_domain("undefine", move |conn, name| {
             let domain = lookup(conn, name)?;
-            // With its NVRAM (EFI guests); drivers without NVRAM support refuse the flag.
-            domain
-                .undefine_flags(sys::VIR_DOMAIN_UNDEFINE_NVRAM)
-                .or_else(|_| domain.undefine())
+            // With its NVRAM (EFI guests) unless it is kept; drivers without NVRAM support refuse
+            // either flag.
+            let flags = if keep_nvram {
+                sys::VIR_DOMAIN_UNDEFINE_KEEP_NVRAM
+            } else {
+                sys::VIR_DOMAIN_UNDEFINE_NVRAM
+            };
+            domain.undefine_flags(flags).or_else(|_| domain.undefine())
         })
         .await
     }

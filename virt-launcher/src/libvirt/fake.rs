@@ -266,8 +266,12 @@ impl DomainManager for FakeDomainManager {
         Ok(())
     }
 
-    async fn undefine(&self) -> Result<(), DomainError> {
-        let status = self.record("undefine");
+    async fn undefine(&self, keep_nvram: bool) -> Result<(), DomainError> {
+        let status = self.record(if keep_nvram {
+            "undefine keeping nvram"
+        } else {
+            "undefine"
+        });
         Self::need(status, "undefine", status != DomainStatus::NON_EXISTENT)?;
         self.set(DomainStatus::NON_EXISTENT, 1);
         Ok(())

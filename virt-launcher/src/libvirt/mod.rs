@@ -110,8 +110,9 @@ pub trait DomainManager: Send + Sync {
     fn shutdown(&self) -> impl Future<Output = Result<(), DomainError>> + Send;
     /// Stops the guest at once.
     fn destroy(&self) -> impl Future<Output = Result<(), DomainError>> + Send;
-    /// Removes the definition (with its NVRAM).
-    fn undefine(&self) -> impl Future<Output = Result<(), DomainError>> + Send;
+    /// Removes the definition, with its NVRAM unless `keep_nvram` (EFI variables on VM state
+    /// storage outlive the domain).
+    fn undefine(&self, keep_nvram: bool) -> impl Future<Output = Result<(), DomainError>> + Send;
     /// The domain's state; [`DomainStatus::NON_EXISTENT`] when it is not defined.
     fn status(&self) -> impl Future<Output = Result<DomainStatus, DomainError>> + Send;
     /// CPU, memory, disk and network counters of the running domain.

@@ -48,8 +48,28 @@ pub fn load_vmi(path: &Path, with: &[PathBuf]) -> Result<VirtualMachineInstance,
         }
         manifest => manifest.into_vmi(path)?,
     };
+    refuse_persistent_state(&vmi, path)?;
     ensure_uid(&mut vmi);
     Ok(vmi)
+}
+
+/// A persistent TPM or persistent EFI keeps its state on VM state storage, a claim
+/// virt-controller makes in a cluster; a local run has none, and would lose the state silently.
+fn refuse_persistent_state(vmi: &VirtualMachineInstance, path: &Path) -> Result<(), ManifestError> {
+    use kubevirt_api::persistent_state::{has_persistent_efi, has_persistent_tpm};
+    let field = if has_persistent_tpm(&vmi.spec) {
+        "spec.domain.devices.tpm.persistent"
+    } else if has_persistent_efi(&vmi.spec) {
+        "spec.domain.firmware.bootloader.efi.persistent"
+    } else {
+        return Ok(());
+    };
+    Err(ManifestError::InvalidField {
+        path: path.to_owned(),
+        field: field.to_owned(),
+        message: "persistent state needs VM state storage, a claim virt-controller makes in a cluster; a local launcher has none"
+            .to_owned(),
+    })
 }
 
 /// The VMI of a VM that names an instance type or preference, found among `objects`.

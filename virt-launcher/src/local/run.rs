@@ -284,7 +284,8 @@ async fn run_with(
             boot_and_supervise(&manager, xml, paused, &booted, &mut events, &mut stops, policy).await
         }
     };
-    teardown(&manager, &domain.name, &paths.qemu_pid_file(&domain.name)).await;
+    // A local run has no VM state storage (persistent EFI is refused), so the NVRAM goes too.
+    teardown(&manager, &domain.name, &paths.qemu_pid_file(&domain.name), false).await;
     drop(manager);
     tracing::debug!("domain torn down; stopping the daemons");
     daemons.stop().await;

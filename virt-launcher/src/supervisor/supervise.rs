@@ -146,9 +146,10 @@ impl StopSource for tokio::sync::mpsc::UnboundedReceiver<()> {
     }
 }
 
-/// Leaves nothing running: destroys a live domain, undefines it, and as a last resort kills a
-/// QEMU that libvirt no longer tracks (its pid read from `qemu_pid_file`).
-pub async fn teardown<M: DomainManager>(manager: &M, name: &str, qemu_pid_file: &std::path::Path) {
+/// Leaves nothing running: destroys a live domain, undefines it (keeping its NVRAM when
+/// `keep_nvram`), and as a last resort kills a QEMU that libvirt no longer tracks (its pid read
+/// from `qemu_pid_file`).
+pub async fn teardown<M: DomainManager>(manager: &M, name: &str, qemu_pid_file: &std::path::Path, keep_nvram: bool) {
     let qemu_pid = std::fs::read_to_string(qemu_pid_file)
         .ok()
         .and_then(|p| p.trim().parse::<i32>().ok());
@@ -172,7 +173,7 @@ pub async fn teardown<M: DomainManager>(manager: &M, name: &str, qemu_pid_file: 
     }
     match manager.status().await {
         Ok(status) if status != DomainStatus::NON_EXISTENT => {
-            if let Err(e) = manager.undefine().await {
+            if let Err(e) = manager.undefine(keep_nvram).await {
                 warn!(error = %e, "undefine failed");
             }
         }

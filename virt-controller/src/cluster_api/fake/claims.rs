@@ -25,4 +25,21 @@ impl FakeControllerApi {
             state.claim_watchers.retain(|w| w.send(event.clone()).is_ok());
         }
     }
+
+    /// Adds a StorageClass.
+    pub fn add_storage_class(&self, class: k8s_openapi::api::storage::v1::StorageClass) {
+        self.lock().storage_classes.push(class);
+    }
+
+    /// Gives the class `name` a storage profile with these claim property sets (volume mode,
+    /// access modes).
+    pub fn set_storage_profile(&self, name: &str, sets: Vec<(Option<String>, Vec<String>)>) {
+        self.lock().storage_profiles.insert(name.to_owned(), sets);
+    }
+
+    /// The claim `namespace/name`, if it is there.
+    #[must_use]
+    pub fn claim(&self, key: &str) -> Option<PersistentVolumeClaim> {
+        self.lock().claims.get(key).cloned()
+    }
 }

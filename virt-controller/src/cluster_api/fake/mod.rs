@@ -62,6 +62,10 @@ pub enum Write {
     PatchDataVolume(String, serde_json::Value),
     /// Event recorded about a VM: its key, the reason and the message.
     VmEvent(String, String, String),
+    /// PersistentVolumeClaim created (its key).
+    CreateClaim(String),
+    /// PersistentVolumeClaim deleted (its key).
+    DeleteClaim(String),
 }
 
 #[derive(Debug, Default)]
@@ -78,6 +82,10 @@ struct State {
     migrations: BTreeMap<String, Compact<VirtualMachineInstanceMigration>>,
     migration_watchers: Vec<UnboundedSender<MigrationWatchEvent>>,
     claims: BTreeMap<String, PersistentVolumeClaim>,
+    storage_classes: Vec<k8s_openapi::api::storage::v1::StorageClass>,
+    /// Storage profiles' claim property sets by class.
+    storage_profiles: BTreeMap<String, Vec<(Option<String>, Vec<String>)>>,
+    claim_counter: u64,
     claim_watchers: Vec<UnboundedSender<ClaimWatchEvent>>,
     data_volumes: BTreeMap<String, cdi_api::DataVolume>,
     data_volume_watchers: Vec<UnboundedSender<DataVolumeWatchEvent>>,
@@ -687,6 +695,55 @@ impl ControllerApi for FakeControllerApi {
 
     async fn user_may(&self, user: &str, access: &ResourceAccess) -> Result<bool, ApiError> {
         Ok(self.lock().allowed.contains(&data_volumes::access_key(user, access)))
+    }
+
+    async fn create_pvc(&self, claim: &PersistentVolumeClaim) -> Result<PersistentVolumeClaim, ApiError> {
+        let mut created = claim.clone();
+        let key = {
+            let mut state = self.lock();
+            state.claim_counter += 1;
+            let prefix = claim.metadata.generate_name.clone().unwrap_or_default();
+            created.metadata.name = Some(format!("{prefix}{:05}", state.claim_counter));
+            let key = key_of(&created.metadata);
+            state.log(Write::CreateClaim(key.clone()));
+            key
+        };
+        self.apply_claim(created);
+        self.lock()
+            .claims
+            .get(&key)
+            .cloned()
+            .ok_or_else(|| ApiError::NotFound(key))
+    }
+
+    async fn delete_pvc(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
+        let key = format!("{namespace}/{name}");
+        if !self.lock().claims.contains_key(&key) {
+            return Err(ApiError::NotFound(key));
+        }
+        self.lock().log(Write::DeleteClaim(key.clone()));
+        self.delete_claim(&key);
+        Ok(())
+    }
+
+    async fn list_storage_classes(&self) -> Result<Vec<k8s_openapi::api::storage::v1::StorageClass>, ApiError> {
+        Ok(self.lock().storage_classes.clone())
+    }
+
+    async fn get_storage_class(
+        &self,
+        name: &str,
+    ) -> Result<Option<k8s_openapi::api::storage::v1::StorageClass>, ApiError> {
+        Ok(self
+            .lock()
+            .storage_classes
+            .iter()
+            .find(|c| c.metadata.name.as_deref() == Some(name))
+            .cloned())
+    }
+
+    async fn storage_profile_sets(&self, name: &str) -> Result<Vec<(Option<String>, Vec<String>)>, ApiError> {
+        Ok(self.lock().storage_profiles.get(name).cloned().unwrap_or_default())
     }
 
     async fn record_vm_event(
