@@ -40,6 +40,12 @@ pub fn serial_socket(cluster_dir: &Path, node: &str, pod_uid: &str, vmi_uid: &st
         .join("virt-serial0")
 }
 
+/// The serial console's log file (everything the guest printed) beside [`serial_socket`].
+#[must_use]
+pub fn serial_log(cluster_dir: &Path, node: &str, pod_uid: &str, vmi_uid: &str) -> PathBuf {
+    serial_socket(cluster_dir, node, pod_uid, vmi_uid).with_file_name("virt-serial0-log")
+}
+
 /// A reader of one serial socket, until dropped.
 #[derive(Debug)]
 pub struct SerialTap {

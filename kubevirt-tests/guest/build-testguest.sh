@@ -19,7 +19,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache=${KUBEVIRT_RS_CACHE:-/var/cache/kubevirt-rs}/testguest
 store=${KUBEVIRT_RS_IMAGE_STORE:-/var/lib/kubevirt-rs/images}
 image_dir=$store/localhost/kubevirt-rs/testguest/latest
-modules=(virtio_pci virtio_blk virtio_net virtio_console virtio_scsi sd_mod button evdev isofs pvpanic pvpanic_mmio)
+modules=(virtio_pci virtio_blk virtio_net virtio_console virtio_scsi sd_mod button evdev isofs pvpanic pvpanic_mmio efivarfs)
 
 die() { echo "build-testguest: $*" >&2; exit 1; }
 

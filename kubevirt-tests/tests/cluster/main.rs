@@ -25,6 +25,7 @@ mod install;
 mod instancetypes;
 mod migration;
 mod migration_policy;
+mod persistent_state;
 mod post_copy;
 mod registry_import;
 mod support;

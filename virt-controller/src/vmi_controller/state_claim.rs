@@ -51,6 +51,12 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
         may_create_pod: bool,
         config: &PodConfig,
     ) -> Result<StateClaimOutcome, ReconcileError> {
+        let needed = persistent_state::needed(&vmi.spec);
+        // A VMI that neither needs a claim nor may get a pod has nothing to look for (the lookup
+        // goes through every claim the watch keeps).
+        if !needed && !may_create_pod {
+            return Ok(StateClaimOutcome::default());
+        }
         let namespace = vmi.metadata.namespace.as_deref().unwrap_or("default");
         let name = vmi.metadata.name.as_deref().unwrap_or_default();
         let found = self.claims.state_claim(namespace, name);
@@ -64,7 +70,6 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
         if !may_create_pod {
             return Ok(outcome);
         }
-        let needed = persistent_state::needed(&vmi.spec);
         let claim = found.map(|(claim, _)| claim);
         let binding = self.binding(needed, claim.as_ref()).await;
         match decide(needed, claim.as_ref(), &binding) {

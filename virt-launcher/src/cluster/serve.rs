@@ -276,6 +276,10 @@ async fn serve(options: &ServeOptions, paths: &DaemonPaths) -> Result<(), String
         let base = ConvertContext {
             domain_type: options.domain_type,
             layout: options.layout.clone(),
+            // libvirt's mode follows the launcher's user (DaemonMode::for_this_process), and with
+            // it where EFI variables go: an unprivileged launcher's session daemon keeps them under
+            // its private directory.
+            run_as_root: nix::unistd::geteuid().is_root(),
             ..ConvertContext::default()
         };
         let service = Arc::new(

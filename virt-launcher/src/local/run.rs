@@ -174,6 +174,7 @@ pub fn prepare_process(options: RunOptions) -> Result<Prelude, RunError> {
             InterfaceTaps::LibvirtManaged
         },
         host_cpus: crate::host_cpus::for_vmi(&vmi)?,
+        run_as_root: nix::unistd::geteuid().is_root(),
         ..ConvertContext::default()
     };
     let domain = render(&vmi, &ctx).map_err(convert)?;
