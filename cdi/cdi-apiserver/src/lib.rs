@@ -13,6 +13,7 @@ pub mod review;
 pub mod routes;
 pub mod server;
 pub mod token_request;
+pub mod uninstall_admission;
 
 /// The API group.
 pub const GROUP: &str = "upload.cdi.kubevirt.io";

@@ -19,6 +19,8 @@ pub enum Route {
     },
     /// An `AdmissionReview` of a DataVolume (the mutating webhook).
     MutateDataVolume,
+    /// An `AdmissionReview` of the CDI resource (the validating webhook).
+    ValidateCdi,
     /// Another method on the token path.
     MethodNotAllowed,
     /// Anything else.
@@ -58,11 +60,11 @@ pub fn route(method: &str, path: &str) -> Route {
         }
         _ => {}
     }
-    if path == crate::clone_admission::PATH {
-        return if method == "POST" {
-            Route::MutateDataVolume
-        } else {
-            Route::MethodNotAllowed
+    if path == crate::clone_admission::PATH || path == crate::uninstall_admission::PATH {
+        return match method {
+            "POST" if path == crate::clone_admission::PATH => Route::MutateDataVolume,
+            "POST" => Route::ValidateCdi,
+            _ => Route::MethodNotAllowed,
         };
     }
     if read && path == group_path {

@@ -22,6 +22,7 @@ use tracing::{info, warn};
 
 use crate::clone_admission::{self, Admission};
 use crate::routes::{self, Route};
+use crate::uninstall_admission::{self, UninstallCheck};
 use crate::{review, token_request};
 
 /// The largest request body read.
@@ -46,6 +47,8 @@ pub trait AccessReviews: Send + Sync + 'static {
         namespace: &str,
         name: &str,
     ) -> impl Future<Output = Result<Option<DataSource>, String>> + Send;
+    /// How many DataVolumes that no DataImportCron keeps exist, counting at most `limit`.
+    fn count_data_volumes(&self, limit: u32) -> impl Future<Output = Result<usize, String>> + Send;
 }
 
 /// Reviews on the API server.
@@ -62,6 +65,17 @@ impl AccessReviews for KubeAccessReviews {
     async fn data_source(&self, namespace: &str, name: &str) -> Result<Option<DataSource>, String> {
         let api: kube::Api<DataSource> = kube::Api::namespaced(self.0.clone(), namespace);
         api.get_opt(name).await.map_err(|e| e.to_string())
+    }
+
+    async fn count_data_volumes(&self, limit: u32) -> Result<usize, String> {
+        let api: kube::Api<cdi_api::DataVolume> = kube::Api::all(self.0.clone());
+        let params = kube::api::ListParams::default()
+            .labels(&format!("!{}", crate::uninstall_admission::DATA_IMPORT_CRON_LABEL))
+            .limit(limit);
+        api.list_metadata(&params)
+            .await
+            .map(|list| list.items.len())
+            .map_err(|e| format!("list DataVolumes: {e}"))
     }
 
     async fn review(&self, spec: Value) -> Result<Review, String> {
@@ -126,7 +140,34 @@ impl<R: AccessReviews> UploadApi<R> {
             Route::MethodNotAllowed => reply(StatusCode::METHOD_NOT_ALLOWED, TEXT, ""),
             Route::CreateToken { namespace } => self.create_token(request, peer, &namespace).await,
             Route::MutateDataVolume => self.mutate_data_volume(request).await,
+            Route::ValidateCdi => self.validate_cdi(request).await,
         }
+    }
+
+    /// Answers the CDI resource's validating webhook: the deletion of a CDI that blocks its
+    /// uninstall is refused while DataVolumes exist.
+    async fn validate_cdi(&self, request: Request<Incoming>) -> Response<Full<Bytes>> {
+        let body = match Limited::new(request.into_body(), MAX_BODY).collect().await {
+            Ok(body) => body.to_bytes(),
+            Err(error) => return reply(StatusCode::BAD_REQUEST, TEXT, format!("reading the body: {error}")),
+        };
+        let review: serde_json::Value = match serde_json::from_slice(&body) {
+            Ok(review) => review,
+            Err(error) => return reply(StatusCode::BAD_REQUEST, TEXT, format!("the AdmissionReview: {error}")),
+        };
+        let (uid, check) = match uninstall_admission::read(&review) {
+            Ok(read) => read,
+            Err(error) => return reply(StatusCode::BAD_REQUEST, TEXT, error),
+        };
+        let outcome = match check {
+            UninstallCheck::Admit => Ok(None),
+            UninstallCheck::Refuse(why) => Err(why),
+            UninstallCheck::CountDataVolumes => match self.reviews.count_data_volumes(2).await {
+                Ok(count) => uninstall_admission::decide(count).map(|()| None),
+                Err(error) => Err(error),
+            },
+        };
+        reply(StatusCode::OK, JSON, clone_admission::answer(&uid, outcome).to_string())
     }
 
     /// Answers the DataVolume mutating webhook: a clone gets its token when one of the reviews

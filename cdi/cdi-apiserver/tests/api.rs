@@ -15,9 +15,10 @@ use http_body_util::Full;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-/// Allows alice, denies everyone else, fails for "broken"; remembers each review's spec.
+/// Allows alice, denies everyone else, fails for "broken"; remembers each review's spec. Its
+/// cluster has as many DataVolumes as the second field says.
 #[derive(Clone, Default)]
-struct Reviews(Arc<Mutex<Vec<Value>>>);
+struct Reviews(Arc<Mutex<Vec<Value>>>, Arc<std::sync::atomic::AtomicUsize>);
 
 impl AccessReviews for Reviews {
     /// One DataSource: `images/golden`, pointing to the claim `src/golden`.
@@ -37,6 +38,11 @@ impl AccessReviews for Reviews {
             }))
             .expect("a DataSource")
         }))
+    }
+
+    async fn count_data_volumes(&self, limit: u32) -> Result<usize, String> {
+        let limit = usize::try_from(limit).expect("limit");
+        Ok(self.1.load(std::sync::atomic::Ordering::SeqCst).min(limit))
     }
 
     async fn review(&self, spec: Value) -> Result<Review, String> {
@@ -365,4 +371,60 @@ async fn the_webhook_gives_an_allowed_clone_a_token_and_refuses_others() {
     assert_eq!(bobs.len(), 2, "datavolumes/source, then pods");
     assert_eq!(bobs[1]["resourceAttributes"]["resource"], "pods");
     assert_eq!(bobs[1]["resourceAttributes"]["namespace"], "src");
+}
+
+#[tokio::test]
+async fn deleting_a_cdi_that_blocks_its_uninstall_waits_for_the_data_volumes_to_go() {
+    let setup = setup().await;
+    let delete = |strategy: &str| {
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+            "uid": "del-1", "operation": "DELETE", "name": "cdi",
+            "resource": {"group": "cdi.kubevirt.io", "version": "v1beta1", "resource": "cdis"},
+            "oldObject": {"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "CDI",
+                          "metadata": {"name": "cdi"}, "spec": {"uninstallStrategy": strategy},
+                          "status": {"phase": "Deployed"}}
+        }})
+    };
+    setup.reviews.1.store(3, std::sync::atomic::Ordering::SeqCst);
+    let (status, body) = setup
+        .send(
+            "POST",
+            "/cdi-validate",
+            false,
+            &[],
+            &delete("BlockUninstallIfWorkloadsExist").to_string(),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let answer: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(answer["response"]["uid"], "del-1");
+    assert_eq!(answer["response"]["allowed"], false);
+    assert_eq!(
+        answer["response"]["status"]["message"],
+        "rejecting the uninstall request, since there are still 2 DataVolumes present. Either delete all DataVolumes or change the uninstall strategy before uninstalling CDI",
+        "counted up to two, as upstream lists them"
+    );
+    let (_, body) = setup
+        .send(
+            "POST",
+            "/cdi-validate",
+            false,
+            &[],
+            &delete("RemoveWorkloads").to_string(),
+        )
+        .await;
+    let answer: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(answer["response"]["allowed"], true, "the default strategy removes them");
+    setup.reviews.1.store(0, std::sync::atomic::Ordering::SeqCst);
+    let (_, body) = setup
+        .send(
+            "POST",
+            "/cdi-validate",
+            false,
+            &[],
+            &delete("BlockUninstallIfWorkloadsExist").to_string(),
+        )
+        .await;
+    let answer: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(answer["response"]["allowed"], true, "no DataVolume left");
 }

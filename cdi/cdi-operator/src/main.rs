@@ -11,7 +11,7 @@ use cdi_operator::reconciler::{self, Next};
 use cdi_operator::render::{Images, MANAGED_BY, Settings};
 use clap::Parser;
 use futures::StreamExt as _;
-use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
@@ -128,6 +128,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         .watches(Api::<ClusterRoleBinding>::all(c()), ours.clone(), owner)
         .watches(Api::<APIService>::all(c()), ours.clone(), owner)
         .watches(Api::<MutatingWebhookConfiguration>::all(c()), ours.clone(), owner)
+        .watches(Api::<ValidatingWebhookConfiguration>::all(c()), ours.clone(), owner)
         .watches(Api::<CustomResourceDefinition>::all(c()), ours, owner)
         .graceful_shutdown_on(async move { stop.cancelled().await })
         .run(reconcile, retry, context)

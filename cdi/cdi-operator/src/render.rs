@@ -144,12 +144,6 @@ pub fn refusal(cr: &CDI) -> Option<String> {
                 .to_owned(),
         );
     }
-    if spec.uninstall_strategy.as_deref() == Some("BlockUninstallIfWorkloadsExist") {
-        return Some(
-            "spec.uninstallStrategy: BlockUninstallIfWorkloadsExist is not supported; deleting the CDI removes every DataVolume (RemoveWorkloads)"
-                .to_owned(),
-        );
-    }
     crate::certificates::lifetimes(spec.cert_config.as_ref())
         .err()
         .map(|e| e.to_string())

@@ -42,7 +42,7 @@ fn available() -> serde_json::Value {
 }
 
 /// What the CR makes, each controlled by it: kind, name, namespace (`default` for cluster-scoped).
-const MADE: [(&str, &str, &str); 11] = [
+const MADE: [(&str, &str, &str); 12] = [
     ("deployment", "cdi-deployment", NAMESPACE),
     ("deployment", "cdi-apiserver", NAMESPACE),
     ("deployment", "cdi-uploadproxy", NAMESPACE),
@@ -53,6 +53,7 @@ const MADE: [(&str, &str, &str); 11] = [
     ("crd", "datavolumes.cdi.kubevirt.io", "default"),
     ("apiservice", "v1beta1.upload.cdi.kubevirt.io", "default"),
     ("mutatingwebhookconfiguration", "cdi-api-datavolume-mutate", "default"),
+    ("validatingwebhookconfiguration", "cdi-api-validate", "default"),
     ("cdiconfig", "config", "default"),
 ];
 
@@ -108,7 +109,48 @@ fn the_operator_installs_cdi_from_its_cr_rotates_its_certificates_and_removes_it
 
     rotates_the_upload_servers_ca();
     refuses_a_second_cdi();
+    blocks_its_uninstall_while_data_volumes_exist();
+    // Still BlockUninstallIfWorkloadsExist, with no DataVolume left: the deletion goes through.
     removes_all_it_made_and_installs_again(&cr, &MADE);
+}
+
+/// With `uninstallStrategy: BlockUninstallIfWorkloadsExist`, cdi-apiserver's webhook refuses the
+/// CDI's deletion while a DataVolume exists, with upstream's message.
+fn blocks_its_uninstall_while_data_volumes_exist() {
+    kubectl_ok(&[
+        "patch",
+        "cdi",
+        CR,
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"uninstallStrategy":"BlockUninstallIfWorkloadsExist"}}"#,
+    ]);
+    wait_for(
+        "the CDI validating webhook to have cdi-apiserver's CA",
+        Duration::from_secs(60),
+        || {
+            get("validatingwebhookconfiguration", "cdi-api-validate", "default")
+                .filter(|w| !field(w, "webhooks.0.clientConfig.caBundle").is_empty())
+        },
+    );
+    let data_volume = "apiVersion: cdi.kubevirt.io/v1beta1\nkind: DataVolume\nmetadata:\n  name: e2e-blocks-uninstall\n  namespace: default\nspec:\n  source: {blank: {}}\n  storage:\n    resources: {requests: {storage: 16Mi}}\n";
+    let output = kubectl_stdin(&["create", "-f", "-"], data_volume);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let refused = kubectl(&["delete", "cdi", CR, "--wait=false"]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "the CDI was deleted with a DataVolume left");
+    assert!(
+        stderr.contains("rejecting the uninstall request, since there are still 1 DataVolumes present. Either delete all DataVolumes or change the uninstall strategy before uninstalling CDI"),
+        "{stderr}"
+    );
+    assert!(get("cdi", CR, "default").is_some_and(|c| c["metadata"]["deletionTimestamp"].is_null()));
+    kubectl_ok(&[
+        "delete",
+        "datavolume",
+        "e2e-blocks-uninstall",
+        "--wait=true",
+        "--timeout=120s",
+    ]);
 }
 
 /// The upload servers' CA made again (its Secret lost): the bundle trusts the new CA beside the

@@ -137,6 +137,7 @@ fn a_cr_becomes_cdis_crds_components_and_config_all_owned_and_labelled() {
         ("Service", "cdi-uploadproxy"),
         ("APIService", "v1beta1.upload.cdi.kubevirt.io"),
         ("MutatingWebhookConfiguration", "cdi-api-datavolume-mutate"),
+        ("ValidatingWebhookConfiguration", "cdi-api-validate"),
         ("ClusterRole", "cdi.kubevirt.io:edit"),
     ] {
         find(&wanted, kind, name);
@@ -242,13 +243,6 @@ fn fields_the_operator_does_not_act_on_are_refused_by_name() {
                 ..sample().spec
             }),
             "spec.infra.deploymentReplicas",
-        ),
-        (
-            with(CDISpec {
-                uninstall_strategy: Some("BlockUninstallIfWorkloadsExist".to_owned()),
-                ..sample().spec
-            }),
-            "spec.uninstallStrategy",
         ),
         (
             with(CDISpec {
