@@ -113,14 +113,6 @@ pub fn live_migratable(vmi: &VirtualMachineInstance) -> Result<(), NotMigratable
     {
         return not("HypervPassthroughNotLiveMigratable", "VMI uses hyperv passthrough");
     }
-    if crate::persistent_state::needed(&vmi.spec) {
-        // kubevirt-rs does not yet hand a VM's state claim over to the target (upstream makes a
-        // claim per migration and swaps them at the end).
-        return not(
-            "PersistentStateNotLiveMigratable",
-            "VMI keeps a persistent TPM or EFI state on VM state storage, which kubevirt-rs does not migrate",
-        );
-    }
     vmi.spec
         .volumes
         .iter()

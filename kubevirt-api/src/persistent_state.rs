@@ -10,6 +10,9 @@ use crate::v1::VirtualMachineInstanceSpec;
 
 /// The label (and name prefix) of a VMI's state claim; the label's value is the VMI's name.
 pub const CLAIM_LABEL: &str = "persistent-state-for";
+/// The label of a migration target's state claim until the migration hands it over; the value is
+/// the migration's name.
+pub const MIGRATION_NAME_LABEL: &str = "kubevirt.io/migrationName";
 /// The claim's size.
 pub const CLAIM_SIZE: &str = "10Mi";
 /// The claim's entry in `status.volumeStatus`.

@@ -113,6 +113,8 @@ struct ClaimFacts {
     info: PersistentVolumeClaimInfo,
     /// The VMI whose state it keeps (the label `persistent-state-for`).
     state_for: Option<String>,
+    /// The migration whose target's state it is to keep (the label `kubevirt.io/migrationName`).
+    migration_target_of: Option<String>,
     /// Being deleted.
     terminating: bool,
     /// `status.phase`.
@@ -182,42 +184,62 @@ impl ClaimStore {
                 .as_ref()
                 .and_then(|l| l.get(kubevirt_api::persistent_state::CLAIM_LABEL))
                 .cloned(),
+            migration_target_of: claim
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(kubevirt_api::persistent_state::MIGRATION_NAME_LABEL))
+                .cloned(),
             terminating: claim.metadata.deletion_timestamp.is_some(),
             phase: claim.status.as_ref().and_then(|s| s.phase.clone()),
             storage_class: claim.spec.as_ref().and_then(|s| s.storage_class_name.clone()),
         })
     }
 
-    /// The VM state claim of the VMI `namespace/vmi_name`: the one labelled for it, else one of
-    /// the name an older release gave it; never one being deleted. With what the VMI's status says
-    /// of it.
+    /// The VM state claim of the VMI `namespace/vmi_name`: the one labelled for it (the first by
+    /// name, should a migration's hand-off briefly leave two), else one of the name an older
+    /// release gave it; never one being deleted. With what the VMI's status says of it.
     #[must_use]
     pub fn state_claim(&self, namespace: &str, vmi_name: &str) -> Option<(StateClaim, PersistentVolumeClaimInfo)> {
+        let legacy = kubevirt_api::persistent_state::legacy_claim_name(vmi_name);
+        self.first_claim(namespace, |_, facts| facts.state_for.as_deref() == Some(vmi_name))
+            .or_else(|| self.first_claim(namespace, |name, facts| name == legacy && facts.state_for.is_none()))
+    }
+
+    /// The state claim made for the target of the migration `namespace/migration`, until the
+    /// migration hands it over.
+    #[must_use]
+    pub fn migration_target_claim(
+        &self,
+        namespace: &str,
+        migration: &str,
+    ) -> Option<(StateClaim, PersistentVolumeClaimInfo)> {
+        self.first_claim(namespace, |_, facts| {
+            facts.migration_target_of.as_deref() == Some(migration)
+        })
+    }
+
+    /// The claim in `namespace`, first by name, that is not being deleted and `matches`.
+    fn first_claim(
+        &self,
+        namespace: &str,
+        matches: impl Fn(&str, &ClaimFacts) -> bool,
+    ) -> Option<(StateClaim, PersistentVolumeClaimInfo)> {
         let cache = self.cache();
         let prefix = format!("{namespace}/");
-        let legacy = kubevirt_api::persistent_state::legacy_claim_name(vmi_name);
-        let mut found = None;
-        for (key, facts) in cache.iter() {
-            let Some(name) = key.strip_prefix(&prefix) else {
-                continue;
-            };
-            if facts.terminating {
-                continue;
-            }
-            let labelled = facts.state_for.as_deref() == Some(vmi_name);
-            if labelled || (name == legacy && found.is_none()) {
+        cache
+            .iter()
+            .filter_map(|(key, facts)| Some((key.strip_prefix(&prefix)?, facts)))
+            .filter(|(name, facts)| !facts.terminating && matches(name, facts))
+            .min_by(|a, b| a.0.cmp(b.0))
+            .map(|(name, facts)| {
                 let claim = StateClaim {
                     name: name.to_owned(),
                     phase: facts.phase.clone(),
                     storage_class: facts.storage_class.clone(),
                 };
-                found = Some((claim, facts.info.clone()));
-                if labelled {
-                    break;
-                }
-            }
-        }
-        found
+                (claim, facts.info.clone())
+            })
     }
 
     /// The modes of every claim `vmi` needs in its launcher pod, or the first (in volume order)

@@ -10,7 +10,9 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kubevirt_api::clock::Clock;
 use kubevirt_api::migration_settings::MigrationSettings;
-use kubevirt_api::v1::{MigrationPhase, VirtualMachineInstance, VirtualMachineInstanceMigration};
+use kubevirt_api::v1::{
+    MigrationPhase, VirtualMachineInstance, VirtualMachineInstanceMigration, VirtualMachineInstanceMigrationStatus,
+};
 use kubevirt_api::well_known::{finalizers, labels};
 use serde_json::json;
 
@@ -105,6 +107,29 @@ fn replace<T: PartialEq>(slot: &Mutex<T>, value: T) -> bool {
     let changed = *current != value;
     *current = value;
     changed
+}
+
+/// The VM state claims named in `migration`'s status (written before the target pod) stay in the
+/// status a plan made from the status before them.
+fn keep_state_claim_names(
+    migration: &VirtualMachineInstanceMigration,
+    status: &mut VirtualMachineInstanceMigrationStatus,
+) {
+    let Some(named) = migration.status.as_ref().and_then(|s| s.migration_state.as_ref()) else {
+        return;
+    };
+    if named.target_persistent_state_pvc_name.is_none() {
+        return;
+    }
+    let state = status.migration_state.get_or_insert_default();
+    if state.target_persistent_state_pvc_name.is_none() {
+        state
+            .source_persistent_state_pvc_name
+            .clone_from(&named.source_persistent_state_pvc_name);
+        state
+            .target_persistent_state_pvc_name
+            .clone_from(&named.target_persistent_state_pvc_name);
+    }
 }
 
 /// The key of the VMI a migration moves.
@@ -267,6 +292,7 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
             .unwrap_or_default()
             .is_final()
         {
+            self.finish_state_claims(&migration).await?;
             self.collect_finished(&migration, &siblings).await?;
         }
         Ok(requeue)
@@ -349,7 +375,7 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
         if plan.create_target_pod
             && let Some(vmi) = &vmi
         {
-            self.create_target_pod(&migration, vmi).await?;
+            self.create_target_pod(&mut migration, vmi).await?;
         }
         if let Some(vmi) = &vmi {
             for event in &plan.vmi_events {
@@ -380,7 +406,8 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
                 tracing::warn!(error = %error, "cannot record an event");
             }
         }
-        if let Some(status) = plan.status {
+        if let Some(mut status) = plan.status {
+            keep_state_claim_names(&migration, &mut status);
             migration.status = Some(status);
             migration = self
                 .api
@@ -401,9 +428,11 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
 
     async fn create_target_pod(
         &self,
-        migration: &VirtualMachineInstanceMigration,
+        migration: &mut VirtualMachineInstanceMigration,
         vmi: &VirtualMachineInstance,
     ) -> Result<(), ReconcileError> {
+        let state = self.state_claims(migration, vmi).await?;
+        let migration: &VirtualMachineInstanceMigration = migration;
         let namespace = migration
             .metadata
             .namespace
@@ -430,6 +459,7 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
                 ));
             }
         };
+        let claims = claims.with_state_claim(state.map(|s| s.target));
         let (outcome, event) = match render_target_pod(vmi, migration, &config, &claims) {
             Err(error) => (
                 Ok(()),
@@ -496,3 +526,4 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
 
 mod evacuate;
 mod observe;
+mod state_claims;

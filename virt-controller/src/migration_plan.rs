@@ -280,7 +280,16 @@ fn final_writes(
     plan: &mut Plan,
 ) {
     if let Some(state) = vmi_state.filter(|s| s.migration_uid.as_deref() == Some(uid)) {
-        status.migration_state = Some(state.clone());
+        // The VM state claims stay named (the hand-off and its undoing read them).
+        let named = status.migration_state.take().unwrap_or_default();
+        let mut state = state.clone();
+        state.source_persistent_state_pvc_name = state
+            .source_persistent_state_pvc_name
+            .or(named.source_persistent_state_pvc_name);
+        state.target_persistent_state_pvc_name = state
+            .target_persistent_state_pvc_name
+            .or(named.target_persistent_state_pvc_name);
+        status.migration_state = Some(state);
     }
     let failed = status.phase == Some(Phase::Failed);
     if failed && let Some(pod) = seen.target_pod.filter(|p| !p.is_terminating) {
@@ -410,7 +419,11 @@ fn hand_off(seen: &Observed<'_>, vmi: &VirtualMachineInstance, plan: &mut Plan) 
     let Some(target) = seen.target_pod.filter(|p| p.node.is_some()) else {
         return;
     };
+    // The VM state claims the migration's status names go into the VMI's state too, as upstream's.
+    let claims = seen.migration.status.as_ref().and_then(|s| s.migration_state.as_ref());
     plan.vmi_migration_state = Some(MigrationState {
+        source_persistent_state_pvc_name: claims.and_then(|c| c.source_persistent_state_pvc_name.clone()),
+        target_persistent_state_pvc_name: claims.and_then(|c| c.target_persistent_state_pvc_name.clone()),
         migration_uid: uid,
         target_node: target.node.clone(),
         target_pod: Some(target.name.clone()),

@@ -12,7 +12,9 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PersistentVolumeClaimSpec, VolumeResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kubevirt_api::persistent_state::{self, APPLY_STORAGE_PROFILE_LABEL, CLAIM_LABEL, CLAIM_SIZE};
+use kubevirt_api::persistent_state::{
+    self, APPLY_STORAGE_PROFILE_LABEL, CLAIM_LABEL, CLAIM_SIZE, MIGRATION_NAME_LABEL,
+};
 use kubevirt_api::v1::VirtualMachineInstance;
 
 /// Upstream's reason when the claim cannot be made.
@@ -139,10 +141,25 @@ pub fn access_mode(class_configured: bool, profile: &[(Option<String>, Vec<Strin
     }
 }
 
+/// Whom a new claim is for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClaimPurpose {
+    /// The VMI's own (labelled `persistent-state-for=<vmi>`).
+    Vmi,
+    /// The target of the migration of this name (labelled `kubevirt.io/migrationName`), until
+    /// the migration hands it over.
+    MigrationTarget(String),
+}
+
 /// The claim to make for `vmi`: owned by the VMI's owners (its VM), so that it outlives the VMI,
 /// or by the VMI itself when nothing owns it.
 #[must_use]
-pub fn claim_for(vmi: &VirtualMachineInstance, class: &str, access_mode: &str) -> PersistentVolumeClaim {
+pub fn claim_for(
+    vmi: &VirtualMachineInstance,
+    class: &str,
+    access_mode: &str,
+    purpose: &ClaimPurpose,
+) -> PersistentVolumeClaim {
     let name = vmi.metadata.name.clone().unwrap_or_default();
     let owners = vmi
         .metadata
@@ -164,7 +181,10 @@ pub fn claim_for(vmi: &VirtualMachineInstance, class: &str, access_mode: &str) -
             generate_name: Some(persistent_state::claim_generate_name(&name)),
             namespace: vmi.metadata.namespace.clone(),
             labels: Some(BTreeMap::from([
-                (CLAIM_LABEL.to_owned(), name),
+                match purpose {
+                    ClaimPurpose::Vmi => (CLAIM_LABEL.to_owned(), name),
+                    ClaimPurpose::MigrationTarget(migration) => (MIGRATION_NAME_LABEL.to_owned(), migration.clone()),
+                },
                 (APPLY_STORAGE_PROFILE_LABEL.to_owned(), "true".to_owned()),
             ])),
             owner_references: Some(owners),

@@ -25,7 +25,7 @@ use crate::reconcile_error::{ReconcileError, cannot, log_and_retry};
 use crate::vmi_lifecycle::{Observed, PodView, REASON_PVC_NOT_FOUND, plan};
 
 mod pods;
-mod state_claim;
+pub(crate) mod state_claim;
 
 #[derive(Debug, Default)]
 struct Known {

@@ -1,13 +1,14 @@
 //! A VM with a persistent TPM and persistent EFI variables on the real cluster: virt-controller
 //! makes its VM state claim on the default class (hostpath-csi), the guest sees the same TPM
-//! endorsement key and one more EFI variable after a restart, the claim is the VM's and goes with
-//! it, and the VMI says it cannot live-migrate.
+//! endorsement key and one more EFI variable after a restart; a live migration to the other node
+//! moves the state to a claim there (hostpath-csi's claims are node-local), which a restart finds;
+//! the claim is the VM's and goes with it.
 
 use std::time::Duration;
 
 use kubevirt_tests::serial_tap::serial_log;
 
-use super::migration::{condition, launcher_on};
+use super::migration::{condition, delete_finished_migrations, launcher_on, migrations_of};
 use super::support::{Cleanup, cluster_dir, field, get, kubectl_ok, virtctl_ok, wait_for, wait_for_phase};
 
 const VM: &str = "e2e-state";
@@ -47,6 +48,8 @@ fn guest_state_lines() -> (String, String, serde_json::Value) {
     (ek, efivars, vmi)
 }
 
+/// The VM's state claims that are not being deleted (a claim a completed pod still names stays,
+/// Terminating, until that pod goes).
 fn state_claims() -> Vec<serde_json::Value> {
     let list: serde_json::Value = serde_json::from_str(&kubectl_ok(&[
         "get",
@@ -57,7 +60,13 @@ fn state_claims() -> Vec<serde_json::Value> {
         "json",
     ]))
     .expect("claim list");
-    list["items"].as_array().cloned().unwrap_or_default()
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["metadata"]["deletionTimestamp"].is_null())
+        .cloned()
+        .collect()
 }
 
 #[test]
@@ -98,11 +107,6 @@ fn a_vms_persistent_tpm_and_efi_variables_survive_a_restart_on_its_state_claim()
         .cloned()
         .expect("the state claim's volume status");
     assert_eq!(field(&entry, "persistentVolumeClaimInfo.claimName"), claim_name);
-    let migratable = wait_for("LiveMigratable", Duration::from_secs(60), || {
-        condition(&get("vmi", VM, "default")?, "LiveMigratable")
-    });
-    assert_eq!(migratable["status"], "False");
-    assert_eq!(migratable["reason"], "PersistentStateNotLiveMigratable");
 
     let first = field(&vmi, "metadata.uid");
     assert_eq!(
@@ -121,8 +125,67 @@ fn a_vms_persistent_tpm_and_efi_variables_survive_a_restart_on_its_state_claim()
     let names: Vec<String> = state_claims().iter().map(|c| field(c, "metadata.name")).collect();
     assert_eq!(names, [claim_name.clone()], "the same claim");
 
+    let target_claim = migrates_with_its_state(&claim_name);
+    assert_eq!(
+        virtctl_ok(&["restart", VM]).trim(),
+        format!("VM {VM} was scheduled to restart")
+    );
+    let migrated = field(&get("vmi", VM, "default").expect("VMI"), "metadata.uid");
+    wait_for("a new VMI after the migration", Duration::from_secs(180), || {
+        get("vmi", VM, "default").filter(|v| field(v, "metadata.uid") != migrated)
+    });
+    let (ek_moved, efivars_moved, _) = guest_state_lines();
+    assert_eq!(ek_moved, ek, "the TPM state moved with the guest");
+    assert_eq!(efivars_moved, "3", "so did the EFI variables");
+    let names: Vec<String> = state_claims().iter().map(|c| field(c, "metadata.name")).collect();
+    assert_eq!(names, [target_claim], "the migration's claim is the VM's now");
+
     kubectl_ok(&["delete", "vm", VM, "--wait=true", "--timeout=180s"]);
     wait_for("the state claim to go with the VM", Duration::from_secs(120), || {
         state_claims().is_empty().then_some(())
     });
+}
+
+/// `virtctl migrate`s the running VM: the migration names the VM's claim as its source and one of
+/// its own as the target, and once it succeeded the target's claim is the VM's only state claim.
+/// Returns the target claim's name.
+fn migrates_with_its_state(source_claim: &str) -> String {
+    let vmi = get("vmi", VM, "default").expect("VMI");
+    let migratable = wait_for("LiveMigratable=True", Duration::from_secs(60), || {
+        condition(&get("vmi", VM, "default")?, "LiveMigratable").filter(|c| c["status"] == "True")
+    });
+    assert_eq!(migratable["status"], "True");
+    let source_node = field(&vmi, "status.nodeName");
+    delete_finished_migrations(VM);
+    assert_eq!(
+        virtctl_ok(&["migrate", VM]).trim(),
+        format!("VM {VM} was scheduled to migrate")
+    );
+    let migration = wait_for("the migration to succeed", Duration::from_secs(240), || {
+        migrations_of(VM).into_iter().find(|m| {
+            let phase = field(m, "status.phase");
+            assert_ne!(phase, "Failed", "the migration failed: {m}");
+            phase == "Succeeded"
+        })
+    });
+    assert_eq!(
+        field(&migration, "status.migrationState.sourcePersistentStatePVCName"),
+        source_claim
+    );
+    let target_claim = field(&migration, "status.migrationState.targetPersistentStatePVCName");
+    assert!(
+        target_claim.starts_with(&format!("persistent-state-for-{VM}-")) && target_claim != source_claim,
+        "{target_claim}"
+    );
+    wait_for("the VMI on the other node", Duration::from_secs(60), || {
+        get("vmi", VM, "default").filter(|v| {
+            let node = field(v, "status.nodeName");
+            !node.is_empty() && node != source_node
+        })
+    });
+    wait_for("the state handed over", Duration::from_secs(120), || {
+        let names: Vec<String> = state_claims().iter().map(|c| field(c, "metadata.name")).collect();
+        (names == [target_claim.clone()]).then_some(())
+    });
+    target_claim
 }

@@ -392,6 +392,10 @@ impl ControllerApi for KubeControllerApi {
         self.delete_claim_object(namespace, name).await
     }
 
+    async fn patch_pvc_labels(&self, namespace: &str, name: &str, labels: serde_json::Value) -> Result<(), ApiError> {
+        self.patch_claim_labels(namespace, name, labels).await
+    }
+
     async fn list_storage_classes(&self) -> Result<Vec<StorageClass>, ApiError> {
         self.storage_classes().await
     }

@@ -123,6 +123,20 @@ impl KubeControllerApi {
             .map_err(kube_error(format!("delete PersistentVolumeClaim {namespace}/{name}")))
     }
 
+    pub(super) async fn patch_claim_labels(
+        &self,
+        namespace: &str,
+        name: &str,
+        labels: serde_json::Value,
+    ) -> Result<(), ApiError> {
+        let patch = serde_json::json!({"metadata": {"labels": labels}});
+        Api::<PersistentVolumeClaim>::namespaced(self.client().clone(), namespace)
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(drop)
+            .map_err(kube_error(format!("label PersistentVolumeClaim {namespace}/{name}")))
+    }
+
     pub(super) async fn storage_classes(&self) -> Result<Vec<StorageClass>, ApiError> {
         Api::<StorageClass>::all(self.client().clone())
             .list(&ListParams::default())

@@ -50,6 +50,9 @@ pub enum ApiError {
     /// A watch failed.
     #[error("watch failed: {0}")]
     Watch(#[from] watcher::Error),
+    /// The cluster is not set up for the request (no default StorageClass for a VM state claim).
+    #[error("{0}")]
+    Precondition(String),
 }
 
 /// A watch event about a VMI.
@@ -207,6 +210,13 @@ pub trait ControllerApi: InstancetypeLookup + Send + Sync + 'static {
     ) -> impl Future<Output = Result<PersistentVolumeClaim, ApiError>> + Send;
     /// Deletes a PersistentVolumeClaim.
     fn delete_pvc(&self, namespace: &str, name: &str) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// Merge-patches a PersistentVolumeClaim's labels (a `null` value removes one).
+    fn patch_pvc_labels(
+        &self,
+        namespace: &str,
+        name: &str,
+        labels: serde_json::Value,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send;
     /// Every StorageClass.
     fn list_storage_classes(&self) -> impl Future<Output = Result<Vec<StorageClass>, ApiError>> + Send;
     /// Reads a StorageClass; `None` when it is not there.

@@ -112,7 +112,7 @@ fn a_claim_belongs_to_the_vm_or_else_to_the_vmi() {
         "spec": {"domain": {"devices": {"tpm": {"persistent": true}}}}
     }))
     .expect("vmi");
-    let bare = claim_for(&vmi, "hostpath-csi", "ReadWriteOnce");
+    let bare = claim_for(&vmi, "hostpath-csi", "ReadWriteOnce", &ClaimPurpose::Vmi);
     assert_eq!(bare.metadata.generate_name.as_deref(), Some("persistent-state-for-vm-"));
     assert_eq!(bare.metadata.namespace.as_deref(), Some("ns"));
     let labels = bare.metadata.labels.clone().expect("labels");
@@ -139,9 +139,20 @@ fn a_claim_belongs_to_the_vm_or_else_to_the_vmi() {
         controller: Some(true),
         block_owner_deletion: Some(true),
     }]);
-    let owned = claim_for(&vmi, "hostpath-csi", "ReadWriteOnce");
+    let owned = claim_for(
+        &vmi,
+        "hostpath-csi",
+        "ReadWriteOnce",
+        &ClaimPurpose::MigrationTarget("m1".to_owned()),
+    );
     assert_eq!(
         owned.metadata.owner_references.expect("owner")[0].kind,
         "VirtualMachine"
+    );
+    let labels = owned.metadata.labels.expect("labels");
+    assert_eq!(labels.get("kubevirt.io/migrationName").map(String::as_str), Some("m1"));
+    assert!(
+        !labels.contains_key("persistent-state-for"),
+        "not the VMI's until handed over"
     );
 }

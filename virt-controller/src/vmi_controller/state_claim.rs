@@ -13,7 +13,8 @@ use crate::cluster_api::{ApiError, ControllerApi};
 use crate::pod::PodConfig;
 use crate::reconcile_error::ReconcileError;
 use crate::state_claims::{
-    ClassBinding, ClassFacts, REASON_CREATE_FAILED, StateClaim, StateStep, access_mode, choose_class, claim_for, decide,
+    ClaimPurpose, ClassBinding, ClassFacts, REASON_CREATE_FAILED, StateClaim, StateStep, access_mode, choose_class,
+    claim_for, decide,
 };
 use crate::vmi_lifecycle::StateClaimView;
 
@@ -78,7 +79,14 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
                 Ok(()) | Err(ApiError::NotFound(_)) => outcome.view.info = None,
                 Err(error) => return Err(ReconcileError::new(format!("delete the VM state claim {claim}"), error)),
             },
-            StateStep::Create => match self.create_state_claim(vmi, config).await {
+            StateStep::Create => match make_state_claim(
+                &self.api,
+                vmi,
+                config.vm_state_storage_class.as_deref(),
+                &ClaimPurpose::Vmi,
+            )
+            .await
+            {
                 Ok(created) => {
                     let phase = created.status.as_ref().and_then(|s| s.phase.clone());
                     let class = created.spec.as_ref().and_then(|s| s.storage_class_name.clone());
@@ -100,7 +108,8 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
                     let binding = self.binding(true, Some(&claim)).await;
                     self.apply_readiness(decide(true, Some(&claim), &binding), &mut outcome);
                 }
-                Err(message) => {
+                Err(error) => {
+                    let message = error.to_string();
                     self.event(vmi, "Warning", REASON_CREATE_FAILED, &message).await;
                     outcome.view.wait = Some((REASON_CREATE_FAILED, message));
                 }
@@ -135,28 +144,26 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
             Err(error) => ClassBinding::Unknown(error.to_string()),
         }
     }
+}
 
-    /// Makes the state claim of `vmi`: its class and access mode chosen as upstream chooses them.
-    async fn create_state_claim(
-        &self,
-        vmi: &VirtualMachineInstance,
-        config: &PodConfig,
-    ) -> Result<k8s_openapi::api::core::v1::PersistentVolumeClaim, String> {
-        let configured = config.vm_state_storage_class.as_deref();
-        let classes = if configured.is_some() {
-            Vec::new()
-        } else {
-            self.api
-                .list_storage_classes()
-                .await
-                .map_err(|e| e.to_string())?
-                .iter()
-                .map(class_facts)
-                .collect()
-        };
-        let class = choose_class(configured, &classes)?;
-        let sets = self.api.storage_profile_sets(&class).await.map_err(|e| e.to_string())?;
-        let claim = claim_for(vmi, &class, access_mode(configured.is_some(), &sets));
-        self.api.create_pvc(&claim).await.map_err(|e| e.to_string())
-    }
+/// Makes a state claim for `vmi` (its own, or a migration target's), its class and access mode
+/// chosen as upstream chooses them; the class is `configured` when the cluster names one.
+///
+/// # Errors
+/// The API server's, or [`ApiError::Precondition`] when no class can be chosen.
+pub(crate) async fn make_state_claim<A: ControllerApi>(
+    api: &A,
+    vmi: &VirtualMachineInstance,
+    configured: Option<&str>,
+    purpose: &ClaimPurpose,
+) -> Result<k8s_openapi::api::core::v1::PersistentVolumeClaim, ApiError> {
+    let classes = if configured.is_some() {
+        Vec::new()
+    } else {
+        api.list_storage_classes().await?.iter().map(class_facts).collect()
+    };
+    let class = choose_class(configured, &classes).map_err(ApiError::Precondition)?;
+    let sets = api.storage_profile_sets(&class).await?;
+    let claim = claim_for(vmi, &class, access_mode(configured.is_some(), &sets), purpose);
+    api.create_pvc(&claim).await
 }

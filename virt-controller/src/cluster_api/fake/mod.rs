@@ -66,6 +66,8 @@ pub enum Write {
     CreateClaim(String),
     /// PersistentVolumeClaim deleted (its key).
     DeleteClaim(String),
+    /// PersistentVolumeClaim labels patched (its key and the labels).
+    LabelClaim(String, serde_json::Value),
 }
 
 #[derive(Debug, Default)]
@@ -723,6 +725,30 @@ impl ControllerApi for FakeControllerApi {
         }
         self.lock().log(Write::DeleteClaim(key.clone()));
         self.delete_claim(&key);
+        Ok(())
+    }
+
+    async fn patch_pvc_labels(&self, namespace: &str, name: &str, labels: serde_json::Value) -> Result<(), ApiError> {
+        let key = format!("{namespace}/{name}");
+        let mut claim = self
+            .lock()
+            .claims
+            .get(&key)
+            .cloned()
+            .ok_or_else(|| ApiError::NotFound(key.clone()))?;
+        let current = claim.metadata.labels.get_or_insert_default();
+        for (label, value) in labels.as_object().into_iter().flatten() {
+            match value.as_str() {
+                Some(value) => {
+                    current.insert(label.clone(), value.to_owned());
+                }
+                None => {
+                    current.remove(label);
+                }
+            }
+        }
+        self.lock().log(Write::LabelClaim(key, labels));
+        self.apply_claim(claim);
         Ok(())
     }
 
