@@ -206,6 +206,12 @@ impl ClaimStore {
             .or_else(|| self.first_claim(namespace, |name, facts| name == legacy && facts.state_for.is_none()))
     }
 
+    /// The VMI a claim keeps the state of (its `persistent-state-for` label), if it is there.
+    #[must_use]
+    pub fn labelled_for(&self, namespace: &str, name: &str) -> Option<String> {
+        self.cache().get(namespace, name).and_then(|f| f.state_for.clone())
+    }
+
     /// The state claim made for the target of the migration `namespace/migration`, until the
     /// migration hands it over.
     #[must_use]
@@ -237,6 +243,7 @@ impl ClaimStore {
                     name: name.to_owned(),
                     phase: facts.phase.clone(),
                     storage_class: facts.storage_class.clone(),
+                    labelled: facts.state_for.is_some(),
                 };
                 (claim, facts.info.clone())
             })

@@ -10,9 +10,7 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kubevirt_api::clock::Clock;
 use kubevirt_api::migration_settings::MigrationSettings;
-use kubevirt_api::v1::{
-    MigrationPhase, VirtualMachineInstance, VirtualMachineInstanceMigration, VirtualMachineInstanceMigrationStatus,
-};
+use kubevirt_api::v1::{MigrationPhase, VirtualMachineInstance, VirtualMachineInstanceMigration};
 use kubevirt_api::well_known::{finalizers, labels};
 use serde_json::json;
 
@@ -107,29 +105,6 @@ fn replace<T: PartialEq>(slot: &Mutex<T>, value: T) -> bool {
     let changed = *current != value;
     *current = value;
     changed
-}
-
-/// The VM state claims named in `migration`'s status (written before the target pod) stay in the
-/// status a plan made from the status before them.
-fn keep_state_claim_names(
-    migration: &VirtualMachineInstanceMigration,
-    status: &mut VirtualMachineInstanceMigrationStatus,
-) {
-    let Some(named) = migration.status.as_ref().and_then(|s| s.migration_state.as_ref()) else {
-        return;
-    };
-    if named.target_persistent_state_pvc_name.is_none() {
-        return;
-    }
-    let state = status.migration_state.get_or_insert_default();
-    if state.target_persistent_state_pvc_name.is_none() {
-        state
-            .source_persistent_state_pvc_name
-            .clone_from(&named.source_persistent_state_pvc_name);
-        state
-            .target_persistent_state_pvc_name
-            .clone_from(&named.target_persistent_state_pvc_name);
-    }
 }
 
 /// The key of the VMI a migration moves.
@@ -285,14 +260,12 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
             now,
         });
         let requeue = self.apply(migration.clone(), vmi, planned).await?;
-        if migration
+        if let Some(status) = migration
             .status
             .as_ref()
-            .and_then(|s| s.phase)
-            .unwrap_or_default()
-            .is_final()
+            .filter(|s| s.phase.unwrap_or_default().is_final())
         {
-            self.finish_state_claims(&migration).await?;
+            self.finish_state_claims(&migration, status).await?;
             self.collect_finished(&migration, &siblings).await?;
         }
         Ok(requeue)
@@ -407,7 +380,10 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
             }
         }
         if let Some(mut status) = plan.status {
-            keep_state_claim_names(&migration, &mut status);
+            state_claims::keep_names(&migration, &mut status);
+            // The state is handed over (or the target's claim dropped) before the migration says
+            // it is over, as upstream's: a next migration then finds the claim the guest uses.
+            self.finish_state_claims(&migration, &status).await?;
             migration.status = Some(status);
             migration = self
                 .api

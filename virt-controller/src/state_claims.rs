@@ -33,6 +33,9 @@ pub struct StateClaim {
     pub phase: Option<String>,
     /// `spec.storageClassName`.
     pub storage_class: Option<String>,
+    /// It carries the `persistent-state-for` label (an older release's claim, found by its name,
+    /// does not).
+    pub labelled: bool,
 }
 
 /// How the claim's StorageClass binds, as far as the controller could tell.
@@ -207,5 +210,6 @@ pub fn claim_for(
     }
 }
 
+pub mod make;
 #[cfg(test)]
 mod tests;

@@ -25,7 +25,7 @@ use crate::reconcile_error::{ReconcileError, cannot, log_and_retry};
 use crate::vmi_lifecycle::{Observed, PodView, REASON_PVC_NOT_FOUND, plan};
 
 mod pods;
-pub(crate) mod state_claim;
+mod state_claim;
 
 #[derive(Debug, Default)]
 struct Known {
@@ -371,15 +371,7 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
             |name| self.claims.filled_by_data_volume(&namespace, name),
             |name| self.data_volumes.get(&namespace, name),
         );
-        let phase = vmi.status.as_ref().and_then(|s| s.phase).unwrap_or_default();
-        let may_create_pod = vmi.metadata.deletion_timestamp.is_none()
-            && matches!(
-                phase,
-                kubevirt_api::v1::VirtualMachineInstancePhase::Unset
-                    | kubevirt_api::v1::VirtualMachineInstancePhase::Pending
-            )
-            && pods.iter().all(|p| p.is_temporary);
-        let state_claim = Box::pin(self.state_claim(&vmi, may_create_pod, &config)).await?;
+        let state_claim = Box::pin(self.state_claim(&vmi, may_create_pod(&vmi, &pods), &config)).await?;
         let plan = plan(&Observed {
             vmi: &vmi,
             pods,
@@ -388,7 +380,7 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
             missing_claim: claims.as_ref().err().map(ToString::to_string),
             claim_infos: self.claims.infos_for(&vmi),
             data_volumes,
-            state_claim: state_claim.view,
+            state_claim: state_claim.view.clone(),
             now: Time(self.clock.now()),
         });
         let mut current = vmi.clone();
@@ -396,7 +388,7 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
             .as_ref()
             .unwrap_or(&ClaimModes::default())
             .clone()
-            .with_state_claim(state_claim.ready);
+            .with_state_claim(state_claim.ready.clone());
         // Boxed: rendering and creating pods makes a large future, which every pass would carry.
         if !Box::pin(self.create_pods(key, &namespace, &plan, &config, &claims, &current)).await? {
             return Ok(None);
@@ -457,7 +449,7 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
         // While a pod's creation or deletion is unseen (one of this pass too), looked at again
         // when that expectation expires, should its event never come.
         let expires_in = self.known().expectations.expires_in(key, self.clock.monotonic());
-        Ok(expires_in)
+        Ok(state_claim.requeue(expires_in))
     }
 
     pub(super) async fn event(&self, vmi: &VirtualMachineInstance, kind: &'static str, reason: &str, message: &str) {
@@ -465,6 +457,16 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
             tracing::warn!(vmi = %vmi.key(), error = %error, "cannot record an event");
         }
     }
+}
+
+/// Whether `vmi`, with its `pods`, may get a launcher pod: not being deleted, not yet past
+/// Pending, and without a pod of its own (a temporary pod does not count).
+fn may_create_pod(vmi: &VirtualMachineInstance, pods: &[PodView]) -> bool {
+    use kubevirt_api::v1::VirtualMachineInstancePhase as Phase;
+    let phase = vmi.status.as_ref().and_then(|s| s.phase).unwrap_or_default();
+    vmi.metadata.deletion_timestamp.is_none()
+        && matches!(phase, Phase::Unset | Phase::Pending)
+        && pods.iter().all(|p| p.is_temporary)
 }
 
 /// The one metadata patch a plan needs: the node label and the finalizer list, or nothing.

@@ -124,7 +124,7 @@ pub const REASON_PVC_NOT_FOUND: &str = "FailedPvcNotFound";
 pub const REASON_DATA_VOLUME_IMPORT: &str = "FailedDataVolumeImport";
 /// The VMI condition that sums up its DataVolumes' `Ready`.
 pub const DATA_VOLUMES_READY: &str = "DataVolumesReady";
-const SYNCHRONIZED: &str = "Synchronized";
+pub(crate) const SYNCHRONIZED: &str = "Synchronized";
 const POD_SCHEDULED: &str = "PodScheduled";
 
 /// Sets the condition `kind` to False with `reason` and `message`, keeping its transition time
@@ -305,6 +305,25 @@ fn hold_for_data_volumes(
     }
 }
 
+/// Upstream describes the volumes once the pod is there: Scheduling with a pod, Scheduled and
+/// Running.
+fn describe_volumes(
+    status: &mut VirtualMachineInstanceStatus,
+    current: &VirtualMachineInstanceStatus,
+    observed: &Observed<'_>,
+    has_pod: bool,
+) {
+    let phase = status.phase.unwrap_or_default();
+    if matches!(phase, Phase::Scheduled | Phase::Running) || (phase == Phase::Scheduling && has_pod) {
+        status.volume_status = crate::volume_status::volume_statuses(
+            observed.vmi,
+            &current.volume_status,
+            &observed.claim_infos,
+            observed.state_claim.info.as_ref(),
+        );
+    }
+}
+
 /// Decides what to do for one VMI.
 #[must_use]
 pub fn plan(observed: &Observed<'_>) -> Plan {
@@ -405,19 +424,7 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
         if phase == Phase::Scheduling && matches!(pod, PodState::Starting | PodState::Ready) {
             pod_scheduled_condition(&mut status, live_pod, now);
         }
-        // Upstream describes the volumes once the pod is there: Scheduling with a pod, Scheduled
-        // and Running.
-        let phase_now = status.phase.unwrap_or_default();
-        if matches!(phase_now, Phase::Scheduled | Phase::Running)
-            || (phase_now == Phase::Scheduling && live_pod.is_some())
-        {
-            status.volume_status = crate::volume_status::volume_statuses(
-                vmi,
-                &current.volume_status,
-                &observed.claim_infos,
-                observed.state_claim.info.as_ref(),
-            );
-        }
+        describe_volumes(&mut status, &current, observed, live_pod.is_some());
         status.active_pods = own
             .iter()
             .filter_map(|p| Some((p.uid.clone(), p.node.clone()?)))

@@ -1,7 +1,7 @@
 //! A migration of a VMI with VM state storage through the event loop and the in-memory API server:
 //! the target pod mounts a claim of its own, labelled with the migration's name and named in its
 //! status; a migration that succeeds hands the state over (the target's claim becomes the VMI's,
-//! the source's goes), one that fails drops the target's claim.
+//! the source's goes) before its status says so, one that fails drops the target's claim.
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::storage::v1::StorageClass;
@@ -144,6 +144,14 @@ async fn a_migration_that_succeeds_hands_the_state_claim_over_to_the_target() {
         "the target's claim is the VMI's now"
     );
     assert_eq!(phase(&api), Some(MigrationPhase::Succeeded));
+    // Handed over before the migration says it is over (a next migration, or the migration's
+    // deletion, cannot come between): the relabel, then the source's deletion, then the status.
+    let writes = api.writes();
+    let at = |wanted: &dyn Fn(&Write) -> bool| writes.iter().rposition(wanted).expect("the write");
+    let labelled = at(&|w| matches!(w, Write::LabelClaim(key, _) if *key == target_claim));
+    let deleted = at(&|w| matches!(w, Write::DeleteClaim(key) if *key == source_claim));
+    let succeeded = at(&|w| matches!(w, Write::MigrationStatus(key) if key == "default/mig"));
+    assert!(labelled < deleted && deleted < succeeded, "{writes:?}");
     stop.cancel();
     task.await.expect("runner");
 }

@@ -28,6 +28,17 @@ use crate::{review, token_request};
 /// The largest request body read.
 const MAX_BODY: usize = 1 << 20;
 
+/// A webhook request's `AdmissionReview`, or the Bad Request that answers a body that is not one.
+async fn read_review(request: Request<Incoming>) -> Result<Value, Response<Full<Bytes>>> {
+    let body = Limited::new(request.into_body(), MAX_BODY)
+        .collect()
+        .await
+        .map_err(|error| reply(StatusCode::BAD_REQUEST, TEXT, format!("reading the body: {error}")))?
+        .to_bytes();
+    serde_json::from_slice(&body)
+        .map_err(|error| reply(StatusCode::BAD_REQUEST, TEXT, format!("the AdmissionReview: {error}")))
+}
+
 /// A review's answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Review {
@@ -147,13 +158,9 @@ impl<R: AccessReviews> UploadApi<R> {
     /// Answers the CDI resource's validating webhook: the deletion of a CDI that blocks its
     /// uninstall is refused while DataVolumes exist.
     async fn validate_cdi(&self, request: Request<Incoming>) -> Response<Full<Bytes>> {
-        let body = match Limited::new(request.into_body(), MAX_BODY).collect().await {
-            Ok(body) => body.to_bytes(),
-            Err(error) => return reply(StatusCode::BAD_REQUEST, TEXT, format!("reading the body: {error}")),
-        };
-        let review: serde_json::Value = match serde_json::from_slice(&body) {
+        let review = match read_review(request).await {
             Ok(review) => review,
-            Err(error) => return reply(StatusCode::BAD_REQUEST, TEXT, format!("the AdmissionReview: {error}")),
+            Err(refusal) => return refusal,
         };
         let (uid, check) = match uninstall_admission::read(&review) {
             Ok(read) => read,
@@ -173,13 +180,9 @@ impl<R: AccessReviews> UploadApi<R> {
     /// Answers the DataVolume mutating webhook: a clone gets its token when one of the reviews
     /// allows its creator to read the source.
     async fn mutate_data_volume(&self, request: Request<Incoming>) -> Response<Full<Bytes>> {
-        let body = match Limited::new(request.into_body(), MAX_BODY).collect().await {
-            Ok(body) => body.to_bytes(),
-            Err(error) => return reply(StatusCode::BAD_REQUEST, TEXT, format!("reading the body: {error}")),
-        };
-        let review: serde_json::Value = match serde_json::from_slice(&body) {
+        let review = match read_review(request).await {
             Ok(review) => review,
-            Err(error) => return reply(StatusCode::BAD_REQUEST, TEXT, format!("the AdmissionReview: {error}")),
+            Err(refusal) => return refusal,
         };
         let (uid, admission) = match clone_admission::read(&review) {
             Ok(read) => read,

@@ -376,55 +376,43 @@ async fn the_webhook_gives_an_allowed_clone_a_token_and_refuses_others() {
 #[tokio::test]
 async fn deleting_a_cdi_that_blocks_its_uninstall_waits_for_the_data_volumes_to_go() {
     let setup = setup().await;
-    let delete = |strategy: &str| {
-        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+    // The webhook's answer to the deletion of a deployed CDI with `strategy`.
+    let answer = |strategy: &'static str| {
+        let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
             "uid": "del-1", "operation": "DELETE", "name": "cdi",
             "resource": {"group": "cdi.kubevirt.io", "version": "v1beta1", "resource": "cdis"},
             "oldObject": {"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "CDI",
                           "metadata": {"name": "cdi"}, "spec": {"uninstallStrategy": strategy},
                           "status": {"phase": "Deployed"}}
-        }})
+        }});
+        let setup = &setup;
+        async move {
+            let (status, body) = setup
+                .send("POST", "/cdi-validate", false, &[], &review.to_string())
+                .await;
+            assert_eq!(status, 200, "{body}");
+            let answer: Value = serde_json::from_str(&body).expect("json");
+            assert_eq!(answer["response"]["uid"], "del-1");
+            answer["response"].clone()
+        }
     };
     setup.reviews.1.store(3, std::sync::atomic::Ordering::SeqCst);
-    let (status, body) = setup
-        .send(
-            "POST",
-            "/cdi-validate",
-            false,
-            &[],
-            &delete("BlockUninstallIfWorkloadsExist").to_string(),
-        )
-        .await;
-    assert_eq!(status, 200, "{body}");
-    let answer: Value = serde_json::from_str(&body).expect("json");
-    assert_eq!(answer["response"]["uid"], "del-1");
-    assert_eq!(answer["response"]["allowed"], false);
+    let refused = answer("BlockUninstallIfWorkloadsExist").await;
+    assert_eq!(refused["allowed"], false);
     assert_eq!(
-        answer["response"]["status"]["message"],
+        refused["status"]["message"],
         "rejecting the uninstall request, since there are still 2 DataVolumes present. Either delete all DataVolumes or change the uninstall strategy before uninstalling CDI",
         "counted up to two, as upstream lists them"
     );
-    let (_, body) = setup
-        .send(
-            "POST",
-            "/cdi-validate",
-            false,
-            &[],
-            &delete("RemoveWorkloads").to_string(),
-        )
-        .await;
-    let answer: Value = serde_json::from_str(&body).expect("json");
-    assert_eq!(answer["response"]["allowed"], true, "the default strategy removes them");
+    assert_eq!(
+        answer("RemoveWorkloads").await["allowed"],
+        true,
+        "the default strategy removes them"
+    );
     setup.reviews.1.store(0, std::sync::atomic::Ordering::SeqCst);
-    let (_, body) = setup
-        .send(
-            "POST",
-            "/cdi-validate",
-            false,
-            &[],
-            &delete("BlockUninstallIfWorkloadsExist").to_string(),
-        )
-        .await;
-    let answer: Value = serde_json::from_str(&body).expect("json");
-    assert_eq!(answer["response"]["allowed"], true, "no DataVolume left");
+    assert_eq!(
+        answer("BlockUninstallIfWorkloadsExist").await["allowed"],
+        true,
+        "no DataVolume left"
+    );
 }

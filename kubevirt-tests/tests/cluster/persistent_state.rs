@@ -123,7 +123,7 @@ fn a_vms_persistent_tpm_and_efi_variables_survive_a_restart_on_its_state_claim()
         "the EFI variables of the first boot are still there"
     );
     let names: Vec<String> = state_claims().iter().map(|c| field(c, "metadata.name")).collect();
-    assert_eq!(names, [claim_name.clone()], "the same claim");
+    assert_eq!(names, std::slice::from_ref(&claim_name), "the same claim");
 
     let target_claim = migrates_with_its_state(&claim_name);
     assert_eq!(

@@ -404,7 +404,7 @@ impl ControllerApi for KubeControllerApi {
         self.storage_class(name).await
     }
 
-    async fn storage_profile_sets(&self, name: &str) -> Result<Vec<(Option<String>, Vec<String>)>, ApiError> {
+    async fn storage_profile_sets(&self, name: &str) -> Result<super::ClaimPropertySets, ApiError> {
         self.profile_sets(name).await
     }
 

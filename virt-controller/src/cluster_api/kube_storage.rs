@@ -152,7 +152,7 @@ impl KubeControllerApi {
             .map_err(kube_error(format!("get StorageClass {name}")))
     }
 
-    pub(super) async fn profile_sets(&self, name: &str) -> Result<Vec<(Option<String>, Vec<String>)>, ApiError> {
+    pub(super) async fn profile_sets(&self, name: &str) -> Result<crate::cluster_api::ClaimPropertySets, ApiError> {
         match Api::<StorageProfile>::all(self.client().clone()).get_opt(name).await {
             Ok(profile) => Ok(profile
                 .and_then(|p| p.status)

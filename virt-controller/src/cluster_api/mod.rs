@@ -55,6 +55,9 @@ pub enum ApiError {
     Precondition(String),
 }
 
+/// A StorageProfile's claim property sets: each one's volume mode and access modes.
+pub type ClaimPropertySets = Vec<(Option<String>, Vec<String>)>;
+
 /// A watch event about a VMI.
 pub type VmiWatchEvent = watcher::Event<VirtualMachineInstance>;
 /// A watch event about the `KubeVirt` resource.
@@ -223,10 +226,7 @@ pub trait ControllerApi: InstancetypeLookup + Send + Sync + 'static {
     fn get_storage_class(&self, name: &str) -> impl Future<Output = Result<Option<StorageClass>, ApiError>> + Send;
     /// The claim property sets of CDI's StorageProfile `name`, as (volume mode, access modes);
     /// empty when there is no such profile or CDI is not installed.
-    fn storage_profile_sets(
-        &self,
-        name: &str,
-    ) -> impl Future<Output = Result<Vec<(Option<String>, Vec<String>)>, ApiError>> + Send;
+    fn storage_profile_sets(&self, name: &str) -> impl Future<Output = Result<ClaimPropertySets, ApiError>> + Send;
     /// Records an event about a VMI.
     fn record_event(
         &self,

@@ -7,14 +7,16 @@
 
 use kubevirt_api::clock::Clock;
 use kubevirt_api::persistent_state::{self, CLAIM_LABEL, MIGRATION_NAME_LABEL};
-use kubevirt_api::v1::{MigrationPhase, VirtualMachineInstance, VirtualMachineInstanceMigration};
+use kubevirt_api::v1::{
+    MigrationPhase, VirtualMachineInstance, VirtualMachineInstanceMigration, VirtualMachineInstanceMigrationStatus,
+};
 use serde_json::json;
 
 use super::MigrationController;
 use crate::cluster_api::{ApiError, ControllerApi};
 use crate::reconcile_error::{ReconcileError, cannot};
 use crate::state_claims::ClaimPurpose;
-use crate::vmi_controller::state_claim::make_state_claim;
+use crate::state_claims::make::make_state_claim;
 
 /// The source's and the target's state claims of one migration.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -82,14 +84,16 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
         Ok(Some(claims))
     }
 
-    /// Once `migration` is over: a migration that succeeded hands the state over (the target's
-    /// claim is labelled the VMI's, the source's is deleted); one that failed deletes the
-    /// target's claim. Both are idempotent, and a shared (`ReadWriteMany`) claim stays.
+    /// When `migration`'s status `status` says it is over: a migration that succeeded hands the
+    /// state over (the target's claim is labelled the VMI's, then the source's is deleted); one
+    /// that failed deletes the target's claim. Both are idempotent, and a shared
+    /// (`ReadWriteMany`) claim stays.
     pub(super) async fn finish_state_claims(
         &self,
         migration: &VirtualMachineInstanceMigration,
+        status: &VirtualMachineInstanceMigrationStatus,
     ) -> Result<(), ReconcileError> {
-        let Some(state) = migration.status.as_ref().and_then(|s| s.migration_state.as_ref()) else {
+        let Some(state) = status.migration_state.as_ref() else {
             return Ok(());
         };
         let (Some(source), Some(target)) = (
@@ -104,7 +108,7 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
         let namespace = migration.metadata.namespace.as_deref().unwrap_or("default");
         let migration_name = migration.metadata.name.as_deref().unwrap_or_default();
         let vmi_name = migration.spec.vmi_name.as_deref().unwrap_or_default();
-        match migration.status.as_ref().and_then(|s| s.phase).unwrap_or_default() {
+        match status.phase.unwrap_or_default() {
             MigrationPhase::Succeeded => {
                 let unlabelled = self
                     .claims
@@ -116,6 +120,12 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
                         .patch_pvc_labels(namespace, target, labels)
                         .await
                         .map_err(cannot("hand the VM state claim over to the target"))?;
+                } else if self.claims.labelled_for(namespace, target).as_deref() != Some(vmi_name) {
+                    // Neither this migration's nor the VMI's yet: the source's must stay.
+                    return Err(ReconcileError::new(
+                        "hand the VM state claim over to the target",
+                        ApiError::NotFound(format!("the target's VM state claim {namespace}/{target}")),
+                    ));
                 }
                 self.delete_claim(namespace, source).await
             }
@@ -132,5 +142,28 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
             Ok(()) | Err(ApiError::NotFound(_)) => Ok(()),
             Err(error) => Err(ReconcileError::new(format!("delete the VM state claim {name}"), error)),
         }
+    }
+}
+
+/// The VM state claims named in `migration`'s status (written before the target pod) stay in the
+/// status a plan made from the status before them.
+pub(super) fn keep_names(
+    migration: &VirtualMachineInstanceMigration,
+    status: &mut VirtualMachineInstanceMigrationStatus,
+) {
+    let Some(named) = migration.status.as_ref().and_then(|s| s.migration_state.as_ref()) else {
+        return;
+    };
+    if named.target_persistent_state_pvc_name.is_none() {
+        return;
+    }
+    let state = status.migration_state.get_or_insert_default();
+    if state.target_persistent_state_pvc_name.is_none() {
+        state
+            .source_persistent_state_pvc_name
+            .clone_from(&named.source_persistent_state_pvc_name);
+        state
+            .target_persistent_state_pvc_name
+            .clone_from(&named.target_persistent_state_pvc_name);
     }
 }

@@ -114,8 +114,13 @@ fn add_state_claim(
         return Ok(());
     }
     let claim_name = claims.state_claim().ok_or_else(|| RenderError::Volume {
-        field: "spec.domain".to_owned(),
-        message: "the VM state claim (persistent TPM or EFI) is not there yet".to_owned(),
+        field: if persistent_state::has_persistent_tpm(&vmi.spec) {
+            "spec.domain.devices.tpm.persistent"
+        } else {
+            "spec.domain.firmware.bootloader.efi.persistent"
+        }
+        .to_owned(),
+        message: "the VM state claim is not there yet".to_owned(),
     })?;
     storage.volumes.push(Volume {
         name: POD_VOLUME_NAME.to_owned(),

@@ -7,6 +7,7 @@ fn claim(phase: Option<&str>) -> StateClaim {
         name: "persistent-state-for-vm-x1".to_owned(),
         phase: phase.map(str::to_owned),
         storage_class: Some("hostpath-csi".to_owned()),
+        labelled: true,
     }
 }
 
@@ -36,12 +37,11 @@ fn every_need_claim_and_binding_has_one_step() {
                 let step = decide(needed, Some(&claim(phase)), binding);
                 let expected = match (needed, phase, binding) {
                     (false, _, _) => StateStep::Delete("persistent-state-for-vm-x1".to_owned()),
-                    (true, Some("Bound"), _) => ready.clone(),
                     (true, Some("Lost"), _) => StateStep::Wait {
                         reason: REASON_PROBE_FAILED,
                         message: "backend storage PVC lost".to_owned(),
                     },
-                    (true, _, ClassBinding::WaitsForFirstConsumer) => ready.clone(),
+                    (true, Some("Bound"), _) | (true, _, ClassBinding::WaitsForFirstConsumer) => ready.clone(),
                     (true, _, ClassBinding::Unknown(why)) => StateStep::Wait {
                         reason: REASON_PROBE_FAILED,
                         message: why.clone(),
@@ -96,7 +96,7 @@ fn the_access_mode_prefers_shared_filesystems_from_the_profile() {
         "ReadWriteOnce"
     );
     assert_eq!(
-        access_mode(true, &[block_rwx.clone()]),
+        access_mode(true, std::slice::from_ref(&block_rwx)),
         "ReadWriteMany",
         "configured class"
     );
@@ -139,17 +139,17 @@ fn a_claim_belongs_to_the_vm_or_else_to_the_vmi() {
         controller: Some(true),
         block_owner_deletion: Some(true),
     }]);
-    let owned = claim_for(
+    let for_migration = claim_for(
         &vmi,
         "hostpath-csi",
         "ReadWriteOnce",
         &ClaimPurpose::MigrationTarget("m1".to_owned()),
     );
     assert_eq!(
-        owned.metadata.owner_references.expect("owner")[0].kind,
+        for_migration.metadata.owner_references.expect("owner")[0].kind,
         "VirtualMachine"
     );
-    let labels = owned.metadata.labels.expect("labels");
+    let labels = for_migration.metadata.labels.expect("labels");
     assert_eq!(labels.get("kubevirt.io/migrationName").map(String::as_str), Some("m1"));
     assert!(
         !labels.contains_key("persistent-state-for"),

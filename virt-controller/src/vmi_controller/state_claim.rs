@@ -2,21 +2,24 @@
 //! pending claim, its StorageClass), decided by [`crate::state_claims::decide`], then applied:
 //! made, deleted, or waited for.
 
-use k8s_openapi::api::storage::v1::StorageClass;
 use kube::runtime::watcher::Event;
 use kubevirt_api::clock::Clock;
-use kubevirt_api::persistent_state::{self, DEFAULT_CLASS_ANNOTATION, DEFAULT_VIRT_CLASS_ANNOTATION};
+use kubevirt_api::persistent_state::{self, CLAIM_LABEL};
 use kubevirt_api::v1::VirtualMachineInstance;
 
 use super::VmiController;
 use crate::cluster_api::{ApiError, ControllerApi};
 use crate::pod::PodConfig;
 use crate::reconcile_error::ReconcileError;
+use crate::state_claims::make::make_state_claim;
 use crate::state_claims::{
-    ClaimPurpose, ClassBinding, ClassFacts, REASON_CREATE_FAILED, StateClaim, StateStep, access_mode, choose_class,
-    claim_for, decide,
+    ClaimPurpose, ClassBinding, REASON_CREATE_FAILED, REASON_PROBE_FAILED, StateClaim, StateStep, decide,
 };
 use crate::vmi_lifecycle::StateClaimView;
+
+/// How soon a VMI whose claim could not be made or read is looked at again: nothing watches
+/// StorageClasses, and a default class may appear later.
+const STATE_CLAIM_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// What the reconcile goes on with: the claim the pod mounts, and what the plan sees of it.
 #[derive(Debug, Default)]
@@ -25,22 +28,30 @@ pub(super) struct StateClaimOutcome {
     pub(super) ready: Option<String>,
     /// What the lifecycle decision sees.
     pub(super) view: StateClaimView,
+    /// Look again after [`STATE_CLAIM_RETRY`]: the claim could not be made or its class read.
+    pub(super) retry: bool,
 }
 
-fn class_facts(class: &StorageClass) -> ClassFacts {
-    let annotated = |key: &str| {
-        class
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(key))
-            .is_some_and(|v| v == "true")
-    };
-    ClassFacts {
-        name: class.metadata.name.clone().unwrap_or_default(),
-        default_for_virt: annotated(DEFAULT_VIRT_CLASS_ANNOTATION),
-        default: annotated(DEFAULT_CLASS_ANNOTATION),
+impl StateClaimOutcome {
+    /// When to look at the VMI again: as the expectations say (`expires_in`), and within
+    /// [`STATE_CLAIM_RETRY`] when the claim could not be made or its class read.
+    pub(super) fn requeue(&self, expires_in: Option<std::time::Duration>) -> Option<std::time::Duration> {
+        if !self.retry {
+            return expires_in;
+        }
+        Some(expires_in.map_or(STATE_CLAIM_RETRY, |e| e.min(STATE_CLAIM_RETRY)))
     }
+}
+
+/// Whether the VMI already says it waits for `reason` with `message` (its event was recorded).
+fn already_waiting(vmi: &VirtualMachineInstance, reason: &str, message: &str) -> bool {
+    vmi.status.as_ref().is_some_and(|s| {
+        s.conditions.iter().any(|c| {
+            c.condition_type == crate::vmi_lifecycle::SYNCHRONIZED
+                && c.reason.as_deref() == Some(reason)
+                && c.message.as_deref() == Some(message)
+        })
+    })
 }
 
 impl<A: ControllerApi, K: Clock> VmiController<A, K> {
@@ -72,6 +83,16 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
             return Ok(outcome);
         }
         let claim = found.map(|(claim, _)| claim);
+        // An older release's claim, found by its name, gets the label (as upstream labels it), so
+        // that its changes wake the VMI.
+        if let Some(legacy) = claim.as_ref().filter(|c| !c.labelled)
+            && let Err(error) = self
+                .api
+                .patch_pvc_labels(namespace, &legacy.name, serde_json::json!({CLAIM_LABEL: name}))
+                .await
+        {
+            tracing::warn!(claim = %legacy.name, error = %error, "cannot label an older release's VM state claim");
+        }
         let binding = self.binding(needed, claim.as_ref()).await;
         match decide(needed, claim.as_ref(), &binding) {
             StateStep::Nothing => {}
@@ -104,27 +125,23 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
                         name: claim_name,
                         phase,
                         storage_class: class,
+                        labelled: true,
                     };
                     let binding = self.binding(true, Some(&claim)).await;
-                    self.apply_readiness(decide(true, Some(&claim), &binding), &mut outcome);
+                    apply_readiness(decide(true, Some(&claim), &binding), &mut outcome);
                 }
                 Err(error) => {
                     let message = error.to_string();
-                    self.event(vmi, "Warning", REASON_CREATE_FAILED, &message).await;
+                    if !already_waiting(vmi, REASON_CREATE_FAILED, &message) {
+                        self.event(vmi, "Warning", REASON_CREATE_FAILED, &message).await;
+                    }
                     outcome.view.wait = Some((REASON_CREATE_FAILED, message));
+                    outcome.retry = true;
                 }
             },
-            step @ (StateStep::Wait { .. } | StateStep::Ready(_)) => self.apply_readiness(step, &mut outcome),
+            step @ (StateStep::Wait { .. } | StateStep::Ready(_)) => apply_readiness(step, &mut outcome),
         }
         Ok(outcome)
-    }
-
-    fn apply_readiness(&self, step: StateStep, outcome: &mut StateClaimOutcome) {
-        match step {
-            StateStep::Ready(claim) => outcome.ready = Some(claim),
-            StateStep::Wait { reason, message } => outcome.view.wait = Some((reason, message)),
-            StateStep::Nothing | StateStep::Delete(_) | StateStep::Create => {}
-        }
     }
 
     /// How the class of a pending claim binds (read only for a needed claim that is not bound).
@@ -146,24 +163,15 @@ impl<A: ControllerApi, K: Clock> VmiController<A, K> {
     }
 }
 
-/// Makes a state claim for `vmi` (its own, or a migration target's), its class and access mode
-/// chosen as upstream chooses them; the class is `configured` when the cluster names one.
-///
-/// # Errors
-/// The API server's, or [`ApiError::Precondition`] when no class can be chosen.
-pub(crate) async fn make_state_claim<A: ControllerApi>(
-    api: &A,
-    vmi: &VirtualMachineInstance,
-    configured: Option<&str>,
-    purpose: &ClaimPurpose,
-) -> Result<k8s_openapi::api::core::v1::PersistentVolumeClaim, ApiError> {
-    let classes = if configured.is_some() {
-        Vec::new()
-    } else {
-        api.list_storage_classes().await?.iter().map(class_facts).collect()
-    };
-    let class = choose_class(configured, &classes).map_err(ApiError::Precondition)?;
-    let sets = api.storage_profile_sets(&class).await?;
-    let claim = claim_for(vmi, &class, access_mode(configured.is_some(), &sets), purpose);
-    api.create_pvc(&claim).await
+/// What a claim that is there says: the pod mounts it, or waits (and is looked at again when its
+/// class could not be read).
+fn apply_readiness(step: StateStep, outcome: &mut StateClaimOutcome) {
+    match step {
+        StateStep::Ready(claim) => outcome.ready = Some(claim),
+        StateStep::Wait { reason, message } => {
+            outcome.retry = reason == REASON_PROBE_FAILED;
+            outcome.view.wait = Some((reason, message));
+        }
+        StateStep::Nothing | StateStep::Delete(_) | StateStep::Create => {}
+    }
 }

@@ -33,7 +33,7 @@ impl FakeControllerApi {
 
     /// Gives the class `name` a storage profile with these claim property sets (volume mode,
     /// access modes).
-    pub fn set_storage_profile(&self, name: &str, sets: Vec<(Option<String>, Vec<String>)>) {
+    pub fn set_storage_profile(&self, name: &str, sets: crate::cluster_api::ClaimPropertySets) {
         self.lock().storage_profiles.insert(name.to_owned(), sets);
     }
 

@@ -86,7 +86,7 @@ struct State {
     claims: BTreeMap<String, PersistentVolumeClaim>,
     storage_classes: Vec<k8s_openapi::api::storage::v1::StorageClass>,
     /// Storage profiles' claim property sets by class.
-    storage_profiles: BTreeMap<String, Vec<(Option<String>, Vec<String>)>>,
+    storage_profiles: BTreeMap<String, crate::cluster_api::ClaimPropertySets>,
     claim_counter: u64,
     claim_watchers: Vec<UnboundedSender<ClaimWatchEvent>>,
     data_volumes: BTreeMap<String, cdi_api::DataVolume>,
@@ -768,7 +768,7 @@ impl ControllerApi for FakeControllerApi {
             .cloned())
     }
 
-    async fn storage_profile_sets(&self, name: &str) -> Result<Vec<(Option<String>, Vec<String>)>, ApiError> {
+    async fn storage_profile_sets(&self, name: &str) -> Result<crate::cluster_api::ClaimPropertySets, ApiError> {
         Ok(self.lock().storage_profiles.get(name).cloned().unwrap_or_default())
     }
 
