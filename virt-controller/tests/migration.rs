@@ -119,13 +119,7 @@ async fn a_migration_goes_from_pending_to_succeeded_with_virt_handlers_reports()
     })
     .await;
     // virt-handler on the target listens; on the source it starts; then it completes.
-    let report = |change: fn(&mut kubevirt_api::v1::MigrationState)| {
-        api.modify_vmi("default/vm1", |vmi| {
-            if let Some(state) = vmi.status.as_mut().and_then(|s| s.migration_state.as_mut()) {
-                change(state);
-            }
-        });
-    };
+    let report = |change: fn(&mut kubevirt_api::v1::MigrationState)| api.report_migration_state("default/vm1", change);
     report(|s| s.target_node_address = Some("10.0.0.2".to_owned()));
     wait_for("TargetReady", || {
         (phase(api, "default/mig")? == MigrationPhase::TargetReady).then_some(())

@@ -115,13 +115,7 @@ async fn a_migration_that_succeeds_hands_the_state_claim_over_to_the_target() {
 
     api.run_pod(&target_pod, "node-b");
     wait_for("the hand-off", || api.vmi("default/vm1")?.status?.migration_state).await;
-    let report = |change: fn(&mut kubevirt_api::v1::MigrationState)| {
-        api.modify_vmi("default/vm1", |vmi| {
-            if let Some(state) = vmi.status.as_mut().and_then(|s| s.migration_state.as_mut()) {
-                change(state);
-            }
-        });
-    };
+    let report = |change: fn(&mut kubevirt_api::v1::MigrationState)| api.report_migration_state("default/vm1", change);
     report(|s| s.target_node_address = Some("10.0.0.2".to_owned()));
     wait_for("TargetReady", || {
         (phase(&api)? == MigrationPhase::TargetReady).then_some(())
@@ -163,11 +157,9 @@ async fn a_migration_that_fails_drops_the_targets_claim_and_keeps_the_sources() 
     let (source_claim, target_claim, target_pod) = migrating(&api).await;
     api.run_pod(&target_pod, "node-b");
     wait_for("the hand-off", || api.vmi("default/vm1")?.status?.migration_state).await;
-    api.modify_vmi("default/vm1", |vmi| {
-        if let Some(state) = vmi.status.as_mut().and_then(|s| s.migration_state.as_mut()) {
-            state.failed = Some(true);
-            state.completed = Some(true);
-        }
+    api.report_migration_state("default/vm1", |state| {
+        state.failed = Some(true);
+        state.completed = Some(true);
     });
     wait_for("the target's claim to go", || {
         api.claim(&target_claim).is_none().then_some(())

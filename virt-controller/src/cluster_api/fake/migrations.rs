@@ -44,6 +44,16 @@ impl FakeControllerApi {
         drop(remove(state, key));
     }
 
+    /// virt-handler's part in a migration: changes the migration state of the VMI `key`, when it
+    /// has one.
+    pub fn report_migration_state(&self, key: &str, change: impl FnOnce(&mut kubevirt_api::v1::MigrationState)) {
+        self.modify_vmi(key, |vmi| {
+            if let Some(state) = vmi.status.as_mut().and_then(|s| s.migration_state.as_mut()) {
+                change(state);
+            }
+        });
+    }
+
     /// Migration watches started from now on do not finish listing until
     /// [`Self::release_migration_list`]: a slow list, for tests of what waits for it.
     pub fn hold_migration_list(&self) {
