@@ -1,7 +1,7 @@
 //! The Containerized Data Importer's API, `cdi.kubevirt.io/v1beta1`, as upstream CDI defines it:
 //! [`DataVolume`] (a claim and the data to fill it with: an HTTP or registry import, an upload, a
 //! clone, a blank disk) and [`DataSource`] (a named pointer to a claim, a snapshot, or another
-//! DataSource), [`StorageProfile`] (what a StorageClass's claims get), [`CDIConfig`] (the
+//! DataSource), [`VolumeImportSource`] (what the import populator fills a claim from), [`StorageProfile`] (what a StorageClass's claims get), [`CDIConfig`] (the
 //! settings CDI's controllers read) and [`CDI`] (what cdi-operator installs from). The schemas,
 //! short names and printer columns are upstream's, so that users'
 //! manifests apply unmodified; [`crd`] renders the CRDs that `manifests/cdi/crds/` holds.
@@ -16,6 +16,7 @@ pub mod data_volume;
 pub mod importer_env;
 pub mod storage_profile;
 pub mod upload;
+pub mod volume_import_source;
 
 pub use cdi::{CDI, CDISpec, CDIStatus};
 pub use cdi_config::{CDIConfig, CDIConfigSpec, CDIConfigStatus, FilesystemOverhead};
@@ -24,6 +25,7 @@ pub use data_volume::{
     DataVolume, DataVolumeCondition, DataVolumePhase, DataVolumeSource, DataVolumeSpec, DataVolumeStatus, StorageSpec,
 };
 pub use storage_profile::{ClaimPropertySet, StorageProfile, StorageProfileSpec, StorageProfileStatus};
+pub use volume_import_source::{VolumeImportSource, VolumeImportSourceSpec};
 
 /// The API group.
 pub const GROUP: &str = "cdi.kubevirt.io";

@@ -3,7 +3,7 @@
 //! keeps objects in memory and records every write.
 
 use cdi_api::data_volume::DataVolumeStatus;
-use cdi_api::{CDIConfig, DataSource, DataVolume, StorageProfile};
+use cdi_api::{CDIConfig, DataSource, DataVolume, StorageProfile, VolumeImportSource};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod, Secret, Service};
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -81,6 +81,33 @@ pub trait CdiApi: Send + Sync {
     fn storage_profile(&self, name: &str) -> impl Future<Output = Result<Option<StorageProfile>, ApiError>> + Send;
     /// Every PersistentVolume (a class without a provisioner offers the modes of its volumes).
     fn persistent_volumes(&self) -> impl Future<Output = Result<Vec<PersistentVolume>, ApiError>> + Send;
+    /// A PersistentVolume; `None` when it is not there.
+    fn persistent_volume(&self, name: &str) -> impl Future<Output = Result<Option<PersistentVolume>, ApiError>> + Send;
+    /// Whether a CSIDriver object of this name is there.
+    fn csi_driver_exists(&self, name: &str) -> impl Future<Output = Result<bool, ApiError>> + Send;
+    /// Whether a VolumeImportSource is there.
+    fn volume_import_source_exists(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<bool, ApiError>> + Send;
+    /// Creates a VolumeImportSource; one already there of that name counts as created.
+    fn create_volume_import_source(
+        &self,
+        source: &VolumeImportSource,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// Deletes a VolumeImportSource; one not there counts as deleted.
+    fn delete_volume_import_source(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// Deletes a claim; one not there counts as deleted.
+    fn delete_claim(&self, namespace: &str, name: &str) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// Replaces a PersistentVolume with `volume` (refused when `volume` is not the version the API
+    /// server has): a prime claim's volume, its `claimRef` moved to the target claim.
+    fn replace_persistent_volume(&self, volume: &PersistentVolume)
+    -> impl Future<Output = Result<(), ApiError>> + Send;
     /// The CDIConfig `config`; `None` when it is not there.
     fn cdi_config(&self) -> impl Future<Output = Result<Option<CDIConfig>, ApiError>> + Send;
     /// Creates a claim; one already there of that name counts as created.

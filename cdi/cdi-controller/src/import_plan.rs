@@ -19,6 +19,7 @@ use crate::import_status::{self, Circumstances, DataVolumeEvent};
 use crate::importer_pod::{self, ImportSource};
 use crate::upload_server::UploadServer;
 use clone::CloneFacts;
+pub use populator::PopulatorFacts;
 
 /// The annotation asking a WaitForFirstConsumer claim to bind for the import at once.
 pub const IMMEDIATE_BINDING: &str = "cdi.kubevirt.io/storage.bind.immediate.requested";
@@ -82,6 +83,9 @@ pub struct ImportFacts<'a> {
     /// Why the DataVolume's `sourceRef` gives no source, when it gives none (the DataVolume above
     /// is as its `sourceRef` resolved when it does).
     pub source_ref: Option<&'a SourceRefProblem>,
+    /// What the import populator's flow sees (`pod` and `scratch_claim` above are then the prime
+    /// claim's).
+    pub populator: PopulatorFacts<'a>,
 }
 
 /// A step, applied in order.
@@ -116,6 +120,18 @@ pub enum Step {
         /// The pod.
         name: String,
     },
+    /// Set these annotations on another claim of the DataVolume's (a merge): the prime claim.
+    AnnotateNamedClaim(String, BTreeMap<String, String>),
+    /// Set these labels on another claim of the DataVolume's (a merge): the prime claim.
+    LabelNamedClaim(String, BTreeMap<String, String>),
+    /// Delete this claim of the DataVolume's: the prime claim, once its volume went to the target.
+    DeleteNamedClaim(String),
+    /// Create the VolumeImportSource the claim's `dataSourceRef` names.
+    CreateImportSource(Box<cdi_api::VolumeImportSource>),
+    /// Delete the VolumeImportSource of this name, once the import is done.
+    DeleteImportSource(String),
+    /// Replace the prime claim's volume with this one, bound to the target claim.
+    RebindVolume(Box<k8s_openapi::api::core::v1::PersistentVolume>),
     /// Write the DataVolume's status.
     WriteStatus(Box<DataVolumeStatus>),
     /// Record an event on the DataVolume.
@@ -245,10 +261,28 @@ pub fn plan(facts: &ImportFacts<'_>, now: &Time) -> Vec<Step> {
                 {
                     return held;
                 }
-                let mut steps = vec![Step::CreateClaim(Box::new(claim_of(data_volume, spec, &source)))];
+                let populate = match (&source, facts.populator.csi_class) {
+                    (Transfer::Import(_), csi) => match populator::wanted(data_volume, csi) {
+                        Ok(wanted) => wanted,
+                        Err(why) => {
+                            return blocked(facts, cdi_api::DataVolumePhase::Pending, CLAIM_NOT_VALID, why, now);
+                        }
+                    },
+                    _ => false,
+                };
+                let mut steps = Vec::new();
+                if populate {
+                    steps.push(Step::CreateImportSource(Box::new(populator::import_source(
+                        data_volume,
+                    ))));
+                    steps.push(Step::CreateClaim(Box::new(populator::target_claim(data_volume, spec))));
+                } else {
+                    steps.push(Step::CreateClaim(Box::new(claim_of(data_volume, spec, &source))));
+                }
                 let work = Circumstances {
                     requires_work: true,
                     wait_for_first_consumer: facts.wait_for_first_consumer,
+                    populating: false,
                 };
                 let (next, event) = import_status::next_status(&current, None, work, now);
                 steps.extend(status_steps(&current, next, event));
@@ -279,26 +313,16 @@ pub fn plan(facts: &ImportFacts<'_>, now: &Time) -> Vec<Step> {
             now,
         );
     }
-    if let Some(pod) = facts.pod
-        && !controlled_by(
-            &ObjectMeta {
-                deletion_timestamp: None,
-                ..pod.metadata.clone()
-            },
-            claim.metadata.uid.as_deref(),
-        )
-    {
-        let name = pod.metadata.name.clone().unwrap_or_default();
-        return blocked(
-            facts,
-            current.phase,
-            RESOURCE_EXISTS,
-            format!(
-                "Pod \"{name}\" already exists and is not controlled by claim {}",
-                claim.metadata.name.clone().unwrap_or_default()
-            ),
-            now,
-        );
+    if populator::populates(claim) {
+        return match &source {
+            Transfer::Import(import) => populator::steps(facts, claim, import, &current, now),
+            // A claim named for the import populator whose DataVolume is not an import (not one
+            // this controller made): nothing fills it.
+            Transfer::Upload | Transfer::Clone { .. } => Vec::new(),
+        };
+    }
+    if let Some(refused) = foreign_pod(facts, claim, &current, now) {
+        return refused;
     }
     if let Transfer::Clone { namespace, name } = &source
         && let Some(why) = clone::foreign_claim(claim, namespace, name)
@@ -306,6 +330,35 @@ pub fn plan(facts: &ImportFacts<'_>, now: &Time) -> Vec<Step> {
         return blocked(facts, current.phase, clone::VALIDATION_FAILED, why, now);
     }
     claim_steps(facts, claim, &source, &current, now)
+}
+
+/// A pod of the name the pass would give its pod that `claim` does not control: the DataVolume
+/// cannot go on.
+fn foreign_pod(
+    facts: &ImportFacts<'_>,
+    claim: &PersistentVolumeClaim,
+    current: &DataVolumeStatus,
+    now: &Time,
+) -> Option<Vec<Step>> {
+    let pod = facts.pod?;
+    let meta = ObjectMeta {
+        deletion_timestamp: None,
+        ..pod.metadata.clone()
+    };
+    if controlled_by(&meta, claim.metadata.uid.as_deref()) {
+        return None;
+    }
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    Some(blocked(
+        facts,
+        current.phase,
+        RESOURCE_EXISTS,
+        format!(
+            "Pod \"{name}\" already exists and is not controlled by claim {}",
+            claim.metadata.name.clone().unwrap_or_default()
+        ),
+        now,
+    ))
 }
 
 /// Whether `meta`'s controlling owner has `uid`.
@@ -337,6 +390,7 @@ pub fn orphan_steps(claim: Option<&PersistentVolumeClaim>, pod: Option<&Pod>) ->
     release_claim(claim, pod).into_iter().chain(source).collect()
 }
 
+/// The steps of a claim filled in place, and the DataVolume's status from it.
 fn claim_steps(
     facts: &ImportFacts<'_>,
     claim: &PersistentVolumeClaim,
@@ -344,6 +398,32 @@ fn claim_steps(
     current: &DataVolumeStatus,
     now: &Time,
 ) -> Vec<Step> {
+    let (mut steps, annotations) = fill_steps(facts, claim, source, now);
+    let immediate = annotations.contains_key(IMMEDIATE_BINDING);
+    let work = Circumstances {
+        requires_work: true,
+        wait_for_first_consumer: facts.wait_for_first_consumer && !immediate,
+        populating: false,
+    };
+    let (mut next, event) = import_status::next_status(current, Some(&view(claim, annotations)), work, now);
+    if let Some(percent) = facts.progress
+        && next.phase == cdi_api::DataVolumePhase::ImportInProgress
+    {
+        next.progress = Some(crate::import_progress::shown(percent));
+    }
+    steps.extend(status_steps(current, next, event));
+    steps
+}
+
+/// What filling `claim` (the DataVolume's own, or a populator's prime claim) takes in this pass:
+/// its annotations and labels from the pod, the pod, its scratch claim, a clone's source pod; and
+/// the claim's annotations as they will be.
+fn fill_steps(
+    facts: &ImportFacts<'_>,
+    claim: &PersistentVolumeClaim,
+    source: &Transfer,
+    now: &Time,
+) -> (Vec<Step>, BTreeMap<String, String>) {
     let mut steps: Vec<Step> = release_claim(claim, facts.pod).into_iter().collect();
     let known = claim.metadata.annotations.clone().unwrap_or_default();
     let mut annotations = known.clone();
@@ -435,23 +515,13 @@ fn claim_steps(
     if let Transfer::Clone { namespace, name } = source {
         steps.extend(clone::source_steps(facts, claim, &annotations, (namespace, name)));
     }
-    let work = Circumstances {
-        requires_work: true,
-        wait_for_first_consumer: facts.wait_for_first_consumer && !immediate,
-    };
-    let (mut next, event) = import_status::next_status(current, Some(&view(claim, annotations)), work, now);
-    if let Some(percent) = facts.progress
-        && next.phase == cdi_api::DataVolumePhase::ImportInProgress
-    {
-        next.progress = Some(crate::import_progress::shown(percent));
-    }
-    steps.extend(status_steps(current, next, event));
-    steps
+    (steps, annotations)
 }
 
 mod claim;
 pub mod clone;
 mod pods;
+pub mod populator;
 mod sources;
 
 pub(crate) use claim::requested_size;

@@ -5,14 +5,16 @@
 use cdi_api::cdi_config::DEFAULT_FILESYSTEM_OVERHEAD;
 use cdi_api::data_source;
 use cdi_api::{CDIConfig, DataVolume, DataVolumePhase};
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::cdi_pki::ServingCertificates;
 use crate::claim_spec::{self, ChosenClass, ClassCandidate};
 use crate::cluster_api::{ApiError, CdiApi, EventSubject};
-use crate::import_plan::{self, ImportFacts, ImporterSettings, SourceRefProblem, Step, Transfer};
+use crate::import_plan::{
+    self, ImportFacts, ImporterSettings, PopulatorFacts, SourceRefProblem, Step, Transfer, populator,
+};
 use crate::import_progress::{self, ImporterMetrics};
 use crate::importer_pod;
 use crate::storage_profile::{self, ClassFacts};
@@ -51,13 +53,13 @@ fn overhead(config: Option<&CDIConfig>, class: &str) -> String {
 }
 
 /// The chosen class with its profile (as the storage-profile controller derives it) and
-/// overhead, and whether it binds on first consumer.
+/// overhead, whether it binds on first consumer, and its provisioner (when the class is there).
 async fn chosen_class<A: CdiApi>(
     api: &A,
     data_volume: &DataVolume,
     claim: Option<&PersistentVolumeClaim>,
     config: Option<&CDIConfig>,
-) -> Result<Option<(ChosenClass, bool)>, ApiError> {
+) -> Result<Option<(ChosenClass, bool, Option<String>)>, ApiError> {
     let classes = api.storage_classes().await?;
     let candidates: Vec<ClassCandidate> = classes.iter().map(candidate).collect();
     let Some(name) = named_class(data_volume, claim)
@@ -77,6 +79,7 @@ async fn chosen_class<A: CdiApi>(
                 profile: None,
             },
             false,
+            None,
         )));
     };
     let volumes = api
@@ -104,6 +107,7 @@ async fn chosen_class<A: CdiApi>(
             profile,
         },
         wait_for_first_consumer,
+        Some(class.provisioner.clone()),
     )))
 }
 
@@ -173,14 +177,24 @@ pub async fn reconcile<A: CdiApi, M: ImporterMetrics, C: ServingCertificates>(
     let (data_volume, source_ref) = resolve_source_ref(api, stored, claim.as_ref()).await?;
     let data_volume = &data_volume;
     let transfer = import_plan::transfer(data_volume);
-    let pod_name = transfer.as_ref().map_or_else(
-        || importer_pod::pod_name(name),
-        |transfer| import_plan::pod_name(transfer, name),
-    );
-    let pod = api.pod(namespace, &pod_name).await?;
-    let scratch = api.claim(namespace, &import_plan::scratch_name(name)).await?;
     let config = api.cdi_config().await?;
     let class = chosen_class(api, data_volume, claim.as_ref(), config.as_ref()).await?;
+    let populator = Box::pin(observe_populator(
+        api,
+        data_volume,
+        claim.as_ref(),
+        transfer.as_ref(),
+        class.as_ref(),
+    ))
+    .await?;
+    // The claim the pod fills: the prime claim when the import populator fills the DataVolume's.
+    let filled = populator.prime_name.as_deref().unwrap_or(name);
+    let pod_name = transfer.as_ref().map_or_else(
+        || importer_pod::pod_name(filled),
+        |transfer| import_plan::pod_name(transfer, filled),
+    );
+    let pod = api.pod(namespace, &pod_name).await?;
+    let scratch = api.claim(namespace, &import_plan::scratch_name(filled)).await?;
     let settings = settings_with(settings, config.as_ref());
     let importing = data_volume
         .status
@@ -220,12 +234,18 @@ pub async fn reconcile<A: CdiApi, M: ImporterMetrics, C: ServingCertificates>(
         claim: claim.as_ref(),
         pod: pod.as_ref(),
         scratch_claim: scratch.as_ref(),
-        class: class.as_ref().map(|(c, _)| c),
-        wait_for_first_consumer: class.as_ref().is_some_and(|(_, wffc)| *wffc),
+        class: class.as_ref().map(|(c, ..)| c),
+        wait_for_first_consumer: class.as_ref().is_some_and(|(_, wffc, _)| *wffc),
         settings: &settings,
         progress,
         clone: clone_source.as_ref().map(clone::SourceView::facts),
         source_ref: source_ref.as_ref(),
+        populator: PopulatorFacts {
+            csi_class: populator.csi_class,
+            prime: populator.prime.as_deref(),
+            prime_volume: populator.prime_volume.as_deref(),
+            import_source: populator.import_source,
+        },
     };
     let steps = import_plan::plan(&facts, now);
     let phase = Box::pin(apply(api, certificates, data_volume, claim.as_ref(), steps)).await?;
@@ -234,6 +254,63 @@ pub async fn reconcile<A: CdiApi, M: ImporterMetrics, C: ServingCertificates>(
         // The progress is read again soon (upstream's 2 s) while the importer runs.
         _ if address.is_some() => Next::Soon,
         _ => Next::LookAgain,
+    })
+}
+
+/// What a pass reads for the import populator's flow.
+#[derive(Debug, Default)]
+struct PopulatorView {
+    csi_class: bool,
+    prime_name: Option<String>,
+    prime: Option<Box<PersistentVolumeClaim>>,
+    prime_volume: Option<Box<PersistentVolume>>,
+    import_source: bool,
+}
+
+/// Reads what the populator's flow needs: before an import's claim is made, whether its class's
+/// provisioner has a CSIDriver object; for a claim the populator fills, its prime claim, the
+/// prime's volume and the DataVolume's VolumeImportSource.
+async fn observe_populator<A: CdiApi>(
+    api: &A,
+    data_volume: &DataVolume,
+    claim: Option<&PersistentVolumeClaim>,
+    transfer: Option<&Transfer>,
+    class: Option<&(ChosenClass, bool, Option<String>)>,
+) -> Result<PopulatorView, ApiError> {
+    let namespace = data_volume.metadata.namespace.as_deref().unwrap_or_default();
+    let Some(claim) = claim else {
+        let csi_class = match (transfer, class.and_then(|(.., provisioner)| provisioner.as_deref())) {
+            (Some(Transfer::Import(_)), Some(provisioner)) => api.csi_driver_exists(provisioner).await?,
+            _ => false,
+        };
+        return Ok(PopulatorView {
+            csi_class,
+            ..PopulatorView::default()
+        });
+    };
+    if !populator::populates(claim) {
+        return Ok(PopulatorView::default());
+    }
+    let prime_name = populator::prime_name(claim.metadata.uid.as_deref().unwrap_or_default());
+    let prime = api.claim(namespace, &prime_name).await?.map(Box::new);
+    let volume_name = prime
+        .as_ref()
+        .and_then(|p| p.spec.as_ref())
+        .and_then(|s| s.volume_name.clone())
+        .filter(|v| !v.is_empty());
+    let prime_volume = match volume_name {
+        Some(volume) => api.persistent_volume(&volume).await?.map(Box::new),
+        None => None,
+    };
+    let import_source = api
+        .volume_import_source_exists(namespace, &populator::import_source_name(data_volume))
+        .await?;
+    Ok(PopulatorView {
+        csi_class: false,
+        prime_name: Some(prime_name),
+        prime,
+        prime_volume,
+        import_source,
     })
 }
 
@@ -298,6 +375,12 @@ async fn apply<A: CdiApi, C: ServingCertificates>(
             Step::CreateClaim(claim) | Step::CreateScratchClaim(claim) => api.create_claim(&claim).await?,
             Step::AnnotateClaim(annotations) => api.annotate_claim(namespace, name, &annotations).await?,
             Step::LabelClaim(labels) => api.label_claim(namespace, name, &labels).await?,
+            Step::AnnotateNamedClaim(claim, annotations) => api.annotate_claim(namespace, &claim, &annotations).await?,
+            Step::LabelNamedClaim(claim, labels) => api.label_claim(namespace, &claim, &labels).await?,
+            Step::DeleteNamedClaim(claim) => api.delete_claim(namespace, &claim).await?,
+            Step::CreateImportSource(source) => api.create_volume_import_source(&source).await?,
+            Step::DeleteImportSource(source) => api.delete_volume_import_source(namespace, &source).await?,
+            Step::RebindVolume(volume) => api.replace_persistent_volume(&volume).await?,
             Step::DeletePod(pod) => api.delete_pod(namespace, &pod).await?,
             Step::CreatePod(pod) => api.create_pod(&pod).await?,
             Step::CreateUploadServer(server) => create_upload_server(api, certificates, &server).await?,
@@ -398,5 +481,7 @@ async fn record<A: CdiApi>(api: &A, subject: EventSubject<'_>, event_type: &'sta
 
 mod clone;
 
+#[cfg(test)]
+mod populator_tests;
 #[cfg(test)]
 mod tests;

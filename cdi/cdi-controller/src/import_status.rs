@@ -30,8 +30,12 @@ pub struct ClaimView {
 pub struct Circumstances {
     /// The claim still has to be filled (false for a claim that was populated before).
     pub requires_work: bool,
-    /// The class binds on first consumer and immediate binding was not asked for.
+    /// The class binds on first consumer and immediate binding was not asked for (with
+    /// `populating`: and no node was chosen for the claim yet).
     pub wait_for_first_consumer: bool,
+    /// A populator fills the claim through a prime claim: the claim stays `Pending` until it is
+    /// filled, and its annotations are the prime's.
+    pub populating: bool,
 }
 
 /// An event for the DataVolume.
@@ -66,7 +70,9 @@ fn import_phase(claim: &ClaimView, circumstances: Circumstances) -> Option<(Data
     }
     let pod_phase = claim.annotations.get(ann::POD_PHASE).map(String::as_str);
     if pod_phase != Some("Succeeded")
-        && !(claim.annotations.contains_key(ann::IMPORT_POD) && claim.phase == "Bound" && circumstances.requires_work)
+        && !(claim.annotations.contains_key(ann::IMPORT_POD)
+            && (claim.phase == "Bound" || circumstances.populating)
+            && circumstances.requires_work)
     {
         return None;
     }
@@ -345,6 +351,11 @@ pub fn next_status(
             } else {
                 match claim.phase.as_str() {
                     "Pending" if !circumstances.requires_work => status.phase = DataVolumePhase::Succeeded,
+                    // Upstream's `updateStatusPVCPending` for a claim a populator fills.
+                    "Pending" if circumstances.populating && circumstances.wait_for_first_consumer => {
+                        status.phase = DataVolumePhase::PendingPopulation;
+                    }
+                    "Pending" if circumstances.populating => import(&mut status),
                     "Pending" if circumstances.wait_for_first_consumer => {
                         status.phase = DataVolumePhase::WaitForFirstConsumer;
                     }

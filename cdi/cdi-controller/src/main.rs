@@ -152,6 +152,16 @@ fn owner_of_pod(pod: Pod) -> Option<ObjectRef<DataVolume>> {
     Some(ObjectRef::new(&claim.name).within(pod.metadata.namespace.as_deref()?))
 }
 
+/// The DataVolume of a prime claim: its owner, the target claim, has the DataVolume's name.
+fn target_of_prime(claim: PersistentVolumeClaim) -> Option<ObjectRef<DataVolume>> {
+    let target = claim
+        .metadata
+        .owner_references?
+        .into_iter()
+        .find(|o| o.kind == "PersistentVolumeClaim" && o.controller == Some(true))?;
+    Some(ObjectRef::new(&target.name).within(claim.metadata.namespace.as_deref()?))
+}
+
 async fn run(args: Args) -> anyhow::Result<()> {
     let client = Client::try_default().await.context("connecting to the API server")?;
     let stop = control_loop::process::stop_on_signals().context("listening for signals")?;
@@ -194,6 +204,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
             Api::<Pod>::all(client.clone()),
             watcher::Config::default().labels(&ours),
             owner_of_pod,
+        )
+        .watches(
+            Api::<PersistentVolumeClaim>::all(client.clone()),
+            watcher::Config::default().labels(&ours),
+            target_of_prime,
         )
         .graceful_shutdown_on({
             let stop = stop.clone();

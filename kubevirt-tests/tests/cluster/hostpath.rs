@@ -78,62 +78,82 @@ fn a_data_volume_on_hostpath_csi_is_a_directory_on_its_node_until_the_vm_goes() 
     drop(cleanup);
 }
 
-/// A DataVolume template on `hostpath-csi` (WaitForFirstConsumer) without the immediate-binding
-/// annotation: its claim waits for its first consumer until the VMI's temporary pod is placed, then
-/// binds on the node the VM is placed on (node 2, by its node selector); the import fills it there,
-/// the temporary pod goes, and the VM boots from the disk on that node.
+/// A DataVolume on `hostpath-csi` (WaitForFirstConsumer) without the immediate-binding annotation
+/// takes CDI's populator flow, the class being a CSI driver's: its claim names a
+/// VolumeImportSource, and it shows `PendingPopulation` with no prime claim until a consumer is
+/// placed. A VM held to node 2 that uses it is scheduled at once, which chooses the node; the
+/// import fills a prime claim there, whose volume is then rebound to the DataVolume's claim; the
+/// prime and the VolumeImportSource go, no temporary pod was needed, and the VM boots on node 2.
 #[test]
 #[ignore = "needs the test cluster: make cluster"]
-fn a_data_volume_waiting_for_its_first_consumer_binds_where_the_vm_is_placed() {
+fn a_data_volume_pending_population_is_filled_where_its_vm_is_placed() {
     const VM: &str = "e2e-wffc";
     let claim = format!("{VM}-root");
     let node = "node2";
     let mut cleanup = Cleanup::new();
     serve_guest_disk(&mut cleanup, "e2e-wffc-images");
-    let manifest = vm_booting_from_template(
-        VM,
-        "http:\n            url: http://e2e-wffc-images.default.svc.cluster.local:8080/testguest.qcow2",
-    )
-    .replacen("storageClassName: \"\"", "storageClassName: hostpath-csi", 1)
-    .replacen(
+    cleanup.apply(
+        "dv",
+        &claim,
+        &format!(
+            "apiVersion: cdi.kubevirt.io/v1beta1\nkind: DataVolume\nmetadata:\n  name: {claim}\n  namespace: default\n\
+             spec:\n  source:\n    http:\n      url: http://e2e-wffc-images.default.svc.cluster.local:8080/testguest.qcow2\n  \
+             storage:\n    accessModes: [ReadWriteOnce]\n    volumeMode: Filesystem\n    storageClassName: hostpath-csi\n    \
+             resources:\n      requests:\n        storage: 64Mi\n"
+        ),
+    );
+    let dv = wait_for(
+        "the DataVolume to be PendingPopulation",
+        Duration::from_secs(120),
+        || get("dv", &claim, "default").filter(|dv| field(dv, "status.phase") == "PendingPopulation"),
+    );
+    let pending = get("pvc", &claim, "default").expect("the claim");
+    assert_eq!(field(&pending, "status.phase"), "Pending");
+    assert_eq!(field(&pending, "spec.dataSourceRef.kind"), "VolumeImportSource");
+    let source = format!("volume-import-source-{}", field(&dv, "metadata.uid"));
+    assert_eq!(field(&pending, "spec.dataSourceRef.name"), source);
+    assert!(
+        get("volumeimportsource", &source, "default").is_some(),
+        "the VolumeImportSource"
+    );
+    let prime = format!("prime-{}", field(&pending, "metadata.uid"));
+    assert!(
+        get("pvc", &prime, "default").is_none(),
+        "no prime before a node is chosen"
+    );
+
+    let manifest = super::upload::vm_on_data_volume(VM).replacen(
         "    spec:\n      terminationGracePeriodSeconds: 30\n",
         &format!("    spec:\n      nodeSelector:\n        kubernetes.io/hostname: {node}\n      terminationGracePeriodSeconds: 30\n"),
         1,
     );
-    assert!(manifest.contains("kubernetes.io/hostname: node2") && !manifest.contains("immediate.requested"));
-    // The DataVolume is made first and held until a consumer is placed: the VMI's temporary pod,
-    // which lives only until the claim is bound (seen in the events it leaves).
+    assert!(manifest.contains("kubernetes.io/hostname: node2"), "{manifest}");
     cleanup.apply("vm", VM, &manifest);
     import_succeeds(&claim);
-    let said = |kind: &str, name: &str, reason: &str| -> Vec<String> {
-        let output = kubectl_ok(&[
-            "get",
-            "events",
-            "--field-selector",
-            &format!("involvedObject.kind={kind},involvedObject.name={name},reason={reason}"),
-            "-o",
-            "jsonpath={range .items[*]}{.message}{\"\\n\"}{end}",
-        ]);
-        output.lines().map(str::to_owned).collect()
-    };
-    assert!(
-        !said("PersistentVolumeClaim", &claim, "WaitForFirstConsumer").is_empty(),
-        "the claim waited for its first consumer"
-    );
-    let created = said("VirtualMachineInstance", VM, "SuccessfulCreate");
-    let temporary = created
-        .iter()
-        .find_map(|m| m.strip_prefix("Created temporary pod "))
-        .and_then(|m| m.split_whitespace().next())
-        .unwrap_or_else(|| panic!("the VMI's temporary pod: {created:?}"))
-        .to_owned();
-    let bound = get("pvc", &claim, "default").expect("the claim");
+    let bound = wait_for("the claim to bind", Duration::from_secs(120), || {
+        get("pvc", &claim, "default").filter(|pvc| field(pvc, "status.phase") == "Bound")
+    });
     assert_eq!(
         field(&bound, "metadata.annotations.volume\\.kubernetes\\.io/selected-node"),
         node,
-        "the claim was placed with the temporary pod"
+        "the scheduler chose the VM's node for the claim"
+    );
+    assert_eq!(
+        field(
+            &bound,
+            "metadata.annotations.cdi\\.kubevirt\\.io/storage\\.populator\\.pvcPrime"
+        ),
+        prime
+    );
+    assert_eq!(
+        field(
+            &bound,
+            "metadata.annotations.cdi\\.kubevirt\\.io/storage\\.populator\\.progress"
+        ),
+        "100.0%"
     );
     let volume = get("pv", &field(&bound, "spec.volumeName"), "default").expect("the volume");
+    assert_eq!(field(&volume, "spec.claimRef.name"), claim, "rebound from the prime");
     assert_eq!(
         volume["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"][0],
         node
@@ -143,9 +163,23 @@ fn a_data_volume_waiting_for_its_first_consumer_binds_where_the_vm_is_placed() {
         field(&get("vmi", VM, "default").expect("the VMI"), "status.nodeName"),
         node
     );
-    wait_for("the temporary pod to go", Duration::from_secs(60), || {
-        get("pod", &temporary, "default").is_none().then_some(())
-    });
+    wait_for(
+        "the prime claim and the VolumeImportSource to go",
+        Duration::from_secs(60),
+        || {
+            (get("pvc", &prime, "default").is_none() && get("volumeimportsource", &source, "default").is_none())
+                .then_some(())
+        },
+    );
+    let created = kubectl_ok(&[
+        "get",
+        "events",
+        "--field-selector",
+        &format!("involvedObject.kind=VirtualMachineInstance,involvedObject.name={VM},reason=SuccessfulCreate"),
+        "-o",
+        "jsonpath={range .items[*]}{.message}{\"\\n\"}{end}",
+    ]);
+    assert!(!created.contains("temporary pod"), "no temporary pod: {created}");
     drop(cleanup);
 }
 

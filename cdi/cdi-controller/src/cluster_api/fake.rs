@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use cdi_api::data_volume::DataVolumeStatus;
-use cdi_api::{CDIConfig, DataSource, DataVolume, StorageProfile};
+use cdi_api::{CDIConfig, DataSource, DataVolume, StorageProfile, VolumeImportSource};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod, Secret, Service};
 use k8s_openapi::api::storage::v1::StorageClass;
 
@@ -31,6 +31,10 @@ pub struct State {
     pub profiles: BTreeMap<String, StorageProfile>,
     /// PersistentVolumes.
     pub volumes: Vec<PersistentVolume>,
+    /// The names of the CSIDriver objects.
+    pub csi_drivers: Vec<String>,
+    /// VolumeImportSources by `namespace/name`.
+    pub import_sources: BTreeMap<String, VolumeImportSource>,
     /// The CDIConfig.
     pub config: Option<CDIConfig>,
     /// DataVolume statuses written, by `namespace/name` (what [`CdiApi::data_volume`] gives).
@@ -106,6 +110,70 @@ impl CdiApi for FakeCdiApi {
 
     async fn persistent_volumes(&self) -> Result<Vec<PersistentVolume>, ApiError> {
         Ok(self.state().volumes.clone())
+    }
+
+    async fn persistent_volume(&self, name: &str) -> Result<Option<PersistentVolume>, ApiError> {
+        Ok(self
+            .state()
+            .volumes
+            .iter()
+            .find(|v| v.metadata.name.as_deref() == Some(name))
+            .cloned())
+    }
+
+    async fn csi_driver_exists(&self, name: &str) -> Result<bool, ApiError> {
+        Ok(self.state().csi_drivers.iter().any(|d| d == name))
+    }
+
+    async fn volume_import_source_exists(&self, namespace: &str, name: &str) -> Result<bool, ApiError> {
+        Ok(self.state().import_sources.contains_key(&key(namespace, name)))
+    }
+
+    async fn create_volume_import_source(&self, source: &VolumeImportSource) -> Result<(), ApiError> {
+        let id = key(
+            source.metadata.namespace.as_deref().unwrap_or_default(),
+            source.metadata.name.as_deref().unwrap_or_default(),
+        );
+        let mut state = self.state();
+        state.writes.push(format!("create VolumeImportSource {id}"));
+        state.import_sources.entry(id).or_insert_with(|| source.clone());
+        Ok(())
+    }
+
+    async fn delete_volume_import_source(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
+        let mut state = self.state();
+        state
+            .writes
+            .push(format!("delete VolumeImportSource {namespace}/{name}"));
+        state.import_sources.remove(&key(namespace, name));
+        Ok(())
+    }
+
+    async fn delete_claim(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
+        let mut state = self.state();
+        state.writes.push(format!("delete claim {namespace}/{name}"));
+        state.claims.remove(&key(namespace, name));
+        Ok(())
+    }
+
+    async fn replace_persistent_volume(&self, volume: &PersistentVolume) -> Result<(), ApiError> {
+        let name = volume.metadata.name.clone().unwrap_or_default();
+        let mut state = self.state();
+        let claim = volume
+            .spec
+            .as_ref()
+            .and_then(|s| s.claim_ref.as_ref())
+            .and_then(|r| r.name.clone())
+            .unwrap_or_default();
+        state.writes.push(format!("rebind volume {name} to {claim}"));
+        if let Some(held) = state
+            .volumes
+            .iter_mut()
+            .find(|v| v.metadata.name.as_deref() == Some(&name))
+        {
+            *held = volume.clone();
+        }
+        Ok(())
     }
 
     async fn cdi_config(&self) -> Result<Option<CDIConfig>, ApiError> {

@@ -3,9 +3,9 @@
 use std::collections::BTreeMap;
 
 use cdi_api::data_volume::DataVolumeStatus;
-use cdi_api::{CDIConfig, DataSource, DataVolume, StorageProfile};
+use cdi_api::{CDIConfig, DataSource, DataVolume, StorageProfile, VolumeImportSource};
 use k8s_openapi::api::core::v1::{Event, PersistentVolume, PersistentVolumeClaim, Pod, Secret, Service};
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSIDriver, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
@@ -126,6 +126,62 @@ impl CdiApi for KubeCdiApi {
             .await
             .map_err(failed("list persistent volumes".to_owned()))?;
         Ok(list.items)
+    }
+
+    async fn persistent_volume(&self, name: &str) -> Result<Option<PersistentVolume>, ApiError> {
+        let api = Api::<PersistentVolume>::all(self.client.clone());
+        optional(api.get(name).await, format!("get persistent volume {name}"))
+    }
+
+    async fn csi_driver_exists(&self, name: &str) -> Result<bool, ApiError> {
+        let api = Api::<CSIDriver>::all(self.client.clone());
+        optional(api.get(name).await, format!("get CSIDriver {name}")).map(|found| found.is_some())
+    }
+
+    async fn volume_import_source_exists(&self, namespace: &str, name: &str) -> Result<bool, ApiError> {
+        let api = Api::<VolumeImportSource>::namespaced(self.client.clone(), namespace);
+        optional(
+            api.get(name).await,
+            format!("get VolumeImportSource {namespace}/{name}"),
+        )
+        .map(|found| found.is_some())
+    }
+
+    async fn create_volume_import_source(&self, source: &VolumeImportSource) -> Result<(), ApiError> {
+        let namespace = source.metadata.namespace.clone().unwrap_or_default();
+        let api = Api::<VolumeImportSource>::namespaced(self.client.clone(), &namespace);
+        let name = source.metadata.name.clone().unwrap_or_default();
+        created(
+            api.create(&PostParams::default(), source).await,
+            format!("create VolumeImportSource {namespace}/{name}"),
+        )
+    }
+
+    async fn delete_volume_import_source(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
+        let api = Api::<VolumeImportSource>::namespaced(self.client.clone(), namespace);
+        match api.delete(name, &DeleteParams::default()).await {
+            Ok(_) => Ok(()),
+            Err(e) if is_status(&e, 404) => Ok(()),
+            Err(e) => Err(failed(format!("delete VolumeImportSource {namespace}/{name}"))(e)),
+        }
+    }
+
+    async fn delete_claim(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
+        let api = Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), namespace);
+        match api.delete(name, &DeleteParams::default()).await {
+            Ok(_) => Ok(()),
+            Err(e) if is_status(&e, 404) => Ok(()),
+            Err(e) => Err(failed(format!("delete claim {namespace}/{name}"))(e)),
+        }
+    }
+
+    async fn replace_persistent_volume(&self, volume: &PersistentVolume) -> Result<(), ApiError> {
+        let api = Api::<PersistentVolume>::all(self.client.clone());
+        let name = volume.metadata.name.clone().unwrap_or_default();
+        api.replace(&name, &PostParams::default(), volume)
+            .await
+            .map(drop)
+            .map_err(failed(format!("rebind persistent volume {name}")))
     }
 
     async fn cdi_config(&self) -> Result<Option<CDIConfig>, ApiError> {

@@ -100,6 +100,7 @@ pub(super) fn facts<'a>(
         progress: None,
         clone: None,
         source_ref: None,
+        populator: PopulatorFacts::default(),
     }
 }
 
@@ -126,6 +127,12 @@ pub(super) fn kinds(steps: &[Step]) -> Vec<&'static str> {
             Step::ClaimEvent(_) => "ClaimEvent",
             Step::CreateCloneSource(_) => "CreateCloneSource",
             Step::DeleteCloneSource { .. } => "DeleteCloneSource",
+            Step::AnnotateNamedClaim(..) => "AnnotateNamedClaim",
+            Step::LabelNamedClaim(..) => "LabelNamedClaim",
+            Step::DeleteNamedClaim(_) => "DeleteNamedClaim",
+            Step::CreateImportSource(_) => "CreateImportSource",
+            Step::DeleteImportSource(_) => "DeleteImportSource",
+            Step::RebindVolume(_) => "RebindVolume",
             Step::WriteStatus(_) => "WriteStatus",
             Step::Event(_) => "Event",
         })

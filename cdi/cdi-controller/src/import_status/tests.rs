@@ -20,6 +20,7 @@ fn claim(phase: &str, pairs: &[(&str, &str)]) -> ClaimView {
 const WORK: Circumstances = Circumstances {
     requires_work: true,
     wait_for_first_consumer: false,
+    populating: false,
 };
 
 fn status(phase: DataVolumePhase) -> DataVolumeStatus {
@@ -52,6 +53,7 @@ type Case = (
 );
 
 #[test]
+#[expect(clippy::too_many_lines, reason = "one table of every phase change")]
 fn the_phase_follows_the_claim_and_the_importer_pod() {
     use DataVolumePhase::*;
     let scheduled = [(ann::IMPORT_POD, "importer-disk")];
@@ -64,7 +66,66 @@ fn the_phase_follows_the_claim_and_the_importer_pod() {
         requires_work: false,
         ..WORK
     };
+    let populating = Circumstances {
+        populating: true,
+        ..WORK
+    };
+    let pending_population = Circumstances {
+        wait_for_first_consumer: true,
+        ..populating
+    };
     let cases: Vec<Case> = vec![
+        // A claim a populator fills stays Pending: the phase follows the prime's importer.
+        (
+            Unset,
+            Some(claim("Pending", &[])),
+            pending_population,
+            PendingPopulation,
+            None,
+        ),
+        (
+            PendingPopulation,
+            Some(claim("Pending", &[])),
+            populating,
+            PendingPopulation,
+            None,
+        ),
+        (
+            PendingPopulation,
+            Some(claim("Pending", &with_phase("Pending"))),
+            populating,
+            ImportScheduled,
+            Some("ImportScheduled"),
+        ),
+        (
+            ImportScheduled,
+            Some(claim("Pending", &with_phase("Running"))),
+            populating,
+            ImportInProgress,
+            Some("ImportInProgress"),
+        ),
+        (
+            ImportInProgress,
+            Some(claim("Pending", &with_phase("Succeeded"))),
+            populating,
+            Succeeded,
+            Some("ImportSucceeded"),
+        ),
+        (
+            ImportInProgress,
+            Some(claim("Bound", &with_phase("Succeeded"))),
+            populating,
+            Succeeded,
+            Some("ImportSucceeded"),
+        ),
+        // Without the populator, a Pending claim's importer annotations do not count.
+        (
+            Pending,
+            Some(claim("Pending", &with_phase("Running"))),
+            WORK,
+            Pending,
+            None,
+        ),
         (Unset, None, WORK, Pending, None),
         (ImportInProgress, None, WORK, ImportInProgress, None),
         (Unset, Some(claim("Pending", &[])), WORK, Pending, None),

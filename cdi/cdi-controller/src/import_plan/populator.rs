@@ -1,0 +1,371 @@
+//! Upstream's volume-populator flow for an import into a claim of a CSI class: the DataVolume's
+//! claim (the target) names a `VolumeImportSource` in its `dataSourceRef`, so that the CSI
+//! provisioner leaves it alone; once it may be filled (a node was chosen for it, or its class
+//! binds at once), a prime claim `prime-<target uid>` is made on the same node and filled by the
+//! importer as a claim filled in place is; its annotations are copied to the target (which the
+//! DataVolume's status reads) with the progress in `cdi.kubevirt.io/storage.populator.progress`;
+//! once the import succeeded the prime's volume is rebound to the target, and the prime, left
+//! `Lost`, is deleted. An unbound target waiting for its first consumer shows `PendingPopulation`,
+//! so that its VM's pod is made and scheduled, which chooses the node. Pure.
+
+use std::collections::BTreeMap;
+
+use cdi_api::DataVolume;
+use cdi_api::data_volume::DataVolumeStatus;
+use k8s_openapi::api::core::v1::{
+    ObjectReference, PersistentVolume, PersistentVolumeClaim, PersistentVolumeClaimSpec, TypedObjectReference,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+
+use super::{IMMEDIATE_BINDING, ImportFacts, Step, Transfer, claim_of, fill_steps, status_steps, view};
+use crate::claim_annotations::ann;
+use crate::import_status::{self, Circumstances};
+use crate::importer_pod::ImportSource;
+
+/// The annotation a DataVolume sets to choose the flow: `"true"` or `"false"`.
+pub const USE_POPULATOR: &str = "cdi.kubevirt.io/storage.usePopulator";
+/// The target's annotation with the import's progress (`12.34%`, `100.0%`, `N/A`).
+pub const PROGRESS: &str = "cdi.kubevirt.io/storage.populator.progress";
+/// The target's annotation naming its prime claim.
+pub const PRIME_NAME: &str = "cdi.kubevirt.io/storage.populator.pvcPrime";
+/// The prime's annotation naming the populator's kind.
+pub const POPULATOR_KIND: &str = "cdi.kubevirt.io/storage.populator.kind";
+/// The prime's annotation asking for preallocation.
+pub const PREALLOCATION_REQUESTED: &str = "cdi.kubevirt.io/storage.preallocation.requested";
+/// The node the scheduler chose for a claim waiting for its first consumer.
+pub const SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
+/// The annotation on the prime's importer pod naming the DataVolume (so that the controller's
+/// pod watch reaches it; the pod's owner is the prime claim).
+pub const DATA_VOLUME_OF_POD: &str = crate::clone_source::OWNER_REF;
+
+/// The prime's annotations copied to the target (upstream's list, less multi-stage imports').
+const COPIED: [&str; 10] = [
+    ann::POD_PHASE,
+    ann::POD_READY,
+    ann::POD_RESTARTS,
+    PREALLOCATION_REQUESTED,
+    ann::PREALLOCATION_APPLIED,
+    ann::RUNNING,
+    ann::RUNNING_MESSAGE,
+    ann::RUNNING_REASON,
+    ann::POD_SCHEDULABLE,
+    ann::FATAL_ERROR,
+];
+
+/// What a pass sees of the populator's flow.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PopulatorFacts<'a> {
+    /// Before the claim is made: the class's provisioner has a CSIDriver object.
+    pub csi_class: bool,
+    /// The prime claim, if any.
+    pub prime: Option<&'a PersistentVolumeClaim>,
+    /// The prime claim's volume, if it has one.
+    pub prime_volume: Option<&'a PersistentVolume>,
+    /// The DataVolume's VolumeImportSource is there.
+    pub import_source: bool,
+}
+
+/// Whether the DataVolume's import takes the populator's flow: its `usePopulator` annotation
+/// says, else whether its class is a CSI driver's.
+///
+/// # Errors
+/// The annotation is not a boolean.
+pub fn wanted(data_volume: &DataVolume, csi_class: bool) -> Result<bool, String> {
+    let Some(value) = data_volume
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(USE_POPULATOR))
+    else {
+        return Ok(csi_class);
+    };
+    match value.to_ascii_lowercase().as_str() {
+        "true" | "1" | "t" => Ok(true),
+        "false" | "0" | "f" => Ok(false),
+        _ => Err(format!(
+            "annotation {USE_POPULATOR} is {value:?}, which is not a boolean"
+        )),
+    }
+}
+
+/// Whether a claim is filled by the import populator (its `dataSourceRef` names a
+/// `VolumeImportSource`).
+#[must_use]
+pub fn populates(claim: &PersistentVolumeClaim) -> bool {
+    claim
+        .spec
+        .as_ref()
+        .and_then(|s| s.data_source_ref.as_ref())
+        .is_some_and(|r| {
+            r.api_group.as_deref() == Some(cdi_api::GROUP) && r.kind == cdi_api::volume_import_source::KIND
+        })
+}
+
+/// The VolumeImportSource's name (upstream's).
+#[must_use]
+pub fn import_source_name(data_volume: &DataVolume) -> String {
+    format!(
+        "volume-import-source-{}",
+        data_volume.metadata.uid.as_deref().unwrap_or_default()
+    )
+}
+
+/// The prime claim's name for the target of this UID (upstream's).
+#[must_use]
+pub fn prime_name(target_uid: &str) -> String {
+    format!("prime-{target_uid}")
+}
+
+/// The DataVolume's VolumeImportSource, owned by it.
+#[must_use]
+pub fn import_source(data_volume: &DataVolume) -> cdi_api::VolumeImportSource {
+    let source = data_volume.spec.source.clone().unwrap_or_default();
+    let blank = source.blank.is_some() || (source.http.is_none() && source.registry.is_none());
+    let mut import = cdi_api::VolumeImportSource::new(
+        &import_source_name(data_volume),
+        cdi_api::VolumeImportSourceSpec {
+            source: Some(cdi_api::volume_import_source::ImportSourceType {
+                http: source.http,
+                registry: source.registry,
+                blank: blank.then(cdi_api::data_volume::Empty::default),
+                ..Default::default()
+            }),
+            preallocation: data_volume.spec.preallocation,
+            content_type: data_volume.spec.content_type.clone(),
+            ..Default::default()
+        },
+    );
+    import.metadata.namespace.clone_from(&data_volume.metadata.namespace);
+    import.metadata.owner_references = claim_of(data_volume, PersistentVolumeClaimSpec::default(), &Transfer::Upload)
+        .metadata
+        .owner_references;
+    import
+}
+
+/// The target claim: the DataVolume's, naming its VolumeImportSource.
+#[must_use]
+pub fn target_claim(data_volume: &DataVolume, mut spec: PersistentVolumeClaimSpec) -> PersistentVolumeClaim {
+    spec.data_source_ref = Some(TypedObjectReference {
+        api_group: Some(cdi_api::GROUP.to_owned()),
+        kind: cdi_api::volume_import_source::KIND.to_owned(),
+        name: import_source_name(data_volume),
+        namespace: None,
+    });
+    let mut claim = claim_of(data_volume, spec, &Transfer::Import(ImportSource::Blank));
+    if let Some(annotations) = claim.metadata.annotations.as_mut() {
+        annotations.remove(ann::SOURCE);
+        annotations.remove(ann::ENDPOINT);
+        annotations.remove(ann::REQUIRES_SCRATCH);
+    }
+    claim
+}
+
+/// The prime claim of `target`: its spec less the `dataSourceRef`, the import's annotations, the
+/// node chosen for the target, owned by the target.
+fn prime_claim(
+    facts: &ImportFacts<'_>,
+    target: &PersistentVolumeClaim,
+    source: &ImportSource,
+) -> PersistentVolumeClaim {
+    let data_volume = facts.data_volume;
+    let target_spec = target.spec.clone().unwrap_or_default();
+    let spec = PersistentVolumeClaimSpec {
+        access_modes: target_spec.access_modes,
+        resources: target_spec.resources,
+        storage_class_name: target_spec.storage_class_name,
+        volume_mode: target_spec.volume_mode,
+        ..PersistentVolumeClaimSpec::default()
+    };
+    let mut prime = claim_of(data_volume, spec, &Transfer::Import(source.clone()));
+    let target_uid = target.metadata.uid.clone().unwrap_or_default();
+    prime.metadata.name = Some(prime_name(&target_uid));
+    prime.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: "v1".to_owned(),
+        kind: "PersistentVolumeClaim".to_owned(),
+        name: target.metadata.name.clone().unwrap_or_default(),
+        uid: target_uid,
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }]);
+    let target_annotations = target.metadata.annotations.clone().unwrap_or_default();
+    let annotations = prime.metadata.annotations.get_or_insert_default();
+    annotations.insert(IMMEDIATE_BINDING.to_owned(), String::new());
+    if let Some(node) = target_annotations.get(SELECTED_NODE) {
+        annotations.insert(SELECTED_NODE.to_owned(), node.clone());
+    }
+    if let Some(retain) = target_annotations.get(ann::POD_RETAIN) {
+        annotations.insert(ann::POD_RETAIN.to_owned(), retain.clone());
+    }
+    annotations.insert(
+        POPULATOR_KIND.to_owned(),
+        cdi_api::volume_import_source::KIND.to_owned(),
+    );
+    let preallocation = data_volume.spec.preallocation.unwrap_or(facts.settings.preallocation);
+    annotations.insert(PREALLOCATION_REQUESTED.to_owned(), preallocation.to_string());
+    prime
+}
+
+/// A step of filling the prime claim, aimed at it: its annotations and labels, and its importer
+/// pod marked with the DataVolume (events stay on the target, where upstream copies them).
+fn on_prime(step: Step, prime: &str, data_volume: &DataVolume) -> Step {
+    match step {
+        Step::AnnotateClaim(annotations) => Step::AnnotateNamedClaim(prime.to_owned(), annotations),
+        Step::LabelClaim(labels) => Step::LabelNamedClaim(prime.to_owned(), labels),
+        Step::CreatePod(mut pod) => {
+            let owner = format!(
+                "{}/{}",
+                data_volume.metadata.namespace.as_deref().unwrap_or_default(),
+                data_volume.metadata.name.as_deref().unwrap_or_default()
+            );
+            pod.metadata
+                .annotations
+                .get_or_insert_default()
+                .insert(DATA_VOLUME_OF_POD.to_owned(), owner);
+            Step::CreatePod(pod)
+        }
+        other => other,
+    }
+}
+
+fn phase_of(claim: &PersistentVolumeClaim) -> &str {
+    claim
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or_default()
+}
+
+/// The rebinding of the prime's volume to the target: the volume with its `claimRef` moved, or
+/// nothing when it is the target's already. A volume bound to a third claim is left alone.
+fn rebind(volume: &PersistentVolume, prime: &PersistentVolumeClaim, target: &PersistentVolumeClaim) -> Option<Step> {
+    let reference = volume.spec.as_ref()?.claim_ref.as_ref()?;
+    let names = |claim: &PersistentVolumeClaim| {
+        reference.name == claim.metadata.name
+            && reference.namespace == claim.metadata.namespace
+            && reference.uid == claim.metadata.uid
+    };
+    if !names(prime) {
+        return None;
+    }
+    let mut rebound = volume.clone();
+    if let Some(spec) = rebound.spec.as_mut() {
+        spec.claim_ref = Some(ObjectReference {
+            namespace: target.metadata.namespace.clone(),
+            name: target.metadata.name.clone(),
+            uid: target.metadata.uid.clone(),
+            resource_version: target.metadata.resource_version.clone(),
+            ..ObjectReference::default()
+        });
+    }
+    Some(Step::RebindVolume(Box::new(rebound)))
+}
+
+/// The steps of a pass over a target claim the import populator fills.
+pub(super) fn steps(
+    facts: &ImportFacts<'_>,
+    target: &PersistentVolumeClaim,
+    source: &ImportSource,
+    current: &DataVolumeStatus,
+    now: &Time,
+) -> Vec<Step> {
+    let data_volume = facts.data_volume;
+    let known = target.metadata.annotations.clone().unwrap_or_default();
+    let mut annotations = known.clone();
+    let mut steps = Vec::new();
+    let mut last = Vec::new();
+    let mut import_pod = None;
+    let bound = phase_of(target) == "Bound";
+    let chosen = known.contains_key(SELECTED_NODE) || known.contains_key(IMMEDIATE_BINDING);
+    let pending_population = facts.wait_for_first_consumer && !chosen;
+    match facts.populator.prime {
+        // Filled: the prime, whose volume went to the target, goes.
+        Some(prime) if bound => {
+            if phase_of(prime) == "Lost" && prime.metadata.deletion_timestamp.is_none() {
+                steps.push(Step::DeleteNamedClaim(prime.metadata.name.clone().unwrap_or_default()));
+            }
+        }
+        None if bound || pending_population || target.metadata.deletion_timestamp.is_some() => {}
+        None => steps.push(Step::CreateClaim(Box::new(prime_claim(facts, target, source)))),
+        Some(prime) => {
+            let prime_name = prime.metadata.name.clone().unwrap_or_default();
+            if let Some(refused) = super::foreign_pod(facts, prime, current, now) {
+                return refused;
+            }
+            let (fill, prime_annotations) = fill_steps(facts, prime, &Transfer::Import(source.clone()), now);
+            steps.extend(fill.into_iter().map(|step| on_prime(step, &prime_name, data_volume)));
+            for key in COPIED {
+                if let Some(value) = prime_annotations.get(key) {
+                    annotations.insert(key.to_owned(), value.clone());
+                }
+            }
+            import_pod = prime_annotations.get(ann::IMPORT_POD).cloned();
+            let done = prime_annotations.get(ann::POD_PHASE).is_some_and(|p| p == "Succeeded");
+            annotations.insert(PRIME_NAME.to_owned(), prime_name);
+            let progress = match facts.progress {
+                _ if done => Some("100.0%".to_owned()),
+                // Upstream holds 100% back until the importer's pod is done (a conversion or a
+                // resize may follow the transfer).
+                Some(percent) if percent < 100.0 => Some(crate::import_progress::shown(percent)),
+                _ if !known.contains_key(PROGRESS) && phase_of(prime) == "Bound" => {
+                    Some(import_status::NO_PROGRESS.to_owned())
+                }
+                _ => None,
+            };
+            if let Some(progress) = progress {
+                annotations.insert(PROGRESS.to_owned(), progress);
+            }
+            if done {
+                let labels = target.metadata.labels.clone().unwrap_or_default();
+                let new_labels: BTreeMap<String, String> = prime
+                    .metadata
+                    .labels
+                    .clone()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|(k, v)| labels.get(k) != Some(v))
+                    .collect();
+                if !new_labels.is_empty() {
+                    steps.push(Step::LabelClaim(new_labels));
+                }
+                last.extend(
+                    facts
+                        .populator
+                        .prime_volume
+                        .and_then(|volume| rebind(volume, prime, target)),
+                );
+            }
+        }
+    }
+    let changed: BTreeMap<String, String> = annotations
+        .iter()
+        .filter(|(k, v)| known.get(*k) != Some(*v))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if !changed.is_empty() {
+        steps.push(Step::AnnotateClaim(changed));
+    }
+    steps.extend(last);
+    let mut seen = annotations.clone();
+    if let Some(pod) = import_pod {
+        seen.insert(ann::IMPORT_POD.to_owned(), pod);
+    }
+    let work = Circumstances {
+        requires_work: true,
+        wait_for_first_consumer: pending_population,
+        populating: true,
+    };
+    let (mut next, event) = import_status::next_status(current, Some(&view(target, seen)), work, now);
+    if let Some(progress) = annotations.get(PROGRESS)
+        && next.phase != cdi_api::DataVolumePhase::Succeeded
+    {
+        next.progress = Some(progress.clone());
+    }
+    if next.phase == cdi_api::DataVolumePhase::Succeeded && facts.populator.import_source {
+        steps.push(Step::DeleteImportSource(import_source_name(data_volume)));
+    }
+    steps.extend(status_steps(current, next, event));
+    steps
+}
+
+#[cfg(test)]
+mod tests;
