@@ -280,7 +280,14 @@ pub(super) fn steps(
     match facts.populator.prime {
         // Filled: the prime, whose volume went to the target, goes.
         Some(prime) if bound => {
-            if phase_of(prime) == "Lost" && prime.metadata.deletion_timestamp.is_none() {
+            // As upstream's, a prime whose pod is kept (`retainAfterCompletion`) stays, Lost.
+            let retained = prime
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(ann::POD_RETAIN))
+                .is_some_and(|v| v == "true");
+            if phase_of(prime) == "Lost" && prime.metadata.deletion_timestamp.is_none() && !retained {
                 steps.push(Step::DeleteNamedClaim(prime.metadata.name.clone().unwrap_or_default()));
             }
         }

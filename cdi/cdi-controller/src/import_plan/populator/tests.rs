@@ -306,6 +306,17 @@ fn a_filled_prime_s_volume_is_rebound_to_the_target_and_the_prime_goes() {
         "{steps:?}"
     );
     assert_eq!(phase_written(&steps), Some(DataVolumePhase::Succeeded));
+
+    // A prime whose pod is kept stays too.
+    let kept = prime(
+        &dv,
+        &pending,
+        "Lost",
+        &[(ann::POD_PHASE, "Succeeded"), (ann::POD_RETAIN, "true")],
+    );
+    let mut retained = facts(&dv, Some(&filled), None);
+    retained.populator.prime = Some(&kept);
+    assert!(!kinds(&plan(&retained, &now())).contains(&"DeleteNamedClaim"));
 }
 
 #[test]
