@@ -1,6 +1,7 @@
 //! One import, start to end: the stream's compression comes off ([`layers`]); a raw image is
-//! written into the target as it streams ([`sparse_copy`]); any other format is first saved to
-//! the scratch space and converted ([`convert`]); a disk in a file is then grown to the size
+//! written into the target as it streams ([`sparse_copy`]), and so is a qcow2 image into a disk
+//! file when the import has no scratch space and the image's layout allows ([`qcow2_stream`]);
+//! any other format is first saved to the scratch space and converted ([`convert`]); a disk in a file is then grown to the size
 //! asked for, within what the volume may hold ([`space`]). A failed import leaves no image file.
 
 use std::fs::{File, OpenOptions};
@@ -10,6 +11,7 @@ use std::path::{Path, PathBuf};
 use crate::convert::{ConvertError, Converter};
 use crate::format::{Compression, ImageFormat};
 use crate::layers::{self, LayerError, Stream};
+use crate::qcow2_stream::{self, StreamError};
 use crate::space::{self, TooLarge};
 use crate::sparse_copy::{self, CopyError, Holes};
 
@@ -181,6 +183,28 @@ fn write_raw(stream: &mut Stream, target: &Target, usable: u64) -> Result<u64, I
     Ok(written)
 }
 
+/// Writes a qcow2 image into the disk file as it streams ([`qcow2_stream`]); one it cannot take
+/// in one pass is [`ImportError::NoScratch`].
+fn stream_qcow2(stream: &mut Stream, format: ImageFormat, target: &Target, usable: u64) -> Result<u64, ImportError> {
+    let file = open_target(target)?;
+    let copy_error = |source| ImportError::Copy {
+        path: target.path().to_owned(),
+        source,
+    };
+    match qcow2_stream::write(stream, &file, usable) {
+        Ok(virtual_size) => {
+            file.sync_all().map_err(|e| copy_error(CopyError::Write(e)))?;
+            Ok(virtual_size)
+        }
+        Err(StreamError::NotStreamable(reason)) => {
+            tracing::info!(%reason, "the qcow2 image goes through scratch space");
+            Err(ImportError::NoScratch(format))
+        }
+        Err(StreamError::Copy(source)) => Err(copy_error(source)),
+        Err(StreamError::TooLarge(too_large)) => Err(ImportError::TooLarge(too_large)),
+    }
+}
+
 /// Saves the image to the scratch space, checks that it fits and converts it into the target.
 fn convert(
     stream: &mut Stream,
@@ -252,7 +276,11 @@ fn import_inner(
     } else {
         layers::open(stream)?
     };
-    let virtual_size = if format.needs_conversion() {
+    let virtual_size = if let (ImageFormat::Qcow2 { .. }, Target::File(_), None) = (format, target, &request.scratch) {
+        // Without scratch space a qcow2 image is written as it streams, when its layout allows;
+        // else the import asks for scratch space and goes through qemu-img.
+        stream_qcow2(&mut stream, format, target, usable)?
+    } else if format.needs_conversion() {
         let scratch = request.scratch.as_deref().ok_or(ImportError::NoScratch(format))?;
         convert(&mut stream, format, target, scratch, usable, converter)?
     } else {

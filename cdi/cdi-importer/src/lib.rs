@@ -3,7 +3,8 @@
 //! `qemu-img`), and grows it to the size asked for.
 //!
 //! - [`format`]: what a stream's first bytes say it is; [`layers`]: taking compression off.
-//! - [`sparse_copy`]: writing raw bytes with holes for zeros; [`convert`]: `qemu-img`.
+//! - [`sparse_copy`]: writing raw bytes with holes for zeros; [`qcow2_stream`]: a qcow2 image
+//!   written as it streams; [`convert`]: `qemu-img`.
 //! - [`space`]: how much of a volume the disk may take; [`import`]: one import, start to end;
 //!   [`run`]: a job in the importer pod, with its termination message.
 //! - [`job`]: the pod's environment, read; [`http_source`]: the `http` source; [`checksum`]: the DataVolume's `checksum`.
@@ -23,6 +24,7 @@ pub mod job;
 pub mod layers;
 pub mod pod_process;
 pub mod progress;
+pub mod qcow2_stream;
 pub mod registry;
 pub mod run;
 pub mod space;

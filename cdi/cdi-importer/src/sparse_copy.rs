@@ -52,6 +52,16 @@ fn fill(stream: &mut dyn Read, buffer: &mut [u8]) -> io::Result<usize> {
     Ok(filled)
 }
 
+/// Whether `chunk` holds only zeros. Each 512-byte piece is or-ed whole, which the compiler turns
+/// into vector instructions; a byte-by-byte search that stops at the first non-zero byte is not,
+/// and cost a quarter of a raw import's time.
+#[must_use]
+pub fn all_zeros(chunk: &[u8]) -> bool {
+    chunk
+        .chunks(512)
+        .all(|piece| piece.iter().fold(0_u8, |acc, &b| acc | b) == 0)
+}
+
 /// Writes the non-zero runs of `data` at `offset` (every byte with [`Holes::WriteZeros`]).
 fn write_runs(target: &File, data: &[u8], offset: u64, holes: Holes) -> io::Result<()> {
     if holes == Holes::WriteZeros {
@@ -60,7 +70,7 @@ fn write_runs(target: &File, data: &[u8], offset: u64, holes: Holes) -> io::Resu
     let mut run_start: Option<usize> = None;
     for (index, chunk) in data.chunks(ZERO_CHUNK).enumerate() {
         let at = index * ZERO_CHUNK;
-        let zero = chunk.iter().all(|&b| b == 0);
+        let zero = all_zeros(chunk);
         match (zero, run_start) {
             (false, None) => run_start = Some(at),
             (true, Some(start)) => {
@@ -108,6 +118,18 @@ mod tests {
     use std::os::unix::fs::MetadataExt as _;
 
     use super::*;
+
+    #[test]
+    fn all_zeros_finds_a_single_byte_anywhere() {
+        let mut chunk = vec![0_u8; ZERO_CHUNK + 3];
+        assert!(all_zeros(&chunk));
+        assert!(all_zeros(&[]));
+        for at in [0, 1, 511, 512, 4095, ZERO_CHUNK, ZERO_CHUNK + 2] {
+            chunk[at] = 0x80;
+            assert!(!all_zeros(&chunk), "a byte at {at}");
+            chunk[at] = 0;
+        }
+    }
 
     /// 8 MiB: a non-zero first chunk, zeros, a non-zero run across a buffer boundary, zeros to
     /// the end.

@@ -166,3 +166,94 @@ fn a_qcow2_naming_a_backing_file_is_refused_and_the_file_never_read() {
     assert!(!volume.disk.exists());
     assert_eq!(std::fs::read_dir(&volume.scratch).expect("scratch").count(), 0);
 }
+
+/// `image` imported with no scratch space: the disk written as the image streams, or why not.
+fn streamed(volume: &Volume, image: Vec<u8>) -> Result<Vec<u8>, ImportError> {
+    let mut no_scratch = request(volume);
+    no_scratch.scratch = None;
+    import::import(
+        Box::new(Cursor::new(image)),
+        &Target::File(volume.disk.clone()),
+        &no_scratch,
+        &QemuImg::default(),
+    )?;
+    Ok(std::fs::read(&volume.disk).expect("disk"))
+}
+
+#[test]
+fn a_qcow2_image_streams_into_the_disk_without_scratch_space_at_every_cluster_size() {
+    for cluster_size in ["512", "65536", "2M"] {
+        let volume = volume();
+        let raw = volume.work.join("source.raw");
+        std::fs::write(&raw, disk()).expect("raw");
+        let qcow2 = volume.work.join("source.qcow2");
+        let (raw, qcow2) = (raw.to_str().expect("path"), qcow2.to_str().expect("path"));
+        let option = format!("cluster_size={cluster_size}");
+        qemu_img(&["convert", "-f", "raw", "-O", "qcow2", "-o", &option, raw, qcow2]);
+        let written = streamed(&volume, gzip(&std::fs::read(qcow2).expect("image")))
+            .unwrap_or_else(|e| panic!("{cluster_size}: {e}"));
+        assert_eq!(written.len(), 8 << 20, "{cluster_size}: grown to the size asked for");
+        assert!(written[..disk().len()] == disk()[..], "{cluster_size}: the same bytes");
+        assert!(written[disk().len()..].iter().all(|&b| b == 0), "{cluster_size}");
+    }
+}
+
+#[test]
+fn a_qcow2_a_guest_wrote_out_of_order_streams_too() {
+    let volume = volume();
+    let image = volume.work.join("guest.qcow2");
+    let path = image.to_str().expect("path");
+    qemu_img(&["create", "-q", "-f", "qcow2", path, "6M"]);
+    // Written end first, as a guest may: each cluster is allocated after its table.
+    for write in [
+        "write -q -P 0xaa 6291328 128",
+        "write -q -P 0x5a 3M 64k",
+        "write -q -P 0xeb 0 4k",
+        "write -q -z 3M 4k",
+    ] {
+        let status = Command::new("qemu-io")
+            .args(["-f", "qcow2", "-c", write, path])
+            .status()
+            .expect("qemu-io is installed (make deps)");
+        assert!(status.success(), "qemu-io {write}");
+    }
+    let mut expected = vec![0_u8; 6 << 20];
+    expected[..4096].fill(0xeb);
+    expected[(3 << 20) + 4096..(3 << 20) + 65_536].fill(0x5a);
+    expected[6_291_328..6_291_456].fill(0xaa);
+    let written = streamed(&volume, std::fs::read(&image).expect("image")).expect("streams");
+    assert!(written[..6 << 20] == expected[..], "the guest's bytes");
+}
+
+#[test]
+fn a_compressed_qcow2_asks_for_scratch_space_and_converts_with_it() {
+    let volume = volume();
+    let raw = volume.work.join("source.raw");
+    std::fs::write(&raw, disk()).expect("raw");
+    let qcow2 = volume.work.join("compressed.qcow2");
+    qemu_img(&[
+        "convert",
+        "-c",
+        "-f",
+        "raw",
+        "-O",
+        "qcow2",
+        raw.to_str().expect("path"),
+        qcow2.to_str().expect("path"),
+    ]);
+    let image = std::fs::read(&qcow2).expect("image");
+    let error = streamed(&volume, image.clone()).expect_err("compressed clusters");
+    assert!(
+        matches!(error, ImportError::NoScratch(ImageFormat::Qcow2 { .. })),
+        "{error}"
+    );
+    assert!(!volume.disk.exists(), "nothing half-written is left");
+    import::import(
+        Box::new(Cursor::new(image)),
+        &Target::File(volume.disk.clone()),
+        &request(&volume),
+        &QemuImg::default(),
+    )
+    .expect("with scratch space");
+    assert!(std::fs::read(&volume.disk).expect("disk")[..disk().len()] == disk()[..]);
+}

@@ -1,6 +1,6 @@
 //! CDI on the test cluster against the same floor: the 1 GiB qcow2, served by a busybox httpd pod
 //! (a hostPath of the host's copy) and imported by a DataVolume on `hostpath-csi` (bound at once,
-//! scratch on `hostpath-csi`), from its creation to `Succeeded`; then that DataVolume cloned into
+//! through CDI's populator), from its creation to `Succeeded`; then that DataVolume cloned into
 //! another, likewise. The import's floor is `qemu-img convert` of the qcow2 to raw on the host, the
 //! clone's of the 1 GiB raw disk. The importer's peak memory is the highest `VmHWM` of its
 //! cdi-importer process seen while it runs. Writes the `cdi-cluster` section of BENCHMARKS.md.
@@ -153,7 +153,7 @@ pub(crate) fn measure(kubectl: &Path, work: &Path, served: &Path, size: u64, run
     let _ = std::fs::remove_file(work.join("floor.raw"));
     result?;
     let mut body = format!(
-        "## CDI on the test cluster vs `qemu-img convert` (make cluster)\n\nMachine: {}. The same {} GiB disk as qcow2 ({:.0} MiB), served by a busybox httpd pod from the host's copy and imported by a DataVolume in `hostpath-csi` (bound at once; scratch space in `hostpath-csi`), from its creation to `Succeeded`; then cloned into a second DataVolume (host-assisted: a cdi-cloner pod streams to an upload server). Floors: `qemu-img convert -t writeback -O raw` of the qcow2 (import) and of the raw disk (clone), on the host. Medians of {runs} interleaved runs; throughput is the disk's virtual size over the time.\n\n| | floor: qemu-img convert | cluster | cluster / floor | goal | met | importer peak memory (VmHWM) |\n|---|---|---|---|---|---|---|\n",
+        "## CDI on the test cluster vs `qemu-img convert` (make cluster)\n\nMachine: {}. The same {} GiB disk as qcow2 ({:.0} MiB), served by a busybox httpd pod from the host's copy and imported by a DataVolume in `hostpath-csi` (bound at once, filled through CDI's populator: a prime claim, rebound once filled), from its creation to `Succeeded`; then cloned into a second DataVolume (host-assisted: a cdi-cloner pod streams to an upload server). Floors: `qemu-img convert -t writeback -O raw` of the qcow2 (import) and of the raw disk (clone), on the host. Medians of {runs} interleaved runs; throughput is the disk's virtual size over the time.\n\n| | floor: qemu-img convert | cluster | cluster / floor | goal | met | importer peak memory (VmHWM) |\n|---|---|---|---|---|---|---|\n",
         kubevirt_tests::machine_description(),
         size >> 30,
         mib(std::fs::metadata(served.join("disk.qcow2"))?.len()),
@@ -180,6 +180,6 @@ pub(crate) fn measure(kubectl: &Path, work: &Path, served: &Path, size: u64, run
         );
         println!("cluster {what}: floor {floor_time:?}, cluster {time:?}, ratio {ratio:.2}");
     }
-    body.push_str("\nThe cluster's times include what the loopback figures above leave out: the claims' provisioning and binding, the importer's and the clone's pods starting, and the scratch claim; the qcow2 is downloaded into scratch space and then converted, as above.\n\n");
+    body.push_str("\nThe cluster's times include what the loopback figures above leave out: the claims' provisioning and binding (the prime claim's, then its rebinding), and the importer's and the clone's pods starting; the qcow2 streams into the prime claim as above, with no scratch claim.\n\n");
     Ok(body)
 }

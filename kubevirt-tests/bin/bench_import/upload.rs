@@ -179,6 +179,6 @@ pub(crate) fn measure(work: &Path, served: &Path, size: u64, runs: usize) -> any
         );
         println!("upload {format}: floor {floor_time:?}, upload {upload_time:?}, ratio {ratio:.2}, peak {peak} KiB");
     }
-    body.push_str("\nAs with the import, a qcow2 upload is saved to scratch space and then converted with qemu-img, so its time is the transfer's plus the floor's; a raw upload is written into the disk as it arrives.\n\n");
+    body.push_str("\nA qcow2 upload is saved to scratch space and then converted with qemu-img (the upload server always has scratch space, as upstream's, and a client's upload cannot be read a second time), so its time is the transfer's plus the floor's; a raw upload is written into the disk as it arrives.\n\n");
     Ok(body)
 }
