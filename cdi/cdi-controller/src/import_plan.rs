@@ -261,8 +261,8 @@ pub fn plan(facts: &ImportFacts<'_>, now: &Time) -> Vec<Step> {
                 {
                     return held;
                 }
-                let populate = match (&source, facts.populator.csi_class) {
-                    (Transfer::Import(_), csi) => match populator::wanted(data_volume, csi) {
+                let populate = match &source {
+                    Transfer::Import(_) => match populator::wanted(data_volume, &facts.populator) {
                         Ok(wanted) => wanted,
                         Err(why) => {
                             return blocked(facts, cdi_api::DataVolumePhase::Pending, CLAIM_NOT_VALID, why, now);
@@ -330,6 +330,15 @@ pub fn plan(facts: &ImportFacts<'_>, now: &Time) -> Vec<Step> {
         return blocked(facts, current.phase, clone::VALIDATION_FAILED, why, now);
     }
     claim_steps(facts, claim, &source, &current, now)
+}
+
+/// The entries of `wanted` that `known` lacks or holds otherwise: what a merge patch sets.
+fn changed_entries(known: &BTreeMap<String, String>, wanted: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    wanted
+        .iter()
+        .filter(|(k, v)| known.get(*k) != Some(*v))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }
 
 /// A pod of the name the pass would give its pod that `claim` does not control: the DataVolume
@@ -472,11 +481,7 @@ fn fill_steps(
     } else if facts.pod.is_some() {
         pod_present = true;
     }
-    let changed: BTreeMap<String, String> = annotations
-        .iter()
-        .filter(|(k, v)| known.get(*k) != Some(*v))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
+    let changed = changed_entries(&known, &annotations);
     if !changed.is_empty() {
         steps.insert(0, Step::AnnotateClaim(changed));
     }

@@ -242,6 +242,7 @@ pub async fn reconcile<A: CdiApi, M: ImporterMetrics, C: ServingCertificates>(
         source_ref: source_ref.as_ref(),
         populator: PopulatorFacts {
             csi_class: populator.csi_class,
+            in_tree_class: populator.in_tree_class,
             prime: populator.prime.as_deref(),
             prime_volume: populator.prime_volume.as_deref(),
             import_source: populator.import_source,
@@ -261,6 +262,7 @@ pub async fn reconcile<A: CdiApi, M: ImporterMetrics, C: ServingCertificates>(
 #[derive(Debug, Default)]
 struct PopulatorView {
     csi_class: bool,
+    in_tree_class: bool,
     prime_name: Option<String>,
     prime: Option<Box<PersistentVolumeClaim>>,
     prime_volume: Option<Box<PersistentVolume>>,
@@ -279,12 +281,14 @@ async fn observe_populator<A: CdiApi>(
 ) -> Result<PopulatorView, ApiError> {
     let namespace = data_volume.metadata.namespace.as_deref().unwrap_or_default();
     let Some(claim) = claim else {
-        let csi_class = match (transfer, class.and_then(|(.., provisioner)| provisioner.as_deref())) {
+        let provisioner = class.and_then(|(.., provisioner)| provisioner.as_deref());
+        let csi_class = match (transfer, provisioner) {
             (Some(Transfer::Import(_)), Some(provisioner)) => api.csi_driver_exists(provisioner).await?,
             _ => false,
         };
         return Ok(PopulatorView {
             csi_class,
+            in_tree_class: provisioner.is_some_and(|p| p.starts_with("kubernetes.io/")),
             ..PopulatorView::default()
         });
     };
@@ -307,6 +311,7 @@ async fn observe_populator<A: CdiApi>(
         .await?;
     Ok(PopulatorView {
         csi_class: false,
+        in_tree_class: false,
         prime_name: Some(prime_name),
         prime,
         prime_volume,

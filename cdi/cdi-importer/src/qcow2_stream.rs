@@ -32,6 +32,10 @@ const IGNORABLE_INCOMPATIBLE: u64 = 0b1001;
 const WRITE_BATCH: usize = 4 << 20;
 /// The largest L1 table taken (32 MiB: with 64 KiB clusters, a 256 PiB disk).
 const MAX_L1_BYTES: u64 = 32 << 20;
+/// The most clusters known ahead of the stream at once (some 64 MiB of bookkeeping). Images as
+/// qemu-img writes them keep one L2 table's clusters ahead; one with every table first
+/// (`preallocation=metadata`) may need more, and goes through scratch space instead.
+const MAX_AHEAD: usize = 1 << 20;
 
 /// Why streaming stopped.
 #[derive(Debug, thiserror::Error)]
@@ -108,14 +112,14 @@ fn parse_header(bytes: &[u8; HEADER_BYTES]) -> Result<Header, StreamError> {
 }
 
 /// What lies at a cluster of the file.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Region {
     /// The L1 table.
     L1,
-    /// An L2 table, for these L1 indexes (more than one only if tables are shared).
-    L2(Vec<u64>),
-    /// A data cluster, for these guest offsets.
-    Data(Vec<u64>),
+    /// An L2 table, for this L1 index.
+    L2(u64),
+    /// A data cluster, for this guest offset.
+    Data(u64),
 }
 
 /// The stream, read in file order.
@@ -198,7 +202,8 @@ impl Batch<'_> {
     }
 }
 
-/// Adds `region` at `offset`, which must lie ahead of `position` and not be taken.
+/// Adds `region` at `offset`, which must lie ahead of `position` and not be taken (a cluster
+/// two entries share, which QEMU never writes in the active tables, is left to qemu-img).
 fn plan_region(
     regions: &mut BTreeMap<u64, Region>,
     offset: u64,
@@ -214,13 +219,13 @@ fn plan_region(
             "a cluster at byte {offset} comes before the table that maps it (at byte {position})"
         )));
     }
-    match (regions.get_mut(&offset), region) {
-        (None, region) => {
-            regions.insert(offset, region);
-        }
-        (Some(Region::L2(indexes)), Region::L2(more)) => indexes.extend(more),
-        (Some(Region::Data(guests)), Region::Data(more)) => guests.extend(more),
-        (Some(_), _) => return Err(not_streamable(format!("the cluster at byte {offset} is named twice"))),
+    if regions.len() >= MAX_AHEAD {
+        return Err(not_streamable(format!(
+            "more than {MAX_AHEAD} clusters are mapped ahead of the stream"
+        )));
+    }
+    if regions.insert(offset, region).is_some() {
+        return Err(not_streamable(format!("the cluster at byte {offset} is named twice")));
     }
     Ok(())
 }
@@ -241,7 +246,13 @@ pub fn write(stream: &mut dyn Read, target: &File, usable: u64) -> Result<u64, S
     let entries_per_l2 = cluster_size / 8;
     let l2_span = entries_per_l2 * cluster_size;
     let needed_l1 = header.virtual_size.div_ceil(l2_span);
-    let l1_entries = header.l1_entries.min(needed_l1);
+    if header.l1_entries < needed_l1 {
+        return Err(not_streamable(format!(
+            "its L1 table has {} entries where the disk needs {needed_l1}",
+            header.l1_entries
+        )));
+    }
+    let l1_entries = needed_l1;
     let l1_bytes = l1_entries * 8;
     if l1_bytes > MAX_L1_BYTES {
         return Err(not_streamable(format!("an L1 table of {l1_bytes} bytes")));
@@ -274,45 +285,35 @@ pub fn write(stream: &mut dyn Read, target: &File, usable: u64) -> Result<u64, S
                             l2,
                             reader.position,
                             cluster_size,
-                            Region::L2(vec![index as u64]),
+                            Region::L2(index as u64),
                         )?;
                     }
                 }
             }
-            Region::L2(indexes) => {
+            Region::L2(index) => {
                 let table = &mut buffer[..cluster];
                 reader.read_exact(table)?;
-                for index in indexes {
-                    for (slot, entry) in table.chunks_exact(8).enumerate() {
-                        let entry = be_u64(entry, 0);
-                        let guest = index * l2_span + slot as u64 * cluster_size;
-                        if entry & COMPRESSED != 0 {
-                            return Err(not_streamable("it has compressed clusters"));
-                        }
-                        let data = entry & OFFSET_MASK;
-                        if data == 0 || entry & ZERO != 0 || guest >= header.virtual_size {
-                            continue;
-                        }
-                        plan_region(
-                            &mut regions,
-                            data,
-                            reader.position,
-                            cluster_size,
-                            Region::Data(vec![guest]),
-                        )?;
+                for (slot, entry) in table.chunks_exact(8).enumerate() {
+                    let entry = be_u64(entry, 0);
+                    let guest = index * l2_span + slot as u64 * cluster_size;
+                    if entry & COMPRESSED != 0 {
+                        return Err(not_streamable("it has compressed clusters"));
                     }
+                    let data = entry & OFFSET_MASK;
+                    if data == 0 || entry & ZERO != 0 || guest >= header.virtual_size {
+                        continue;
+                    }
+                    plan_region(&mut regions, data, reader.position, cluster_size, Region::Data(guest))?;
                 }
             }
-            Region::Data(guests) => {
+            Region::Data(guest) => {
                 let data = &mut buffer[..cluster];
                 reader.read_exact(data)?;
                 if all_zeros(data) {
                     continue;
                 }
-                for guest in guests {
-                    let length = usize::try_from((header.virtual_size - guest).min(cluster_size)).unwrap_or(cluster);
-                    batch.add(guest, &data[..length])?;
-                }
+                let length = usize::try_from((header.virtual_size - guest).min(cluster_size)).unwrap_or(cluster);
+                batch.add(guest, &data[..length])?;
             }
         }
     }

@@ -46,7 +46,11 @@ fn a_data_volume_on_hostpath_csi_is_a_directory_on_its_node_until_the_vm_goes() 
     cleanup.apply("vm", NAME, &manifest);
 
     import_succeeds(&claim);
-    let bound = get("pvc", &claim, "default").expect("the claim");
+    // Filled through CDI's populator: the DataVolume says Succeeded once the filled volume is
+    // handed to its claim, which the volume controller then binds.
+    let bound = wait_for("the claim to bind", Duration::from_secs(120), || {
+        get("pvc", &claim, "default").filter(|pvc| field(pvc, "status.phase") == "Bound")
+    });
     assert_eq!(field(&bound, "spec.storageClassName"), "hostpath-csi");
     let volume = field(&bound, "spec.volumeName");
     let pv = get("pv", &volume, "default").expect("the volume");

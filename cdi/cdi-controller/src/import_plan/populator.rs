@@ -19,7 +19,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 
 use super::{IMMEDIATE_BINDING, ImportFacts, Step, Transfer, claim_of, fill_steps, status_steps, view};
 use crate::claim_annotations::ann;
-use crate::import_status::{self, Circumstances};
+use crate::import_status::{self, Circumstances, DataVolumeEvent};
 use crate::importer_pod::ImportSource;
 
 /// The annotation a DataVolume sets to choose the flow: `"true"` or `"false"`.
@@ -37,6 +37,9 @@ pub const SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
 /// The annotation on the prime's importer pod naming the DataVolume (so that the controller's
 /// pod watch reaches it; the pod's owner is the prime claim).
 pub const DATA_VOLUME_OF_POD: &str = crate::clone_source::OWNER_REF;
+
+/// The reason of a prime whose volume cannot be rebound.
+pub const REBIND_FAILED: &str = "ErrRebindPV";
 
 /// The prime's annotations copied to the target (upstream's list, less multi-stage imports').
 const COPIED: [&str; 10] = [
@@ -57,6 +60,9 @@ const COPIED: [&str; 10] = [
 pub struct PopulatorFacts<'a> {
     /// Before the claim is made: the class's provisioner has a CSIDriver object.
     pub csi_class: bool,
+    /// Before the claim is made: the class's provisioner is one of Kubernetes' own
+    /// (`kubernetes.io/...`), which no populator can fill.
+    pub in_tree_class: bool,
     /// The prime claim, if any.
     pub prime: Option<&'a PersistentVolumeClaim>,
     /// The prime claim's volume, if it has one.
@@ -69,23 +75,42 @@ pub struct PopulatorFacts<'a> {
 /// says, else whether its class is a CSI driver's.
 ///
 /// # Errors
-/// The annotation is not a boolean.
-pub fn wanted(data_volume: &DataVolume, csi_class: bool) -> Result<bool, String> {
+/// The annotation is not a boolean, or asks for the populator with a class of Kubernetes' own
+/// (upstream's populator refuses those).
+pub fn wanted(data_volume: &DataVolume, facts: &PopulatorFacts<'_>) -> Result<bool, String> {
     let Some(value) = data_volume
         .metadata
         .annotations
         .as_ref()
         .and_then(|a| a.get(USE_POPULATOR))
     else {
-        return Ok(csi_class);
+        return Ok(facts.csi_class);
     };
     match value.to_ascii_lowercase().as_str() {
+        "true" | "1" | "t" if facts.in_tree_class => Err(format!(
+            "annotation {USE_POPULATOR} asks for a populator, which cannot fill a claim of an in-tree storage class"
+        )),
         "true" | "1" | "t" => Ok(true),
         "false" | "0" | "f" => Ok(false),
         _ => Err(format!(
             "annotation {USE_POPULATOR} is {value:?}, which is not a boolean"
         )),
     }
+}
+
+/// Whether a label may go from the prime claim to the target (upstream's `CopyAllowedLabels`:
+/// `kubevirt.io/...` and `<something>.kubevirt.io/...`, such as a registry image's instancetype
+/// labels).
+fn copied_label(key: &str) -> bool {
+    let Some((prefix, name)) = key.split_once('/') else {
+        return false;
+    };
+    let word = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '.';
+    let prefix_ok = prefix == "kubevirt.io"
+        || prefix
+            .strip_suffix(".kubevirt.io")
+            .is_some_and(|head| !head.is_empty() && head.chars().all(word));
+    prefix_ok && !name.is_empty() && name.chars().all(|c| word(c) || c == '-')
 }
 
 /// Whether a claim is filled by the import populator (its `dataSourceRef` names a
@@ -201,17 +226,28 @@ fn prime_claim(
         cdi_api::volume_import_source::KIND.to_owned(),
     );
     let preallocation = data_volume.spec.preallocation.unwrap_or(facts.settings.preallocation);
+    prime
+        .metadata
+        .labels
+        .get_or_insert_default()
+        .insert("velero.io/exclude-from-backup".to_owned(), "true".to_owned());
     annotations.insert(PREALLOCATION_REQUESTED.to_owned(), preallocation.to_string());
     prime
 }
 
 /// A step of filling the prime claim, aimed at it: its annotations and labels, and its importer
-/// pod marked with the DataVolume (events stay on the target, where upstream copies them).
-fn on_prime(step: Step, prime: &str, data_volume: &DataVolume) -> Step {
+/// pod marked with the DataVolume and, as upstream's, placed on the node chosen for the claim
+/// (events stay on the target, where upstream copies them).
+fn on_prime(step: Step, prime: &PersistentVolumeClaim, data_volume: &DataVolume) -> Step {
+    let name = prime.metadata.name.clone().unwrap_or_default();
     match step {
-        Step::AnnotateClaim(annotations) => Step::AnnotateNamedClaim(prime.to_owned(), annotations),
-        Step::LabelClaim(labels) => Step::LabelNamedClaim(prime.to_owned(), labels),
+        Step::AnnotateClaim(annotations) => Step::AnnotateNamedClaim(name, annotations),
+        Step::LabelClaim(labels) => Step::LabelNamedClaim(name, labels),
         Step::CreatePod(mut pod) => {
+            let node = prime.metadata.annotations.as_ref().and_then(|a| a.get(SELECTED_NODE));
+            if let (Some(node), Some(spec)) = (node, pod.spec.as_mut()) {
+                spec.node_name = Some(node.clone());
+            }
             let owner = format!(
                 "{}/{}",
                 data_volume.metadata.namespace.as_deref().unwrap_or_default(),
@@ -236,16 +272,33 @@ fn phase_of(claim: &PersistentVolumeClaim) -> &str {
 }
 
 /// The rebinding of the prime's volume to the target: the volume with its `claimRef` moved, or
-/// nothing when it is the target's already. A volume bound to a third claim is left alone.
-fn rebind(volume: &PersistentVolume, prime: &PersistentVolumeClaim, target: &PersistentVolumeClaim) -> Option<Step> {
-    let reference = volume.spec.as_ref()?.claim_ref.as_ref()?;
+/// nothing when it is the target's already.
+///
+/// # Errors
+/// The volume is bound to a third claim, or to none: it is left alone, and said (upstream's
+/// words).
+fn rebind(
+    volume: &PersistentVolume,
+    prime: &PersistentVolumeClaim,
+    target: &PersistentVolumeClaim,
+) -> Result<Option<Step>, String> {
+    let volume_name = volume.metadata.name.clone().unwrap_or_default();
+    let Some(reference) = volume.spec.as_ref().and_then(|s| s.claim_ref.as_ref()) else {
+        return Err(format!("PV {volume_name} claimRef is nil"));
+    };
     let names = |claim: &PersistentVolumeClaim| {
         reference.name == claim.metadata.name
             && reference.namespace == claim.metadata.namespace
             && reference.uid == claim.metadata.uid
     };
+    if names(target) {
+        return Ok(None);
+    }
     if !names(prime) {
-        return None;
+        return Err(format!(
+            "PV {volume_name} bound to unexpected claim {}",
+            reference.name.clone().unwrap_or_default()
+        ));
     }
     let mut rebound = volume.clone();
     if let Some(spec) = rebound.spec.as_mut() {
@@ -257,7 +310,35 @@ fn rebind(volume: &PersistentVolume, prime: &PersistentVolumeClaim, target: &Per
             ..ObjectReference::default()
         });
     }
-    Some(Step::RebindVolume(Box::new(rebound)))
+    Ok(Some(Step::RebindVolume(Box::new(rebound))))
+}
+
+/// Once the prime is filled: the target's new labels (before its annotations), then the
+/// rebinding of the prime's volume, or the warning that it cannot be rebound.
+fn hand_over(
+    volume: Option<&PersistentVolume>,
+    prime: &PersistentVolumeClaim,
+    target: &PersistentVolumeClaim,
+) -> (Option<Step>, Option<Step>) {
+    let labels = target.metadata.labels.clone().unwrap_or_default();
+    let new_labels: BTreeMap<String, String> = prime
+        .metadata
+        .labels
+        .iter()
+        .flatten()
+        .filter(|(k, _)| copied_label(k) && !labels.contains_key(*k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let label_step = (!new_labels.is_empty()).then_some(Step::LabelClaim(new_labels));
+    let rebinding = volume.and_then(|volume| match rebind(volume, prime, target) {
+        Ok(step) => step,
+        Err(message) => Some(Step::Event(DataVolumeEvent {
+            event_type: "Warning",
+            reason: REBIND_FAILED,
+            message,
+        })),
+    });
+    (label_step, rebinding)
 }
 
 /// The steps of a pass over a target claim the import populator fills.
@@ -299,13 +380,17 @@ pub(super) fn steps(
                 return refused;
             }
             let (fill, prime_annotations) = fill_steps(facts, prime, &Transfer::Import(source.clone()), now);
-            steps.extend(fill.into_iter().map(|step| on_prime(step, &prime_name, data_volume)));
+            steps.extend(fill.into_iter().map(|step| on_prime(step, prime, data_volume)));
             for key in COPIED {
                 if let Some(value) = prime_annotations.get(key) {
                     annotations.insert(key.to_owned(), value.clone());
                 }
             }
-            import_pod = prime_annotations.get(ann::IMPORT_POD).cloned();
+            // As upstream's, the phase follows the importer once the prime is bound.
+            import_pod = prime_annotations
+                .get(ann::IMPORT_POD)
+                .filter(|_| phase_of(prime) == "Bound")
+                .cloned();
             let done = prime_annotations.get(ann::POD_PHASE).is_some_and(|p| p == "Succeeded");
             annotations.insert(PRIME_NAME.to_owned(), prime_name);
             let progress = match facts.progress {
@@ -322,32 +407,13 @@ pub(super) fn steps(
                 annotations.insert(PROGRESS.to_owned(), progress);
             }
             if done {
-                let labels = target.metadata.labels.clone().unwrap_or_default();
-                let new_labels: BTreeMap<String, String> = prime
-                    .metadata
-                    .labels
-                    .clone()
-                    .unwrap_or_default()
-                    .into_iter()
-                    .filter(|(k, v)| labels.get(k) != Some(v))
-                    .collect();
-                if !new_labels.is_empty() {
-                    steps.push(Step::LabelClaim(new_labels));
-                }
-                last.extend(
-                    facts
-                        .populator
-                        .prime_volume
-                        .and_then(|volume| rebind(volume, prime, target)),
-                );
+                let (labels, rebinding) = hand_over(facts.populator.prime_volume, prime, target);
+                steps.extend(labels);
+                last.extend(rebinding);
             }
         }
     }
-    let changed: BTreeMap<String, String> = annotations
-        .iter()
-        .filter(|(k, v)| known.get(*k) != Some(*v))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
+    let changed = super::changed_entries(&known, &annotations);
     if !changed.is_empty() {
         steps.push(Step::AnnotateClaim(changed));
     }

@@ -132,6 +132,10 @@ fn layouts_and_features_one_pass_cannot_take_go_to_scratch_space() {
     let whole = Image::new(8 * 512, &[(1, 0x11)]).bytes();
     assert!(not_streamable(&whole[..whole.len() - 100]).contains("ends at byte"));
 
+    let mut short_l1 = Image::new(70 * 512 * 64, &[(1, 0x11)]).bytes();
+    short_l1[36..40].copy_from_slice(&1_u32.to_be_bytes());
+    assert!(not_streamable(&short_l1).contains("L1 table has 1 entries"));
+
     let mut encrypted = whole.clone();
     encrypted[32..36].copy_from_slice(&1_u32.to_be_bytes());
     assert!(not_streamable(&encrypted).contains("encrypted"));

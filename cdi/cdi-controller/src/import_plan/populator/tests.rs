@@ -361,3 +361,134 @@ fn a_pod_of_the_prime_s_name_the_prime_does_not_control_is_refused() {
         "{steps:?}"
     );
 }
+
+#[test]
+fn the_prime_s_importer_runs_on_the_chosen_node_and_the_phase_waits_for_the_prime_to_bind() {
+    let dv = http();
+    let chosen = target(&dv, "Pending", &[(SELECTED_NODE, "node-b")]);
+    let mut waiting = facts(&dv, Some(&chosen), None);
+    waiting.wait_for_first_consumer = true;
+    let unbound = prime(&dv, &chosen, "Pending", &[]);
+    waiting.populator.prime = Some(&unbound);
+    let steps = plan(&waiting, &now());
+    let Some(Step::CreatePod(pod)) = steps.iter().find(|s| matches!(s, Step::CreatePod(_))) else {
+        panic!("the importer: {steps:?}")
+    };
+    assert_eq!(pod.spec.as_ref().and_then(|s| s.node_name.as_deref()), Some("node-b"));
+    let with_pod = prime(
+        &dv,
+        &chosen,
+        "Pending",
+        &[(ann::IMPORT_POD, "importer-prime-claim-uid")],
+    );
+    let scheduled = prime_pod("Pending", &json!({"waiting": {"reason": "ContainerCreating"}}));
+    let mut second = facts(&dv, Some(&chosen), Some(&scheduled));
+    second.wait_for_first_consumer = true;
+    second.populator.prime = Some(&with_pod);
+    let mut dv_pending = dv.clone();
+    dv_pending.status = Some(DataVolumeStatus {
+        phase: DataVolumePhase::PendingPopulation,
+        ..DataVolumeStatus::default()
+    });
+    second.data_volume = &dv_pending;
+    let steps = plan(&second, &now());
+    assert_ne!(
+        phase_written(&steps),
+        Some(DataVolumePhase::ImportScheduled),
+        "not before the prime is bound: {steps:?}"
+    );
+}
+
+#[test]
+fn only_kubevirt_labels_reach_the_target_and_none_is_overwritten() {
+    assert!(copied_label("instancetype.kubevirt.io/default-instancetype"));
+    assert!(copied_label("kubevirt.io/os"));
+    assert!(!copied_label("app"));
+    assert!(!copied_label("velero.io/exclude-from-backup"));
+    assert!(!copied_label(".kubevirt.io/x"));
+    assert!(!copied_label("evil.io/kubevirt.io"));
+
+    let dv = http();
+    let mut pending = target(&dv, "Pending", &[]);
+    pending
+        .metadata
+        .labels
+        .get_or_insert_default()
+        .insert("kubevirt.io/os".to_owned(), "mine".to_owned());
+    let mut done = prime(
+        &dv,
+        &pending,
+        "Bound",
+        &[
+            (ann::IMPORT_POD, "importer-prime-claim-uid"),
+            (ann::POD_PHASE, "Succeeded"),
+        ],
+    );
+    let labels = done.metadata.labels.get_or_insert_default();
+    assert_eq!(
+        labels.get("velero.io/exclude-from-backup").map(String::as_str),
+        Some("true")
+    );
+    labels.insert("kubevirt.io/os".to_owned(), "theirs".to_owned());
+    labels.insert(
+        "instancetype.kubevirt.io/default-preference".to_owned(),
+        "fedora".to_owned(),
+    );
+    let mut pass = facts(&dv, Some(&pending), None);
+    pass.populator.prime = Some(&done);
+    let steps = plan(&pass, &now());
+    let copied = steps
+        .iter()
+        .find_map(|s| match s {
+            Step::LabelClaim(labels) => Some(labels.clone()),
+            _ => None,
+        })
+        .expect("labels");
+    assert_eq!(
+        copied,
+        BTreeMap::from([(
+            "instancetype.kubevirt.io/default-preference".to_owned(),
+            "fedora".to_owned()
+        )])
+    );
+}
+
+#[test]
+fn a_volume_bound_to_a_third_claim_is_said_and_left_alone() {
+    let dv = http();
+    let pending = target(&dv, "Pending", &[]);
+    let done = prime(
+        &dv,
+        &pending,
+        "Bound",
+        &[
+            (ann::IMPORT_POD, "importer-prime-claim-uid"),
+            (ann::POD_PHASE, "Succeeded"),
+        ],
+    );
+    let elsewhere = volume(("other", "other-uid"));
+    let mut pass = facts(&dv, Some(&pending), None);
+    pass.populator.prime = Some(&done);
+    pass.populator.prime_volume = Some(&elsewhere);
+    let steps = plan(&pass, &now());
+    assert!(!kinds(&steps).contains(&"RebindVolume"));
+    assert!(
+        steps
+            .iter()
+            .any(|s| matches!(s, Step::Event(e) if e.reason == REBIND_FAILED
+            && e.message == "PV pvc-1 bound to unexpected claim other")),
+        "{steps:?}"
+    );
+}
+
+#[test]
+fn the_populator_is_refused_for_an_in_tree_class() {
+    let mut dv = http();
+    dv.metadata.annotations = Some(BTreeMap::from([(USE_POPULATOR.to_owned(), "true".to_owned())]));
+    let mut in_tree = facts(&dv, None, None);
+    in_tree.populator.in_tree_class = true;
+    let steps = plan(&in_tree, &now());
+    assert!(!kinds(&steps).contains(&"CreateClaim"), "{steps:?}");
+    let message = &status_written(&steps).conditions[0].state.message;
+    assert!(message.as_deref().is_some_and(|m| m.contains("in-tree")), "{message:?}");
+}
