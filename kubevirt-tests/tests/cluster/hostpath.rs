@@ -16,7 +16,7 @@ use super::support::{Cleanup, cluster_dir, condition, controlled_by, field, get,
 const NAME: &str = "e2e-hostpath";
 
 /// The directory of volume `volume` in the pool `local` of `node`, as the host sees it.
-fn volume_dir(node: &str, volume: &str) -> PathBuf {
+pub(super) fn volume_dir(node: &str, volume: &str) -> PathBuf {
     cluster_dir()
         .join("nodes")
         .join(node)

@@ -2,8 +2,9 @@
 //! over TLS with a certificate of the test's own; the test guest's containerDisk image is pushed
 //! to it (podman, from the host); a VM's DataVolume template with a `registry` source and the CA
 //! in `certConfigMap` has cdi-importer pull the image by the Service's name, take the qcow2 under
-//! `disk/` through scratch space and convert it; the VM boots from it and its guest reads the
-//! disk's label.
+//! `disk/` through scratch space and convert it, into CDI's prime claim on `hostpath-csi` (its
+//! scratch claim on the same node), rebound to the DataVolume's claim; the VM boots from it on
+//! that node and its guest reads the disk's label.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -11,7 +12,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::data_volumes::{boots_and_reads_the_label, import_succeeds, node_dir, vm_booting_from_template, volume_for};
+use super::data_volumes::{boots_and_reads_the_label, import_succeeds, vm_booting_from_template};
 use super::support::{Cleanup, field, get, kubectl_ok, wait_for};
 
 const REGISTRY: &str = "e2e-registry";
@@ -86,36 +87,56 @@ fn push_test_guest(address: &str, reference: &str) {
 fn a_vm_boots_from_a_containerdisk_imported_from_a_registry_by_service_name() {
     const NAME: &str = "e2e-dv-registry";
     let claim = format!("{NAME}-root");
-    let dir = node_dir(&claim);
     let mut cleanup = Cleanup::new();
-    volume_for(&mut cleanup, &claim, &dir);
     let address = start_registry(&mut cleanup);
     push_test_guest(&address, "disks/testguest:v1");
 
+    // On `hostpath-csi` (WaitForFirstConsumer): CDI's populator fills a prime claim on the node
+    // the VM's pod is placed on; a registry import goes through scratch space, whose claim must
+    // be placed on that node too, since the importer pod is put there without the scheduler.
     let manifest = vm_booting_from_template(
         NAME,
         &format!(
             "registry:\n            url: docker://{HOST}:5000/disks/testguest:v1\n            certConfigMap: {REGISTRY}-ca"
         ),
-    );
+    )
+    .replacen("storageClassName: \"\"", "storageClassName: hostpath-csi", 1);
+    assert!(manifest.contains("storageClassName: hostpath-csi"), "{manifest}");
     cleanup.apply("vm", NAME, &manifest);
     let done = import_succeeds(&claim);
     assert_eq!(field(&done, "status.progress"), "100.0%");
-    let imported = get("pvc", &claim, "default").expect("the claim");
-    let annotations = &imported["metadata"]["annotations"];
-    assert_eq!(annotations["cdi.kubevirt.io/storage.import.source"], "registry");
-    assert_eq!(
-        annotations["cdi.kubevirt.io/storage.import.endpoint"],
-        format!("docker://{HOST}:5000/disks/testguest:v1")
+    let imported = wait_for("the claim to bind", Duration::from_secs(120), || {
+        get("pvc", &claim, "default").filter(|pvc| field(pvc, "status.phase") == "Bound")
+    });
+    assert_eq!(field(&imported, "spec.dataSourceRef.kind"), "VolumeImportSource");
+    let prime = field(
+        &imported,
+        "metadata.annotations.cdi\\.kubevirt\\.io/storage\\.populator\\.pvcPrime",
     );
+    assert!(prime.starts_with("prime-"), "{imported}");
+    let node = field(&imported, "metadata.annotations.volume\\.kubernetes\\.io/selected-node");
+    let volume = field(&imported, "spec.volumeName");
+    let dir = super::hostpath::volume_dir(&node, &volume);
     assert_eq!(
-        std::fs::metadata(dir.0.join("disk.img")).map(|m| m.len()).ok(),
+        std::fs::metadata(dir.join("disk.img")).map(|m| m.len()).ok(),
         Some(64 << 20),
-        "grown to the claim's size"
+        "grown to the claim's size, in {node}'s pool"
+    );
+    wait_for(
+        "the prime and its scratch claim to go",
+        Duration::from_secs(120),
+        || {
+            (get("pvc", &prime, "default").is_none() && get("pvc", &format!("{prime}-scratch"), "default").is_none())
+                .then_some(())
+        },
     );
 
     boots_and_reads_the_label(NAME);
+    assert_eq!(
+        field(&get("vmi", NAME, "default").expect("the VMI"), "status.nodeName"),
+        node,
+        "the VM runs where its volume is"
+    );
     kubectl_ok(&["delete", "vm", NAME, "--timeout=120s"]);
     drop(cleanup);
-    drop(dir);
 }

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 
 use cdi_api::DataVolume;
-use cdi_api::data_volume::DataVolumeStatus;
+use cdi_api::data_volume::{DataVolumePhase, DataVolumeStatus};
 use k8s_openapi::api::core::v1::{
     ObjectReference, PersistentVolume, PersistentVolumeClaim, PersistentVolumeClaimSpec, TypedObjectReference,
 };
@@ -38,6 +38,8 @@ pub const SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
 /// pod watch reaches it; the pod's owner is the prime claim).
 pub const DATA_VOLUME_OF_POD: &str = crate::clone_source::OWNER_REF;
 
+/// The label that keeps the prime and its scratch claim out of Velero's backups (upstream's).
+const EXCLUDE_FROM_BACKUP: &str = "velero.io/exclude-from-backup";
 /// The reason of a prime whose volume cannot be rebound.
 pub const REBIND_FAILED: &str = "ErrRebindPV";
 
@@ -230,7 +232,7 @@ fn prime_claim(
         .metadata
         .labels
         .get_or_insert_default()
-        .insert("velero.io/exclude-from-backup".to_owned(), "true".to_owned());
+        .insert(EXCLUDE_FROM_BACKUP.to_owned(), "true".to_owned());
     annotations.insert(PREALLOCATION_REQUESTED.to_owned(), preallocation.to_string());
     prime
 }
@@ -258,6 +260,23 @@ fn on_prime(step: Step, prime: &PersistentVolumeClaim, data_volume: &DataVolume)
                 .get_or_insert_default()
                 .insert(DATA_VOLUME_OF_POD.to_owned(), owner);
             Step::CreatePod(pod)
+        }
+        // The pod skips the scheduler, which would otherwise choose the node of a scratch claim
+        // waiting for its first consumer: it gets the prime's (upstream's, for populators).
+        Step::CreateScratchClaim(mut claim) => {
+            if let Some(node) = prime.metadata.annotations.as_ref().and_then(|a| a.get(SELECTED_NODE)) {
+                claim
+                    .metadata
+                    .annotations
+                    .get_or_insert_default()
+                    .insert(SELECTED_NODE.to_owned(), node.clone());
+            }
+            claim
+                .metadata
+                .labels
+                .get_or_insert_default()
+                .insert(EXCLUDE_FROM_BACKUP.to_owned(), "true".to_owned());
+            Step::CreateScratchClaim(claim)
         }
         other => other,
     }
@@ -317,15 +336,13 @@ fn rebind(
 /// rebinding of the prime's volume, or the warning that it cannot be rebound.
 fn hand_over(
     volume: Option<&PersistentVolume>,
+    prime_labels: &BTreeMap<String, String>,
     prime: &PersistentVolumeClaim,
     target: &PersistentVolumeClaim,
 ) -> (Option<Step>, Option<Step>) {
     let labels = target.metadata.labels.clone().unwrap_or_default();
-    let new_labels: BTreeMap<String, String> = prime
-        .metadata
-        .labels
+    let new_labels: BTreeMap<String, String> = prime_labels
         .iter()
-        .flatten()
         .filter(|(k, _)| copied_label(k) && !labels.contains_key(*k))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
@@ -380,6 +397,13 @@ pub(super) fn steps(
                 return refused;
             }
             let (fill, prime_annotations) = fill_steps(facts, prime, &Transfer::Import(source.clone()), now);
+            // The prime's labels as this pass leaves them (a registry image's, from its pod).
+            let mut prime_labels = prime.metadata.labels.clone().unwrap_or_default();
+            for step in &fill {
+                if let Step::LabelClaim(labels) = step {
+                    prime_labels.extend(labels.clone());
+                }
+            }
             steps.extend(fill.into_iter().map(|step| on_prime(step, prime, data_volume)));
             for key in COPIED {
                 if let Some(value) = prime_annotations.get(key) {
@@ -407,7 +431,10 @@ pub(super) fn steps(
                 annotations.insert(PROGRESS.to_owned(), progress);
             }
             if done {
-                let (labels, rebinding) = hand_over(facts.populator.prime_volume, prime, target);
+                let (labels, rebinding) = hand_over(facts.populator.prime_volume, &prime_labels, prime, target);
+                // A volume that cannot be rebound is said once, as the DataVolume succeeds.
+                let rebinding = rebinding
+                    .filter(|step| !matches!(step, Step::Event(_)) || current.phase != DataVolumePhase::Succeeded);
                 steps.extend(labels);
                 last.extend(rebinding);
             }

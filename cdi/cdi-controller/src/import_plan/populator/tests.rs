@@ -492,3 +492,93 @@ fn the_populator_is_refused_for_an_in_tree_class() {
     let message = &status_written(&steps).conditions[0].state.message;
     assert!(message.as_deref().is_some_and(|m| m.contains("in-tree")), "{message:?}");
 }
+
+#[test]
+fn the_prime_s_scratch_claim_is_placed_on_the_chosen_node() {
+    let dv = data_volume(&json!({"registry": {"url": "docker://registry:5000/disks/guest:v1"}}));
+    let chosen = target(&dv, "Pending", &[(SELECTED_NODE, "node-b")]);
+    let bound = prime(&dv, &chosen, "Bound", &[(ann::IMPORT_POD, "importer-prime-claim-uid")]);
+    assert_eq!(
+        bound
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ann::REQUIRES_SCRATCH))
+            .map(String::as_str),
+        Some("true"),
+        "a registry import has scratch space from its first pod"
+    );
+    let waiting = prime_pod("Pending", &json!({"waiting": {"reason": "ContainerCreating"}}));
+    let mut pass = facts(&dv, Some(&chosen), Some(&waiting));
+    pass.wait_for_first_consumer = true;
+    pass.populator.prime = Some(&bound);
+    let steps = plan(&pass, &now());
+    let Some(Step::CreateScratchClaim(scratch)) = steps.iter().find(|s| matches!(s, Step::CreateScratchClaim(_)))
+    else {
+        panic!("the scratch claim: {steps:?}")
+    };
+    let scratch = serde_json::to_value(scratch).expect("json");
+    assert_eq!(scratch["metadata"]["name"], "prime-claim-uid-scratch");
+    assert_eq!(scratch["metadata"]["annotations"][SELECTED_NODE], "node-b");
+    assert_eq!(scratch["metadata"]["labels"][EXCLUDE_FROM_BACKUP], "true");
+}
+
+#[test]
+fn labels_the_importer_reports_in_the_last_pass_reach_the_target() {
+    let dv = data_volume(&json!({"registry": {"url": "docker://registry:5000/disks/guest:v1"}}));
+    let pending = target(&dv, "Pending", &[]);
+    let importing = prime(&dv, &pending, "Bound", &[(ann::IMPORT_POD, "importer-prime-claim-uid")]);
+    let complete = r#"{"scratchSpaceRequired":false,"preallocationApplied":false,"message":"Import Complete",
+        "labels":{"instancetype.kubevirt.io/default-instancetype":"u1.medium"}}"#;
+    let done = prime_pod(
+        "Succeeded",
+        &json!({"terminated": {"exitCode": 0, "reason": "Completed", "message": complete}}),
+    );
+    let held = volume(("prime-claim-uid", "prime-uid"));
+    let mut pass = facts(&dv, Some(&pending), Some(&done));
+    pass.populator.prime = Some(&importing);
+    pass.populator.prime_volume = Some(&held);
+    let steps = plan(&pass, &now());
+    let target_labels = steps
+        .iter()
+        .find_map(|s| match s {
+            Step::LabelClaim(labels) => Some(labels.clone()),
+            _ => None,
+        })
+        .expect("the target's labels");
+    assert_eq!(
+        target_labels
+            .get("instancetype.kubevirt.io/default-instancetype")
+            .map(String::as_str),
+        Some("u1.medium")
+    );
+    assert!(kinds(&steps).contains(&"RebindVolume"));
+}
+
+#[test]
+fn a_volume_that_cannot_be_rebound_is_said_once() {
+    let mut dv = http();
+    dv.status = Some(DataVolumeStatus {
+        phase: DataVolumePhase::Succeeded,
+        ..DataVolumeStatus::default()
+    });
+    let pending = target(&dv, "Pending", &[]);
+    let done = prime(
+        &dv,
+        &pending,
+        "Bound",
+        &[
+            (ann::IMPORT_POD, "importer-prime-claim-uid"),
+            (ann::POD_PHASE, "Succeeded"),
+        ],
+    );
+    let elsewhere = volume(("other", "other-uid"));
+    let mut again = facts(&dv, Some(&pending), None);
+    again.populator.prime = Some(&done);
+    again.populator.prime_volume = Some(&elsewhere);
+    let steps = plan(&again, &now());
+    assert!(
+        !steps.iter().any(|s| matches!(s, Step::Event(_))),
+        "said when it succeeded, not on every pass: {steps:?}"
+    );
+}
