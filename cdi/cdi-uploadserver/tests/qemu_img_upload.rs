@@ -1,5 +1,6 @@
 //! qcow2 uploads with the host's qemu-img (`make deps`): saved to the scratch space, converted
-//! into the claim, and answered before the conversion when async, as upstream's are.
+//! into the claim, and answered before the conversion when async, as upstream's are; without
+//! scratch space, written as they stream when their layout allows, else refused.
 
 mod support;
 
@@ -42,12 +43,39 @@ async fn an_async_qcow2_upload_is_answered_then_converted_through_scratch() {
     assert!(left.is_empty(), "the scratch copy is removed: {left:?}");
 }
 
+/// `disk` as a qcow2 image with compressed clusters, which cannot be written as it streams.
+fn compressed_qcow2(setup: &Setup, disk: &[u8]) -> Vec<u8> {
+    let raw = setup.dir.path().join("source.raw");
+    let image = setup.dir.path().join("compressed.qcow2");
+    std::fs::write(&raw, disk).expect("raw");
+    let status = Command::new("qemu-img")
+        .args(["convert", "-c", "-f", "raw", "-O", "qcow2"])
+        .arg(&raw)
+        .arg(&image)
+        .status()
+        .expect("qemu-img (make deps installs it)");
+    assert!(status.success(), "qemu-img convert -c");
+    std::fs::read(&image).expect("qcow2")
+}
+
 #[tokio::test]
-async fn a_qcow2_upload_with_no_scratch_space_fails_with_500_and_no_disk() {
+async fn without_scratch_space_a_qcow2_upload_streams_when_it_can() {
     let setup = Setup::new();
     let server = start(setup.config(16 * MIB), Arc::new(QemuImg::default())).await;
     let proxy = setup.client(Some(&setup.proxy));
-    let image = qcow2(&setup, &raw_disk(2 * MIB));
+    let disk = raw_disk(2 * MIB);
+    let answer = proxy.post(server.address, "/v1beta1/upload", qcow2(&setup, &disk)).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(head(&setup.disk(), disk.len()), disk);
+    server.ended.abort();
+}
+
+#[tokio::test]
+async fn a_qcow2_upload_that_cannot_stream_without_scratch_space_fails_with_500_and_no_disk() {
+    let setup = Setup::new();
+    let server = start(setup.config(16 * MIB), Arc::new(QemuImg::default())).await;
+    let proxy = setup.client(Some(&setup.proxy));
+    let image = compressed_qcow2(&setup, &raw_disk(2 * MIB));
     let answer = proxy.post(server.address, "/v1beta1/upload", image).await;
     assert_eq!(answer.status, 500, "{}", answer.body);
     assert!(answer.body.contains("no scratch space"), "{}", answer.body);
