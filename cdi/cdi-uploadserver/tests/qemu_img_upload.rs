@@ -64,7 +64,9 @@ async fn without_scratch_space_a_qcow2_upload_streams_when_it_can() {
     let server = start(setup.config(16 * MIB), Arc::new(QemuImg::default())).await;
     let proxy = setup.client(Some(&setup.proxy));
     let disk = raw_disk(2 * MIB);
-    let answer = proxy.post(server.address, "/v1beta1/upload", qcow2(&setup, &disk)).await;
+    let answer = proxy
+        .post(server.address, "/v1beta1/upload", qcow2(&setup, &disk))
+        .await;
     assert_eq!(answer.status, 200, "{}", answer.body);
     assert_eq!(head(&setup.disk(), disk.len()), disk);
     server.ended.abort();
