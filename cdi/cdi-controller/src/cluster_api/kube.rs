@@ -75,6 +75,25 @@ fn created<T>(result: Result<T, kube::Error>, operation: String) -> Result<(), A
     }
 }
 
+impl KubeCdiApi {
+    /// Deletes the `what` `namespace/name`; one not there counts as deleted.
+    async fn delete<K>(&self, namespace: &str, name: &str, what: &str) -> Result<(), ApiError>
+    where
+        K: kube::Resource<Scope = kube::core::NamespaceResourceScope>
+            + Clone
+            + std::fmt::Debug
+            + serde::de::DeserializeOwned,
+        K::DynamicType: Default,
+    {
+        let api = Api::<K>::namespaced(self.client.clone(), namespace);
+        match api.delete(name, &DeleteParams::default()).await {
+            Ok(_) => Ok(()),
+            Err(e) if is_status(&e, 404) => Ok(()),
+            Err(e) => Err(failed(format!("delete {what} {namespace}/{name}"))(e)),
+        }
+    }
+}
+
 impl CdiApi for KubeCdiApi {
     async fn data_volume(&self, namespace: &str, name: &str) -> Result<Option<DataVolume>, ApiError> {
         let api = Api::<DataVolume>::namespaced(self.client.clone(), namespace);
@@ -158,21 +177,12 @@ impl CdiApi for KubeCdiApi {
     }
 
     async fn delete_volume_import_source(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
-        let api = Api::<VolumeImportSource>::namespaced(self.client.clone(), namespace);
-        match api.delete(name, &DeleteParams::default()).await {
-            Ok(_) => Ok(()),
-            Err(e) if is_status(&e, 404) => Ok(()),
-            Err(e) => Err(failed(format!("delete VolumeImportSource {namespace}/{name}"))(e)),
-        }
+        self.delete::<VolumeImportSource>(namespace, name, "VolumeImportSource")
+            .await
     }
 
     async fn delete_claim(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
-        let api = Api::<PersistentVolumeClaim>::namespaced(self.client.clone(), namespace);
-        match api.delete(name, &DeleteParams::default()).await {
-            Ok(_) => Ok(()),
-            Err(e) if is_status(&e, 404) => Ok(()),
-            Err(e) => Err(failed(format!("delete claim {namespace}/{name}"))(e)),
-        }
+        self.delete::<PersistentVolumeClaim>(namespace, name, "claim").await
     }
 
     async fn replace_persistent_volume(&self, volume: &PersistentVolume) -> Result<(), ApiError> {
@@ -238,12 +248,7 @@ impl CdiApi for KubeCdiApi {
     }
 
     async fn delete_pod(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
-        let api = Api::<Pod>::namespaced(self.client.clone(), namespace);
-        match api.delete(name, &DeleteParams::default()).await {
-            Ok(_) => Ok(()),
-            Err(e) if is_status(&e, 404) => Ok(()),
-            Err(e) => Err(failed(format!("delete pod {namespace}/{name}"))(e)),
-        }
+        self.delete::<Pod>(namespace, name, "pod").await
     }
 
     async fn create_service(&self, service: &Service) -> Result<(), ApiError> {
@@ -270,21 +275,11 @@ impl CdiApi for KubeCdiApi {
     }
 
     async fn delete_service(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
-        let api = Api::<Service>::namespaced(self.client.clone(), namespace);
-        match api.delete(name, &DeleteParams::default()).await {
-            Ok(_) => Ok(()),
-            Err(e) if is_status(&e, 404) => Ok(()),
-            Err(e) => Err(failed(format!("delete service {namespace}/{name}"))(e)),
-        }
+        self.delete::<Service>(namespace, name, "service").await
     }
 
     async fn delete_secret(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
-        let api = Api::<Secret>::namespaced(self.client.clone(), namespace);
-        match api.delete(name, &DeleteParams::default()).await {
-            Ok(_) => Ok(()),
-            Err(e) if is_status(&e, 404) => Ok(()),
-            Err(e) => Err(failed(format!("delete secret {namespace}/{name}"))(e)),
-        }
+        self.delete::<Secret>(namespace, name, "secret").await
     }
 
     async fn put_secret(&self, secret: &Secret) -> Result<(), ApiError> {

@@ -12,7 +12,8 @@ use crate::claim_annotations::ann;
 use crate::import_status::ClaimView;
 use crate::importer_pod::{self, ImportSource};
 
-fn owner(data_volume: &DataVolume) -> OwnerReference {
+/// The DataVolume as the controlling owner of what it makes.
+pub(super) fn owner(data_volume: &DataVolume) -> OwnerReference {
     OwnerReference {
         api_version: format!("{}/{}", cdi_api::GROUP, cdi_api::VERSION),
         kind: "DataVolume".to_owned(),

@@ -163,9 +163,7 @@ pub fn import_source(data_volume: &DataVolume) -> cdi_api::VolumeImportSource {
         },
     );
     import.metadata.namespace.clone_from(&data_volume.metadata.namespace);
-    import.metadata.owner_references = claim_of(data_volume, PersistentVolumeClaimSpec::default(), &Transfer::Upload)
-        .metadata
-        .owner_references;
+    import.metadata.owner_references = Some(vec![super::claim::owner(data_volume)]);
     import
 }
 

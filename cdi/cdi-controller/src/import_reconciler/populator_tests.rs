@@ -6,6 +6,7 @@ use k8s_openapi::jiff::Timestamp;
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
+use super::tests::phase;
 use super::*;
 use crate::cdi_pki::FixedCertificates;
 use crate::cluster_api::fake::FakeCdiApi;
@@ -61,14 +62,6 @@ async fn pass(api: &FakeCdiApi) -> Vec<String> {
     .await
     .expect("pass");
     api.take_writes()
-}
-
-fn phase(api: &FakeCdiApi) -> DataVolumePhase {
-    api.state()
-        .statuses
-        .get("vms/disk")
-        .map(|s| s.phase)
-        .unwrap_or_default()
 }
 
 fn set_claim(api: &FakeCdiApi, name: &str, uid: &str, phase: &str, volume: Option<&str>) {

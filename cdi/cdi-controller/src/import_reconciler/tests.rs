@@ -98,7 +98,7 @@ fn set_pod_status(api: &FakeCdiApi, status: &serde_json::Value) {
     }
 }
 
-fn phase(api: &FakeCdiApi) -> DataVolumePhase {
+pub(super) fn phase(api: &FakeCdiApi) -> DataVolumePhase {
     api.state()
         .statuses
         .get("vms/disk")
