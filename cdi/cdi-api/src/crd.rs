@@ -5,7 +5,7 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
-use crate::{CDI, CDIConfig, DataSource, DataVolume, StorageProfile, VolumeImportSource};
+use crate::{CDI, CDIConfig, DataSource, DataVolume, StorageProfile, VolumeImportSource, VolumeUploadSource};
 
 /// Why a CRD could not be rendered.
 #[derive(Debug, thiserror::Error)]
@@ -24,6 +24,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         with_immutable_spec(DataVolume::crd(), SPEC_IMMUTABLE),
         DataSource::crd(),
         VolumeImportSource::crd(),
+        VolumeUploadSource::crd(),
         StorageProfile::crd(),
         CDIConfig::crd(),
         CDI::crd(),

@@ -1,7 +1,8 @@
 //! The Containerized Data Importer's API, `cdi.kubevirt.io/v1beta1`, as upstream CDI defines it:
 //! [`DataVolume`] (a claim and the data to fill it with: an HTTP or registry import, an upload, a
 //! clone, a blank disk) and [`DataSource`] (a named pointer to a claim, a snapshot, or another
-//! DataSource), [`VolumeImportSource`] (what the import populator fills a claim from), [`StorageProfile`] (what a StorageClass's claims get), [`CDIConfig`] (the
+//! DataSource), [`VolumeImportSource`] and [`VolumeUploadSource`] (what the import and upload populators
+//! fill a claim from), [`StorageProfile`] (what a StorageClass's claims get), [`CDIConfig`] (the
 //! settings CDI's controllers read) and [`CDI`] (what cdi-operator installs from). The schemas,
 //! short names and printer columns are upstream's, so that users'
 //! manifests apply unmodified; [`crd`] renders the CRDs that `manifests/cdi/crds/` holds.
@@ -17,6 +18,7 @@ pub mod importer_env;
 pub mod storage_profile;
 pub mod upload;
 pub mod volume_import_source;
+pub mod volume_upload_source;
 
 pub use cdi::{CDI, CDISpec, CDIStatus};
 pub use cdi_config::{CDIConfig, CDIConfigSpec, CDIConfigStatus, FilesystemOverhead};
@@ -26,6 +28,7 @@ pub use data_volume::{
 };
 pub use storage_profile::{ClaimPropertySet, StorageProfile, StorageProfileSpec, StorageProfileStatus};
 pub use volume_import_source::{VolumeImportSource, VolumeImportSourceSpec};
+pub use volume_upload_source::{VolumeUploadSource, VolumeUploadSourceSpec};
 
 /// The API group.
 pub const GROUP: &str = "cdi.kubevirt.io";

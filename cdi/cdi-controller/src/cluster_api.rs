@@ -3,7 +3,9 @@
 //! keeps objects in memory and records every write.
 
 use cdi_api::data_volume::DataVolumeStatus;
-use cdi_api::{CDIConfig, DataSource, DataVolume, StorageProfile, VolumeImportSource};
+use cdi_api::{CDIConfig, DataSource, DataVolume, StorageProfile};
+
+use crate::import_plan::populator::{PopulationSource, SourceKind};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod, Secret, Service};
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -85,20 +87,20 @@ pub trait CdiApi: Send + Sync {
     fn persistent_volume(&self, name: &str) -> impl Future<Output = Result<Option<PersistentVolume>, ApiError>> + Send;
     /// Whether a CSIDriver object of this name is there.
     fn csi_driver_exists(&self, name: &str) -> impl Future<Output = Result<bool, ApiError>> + Send;
-    /// Whether a VolumeImportSource is there.
-    fn volume_import_source_exists(
+    /// Whether a VolumeImportSource or VolumeUploadSource is there.
+    fn population_source_exists(
         &self,
+        kind: SourceKind,
         namespace: &str,
         name: &str,
     ) -> impl Future<Output = Result<bool, ApiError>> + Send;
-    /// Creates a VolumeImportSource; one already there of that name counts as created.
-    fn create_volume_import_source(
+    /// Creates a VolumeImportSource or VolumeUploadSource; one already there of that name counts
+    /// as created.
+    fn create_population_source(&self, source: &PopulationSource) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// Deletes a VolumeImportSource or VolumeUploadSource; one not there counts as deleted.
+    fn delete_population_source(
         &self,
-        source: &VolumeImportSource,
-    ) -> impl Future<Output = Result<(), ApiError>> + Send;
-    /// Deletes a VolumeImportSource; one not there counts as deleted.
-    fn delete_volume_import_source(
-        &self,
+        kind: SourceKind,
         namespace: &str,
         name: &str,
     ) -> impl Future<Output = Result<(), ApiError>> + Send;

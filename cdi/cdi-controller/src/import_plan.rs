@@ -126,10 +126,10 @@ pub enum Step {
     LabelNamedClaim(String, BTreeMap<String, String>),
     /// Delete this claim of the DataVolume's: the prime claim, once its volume went to the target.
     DeleteNamedClaim(String),
-    /// Create the VolumeImportSource the claim's `dataSourceRef` names.
-    CreateImportSource(Box<cdi_api::VolumeImportSource>),
-    /// Delete the VolumeImportSource of this name, once the import is done.
-    DeleteImportSource(String),
+    /// Create the VolumeImportSource or VolumeUploadSource the claim's `dataSourceRef` names.
+    CreatePopulationSource(populator::PopulationSource),
+    /// Delete the DataVolume's source object of this kind and name, once it is filled.
+    DeletePopulationSource(populator::SourceKind, String),
     /// Replace the prime claim's volume with this one, bound to the target claim.
     RebindVolume(Box<k8s_openapi::api::core::v1::PersistentVolume>),
     /// Write the DataVolume's status.
@@ -261,21 +261,26 @@ pub fn plan(facts: &ImportFacts<'_>, now: &Time) -> Vec<Step> {
                 {
                     return held;
                 }
-                let populate = match &source {
-                    Transfer::Import(_) => match populator::wanted(data_volume, &facts.populator) {
-                        Ok(wanted) => wanted,
+                let populator_kind = match populator::SourceKind::of(&source) {
+                    Some(kind) => match populator::wanted(data_volume, &facts.populator) {
+                        Ok(wanted) => wanted.then_some(kind),
                         Err(why) => {
                             return blocked(facts, cdi_api::DataVolumePhase::Pending, CLAIM_NOT_VALID, why, now);
                         }
                     },
-                    _ => false,
+                    None => None,
                 };
                 let mut steps = Vec::new();
-                if populate {
-                    steps.push(Step::CreateImportSource(Box::new(populator::import_source(
+                if let Some(kind) = populator_kind {
+                    steps.push(Step::CreatePopulationSource(populator::population_source(
                         data_volume,
+                        kind,
+                    )));
+                    steps.push(Step::CreateClaim(Box::new(populator::target_claim(
+                        data_volume,
+                        spec,
+                        &source,
                     ))));
-                    steps.push(Step::CreateClaim(Box::new(populator::target_claim(data_volume, spec))));
                 } else {
                     steps.push(Step::CreateClaim(Box::new(claim_of(data_volume, spec, &source))));
                 }
@@ -313,12 +318,13 @@ pub fn plan(facts: &ImportFacts<'_>, now: &Time) -> Vec<Step> {
             now,
         );
     }
-    if populator::populates(claim) {
-        return match &source {
-            Transfer::Import(import) => populator::steps(facts, claim, import, &current, now),
-            // A claim named for the import populator whose DataVolume is not an import (not one
-            // this controller made): nothing fills it.
-            Transfer::Upload | Transfer::Clone { .. } => Vec::new(),
+    if let Some(kind) = populator::populated_by(claim) {
+        // A claim named for another populator than the DataVolume's source takes (not one this
+        // controller made): nothing fills it.
+        return if populator::SourceKind::of(&source) == Some(kind) {
+            populator::steps(facts, claim, &source, &current, now)
+        } else {
+            Vec::new()
         };
     }
     if let Some(refused) = foreign_pod(facts, claim, &current, now) {

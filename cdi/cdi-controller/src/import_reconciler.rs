@@ -245,7 +245,7 @@ pub async fn reconcile<A: CdiApi, M: ImporterMetrics, C: ServingCertificates>(
             in_tree_class: populator.in_tree_class,
             prime: populator.prime.as_deref(),
             prime_volume: populator.prime_volume.as_deref(),
-            import_source: populator.import_source,
+            source_object: populator.source_object,
         },
     };
     let steps = import_plan::plan(&facts, now);
@@ -266,12 +266,12 @@ struct PopulatorView {
     prime_name: Option<String>,
     prime: Option<Box<PersistentVolumeClaim>>,
     prime_volume: Option<Box<PersistentVolume>>,
-    import_source: bool,
+    source_object: bool,
 }
 
 /// Reads what the populator's flow needs: before an import's claim is made, whether its class's
 /// provisioner has a CSIDriver object; for a claim the populator fills, its prime claim, the
-/// prime's volume and the DataVolume's VolumeImportSource.
+/// prime's volume and the DataVolume's VolumeImportSource or VolumeUploadSource.
 async fn observe_populator<A: CdiApi>(
     api: &A,
     data_volume: &DataVolume,
@@ -283,7 +283,9 @@ async fn observe_populator<A: CdiApi>(
     let Some(claim) = claim else {
         let provisioner = class.and_then(|(.., provisioner)| provisioner.as_deref());
         let csi_class = match (transfer, provisioner) {
-            (Some(Transfer::Import(_)), Some(provisioner)) => api.csi_driver_exists(provisioner).await?,
+            (Some(Transfer::Import(_) | Transfer::Upload), Some(provisioner)) => {
+                api.csi_driver_exists(provisioner).await?
+            }
             _ => false,
         };
         return Ok(PopulatorView {
@@ -292,9 +294,9 @@ async fn observe_populator<A: CdiApi>(
             ..PopulatorView::default()
         });
     };
-    if !populator::populates(claim) {
+    let Some(kind) = populator::populated_by(claim) else {
         return Ok(PopulatorView::default());
-    }
+    };
     let prime_name = populator::prime_name(claim.metadata.uid.as_deref().unwrap_or_default());
     let prime = api.claim(namespace, &prime_name).await?.map(Box::new);
     let volume_name = prime
@@ -306,8 +308,8 @@ async fn observe_populator<A: CdiApi>(
         Some(volume) => api.persistent_volume(&volume).await?.map(Box::new),
         None => None,
     };
-    let import_source = api
-        .volume_import_source_exists(namespace, &populator::import_source_name(data_volume))
+    let source_object = api
+        .population_source_exists(kind, namespace, &kind.source_name(data_volume))
         .await?;
     Ok(PopulatorView {
         csi_class: false,
@@ -315,7 +317,7 @@ async fn observe_populator<A: CdiApi>(
         prime_name: Some(prime_name),
         prime,
         prime_volume,
-        import_source,
+        source_object,
     })
 }
 
@@ -383,8 +385,10 @@ async fn apply<A: CdiApi, C: ServingCertificates>(
             Step::AnnotateNamedClaim(claim, annotations) => api.annotate_claim(namespace, &claim, &annotations).await?,
             Step::LabelNamedClaim(claim, labels) => api.label_claim(namespace, &claim, &labels).await?,
             Step::DeleteNamedClaim(claim) => api.delete_claim(namespace, &claim).await?,
-            Step::CreateImportSource(source) => api.create_volume_import_source(&source).await?,
-            Step::DeleteImportSource(source) => api.delete_volume_import_source(namespace, &source).await?,
+            Step::CreatePopulationSource(source) => api.create_population_source(&source).await?,
+            Step::DeletePopulationSource(kind, source) => {
+                api.delete_population_source(kind, namespace, &source).await?;
+            }
             Step::RebindVolume(volume) => api.replace_persistent_volume(&volume).await?,
             Step::DeletePod(pod) => api.delete_pod(namespace, &pod).await?,
             Step::CreatePod(pod) => api.create_pod(&pod).await?,

@@ -114,7 +114,9 @@ fn import_phase(claim: &ClaimView, circumstances: Circumstances) -> Option<(Data
 /// `updateStatusPhase`); `None` keeps the phase as it was.
 fn upload_phase(claim: &ClaimView, circumstances: Circumstances) -> Option<(DataVolumePhase, Option<DataVolumeEvent>)> {
     let pod_phase = claim.annotations.get(ann::POD_PHASE).map(String::as_str);
-    if pod_phase != Some("Succeeded") && !(claim.phase == "Bound" && circumstances.requires_work) {
+    if pod_phase != Some("Succeeded")
+        && !((claim.phase == "Bound" || circumstances.populating) && circumstances.requires_work)
+    {
         return None;
     }
     let name = &claim.name;

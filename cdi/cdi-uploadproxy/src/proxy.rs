@@ -1,6 +1,7 @@
 //! The proxy's server: HTTPS with its serving certificate; `/healthz`; and each upload, whose
 //! target claim comes from its token ([`cdi_token::upload_request`]), streamed to the claim's
-//! upload server `https://cdi-upload-<claim>.<namespace>.svc:8443` with the proxy's client
+//! upload server `https://cdi-upload-<claim>.<namespace>.svc:8443` (or its prime claim's, when
+//! CDI's upload populator fills it: [`crate::claims::server_claim`]) with the proxy's client
 //! certificate, and the answer streamed back. A transport failure is answered 502, as Go's
 //! reverse proxy does.
 
@@ -24,7 +25,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::claims::Claims;
+use crate::claims::{Claims, ServerClaim, server_claim};
 use crate::routes::{self, Route};
 
 /// How long a request waits for its claim's upload server to be ready (upstream's 10 s).
@@ -176,8 +177,8 @@ impl<C: Claims, D: Dialer> Proxy<C, D> {
             Err(refusal) => return refused(refusal),
         };
         debug!(%namespace, %claim, "a valid upload token");
-        let content_type = match self.wait_ready(&namespace, &claim).await {
-            Ok(content_type) => content_type,
+        let (server_claim, content_type) = match self.wait_ready(&namespace, &claim).await {
+            Ok(ready) => ready,
             Err(refusal) => {
                 warn!(%namespace, %claim, reason = %refusal.body, "upload refused");
                 return refused(refusal);
@@ -187,7 +188,7 @@ impl<C: Claims, D: Dialer> Proxy<C, D> {
             Ok(path) => path,
             Err(why) => return text(StatusCode::SERVICE_UNAVAILABLE, why),
         };
-        let host = format!("{}.{namespace}.svc", upload::service_name(&claim));
+        let host = format!("{}.{namespace}.svc", upload::service_name(&server_claim));
         match self.forward(request, &host, &path).await {
             Ok(response) => response,
             Err(why) => {
@@ -197,25 +198,51 @@ impl<C: Claims, D: Dialer> Proxy<C, D> {
         }
     }
 
-    /// Waits up to [`Proxy::ready_wait`] for the claim's upload server; gives the claim's
-    /// content type.
-    async fn wait_ready(&self, namespace: &str, claim: &str) -> Result<String, Refusal> {
+    /// Waits up to [`Proxy::ready_wait`] for the claim's upload server; gives the claim whose
+    /// server takes the upload (the claim itself, or the prime claim of one the upload populator
+    /// fills) and its content type.
+    async fn wait_ready(&self, namespace: &str, claim: &str) -> Result<(String, String), Refusal> {
         let begin = Instant::now();
         loop {
-            let annotations = self.claims.annotations(namespace, claim).await.map_err(|e| Refusal {
-                status: 503,
-                body: format!("reading PVC {claim}: {e}"),
-            })?;
-            let state = annotations.map_or(ClaimState::Missing, ClaimState::Present);
+            let read = |name: String| async move {
+                let found = self.claims.claim(namespace, &name).await.map_err(|e| Refusal {
+                    status: 503,
+                    body: format!("reading PVC {name}: {e}"),
+                })?;
+                Ok::<_, Refusal>((name, found))
+            };
+            let (server_claim, record) = match read(claim.to_owned()).await? {
+                (_, Some(target)) if target.upload_populated => match server_claim(claim, &target)? {
+                    ServerClaim::Prime(prime) => match read(prime).await? {
+                        (prime, Some(record)) => (prime, Some(record)),
+                        // Upstream's words for a prime named but not there.
+                        (_, None) => {
+                            return Err(Refusal {
+                                status: 503,
+                                body: format!("rejecting Upload Request for PVC {claim}, PVC' wasn't created yet"),
+                            });
+                        }
+                    },
+                    ServerClaim::NotYet(refusal) if begin.elapsed() + READY_POLL <= self.ready_wait => {
+                        debug!(%claim, reason = %refusal.body, "waiting for the prime claim");
+                        tokio::time::sleep(READY_POLL).await;
+                        continue;
+                    }
+                    ServerClaim::NotYet(refusal) => return Err(refusal),
+                },
+                found => found,
+            };
+            let state = record.map_or(ClaimState::Missing, |r| ClaimState::Present(r.annotations));
             match upload_request::ready(claim, &state) {
                 Ok(()) => {
                     let ClaimState::Present(annotations) = state else {
-                        return Ok(String::new());
+                        return Ok((server_claim, String::new()));
                     };
-                    return Ok(annotations
+                    let content_type = annotations
                         .get("cdi.kubevirt.io/storage.contentType")
                         .cloned()
-                        .unwrap_or_default());
+                        .unwrap_or_default();
+                    return Ok((server_claim, content_type));
                 }
                 Err(refusal)
                     if upload_request::waiting_for_server(&state)

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use cdi_api::upload;
 use cdi_importer::import::Target;
 use cdi_token::{Issuer, Payload, UPLOAD_ISSUER, Validator, generate_key};
-use cdi_uploadproxy::claims::Claims;
+use cdi_uploadproxy::claims::{ClaimRecord, Claims};
 use cdi_uploadproxy::proxy::{Dialer, Proxy, serve};
 use cdi_uploadserver::config::Config;
 use cdi_uploadserver::server::{Outcome, Server};
@@ -27,20 +27,28 @@ const MIB: usize = 1 << 20;
 /// Claims in memory; remembers which were read.
 #[derive(Default)]
 struct FakeClaims {
-    claims: Mutex<BTreeMap<String, BTreeMap<String, String>>>,
+    claims: Mutex<BTreeMap<String, ClaimRecord>>,
     read: Mutex<Vec<String>>,
 }
 
 impl FakeClaims {
     fn set(&self, name: &str, annotations: &[(&str, &str)]) {
+        self.set_record(name, annotations, false);
+    }
+
+    /// A claim whose `dataSourceRef` names a VolumeUploadSource (when `populated`).
+    fn set_record(&self, name: &str, annotations: &[(&str, &str)], upload_populated: bool) {
         let annotations = annotations
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
-        self.claims
-            .lock()
-            .expect("claims")
-            .insert(format!("vms/{name}"), annotations);
+        self.claims.lock().expect("claims").insert(
+            format!("vms/{name}"),
+            ClaimRecord {
+                annotations,
+                upload_populated,
+            },
+        );
     }
 }
 
@@ -49,7 +57,7 @@ impl FakeClaims {
 struct Shared(Arc<FakeClaims>);
 
 impl Claims for Shared {
-    async fn annotations(&self, namespace: &str, name: &str) -> Result<Option<BTreeMap<String, String>>, kube::Error> {
+    async fn claim(&self, namespace: &str, name: &str) -> Result<Option<ClaimRecord>, kube::Error> {
         let key = format!("{namespace}/{name}");
         self.0.read.lock().expect("read").push(key.clone());
         Ok(self.0.claims.lock().expect("claims").get(&key).cloned())
@@ -93,7 +101,10 @@ async fn setup(ready_wait: Duration) -> Setup {
     let server_ca = TestCa::new("cdi-uploadserver-signer");
     let client_ca = TestCa::new("cdi-uploadserver-client-signer");
     let proxy_ca = TestCa::new("cdi-uploadproxy-signer");
-    let serving = server_ca.server("cdi-upload-disk.vms.svc", &["cdi-upload-disk.vms.svc"]);
+    let serving = server_ca.server(
+        "cdi-upload-disk.vms.svc",
+        &["cdi-upload-disk.vms.svc", "cdi-upload-prime-u1.vms.svc"],
+    );
     let config = Config {
         address: [127, 0, 0, 1].into(),
         port: 0,
@@ -334,6 +345,61 @@ async fn a_server_that_becomes_ready_within_the_wait_takes_the_upload() {
     });
     let answer = setup.upload(&token, disk(MIB)).await;
     assert_eq!(answer.status, 200, "{}", answer.body);
+    assert!(setup.disk().exists());
+}
+
+/// A claim CDI's upload populator fills takes its upload through its prime claim's server, once
+/// it names the prime (within the wait); one done, or naming a prime that is not there, is
+/// refused with upstream's words.
+#[tokio::test]
+async fn a_populated_claims_upload_goes_to_its_prime_claims_server() {
+    let setup = setup(Duration::from_secs(10)).await;
+    setup.claims.set_record("disk", &[], true);
+    setup.claims.set("prime-u1", &READY);
+    setup.claims.set_record(
+        "done",
+        &[
+            ("cdi.kubevirt.io/storage.populator.pvcPrime", "prime-u2"),
+            ("cdi.kubevirt.io/storage.pod.phase", "Succeeded"),
+        ],
+        true,
+    );
+    setup.claims.set_record(
+        "orphan",
+        &[("cdi.kubevirt.io/storage.populator.pvcPrime", "prime-gone")],
+        true,
+    );
+    for (claim, body) in [
+        (
+            "done",
+            "rejecting Upload Request for PVC done that already finished uploading",
+        ),
+        (
+            "orphan",
+            "rejecting Upload Request for PVC orphan, PVC' wasn't created yet",
+        ),
+    ] {
+        let token = format!("Bearer {}", setup.token(&Payload::upload("vms", claim)));
+        let answer = setup.upload(&token, disk(MIB)).await;
+        assert_eq!((answer.status, answer.body.as_str()), (503, body));
+    }
+    assert!(setup.hosts.lock().expect("hosts").is_empty());
+    let token = format!("Bearer {}", setup.token(&Payload::upload("vms", "disk")));
+    let claims = Arc::clone(&setup.claims);
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        claims.set_record(
+            "disk",
+            &[("cdi.kubevirt.io/storage.populator.pvcPrime", "prime-u1")],
+            true,
+        );
+    });
+    let answer = setup.upload(&token, disk(MIB)).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(
+        setup.hosts.lock().expect("hosts").clone(),
+        ["cdi-upload-prime-u1.vms.svc:8443"]
+    );
     assert!(setup.disk().exists());
 }
 

@@ -4,8 +4,9 @@
 //! (the URL from CDIConfig's override, as cluster/cdi sets it); the server converts it through
 //! scratch space, the DataVolume ends Succeeded, and a VM boots from it and reads its label. The
 //! claim and its scratch space are in the cluster's default StorageClass, `hostpath-csi`
-//! (WaitForFirstConsumer: without `--force-bind` virtctl refuses, as upstream's). The proxy
-//! refuses requests without a valid token.
+//! (WaitForFirstConsumer: without `--force-bind` virtctl refuses, as upstream's), a CSI class, so
+//! that CDI's upload populator fills a prime claim and hands its volume over. The proxy refuses
+//! requests without a valid token.
 
 use std::process::Command;
 use std::time::Duration;
@@ -142,22 +143,24 @@ fn virtctl_image_upload_fills_a_data_volume_that_a_vm_boots_from() {
         "the default class"
     );
     assert_eq!(field(&pvc, "status.phase"), "Bound");
-    assert_eq!(
-        pvc["metadata"]["annotations"]["cdi.kubevirt.io/storage.upload.target"],
-        ""
-    );
+    // A CSI class: CDI's upload populator filled a prime claim, whose volume went to this one.
+    assert_eq!(field(&pvc, "spec.dataSourceRef.kind"), "VolumeUploadSource");
     assert_eq!(
         pvc["metadata"]["annotations"]["cdi.kubevirt.io/storage.pod.phase"],
         "Succeeded"
     );
+    let prime = format!("prime-{}", field(&pvc, "metadata.uid"));
+    let source = format!("volume-upload-source-{}", field(&dv, "metadata.uid"));
     wait_for(
-        "the upload server, its Service and its key to go",
+        "the prime claim, the VolumeUploadSource, the upload server, its Service and its key to go",
         Duration::from_secs(60),
         || {
-            ["pod", "service", "secret"]
+            (["pod", "service", "secret"]
                 .iter()
-                .all(|kind| get(kind, &format!("cdi-upload-{claim}"), "default").is_none())
-                .then_some(())
+                .all(|kind| get(kind, &format!("cdi-upload-{prime}"), "default").is_none())
+                && get("pvc", &prime, "default").is_none()
+                && get("volumeuploadsource", &source, "default").is_none())
+            .then_some(())
         },
     );
     // Once done, the proxy turns further uploads away.

@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use cdi_api::data_volume::DataVolumeStatus;
-use cdi_api::{CDIConfig, DataSource, DataVolume, StorageProfile, VolumeImportSource};
+use cdi_api::{CDIConfig, DataSource, DataVolume, StorageProfile};
+
+use crate::import_plan::populator::{PopulationSource, SourceKind};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod, Secret, Service};
 use k8s_openapi::api::storage::v1::StorageClass;
 
@@ -33,8 +35,8 @@ pub struct State {
     pub volumes: Vec<PersistentVolume>,
     /// The names of the CSIDriver objects.
     pub csi_drivers: Vec<String>,
-    /// VolumeImportSources by `namespace/name`.
-    pub import_sources: BTreeMap<String, VolumeImportSource>,
+    /// VolumeImportSources and VolumeUploadSources by `namespace/name`.
+    pub population_sources: BTreeMap<String, PopulationSource>,
     /// The CDIConfig.
     pub config: Option<CDIConfig>,
     /// DataVolume statuses written, by `namespace/name` (what [`CdiApi::data_volume`] gives).
@@ -125,27 +127,29 @@ impl CdiApi for FakeCdiApi {
         Ok(self.state().csi_drivers.iter().any(|d| d == name))
     }
 
-    async fn volume_import_source_exists(&self, namespace: &str, name: &str) -> Result<bool, ApiError> {
-        Ok(self.state().import_sources.contains_key(&key(namespace, name)))
+    async fn population_source_exists(&self, kind: SourceKind, namespace: &str, name: &str) -> Result<bool, ApiError> {
+        Ok(self
+            .state()
+            .population_sources
+            .get(&key(namespace, name))
+            .is_some_and(|source| source.kind() == kind))
     }
 
-    async fn create_volume_import_source(&self, source: &VolumeImportSource) -> Result<(), ApiError> {
+    async fn create_population_source(&self, source: &PopulationSource) -> Result<(), ApiError> {
         let id = key(
-            source.metadata.namespace.as_deref().unwrap_or_default(),
-            source.metadata.name.as_deref().unwrap_or_default(),
+            source.metadata().namespace.as_deref().unwrap_or_default(),
+            source.metadata().name.as_deref().unwrap_or_default(),
         );
         let mut state = self.state();
-        state.writes.push(format!("create VolumeImportSource {id}"));
-        state.import_sources.entry(id).or_insert_with(|| source.clone());
+        state.writes.push(format!("create {} {id}", source.kind().kind()));
+        state.population_sources.entry(id).or_insert_with(|| source.clone());
         Ok(())
     }
 
-    async fn delete_volume_import_source(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
+    async fn delete_population_source(&self, kind: SourceKind, namespace: &str, name: &str) -> Result<(), ApiError> {
         let mut state = self.state();
-        state
-            .writes
-            .push(format!("delete VolumeImportSource {namespace}/{name}"));
-        state.import_sources.remove(&key(namespace, name));
+        state.writes.push(format!("delete {} {namespace}/{name}", kind.kind()));
+        state.population_sources.remove(&key(namespace, name));
         Ok(())
     }
 

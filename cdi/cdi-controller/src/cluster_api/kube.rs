@@ -3,7 +3,9 @@
 use std::collections::BTreeMap;
 
 use cdi_api::data_volume::DataVolumeStatus;
-use cdi_api::{CDIConfig, DataSource, DataVolume, StorageProfile, VolumeImportSource};
+use cdi_api::{CDIConfig, DataSource, DataVolume, StorageProfile, VolumeImportSource, VolumeUploadSource};
+
+use crate::import_plan::populator::{PopulationSource, SourceKind};
 use k8s_openapi::api::core::v1::{Event, PersistentVolume, PersistentVolumeClaim, Pod, Secret, Service};
 use k8s_openapi::api::storage::v1::{CSIDriver, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -157,28 +159,53 @@ impl CdiApi for KubeCdiApi {
         optional(api.get(name).await, format!("get CSIDriver {name}")).map(|found| found.is_some())
     }
 
-    async fn volume_import_source_exists(&self, namespace: &str, name: &str) -> Result<bool, ApiError> {
-        let api = Api::<VolumeImportSource>::namespaced(self.client.clone(), namespace);
-        optional(
-            api.get(name).await,
-            format!("get VolumeImportSource {namespace}/{name}"),
-        )
-        .map(|found| found.is_some())
+    async fn population_source_exists(&self, kind: SourceKind, namespace: &str, name: &str) -> Result<bool, ApiError> {
+        let what = format!("get {} {namespace}/{name}", kind.kind());
+        let found = match kind {
+            SourceKind::Import => optional(
+                Api::<VolumeImportSource>::namespaced(self.client.clone(), namespace)
+                    .get(name)
+                    .await,
+                what,
+            )?
+            .is_some(),
+            SourceKind::Upload => optional(
+                Api::<VolumeUploadSource>::namespaced(self.client.clone(), namespace)
+                    .get(name)
+                    .await,
+                what,
+            )?
+            .is_some(),
+        };
+        Ok(found)
     }
 
-    async fn create_volume_import_source(&self, source: &VolumeImportSource) -> Result<(), ApiError> {
-        let namespace = source.metadata.namespace.clone().unwrap_or_default();
-        let api = Api::<VolumeImportSource>::namespaced(self.client.clone(), &namespace);
-        let name = source.metadata.name.clone().unwrap_or_default();
-        created(
-            api.create(&PostParams::default(), source).await,
-            format!("create VolumeImportSource {namespace}/{name}"),
-        )
+    async fn create_population_source(&self, source: &PopulationSource) -> Result<(), ApiError> {
+        let namespace = source.metadata().namespace.clone().unwrap_or_default();
+        let name = source.metadata().name.clone().unwrap_or_default();
+        let what = format!("create {} {namespace}/{name}", source.kind().kind());
+        let params = PostParams::default();
+        match source {
+            PopulationSource::Import(source) => created(
+                Api::<VolumeImportSource>::namespaced(self.client.clone(), &namespace)
+                    .create(&params, source)
+                    .await,
+                what,
+            ),
+            PopulationSource::Upload(source) => created(
+                Api::<VolumeUploadSource>::namespaced(self.client.clone(), &namespace)
+                    .create(&params, source)
+                    .await,
+                what,
+            ),
+        }
     }
 
-    async fn delete_volume_import_source(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
-        self.delete::<VolumeImportSource>(namespace, name, "VolumeImportSource")
-            .await
+    async fn delete_population_source(&self, kind: SourceKind, namespace: &str, name: &str) -> Result<(), ApiError> {
+        match kind {
+            SourceKind::Import => self.delete::<VolumeImportSource>(namespace, name, kind.kind()).await,
+            SourceKind::Upload => self.delete::<VolumeUploadSource>(namespace, name, kind.kind()).await,
+        }
     }
 
     async fn delete_claim(&self, namespace: &str, name: &str) -> Result<(), ApiError> {

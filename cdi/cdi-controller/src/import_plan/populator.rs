@@ -1,26 +1,26 @@
-//! Upstream's volume-populator flow for an import into a claim of a CSI class: the DataVolume's
-//! claim (the target) names a `VolumeImportSource` in its `dataSourceRef`, so that the CSI
-//! provisioner leaves it alone; once it may be filled (a node was chosen for it, or its class
-//! binds at once), a prime claim `prime-<target uid>` is made on the same node and filled by the
-//! importer as a claim filled in place is; its annotations are copied to the target (which the
-//! DataVolume's status reads) with the progress in `cdi.kubevirt.io/storage.populator.progress`;
-//! once the import succeeded the prime's volume is rebound to the target, and the prime, left
-//! `Lost`, is deleted. An unbound target waiting for its first consumer shows `PendingPopulation`,
-//! so that its VM's pod is made and scheduled, which chooses the node. Pure.
+//! Upstream's volume-populator flow for an import or an upload into a claim of a CSI class: the
+//! DataVolume's claim (the target) names a `VolumeImportSource` or a `VolumeUploadSource` in its
+//! `dataSourceRef`, so that the CSI provisioner leaves it alone; once it may be filled (a node
+//! was chosen for it, or its class binds at once), a prime claim `prime-<target uid>` is made on
+//! the same node and filled by the importer or the upload server as a claim filled in place is;
+//! its annotations are copied to the target (which the DataVolume's status reads), with an
+//! import's progress in `cdi.kubevirt.io/storage.populator.progress`; once the prime is filled
+//! its volume is rebound to the target, and the prime, left `Lost`, is deleted. An unbound target
+//! waiting for its first consumer shows `PendingPopulation`, so that its VM's pod is made and
+//! scheduled, which chooses the node. Pure.
 
 use std::collections::BTreeMap;
 
 use cdi_api::DataVolume;
 use cdi_api::data_volume::{DataVolumePhase, DataVolumeStatus};
 use k8s_openapi::api::core::v1::{
-    ObjectReference, PersistentVolume, PersistentVolumeClaim, PersistentVolumeClaimSpec, TypedObjectReference,
+    ObjectReference, PersistentVolume, PersistentVolumeClaim, PersistentVolumeClaimSpec, Pod,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 
 use super::{IMMEDIATE_BINDING, ImportFacts, Step, Transfer, claim_of, fill_steps, status_steps, view};
 use crate::claim_annotations::ann;
 use crate::import_status::{self, Circumstances, DataVolumeEvent};
-use crate::importer_pod::ImportSource;
 
 /// The annotation a DataVolume sets to choose the flow: `"true"` or `"false"`.
 pub const USE_POPULATOR: &str = "cdi.kubevirt.io/storage.usePopulator";
@@ -69,8 +69,8 @@ pub struct PopulatorFacts<'a> {
     pub prime: Option<&'a PersistentVolumeClaim>,
     /// The prime claim's volume, if it has one.
     pub prime_volume: Option<&'a PersistentVolume>,
-    /// The DataVolume's VolumeImportSource is there.
-    pub import_source: bool,
+    /// The DataVolume's VolumeImportSource or VolumeUploadSource is there.
+    pub source_object: bool,
 }
 
 /// Whether the DataVolume's import takes the populator's flow: its `usePopulator` annotation
@@ -115,83 +115,15 @@ fn copied_label(key: &str) -> bool {
     prefix_ok && !name.is_empty() && name.chars().all(|c| word(c) || c == '-')
 }
 
-/// Whether a claim is filled by the import populator (its `dataSourceRef` names a
-/// `VolumeImportSource`).
-#[must_use]
-pub fn populates(claim: &PersistentVolumeClaim) -> bool {
-    claim
-        .spec
-        .as_ref()
-        .and_then(|s| s.data_source_ref.as_ref())
-        .is_some_and(|r| {
-            r.api_group.as_deref() == Some(cdi_api::GROUP) && r.kind == cdi_api::volume_import_source::KIND
-        })
-}
-
-/// The VolumeImportSource's name (upstream's).
-#[must_use]
-pub fn import_source_name(data_volume: &DataVolume) -> String {
-    format!(
-        "volume-import-source-{}",
-        data_volume.metadata.uid.as_deref().unwrap_or_default()
-    )
-}
-
 /// The prime claim's name for the target of this UID (upstream's).
 #[must_use]
 pub fn prime_name(target_uid: &str) -> String {
     format!("prime-{target_uid}")
 }
 
-/// The DataVolume's VolumeImportSource, owned by it.
-#[must_use]
-pub fn import_source(data_volume: &DataVolume) -> cdi_api::VolumeImportSource {
-    let source = data_volume.spec.source.clone().unwrap_or_default();
-    let blank = source.blank.is_some() || (source.http.is_none() && source.registry.is_none());
-    let mut import = cdi_api::VolumeImportSource::new(
-        &import_source_name(data_volume),
-        cdi_api::VolumeImportSourceSpec {
-            source: Some(cdi_api::volume_import_source::ImportSourceType {
-                http: source.http,
-                registry: source.registry,
-                blank: blank.then(cdi_api::data_volume::Empty::default),
-                ..Default::default()
-            }),
-            preallocation: data_volume.spec.preallocation,
-            content_type: data_volume.spec.content_type.clone(),
-            ..Default::default()
-        },
-    );
-    import.metadata.namespace.clone_from(&data_volume.metadata.namespace);
-    import.metadata.owner_references = Some(vec![super::claim::owner(data_volume)]);
-    import
-}
-
-/// The target claim: the DataVolume's, naming its VolumeImportSource.
-#[must_use]
-pub fn target_claim(data_volume: &DataVolume, mut spec: PersistentVolumeClaimSpec) -> PersistentVolumeClaim {
-    spec.data_source_ref = Some(TypedObjectReference {
-        api_group: Some(cdi_api::GROUP.to_owned()),
-        kind: cdi_api::volume_import_source::KIND.to_owned(),
-        name: import_source_name(data_volume),
-        namespace: None,
-    });
-    let mut claim = claim_of(data_volume, spec, &Transfer::Import(ImportSource::Blank));
-    if let Some(annotations) = claim.metadata.annotations.as_mut() {
-        annotations.remove(ann::SOURCE);
-        annotations.remove(ann::ENDPOINT);
-        annotations.remove(ann::REQUIRES_SCRATCH);
-    }
-    claim
-}
-
 /// The prime claim of `target`: its spec less the `dataSourceRef`, the import's annotations, the
 /// node chosen for the target, owned by the target.
-fn prime_claim(
-    facts: &ImportFacts<'_>,
-    target: &PersistentVolumeClaim,
-    source: &ImportSource,
-) -> PersistentVolumeClaim {
+fn prime_claim(facts: &ImportFacts<'_>, target: &PersistentVolumeClaim, transfer: &Transfer) -> PersistentVolumeClaim {
     let data_volume = facts.data_volume;
     let target_spec = target.spec.clone().unwrap_or_default();
     let spec = PersistentVolumeClaimSpec {
@@ -201,7 +133,7 @@ fn prime_claim(
         volume_mode: target_spec.volume_mode,
         ..PersistentVolumeClaimSpec::default()
     };
-    let mut prime = claim_of(data_volume, spec, &Transfer::Import(source.clone()));
+    let mut prime = claim_of(data_volume, spec, transfer);
     let target_uid = target.metadata.uid.clone().unwrap_or_default();
     prime.metadata.name = Some(prime_name(&target_uid));
     prime.metadata.owner_references = Some(vec![OwnerReference {
@@ -221,10 +153,8 @@ fn prime_claim(
     if let Some(retain) = target_annotations.get(ann::POD_RETAIN) {
         annotations.insert(ann::POD_RETAIN.to_owned(), retain.clone());
     }
-    annotations.insert(
-        POPULATOR_KIND.to_owned(),
-        cdi_api::volume_import_source::KIND.to_owned(),
-    );
+    let kind = SourceKind::of(transfer).unwrap_or(SourceKind::Import);
+    annotations.insert(POPULATOR_KIND.to_owned(), kind.kind().to_owned());
     let preallocation = data_volume.spec.preallocation.unwrap_or(facts.settings.preallocation);
     prime
         .metadata
@@ -244,20 +174,12 @@ fn on_prime(step: Step, prime: &PersistentVolumeClaim, data_volume: &DataVolume)
         Step::AnnotateClaim(annotations) => Step::AnnotateNamedClaim(name, annotations),
         Step::LabelClaim(labels) => Step::LabelNamedClaim(name, labels),
         Step::CreatePod(mut pod) => {
-            let node = prime.metadata.annotations.as_ref().and_then(|a| a.get(SELECTED_NODE));
-            if let (Some(node), Some(spec)) = (node, pod.spec.as_mut()) {
-                spec.node_name = Some(node.clone());
-            }
-            let owner = format!(
-                "{}/{}",
-                data_volume.metadata.namespace.as_deref().unwrap_or_default(),
-                data_volume.metadata.name.as_deref().unwrap_or_default()
-            );
-            pod.metadata
-                .annotations
-                .get_or_insert_default()
-                .insert(DATA_VOLUME_OF_POD.to_owned(), owner);
+            place_on_prime_node(&mut pod, prime, data_volume);
             Step::CreatePod(pod)
+        }
+        Step::CreateUploadServer(mut server) => {
+            place_on_prime_node(&mut server.pod, prime, data_volume);
+            Step::CreateUploadServer(server)
         }
         // The pod skips the scheduler, which would otherwise choose the node of a scratch claim
         // waiting for its first consumer: it gets the prime's (upstream's, for populators).
@@ -278,6 +200,23 @@ fn on_prime(step: Step, prime: &PersistentVolumeClaim, data_volume: &DataVolume)
         }
         other => other,
     }
+}
+
+/// A pod filling the prime: placed on the node chosen for it, and marked with the DataVolume.
+fn place_on_prime_node(pod: &mut Pod, prime: &PersistentVolumeClaim, data_volume: &DataVolume) {
+    let node = prime.metadata.annotations.as_ref().and_then(|a| a.get(SELECTED_NODE));
+    if let (Some(node), Some(spec)) = (node, pod.spec.as_mut()) {
+        spec.node_name = Some(node.clone());
+    }
+    let owner = format!(
+        "{}/{}",
+        data_volume.metadata.namespace.as_deref().unwrap_or_default(),
+        data_volume.metadata.name.as_deref().unwrap_or_default()
+    );
+    pod.metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(DATA_VOLUME_OF_POD.to_owned(), owner);
 }
 
 fn phase_of(claim: &PersistentVolumeClaim) -> &str {
@@ -356,11 +295,31 @@ fn hand_over(
     (label_step, rebinding)
 }
 
-/// The steps of a pass over a target claim the import populator fills.
+/// The target's annotations as the DataVolume's status reads them: with the prime's pod once the
+/// prime is bound (the phase follows the pod from then on), marked as an upload's for an upload
+/// whose prime is bound or done.
+fn status_view(
+    annotations: &BTreeMap<String, String>,
+    kind: SourceKind,
+    pod_of_bound_prime: Option<(&'static str, String)>,
+) -> BTreeMap<String, String> {
+    let mut seen = annotations.clone();
+    let done = seen.get(ann::POD_PHASE).is_some_and(|p| p == "Succeeded");
+    let bound = pod_of_bound_prime.is_some();
+    if let Some((key, pod)) = pod_of_bound_prime {
+        seen.insert(key.to_owned(), pod);
+    }
+    if kind == SourceKind::Upload && (bound || done) {
+        seen.insert(ann::UPLOAD_REQUEST.to_owned(), String::new());
+    }
+    seen
+}
+
+/// The steps of a pass over a target claim a populator fills by `transfer`.
 pub(super) fn steps(
     facts: &ImportFacts<'_>,
     target: &PersistentVolumeClaim,
-    source: &ImportSource,
+    transfer: &Transfer,
     current: &DataVolumeStatus,
     now: &Time,
 ) -> Vec<Step> {
@@ -369,7 +328,8 @@ pub(super) fn steps(
     let mut annotations = known.clone();
     let mut steps = Vec::new();
     let mut last = Vec::new();
-    let mut import_pod = None;
+    let kind = SourceKind::of(transfer).unwrap_or(SourceKind::Import);
+    let mut pod_of_bound_prime = None;
     let bound = phase_of(target) == "Bound";
     let chosen = known.contains_key(SELECTED_NODE) || known.contains_key(IMMEDIATE_BINDING);
     let pending_population = facts.wait_for_first_consumer && !chosen;
@@ -388,13 +348,13 @@ pub(super) fn steps(
             }
         }
         None if bound || pending_population || target.metadata.deletion_timestamp.is_some() => {}
-        None => steps.push(Step::CreateClaim(Box::new(prime_claim(facts, target, source)))),
+        None => steps.push(Step::CreateClaim(Box::new(prime_claim(facts, target, transfer)))),
         Some(prime) => {
             let prime_name = prime.metadata.name.clone().unwrap_or_default();
             if let Some(refused) = super::foreign_pod(facts, prime, current, now) {
                 return refused;
             }
-            let (fill, prime_annotations) = fill_steps(facts, prime, &Transfer::Import(source.clone()), now);
+            let (fill, prime_annotations) = fill_steps(facts, prime, transfer, now);
             // The prime's labels as this pass leaves them (a registry image's, from its pod).
             let mut prime_labels = prime.metadata.labels.clone().unwrap_or_default();
             for step in &fill {
@@ -408,14 +368,21 @@ pub(super) fn steps(
                     annotations.insert(key.to_owned(), value.clone());
                 }
             }
-            // As upstream's, the phase follows the importer once the prime is bound.
-            import_pod = prime_annotations
-                .get(ann::IMPORT_POD)
+            // As upstream's, the phase follows the importer or upload server once the prime is
+            // bound.
+            let pod_annotation = match kind {
+                SourceKind::Import => ann::IMPORT_POD,
+                SourceKind::Upload => ann::UPLOAD_POD,
+            };
+            pod_of_bound_prime = prime_annotations
+                .get(pod_annotation)
                 .filter(|_| phase_of(prime) == "Bound")
-                .cloned();
+                .map(|pod| (pod_annotation, pod.clone()));
             let done = prime_annotations.get(ann::POD_PHASE).is_some_and(|p| p == "Succeeded");
             annotations.insert(PRIME_NAME.to_owned(), prime_name);
             let progress = match facts.progress {
+                // An upload's progress is not followed (upstream's neither).
+                _ if kind == SourceKind::Upload => None,
                 _ if done => Some("100.0%".to_owned()),
                 // Upstream holds 100% back until the importer's pod is done (a conversion or a
                 // resize may follow the transfer).
@@ -443,10 +410,7 @@ pub(super) fn steps(
         steps.push(Step::AnnotateClaim(changed));
     }
     steps.extend(last);
-    let mut seen = annotations.clone();
-    if let Some(pod) = import_pod {
-        seen.insert(ann::IMPORT_POD.to_owned(), pod);
-    }
+    let seen = status_view(&annotations, kind, pod_of_bound_prime);
     let work = Circumstances {
         requires_work: true,
         wait_for_first_consumer: pending_population,
@@ -458,12 +422,17 @@ pub(super) fn steps(
     {
         next.progress = Some(progress.clone());
     }
-    if next.phase == cdi_api::DataVolumePhase::Succeeded && facts.populator.import_source {
-        steps.push(Step::DeleteImportSource(import_source_name(data_volume)));
+    if next.phase == cdi_api::DataVolumePhase::Succeeded && facts.populator.source_object {
+        steps.push(Step::DeletePopulationSource(kind, kind.source_name(data_volume)));
     }
     steps.extend(status_steps(current, next, event));
     steps
 }
 
+mod source;
+pub use source::{PopulationSource, SourceKind, populated_by, population_source, target_claim};
+
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod upload_tests;

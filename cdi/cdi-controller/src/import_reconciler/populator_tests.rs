@@ -1,6 +1,8 @@
 //! The import populator's flow through the fake API server: every write of every pass, from the
 //! DataVolume to its claim bound to the filled volume.
 
+use std::collections::BTreeMap;
+
 use cdi_api::DataVolumePhase;
 use k8s_openapi::jiff::Timestamp;
 use pretty_assertions::assert_eq;
@@ -150,4 +152,49 @@ async fn an_import_fills_a_prime_claim_whose_volume_goes_to_the_target() {
     );
     assert_eq!(pass(&api).await, Vec::<String>::new(), "done");
     assert_eq!(phase(&api), DataVolumePhase::Succeeded);
+}
+
+/// An upload (`virtctl image-upload --force-bind`) into the CSI class: its VolumeUploadSource,
+/// the prime claim at once, the prime's upload server, and the source's removal once done.
+#[tokio::test]
+async fn an_upload_fills_a_prime_claim_through_its_upload_server() {
+    let api = api();
+    if let Some(dv) = api.state().data_volumes.get_mut("vms/disk") {
+        dv.spec.source = serde_json::from_value(json!({"upload": {}})).ok();
+        dv.metadata.annotations = Some(BTreeMap::from([(
+            import_plan::IMMEDIATE_BINDING.to_owned(),
+            "true".to_owned(),
+        )]));
+    }
+    assert_eq!(
+        pass(&api).await,
+        [
+            "create VolumeUploadSource vms/volume-upload-source-dv-uid",
+            "create claim vms/disk",
+            "status vms/disk Pending"
+        ]
+    );
+    set_claim(&api, "disk", "claim-uid", "Pending", None);
+    assert_eq!(
+        pass(&api).await,
+        ["create claim vms/prime-claim-uid", "status vms/disk Pending"]
+    );
+    set_claim(&api, "prime-claim-uid", "prime-uid", "Bound", Some("pv-1"));
+    assert_eq!(
+        pass(&api).await,
+        [
+            "create service vms/cdi-upload-prime-claim-uid",
+            "put secret vms/cdi-upload-prime-claim-uid",
+            "create pod vms/cdi-upload-prime-claim-uid",
+            "annotate claim vms/disk populator.pvcPrime,preallocation.requested",
+            "status vms/disk UploadScheduled",
+        ]
+    );
+    let pod = api.state().pods["vms/cdi-upload-prime-claim-uid"].clone();
+    assert_eq!(pod.metadata.owner_references.expect("owner")[0].name, "prime-claim-uid");
+    assert_eq!(
+        pod.metadata.annotations.expect("annotations")[populator::DATA_VOLUME_OF_POD],
+        "vms/disk"
+    );
+    assert_eq!(phase(&api), DataVolumePhase::UploadScheduled);
 }

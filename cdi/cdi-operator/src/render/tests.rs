@@ -92,6 +92,7 @@ fn a_cr_becomes_cdis_crds_components_and_config_all_owned_and_labelled() {
             "datavolumes.cdi.kubevirt.io",
             "datasources.cdi.kubevirt.io",
             "volumeimportsources.cdi.kubevirt.io",
+            "volumeuploadsources.cdi.kubevirt.io",
             "storageprofiles.cdi.kubevirt.io",
             "cdiconfigs.cdi.kubevirt.io",
         ],

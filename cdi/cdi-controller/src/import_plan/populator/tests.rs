@@ -15,7 +15,7 @@ fn http() -> DataVolume {
     data_volume(&json!({"http": {"url": "http://server/disk.img"}}))
 }
 
-fn status_written(steps: &[Step]) -> &DataVolumeStatus {
+pub(super) fn status_written(steps: &[Step]) -> &DataVolumeStatus {
     steps
         .iter()
         .find_map(|s| match s {
@@ -26,7 +26,7 @@ fn status_written(steps: &[Step]) -> &DataVolumeStatus {
 }
 
 /// The target a first pass over a CSI class creates, as the API server gives it back.
-fn target(dv: &DataVolume, phase: &str, annotations: &[(&str, &str)]) -> PersistentVolumeClaim {
+pub(super) fn target(dv: &DataVolume, phase: &str, annotations: &[(&str, &str)]) -> PersistentVolumeClaim {
     let mut first = facts(dv, None, None);
     first.populator.csi_class = true;
     let steps = plan(&first, &now());
@@ -43,7 +43,7 @@ fn target(dv: &DataVolume, phase: &str, annotations: &[(&str, &str)]) -> Persist
 }
 
 /// The prime a pass over `target` creates, as the API server gives it back.
-fn prime(
+pub(super) fn prime(
     dv: &DataVolume,
     target: &PersistentVolumeClaim,
     phase: &str,
@@ -74,7 +74,7 @@ fn prime_pod(phase: &str, state: &serde_json::Value) -> k8s_openapi::api::core::
     pod
 }
 
-fn volume(bound_to: (&str, &str)) -> PersistentVolume {
+pub(super) fn volume(bound_to: (&str, &str)) -> PersistentVolume {
     serde_json::from_value(json!({
         "metadata": {"name": "pvc-1", "resourceVersion": "3"},
         "spec": {"claimRef": {"namespace": "vms", "name": bound_to.0, "uid": bound_to.1}}
@@ -82,7 +82,7 @@ fn volume(bound_to: (&str, &str)) -> PersistentVolume {
     .expect("volume")
 }
 
-fn annotations_of(steps: &[Step], target_claim: bool) -> &BTreeMap<String, String> {
+pub(super) fn annotations_of(steps: &[Step], target_claim: bool) -> &BTreeMap<String, String> {
     steps
         .iter()
         .find_map(|s| match s {
@@ -99,9 +99,12 @@ fn an_import_into_a_csi_class_names_its_volume_import_source() {
     let mut first = facts(&dv, None, None);
     first.populator.csi_class = true;
     let steps = plan(&first, &now());
-    assert_eq!(kinds(&steps), ["CreateImportSource", "CreateClaim", "WriteStatus"]);
-    let Step::CreateImportSource(source) = &steps[0] else {
+    assert_eq!(kinds(&steps), ["CreatePopulationSource", "CreateClaim", "WriteStatus"]);
+    let Step::CreatePopulationSource(source) = &steps[0] else {
         unreachable!()
+    };
+    let PopulationSource::Import(source) = source else {
+        panic!("an import's source: {source:?}")
     };
     let source = serde_json::to_value(source).expect("json");
     assert_eq!(source["metadata"]["name"], "volume-import-source-dv-uid");
@@ -233,7 +236,7 @@ fn a_filled_prime_s_volume_is_rebound_to_the_target_and_the_prime_goes() {
     let mut pass = facts(&dv, Some(&pending), Some(&done));
     pass.populator.prime = Some(&importing);
     pass.populator.prime_volume = Some(&held);
-    pass.populator.import_source = true;
+    pass.populator.source_object = true;
     let steps = plan(&pass, &now());
     let order = kinds(&steps);
     let annotate = order
@@ -268,7 +271,7 @@ fn a_filled_prime_s_volume_is_rebound_to_the_target_and_the_prime_goes() {
         Some("3"),
         "a replace of the version read"
     );
-    assert!(order.contains(&"DeleteImportSource"));
+    assert!(order.contains(&"DeletePopulationSource"));
     assert_eq!(phase_written(&steps), Some(DataVolumePhase::Succeeded));
 
     // A volume the target has already, or a third claim's, is not touched again.
