@@ -279,7 +279,7 @@ pub fn plan(facts: &ImportFacts<'_>, now: &Time) -> Vec<Step> {
                     steps.push(Step::CreateClaim(Box::new(populator::target_claim(
                         data_volume,
                         spec,
-                        &source,
+                        (kind, &source),
                     ))));
                 } else {
                     steps.push(Step::CreateClaim(Box::new(claim_of(data_volume, spec, &source))));
@@ -322,7 +322,7 @@ pub fn plan(facts: &ImportFacts<'_>, now: &Time) -> Vec<Step> {
         // A claim named for another populator than the DataVolume's source takes (not one this
         // controller made): nothing fills it.
         return if populator::SourceKind::of(&source) == Some(kind) {
-            populator::steps(facts, claim, &source, &current, now)
+            populator::steps(facts, claim, (kind, &source), &current, now)
         } else {
             Vec::new()
         };

@@ -187,7 +187,7 @@ pub async fn reconcile<A: CdiApi, M: ImporterMetrics, C: ServingCertificates>(
         class.as_ref(),
     ))
     .await?;
-    // The claim the pod fills: the prime claim when the import populator fills the DataVolume's.
+    // The claim the pod fills: the prime claim when a populator fills the DataVolume's.
     let filled = populator.prime_name.as_deref().unwrap_or(name);
     let pod_name = transfer.as_ref().map_or_else(
         || importer_pod::pod_name(filled),

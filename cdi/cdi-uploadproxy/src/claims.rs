@@ -6,11 +6,9 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 
+use cdi_api::volume_upload_source::PRIME_NAME;
 use cdi_token::upload_request::{POD_PHASE, Refusal};
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
-
-/// The annotation with which cdi-controller names a populated claim's prime claim.
-pub const PRIME_NAME: &str = "cdi.kubevirt.io/storage.populator.pvcPrime";
 
 /// What the proxy reads of a claim.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -44,18 +42,9 @@ impl std::fmt::Debug for KubeClaims {
 impl Claims for KubeClaims {
     async fn claim(&self, namespace: &str, name: &str) -> Result<Option<ClaimRecord>, kube::Error> {
         let api: kube::Api<PersistentVolumeClaim> = kube::Api::namespaced(self.0.clone(), namespace);
-        Ok(api.get_opt(name).await?.map(|claim| {
-            let upload_populated = claim
-                .spec
-                .as_ref()
-                .and_then(|s| s.data_source_ref.as_ref())
-                .is_some_and(|r| {
-                    r.api_group.as_deref() == Some(cdi_api::GROUP) && r.kind == cdi_api::volume_upload_source::KIND
-                });
-            ClaimRecord {
-                annotations: claim.metadata.annotations.unwrap_or_default(),
-                upload_populated,
-            }
+        Ok(api.get_opt(name).await?.map(|claim| ClaimRecord {
+            upload_populated: cdi_api::volume_upload_source::names_upload_source(&claim),
+            annotations: claim.metadata.annotations.unwrap_or_default(),
         }))
     }
 }

@@ -133,16 +133,20 @@ fn virtctl_image_upload_fills_a_data_volume_that_a_vm_boots_from() {
     ] {
         assert!(stdout.contains(&line), "{line:?} missing from: {stdout}");
     }
-    let dv = get("dv", &claim, "default").expect("the DataVolume");
-    assert_eq!(field(&dv, "status.phase"), "Succeeded", "{dv}");
+    // virtctl ends once the upload server is done; the DataVolume's Succeeded and the claim's
+    // binding to the prime's volume follow within a pass or two.
+    let dv = wait_for("the DataVolume to succeed", Duration::from_secs(60), || {
+        get("dv", &claim, "default").filter(|dv| field(dv, "status.phase") == "Succeeded")
+    });
     assert_eq!(field(&dv, "spec.source.upload"), "{}");
-    let pvc = get("pvc", &claim, "default").expect("the claim");
+    let pvc = wait_for("the claim to bind", Duration::from_secs(60), || {
+        get("pvc", &claim, "default").filter(|pvc| field(pvc, "status.phase") == "Bound")
+    });
     assert_eq!(
         field(&pvc, "spec.storageClassName"),
         "hostpath-csi",
         "the default class"
     );
-    assert_eq!(field(&pvc, "status.phase"), "Bound");
     // A CSI class: CDI's upload populator filled a prime claim, whose volume went to this one.
     assert_eq!(field(&pvc, "spec.dataSourceRef.kind"), "VolumeUploadSource");
     assert_eq!(

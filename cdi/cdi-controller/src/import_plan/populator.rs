@@ -27,15 +27,15 @@ pub const USE_POPULATOR: &str = "cdi.kubevirt.io/storage.usePopulator";
 /// The target's annotation with the import's progress (`12.34%`, `100.0%`, `N/A`).
 pub const PROGRESS: &str = "cdi.kubevirt.io/storage.populator.progress";
 /// The target's annotation naming its prime claim.
-pub const PRIME_NAME: &str = "cdi.kubevirt.io/storage.populator.pvcPrime";
+pub const PRIME_NAME: &str = cdi_api::volume_upload_source::PRIME_NAME;
 /// The prime's annotation naming the populator's kind.
 pub const POPULATOR_KIND: &str = "cdi.kubevirt.io/storage.populator.kind";
 /// The prime's annotation asking for preallocation.
 pub const PREALLOCATION_REQUESTED: &str = "cdi.kubevirt.io/storage.preallocation.requested";
 /// The node the scheduler chose for a claim waiting for its first consumer.
 pub const SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
-/// The annotation on the prime's importer pod naming the DataVolume (so that the controller's
-/// pod watch reaches it; the pod's owner is the prime claim).
+/// The annotation on the prime's importer or upload server pod naming the DataVolume (so that the
+/// controller's pod watch reaches it; the pod's owner is the prime claim).
 pub const DATA_VOLUME_OF_POD: &str = crate::clone_source::OWNER_REF;
 
 /// The label that keeps the prime and its scratch claim out of Velero's backups (upstream's).
@@ -73,7 +73,7 @@ pub struct PopulatorFacts<'a> {
     pub source_object: bool,
 }
 
-/// Whether the DataVolume's import takes the populator's flow: its `usePopulator` annotation
+/// Whether the DataVolume's import or upload takes the populator's flow: its `usePopulator` annotation
 /// says, else whether its class is a CSI driver's.
 ///
 /// # Errors
@@ -123,7 +123,11 @@ pub fn prime_name(target_uid: &str) -> String {
 
 /// The prime claim of `target`: its spec less the `dataSourceRef`, the import's annotations, the
 /// node chosen for the target, owned by the target.
-fn prime_claim(facts: &ImportFacts<'_>, target: &PersistentVolumeClaim, transfer: &Transfer) -> PersistentVolumeClaim {
+fn prime_claim(
+    facts: &ImportFacts<'_>,
+    target: &PersistentVolumeClaim,
+    (kind, transfer): (SourceKind, &Transfer),
+) -> PersistentVolumeClaim {
     let data_volume = facts.data_volume;
     let target_spec = target.spec.clone().unwrap_or_default();
     let spec = PersistentVolumeClaimSpec {
@@ -153,7 +157,6 @@ fn prime_claim(facts: &ImportFacts<'_>, target: &PersistentVolumeClaim, transfer
     if let Some(retain) = target_annotations.get(ann::POD_RETAIN) {
         annotations.insert(ann::POD_RETAIN.to_owned(), retain.clone());
     }
-    let kind = SourceKind::of(transfer).unwrap_or(SourceKind::Import);
     annotations.insert(POPULATOR_KIND.to_owned(), kind.kind().to_owned());
     let preallocation = data_volume.spec.preallocation.unwrap_or(facts.settings.preallocation);
     prime
@@ -315,11 +318,11 @@ fn status_view(
     seen
 }
 
-/// The steps of a pass over a target claim a populator fills by `transfer`.
+/// The steps of a pass over a target claim the populator of `kind` fills by `transfer`.
 pub(super) fn steps(
     facts: &ImportFacts<'_>,
     target: &PersistentVolumeClaim,
-    transfer: &Transfer,
+    (kind, transfer): (SourceKind, &Transfer),
     current: &DataVolumeStatus,
     now: &Time,
 ) -> Vec<Step> {
@@ -328,7 +331,6 @@ pub(super) fn steps(
     let mut annotations = known.clone();
     let mut steps = Vec::new();
     let mut last = Vec::new();
-    let kind = SourceKind::of(transfer).unwrap_or(SourceKind::Import);
     let mut pod_of_bound_prime = None;
     let bound = phase_of(target) == "Bound";
     let chosen = known.contains_key(SELECTED_NODE) || known.contains_key(IMMEDIATE_BINDING);
@@ -348,7 +350,11 @@ pub(super) fn steps(
             }
         }
         None if bound || pending_population || target.metadata.deletion_timestamp.is_some() => {}
-        None => steps.push(Step::CreateClaim(Box::new(prime_claim(facts, target, transfer)))),
+        None => steps.push(Step::CreateClaim(Box::new(prime_claim(
+            facts,
+            target,
+            (kind, transfer),
+        )))),
         Some(prime) => {
             let prime_name = prime.metadata.name.clone().unwrap_or_default();
             if let Some(refused) = super::foreign_pod(facts, prime, current, now) {

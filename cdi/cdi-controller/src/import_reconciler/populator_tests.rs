@@ -197,4 +197,60 @@ async fn an_upload_fills_a_prime_claim_through_its_upload_server() {
         "vms/disk"
     );
     assert_eq!(phase(&api), DataVolumePhase::UploadScheduled);
+
+    // The server is ready, then done.
+    let set_pod = |phase: &str, ready: bool, state: serde_json::Value| {
+        if let Some(pod) = api.state().pods.get_mut("vms/cdi-upload-prime-claim-uid") {
+            pod.status = serde_json::from_value(json!({"phase": phase, "containerStatuses": [{
+                "name": "cdi-upload-server", "image": "u", "imageID": "", "ready": ready,
+                "restartCount": 0, "state": state}]}))
+            .ok();
+        }
+    };
+    set_pod("Running", true, json!({"running": {}}));
+    let writes = pass(&api).await;
+    assert!(
+        writes
+            .iter()
+            .any(|w| w.starts_with("annotate claim vms/disk ") && w.contains("pod.ready")),
+        "the readiness reaches the target: {writes:?}"
+    );
+    assert_eq!(phase(&api), DataVolumePhase::UploadReady);
+    api.state().volumes = vec![
+        serde_json::from_value(json!({
+            "metadata": {"name": "pv-1", "resourceVersion": "3"},
+            "spec": {"storageClassName": "hostpath-csi",
+                     "claimRef": {"namespace": "vms", "name": "prime-claim-uid", "uid": "prime-uid"}}
+        }))
+        .expect("volume"),
+    ];
+    set_pod(
+        "Succeeded",
+        false,
+        json!({"terminated": {"exitCode": 0, "reason": "Completed", "message": "Upload Complete"}}),
+    );
+    let writes = pass(&api).await;
+    for write in [
+        "delete pod vms/cdi-upload-prime-claim-uid",
+        "delete service vms/cdi-upload-prime-claim-uid",
+        "delete secret vms/cdi-upload-prime-claim-uid",
+        "rebind volume pv-1 to disk",
+        "delete VolumeUploadSource vms/volume-upload-source-dv-uid",
+        "status vms/disk Succeeded",
+        "event DataVolume disk Normal UploadSucceeded",
+    ] {
+        assert!(writes.iter().any(|w| w == write), "{write} in {writes:?}");
+    }
+    assert_eq!(phase(&api), DataVolumePhase::Succeeded);
+
+    // The volume controller binds the target and leaves the prime Lost: the prime goes.
+    set_claim(&api, "disk", "claim-uid", "Bound", Some("pv-1"));
+    set_claim(&api, "prime-claim-uid", "prime-uid", "Lost", Some("pv-1"));
+    let writes = pass(&api).await;
+    assert!(
+        writes.iter().any(|w| w == "delete claim vms/prime-claim-uid"),
+        "{writes:?}"
+    );
+    assert_eq!(pass(&api).await, Vec::<String>::new(), "done");
+    assert_eq!(phase(&api), DataVolumePhase::Succeeded);
 }

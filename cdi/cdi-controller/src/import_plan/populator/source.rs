@@ -136,9 +136,8 @@ pub fn population_source(data_volume: &DataVolume, kind: SourceKind) -> Populati
 pub fn target_claim(
     data_volume: &DataVolume,
     mut spec: PersistentVolumeClaimSpec,
-    transfer: &Transfer,
+    (kind, transfer): (SourceKind, &Transfer),
 ) -> PersistentVolumeClaim {
-    let kind = SourceKind::of(transfer).unwrap_or(SourceKind::Import);
     spec.data_source_ref = Some(TypedObjectReference {
         api_group: Some(cdi_api::GROUP.to_owned()),
         kind: kind.kind().to_owned(),

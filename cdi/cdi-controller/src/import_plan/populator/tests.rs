@@ -93,30 +93,38 @@ pub(super) fn annotations_of(steps: &[Step], target_claim: bool) -> &BTreeMap<St
         .expect("annotations")
 }
 
-#[test]
-fn an_import_into_a_csi_class_names_its_volume_import_source() {
-    let dv = http();
-    let mut first = facts(&dv, None, None);
+/// The first pass over a DataVolume into a CSI class: its source object's kind and JSON, and its
+/// target claim, made before its status is written.
+pub(super) fn first_csi_pass(dv: &DataVolume) -> (SourceKind, serde_json::Value, PersistentVolumeClaim) {
+    let mut first = facts(dv, None, None);
     first.populator.csi_class = true;
     let steps = plan(&first, &now());
     assert_eq!(kinds(&steps), ["CreatePopulationSource", "CreateClaim", "WriteStatus"]);
-    let Step::CreatePopulationSource(source) = &steps[0] else {
-        unreachable!()
-    };
-    let PopulationSource::Import(source) = source else {
-        panic!("an import's source: {source:?}")
-    };
-    let source = serde_json::to_value(source).expect("json");
+    let mut steps = steps.into_iter();
+    match (steps.next(), steps.next()) {
+        (Some(Step::CreatePopulationSource(source)), Some(Step::CreateClaim(claim))) => {
+            let json = match &source {
+                PopulationSource::Import(object) => serde_json::to_value(object),
+                PopulationSource::Upload(object) => serde_json::to_value(object),
+            };
+            (source.kind(), json.expect("json"), *claim)
+        }
+        other => panic!("the source, then the claim: {other:?}"),
+    }
+}
+
+#[test]
+fn an_import_into_a_csi_class_names_its_volume_import_source() {
+    let dv = http();
+    let (kind, source, claim) = first_csi_pass(&dv);
+    assert_eq!(kind, SourceKind::Import);
     assert_eq!(source["metadata"]["name"], "volume-import-source-dv-uid");
     assert_eq!(source["metadata"]["ownerReferences"][0]["kind"], "DataVolume");
     assert_eq!(
         source["spec"]["source"],
         json!({"http": {"url": "http://server/disk.img"}})
     );
-    let Step::CreateClaim(claim) = &steps[1] else {
-        unreachable!()
-    };
-    let claim = serde_json::to_value(claim).expect("json");
+    let claim = serde_json::to_value(&claim).expect("json");
     assert_eq!(
         claim["spec"]["dataSourceRef"],
         json!({"apiGroup": "cdi.kubevirt.io", "kind": "VolumeImportSource", "name": "volume-import-source-dv-uid"})

@@ -7,7 +7,7 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 
 use super::super::tests::{data_volume, facts, kinds, now, phase_written, pod};
-use super::tests::{annotations_of, prime, status_written, target, volume};
+use super::tests::{annotations_of, first_csi_pass, prime, status_written, target, volume};
 use super::*;
 use crate::import_plan::plan;
 
@@ -30,24 +30,12 @@ fn server_pod(phase: &str, ready: bool, state: &serde_json::Value) -> Pod {
 #[test]
 fn an_upload_into_a_csi_class_names_its_volume_upload_source_and_fills_a_prime() {
     let dv = upload();
-    let mut first = facts(&dv, None, None);
-    first.populator.csi_class = true;
-    let steps = plan(&first, &now());
-    assert_eq!(kinds(&steps), ["CreatePopulationSource", "CreateClaim", "WriteStatus"]);
-    let Step::CreatePopulationSource(source) = &steps[0] else {
-        unreachable!()
-    };
-    let PopulationSource::Upload(source) = source else {
-        panic!("an upload's source: {source:?}")
-    };
-    let source = serde_json::to_value(source).expect("json");
+    let (kind, source, claim) = first_csi_pass(&dv);
+    assert_eq!(kind, SourceKind::Upload);
     assert_eq!(source["kind"], "VolumeUploadSource");
     assert_eq!(source["metadata"]["name"], "volume-upload-source-dv-uid");
     assert_eq!(source["metadata"]["ownerReferences"][0]["uid"], "dv-uid");
-    let Step::CreateClaim(claim) = &steps[1] else {
-        unreachable!()
-    };
-    let claim = serde_json::to_value(claim).expect("json");
+    let claim = serde_json::to_value(&claim).expect("json");
     assert_eq!(
         claim["spec"]["dataSourceRef"],
         json!({"apiGroup": "cdi.kubevirt.io", "kind": "VolumeUploadSource", "name": "volume-upload-source-dv-uid"})
@@ -133,6 +121,54 @@ fn the_primes_upload_server_runs_on_its_node_and_its_readiness_reaches_the_targe
         "the target is not marked for upload"
     );
     assert_eq!(status_written(&steps).phase, DataVolumePhase::UploadReady);
+
+    // A server waiting for its scratch space gets it on the prime's node.
+    let waiting = server_pod("Pending", false, &json!({"waiting": {"reason": "ContainerCreating"}}));
+    let mut third = facts(&dv, Some(&pending), Some(&waiting));
+    third.populator.prime = Some(&serving);
+    let steps = plan(&third, &now());
+    let scratch = steps
+        .iter()
+        .find_map(|s| match s {
+            Step::CreateScratchClaim(claim) => Some(claim),
+            _ => None,
+        })
+        .expect("a scratch claim");
+    assert_eq!(scratch.metadata.name.as_deref(), Some("prime-claim-uid-scratch"));
+    assert_eq!(
+        scratch.metadata.annotations.as_ref().and_then(|a| a.get(SELECTED_NODE)),
+        Some(&"node-b".to_owned())
+    );
+    assert_eq!(phase_written(&steps), Some(DataVolumePhase::UploadScheduled));
+
+    // A server that failed: said on the DataVolume, which waits for the next one.
+    let failed = server_pod(
+        "Failed",
+        false,
+        &json!({"terminated": {"exitCode": 1, "reason": "Error", "message": "disk full"}}),
+    );
+    let mut fourth = facts(&dv, Some(&pending), Some(&failed));
+    fourth.populator.prime = Some(&serving);
+    let steps = plan(&fourth, &now());
+    assert_eq!(annotations_of(&steps, true)[ann::POD_PHASE], "Failed");
+    assert_eq!(status_written(&steps).phase, DataVolumePhase::UploadScheduled);
+    assert!(
+        steps
+            .iter()
+            .any(|s| matches!(s, Step::Event(e) if e.reason == "UploadFailed")),
+        "{steps:?}"
+    );
+    assert!(!kinds(&steps).contains(&"RebindVolume"));
+}
+
+#[test]
+fn a_claim_naming_another_populator_than_the_data_volumes_source_is_left_alone() {
+    let dv = upload();
+    let mut claim = target(&dv, "Pending", &[]);
+    if let Some(reference) = claim.spec.as_mut().and_then(|s| s.data_source_ref.as_mut()) {
+        reference.kind = "VolumeImportSource".to_owned();
+    }
+    assert_eq!(plan(&facts(&dv, Some(&claim), None), &now()), Vec::new());
 }
 
 #[test]
