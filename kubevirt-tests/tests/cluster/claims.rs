@@ -13,7 +13,8 @@ use super::support::{Cleanup, console_until, example, field, kubectl_ok, wait_fo
 const NAME: &str = "e2e-claims";
 
 /// A 64 MiB file behind a loop device, detached and removed when dropped (after the cleanup of
-/// the Kubernetes objects, which is declared later and so dropped first).
+/// the Kubernetes objects, which is declared later and so dropped first), with its directory
+/// once that is empty.
 pub(super) struct LoopDevice {
     pub(super) device: String,
     file: PathBuf,
@@ -23,7 +24,15 @@ impl LoopDevice {
     pub(super) fn new(file: PathBuf) -> Self {
         // The loop driver may be a module on a fresh machine.
         let _ = Command::new("modprobe").arg("loop").status();
-        std::fs::write(&file, b"").expect("the backing file");
+        // The shared directory may not be there yet on a fresh machine, and another test's
+        // cleanup may remove it once empty between the two steps: once more then.
+        let create = || {
+            if let Some(parent) = file.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::write(&file, b"")
+        };
+        create().or_else(|_| create()).expect("the backing file");
         std::fs::File::options()
             .write(true)
             .open(&file)
@@ -48,6 +57,10 @@ impl Drop for LoopDevice {
     fn drop(&mut self) {
         let _ = Command::new("losetup").args(["-d", &self.device]).status();
         let _ = std::fs::remove_file(&self.file);
+        // The shared directory goes once empty, as on a machine that never had it.
+        if let Some(parent) = self.file.parent() {
+            let _ = std::fs::remove_dir(parent);
+        }
     }
 }
 
