@@ -22,6 +22,9 @@ use tokio::sync::mpsc;
 pub const MAX_REDIRECTS: usize = 10;
 /// How long a connection may take.
 const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+/// The size of each read from the connection: fixed, so that the buffer is taken again once
+/// the pipeline has copied its chunks out, rather than a new one faulted in for every read.
+const READ_BUFFER: usize = 256 * 1024;
 /// How many body chunks wait for the pipeline before the download pauses.
 const QUEUED_CHUNKS: usize = 64;
 
@@ -235,7 +238,10 @@ async fn send<T>(
 where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(io).await?;
+    let (mut sender, connection) = hyper::client::conn::http1::Builder::new()
+        .read_buf_exact_size(Some(READ_BUFFER))
+        .handshake(io)
+        .await?;
     tokio::spawn(connection);
     sender.send_request(request).await
 }

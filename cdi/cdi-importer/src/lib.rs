@@ -29,3 +29,4 @@ pub mod registry;
 pub mod run;
 pub mod space;
 pub mod sparse_copy;
+pub mod writeback;

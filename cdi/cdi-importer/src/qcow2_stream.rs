@@ -15,6 +15,7 @@ use std::os::unix::fs::FileExt as _;
 
 use crate::space::{self, TooLarge};
 use crate::sparse_copy::{CopyError, all_zeros};
+use crate::writeback::Writeback;
 
 /// The header's magic number, `QFI\xfb`.
 const MAGIC: u32 = 0x5146_49fb;
@@ -176,6 +177,7 @@ struct Batch<'a> {
     target: &'a File,
     start: u64,
     bytes: Vec<u8>,
+    writeback: Writeback<'a>,
 }
 
 impl Batch<'_> {
@@ -183,6 +185,9 @@ impl Batch<'_> {
         if !self.bytes.is_empty() {
             self.target
                 .write_all_at(&self.bytes, self.start)
+                .map_err(CopyError::Write)?;
+            self.writeback
+                .wrote(self.bytes.len() as u64)
                 .map_err(CopyError::Write)?;
             self.bytes.clear();
         }
@@ -270,6 +275,7 @@ pub fn write(stream: &mut dyn Read, target: &File, usable: u64) -> Result<u64, S
         target,
         start: 0,
         bytes: Vec::with_capacity(WRITE_BATCH),
+        writeback: Writeback::new(target),
     };
     while let Some((offset, region)) = regions.pop_first() {
         reader.skip_to(offset, &mut buffer)?;

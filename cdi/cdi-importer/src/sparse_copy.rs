@@ -6,6 +6,8 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::os::unix::fs::FileExt as _;
 
+use crate::writeback::Writeback;
+
 /// The size of the chunks looked at for zeros (upstream's).
 pub const ZERO_CHUNK: usize = 32 * 1024;
 /// How much is read before it is written: large enough that writes are few.
@@ -94,6 +96,7 @@ fn write_runs(target: &File, data: &[u8], offset: u64, holes: Holes) -> io::Resu
 pub fn copy(stream: &mut dyn Read, target: &File, holes: Holes, limit: u64) -> Result<u64, CopyError> {
     let mut buffer = vec![0_u8; BUFFER];
     let mut written: u64 = 0;
+    let mut writeback = Writeback::new(target);
     loop {
         let n = fill(stream, &mut buffer).map_err(CopyError::Read)?;
         if n == 0 {
@@ -104,6 +107,7 @@ pub fn copy(stream: &mut dyn Read, target: &File, holes: Holes, limit: u64) -> R
             return Err(CopyError::TooLarge { limit });
         }
         write_runs(target, &buffer[..n], written, holes).map_err(CopyError::Write)?;
+        writeback.wrote(n as u64).map_err(CopyError::Write)?;
         written = end;
     }
     if holes == Holes::Punch {
