@@ -1,11 +1,13 @@
 //! One import, start to end: the stream's compression comes off ([`layers`]); a raw image is
 //! written into the target as it streams ([`sparse_copy`]), and so is a qcow2 image into a disk
-//! file when the import has no scratch space and the image's layout allows ([`qcow2_stream`]);
-//! any other format is first saved to the scratch space and converted ([`convert`]); a disk in a file is then grown to the size
+//! file when its layout allows ([`qcow2_stream`]; with scratch space, a copy is saved there as it
+//! streams, for qemu-img to convert should the layout not allow); any other format is first saved
+//! to the scratch space and converted ([`convert`]); a disk in a file is then grown to the size
 //! asked for, within what the volume may hold ([`space`]). A failed import leaves no image file.
 
 use std::fs::{File, OpenOptions};
-use std::io::{Seek as _, SeekFrom};
+use std::io::{Read, Seek as _, SeekFrom};
+use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 
 use crate::convert::{ConvertError, Converter};
@@ -17,6 +19,8 @@ use crate::sparse_copy::{self, CopyError, Holes};
 
 /// The name of the image in the scratch space (upstream's `tmpimage`).
 pub const SCRATCH_IMAGE: &str = "tmpimage";
+/// The reads that finish saving an image to the scratch space.
+const SAVE_BUFFER: usize = 1024 * 1024;
 
 /// Where the disk goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -185,7 +189,7 @@ fn write_raw(stream: &mut Stream, target: &Target, usable: u64) -> Result<u64, I
 
 /// Writes a qcow2 image into the disk file as it streams ([`qcow2_stream`]); one it cannot take
 /// in one pass is [`ImportError::NoScratch`].
-fn stream_qcow2(stream: &mut Stream, format: ImageFormat, target: &Target, usable: u64) -> Result<u64, ImportError> {
+fn stream_qcow2(stream: &mut dyn Read, format: ImageFormat, target: &Target, usable: u64) -> Result<u64, ImportError> {
     let file = open_target(target)?;
     let copy_error = |source| ImportError::Copy {
         path: target.path().to_owned(),
@@ -214,11 +218,7 @@ fn convert(
     usable: u64,
     converter: &dyn Converter,
 ) -> Result<u64, ImportError> {
-    if let ImageFormat::Qcow2 { virtual_size } = format
-        && virtual_size > 0
-    {
-        space::check_fits(virtual_size, usable)?;
-    }
+    check_header_fits(format, usable)?;
     let saved = scratch.join(SCRATCH_IMAGE);
     let result = (|| {
         let file = open_target(&Target::File(saved.clone()))?;
@@ -227,11 +227,99 @@ fn convert(
             source,
         })?;
         drop(file);
-        let virtual_size = converter.virtual_size(&saved, format.qemu_name())?;
+        convert_saved(&saved, format, target, usable, converter)
+    })();
+    let _ = std::fs::remove_file(&saved);
+    result
+}
+
+/// A qcow2 header's virtual size, checked before anything is downloaded.
+fn check_header_fits(format: ImageFormat, usable: u64) -> Result<(), ImportError> {
+    if let ImageFormat::Qcow2 { virtual_size } = format
+        && virtual_size > 0
+    {
         space::check_fits(virtual_size, usable)?;
-        drop(open_target(target)?);
-        converter.convert_to_raw(&saved, format.qemu_name(), target.path())?;
-        Ok(virtual_size)
+    }
+    Ok(())
+}
+
+/// Converts the image saved at `saved` into the target, once it is known to fit.
+fn convert_saved(
+    saved: &Path,
+    format: ImageFormat,
+    target: &Target,
+    usable: u64,
+    converter: &dyn Converter,
+) -> Result<u64, ImportError> {
+    let virtual_size = converter.virtual_size(saved, format.qemu_name())?;
+    space::check_fits(virtual_size, usable)?;
+    drop(open_target(target)?);
+    converter.convert_to_raw(saved, format.qemu_name(), target.path())?;
+    Ok(virtual_size)
+}
+
+/// A stream whose every byte read is also saved in a file, in order.
+struct Saving<'a> {
+    stream: &'a mut dyn Read,
+    copy: &'a File,
+    path: &'a Path,
+    at: u64,
+}
+
+impl Read for Saving<'_> {
+    fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.stream.read(buffer)?;
+        self.copy
+            .write_all_at(&buffer[..n], self.at)
+            .map_err(|e| std::io::Error::new(e.kind(), format!("saving the image to {}: {e}", self.path.display())))?;
+        self.at += n as u64;
+        Ok(n)
+    }
+}
+
+/// With scratch space, a qcow2 image is still written into the disk file as it streams, while
+/// each byte read is saved in the scratch space too: an image whose layout one pass cannot take
+/// is then saved to its end and converted from there, since a stream (an upload's above all)
+/// cannot be read a second time. Saving costs a copy into the page cache; the file is removed
+/// before the kernel needs to write it out.
+fn stream_qcow2_saving(
+    stream: &mut Stream,
+    format: ImageFormat,
+    target: &Target,
+    scratch: &Path,
+    usable: u64,
+    converter: &dyn Converter,
+) -> Result<u64, ImportError> {
+    check_header_fits(format, usable)?;
+    let saved = scratch.join(SCRATCH_IMAGE);
+    let result = (|| {
+        let copy = open_target(&Target::File(saved.clone()))?;
+        let mut saving = Saving {
+            stream,
+            copy: &copy,
+            path: &saved,
+            at: 0,
+        };
+        match stream_qcow2(&mut saving, format, target, usable) {
+            Err(ImportError::NoScratch(_)) => {}
+            streamed => return streamed,
+        }
+        let mut buffer = vec![0_u8; SAVE_BUFFER];
+        loop {
+            match saving.read(&mut buffer) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    return Err(ImportError::Copy {
+                        path: saved.clone(),
+                        source: CopyError::Read(e),
+                    });
+                }
+            }
+        }
+        drop(copy);
+        convert_saved(&saved, format, target, usable, converter)
     })();
     let _ = std::fs::remove_file(&saved);
     result
@@ -276,10 +364,13 @@ fn import_inner(
     } else {
         layers::open(stream)?
     };
-    let virtual_size = if let (ImageFormat::Qcow2 { .. }, Target::File(_), None) = (format, target, &request.scratch) {
-        // Without scratch space a qcow2 image is written as it streams, when its layout allows;
-        // else the import asks for scratch space and goes through qemu-img.
-        stream_qcow2(&mut stream, format, target, usable)?
+    let virtual_size = if let (ImageFormat::Qcow2 { .. }, Target::File(_)) = (format, target) {
+        // A qcow2 image is written into a disk file as it streams, when its layout allows; else
+        // it is converted by qemu-img from the scratch space, which an import without it asks for.
+        match &request.scratch {
+            None => stream_qcow2(&mut stream, format, target, usable)?,
+            Some(scratch) => stream_qcow2_saving(&mut stream, format, target, scratch, usable, converter)?,
+        }
     } else if format.needs_conversion() {
         let scratch = request.scratch.as_deref().ok_or(ImportError::NoScratch(format))?;
         convert(&mut stream, format, target, scratch, usable, converter)?

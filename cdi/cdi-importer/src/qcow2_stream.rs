@@ -330,4 +330,6 @@ pub fn write(stream: &mut dyn Read, target: &File, usable: u64) -> Result<u64, S
 }
 
 #[cfg(test)]
+pub(crate) mod test_image;
+#[cfg(test)]
 mod tests;

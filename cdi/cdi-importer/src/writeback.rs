@@ -75,7 +75,11 @@ mod tests {
             written += chunk.len() as u64;
             writeback.wrote(chunk.len() as u64).expect("writeback");
         }
-        assert_eq!(writeback.pending, 3 << 20, "two full windows started, three MiB pending");
+        assert_eq!(
+            writeback.pending,
+            3 << 20,
+            "two full windows started, three MiB pending"
+        );
         file.flush().expect("flush");
         let back = std::fs::read(file.path()).expect("read back");
         assert_eq!(back.len() as u64, written);

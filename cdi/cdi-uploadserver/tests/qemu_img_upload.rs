@@ -1,6 +1,7 @@
-//! qcow2 uploads with the host's qemu-img (`make deps`): saved to the scratch space, converted
-//! into the claim, and answered before the conversion when async, as upstream's are; without
-//! scratch space, written as they stream when their layout allows, else refused.
+//! qcow2 uploads with the host's qemu-img (`make deps`): written into the claim as they stream
+//! when their layout allows, and answered before they are written when async, as upstream's
+//! are; one whose layout does not allow is converted from the copy saved to the scratch space as
+//! it streamed, and refused without scratch space.
 
 mod support;
 
@@ -26,7 +27,7 @@ fn qcow2(setup: &Setup, disk: &[u8]) -> Vec<u8> {
 }
 
 #[tokio::test]
-async fn an_async_qcow2_upload_is_answered_then_converted_through_scratch() {
+async fn an_async_qcow2_upload_is_answered_then_written_leaving_no_scratch_copy() {
     let setup = Setup::new();
     std::fs::create_dir(setup.scratch()).expect("scratch");
     let server = start(setup.config(16 * MIB), Arc::new(QemuImg::default())).await;
@@ -69,6 +70,24 @@ async fn without_scratch_space_a_qcow2_upload_streams_when_it_can() {
         .await;
     assert_eq!(answer.status, 200, "{}", answer.body);
     assert_eq!(head(&setup.disk(), disk.len()), disk);
+    server.ended.abort();
+}
+
+#[tokio::test]
+async fn a_qcow2_upload_that_cannot_stream_is_converted_from_its_saved_copy() {
+    let setup = Setup::new();
+    std::fs::create_dir(setup.scratch()).expect("scratch");
+    let server = start(setup.config(16 * MIB), Arc::new(QemuImg::default())).await;
+    let proxy = setup.client(Some(&setup.proxy));
+    let disk = raw_disk(2 * MIB);
+    let answer = proxy
+        .post(server.address, "/v1beta1/upload", compressed_qcow2(&setup, &disk))
+        .await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(head(&setup.disk(), disk.len()), disk);
+    assert_eq!(std::fs::metadata(setup.disk()).expect("disk").len(), 16 * MIB);
+    let left: Vec<_> = std::fs::read_dir(setup.scratch()).expect("scratch").collect();
+    assert!(left.is_empty(), "the scratch copy is removed: {left:?}");
     server.ended.abort();
 }
 
