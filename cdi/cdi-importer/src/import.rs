@@ -7,7 +7,6 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek as _, SeekFrom};
-use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 
 use crate::convert::{ConvertError, Converter};
@@ -15,7 +14,7 @@ use crate::format::{Compression, ImageFormat};
 use crate::layers::{self, LayerError, Stream};
 use crate::qcow2_stream::{self, StreamError};
 use crate::space::{self, TooLarge};
-use crate::sparse_copy::{self, CopyError, Holes};
+use crate::sparse_copy::{self, CopyError, Holes, Written};
 
 /// The name of the image in the scratch space (upstream's `tmpimage`).
 pub const SCRATCH_IMAGE: &str = "tmpimage";
@@ -182,7 +181,7 @@ fn write_raw(stream: &mut Stream, target: &Target, usable: u64) -> Result<u64, I
         path: target.path().to_owned(),
         source,
     };
-    let written = sparse_copy::copy(stream, &file, holes, usable).map_err(copy_error)?;
+    let written = sparse_copy::copy(stream, &file, holes, Written::Disk, usable).map_err(copy_error)?;
     file.sync_all().map_err(|e| copy_error(CopyError::Write(e)))?;
     Ok(written)
 }
@@ -222,9 +221,11 @@ fn convert(
     let saved = scratch.join(SCRATCH_IMAGE);
     let result = (|| {
         let file = open_target(&Target::File(saved.clone()))?;
-        sparse_copy::copy(stream, &file, Holes::Punch, u64::MAX).map_err(|source| ImportError::Copy {
-            path: saved.clone(),
-            source,
+        sparse_copy::copy(stream, &file, Holes::Punch, Written::ScratchCopy, u64::MAX).map_err(|source| {
+            ImportError::Copy {
+                path: saved.clone(),
+                source,
+            }
         })?;
         drop(file);
         convert_saved(&saved, format, target, usable, converter)
@@ -258,30 +259,61 @@ fn convert_saved(
     Ok(virtual_size)
 }
 
-/// A stream whose every byte read is also saved in a file, in order.
+/// A stream whose bytes are also saved into a new file as they are read, zero runs left as
+/// holes. A copy that cannot be written (a full scratch claim) stops being written while the
+/// stream goes on; its error is kept for the moment the copy turns out to be needed.
 struct Saving<'a> {
     stream: &'a mut dyn Read,
     copy: &'a File,
-    path: &'a Path,
     at: u64,
+    failed: Option<std::io::Error>,
 }
 
 impl Read for Saving<'_> {
     fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
         let n = self.stream.read(buffer)?;
-        self.copy
-            .write_all_at(&buffer[..n], self.at)
-            .map_err(|e| std::io::Error::new(e.kind(), format!("saving the image to {}: {e}", self.path.display())))?;
+        if self.failed.is_none()
+            && let Err(error) = sparse_copy::write_runs(self.copy, &buffer[..n], self.at, Holes::Punch)
+        {
+            self.failed = Some(error);
+        }
         self.at += n as u64;
         Ok(n)
     }
 }
 
+impl Saving<'_> {
+    /// Reads the stream to its end, saving it, and finishes the copy.
+    fn finish(mut self, target: &Target, saved: &Path) -> Result<(), ImportError> {
+        let mut buffer = vec![0_u8; SAVE_BUFFER];
+        loop {
+            match self.read(&mut buffer) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    return Err(ImportError::Copy {
+                        path: target.path().to_owned(),
+                        source: CopyError::Read(e),
+                    });
+                }
+            }
+        }
+        let finished = match self.failed {
+            Some(error) => Err(error),
+            None => self.copy.set_len(self.at),
+        };
+        finished.map_err(|e| ImportError::Copy {
+            path: saved.to_owned(),
+            source: CopyError::Write(e),
+        })
+    }
+}
+
 /// With scratch space, a qcow2 image is still written into the disk file as it streams, while
-/// each byte read is saved in the scratch space too: an image whose layout one pass cannot take
+/// what is read is saved in the scratch space too: an image whose layout one pass cannot take
 /// is then saved to its end and converted from there, since a stream (an upload's above all)
-/// cannot be read a second time. Saving costs a copy into the page cache; the file is removed
-/// before the kernel needs to write it out.
+/// cannot be read a second time. The copy is removed at the end.
 fn stream_qcow2_saving(
     stream: &mut Stream,
     format: ImageFormat,
@@ -297,27 +329,14 @@ fn stream_qcow2_saving(
         let mut saving = Saving {
             stream,
             copy: &copy,
-            path: &saved,
             at: 0,
+            failed: None,
         };
         match stream_qcow2(&mut saving, format, target, usable) {
             Err(ImportError::NoScratch(_)) => {}
             streamed => return streamed,
         }
-        let mut buffer = vec![0_u8; SAVE_BUFFER];
-        loop {
-            match saving.read(&mut buffer) {
-                Ok(0) => break,
-                Ok(_) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    return Err(ImportError::Copy {
-                        path: saved.clone(),
-                        source: CopyError::Read(e),
-                    });
-                }
-            }
-        }
+        saving.finish(target, &saved)?;
         drop(copy);
         convert_saved(&saved, format, target, usable, converter)
     })();

@@ -186,9 +186,7 @@ impl Batch<'_> {
             self.target
                 .write_all_at(&self.bytes, self.start)
                 .map_err(CopyError::Write)?;
-            self.writeback
-                .wrote(self.bytes.len() as u64)
-                .map_err(CopyError::Write)?;
+            self.writeback.wrote(self.bytes.len() as u64);
             self.bytes.clear();
         }
         Ok(())

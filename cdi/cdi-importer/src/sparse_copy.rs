@@ -22,6 +22,15 @@ pub enum Holes {
     WriteZeros,
 }
 
+/// What is being written, which decides whether it is pushed to the device as it fills.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Written {
+    /// The disk: written back as it fills ([`crate::writeback`]).
+    Disk,
+    /// A copy in the scratch space, read back at once and removed: left to the page cache.
+    ScratchCopy,
+}
+
 /// Why a copy stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum CopyError {
@@ -65,7 +74,7 @@ pub fn all_zeros(chunk: &[u8]) -> bool {
 }
 
 /// Writes the non-zero runs of `data` at `offset` (every byte with [`Holes::WriteZeros`]).
-fn write_runs(target: &File, data: &[u8], offset: u64, holes: Holes) -> io::Result<()> {
+pub(crate) fn write_runs(target: &File, data: &[u8], offset: u64, holes: Holes) -> io::Result<()> {
     if holes == Holes::WriteZeros {
         return target.write_all_at(data, offset);
     }
@@ -93,10 +102,16 @@ fn write_runs(target: &File, data: &[u8], offset: u64, holes: Holes) -> io::Resu
 ///
 /// # Errors
 /// [`CopyError`]; what was written stays (the caller removes a half-written image).
-pub fn copy(stream: &mut dyn Read, target: &File, holes: Holes, limit: u64) -> Result<u64, CopyError> {
+pub fn copy(
+    stream: &mut dyn Read,
+    target: &File,
+    holes: Holes,
+    written_as: Written,
+    limit: u64,
+) -> Result<u64, CopyError> {
     let mut buffer = vec![0_u8; BUFFER];
     let mut written: u64 = 0;
-    let mut writeback = Writeback::new(target);
+    let mut writeback = (written_as == Written::Disk).then(|| Writeback::new(target));
     loop {
         let n = fill(stream, &mut buffer).map_err(CopyError::Read)?;
         if n == 0 {
@@ -107,7 +122,9 @@ pub fn copy(stream: &mut dyn Read, target: &File, holes: Holes, limit: u64) -> R
             return Err(CopyError::TooLarge { limit });
         }
         write_runs(target, &buffer[..n], written, holes).map_err(CopyError::Write)?;
-        writeback.wrote(n as u64).map_err(CopyError::Write)?;
+        if let Some(writeback) = writeback.as_mut() {
+            writeback.wrote(n as u64);
+        }
         written = end;
     }
     if holes == Holes::Punch {
@@ -146,7 +163,14 @@ mod tests {
 
     fn copied(data: &[u8], holes: Holes) -> (Vec<u8>, u64, tempfile::NamedTempFile) {
         let file = tempfile::NamedTempFile::new().expect("temp file");
-        let written = copy(&mut Cursor::new(data.to_vec()), file.as_file(), holes, u64::MAX).expect("copied");
+        let written = copy(
+            &mut Cursor::new(data.to_vec()),
+            file.as_file(),
+            holes,
+            Written::Disk,
+            u64::MAX,
+        )
+        .expect("copied");
         assert_eq!(written, data.len() as u64);
         let back = std::fs::read(file.path()).expect("read back");
         let allocated = file.as_file().metadata().expect("metadata").blocks() * 512;
@@ -183,7 +207,14 @@ mod tests {
     #[test]
     fn a_stream_past_the_limit_stops_with_the_limit_named() {
         let file = tempfile::NamedTempFile::new().expect("temp file");
-        let error = copy(&mut Cursor::new(vec![1_u8; 1000]), file.as_file(), Holes::Punch, 999).expect_err("too large");
+        let error = copy(
+            &mut Cursor::new(vec![1_u8; 1000]),
+            file.as_file(),
+            Holes::Punch,
+            Written::Disk,
+            999,
+        )
+        .expect_err("too large");
         assert!(matches!(error, CopyError::TooLarge { limit: 999 }), "{error}");
     }
 
@@ -196,7 +227,7 @@ mod tests {
             }
         }
         let file = tempfile::NamedTempFile::new().expect("temp file");
-        let error = copy(&mut Broken, file.as_file(), Holes::Punch, u64::MAX).expect_err("broken");
+        let error = copy(&mut Broken, file.as_file(), Holes::Punch, Written::Disk, u64::MAX).expect_err("broken");
         assert!(matches!(error, CopyError::Read(_)), "{error}");
     }
 }

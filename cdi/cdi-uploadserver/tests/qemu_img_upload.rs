@@ -5,11 +5,31 @@
 
 mod support;
 
+use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-use cdi_importer::convert::QemuImg;
+use cdi_importer::convert::{ConvertError, Converter, QemuImg};
 use support::{MIB, Setup, head, raw_disk, start};
+
+/// The real qemu-img, counting its conversions.
+#[derive(Default)]
+struct CountingQemuImg {
+    qemu_img: QemuImg,
+    conversions: AtomicUsize,
+}
+
+impl Converter for CountingQemuImg {
+    fn virtual_size(&self, image: &Path, format: &str) -> Result<u64, ConvertError> {
+        self.qemu_img.virtual_size(image, format)
+    }
+
+    fn convert_to_raw(&self, image: &Path, format: &str, target: &Path) -> Result<(), ConvertError> {
+        self.conversions.fetch_add(1, Ordering::SeqCst);
+        self.qemu_img.convert_to_raw(image, format, target)
+    }
+}
 
 /// `disk` as a qcow2 image.
 fn qcow2(setup: &Setup, disk: &[u8]) -> Vec<u8> {
@@ -30,7 +50,8 @@ fn qcow2(setup: &Setup, disk: &[u8]) -> Vec<u8> {
 async fn an_async_qcow2_upload_is_answered_then_written_leaving_no_scratch_copy() {
     let setup = Setup::new();
     std::fs::create_dir(setup.scratch()).expect("scratch");
-    let server = start(setup.config(16 * MIB), Arc::new(QemuImg::default())).await;
+    let converter = Arc::new(CountingQemuImg::default());
+    let server = start(setup.config(16 * MIB), converter.clone()).await;
     let proxy = setup.client(Some(&setup.proxy));
     let disk = raw_disk(5 * MIB);
     let image = qcow2(&setup, &disk);
@@ -38,6 +59,11 @@ async fn an_async_qcow2_upload_is_answered_then_written_leaving_no_scratch_copy(
     let answer = proxy.post(server.address, "/v1beta1/upload-async", image).await;
     assert_eq!(answer.status, 200, "{}", answer.body);
     assert!(server.outcome().await.is_ok());
+    assert_eq!(
+        converter.conversions.load(Ordering::SeqCst),
+        0,
+        "streamed, not converted"
+    );
     assert_eq!(head(&setup.disk(), disk.len()), disk);
     assert_eq!(std::fs::metadata(setup.disk()).expect("disk").len(), 16 * MIB);
     let left: Vec<_> = std::fs::read_dir(setup.scratch()).expect("scratch").collect();
@@ -77,13 +103,19 @@ async fn without_scratch_space_a_qcow2_upload_streams_when_it_can() {
 async fn a_qcow2_upload_that_cannot_stream_is_converted_from_its_saved_copy() {
     let setup = Setup::new();
     std::fs::create_dir(setup.scratch()).expect("scratch");
-    let server = start(setup.config(16 * MIB), Arc::new(QemuImg::default())).await;
+    let converter = Arc::new(CountingQemuImg::default());
+    let server = start(setup.config(16 * MIB), converter.clone()).await;
     let proxy = setup.client(Some(&setup.proxy));
     let disk = raw_disk(2 * MIB);
     let answer = proxy
         .post(server.address, "/v1beta1/upload", compressed_qcow2(&setup, &disk))
         .await;
     assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(
+        converter.conversions.load(Ordering::SeqCst),
+        1,
+        "converted from the copy"
+    );
     assert_eq!(head(&setup.disk(), disk.len()), disk);
     assert_eq!(std::fs::metadata(setup.disk()).expect("disk").len(), 16 * MIB);
     let left: Vec<_> = std::fs::read_dir(setup.scratch()).expect("scratch").collect();

@@ -68,6 +68,21 @@ fn optional<T>(result: Result<T, kube::Error>, operation: String) -> Result<Opti
     }
 }
 
+/// Whether the namespaced object `name` of kind `K` exists.
+async fn exists<K>(client: &Client, namespace: &str, name: &str, operation: String) -> Result<bool, ApiError>
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let found = optional(
+        Api::<K>::namespaced(client.clone(), namespace).get(name).await,
+        operation,
+    )?;
+    Ok(found.is_some())
+}
+
 /// `Ok(())` for a 409 on create (the deterministic name is taken: by our own earlier create).
 fn created<T>(result: Result<T, kube::Error>, operation: String) -> Result<(), ApiError> {
     match result {
@@ -161,23 +176,10 @@ impl CdiApi for KubeCdiApi {
 
     async fn population_source_exists(&self, kind: SourceKind, namespace: &str, name: &str) -> Result<bool, ApiError> {
         let what = format!("get {} {namespace}/{name}", kind.kind());
-        let found = match kind {
-            SourceKind::Import => optional(
-                Api::<VolumeImportSource>::namespaced(self.client.clone(), namespace)
-                    .get(name)
-                    .await,
-                what,
-            )?
-            .is_some(),
-            SourceKind::Upload => optional(
-                Api::<VolumeUploadSource>::namespaced(self.client.clone(), namespace)
-                    .get(name)
-                    .await,
-                what,
-            )?
-            .is_some(),
-        };
-        Ok(found)
+        match kind {
+            SourceKind::Import => exists::<VolumeImportSource>(&self.client, namespace, name, what).await,
+            SourceKind::Upload => exists::<VolumeUploadSource>(&self.client, namespace, name, what).await,
+        }
     }
 
     async fn create_population_source(&self, source: &PopulationSource) -> Result<(), ApiError> {

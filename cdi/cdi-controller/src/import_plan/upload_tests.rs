@@ -13,7 +13,8 @@ fn upload() -> DataVolume {
     data_volume(&json!({"upload": {}}))
 }
 
-fn server_pod(phase: &str, ready: bool, state: &serde_json::Value) -> Pod {
+/// The upload server's pod, ready or not.
+pub(super) fn server_pod(phase: &str, ready: bool, state: &serde_json::Value) -> Pod {
     let mut pod = pod(phase, state);
     pod.metadata.name = Some("cdi-upload-disk".to_owned());
     if let Some(statuses) = pod.status.as_mut().and_then(|s| s.container_statuses.as_mut()) {

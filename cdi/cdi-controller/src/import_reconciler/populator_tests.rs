@@ -74,6 +74,16 @@ fn set_claim(api: &FakeCdiApi, name: &str, uid: &str, phase: &str, volume: Optio
     }
 }
 
+/// The volume the prime claim was bound to.
+fn prime_volume() -> k8s_openapi::api::core::v1::PersistentVolume {
+    serde_json::from_value(json!({
+        "metadata": {"name": "pv-1", "resourceVersion": "3"},
+        "spec": {"storageClassName": "hostpath-csi",
+                 "claimRef": {"namespace": "vms", "name": "prime-claim-uid", "uid": "prime-uid"}}
+    }))
+    .expect("volume")
+}
+
 #[tokio::test]
 async fn an_import_fills_a_prime_claim_whose_volume_goes_to_the_target() {
     let api = api();
@@ -99,14 +109,7 @@ async fn an_import_fills_a_prime_claim_whose_volume_goes_to_the_target() {
     }
     assert_eq!(pass(&api).await, ["create claim vms/prime-claim-uid"]);
     set_claim(&api, "prime-claim-uid", "prime-uid", "Bound", Some("pv-1"));
-    api.state().volumes = vec![
-        serde_json::from_value(json!({
-            "metadata": {"name": "pv-1", "resourceVersion": "3"},
-            "spec": {"storageClassName": "hostpath-csi",
-                     "claimRef": {"namespace": "vms", "name": "prime-claim-uid", "uid": "prime-uid"}}
-        }))
-        .expect("volume"),
-    ];
+    api.state().volumes = vec![prime_volume()];
     let writes = pass(&api).await;
     assert_eq!(
         writes,
@@ -216,14 +219,7 @@ async fn an_upload_fills_a_prime_claim_through_its_upload_server() {
         "the readiness reaches the target: {writes:?}"
     );
     assert_eq!(phase(&api), DataVolumePhase::UploadReady);
-    api.state().volumes = vec![
-        serde_json::from_value(json!({
-            "metadata": {"name": "pv-1", "resourceVersion": "3"},
-            "spec": {"storageClassName": "hostpath-csi",
-                     "claimRef": {"namespace": "vms", "name": "prime-claim-uid", "uid": "prime-uid"}}
-        }))
-        .expect("volume"),
-    ];
+    api.state().volumes = vec![prime_volume()];
     set_pod(
         "Succeeded",
         false,

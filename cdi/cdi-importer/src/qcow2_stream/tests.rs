@@ -5,7 +5,7 @@ use std::os::unix::fs::MetadataExt as _;
 
 use super::*;
 
-use super::test_image::{CLUSTER, Image, expected};
+use super::test_image::{Image, expected};
 
 fn stream_into(bytes: &[u8], usable: u64) -> (Result<u64, StreamError>, tempfile::NamedTempFile) {
     let target = tempfile::NamedTempFile::new().expect("target");

@@ -6,7 +6,7 @@ use cdi_api::DataVolumePhase;
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
-use super::super::tests::{data_volume, facts, kinds, now, phase_written, pod};
+use super::super::tests::{data_volume, facts, kinds, now, phase_written};
 use super::tests::{annotations_of, first_csi_pass, prime, status_written, target, volume};
 use super::*;
 use crate::import_plan::plan;
@@ -15,15 +15,13 @@ fn upload() -> DataVolume {
     data_volume(&json!({"upload": {}}))
 }
 
+/// The prime claim's upload server pod.
 fn server_pod(phase: &str, ready: bool, state: &serde_json::Value) -> Pod {
-    let mut pod = pod(phase, state);
+    let mut pod = super::super::upload_tests::server_pod(phase, ready, state);
     pod.metadata.name = Some("cdi-upload-prime-claim-uid".to_owned());
     let owner = &mut pod.metadata.owner_references.get_or_insert_default()[0];
     owner.uid = "prime-uid".to_owned();
     owner.name = "prime-claim-uid".to_owned();
-    if let Some(statuses) = pod.status.as_mut().and_then(|s| s.container_statuses.as_mut()) {
-        statuses[0].ready = ready;
-    }
     pod
 }
 
