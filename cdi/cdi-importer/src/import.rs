@@ -2,7 +2,7 @@
 //! written into the target as it streams ([`sparse_copy`]), and so is a qcow2 image into a disk
 //! file when its layout allows ([`qcow2_stream`]; with scratch space, a copy is saved there as it
 //! streams, for qemu-img to convert should the layout not allow); any other format is first saved
-//! to the scratch space and converted ([`convert`]); a disk in a file is then grown to the size
+//! to the scratch space and converted ([`crate::convert`]); a disk in a file is then grown to the size
 //! asked for, within what the volume may hold ([`space`]). A failed import leaves no image file.
 
 use std::fs::{File, OpenOptions};
@@ -208,32 +208,6 @@ fn stream_qcow2(stream: &mut dyn Read, format: ImageFormat, target: &Target, usa
     }
 }
 
-/// Saves the image to the scratch space, checks that it fits and converts it into the target.
-fn convert(
-    stream: &mut Stream,
-    format: ImageFormat,
-    target: &Target,
-    scratch: &Path,
-    usable: u64,
-    converter: &dyn Converter,
-) -> Result<u64, ImportError> {
-    check_header_fits(format, usable)?;
-    let saved = scratch.join(SCRATCH_IMAGE);
-    let result = (|| {
-        let file = open_target(&Target::File(saved.clone()))?;
-        sparse_copy::copy(stream, &file, Holes::Punch, Written::ScratchCopy, u64::MAX).map_err(|source| {
-            ImportError::Copy {
-                path: saved.clone(),
-                source,
-            }
-        })?;
-        drop(file);
-        convert_saved(&saved, format, target, usable, converter)
-    })();
-    let _ = std::fs::remove_file(&saved);
-    result
-}
-
 /// A qcow2 header's virtual size, checked before anything is downloaded.
 fn check_header_fits(format: ImageFormat, usable: u64) -> Result<(), ImportError> {
     if let ImageFormat::Qcow2 { virtual_size } = format
@@ -310,11 +284,12 @@ impl Saving<'_> {
     }
 }
 
-/// With scratch space, a qcow2 image is still written into the disk file as it streams, while
-/// what is read is saved in the scratch space too: an image whose layout one pass cannot take
-/// is then saved to its end and converted from there, since a stream (an upload's above all)
-/// cannot be read a second time. The copy is removed at the end.
-fn stream_qcow2_saving(
+/// Converts an image through the scratch space: it is saved there and converted by qemu-img
+/// into the target once it is known to fit. A qcow2 image into a disk file is still written
+/// into it as it streams, what is read being saved at the same time; only an image whose layout
+/// one pass cannot take is then saved to its end and converted, since a stream (an upload's
+/// above all) cannot be read a second time. The saved image is removed at the end.
+fn via_scratch(
     stream: &mut Stream,
     format: ImageFormat,
     target: &Target,
@@ -326,17 +301,26 @@ fn stream_qcow2_saving(
     let saved = scratch.join(SCRATCH_IMAGE);
     let result = (|| {
         let copy = open_target(&Target::File(saved.clone()))?;
-        let mut saving = Saving {
-            stream,
-            copy: &copy,
-            at: 0,
-            failed: None,
-        };
-        match stream_qcow2(&mut saving, format, target, usable) {
-            Err(ImportError::NoScratch(_)) => {}
-            streamed => return streamed,
+        if let (ImageFormat::Qcow2 { .. }, Target::File(_)) = (format, target) {
+            let mut saving = Saving {
+                stream,
+                copy: &copy,
+                at: 0,
+                failed: None,
+            };
+            match stream_qcow2(&mut saving, format, target, usable) {
+                Err(ImportError::NoScratch(_)) => {}
+                streamed => return streamed,
+            }
+            saving.finish(target, &saved)?;
+        } else {
+            sparse_copy::copy(stream, &copy, Holes::Punch, Written::ScratchCopy, u64::MAX).map_err(|source| {
+                ImportError::Copy {
+                    path: saved.clone(),
+                    source,
+                }
+            })?;
         }
-        saving.finish(target, &saved)?;
         drop(copy);
         convert_saved(&saved, format, target, usable, converter)
     })();
@@ -383,18 +367,15 @@ fn import_inner(
     } else {
         layers::open(stream)?
     };
-    let virtual_size = if let (ImageFormat::Qcow2 { .. }, Target::File(_)) = (format, target) {
-        // A qcow2 image is written into a disk file as it streams, when its layout allows; else
-        // it is converted by qemu-img from the scratch space, which an import without it asks for.
-        match &request.scratch {
-            None => stream_qcow2(&mut stream, format, target, usable)?,
-            Some(scratch) => stream_qcow2_saving(&mut stream, format, target, scratch, usable, converter)?,
+    let virtual_size = match (&request.scratch, format.needs_conversion()) {
+        (_, false) => write_raw(&mut stream, target, usable)?,
+        (Some(scratch), true) => via_scratch(&mut stream, format, target, scratch, usable, converter)?,
+        // Without scratch space a qcow2 image is written into a disk file as it streams, when its
+        // layout allows; else the import asks for scratch space.
+        (None, true) if matches!((format, target), (ImageFormat::Qcow2 { .. }, Target::File(_))) => {
+            stream_qcow2(&mut stream, format, target, usable)?
         }
-    } else if format.needs_conversion() {
-        let scratch = request.scratch.as_deref().ok_or(ImportError::NoScratch(format))?;
-        convert(&mut stream, format, target, scratch, usable, converter)?
-    } else {
-        write_raw(&mut stream, target, usable)?
+        (None, true) => return Err(ImportError::NoScratch(format)),
     };
     let resized_to = match (target, request.requested_size) {
         (Target::File(path), Some(requested)) => {
