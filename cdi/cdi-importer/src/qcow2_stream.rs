@@ -177,7 +177,7 @@ struct Batch<'a> {
     target: &'a File,
     start: u64,
     bytes: Vec<u8>,
-    writeback: Writeback<'a>,
+    writeback: Writeback,
 }
 
 impl Batch<'_> {
@@ -186,7 +186,9 @@ impl Batch<'_> {
             self.target
                 .write_all_at(&self.bytes, self.start)
                 .map_err(CopyError::Write)?;
-            self.writeback.wrote(self.bytes.len() as u64);
+            self.writeback
+                .wrote(self.bytes.len() as u64)
+                .map_err(CopyError::Write)?;
             self.bytes.clear();
         }
         Ok(())
@@ -322,6 +324,7 @@ pub fn write(stream: &mut dyn Read, target: &File, usable: u64) -> Result<u64, S
         }
     }
     batch.flush()?;
+    batch.writeback.finish().map_err(CopyError::Write)?;
     reader.drain(&mut buffer)?;
     target.set_len(header.virtual_size).map_err(CopyError::Write)?;
     Ok(header.virtual_size)

@@ -25,7 +25,7 @@ pub enum Holes {
 /// What is being written, which decides whether it is pushed to the device as it fills.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Written {
-    /// The disk: written back as it fills ([`crate::writeback`]).
+    /// The disk: flushed to its device as it fills ([`crate::writeback`]).
     Disk,
     /// A copy in the scratch space, read back at once and removed: left to the page cache.
     ScratchCopy,
@@ -123,9 +123,12 @@ pub fn copy(
         }
         write_runs(target, &buffer[..n], written, holes).map_err(CopyError::Write)?;
         if let Some(writeback) = writeback.as_mut() {
-            writeback.wrote(n as u64);
+            writeback.wrote(n as u64).map_err(CopyError::Write)?;
         }
         written = end;
+    }
+    if let Some(writeback) = writeback.as_mut() {
+        writeback.finish().map_err(CopyError::Write)?;
     }
     if holes == Holes::Punch {
         target.set_len(written).map_err(CopyError::Write)?;

@@ -179,6 +179,6 @@ pub(crate) fn measure(work: &Path, served: &Path, size: u64, runs: usize) -> any
         );
         println!("upload {format}: floor {floor_time:?}, upload {upload_time:?}, ratio {ratio:.2}, peak {peak} KiB");
     }
-    body.push_str("\nBoth are written into the disk as they arrive: a raw upload with its zero runs left as holes, a qcow2 upload cluster by cluster through its tables while a copy is saved to the scratch space (the upload server always has scratch space, as upstream's); an image whose layout one pass cannot take is converted by qemu-img from that copy, since a client's upload cannot be read a second time. The disk is written back to the device as it fills, so the final fsync finds little left. The client's TLS encryption runs on the same two cores.\n\n");
+    body.push_str("\nBoth are written into the disk as they arrive: a raw upload with its zero runs left as holes, a qcow2 upload cluster by cluster through its tables while a copy is saved to the scratch space (the upload server always has scratch space, as upstream's); an image whose layout one pass cannot take is converted by qemu-img from that copy, since a client's upload cannot be read a second time. The disk is flushed to the device by a thread of its own as it fills, so the final fsync finds little left. The client's TLS encryption and the server's decryption run on the same two cores as the writes: the raw upload, whose every byte crosses TLS, is bound by them.\n\n");
     Ok(body)
 }
