@@ -2,7 +2,7 @@
 # kubevirt-rs on the test cluster (make cluster) with the release images: bring-up times (a cold
 # one with an empty Go build cache, which also times the Kubernetes build, then a warm one), VMI
 # start, API requests per start and memory (kubevirt-tests/bin/bench_cluster), written to the `cluster`
-# section of BENCHMARKS.md, and CDI's import and clone there (bench-import --cluster, the
+# section of BENCHMARKS.md, and CDI's import, clone and upload there (bench-import --cluster, the
 # `cdi-cluster` section). Any running test cluster is taken down first, and the cluster is taken
 # down at the end.
 set -euo pipefail
@@ -10,6 +10,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 scripts/build-images.sh --profile release
 cargo build -q --release -p kubevirt-tests --bin bench-cluster --bin bench-import
+# virtctl image-upload sends the upload of the CDI figures.
+cargo build -q --release -p virtctl
 cluster/down.sh
 cold=$(mktemp -d /tmp/kubevirt-rs-cold-cluster.XXXXXX)
 trap 'cluster/down.sh; rm -rf "$cold"' EXIT
@@ -30,6 +32,6 @@ if [ -n "${BENCH_MIGRATION_BASELINE:-}" ]; then baseline=(--migration-baseline "
 target/release/bench-cluster --kubectl /var/cache/kubevirt-rs/cluster/bin/kubectl --runs 10 \
     --build-seconds "$build_seconds" --cold-cluster-seconds "$cold_seconds" --warm-cluster-seconds "$warm_seconds" \
     "${baseline[@]}"
-# CDI on the cluster: a 1 GiB qcow2 imported over HTTP from a pod, then cloned, against qemu-img
-# convert on the host (the `cdi-cluster` section).
+# CDI on the cluster: a 1 GiB qcow2 imported over HTTP from a pod, then cloned, then uploaded through
+# the proxy, against qemu-img convert on the host (the `cdi-cluster` section).
 target/release/bench-import --cluster /var/cache/kubevirt-rs/cluster/bin/kubectl --gib 1 --runs 3

@@ -5,8 +5,8 @@
 //! upload), each a release build in a child process whose peak memory is read; medians of
 //! interleaved runs. Writes the `import` and `upload` sections of BENCHMARKS.md.
 //!
-//! With `--cluster KUBECTL`, the same disk is imported and cloned on the running test cluster
-//! instead (`bench_import/cluster.rs`), and only the `cdi-cluster` section is written.
+//! With `--cluster KUBECTL`, the same disk is imported, cloned and uploaded (by a release
+//! virtctl, through the proxy) on the running test cluster instead (`bench_import/cluster.rs`), and only the `cdi-cluster` section is written.
 //!
 //! bench-import [--gib 1] [--runs 3] [--output BENCHMARKS.md] [--cluster KUBECTL]
 //! bench-import --worker URL DATA_DIR SCRATCH_DIR SIZE   (one import; prints its peak memory)
@@ -296,7 +296,7 @@ fn main() -> anyhow::Result<()> {
         );
         println!("{format}: floor {floor_time:?}, import {import_time:?}, ratio {ratio:.2}, peak {peak} KiB");
     }
-    body.push_str("\nBoth stream into the disk as they download: the raw image with its zero runs left as holes, the qcow2 image cluster by cluster through its tables (an image whose layout or features one pass cannot take goes through scratch space and qemu-img instead). A thread of the importer's own flushes the disk to the device as it fills (`fdatasync` every 32 MiB, the writer never waiting for it), so the final fsync, which the floor's qemu-img makes too and which took a third of the time before, finds little left.\n\n");
+    body.push_str("\nBoth stream into the disk as they download: the raw image with its zero runs left as holes, the qcow2 image cluster by cluster through its tables (an image whose layout or features one pass cannot take goes through scratch space and qemu-img instead). A thread of the importer's own flushes the disk to the device as it fills (`fdatasync` every 32 MiB, the writer never waiting for it), so the final fsync, which the floor's qemu-img makes too, finds little left.\n\n");
     kubevirt_tests::replace_markdown_section(&output, "import", &body)?;
     let upload_body = upload::measure(&work, &served, size, runs)?;
     kubevirt_tests::replace_markdown_section(&output, "upload", &upload_body)?;

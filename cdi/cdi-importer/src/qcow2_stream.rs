@@ -324,8 +324,9 @@ pub fn write(stream: &mut dyn Read, target: &File, usable: u64) -> Result<u64, S
         }
     }
     batch.flush()?;
-    batch.writeback.finish().map_err(CopyError::Write)?;
+    // The rest of the stream (read for its checksum) drains while the last flush runs.
     reader.drain(&mut buffer)?;
+    batch.writeback.finish().map_err(CopyError::Write)?;
     target.set_len(header.virtual_size).map_err(CopyError::Write)?;
     Ok(header.virtual_size)
 }

@@ -233,4 +233,36 @@ mod tests {
         let error = copy(&mut Broken, file.as_file(), Holes::Punch, Written::Disk, u64::MAX).expect_err("broken");
         assert!(matches!(error, CopyError::Read(_)), "{error}");
     }
+
+    /// `/dev/null` takes every write but no flush: the disk's failed flush fails the copy, at a
+    /// window or at the end, and a scratch copy, which is never flushed, succeeds.
+    #[test]
+    fn a_failed_flush_of_the_disk_fails_the_copy() {
+        let null = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/null")
+            .expect("/dev/null");
+        let data = vec![1_u8; usize::try_from(2 * crate::writeback::WINDOW).expect("size") + 7];
+        let error = copy(
+            &mut Cursor::new(&data),
+            &null,
+            Holes::WriteZeros,
+            Written::Disk,
+            u64::MAX,
+        )
+        .expect_err("the flush fails");
+        match error {
+            CopyError::Write(error) => assert_eq!(error.raw_os_error(), Some(nix::libc::EINVAL), "{error}"),
+            other => panic!("not a write error: {other}"),
+        }
+        let copied = copy(
+            &mut Cursor::new(&data),
+            &null,
+            Holes::WriteZeros,
+            Written::ScratchCopy,
+            u64::MAX,
+        )
+        .expect("a scratch copy is not flushed");
+        assert_eq!(copied, data.len() as u64);
+    }
 }

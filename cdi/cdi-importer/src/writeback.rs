@@ -12,16 +12,20 @@
 
 use std::fs::File;
 use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::thread::JoinHandle;
 
 /// How much is written between two requests for a flush.
 pub const WINDOW: u64 = 32 * 1024 * 1024;
 
-/// The thread that flushes, and the way to wake it.
+/// The thread that flushes, the way to wake it, and the way to tell it that a flush still
+/// waiting is not wanted (the caller's final `fsync` does that one).
 #[derive(Debug)]
 struct Flusher {
     wake: SyncSender<()>,
+    stop: Arc<AtomicBool>,
     thread: JoinHandle<io::Result<()>>,
 }
 
@@ -68,15 +72,17 @@ impl Writeback {
         }
     }
 
-    /// Stops the thread once its last flush is done, with that flush's outcome. The caller's
-    /// final `fsync` follows.
+    /// Stops the thread once the flush it is running is done, with that flush's outcome; one
+    /// still waiting is skipped, the caller's final `fsync` following at once. An error such a
+    /// skipped flush would have met is then that `fsync`'s, since no one has taken it.
     ///
     /// # Errors
     /// A flush failed.
     pub fn finish(&mut self) -> io::Result<()> {
-        let Some(Flusher { wake, thread }) = self.flusher.take() else {
+        let Some(Flusher { wake, stop, thread }) = self.flusher.take() else {
             return Ok(());
         };
+        stop.store(true, Ordering::Release);
         drop(wake);
         thread
             .join()
@@ -86,9 +92,12 @@ impl Writeback {
 
 impl Drop for Writeback {
     /// A write that failed or a stream that broke leaves the import without [`Writeback::finish`]:
-    /// the thread is still stopped and waited for, its outcome no longer mattering.
+    /// the thread is still stopped and waited for. A flush that failed meanwhile is logged, since
+    /// the final `fsync` would no longer see it.
     fn drop(&mut self) {
-        let _ = self.finish();
+        if let Err(error) = self.finish() {
+            tracing::warn!(%error, "flushing the disk failed");
+        }
     }
 }
 
@@ -97,15 +106,17 @@ impl Drop for Writeback {
 fn start(file: &File) -> io::Result<Flusher> {
     let file = file.try_clone()?;
     let (wake, woken) = mpsc::sync_channel::<()>(1);
+    let stop = Arc::new(AtomicBool::new(false));
+    let stopped = Arc::clone(&stop);
     let thread = std::thread::Builder::new()
         .name("disk-flusher".to_owned())
         .spawn(move || {
-            while woken.recv().is_ok() {
+            while woken.recv().is_ok() && !stopped.load(Ordering::Acquire) {
                 file.sync_data()?;
             }
             Ok(())
         })?;
-    Ok(Flusher { wake, thread })
+    Ok(Flusher { wake, stop, thread })
 }
 
 #[cfg(test)]
@@ -163,12 +174,20 @@ mod tests {
         assert!(writeback.flusher.is_none());
     }
 
+    /// A flush the thread had started when the writer finished is waited for, and its failure
+    /// reported then.
     #[test]
     fn the_failure_is_also_reported_at_the_end() {
         let (reader, _writer) = std::io::pipe().expect("pipe");
         let file = File::from(std::os::fd::OwnedFd::from(reader));
         let mut writeback = Writeback::new(&file);
         writeback.wrote(WINDOW).expect("the first window only wakes the thread");
+        // The thread has taken the wake-up (and so started its flush) once the channel is empty
+        // again (a second wake-up then fits) or once it has ended.
+        let flusher = writeback.flusher.as_ref().expect("a flusher");
+        while let Err(TrySendError::Full(())) = flusher.wake.try_send(()) {
+            std::thread::yield_now();
+        }
         let error = writeback.finish().expect_err("the flush failed");
         assert_eq!(error.raw_os_error(), Some(nix::libc::EINVAL), "{error}");
     }
