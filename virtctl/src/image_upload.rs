@@ -10,6 +10,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+mod changes;
 pub mod flow;
 pub mod objects;
 pub mod progress;

@@ -1,7 +1,8 @@
 //! `virtctl image-upload`'s steps against a mock API server (each request asserted) and a fake
-//! upload proxy on loopback: the DataVolume is made, the wait ends when it is UploadReady, the
-//! token comes from an UploadTokenRequest, the image is sent (again after a failed attempt) to
-//! the async path the proxy offers, and the command ends when the claim's server succeeded.
+//! upload proxy on loopback: the DataVolume is made, the wait (watching it between looks) ends
+//! when it is UploadReady, the token comes from an UploadTokenRequest, the image is sent (again
+//! after a failed attempt) to the async path the proxy offers, and the command ends when the
+//! claim's server succeeded.
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
@@ -99,6 +100,8 @@ async fn a_new_data_volume_is_made_waited_for_uploaded_and_finished() {
         ),
         (200, claim(json!({}))),
         (200, dv("UploadScheduled")),
+        // The wait watches the DataVolume between its looks: a change ends the pause at once.
+        (200, json!({"type": "MODIFIED", "object": dv("UploadReady")})),
         (200, dv("UploadReady")),
         (
             200,
@@ -121,6 +124,10 @@ async fn a_new_data_volume_is_made_waited_for_uploaded_and_finished() {
         ("GET", "/api/v1/namespaces/vms/events?"),
         ("GET", "/api/v1/namespaces/vms/persistentvolumeclaims/disk"),
         ("GET", "/apis/cdi.kubevirt.io/v1beta1/namespaces/vms/datavolumes/disk"),
+        (
+            "GET",
+            "/apis/cdi.kubevirt.io/v1beta1/namespaces/vms/datavolumes?&watch=true&timeoutSeconds=290&fieldSelector=metadata.name%3Ddisk&allowWatchBookmarks=true&resourceVersion=0",
+        ),
         ("GET", "/apis/cdi.kubevirt.io/v1beta1/namespaces/vms/datavolumes/disk"),
         (
             "POST",
@@ -133,7 +140,7 @@ async fn a_new_data_volume_is_made_waited_for_uploaded_and_finished() {
     let created = log.lock().expect("log")[1].body.clone();
     assert_eq!(created["spec"]["source"], json!({"upload": {}}));
     assert_eq!(created["spec"]["storage"]["resources"]["requests"]["storage"], "1Gi");
-    let token_request = log.lock().expect("log")[7].body.clone();
+    let token_request = log.lock().expect("log")[8].body.clone();
     assert_eq!(token_request["spec"], json!({"pvcName": "disk"}));
     let bearer = "Bearer the-token".to_owned();
     let size = 600 * 1024;

@@ -126,6 +126,34 @@ fn statuses(pod: &Pod) -> &[ContainerStatus] {
         .unwrap_or_default()
 }
 
+/// The pod's phase as it will settle: `Succeeded` as soon as every container of a pod that
+/// restarts them only on failure has exited 0. The kubelet reports that phase only once it has
+/// torn the pod down (about a second later on the test cluster); nothing runs in the pod again,
+/// and the CDI programs make their writes durable before they exit.
+#[must_use]
+pub fn settled_phase(pod: &Pod) -> String {
+    let phase = pod.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
+    let restarts_on_success = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.restart_policy.as_deref())
+        .is_none_or(|policy| policy == "Always");
+    let containers = pod.spec.as_ref().map_or(0, |s| s.containers.len());
+    let statuses = statuses(pod);
+    let all_exited_zero = !statuses.is_empty()
+        && statuses.len() == containers
+        && statuses.iter().all(|s| {
+            s.state
+                .as_ref()
+                .and_then(|state| state.terminated.as_ref())
+                .is_some_and(|t| t.exit_code == 0)
+        });
+    if matches!(phase.as_str(), "Pending" | "Running") && !restarts_on_success && all_exited_zero {
+        return "Succeeded".to_owned();
+    }
+    phase
+}
+
 fn termination_message(pod: &Pod) -> Option<TerminationMessage> {
     let message = statuses(pod)
         .first()?
@@ -267,7 +295,7 @@ pub fn observe_importer(annotations: &BTreeMap<String, String>, pod: &Pod) -> Ob
         anno.insert(ann::IMPORT_POD.to_owned(), name.clone());
     }
     let fatal = anno.get(ann::FATAL_ERROR).is_some_and(|v| v == "true");
-    let phase = pod.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
+    let phase = settled_phase(pod);
     if !scratch_required && !fatal {
         anno.insert(ann::POD_PHASE.to_owned(), phase);
     }
@@ -320,8 +348,7 @@ pub fn observe_upload(annotations: &BTreeMap<String, String>, pod: &Pod) -> Obse
         anno.insert(ann::POD_PHASE.to_owned(), String::new());
         anno.insert(ann::POD_READY.to_owned(), "false".to_owned());
     } else {
-        let phase = pod.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
-        anno.insert(ann::POD_PHASE.to_owned(), phase);
+        anno.insert(ann::POD_PHASE.to_owned(), settled_phase(pod));
         anno.insert(ann::POD_READY.to_owned(), all_ready(pod).to_string());
     }
     set_running(&mut anno, pod, term.as_ref());

@@ -130,6 +130,8 @@ pub trait CdiApi: Send + Sync {
     ) -> impl Future<Output = Result<(), ApiError>> + Send;
     /// Creates a pod; one already there of that name counts as created.
     fn create_pod(&self, pod: &Pod) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// Removes the scheduling gate `gate` from a pod, leaving its others.
+    fn ungate_pod(&self, namespace: &str, name: &str, gate: &str) -> impl Future<Output = Result<(), ApiError>> + Send;
     /// Deletes a pod; one not there counts as deleted.
     fn delete_pod(&self, namespace: &str, name: &str) -> impl Future<Output = Result<(), ApiError>> + Send;
     /// Creates a Service; one already there of that name counts as created.

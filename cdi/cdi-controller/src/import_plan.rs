@@ -109,6 +109,9 @@ pub enum Step {
     DeleteSecret(String),
     /// Create the scratch claim.
     CreateScratchClaim(Box<PersistentVolumeClaim>),
+    /// Lift the scratch claim's scheduling gate from the pod of this name, its scratch claim
+    /// being there ([`importer_pod::SCRATCH_GATE`]).
+    UngatePod(String),
     /// Record an event on the claim.
     ClaimEvent(ClaimEvent),
     /// Create a clone's source pod, then its client certificate Secret.
@@ -475,11 +478,20 @@ fn fill_steps(
             }
         } else if needs_scratch {
             match facts.scratch_claim {
-                None => steps.push(Step::CreateScratchClaim(Box::new(scratch_claim(facts, claim, pod)))),
+                None => {
+                    steps.push(Step::CreateScratchClaim(Box::new(scratch_claim(facts, claim, pod))));
+                    // Lifted in the same pass: nothing about a gated pod changes to bring another.
+                    if importer_pod::gated_for_scratch(pod) {
+                        steps.push(Step::UngatePod(pod.metadata.name.clone().unwrap_or_default()));
+                    }
+                }
                 // A scratch claim of an earlier pod, on its way out: this pod would wait for it
                 // forever; it goes, and the next one gets a scratch claim of its own.
                 Some(scratch) if !controlled_by(&scratch.metadata, pod.metadata.uid.as_deref()) => {
                     steps.push(Step::DeletePod(pod.metadata.name.clone().unwrap_or_default()));
+                }
+                Some(_) if importer_pod::gated_for_scratch(pod) => {
+                    steps.push(Step::UngatePod(pod.metadata.name.clone().unwrap_or_default()));
                 }
                 Some(_) => {}
             }

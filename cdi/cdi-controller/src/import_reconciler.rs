@@ -392,6 +392,7 @@ async fn apply<A: CdiApi, C: ServingCertificates>(
             Step::RebindVolume(volume) => api.replace_persistent_volume(&volume).await?,
             Step::DeletePod(pod) => api.delete_pod(namespace, &pod).await?,
             Step::CreatePod(pod) => api.create_pod(&pod).await?,
+            Step::UngatePod(pod) => api.ungate_pod(namespace, &pod, importer_pod::SCRATCH_GATE).await?,
             Step::CreateUploadServer(server) => create_upload_server(api, certificates, &server).await?,
             Step::DeleteService(service) => api.delete_service(namespace, &service).await?,
             Step::DeleteSecret(secret) => api.delete_secret(namespace, &secret).await?,

@@ -11,8 +11,8 @@ use cdi_api::data_volume::{DataVolumeSourceHttp, DataVolumeSourceRegistry};
 use cdi_api::importer_env as env;
 use k8s_openapi::api::core::v1::{
     Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EnvVar, EnvVarSource, LocalObjectReference,
-    PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec, ResourceRequirements, SeccompProfile,
-    SecretKeySelector, SecurityContext, Volume, VolumeDevice, VolumeMount,
+    PersistentVolumeClaimVolumeSource, Pod, PodSchedulingGate, PodSecurityContext, PodSpec, ResourceRequirements,
+    SeccompProfile, SecretKeySelector, SecurityContext, Volume, VolumeDevice, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
@@ -328,9 +328,26 @@ pub(crate) struct PodFrame {
     pub placement: NodePlacement,
 }
 
+/// The scheduling gate that holds a pod with a scratch claim back until that claim exists: the
+/// claim is owned by the pod, so it is made just after it, and a scheduler that saw the pod
+/// first would set it aside as unschedulable and try again only after its backoff (about 2 s
+/// on the test cluster). Lifted by cdi-controller once the scratch claim is there.
+pub const SCRATCH_GATE: &str = "cdi.kubevirt.io/scratch-claim";
+
+/// Whether `pod` is still held back by [`SCRATCH_GATE`].
+#[must_use]
+pub fn gated_for_scratch(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.scheduling_gates.as_ref())
+        .is_some_and(|gates| gates.iter().any(|g| g.name == SCRATCH_GATE))
+}
+
 /// A pod owned by its claim, restarted `OnFailure`, running `container` as [`IMPORTER_USER`]
-/// with upstream's restricted pod security.
+/// with upstream's restricted pod security; one that mounts a scratch claim starts gated
+/// ([`SCRATCH_GATE`]).
 pub(crate) fn claim_pod(frame: &PodFrame, container: Container, volumes: Vec<Volume>) -> Pod {
+    let scratch = volumes.iter().any(|v| v.name == SCRATCH_VOLUME);
     Pod {
         metadata: ObjectMeta {
             name: Some(frame.name.clone()),
@@ -350,6 +367,11 @@ pub(crate) fn claim_pod(frame: &PodFrame, container: Container, volumes: Vec<Vol
         spec: Some(PodSpec {
             containers: vec![container],
             volumes: Some(volumes),
+            scheduling_gates: scratch.then(|| {
+                vec![PodSchedulingGate {
+                    name: SCRATCH_GATE.to_owned(),
+                }]
+            }),
             ..pod_spec_frame(
                 frame.priority_class.clone(),
                 frame.service_account.clone(),

@@ -10,11 +10,13 @@ use k8s_openapi::api::core::v1::{Event, PersistentVolumeClaim};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
+use super::changes::Changes;
 use super::objects::{self, Wanted};
 use super::transfer::{self, Sending, Tokens};
 use super::{ImageUploadArgs, TargetKind, Upload};
 
-/// How often the waits look (upstream's 2 s).
+/// How often the waits look at least (upstream's 2 s); a change of what they wait for is seen
+/// at once ([`Changes`]).
 const POLL: Duration = Duration::from_secs(2);
 /// How long the wait for CDI to finish writing may take (upstream's 24 h).
 const PROCESSING_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
@@ -191,6 +193,10 @@ impl Cluster<'_> {
     async fn wait_ready(&self, upload: &Upload, args: &ImageUploadArgs) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(args.wait_secs);
         let mut said = false;
+        let (mut data_volume_changes, mut claim_changes) = (
+            Changes::new(self.data_volumes(), &upload.name),
+            Changes::new(self.claims(), &upload.name),
+        );
         loop {
             let (ready, claim_name) = match upload.kind {
                 TargetKind::DataVolume => match self.data_volumes().get(&upload.name).await {
@@ -233,7 +239,10 @@ impl Cluster<'_> {
             if Instant::now() + POLL > deadline {
                 return Err("context deadline exceeded".to_owned());
             }
-            tokio::time::sleep(POLL).await;
+            match upload.kind {
+                TargetKind::DataVolume => data_volume_changes.next(POLL).await,
+                TargetKind::Claim => claim_changes.next(POLL).await,
+            }
         }
     }
 
@@ -290,6 +299,7 @@ impl Cluster<'_> {
     /// Waits for CDI to finish writing what was sent.
     async fn wait_processed(&self, upload: &Upload) -> Result<(), String> {
         let deadline = Instant::now() + PROCESSING_TIMEOUT;
+        let mut changes = Changes::new(self.claims(), &upload.name);
         loop {
             let claim = self.claim(&upload.name).await.map_err(|e| api_error(&e))?;
             let phase = claim
@@ -304,7 +314,7 @@ impl Cluster<'_> {
             if Instant::now() + POLL > deadline {
                 return Err("context deadline exceeded".to_owned());
             }
-            tokio::time::sleep(POLL).await;
+            changes.next(POLL).await;
         }
     }
 }

@@ -319,3 +319,75 @@ fn an_upload_server_whose_deadline_passed_goes_without_a_phase() {
     assert!(observed.delete_pod);
     assert!(observed.events.is_empty());
 }
+
+/// A pod with `policy`, whose phase is `phase`, with one container per entry of `states`.
+fn pod_of(policy: Option<&str>, phase: &str, states: &[Value]) -> Pod {
+    let containers: Vec<Value> = (0..states.len()).map(|i| json!({"name": format!("c{i}")})).collect();
+    let statuses: Vec<Value> = states
+        .iter()
+        .enumerate()
+        .map(|(i, state)| {
+            json!({"name": format!("c{i}"), "image": "i", "imageID": "", "ready": false, "restartCount": 0, "state": state})
+        })
+        .collect();
+    let mut spec = json!({"containers": containers});
+    if let Some(policy) = policy {
+        spec["restartPolicy"] = json!(policy);
+    }
+    serde_json::from_value(json!({
+        "metadata": {"name": "importer-disk"},
+        "spec": spec,
+        "status": {"phase": phase, "containerStatuses": statuses}
+    }))
+    .expect("pod")
+}
+
+#[test]
+fn a_pod_that_cannot_restart_has_succeeded_once_every_container_exited_zero() {
+    let running = json!({"running": {}});
+    let (done, failed) = (terminated(0, "Completed", ""), terminated(1, "Error", "boom"));
+    let states: [(&str, Vec<Value>); 5] = [
+        ("one running", vec![running.clone()]),
+        ("one exited 0", vec![done.clone()]),
+        ("one exited 1", vec![failed.clone()]),
+        ("one of two exited 0", vec![done.clone(), running]),
+        ("both exited 0", vec![done.clone(), done]),
+    ];
+    for policy in [None, Some("Always"), Some("OnFailure"), Some("Never")] {
+        for phase in ["Pending", "Running", "Succeeded", "Failed", ""] {
+            for (what, containers) in &states {
+                let settled = settled_phase(&pod_of(policy, phase, containers));
+                let early = policy.is_some_and(|p| p != "Always")
+                    && matches!(phase, "Pending" | "Running")
+                    && matches!(*what, "one exited 0" | "both exited 0");
+                let expected = if early { "Succeeded" } else { phase };
+                assert_eq!(settled, expected, "{policy:?}, {phase}, {what}");
+            }
+        }
+    }
+    // A container the kubelet has not reported yet keeps the pod's own phase.
+    let mut partial = pod_of(Some("OnFailure"), "Running", &[terminated(0, "Completed", "")]);
+    if let Some(spec) = partial.spec.as_mut() {
+        spec.containers.push(spec.containers[0].clone());
+    }
+    assert_eq!(settled_phase(&partial), "Running");
+}
+
+#[test]
+fn an_importer_that_exited_zero_completes_its_claim_before_the_kubelet_says_so() {
+    let complete = r#"{"scratchSpaceRequired":false,"preallocationApplied":false,"message":"Import Complete"}"#;
+    let exited = pod_of(Some("OnFailure"), "Running", &[terminated(0, "Completed", complete)]);
+    let observed = observe_importer(&BTreeMap::new(), &exited);
+    assert_eq!(observed.annotations[ann::POD_PHASE], "Succeeded");
+    assert!(observed.delete_pod, "the finished importer goes");
+    assert!(observed.events.iter().any(|e| e.reason == "ImportSucceeded"));
+    let upload = observe_upload(&BTreeMap::new(), &exited);
+    assert_eq!(upload.annotations[ann::POD_PHASE], "Succeeded");
+    assert!(upload.delete_pod, "the finished upload server goes");
+    // One that failed is still the kubelet's to restart.
+    let failed = pod_of(Some("OnFailure"), "Running", &[terminated(1, "Error", "boom")]);
+    assert_eq!(
+        observe_importer(&BTreeMap::new(), &failed).annotations[ann::POD_PHASE],
+        "Running"
+    );
+}

@@ -247,6 +247,20 @@ impl CdiApi for FakeCdiApi {
         Ok(())
     }
 
+    async fn ungate_pod(&self, namespace: &str, name: &str, gate: &str) -> Result<(), ApiError> {
+        let mut state = self.state();
+        state.writes.push(format!("ungate pod {namespace}/{name}"));
+        if let Some(gates) = state
+            .pods
+            .get_mut(&key(namespace, name))
+            .and_then(|p| p.spec.as_mut())
+            .and_then(|s| s.scheduling_gates.as_mut())
+        {
+            gates.retain(|g| g.name != gate);
+        }
+        Ok(())
+    }
+
     async fn delete_pod(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
         let mut state = self.state();
         state.writes.push(format!("delete pod {namespace}/{name}"));

@@ -276,6 +276,27 @@ impl CdiApi for KubeCdiApi {
         )
     }
 
+    async fn ungate_pod(&self, namespace: &str, name: &str, gate: &str) -> Result<(), ApiError> {
+        let api = Api::<Pod>::namespaced(self.client.clone(), namespace);
+        let operation = format!("lift scheduling gate {gate} of pod {namespace}/{name}");
+        let Some(pod) = api.get_opt(name).await.map_err(failed(operation.clone()))? else {
+            return Ok(());
+        };
+        let gates = pod.spec.and_then(|s| s.scheduling_gates).unwrap_or_default();
+        if gates.iter().all(|g| g.name != gate) {
+            return Ok(());
+        }
+        // Gates can only be removed once a pod is made: the list read, less this gate, is what
+        // is left (one another removed meanwhile would come back, which the API server refuses,
+        // and the next pass reads again).
+        let left: Vec<_> = gates.into_iter().filter(|g| g.name != gate).collect();
+        let patch = serde_json::json!({"spec": {"schedulingGates": left}});
+        api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(drop)
+            .map_err(failed(operation))
+    }
+
     async fn delete_pod(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
         self.delete::<Pod>(namespace, name, "pod").await
     }

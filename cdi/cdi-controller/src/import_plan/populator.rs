@@ -210,6 +210,8 @@ fn place_on_prime_node(pod: &mut Pod, prime: &PersistentVolumeClaim, data_volume
     let node = prime.metadata.annotations.as_ref().and_then(|a| a.get(SELECTED_NODE));
     if let (Some(node), Some(spec)) = (node, pod.spec.as_mut()) {
         spec.node_name = Some(node.clone());
+        // No scheduler takes part, and the API server refuses a gated pod with a node.
+        spec.scheduling_gates = None;
     }
     let owner = format!(
         "{}/{}",

@@ -124,6 +124,7 @@ pub(super) fn kinds(steps: &[Step]) -> Vec<&'static str> {
             Step::DeleteService(_) => "DeleteService",
             Step::DeleteSecret(_) => "DeleteSecret",
             Step::CreateScratchClaim(_) => "CreateScratchClaim",
+            Step::UngatePod(_) => "UngatePod",
             Step::ClaimEvent(_) => "ClaimEvent",
             Step::CreateCloneSource(_) => "CreateCloneSource",
             Step::DeleteCloneSource { .. } => "DeleteCloneSource",

@@ -72,6 +72,60 @@ fn a_bound_claim_gets_its_upload_server_which_expires_after_twelve_hours() {
     assert_eq!(phase_written(&steps), Some(DataVolumePhase::UploadScheduled));
 }
 
+/// `pod` as made with a scratch claim: gated until the claim is there.
+fn gated(mut pod: Pod) -> Pod {
+    pod.spec.get_or_insert_default().scheduling_gates = Some(vec![k8s_openapi::api::core::v1::PodSchedulingGate {
+        name: crate::importer_pod::SCRATCH_GATE.to_owned(),
+    }]);
+    pod
+}
+
+#[test]
+fn a_gated_server_gets_its_scratch_claim_and_then_its_gate_lifted_in_one_pass() {
+    let dv = upload();
+    let bound = claim(&dv, "Bound", &[(ann::UPLOAD_POD, "cdi-upload-disk")]);
+    let pending = gated(server_pod(
+        "Pending",
+        false,
+        &json!({"waiting": {"reason": "SchedulingGated"}}),
+    ));
+    let steps = plan(&facts(&dv, Some(&bound), Some(&pending)), &now());
+    assert_eq!(
+        kinds(&steps),
+        [
+            "AnnotateClaim",
+            "CreateScratchClaim",
+            "UngatePod",
+            "WriteStatus",
+            "Event"
+        ]
+    );
+    assert!(steps.contains(&Step::UngatePod("cdi-upload-disk".to_owned())));
+    // A pass that made the claim but failed before the gate: the next lifts it.
+    let Some(Step::CreateScratchClaim(scratch)) = steps.iter().find(|s| matches!(s, Step::CreateScratchClaim(_)))
+    else {
+        unreachable!()
+    };
+    let mut made = (**scratch).clone();
+    if let Some(owner) = made.metadata.owner_references.as_mut().and_then(|o| o.first_mut()) {
+        owner.uid = pending.metadata.uid.clone().unwrap_or_default();
+    }
+    let mut again = facts(&dv, Some(&bound), Some(&pending));
+    again.scratch_claim = Some(&made);
+    let steps = plan(&again, &now());
+    assert!(
+        steps.contains(&Step::UngatePod("cdi-upload-disk".to_owned())),
+        "{:?}",
+        kinds(&steps)
+    );
+    assert!(!kinds(&steps).contains(&"CreateScratchClaim"));
+    // Once lifted, nothing more.
+    let lifted = server_pod("Pending", false, &json!({"waiting": {"reason": "ContainerCreating"}}));
+    let mut after = facts(&dv, Some(&bound), Some(&lifted));
+    after.scratch_claim = Some(&made);
+    assert!(!kinds(&plan(&after, &now())).contains(&"UngatePod"));
+}
+
 #[test]
 fn the_server_gets_scratch_space_then_is_ready_then_goes_with_its_service() {
     let dv = upload();

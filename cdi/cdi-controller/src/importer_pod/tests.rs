@@ -106,6 +106,14 @@ fn a_block_claim_is_a_device_and_scratch_is_mounted_when_asked_for() {
         json!({"name": "cdi-scratch-vol", "persistentVolumeClaim": {"claimName": "disk-scratch"}})
     );
     assert_eq!(container["env"][0], json!({"name": "IMPORTER_SOURCE", "value": "none"}));
+    // Held back from the scheduler until its scratch claim, made after it, is there.
+    assert_eq!(pod["spec"]["schedulingGates"], json!([{"name": SCRATCH_GATE}]));
+    let without = serde_json::to_value(render(&args(ImportSource::Blank))).expect("json");
+    assert_eq!(
+        without["spec"]["schedulingGates"],
+        json!(null),
+        "no scratch claim, no gate"
+    );
 }
 
 /// The pod's environment resolved as the kubelet would, the secret holding `user` and `password`.

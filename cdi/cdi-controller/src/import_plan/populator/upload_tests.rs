@@ -87,6 +87,9 @@ fn the_primes_upload_server_runs_on_its_node_and_its_readiness_reaches_the_targe
     assert_eq!(created["metadata"]["ownerReferences"][0]["uid"], "prime-uid");
     assert_eq!(created["metadata"]["annotations"][DATA_VOLUME_OF_POD], "vms/disk");
     assert_eq!(created["spec"]["nodeName"], "node-b");
+    // Placed by hand, so no scheduler waits for the scratch claim: not gated (the API server
+    // refuses a gated pod with a node).
+    assert_eq!(created["spec"]["schedulingGates"], json!(null));
     assert_eq!(
         server.service.metadata.name.as_deref(),
         Some("cdi-upload-prime-claim-uid")
