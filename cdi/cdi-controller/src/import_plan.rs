@@ -467,7 +467,10 @@ fn fill_steps(
         }
         steps.extend(observed.events.into_iter().map(Step::ClaimEvent));
         let pending = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Pending");
-        let needs_scratch = pending && annotations.get(ann::REQUIRES_SCRATCH).is_some_and(|v| v == "true");
+        // A gated pod waits for its scratch claim whatever the claim says.
+        let needs_scratch = pending
+            && (annotations.get(ann::REQUIRES_SCRATCH).is_some_and(|v| v == "true")
+                || importer_pod::gated_for_scratch(pod));
         if observed.delete_pod {
             steps.push(Step::DeletePod(pod.metadata.name.clone().unwrap_or_default()));
             // A finished upload's Service and certificate go with its server (upstream's cleanup;

@@ -34,11 +34,17 @@ pub fn shown(percent: f64) -> String {
     format!("{percent:.2}%")
 }
 
-/// The running importer pod's address, if it has one.
+/// The running importer pod's address, if it has one: none once its container has exited (the
+/// kubelet still says `Running` while it tears the pod down, and the metrics server is gone).
 #[must_use]
 pub fn pod_address(pod: &Pod) -> Option<&str> {
     let status = pod.status.as_ref()?;
-    (status.phase.as_deref() == Some("Running"))
+    let exited = status
+        .container_statuses
+        .iter()
+        .flatten()
+        .any(|s| s.state.as_ref().is_some_and(|state| state.terminated.is_some()));
+    (status.phase.as_deref() == Some("Running") && !exited)
         .then_some(status.pod_ip.as_deref())
         .flatten()
         .filter(|ip| !ip.is_empty())
@@ -148,5 +154,12 @@ mod tests {
         assert_eq!(pod_address(&pod("Pending", Some("10.244.1.5"))), None);
         assert_eq!(pod_address(&pod("Running", None)), None);
         assert_eq!(pod_address(&pod("Running", Some(""))), None);
+        // Its container exited: the kubelet still says Running while it tears the pod down.
+        let exited: Pod = serde_json::from_value(serde_json::json!({"status": {
+            "phase": "Running", "podIP": "10.244.1.5",
+            "containerStatuses": [{"name": "importer", "image": "i", "imageID": "", "ready": false,
+                "restartCount": 0, "state": {"terminated": {"exitCode": 0}}}]}}))
+        .expect("pod");
+        assert_eq!(pod_address(&exited), None);
     }
 }

@@ -1,7 +1,7 @@
 //! The upload server of a claim, as upstream's upload controller makes it (`makeUploadPodSpec`,
 //! `makeUploadServiceSpec`, `ensureCertSecret`): the pod `cdi-upload-<claim>` owned by the claim,
 //! restarted `OnFailure`, with the claim at `/data` (or `/dev/cdi-block-volume`), its scratch
-//! claim at `/scratch`, its certificate Secret at `/etc/tls`, a readiness probe on `/healthz`,
+//! claim at `/scratch`, its certificate Secret at `/etc/tls`, a startup probe on `/healthz`,
 //! and a headless Service of the same name that cdi-uploadproxy reaches it by. Pure: the
 //! certificate is issued when the step is applied.
 
@@ -33,6 +33,9 @@ pub const UPLOAD_TARGET_LABEL: &str = "cdi.kubevirt.io/uploadTarget";
 pub const CREATED_BY_UPLOAD: &str = "cdi.kubevirt.io/storage.createdByUploadController";
 /// The certificates' volume (upstream's `tls-config`).
 pub const CERT_VOLUME: &str = "tls-config";
+/// How long the server may take to answer `/healthz` before the kubelet restarts it (its
+/// startup probe's failures, one a second).
+const STARTUP_SECONDS: i32 = 300;
 
 /// Everything the upload server is made from.
 #[derive(Clone, Debug, PartialEq)]
@@ -136,15 +139,19 @@ fn container(args: &UploadServerArgs) -> Container {
             protocol: Some("TCP".to_owned()),
             ..ContainerPort::default()
         }]),
-        readiness_probe: Some(Probe {
+        // Ready once `/healthz` answers: looked at every second until then, and not after (a
+        // container with no readiness probe is ready once started). Upstream's readiness probe
+        // waits 2 s, then looks every 5 s, so a server not listening at its first look (a busy
+        // node) was ready 5 s later.
+        startup_probe: Some(Probe {
             http_get: Some(HTTPGetAction {
                 path: Some(upload::HEALTHZ_PATH.to_owned()),
                 port: IntOrString::Int(i32::from(upload::PORT)),
                 scheme: Some("HTTPS".to_owned()),
                 ..HTTPGetAction::default()
             }),
-            initial_delay_seconds: Some(2),
-            period_seconds: Some(5),
+            period_seconds: Some(1),
+            failure_threshold: Some(STARTUP_SECONDS),
             ..Probe::default()
         }),
         termination_message_policy: Some("FallbackToLogsOnError".to_owned()),

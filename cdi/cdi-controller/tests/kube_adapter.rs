@@ -245,38 +245,37 @@ async fn the_config_is_created_and_its_status_replaced_at_its_version() {
 }
 
 #[tokio::test]
-async fn a_scratch_gate_is_lifted_leaving_the_pods_other_gates() {
-    let pod = |gates: Value| {
-        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "cdi-upload-disk", "namespace": "vms"},
-               "spec": {"containers": [{"name": "server"}], "schedulingGates": gates}})
-    };
+async fn a_scratch_gate_is_lifted_alone_and_a_gone_pod_has_none() {
     let gate = "cdi.kubevirt.io/scratch-claim";
     let (api, log) = api_server(vec![
-        (200, pod(json!([{"name": "other.example/wait"}, {"name": gate}]))),
-        (200, pod(json!([{"name": "other.example/wait"}]))),
-        (200, pod(json!([{"name": "other.example/wait"}]))),
+        (
+            200,
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "cdi-upload-disk", "namespace": "vms"},
+                   "spec": {"containers": [{"name": "server"}], "schedulingGates": [{"name": "other.example/wait"}]}}),
+        ),
         status(404, "NotFound"),
     ]);
     api.ungate_pod("vms", "cdi-upload-disk", gate).await.expect("lifted");
-    // Lifted already: read, nothing written.
     api.ungate_pod("vms", "cdi-upload-disk", gate)
         .await
-        .expect("nothing to lift");
-    // Gone: nothing to lift.
-    api.ungate_pod("vms", "cdi-upload-disk", gate).await.expect("gone");
-    let path = "/api/v1/namespaces/vms/pods/cdi-upload-disk";
+        .expect("gone: nothing to lift");
+    let patch = seen(
+        "PATCH",
+        "/api/v1/namespaces/vms/pods/cdi-upload-disk?",
+        "application/strategic-merge-patch+json",
+        // The list merges by name: only this entry goes, the pod's others stay.
+        json!({"spec": {"schedulingGates": [{"name": gate, "$patch": "delete"}]}}),
+    );
     assert_eq!(
         requests(&log),
         [
-            seen("GET", path, "", Value::Null),
+            patch,
             seen(
                 "PATCH",
-                &format!("{path}?"),
-                "application/merge-patch+json",
-                json!({"spec": {"schedulingGates": [{"name": "other.example/wait"}]}})
+                "/api/v1/namespaces/vms/pods/cdi-upload-disk?",
+                "application/strategic-merge-patch+json",
+                json!({"spec": {"schedulingGates": [{"name": gate, "$patch": "delete"}]}}),
             ),
-            seen("GET", path, "", Value::Null),
-            seen("GET", path, "", Value::Null),
         ]
     );
 }

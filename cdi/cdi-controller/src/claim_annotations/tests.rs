@@ -391,3 +391,15 @@ fn an_importer_that_exited_zero_completes_its_claim_before_the_kubelet_says_so()
         "Running"
     );
 }
+
+#[test]
+fn an_importer_that_exited_zero_asking_for_scratch_space_is_not_done() {
+    let asks = r#"{"scratchSpaceRequired":true,"preallocationApplied":false,"message":""}"#;
+    let exited = pod_of(Some("OnFailure"), "Running", &[terminated(0, "Completed", asks)]);
+    let before = annotations(&[(ann::POD_PHASE, "Running")]);
+    let observed = observe_importer(&before, &exited);
+    assert_eq!(observed.annotations[ann::POD_PHASE], "Running", "not Succeeded");
+    assert_eq!(observed.annotations[ann::REQUIRES_SCRATCH], "true");
+    assert!(observed.delete_pod, "replaced by a pod with scratch space");
+    assert!(observed.events.iter().all(|e| e.reason != "ImportSucceeded"));
+}

@@ -278,23 +278,17 @@ impl CdiApi for KubeCdiApi {
 
     async fn ungate_pod(&self, namespace: &str, name: &str, gate: &str) -> Result<(), ApiError> {
         let api = Api::<Pod>::namespaced(self.client.clone(), namespace);
-        let operation = format!("lift scheduling gate {gate} of pod {namespace}/{name}");
-        let Some(pod) = api.get_opt(name).await.map_err(failed(operation.clone()))? else {
-            return Ok(());
-        };
-        let gates = pod.spec.and_then(|s| s.scheduling_gates).unwrap_or_default();
-        if gates.iter().all(|g| g.name != gate) {
-            return Ok(());
-        }
-        // Gates can only be removed once a pod is made: the list read, less this gate, is what
-        // is left (one another removed meanwhile would come back, which the API server refuses,
-        // and the next pass reads again).
-        let left: Vec<_> = gates.into_iter().filter(|g| g.name != gate).collect();
-        let patch = serde_json::json!({"spec": {"schedulingGates": left}});
-        api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        // A strategic merge's delete of the one entry (the list merges by name): the pod's other
+        // gates stay, and a gate already lifted is nothing to do.
+        let patch = serde_json::json!({"spec": {"schedulingGates": [{"name": gate, "$patch": "delete"}]}});
+        match api
+            .patch(name, &PatchParams::default(), &Patch::Strategic(&patch))
             .await
-            .map(drop)
-            .map_err(failed(operation))
+        {
+            Ok(_) => Ok(()),
+            Err(e) if is_status(&e, 404) => Ok(()),
+            Err(e) => Err(failed(format!("lift scheduling gate {gate} of pod {namespace}/{name}"))(e)),
+        }
     }
 
     async fn delete_pod(&self, namespace: &str, name: &str) -> Result<(), ApiError> {

@@ -260,10 +260,8 @@ pub fn users_of(pods: &[Pod], claim: &str, source_pod: &str) -> Vec<String> {
     pods.iter()
         .filter(|pod| pod.metadata.name.as_deref() != Some(source_pod))
         .filter(|pod| {
-            !pod.status
-                .as_ref()
-                .and_then(|s| s.phase.as_deref())
-                .is_some_and(|p| p == "Succeeded" || p == "Failed")
+            let phase = crate::claim_annotations::settled_phase(pod);
+            phase != "Succeeded" && phase != "Failed"
         })
         .filter(|pod| {
             pod.spec

@@ -64,9 +64,10 @@ fn the_pod_has_upstreams_name_environment_mounts_probe_and_owner() {
         ])
     );
     assert_eq!(
-        container["readinessProbe"],
-        json!({"httpGet": {"path": "/healthz", "port": 8443, "scheme": "HTTPS"}, "initialDelaySeconds": 2, "periodSeconds": 5})
+        container["startupProbe"],
+        json!({"httpGet": {"path": "/healthz", "port": 8443, "scheme": "HTTPS"}, "periodSeconds": 1, "failureThreshold": 300})
     );
+    assert_eq!(container["readinessProbe"], json!(null), "ready once started");
     assert_eq!(pod["spec"]["restartPolicy"], "OnFailure");
     assert_eq!(pod["spec"]["volumes"][0]["secret"]["secretName"], "cdi-upload-disk");
     assert_eq!(

@@ -220,3 +220,40 @@ fn a_finished_upload_rebinds_the_primes_volume_and_its_source_goes() {
         .collect();
     assert_eq!(events, ["UploadSucceeded"]);
 }
+
+#[test]
+fn a_forced_prime_s_server_goes_through_the_scheduler_gated_until_its_scratch_claim_is_made() {
+    let mut forced = upload();
+    forced.metadata.annotations = Some(BTreeMap::from([(IMMEDIATE_BINDING.to_owned(), "true".to_owned())]));
+    // No node chosen: the target asked for immediate binding.
+    let pending = target(&forced, "Pending", &[(IMMEDIATE_BINDING, "")]);
+    let unbound = prime(&forced, &pending, "Pending", &[]);
+    let mut first = facts(&forced, Some(&pending), None);
+    first.wait_for_first_consumer = true;
+    first.populator.prime = Some(&unbound);
+    let steps = plan(&first, &now());
+    let Some(Step::CreateUploadServer(server)) = steps.iter().find(|s| matches!(s, Step::CreateUploadServer(_))) else {
+        panic!("the server: {:?}", kinds(&steps))
+    };
+    let created = serde_json::to_value(&server.pod).expect("json");
+    assert_eq!(created["spec"]["nodeName"], json!(null), "the scheduler places it");
+    assert_eq!(
+        created["spec"]["schedulingGates"],
+        json!([{"name": crate::importer_pod::SCRATCH_GATE}])
+    );
+    // Its pass makes the scratch claim, then lifts the gate of the prime's server.
+    let mut gated = server_pod("Pending", false, &json!({"waiting": {"reason": "SchedulingGated"}}));
+    gated.spec = server.pod.spec.clone();
+    let mut second = facts(&forced, Some(&pending), Some(&gated));
+    second.wait_for_first_consumer = true;
+    second.populator.prime = Some(&unbound);
+    let steps = plan(&second, &now());
+    let made = kinds(&steps);
+    let scratch = made
+        .iter()
+        .position(|k| *k == "CreateScratchClaim")
+        .expect("the scratch claim");
+    let lifted = made.iter().position(|k| *k == "UngatePod").expect("the gate lifted");
+    assert!(scratch < lifted, "{made:?}");
+    assert!(steps.contains(&Step::UngatePod("cdi-upload-prime-claim-uid".to_owned())));
+}
