@@ -135,9 +135,9 @@ fn phase(kubectl: &Kubectl<'_>, name: &str) -> anyhow::Result<String> {
 }
 
 /// `virtctl image-upload dv NAME` of `image` through the proxy (its URL from CDIConfig); the time
-/// from the command's start to the DataVolume's `Succeeded` (seen every 100 ms, whereas virtctl
-/// looks every 2 s, as upstream's), and the highest `VmHWM` of a cdi-uploadserver process seen
-/// meanwhile (KiB). The command must then end successfully.
+/// from the command's start to the DataVolume's `Succeeded` (seen every 100 ms; virtctl's own wait
+/// for processing ends a moment later), and the highest `VmHWM` of a cdi-uploadserver process
+/// seen meanwhile (KiB). The command must then end successfully.
 fn upload(kubectl: &Kubectl<'_>, virtctl: &Path, name: &str, image: &Path) -> anyhow::Result<(Duration, u64)> {
     // A DataVolume of that name left by an interrupted run would be reused, not measured.
     kubectl.delete("dv", name);
@@ -282,7 +282,7 @@ pub(crate) fn measure(kubectl: &Path, work: &Path, served: &Path, size: u64, run
     let _ = std::fs::remove_file(work.join("floor.raw"));
     result?;
     let mut body = format!(
-        "## CDI on the test cluster vs `qemu-img convert` (make cluster)\n\nMachine: {}. The same {} GiB disk as qcow2 ({:.0} MiB), served by a busybox httpd pod from the host's copy and imported by a DataVolume in `hostpath-csi` (bound at once, filled through CDI's populator: a prime claim, rebound once filled), from its creation to `Succeeded`; then cloned into a second DataVolume (host-assisted: a cdi-cloner pod streams to an upload server); then the qcow2 uploaded by `virtctl image-upload dv` (release build, `--force-bind`) through cdi-uploadproxy's NodePort into a third, from the command's start to `Succeeded` (virtctl's wait for the upload server, which it checks every 2 s as upstream's does, included). Floors: `qemu-img convert -t writeback -O raw` of the qcow2 (import, upload) and of the raw disk (clone), on the host. Medians of {runs} interleaved runs; throughput is the disk's virtual size over the time.\n\n| | floor: qemu-img convert | cluster | cluster / floor | goal | met | peak memory (VmHWM) |\n|---|---|---|---|---|---|---|\n",
+        "## CDI on the test cluster vs `qemu-img convert` (make cluster)\n\nMachine: {}. The same {} GiB disk as qcow2 ({:.0} MiB), served by a busybox httpd pod from the host's copy and imported by a DataVolume in `hostpath-csi` (bound at once, filled through CDI's populator: a prime claim, rebound once filled), from its creation to `Succeeded`; then cloned into a second DataVolume (host-assisted: a cdi-cloner pod streams to an upload server); then the qcow2 uploaded by `virtctl image-upload dv` (release build, `--force-bind`) through cdi-uploadproxy's NodePort into a third, from the command's start to `Succeeded` (virtctl's wait for the upload server included). Floors: `qemu-img convert -t writeback -O raw` of the qcow2 (import, upload) and of the raw disk (clone), on the host. Medians of {runs} interleaved runs; throughput is the disk's virtual size over the time.\n\n| | floor: qemu-img convert | cluster | cluster / floor | goal | met | peak memory (VmHWM) |\n|---|---|---|---|---|---|---|\n",
         kubevirt_tests::machine_description(),
         size >> 30,
         mib(std::fs::metadata(served.join("disk.qcow2"))?.len()),
@@ -316,6 +316,6 @@ pub(crate) fn measure(kubectl: &Path, work: &Path, served: &Path, size: u64, run
         );
         println!("cluster {what}: floor {floor_time:?}, cluster {time:?}, ratio {ratio:.2}");
     }
-    body.push_str("\nThe cluster's times include what the loopback figures above leave out: the claims' provisioning and binding (the prime claim's, then its rebinding; the upload's scratch claim), the importer's, the clone's and the upload server's pods starting, and for the upload virtctl's wait for the server, its token from cdi-apiserver and the proxy's hop; the qcow2 streams into the prime claim as above.\n\n");
+    body.push_str("\nThe cluster's times include what the loopback figures above leave out: the claims' provisioning and binding (the prime claim's, then its rebinding; the upload's scratch claim), the importer's, the clone's and the upload server's pods starting, and for the upload virtctl's wait for the server, its token from cdi-apiserver and the proxy's hop; the qcow2 streams into the prime claim as above. Where the seconds go, step by step, is in docs/storage.md (CDI on the cluster: where the time goes).\n\n");
     Ok(body)
 }
