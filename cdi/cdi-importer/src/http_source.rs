@@ -16,17 +16,16 @@ use hyper::{Request, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
 use rustls_pki_types::ServerName;
 use tokio::net::TcpStream;
-use tokio::sync::mpsc;
+
+use crate::body_pipe::{self, ChannelReader};
 
 /// How many redirects are followed.
 pub const MAX_REDIRECTS: usize = 10;
 /// How long a connection may take.
 const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
-/// The size of each read from the connection: fixed, so that the buffer is taken again once
-/// the pipeline has copied its chunks out, rather than a new one faulted in for every read.
+/// The size of each read from the connection: fixed, so that the buffer is read into again once
+/// [`body_pipe`] has copied its chunks out, rather than a new one faulted in for every read.
 const READ_BUFFER: usize = 256 * 1024;
-/// How many body chunks wait for the pipeline before the download pauses.
-const QUEUED_CHUNKS: usize = 64;
 
 /// Why the download failed.
 #[derive(Debug, thiserror::Error)]
@@ -121,8 +120,7 @@ const CREDENTIAL_HEADERS: [&str; 3] = ["authorization", "cookie", "www-authentic
 /// A body being downloaded, read as a stream from a blocking thread (never from async code).
 #[derive(Debug)]
 pub struct Download {
-    chunks: mpsc::Receiver<io::Result<Bytes>>,
-    current: Bytes,
+    body: ChannelReader,
     /// The body's length, when the server said it.
     pub content_length: Option<u64>,
     /// The bytes read so far (shared with whoever reports progress).
@@ -131,15 +129,7 @@ pub struct Download {
 
 impl Read for Download {
     fn read(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
-        while self.current.is_empty() {
-            match self.chunks.blocking_recv() {
-                Some(Ok(chunk)) => self.current = chunk,
-                Some(Err(e)) => return Err(e),
-                None => return Ok(0),
-            }
-        }
-        let n = buffer.len().min(self.current.len());
-        buffer[..n].copy_from_slice(&self.current.split_to(n));
+        let n = self.body.read(buffer)?;
         self.read.fetch_add(n as u64, Ordering::Relaxed);
         Ok(n)
     }
@@ -280,28 +270,11 @@ impl Answer {
             .headers
             .get(hyper::header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok()?.parse().ok());
-        let (chunks, receiver) = mpsc::channel(QUEUED_CHUNKS);
-        let mut body = self.body;
-        tokio::spawn(async move {
-            while let Some(frame) = body.frame().await {
-                let item = match frame {
-                    Ok(frame) => match frame.into_data() {
-                        Ok(data) => Ok(data),
-                        Err(_) => continue,
-                    },
-                    Err(e) => Err(io::Error::other(e)),
-                };
-                let failed = item.is_err();
-                // While the pipeline is behind, the send waits and the body waits in the kernel:
-                // the back-pressure wanted.
-                if chunks.send(item).await.is_err() || failed {
-                    return;
-                }
-            }
-        });
+        // While the pipeline is behind, the body waits in the kernel: the back-pressure wanted.
+        let (sender, body, _ended) = body_pipe::channel();
+        tokio::spawn(body_pipe::forward(self.body, sender, io::Error::other));
         Download {
-            chunks: receiver,
-            current: Bytes::new(),
+            body,
             content_length,
             read: Arc::new(AtomicU64::new(0)),
         }

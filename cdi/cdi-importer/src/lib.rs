@@ -9,12 +9,14 @@
 //!   [`run`]: a job in the importer pod, with its termination message.
 //! - [`job`]: the pod's environment, read; [`http_source`]: the `http` source; [`checksum`]: the DataVolume's `checksum`.
 //!
-//! - [`registry`]: the `registry` source; [`progress`]: the progress metric.
+//! - [`registry`]: the `registry` source; [`progress`]: the progress metric; [`body_pipe`]: an
+//!   HTTP body (a download, an upload) as the pipeline's blocking reader.
 //!
 //! cdi-uploadserver reuses [`import`] and [`run::complete`] for what a client uploads.
 //!
 //! Not yet (issue #33): the S3, GCS, ImageIO and VDDK sources, and `archive` content.
 
+pub mod body_pipe;
 pub mod checksum;
 pub mod convert;
 pub mod format;

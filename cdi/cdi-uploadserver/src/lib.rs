@@ -6,10 +6,10 @@
 //!
 //! - [`config`]: the pod's environment, read.
 //! - [`routes`]: upstream's paths; [`session`]: the one upload, as a state machine.
-//! - [`body`]: a request's body as a blocking reader; [`form`]: a multipart form's `file` part.
+//! - [`form`]: a multipart form's `file` part (the body reaches it through
+//!   `cdi_importer::body_pipe`).
 //! - [`server`]: HTTPS with client certificates, and the upload itself.
 
-pub mod body;
 pub mod config;
 pub mod form;
 pub mod routes;

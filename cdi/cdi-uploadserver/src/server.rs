@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use cdi_api::upload;
+use cdi_importer::body_pipe::{self as body, ChannelReader};
 use cdi_importer::convert::Converter;
 use cdi_importer::import::{self, ImportError, Request as ImportRequest};
 use cdi_importer::layers::Stream;
@@ -24,7 +25,6 @@ use tokio::sync::watch;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
-use crate::body;
 use crate::config::Config;
 use crate::form::FormFile;
 use crate::routes::{self, Body, Mode, Route};
@@ -149,7 +149,7 @@ impl Shared {
 
     /// Writes the upload read from `reader` (a form's `file` part with `boundary`; a disk's bytes
     /// as they are when `verbatim`).
-    fn write(&self, reader: body::ChannelReader, boundary: Option<&str>, verbatim: bool) -> Result<(), WriteError> {
+    fn write(&self, reader: ChannelReader, boundary: Option<&str>, verbatim: bool) -> Result<(), WriteError> {
         let stream: Stream = match boundary {
             Some(boundary) => Box::new(FormFile::open(reader, boundary).map_err(WriteError::Form)?),
             None => Box::new(reader),
@@ -362,7 +362,9 @@ async fn handle(shared: Arc<Shared>, request: Request<hyper::body::Incoming>, ve
     }
     info!(?mode, ?body_kind, "receiving an upload");
     let (sender, reader, received) = body::channel();
-    tokio::spawn(body::forward(request.into_body(), sender));
+    tokio::spawn(body::forward(request.into_body(), sender, |error| {
+        io::Error::new(io::ErrorKind::UnexpectedEof, format!("reading the upload: {error}"))
+    }));
     // The upload is carried out and recorded by a task of its own: a client that hangs up drops
     // this handler, never the record of what became of its upload.
     let (answered, answer) = tokio::sync::oneshot::channel();
@@ -384,7 +386,7 @@ async fn handle(shared: Arc<Shared>, request: Request<hyper::body::Incoming>, ve
 async fn carry_out(
     shared: Arc<Shared>,
     mode: Mode,
-    reader: body::ChannelReader,
+    reader: ChannelReader,
     (boundary, verbatim): (Option<String>, bool),
     mut received: tokio::sync::oneshot::Receiver<()>,
     answered: tokio::sync::oneshot::Sender<Response<Full<Bytes>>>,
