@@ -12,9 +12,13 @@
 //! bench-import --worker URL DATA_DIR SCRATCH_DIR SIZE   (one import; prints its peak memory)
 //! bench-import --upload-worker CERT_DIR DATA_DIR SCRATCH_DIR SIZE   (one upload server; prints
 //! its port, then its peak memory)
+//! bench-import --upload-sink CERT_DIR   (a TLS server that reads one body and throws it away:
+//! the upload's ceiling; prints its port)
 
 #[path = "bench_import/cluster.rs"]
 mod cluster;
+#[path = "bench_import/tls_sink.rs"]
+mod tls_sink;
 #[path = "bench_import/upload.rs"]
 mod upload;
 
@@ -227,6 +231,9 @@ fn main() -> anyhow::Result<()> {
     }
     if args.first().map(String::as_str) == Some("--upload-worker") {
         return upload::worker(&args[1..]);
+    }
+    if args.first().map(String::as_str) == Some("--upload-sink") {
+        return tls_sink::worker(&args[1..]);
     }
     let (mut gib, mut runs, mut output) = (1_u64, 3_usize, PathBuf::from("BENCHMARKS.md"));
     let mut on_cluster: Option<PathBuf> = None;

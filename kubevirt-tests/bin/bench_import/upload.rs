@@ -19,7 +19,7 @@ use control_loop::tls::issue::{Usage, new_ca, sign};
 use super::{GOAL, Server as Process, clear, floor, median, mib, mib_per_s, peak_kib};
 
 /// The proxy's client name, which the server admits.
-const CLIENT_NAME: &str = "client.upload-server.cdi.kubevirt.io";
+pub(crate) const CLIENT_NAME: &str = "client.upload-server.cdi.kubevirt.io";
 
 /// Makes the server's certificate, the client CA and the client's certificate in `dir`.
 fn certificates(dir: &Path) -> anyhow::Result<()> {
@@ -90,22 +90,12 @@ pub(crate) fn worker(args: &[String]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One upload of `file` to a new server; its time (from the request to the disk written) and
-/// the server's peak memory.
-fn upload(file: &Path, work: &Path, size: u64) -> anyhow::Result<(Duration, u64)> {
-    let (data, scratch, certs) = (work.join("data"), work.join("scratch"), work.join("certs"));
-    clear(&data)?;
-    clear(&scratch)?;
+/// A child that prints `port N` first: its port, and the rest of its output.
+fn start(args: &[&str]) -> anyhow::Result<(Process, String, std::io::Lines<BufReader<std::process::ChildStdout>>)> {
     // Stopped on any way out: a worker left waiting for an upload would never end.
     let mut child = Process(
         Command::new(std::env::current_exe()?)
-            .arg("--upload-worker")
-            .args([
-                certs.to_str().context("path")?,
-                data.to_str().context("path")?,
-                scratch.to_str().context("path")?,
-                &size.to_string(),
-            ])
+            .args(args)
             .stdout(Stdio::piped())
             .spawn()?,
     );
@@ -116,6 +106,12 @@ fn upload(file: &Path, work: &Path, size: u64) -> anyhow::Result<(Duration, u64)
         .strip_prefix("port ")
         .context("the worker's first line names its port")?
         .to_owned();
+    Ok((child, port, lines))
+}
+
+/// curl sending `file` to the upload path on `port` with the proxy's client certificate: its
+/// time, and what it was answered.
+fn send(file: &Path, certs: &Path, port: &str, child: &mut Process) -> anyhow::Result<(Duration, String)> {
     let cert = |name: &str| certs.join(name);
     let started = Instant::now();
     let curl = Command::new("curl")
@@ -139,11 +135,42 @@ fn upload(file: &Path, work: &Path, size: u64) -> anyhow::Result<(Duration, u64)
             String::from_utf8_lossy(&curl.stderr)
         );
     }
+    Ok((took, String::from_utf8_lossy(&curl.stdout).into_owned()))
+}
+
+/// One upload of `file` to a new server; its time (from the request to the disk written) and
+/// the server's peak memory.
+fn upload(file: &Path, work: &Path, size: u64) -> anyhow::Result<(Duration, u64)> {
+    let (data, scratch, certs) = (work.join("data"), work.join("scratch"), work.join("certs"));
+    clear(&data)?;
+    clear(&scratch)?;
+    let path = |p: &Path| p.to_str().map(str::to_owned).context("path");
+    let (mut child, port, lines) = start(&[
+        "--upload-worker",
+        &path(&certs)?,
+        &path(&data)?,
+        &path(&scratch)?,
+        &size.to_string(),
+    ])?;
+    let (took, _) = send(file, &certs, &port, &mut child)?;
     let peak = lines
         .map_while(Result::ok)
         .find_map(|l| l.strip_prefix("peak_kib ").and_then(|v| v.trim().parse().ok()))
         .context("the worker's peak memory")?;
     Ok((took, peak))
+}
+
+/// One send of `file` into a new [`tls_sink`](super::tls_sink): its time, once the sink says it
+/// read every byte.
+fn into_sink(file: &Path, work: &Path) -> anyhow::Result<Duration> {
+    let certs = work.join("certs");
+    let (mut child, port, _) = start(&["--upload-sink", certs.to_str().context("path")?])?;
+    let (took, answer) = send(file, &certs, &port, &mut child)?;
+    let length = std::fs::metadata(file)?.len();
+    if answer.trim() != length.to_string() {
+        bail!("the sink read {answer:?} bytes of {length}");
+    }
+    Ok(took)
 }
 
 /// The `upload` section: each image's uploads against the floor.
@@ -152,33 +179,38 @@ pub(crate) fn measure(work: &Path, served: &Path, size: u64, runs: usize) -> any
     clear(&certs)?;
     certificates(&certs)?;
     let mut body = format!(
-        "## CDI upload vs `qemu-img convert` (1 image, loopback TLS)\n\nMachine: {}. The same {} GiB disk as qcow2 and raw, sent by curl (`-T`, streamed) over TLS with the proxy's client certificate to cdi-uploadserver's server (release build, its own process) on its sync path, which writes a `disk.img` with scratch space; the time runs from the request to the answer, sent once the disk is written. Against `qemu-img convert -t writeback -O raw` of the same file. Medians of {runs} interleaved runs.\n\n| image | floor: qemu-img convert | upload | upload / floor | goal | met | upload server peak memory (VmHWM) |\n|---|---|---|---|---|---|---|\n",
+        "## CDI upload vs `qemu-img convert` (1 image, loopback TLS)\n\nMachine: {}. The same {} GiB disk as qcow2 and raw, sent by curl (`-T`, streamed) over TLS with the proxy's client certificate to cdi-uploadserver's server (release build, its own process) on its sync path, which writes a `disk.img` with scratch space; the time runs from the request to the answer, sent once the disk is written. Against `qemu-img convert -t writeback -O raw` of the same file. Medians of {runs} interleaved runs.\n\n| image | floor: qemu-img convert | upload | upload / floor | goal | met | upload server peak memory (VmHWM) | ceiling: curl into a TLS sink | sink / floor |\n|---|---|---|---|---|---|---|---|---|\n",
         kubevirt_tests::machine_description(),
         size >> 30,
     );
     for (format, file) in [("qcow2", "disk.qcow2"), ("raw", "disk.raw")] {
-        let (mut floors, mut uploads, mut peaks) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut floors, mut uploads, mut peaks, mut sinks) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for _ in 0..runs {
             floors.push(floor(&served.join(file), format, &work.join("floor.raw"))?);
             let (took, peak) = upload(&served.join(file), work, size)?;
             uploads.push(took);
             peaks.push(peak);
+            sinks.push(into_sink(&served.join(file), work)?);
         }
         let _ = std::fs::remove_file(work.join("floor.raw"));
-        let (floor_time, upload_time) = (median(floors), median(uploads));
+        let (floor_time, upload_time, sink_time) = (median(floors), median(uploads), median(sinks));
+        let sink_ratio = mib_per_s(size, sink_time) / mib_per_s(size, floor_time);
         let (floor_rate, upload_rate) = (mib_per_s(size, floor_time), mib_per_s(size, upload_time));
         let ratio = upload_rate / floor_rate;
         let peak = peaks.iter().max().copied().unwrap_or(0);
         let _ = writeln!(
             body,
-            "| {format} | {:.2} s ({floor_rate:.0} MiB/s) | {:.2} s ({upload_rate:.0} MiB/s) | {ratio:.2} | ≥ {GOAL} | {} | {:.1} MiB |",
+            "| {format} | {:.2} s ({floor_rate:.0} MiB/s) | {:.2} s ({upload_rate:.0} MiB/s) | {ratio:.2} | ≥ {GOAL} | {} | {:.1} MiB | {:.2} s | {sink_ratio:.2} |",
             floor_time.as_secs_f64(),
             upload_time.as_secs_f64(),
             if ratio >= GOAL { "yes" } else { "**no**" },
             mib(peak << 10),
+            sink_time.as_secs_f64(),
         );
-        println!("upload {format}: floor {floor_time:?}, upload {upload_time:?}, ratio {ratio:.2}, peak {peak} KiB");
+        println!(
+            "upload {format}: floor {floor_time:?}, upload {upload_time:?}, ratio {ratio:.2}, peak {peak} KiB, sink {sink_time:?} ({sink_ratio:.2})"
+        );
     }
-    body.push_str("\nBoth are written into the disk as they arrive: a raw upload with its zero runs left as holes, a qcow2 upload cluster by cluster through its tables while a copy is saved to the scratch space (the upload server always has scratch space, as upstream's); an image whose layout one pass cannot take is converted by qemu-img from that copy, since a client's upload cannot be read a second time. The disk is flushed to the device by a thread of its own as it fills, so the final fsync finds little left. The client's TLS encryption and the server's decryption run on the same two cores as the writes, and every byte of the raw upload, zeros too, crosses TLS.\n\n");
+    body.push_str("\nBoth are written into the disk as they arrive: a raw upload with its zero runs left as holes, a qcow2 upload cluster by cluster through its tables while a copy is saved to the scratch space (the upload server always has scratch space, as upstream's); an image whose layout one pass cannot take is converted by qemu-img from that copy, since a client's upload cannot be read a second time. The disk is flushed to the device by a thread of its own as it fills, so the final fsync finds little left. The client's TLS encryption and the server's decryption run on the same two cores as the writes, and every byte of the raw upload, zeros too, crosses TLS. The ceiling is curl sending the same file, in the same runs, into a server with the upload server's TLS settings that reads the body and throws it away: curl's reading and encryption, the loopback and the decryption, which no upload server can do without. Where the ceiling's ratio is under the goal, the goal cannot be met with this client on this machine.\n\n");
     Ok(body)
 }
