@@ -11,8 +11,11 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::runtime::watcher::Event;
 use kubevirt_api::v1::{PersistentVolumeClaimInfo, VirtualMachineInstance, Volume};
 
+use self::label_index::LabelIndex;
 use crate::state_claims::StateClaim;
 use crate::watched_facts::WatchedFacts;
+
+mod label_index;
 
 /// How a claim's volume reaches the pod.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -159,10 +162,37 @@ pub fn claim_info(claim: &PersistentVolumeClaim) -> PersistentVolumeClaimInfo {
     }
 }
 
+/// The first of `names` (given in name order) in `namespace` that is there and not being deleted.
+fn first_claim<'a>(
+    cache: &WatchedFacts<ClaimFacts>,
+    namespace: &str,
+    names: impl IntoIterator<Item = &'a str>,
+) -> Option<(StateClaim, PersistentVolumeClaimInfo)> {
+    names.into_iter().find_map(|name| {
+        let facts = cache.get(namespace, name).filter(|f| !f.terminating)?;
+        let claim = StateClaim {
+            name: name.to_owned(),
+            phase: facts.phase.clone(),
+            storage_class: facts.storage_class.clone(),
+            labelled: facts.state_for.is_some(),
+        };
+        Some((claim, facts.info.clone()))
+    })
+}
+
 /// The claims the PVC watch has seen.
 #[derive(Debug, Default)]
 pub struct ClaimStore {
     cache: Mutex<WatchedFacts<ClaimFacts>>,
+    /// The claims by their labels `persistent-state-for` and `kubevirt.io/migrationName`.
+    labelled: Mutex<Labelled>,
+}
+
+/// The claims by the labels the state-claim lookups ask for.
+#[derive(Debug, Default)]
+struct Labelled {
+    state_for: LabelIndex,
+    migration_target_of: LabelIndex,
 }
 
 impl ClaimStore {
@@ -170,10 +200,32 @@ impl ClaimStore {
         self.cache.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    fn labelled(&self) -> std::sync::MutexGuard<'_, Labelled> {
+        self.labelled.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Takes in one watch event; returns the claims (`namespace/name`) that appeared, changed or
     /// went. A relist forgets the claims it did not see again (a deletion the watch missed).
     pub fn on_event(&self, event: &Event<PersistentVolumeClaim>) -> Vec<String> {
-        self.cache().on_event(event, |claim| ClaimFacts {
+        // The index is changed under the cache's lock, so that no lookup sees one without the
+        // other (the cache's lock is always taken first).
+        let mut cache = self.cache();
+        let changed = Self::take_in(&mut cache, event);
+        let mut labelled = self.labelled();
+        for key in &changed {
+            let facts = key
+                .split_once('/')
+                .and_then(|(namespace, name)| cache.get(namespace, name));
+            labelled.state_for.set(key, facts.and_then(|f| f.state_for.as_deref()));
+            labelled
+                .migration_target_of
+                .set(key, facts.and_then(|f| f.migration_target_of.as_deref()));
+        }
+        changed
+    }
+
+    fn take_in(cache: &mut WatchedFacts<ClaimFacts>, event: &Event<PersistentVolumeClaim>) -> Vec<String> {
+        cache.on_event(event, |claim| ClaimFacts {
             mode: VolumeMode::of(claim),
             bound: claim.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"),
             filled_by_data_volume: filled_by_data_volume(claim),
@@ -202,8 +254,12 @@ impl ClaimStore {
     #[must_use]
     pub fn state_claim(&self, namespace: &str, vmi_name: &str) -> Option<(StateClaim, PersistentVolumeClaimInfo)> {
         let legacy = kubevirt_api::persistent_state::legacy_claim_name(vmi_name);
-        self.first_claim(namespace, |_, facts| facts.state_for.as_deref() == Some(vmi_name))
-            .or_else(|| self.first_claim(namespace, |name, facts| name == legacy && facts.state_for.is_none()))
+        let cache = self.cache();
+        let labelled = self.labelled();
+        first_claim(&cache, namespace, labelled.state_for.names(namespace, vmi_name)).or_else(|| {
+            let unlabelled = cache.get(namespace, &legacy).is_some_and(|f| f.state_for.is_none());
+            first_claim(&cache, namespace, unlabelled.then_some(legacy.as_str()))
+        })
     }
 
     /// The VMI a claim keeps the state of (its `persistent-state-for` label), if it is there.
@@ -220,33 +276,13 @@ impl ClaimStore {
         namespace: &str,
         migration: &str,
     ) -> Option<(StateClaim, PersistentVolumeClaimInfo)> {
-        self.first_claim(namespace, |_, facts| {
-            facts.migration_target_of.as_deref() == Some(migration)
-        })
-    }
-
-    /// The claim in `namespace`, first by name, that is not being deleted and `matches`.
-    fn first_claim(
-        &self,
-        namespace: &str,
-        matches: impl Fn(&str, &ClaimFacts) -> bool,
-    ) -> Option<(StateClaim, PersistentVolumeClaimInfo)> {
         let cache = self.cache();
-        let prefix = format!("{namespace}/");
-        cache
-            .iter()
-            .filter_map(|(key, facts)| Some((key.strip_prefix(&prefix)?, facts)))
-            .filter(|(name, facts)| !facts.terminating && matches(name, facts))
-            .min_by(|a, b| a.0.cmp(b.0))
-            .map(|(name, facts)| {
-                let claim = StateClaim {
-                    name: name.to_owned(),
-                    phase: facts.phase.clone(),
-                    storage_class: facts.storage_class.clone(),
-                    labelled: facts.state_for.is_some(),
-                };
-                (claim, facts.info.clone())
-            })
+        let labelled = self.labelled();
+        first_claim(
+            &cache,
+            namespace,
+            labelled.migration_target_of.names(namespace, migration),
+        )
     }
 
     /// The modes of every claim `vmi` needs in its launcher pod, or the first (in volume order)
@@ -357,127 +393,4 @@ impl ClaimUsers {
 }
 
 #[cfg(test)]
-mod tests {
-    use k8s_openapi::api::core::v1::PersistentVolumeClaimSpec;
-    use kubevirt_api::v1::{DataVolumeSource, PersistentVolumeClaimSource};
-
-    use super::*;
-
-    fn claim(name: &str, mode: Option<&str>) -> PersistentVolumeClaim {
-        let mut claim = PersistentVolumeClaim::default();
-        claim.metadata.name = Some(name.to_owned());
-        claim.metadata.namespace = Some("ns".to_owned());
-        claim.spec = Some(PersistentVolumeClaimSpec {
-            volume_mode: mode.map(str::to_owned),
-            ..PersistentVolumeClaimSpec::default()
-        });
-        claim
-    }
-
-    fn vmi(volumes: Vec<Volume>) -> VirtualMachineInstance {
-        let mut vmi = VirtualMachineInstance::default();
-        vmi.metadata.namespace = Some("ns".to_owned());
-        vmi.spec.volumes = volumes;
-        vmi
-    }
-
-    fn pvc_volume(name: &str, claim: &str) -> Volume {
-        Volume {
-            name: name.to_owned(),
-            persistent_volume_claim: Some(PersistentVolumeClaimSource {
-                claim_name: claim.to_owned(),
-                ..PersistentVolumeClaimSource::default()
-            }),
-            ..Volume::default()
-        }
-    }
-
-    fn dv_volume(name: &str, dv: &str) -> Volume {
-        Volume {
-            name: name.to_owned(),
-            data_volume: Some(DataVolumeSource {
-                name: dv.to_owned(),
-                ..DataVolumeSource::default()
-            }),
-            ..Volume::default()
-        }
-    }
-
-    #[test]
-    fn only_block_says_block() {
-        assert_eq!(VolumeMode::of(&claim("a", Some("Block"))), VolumeMode::Block);
-        assert_eq!(VolumeMode::of(&claim("a", Some("Filesystem"))), VolumeMode::Filesystem);
-        assert_eq!(VolumeMode::of(&claim("a", None)), VolumeMode::Filesystem);
-    }
-
-    #[test]
-    fn a_vmi_gets_its_claims_modes_or_the_first_missing_claim() {
-        let store = ClaimStore::default();
-        store.on_event(&Event::Apply(claim("disk", Some("Block"))));
-        let vmi = vmi(vec![pvc_volume("root", "disk"), dv_volume("data", "imported")]);
-        let missing = store.modes_for(&vmi).expect_err("the DataVolume's claim is missing");
-        assert_eq!(
-            missing.to_string(),
-            "PVC ns/imported does not exist, waiting for it to appear"
-        );
-        assert_eq!(
-            store.on_event(&Event::Apply(claim("imported", None))),
-            vec!["ns/imported"]
-        );
-        let modes = store.modes_for(&vmi).expect("both claims are there");
-        assert_eq!(modes.get("disk"), Some(VolumeMode::Block));
-        assert_eq!(modes.get("imported"), Some(VolumeMode::Filesystem));
-    }
-
-    #[test]
-    fn a_claim_in_another_namespace_does_not_count() {
-        let store = ClaimStore::default();
-        let mut elsewhere = claim("disk", None);
-        elsewhere.metadata.namespace = Some("other".to_owned());
-        store.on_event(&Event::Apply(elsewhere));
-        assert!(store.modes_for(&vmi(vec![pvc_volume("root", "disk")])).is_err());
-    }
-
-    #[test]
-    fn deletions_and_relists_forget_claims_and_say_which() {
-        let store = ClaimStore::default();
-        store.on_event(&Event::Apply(claim("a", None)));
-        store.on_event(&Event::Apply(claim("b", None)));
-        assert!(
-            store.on_event(&Event::Apply(claim("a", None))).is_empty(),
-            "nothing changed"
-        );
-        assert_eq!(store.on_event(&Event::Apply(claim("a", Some("Block")))), vec!["ns/a"]);
-        assert_eq!(store.on_event(&Event::Delete(claim("a", None))), vec!["ns/a"]);
-        store.on_event(&Event::Init);
-        store.on_event(&Event::InitApply(claim("c", None)));
-        assert_eq!(
-            store.on_event(&Event::InitDone),
-            vec!["ns/b"],
-            "b went while the watch was away"
-        );
-        let only_c = vmi(vec![pvc_volume("x", "c")]);
-        assert!(store.modes_for(&only_c).is_ok());
-        assert!(store.modes_for(&vmi(vec![pvc_volume("x", "b")])).is_err());
-    }
-
-    #[test]
-    fn a_claims_users_are_the_vmis_that_name_it_now() {
-        let mut users = ClaimUsers::default();
-        users.set(
-            "ns/a",
-            &vmi(vec![pvc_volume("root", "disk"), dv_volume("data", "imported")]),
-        );
-        users.set("ns/b", &vmi(vec![pvc_volume("root", "disk")]));
-        let keys = |claims: &[&str]| claims.iter().map(|c| (*c).to_owned()).collect::<Vec<_>>();
-        assert_eq!(users.users_of(&keys(&["ns/disk"])), ["ns/a", "ns/b"]);
-        assert_eq!(users.users_of(&keys(&["ns/imported", "ns/disk"])), ["ns/a", "ns/b"]);
-        users.set("ns/a", &vmi(vec![dv_volume("data", "imported")]));
-        assert_eq!(users.users_of(&keys(&["ns/disk"])), ["ns/b"], "a no longer uses it");
-        users.remove("ns/b");
-        assert!(users.users_of(&keys(&["ns/disk"])).is_empty());
-        assert_eq!(users.users_of(&keys(&["ns/imported"])), ["ns/a"]);
-        users.set("ns/c", &vmi(vec![]));
-        assert!(!users.by_vmi.contains_key("ns/c"), "a VMI without claims costs nothing");
-    }
-}
+mod tests;
