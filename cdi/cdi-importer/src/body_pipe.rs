@@ -2,7 +2,10 @@
 //! copies it into a few buffers of its own and sends them, filled, to the reader, which gives each
 //! back once read. A slow disk slows the sender rather than filling memory, and the reader says
 //! when it has read the body's end (an upload's async answer). The `http` source's download and
-//! cdi-uploadserver's uploads both come this way.
+//! cdi-uploadserver's uploads both come this way. A buffer goes to the reader once full or at the
+//! body's end, so on a slow connection the reader (and the download's progress) trails by up to
+//! 1 MiB. A body that ends in an error, or whose sender stops before its end, reads as an error
+//! every time after, never as an end.
 //!
 //! Why a pool of filled buffers rather than hyper's chunks themselves, as both once sent:
 //! - A chunk still waiting for the reader keeps hyper's read buffer shared, so hyper allocates a
@@ -35,10 +38,16 @@ pub struct ChannelReader {
     current: Vec<u8>,
     read_to: usize,
     at_end: Option<oneshot::Sender<()>>,
+    /// The error the body ended with: every read after it fails the same way, never reads as an
+    /// end.
+    failed: Option<(io::ErrorKind, String)>,
 }
 
 impl Read for ChannelReader {
     fn read(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
+        if let Some((kind, message)) = &self.failed {
+            return Err(io::Error::new(*kind, message.clone()));
+        }
         while self.read_to == self.current.len() {
             match self.filled.blocking_recv() {
                 Some(Ok(filled)) => {
@@ -46,7 +55,10 @@ impl Read for ChannelReader {
                     self.give_back(read);
                     self.read_to = 0;
                 }
-                Some(Err(error)) => return Err(error),
+                Some(Err(error)) => {
+                    self.failed = Some((error.kind(), error.to_string()));
+                    return Err(error);
+                }
                 None => {
                     if let Some(at_end) = self.at_end.take() {
                         let _ = at_end.send(());
@@ -88,6 +100,20 @@ pub struct ChannelSender {
     may_make: usize,
     buffer_len: usize,
     current: Vec<u8>,
+    /// The body's end or its error was sent: a sender dropped before either (its task stopped or
+    /// cancelled) tells the reader the body was cut short, never that it ended.
+    ended: bool,
+}
+
+impl Drop for ChannelSender {
+    fn drop(&mut self) {
+        if !self.ended {
+            let _ = self.filled.send(Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the body stopped before its end",
+            )));
+        }
+    }
 }
 
 impl ChannelSender {
@@ -129,9 +155,16 @@ impl ChannelSender {
         self.filled.send(Ok(std::mem::take(&mut self.current))).is_ok()
     }
 
+    /// Sends what is left: the body has ended.
+    fn finish(&mut self) {
+        self.flush();
+        self.ended = true;
+    }
+
     fn fail(&mut self, error: io::Error) {
         // What was read before the error is of no use: the import fails on the error.
         let _ = self.filled.send(Err(error));
+        self.ended = true;
     }
 }
 
@@ -153,6 +186,7 @@ pub fn channel_of(buffers: usize, buffer_len: usize) -> (ChannelSender, ChannelR
         may_make: buffers.max(1),
         buffer_len: buffer_len.max(1),
         current: Vec::new(),
+        ended: false,
     };
     let reader = ChannelReader {
         filled,
@@ -160,6 +194,7 @@ pub fn channel_of(buffers: usize, buffer_len: usize) -> (ChannelSender, ChannelR
         current: Vec::new(),
         read_to: 0,
         at_end: Some(at_end),
+        failed: None,
     };
     (sender, reader, ended)
 }
@@ -173,7 +208,7 @@ where
     loop {
         match body.frame().await {
             None => {
-                sender.flush();
+                sender.finish();
                 return;
             }
             Some(Ok(frame)) => {
@@ -320,14 +355,39 @@ mod tests {
         let body = StreamBody::new(futures::stream::iter(frames)).boxed_unsync();
         let (sender, mut reader, mut ended) = channel();
         tokio::spawn(forward(body, sender, cut_short));
-        let error = tokio::task::spawn_blocking(move || {
+        let (error, again) = tokio::task::spawn_blocking(move || {
             let mut all = Vec::new();
-            reader.read_to_end(&mut all).expect_err("cut short")
+            let error = reader.read_to_end(&mut all).expect_err("cut short");
+            (error, reader.read(&mut [0_u8; 8]).expect_err("still cut short"))
         })
         .await
         .expect("reader");
         assert_eq!(error.kind(), io::ErrorKind::UnexpectedEof);
         assert!(error.to_string().contains("connection reset"), "{error}");
+        assert_eq!(
+            again.kind(),
+            io::ErrorKind::UnexpectedEof,
+            "a read after the error fails too"
+        );
+        assert!(again.to_string().contains("connection reset"), "{again}");
+        assert!(ended.try_recv().is_err(), "no end");
+    }
+
+    #[tokio::test]
+    async fn a_sender_dropped_before_the_end_is_a_body_cut_short() {
+        let (mut sender, mut reader, mut ended) = channel_of(2, 4);
+        assert!(sender.send(b"abcdef").await, "the reader is there");
+        // As when the task forwarding the body is cancelled, or stops, before the body's end.
+        drop(sender);
+        let (read, error) = tokio::task::spawn_blocking(move || {
+            let mut all = Vec::new();
+            let error = reader.read_to_end(&mut all).expect_err("cut short");
+            (all, error)
+        })
+        .await
+        .expect("reader");
+        assert_eq!(read, b"abcd", "the full buffer arrived; the one being filled did not");
+        assert_eq!(error.kind(), io::ErrorKind::UnexpectedEof);
         assert!(ended.try_recv().is_err(), "no end");
     }
 }

@@ -176,15 +176,11 @@ fn a_migration_target_claim_is_found_by_its_migration_label() {
     let store = ClaimStore::default();
     assert!(store.migration_target_claim("ns", "mig").is_none());
     store.on_event(&Event::Apply(labelled("target", MIGRATION_NAME_LABEL, "mig")));
-    let (claim, _) = store.migration_target_claim("ns", "mig").expect("labelled");
-    assert_eq!(claim.name, "target");
-    assert!(!claim.labelled, "not yet labelled for a VMI");
-    store.on_event(&Event::Apply(claim_of("target")));
+    let (target, _) = store.migration_target_claim("ns", "mig").expect("labelled");
+    assert_eq!(target.name, "target");
+    assert!(!target.labelled, "not yet labelled for a VMI");
+    store.on_event(&Event::Apply(claim("target", None)));
     assert!(store.migration_target_claim("ns", "mig").is_none(), "the label went");
-}
-
-fn claim_of(name: &str) -> PersistentVolumeClaim {
-    claim(name, None)
 }
 
 #[test]
