@@ -51,8 +51,8 @@ impl Read for ChannelReader {
         while self.read_to == self.current.len() {
             match self.filled.blocking_recv() {
                 Some(Ok(filled)) => {
-                    let read = std::mem::replace(&mut self.current, filled);
-                    self.give_back(read);
+                    // The buffer read before was given back as its last byte was read.
+                    self.current = filled;
                     self.read_to = 0;
                 }
                 Some(Err(error)) => {
@@ -81,13 +81,11 @@ impl Read for ChannelReader {
 }
 
 impl ChannelReader {
-    /// Hands a read buffer back to the sender (a buffer with no capacity was never one of its).
+    /// Hands a read buffer back to the sender.
     fn give_back(&self, mut read: Vec<u8>) {
-        if read.capacity() > 0 {
-            read.clear();
-            // A sender gone (the body ended) needs no buffers any more.
-            let _ = self.emptied.send(read);
-        }
+        read.clear();
+        // A sender gone (the body ended) needs no buffers any more.
+        let _ = self.emptied.send(read);
     }
 }
 
