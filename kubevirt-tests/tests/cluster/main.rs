@@ -16,6 +16,7 @@ mod clone;
 mod config_volumes;
 mod data_volumes;
 mod dedicated_cpus;
+mod diagnostics;
 mod dns;
 mod drain;
 mod faults;

@@ -221,6 +221,17 @@ impl Cleanup {
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
+        // A failed test's VMs and VMIs are described before they go (diagnostics.rs).
+        if std::thread::panicking() {
+            for (kind, name, namespace) in &self.0 {
+                if matches!(
+                    kind.as_str(),
+                    "vm" | "vmi" | "virtualmachine" | "virtualmachineinstance"
+                ) {
+                    super::diagnostics::print_for(namespace, name);
+                }
+            }
+        }
         for (kind, name, namespace) in self.0.iter().rev() {
             let _ = delete(namespace, kind, name, "90s");
         }

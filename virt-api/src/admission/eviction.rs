@@ -123,8 +123,13 @@ pub(super) async fn validate(
         return allow();
     };
     // A pod that cannot be read is not kept: the eviction goes on as it would without KubeVirt.
-    let Ok(Some(pod)) = lookup.pod(&namespace, pod_name).await else {
-        return allow();
+    let pod = match lookup.pod(&namespace, pod_name).await {
+        Ok(Some(pod)) => pod,
+        Ok(None) => return allow(),
+        Err(error) => {
+            tracing::warn!(%namespace, pod = pod_name, error = %error.0, "eviction allowed: the pod cannot be read");
+            return allow();
+        }
     };
     let Some(vmi_name) = running_launcher_vmi(&pod) else {
         return allow();
@@ -146,7 +151,11 @@ pub(super) async fn validate(
             ));
         }
     };
-    match decide(&pod, &vmi, ctx) {
+    let decision = decide(&pod, &vmi, ctx);
+    // Each eviction of a running launcher pod is logged: a drain that shut a guest down instead
+    // of moving it is explained here.
+    tracing::info!(%namespace, pod = pod_name, vmi = vmi_name, ?decision, "launcher pod eviction");
+    match decision {
         EvictionDecision::Allow => allow(),
         EvictionDecision::Deny(message) => Ok(AdmissionResponse::too_many_requests(uid, message)),
         EvictionDecision::Evacuate => {
@@ -162,7 +171,10 @@ pub(super) async fn validate(
             let node = pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
             let message = match lookup.mark_for_evacuation(&namespace, vmi_name, &node, dry_run).await {
                 Ok(()) => triggered_message(&format!("{namespace}/{vmi_name}")),
-                Err(error) => format!("kubevirt failed marking the vmi for eviction: {}", error.0),
+                Err(error) => {
+                    tracing::warn!(%namespace, vmi = vmi_name, error = %error.0, "cannot mark the VMI for evacuation");
+                    format!("kubevirt failed marking the vmi for eviction: {}", error.0)
+                }
             };
             Ok(AdmissionResponse::too_many_requests(uid, message))
         }
