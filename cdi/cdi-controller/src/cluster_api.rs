@@ -140,6 +140,8 @@ pub trait CdiApi: Send + Sync {
     fn delete_service(&self, namespace: &str, name: &str) -> impl Future<Output = Result<(), ApiError>> + Send;
     /// Deletes a Secret; one not there counts as deleted.
     fn delete_secret(&self, namespace: &str, name: &str) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// Whether a Secret is there.
+    fn secret_exists(&self, namespace: &str, name: &str) -> impl Future<Output = Result<bool, ApiError>> + Send;
     /// Creates a Secret, or replaces the one of that name.
     fn put_secret(&self, secret: &Secret) -> impl Future<Output = Result<(), ApiError>> + Send;
     /// Writes a DataVolume's status.

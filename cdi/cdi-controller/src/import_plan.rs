@@ -116,6 +116,16 @@ pub enum Step {
     ClaimEvent(ClaimEvent),
     /// Create a clone's source pod, then its client certificate Secret.
     CreateCloneSource(Box<crate::clone_source::CloneSourceArgs>),
+    /// Give a clone's live source pod the Secret with its client certificate, which it waits for:
+    /// the pass that made the pod did not get to write it.
+    GiveCloneSourceSecret {
+        /// The source's namespace.
+        namespace: String,
+        /// The pod, and the Secret's name.
+        pod: String,
+        /// The name the certificate is for.
+        client_name: String,
+    },
     /// Delete a clone's source pod (in the source's namespace).
     DeleteCloneSource {
         /// The source's namespace.

@@ -397,6 +397,11 @@ async fn apply<A: CdiApi, C: ServingCertificates>(
             Step::DeleteService(service) => api.delete_service(namespace, &service).await?,
             Step::DeleteSecret(secret) => api.delete_secret(namespace, &secret).await?,
             Step::CreateCloneSource(args) => clone::create_source(api, certificates, &args).await?,
+            Step::GiveCloneSourceSecret {
+                namespace: source_namespace,
+                pod,
+                client_name,
+            } => clone::give_secret(api, certificates, &source_namespace, &pod, &client_name).await?,
             Step::DeleteCloneSource {
                 namespace: source_namespace,
                 name: pod,

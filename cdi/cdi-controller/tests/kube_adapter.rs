@@ -59,6 +59,42 @@ async fn reads_that_find_nothing_are_none() {
 }
 
 #[tokio::test]
+async fn a_secret_is_looked_for_by_its_metadata_alone() {
+    let (api, log) = api_server(vec![
+        status(404, "NotFound"),
+        (
+            200,
+            json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+                   "metadata": {"name": "claim-uid-source-pod", "namespace": "golden"}}),
+        ),
+        status(403, "Forbidden"),
+    ]);
+    assert!(
+        !api.secret_exists("golden", "claim-uid-source-pod")
+            .await
+            .expect("absent")
+    );
+    assert!(
+        api.secret_exists("golden", "claim-uid-source-pod")
+            .await
+            .expect("present")
+    );
+    let refused = api
+        .secret_exists("golden", "claim-uid-source-pod")
+        .await
+        .expect_err("a refusal is an error, not an absence");
+    assert!(
+        refused.to_string().contains("get secret golden/claim-uid-source-pod"),
+        "{refused}"
+    );
+    let paths: Vec<String> = requests(&log)
+        .into_iter()
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert_eq!(paths, ["GET /api/v1/namespaces/golden/secrets/claim-uid-source-pod"; 3]);
+}
+
+#[tokio::test]
 async fn creates_of_a_taken_name_and_deletes_of_a_gone_pod_succeed() {
     let (api, log) = api_server(vec![status(409, "AlreadyExists"), status(404, "NotFound")]);
     let claim =

@@ -293,6 +293,10 @@ impl CdiApi for FakeCdiApi {
         Ok(())
     }
 
+    async fn secret_exists(&self, namespace: &str, name: &str) -> Result<bool, ApiError> {
+        Ok(self.state().secrets.contains_key(&key(namespace, name)))
+    }
+
     async fn put_secret(&self, secret: &Secret) -> Result<(), ApiError> {
         let id = key(
             secret.metadata.namespace.as_deref().unwrap_or_default(),

@@ -326,6 +326,11 @@ impl CdiApi for KubeCdiApi {
         self.delete::<Secret>(namespace, name, "secret").await
     }
 
+    async fn secret_exists(&self, namespace: &str, name: &str) -> Result<bool, ApiError> {
+        let api = Api::<Secret>::namespaced(self.client.clone(), namespace);
+        optional(api.get_metadata(name).await, format!("get secret {namespace}/{name}")).map(|found| found.is_some())
+    }
+
     async fn put_secret(&self, secret: &Secret) -> Result<(), ApiError> {
         let namespace = secret.metadata.namespace.clone().unwrap_or_default();
         let api = Api::<Secret>::namespaced(self.client.clone(), &namespace);

@@ -30,6 +30,8 @@ pub struct CloneFacts<'a> {
     pub source_claim: Option<&'a PersistentVolumeClaim>,
     /// The source pod, if it is there.
     pub source_pod: Option<&'a Pod>,
+    /// The source pod is there, not being deleted, and its certificate Secret is not.
+    pub source_pod_without_secret: bool,
     /// The pods other than the source pod that use the source claim, `namespace/name`.
     pub source_users: &'a [String],
     /// Whether the DataVolume's clone token allows the clone, and why not.
@@ -206,6 +208,19 @@ pub(super) fn source_steps(
             })
             .into_iter()
             .collect();
+    }
+    if let Some(pod) = live_pod.and_then(|p| p.metadata.name.clone())
+        && clone.source_pod_without_secret
+    {
+        let (target_namespace, target) = (
+            claim.metadata.namespace.as_deref().unwrap_or_default(),
+            claim.metadata.name.as_deref().unwrap_or_default(),
+        );
+        return vec![Step::GiveCloneSourceSecret {
+            namespace: source.0.to_owned(),
+            pod,
+            client_name: names::client_name(source.0, source.1, target_namespace, target),
+        }];
     }
     let ready = annotations.get(ann::POD_READY).is_some_and(|r| r == "true");
     if !ready || clone.source_pod.is_some() {

@@ -33,6 +33,7 @@ fn allowed<'a>(
     CloneFacts {
         source_claim,
         source_pod,
+        source_pod_without_secret: false,
         source_users: users,
         authorized: Ok(()),
     }
@@ -276,6 +277,78 @@ fn the_copy_done_ends_the_server_and_the_source_pod() {
             "Successfully cloned from golden/base into vms/disk".to_owned()
         )]
     );
+}
+
+#[test]
+fn a_source_pod_without_its_secret_gets_it_unless_the_copy_is_over() {
+    let dv = clone_dv();
+    let base = source("1Gi");
+    let running = target(
+        &dv,
+        "Bound",
+        &[
+            (ann::UPLOAD_POD, "cdi-upload-disk"),
+            (ann::POD_READY, "true"),
+            ("cdi.kubevirt.io/storage.sourceClonePodName", "claim-uid-source-pod"),
+        ],
+    );
+    let server = server_pod("Running", true);
+    let waiting = source_pod("Pending");
+    let without_secret = CloneFacts {
+        source_pod_without_secret: true,
+        ..allowed(Some(&base), Some(&waiting), &[])
+    };
+    let give = Step::GiveCloneSourceSecret {
+        namespace: "golden".to_owned(),
+        pod: "claim-uid-source-pod".to_owned(),
+        client_name: "golden/base-vms/disk".to_owned(),
+    };
+    let steps = plan(
+        &with_clone(facts(&dv, Some(&running), Some(&server)), without_secret),
+        &now(),
+    );
+    assert!(steps.contains(&give), "{:?}", kinds(&steps));
+    assert!(!kinds(&steps).contains(&"CreateCloneSource"), "{:?}", kinds(&steps));
+    // With its Secret: nothing for the source pod.
+    let steps = plan(
+        &with_clone(
+            facts(&dv, Some(&running), Some(&server)),
+            allowed(Some(&base), Some(&waiting), &[]),
+        ),
+        &now(),
+    );
+    assert!(!steps.contains(&give), "{:?}", kinds(&steps));
+    // A pod being deleted gets none.
+    let mut leaving = source_pod("Running");
+    leaving.metadata.deletion_timestamp = Some(now());
+    let steps = plan(
+        &with_clone(
+            facts(&dv, Some(&running), Some(&server)),
+            CloneFacts {
+                source_pod_without_secret: true,
+                ..allowed(Some(&base), Some(&leaving), &[])
+            },
+        ),
+        &now(),
+    );
+    assert!(!kinds(&steps).contains(&"GiveCloneSourceSecret"), "{:?}", kinds(&steps));
+    // The copy is over: the pod goes rather than get its Secret.
+    let mut finished = server_pod("Succeeded", false);
+    finished
+        .status
+        .as_mut()
+        .and_then(|s| s.container_statuses.as_mut())
+        .expect("statuses")[0]
+        .state = Some(
+        serde_json::from_value(json!({"terminated": {"exitCode": 0, "message": "{\"message\": \"Upload Complete\"}"}}))
+            .expect("state"),
+    );
+    let steps = plan(
+        &with_clone(facts(&dv, Some(&running), Some(&finished)), without_secret),
+        &now(),
+    );
+    assert!(!kinds(&steps).contains(&"GiveCloneSourceSecret"), "{:?}", kinds(&steps));
+    assert!(kinds(&steps).contains(&"DeleteCloneSource"), "{:?}", kinds(&steps));
 }
 
 #[test]

@@ -127,6 +127,7 @@ pub(super) fn kinds(steps: &[Step]) -> Vec<&'static str> {
             Step::UngatePod(_) => "UngatePod",
             Step::ClaimEvent(_) => "ClaimEvent",
             Step::CreateCloneSource(_) => "CreateCloneSource",
+            Step::GiveCloneSourceSecret { .. } => "GiveCloneSourceSecret",
             Step::DeleteCloneSource { .. } => "DeleteCloneSource",
             Step::AnnotateNamedClaim(..) => "AnnotateNamedClaim",
             Step::LabelNamedClaim(..) => "LabelNamedClaim",

@@ -5,7 +5,7 @@ use cdi_api::DataVolume;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use crate::cdi_pki::ServingCertificates;
+use crate::cdi_pki::{ClientIssued, ServingCertificates};
 use crate::clone_source::{self, CloneSourceArgs};
 use crate::cluster_api::{ApiError, CdiApi};
 use crate::import_plan::ImporterSettings;
@@ -15,6 +15,7 @@ use crate::import_plan::clone::{self as plan, CloneFacts};
 pub(super) struct SourceView {
     claim: Option<PersistentVolumeClaim>,
     pod: Option<Pod>,
+    pod_without_secret: bool,
     users: Vec<String>,
     authorized: Result<(), String>,
 }
@@ -24,6 +25,7 @@ impl SourceView {
         CloneFacts {
             source_claim: self.claim.as_ref(),
             source_pod: self.pod.as_ref(),
+            source_pod_without_secret: self.pod_without_secret,
             source_users: &self.users,
             authorized: self.authorized.as_ref().copied().map_err(String::as_str),
         }
@@ -47,6 +49,14 @@ pub(super) async fn observe<A: CdiApi>(
     let pod = match &pod_name {
         Some(pod_name) => api.pod(source_namespace, pod_name).await?,
         None => None,
+    };
+    // The Secret is the pod's name; a live pod without it waits for it forever.
+    let pod_without_secret = match &pod {
+        Some(live) if live.metadata.deletion_timestamp.is_none() => {
+            let name = live.metadata.name.as_deref().unwrap_or_default();
+            !api.secret_exists(source_namespace, name).await?
+        }
+        _ => false,
     };
     let waits_for_source = target.is_some_and(|t| {
         t.metadata
@@ -78,50 +88,67 @@ pub(super) async fn observe<A: CdiApi>(
     Ok(SourceView {
         claim: source_claim,
         pod,
+        pod_without_secret,
         users,
         authorized,
     })
 }
 
 /// Creates a clone's source pod, then its client certificate in a Secret owned by the pod (the
-/// pod waits for the Secret its environment names).
+/// pod waits for the Secret its environment names). Should the Secret not be written, a later
+/// pass sees the pod without it and gives it ([`give_secret`]).
 pub(super) async fn create_source<A: CdiApi, C: ServingCertificates>(
     api: &A,
     certificates: &C,
     args: &CloneSourceArgs,
 ) -> Result<(), ApiError> {
-    let certificate_error = |e: rcgen::Error| ApiError::Certificate {
-        service: clone_source_name(args),
-        message: e.to_string(),
-    };
+    let name = cdi_api::clone::source_pod_name(&args.target_uid);
     let client_name = cdi_api::clone::client_name(
         &args.source_namespace,
         &args.source,
         &args.target_namespace,
         &args.target,
     );
-    let issued = certificates.issue_client(&client_name).map_err(certificate_error)?;
+    let issued = issue(certificates, &args.source_namespace, &name, &client_name)?;
     let source = clone_source::render(args, &issued.server_ca);
     api.create_pod(&source.pod).await?;
-    let name = source.pod.metadata.name.clone().unwrap_or_default();
-    let Some(created) = api.pod(&args.source_namespace, &name).await? else {
-        return Ok(());
-    };
-    let secret = clone_source::certificate_secret(&created, &issued.cert, &issued.key);
-    if let Err(error) = api.put_secret(&secret).await {
-        // A pod without its Secret would wait forever: it goes, and the next pass makes both.
-        api.delete_pod(&args.source_namespace, &name).await?;
-        return Err(error);
-    }
-    Ok(())
+    write_secret(api, &args.source_namespace, &name, &issued).await
 }
 
-fn clone_source_name(args: &CloneSourceArgs) -> String {
-    format!(
-        "{}/{}",
-        args.source_namespace,
-        cdi_api::clone::source_pod_name(&args.target_uid)
-    )
+/// Writes a client certificate for `client_name` into the Secret of the source pod
+/// `namespace/pod`'s name, owned by the pod.
+pub(super) async fn give_secret<A: CdiApi, C: ServingCertificates>(
+    api: &A,
+    certificates: &C,
+    namespace: &str,
+    pod: &str,
+    client_name: &str,
+) -> Result<(), ApiError> {
+    let issued = issue(certificates, namespace, pod, client_name)?;
+    write_secret(api, namespace, pod, &issued).await
+}
+
+fn issue<C: ServingCertificates>(
+    certificates: &C,
+    namespace: &str,
+    pod: &str,
+    client_name: &str,
+) -> Result<ClientIssued, ApiError> {
+    certificates
+        .issue_client(client_name)
+        .map_err(|e| ApiError::Certificate {
+            service: format!("{namespace}/{pod}"),
+            message: e.to_string(),
+        })
+}
+
+/// The Secret is owned by the pod, as read back: nothing to write when the pod is gone.
+async fn write_secret<A: CdiApi>(api: &A, namespace: &str, pod: &str, issued: &ClientIssued) -> Result<(), ApiError> {
+    let Some(live) = api.pod(namespace, pod).await? else {
+        return Ok(());
+    };
+    api.put_secret(&clone_source::certificate_secret(&live, &issued.cert, &issued.key))
+        .await
 }
 
 /// Deletes the source pod `source_namespace/name` if it is the source pod of the claim

@@ -426,6 +426,39 @@ async fn a_clone_checks_its_token_then_makes_the_source_pod_and_its_certificate_
         String::from_utf8_lossy(&certificate.0),
         "CLIENT CERT for golden/base-vms/copy"
     );
+    drop(state);
+    // A Secret write that never landed (the pass ended after the pod): the next pass gives the
+    // waiting pod its Secret, and keeps the pod.
+    api.state().secrets.remove("golden/claim-uid-source-pod");
+    run().await.expect("pass");
+    let writes = api.take_writes();
+    assert!(
+        writes.contains(&"put secret golden/claim-uid-source-pod".to_owned()),
+        "{writes:?}"
+    );
+    assert!(
+        !writes.iter().any(|w| w.contains("pod golden/")),
+        "the pod stays: {writes:?}"
+    );
+    let given = api.state().secrets["golden/claim-uid-source-pod"].clone();
+    assert_eq!(
+        given
+            .data
+            .as_ref()
+            .map(|d| String::from_utf8_lossy(&d["tls.crt"].0).into_owned()),
+        Some("CLIENT CERT for golden/base-vms/copy".to_owned())
+    );
+    assert_eq!(
+        given.metadata.owner_references.as_ref().map(|o| o[0].name.clone()),
+        Some("claim-uid-source-pod".to_owned()),
+        "owned by the pod"
+    );
+    run().await.expect("pass");
+    let writes = api.take_writes();
+    assert!(
+        !writes.iter().any(|w| w.contains("secret")),
+        "once is enough: {writes:?}"
+    );
 }
 
 /// The DataVolume `vms/disk` whose `sourceRef` names the DataSource `images/golden`.
