@@ -497,6 +497,8 @@ async fn record<A: CdiApi>(api: &A, subject: EventSubject<'_>, event_type: &'sta
 mod clone;
 
 #[cfg(test)]
+mod clone_tests;
+#[cfg(test)]
 mod populator_tests;
 #[cfg(test)]
 mod tests;

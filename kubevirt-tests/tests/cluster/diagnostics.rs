@@ -62,18 +62,20 @@ pub fn print_for(namespace: &str, name: &str) {
         section(&mut report, what, &command_text(&args));
     }
     for component in COMPONENTS {
-        let pods = command_text(&[
+        // The names from stdout alone: a warning on stderr is not a pod.
+        let pods = kubectl(&[
             "-n",
             "kubevirt",
             "get",
             "pods",
+            REQUEST_TIMEOUT,
             "-l",
             &format!("kubevirt.io={component}"),
             "-o",
             "jsonpath={range .items[*]}{.metadata.name}{\"\\n\"}{end}",
         ]);
-        for pod in pods.lines().filter(|l| !l.is_empty()) {
-            let log = command_text(&["-n", "kubevirt", "logs", pod, "--all-containers"]);
+        for pod in String::from_utf8_lossy(&pods.stdout).lines().filter(|l| !l.is_empty()) {
+            let log = command_text(&["-n", "kubevirt", "logs", pod, "--all-containers", "--tail=20000"]);
             section(
                 &mut report,
                 &[pod, ": its last lines naming ", name].concat(),
@@ -81,25 +83,38 @@ pub fn print_for(namespace: &str, name: &str) {
             );
         }
     }
-    let apiserver = std::fs::read_to_string(cluster_dir().join("logs/kube-apiserver.log")).unwrap_or_default();
     section(
         &mut report,
         &["kube-apiserver: its last lines naming ", name].concat(),
-        &last_lines_naming(&apiserver, name),
-    );
-    // A webhook that failed open (the eviction interceptor's failurePolicy is Ignore) is logged
-    // without the object's name.
-    section(
-        &mut report,
-        "kube-apiserver: its last webhook calls that failed open",
-        &last_lines_naming(&apiserver, "failing open"),
+        &last_lines_naming(&apiserver_log(), name),
     );
     eprintln!("{report}");
 }
 
+/// Prints the webhook calls the API server let through because the webhook did not answer (the
+/// eviction interceptor's failurePolicy is Ignore): they do not name the object.
+pub fn print_webhooks_failed_open() {
+    let mut report = String::new();
+    section(
+        &mut report,
+        "kube-apiserver: its last webhook calls that failed open",
+        &last_lines_naming(&apiserver_log(), "failing open"),
+    );
+    eprintln!("{report}");
+}
+
+fn apiserver_log() -> String {
+    std::fs::read_to_string(cluster_dir().join("logs/kube-apiserver.log")).unwrap_or_default()
+}
+
+/// Each call's limit: a cluster that no longer answers must not hold the failed test's cleanup.
+const REQUEST_TIMEOUT: &str = "--request-timeout=20s";
+
 /// The output (or the error) of a kubectl command, as text.
 fn command_text(args: &[&str]) -> String {
-    let output = kubectl(args);
+    let mut args = args.to_vec();
+    args.push(REQUEST_TIMEOUT);
+    let output = kubectl(&args);
     format!(
         "{}{}",
         String::from_utf8_lossy(&output.stdout),

@@ -231,6 +231,7 @@ impl Drop for Cleanup {
                     super::diagnostics::print_for(namespace, name);
                 }
             }
+            super::diagnostics::print_webhooks_failed_open();
         }
         for (kind, name, namespace) in self.0.iter().rev() {
             let _ = delete(namespace, kind, name, "90s");

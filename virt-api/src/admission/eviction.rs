@@ -145,6 +145,7 @@ pub(super) async fn validate(
             ));
         }
         Err(error) => {
+            tracing::warn!(%namespace, pod = pod_name, vmi = vmi_name, error = %error.0, "eviction refused: the VMI cannot be read");
             return Ok(AdmissionResponse::too_many_requests(
                 uid,
                 format!("kubevirt failed getting the vmi: {}", error.0),
@@ -154,7 +155,7 @@ pub(super) async fn validate(
     let decision = decide(&pod, &vmi, ctx);
     // Each eviction of a running launcher pod is logged: a drain that shut a guest down instead
     // of moving it is explained here.
-    tracing::info!(%namespace, pod = pod_name, vmi = vmi_name, ?decision, "launcher pod eviction");
+    tracing::info!(%namespace, pod = pod_name, vmi = vmi_name, ?decision, dry_run = ?request.dry_run, "launcher pod eviction");
     match decision {
         EvictionDecision::Allow => allow(),
         EvictionDecision::Deny(message) => Ok(AdmissionResponse::too_many_requests(uid, message)),

@@ -50,9 +50,10 @@ pub(super) async fn observe<A: CdiApi>(
         Some(pod_name) => api.pod(source_namespace, pod_name).await?,
         None => None,
     };
-    // The Secret is the pod's name; a live pod without it waits for it forever.
-    let pod_without_secret = match &pod {
-        Some(live) if live.metadata.deletion_timestamp.is_none() => {
+    // The Secret is the pod's name; a live pod without it waits for it forever. Looked for only
+    // while this clone's own pod may still read it: not once the copy is over or its target goes.
+    let pod_without_secret = match (&pod, target) {
+        (Some(live), Some(target)) if waits_for_its_secret(live, target) => {
             let name = live.metadata.name.as_deref().unwrap_or_default();
             !api.secret_exists(source_namespace, name).await?
         }
@@ -92,6 +93,31 @@ pub(super) async fn observe<A: CdiApi>(
         users,
         authorized,
     })
+}
+
+/// Whether `pod` is the source pod of `target`, not being deleted nor finished, while the copy
+/// goes on: the one that may be waiting for its certificate Secret.
+fn waits_for_its_secret(pod: &Pod, target: &PersistentVolumeClaim) -> bool {
+    let finished = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .is_some_and(|phase| phase == "Succeeded" || phase == "Failed");
+    let copy_over = target
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(crate::claim_annotations::ann::POD_PHASE))
+        .is_some_and(|phase| phase == "Succeeded");
+    pod.metadata.deletion_timestamp.is_none()
+        && !finished
+        && target.metadata.deletion_timestamp.is_none()
+        && !copy_over
+        && plan::source_pod_of(
+            pod,
+            target.metadata.namespace.as_deref().unwrap_or_default(),
+            target.metadata.name.as_deref().unwrap_or_default(),
+        )
 }
 
 /// Creates a clone's source pod, then its client certificate in a Secret owned by the pod (the
