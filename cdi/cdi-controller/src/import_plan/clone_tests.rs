@@ -63,6 +63,29 @@ fn server_pod(phase: &str, ready: bool) -> Pod {
     pod
 }
 
+/// The upload server, done with "Upload Complete".
+fn finished_server_pod() -> Pod {
+    let mut done = server_pod("Succeeded", false);
+    if let Some(statuses) = done.status.as_mut().and_then(|s| s.container_statuses.as_mut()) {
+        statuses[0].state = Some(
+            serde_json::from_value(
+                json!({"terminated": {"exitCode": 0, "message": "{\"message\": \"Upload Complete\"}"}}),
+            )
+            .expect("state"),
+        );
+    }
+    done
+}
+
+/// The bound target whose upload server is ready, with one more annotation.
+fn server_ready_target(dv: &DataVolume, extra: (&str, &str)) -> PersistentVolumeClaim {
+    target(
+        dv,
+        "Bound",
+        &[(ann::UPLOAD_POD, "cdi-upload-disk"), (ann::POD_READY, "true"), extra],
+    )
+}
+
 fn source_pod(phase: &str) -> Pod {
     serde_json::from_value(json!({
         "metadata": {"name": "claim-uid-source-pod", "namespace": "golden", "uid": "sp-uid"},
@@ -198,15 +221,7 @@ fn the_upload_server_takes_the_clones_name_without_scratch_then_the_source_pod_c
 fn a_source_in_use_waits_with_an_event_per_user() {
     let dv = clone_dv();
     let base = source("1Gi");
-    let bound = target(
-        &dv,
-        "Bound",
-        &[
-            (ann::UPLOAD_POD, "cdi-upload-disk"),
-            (ann::POD_READY, "true"),
-            (ann::POD_PHASE, "Running"),
-        ],
-    );
+    let bound = server_ready_target(&dv, (ann::POD_PHASE, "Running"));
     let ready = server_pod("Running", true);
     let users = ["golden/virt-launcher-vm-abc".to_owned()];
     let steps = plan(
@@ -239,17 +254,7 @@ fn the_copy_done_ends_the_server_and_the_source_pod() {
         "Bound",
         &[(ann::UPLOAD_POD, "cdi-upload-disk"), (ann::POD_PHASE, "Running")],
     );
-    let mut done = server_pod("Succeeded", false);
-    done.status
-        .as_mut()
-        .expect("status")
-        .container_statuses
-        .as_mut()
-        .expect("statuses")[0]
-        .state = Some(
-        serde_json::from_value(json!({"terminated": {"exitCode": 0, "message": "{\"message\": \"Upload Complete\"}"}}))
-            .expect("state"),
-    );
+    let done = finished_server_pod();
     let sending = source_pod("Running");
     let steps = plan(
         &with_clone(
@@ -283,14 +288,9 @@ fn the_copy_done_ends_the_server_and_the_source_pod() {
 fn a_source_pod_without_its_secret_gets_it_unless_the_copy_is_over() {
     let dv = clone_dv();
     let base = source("1Gi");
-    let running = target(
+    let running = server_ready_target(
         &dv,
-        "Bound",
-        &[
-            (ann::UPLOAD_POD, "cdi-upload-disk"),
-            (ann::POD_READY, "true"),
-            ("cdi.kubevirt.io/storage.sourceClonePodName", "claim-uid-source-pod"),
-        ],
+        ("cdi.kubevirt.io/storage.sourceClonePodName", "claim-uid-source-pod"),
     );
     let server = server_pod("Running", true);
     let waiting = source_pod("Pending");
@@ -333,16 +333,7 @@ fn a_source_pod_without_its_secret_gets_it_unless_the_copy_is_over() {
     );
     assert!(!kinds(&steps).contains(&"GiveCloneSourceSecret"), "{:?}", kinds(&steps));
     // The copy is over: the pod goes rather than get its Secret.
-    let mut finished = server_pod("Succeeded", false);
-    finished
-        .status
-        .as_mut()
-        .and_then(|s| s.container_statuses.as_mut())
-        .expect("statuses")[0]
-        .state = Some(
-        serde_json::from_value(json!({"terminated": {"exitCode": 0, "message": "{\"message\": \"Upload Complete\"}"}}))
-            .expect("state"),
-    );
+    let finished = finished_server_pod();
     let steps = plan(
         &with_clone(facts(&dv, Some(&running), Some(&finished)), without_secret),
         &now(),
