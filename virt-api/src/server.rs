@@ -28,6 +28,16 @@ fn json(value: &serde_json::Value) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], value.to_string()).into_response()
 }
 
+/// Ready (the readiness probe's `/healthz`) only once connected to the API server, as upstream's
+/// checks its connection: until then every webhook answers without the cluster's objects, and the
+/// eviction interceptor would let a launcher pod whose VMI should migrate be evicted.
+async fn healthz<C: SubresourceCluster, N: NodeConnector>(State(state): State<Arc<AppState<C, N>>>) -> Response {
+    match state.cluster() {
+        Ok(_) => "ok".into_response(),
+        Err(status) => status.into_response(),
+    }
+}
+
 async fn webhook<C: SubresourceCluster, N: NodeConnector>(
     State((state, hook)): State<(Arc<AppState<C, N>>, Webhook)>,
     body: Bytes,
@@ -98,18 +108,18 @@ pub fn router<C: SubresourceCluster, N: NodeConnector>(state: Arc<AppState<C, N>
             &format!("{group}/{{version}}/namespaces/{{ns}}/virtualmachineinstances/{{name}}/{{action}}"),
             put(routes::vmi_action::<C, N>),
         )
+        .route(&format!("{group}/{{version}}/healthz"), get(healthz::<C, N>))
+        .route("/healthz", get(healthz::<C, N>))
         .with_state(state);
     app.merge(subresources)
         .route("/", get(|| async { json(&discovery::root_paths()) }))
         .route("/apis", get(|| async { json(&discovery::api_group_list()) }))
         .route(&group, get(|| async { json(&discovery::api_group()) }))
         .route(&format!("{group}/{{version}}"), get(resource_list))
-        .route(&format!("{group}/{{version}}/healthz"), get(|| async { "ok" }))
         .route(
             &format!("{group}/{{version}}/version"),
             get(|| async { json(&version_info()) }),
         )
-        .route("/healthz", get(|| async { "ok" }))
         .route("/version", get(|| async { json(&version_info()) }))
 }
 

@@ -413,7 +413,7 @@ async fn pause_and_unpause_go_to_the_nodes_handler() {
 }
 
 #[tokio::test]
-async fn without_a_cluster_the_subresources_answer_503_and_discovery_still_works() {
+async fn without_a_cluster_the_subresources_and_readiness_answer_503_and_discovery_still_works() {
     let state: Arc<State> = Arc::new(AppState::with_defaults(
         Authentication::Disabled,
         Arc::new(FakeNodeConnector::default()),
@@ -446,6 +446,22 @@ async fn without_a_cluster_the_subresources_answer_503_and_discovery_still_works
     );
     let (code, _) = h.send(Method::GET, "/apis/subresources.kubevirt.io/v2", "").await;
     assert_eq!(code, StatusCode::NOT_FOUND);
-    let (code, _) = h.send(Method::GET, "/healthz", "").await;
-    assert_eq!(code, StatusCode::OK);
+    // Not ready until connected: webhooks answered without the cluster's objects would let a
+    // launcher pod whose VMI should migrate be evicted.
+    for path in ["/healthz", "/apis/subresources.kubevirt.io/v1/healthz"] {
+        let (code, body) = h.send(Method::GET, path, "").await;
+        assert_eq!(
+            (code, message(&body)),
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "virt-api is not connected to a Kubernetes API server: none"
+            ),
+            "{path}"
+        );
+    }
+    h.state.set_cluster(h.cluster.clone());
+    for path in ["/healthz", "/apis/subresources.kubevirt.io/v1/healthz"] {
+        let (code, _) = h.send(Method::GET, path, "").await;
+        assert_eq!(code, StatusCode::OK, "{path}");
+    }
 }
