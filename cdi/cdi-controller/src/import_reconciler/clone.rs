@@ -98,11 +98,8 @@ pub(super) async fn observe<A: CdiApi>(
 /// Whether `pod` is the source pod of `target`, not being deleted nor finished, while the copy
 /// goes on: the one that may be waiting for its certificate Secret.
 fn waits_for_its_secret(pod: &Pod, target: &PersistentVolumeClaim) -> bool {
-    let finished = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .is_some_and(|phase| phase == "Succeeded" || phase == "Failed");
+    let phase = crate::claim_annotations::settled_phase(pod);
+    let finished = phase == "Succeeded" || phase == "Failed";
     let copy_over = target
         .metadata
         .annotations
