@@ -94,6 +94,13 @@ pub trait CdiApi: Send + Sync {
         namespace: &str,
         name: &str,
     ) -> impl Future<Output = Result<bool, ApiError>> + Send;
+    /// A VolumeImportSource or VolumeUploadSource; `None` when it is not there.
+    fn population_source(
+        &self,
+        kind: SourceKind,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<PopulationSource>, ApiError>> + Send;
     /// Creates a VolumeImportSource or VolumeUploadSource; one already there of that name counts
     /// as created.
     fn create_population_source(&self, source: &PopulationSource) -> impl Future<Output = Result<(), ApiError>> + Send;

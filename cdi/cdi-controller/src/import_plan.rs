@@ -554,6 +554,7 @@ fn fill_steps(
     (steps, annotations)
 }
 
+pub mod bare_claim;
 mod claim;
 pub mod clone;
 mod pods;
@@ -567,6 +568,10 @@ use pods::{pod_args, scratch_claim};
 use sources::refusal;
 pub use sources::{SourceRefProblem, with_source};
 
+#[cfg(test)]
+mod bare_claim_tests;
+#[cfg(test)]
+mod bare_claim_upload_tests;
 #[cfg(test)]
 mod clone_tests;
 #[cfg(test)]

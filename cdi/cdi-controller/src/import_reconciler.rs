@@ -204,13 +204,7 @@ pub async fn reconcile<A: CdiApi, M: ImporterMetrics, C: ServingCertificates>(
         .as_ref()
         .and_then(import_progress::pod_address)
         .filter(|_| importing);
-    let progress = match (address, data_volume.metadata.uid.as_deref()) {
-        (Some(address), Some(uid)) => metrics
-            .scrape(address)
-            .await
-            .and_then(|page| import_progress::parse(&page, uid)),
-        _ => None,
-    };
+    let progress = progress(metrics, address, data_volume.metadata.uid.as_deref()).await;
     let clone_source = match &transfer {
         Some(Transfer::Clone {
             namespace: source_namespace,
@@ -256,6 +250,18 @@ pub async fn reconcile<A: CdiApi, M: ImporterMetrics, C: ServingCertificates>(
         _ if address.is_some() => Next::Soon,
         _ => Next::LookAgain,
     })
+}
+
+/// The running importer's progress, in percent, read from its metrics at `address` under
+/// `owner_uid` (the DataVolume's, or a populated claim's).
+async fn progress<M: ImporterMetrics>(metrics: &M, address: Option<&str>, owner_uid: Option<&str>) -> Option<f64> {
+    match (address, owner_uid) {
+        (Some(address), Some(uid)) => metrics
+            .scrape(address)
+            .await
+            .and_then(|page| import_progress::parse(&page, uid)),
+        _ => None,
+    }
 }
 
 /// What a pass reads for the import populator's flow.
@@ -494,8 +500,11 @@ async fn record<A: CdiApi>(api: &A, subject: EventSubject<'_>, event_type: &'sta
     }
 }
 
+pub mod bare_claim;
 mod clone;
 
+#[cfg(test)]
+mod bare_claim_tests;
 #[cfg(test)]
 mod clone_tests;
 #[cfg(test)]

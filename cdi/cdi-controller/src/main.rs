@@ -14,7 +14,7 @@ use cdi_controller::cdi_pki::{self, SharedPki};
 use cdi_controller::cluster_api::kube::KubeCdiApi;
 use cdi_controller::import_plan::ImporterSettings;
 use cdi_controller::import_progress::HttpsMetrics;
-use cdi_controller::import_reconciler::{self, Next};
+use cdi_controller::import_reconciler::{self, Next, bare_claim};
 use cdi_controller::importer_pod::CDI_LABEL;
 use cdi_controller::{config_status, data_source_status};
 use clap::Parser;
@@ -89,11 +89,16 @@ async fn reconcile(
         &context.settings,
         &now,
     ));
-    Ok(match pass.await? {
+    Ok(action(pass.await?))
+}
+
+/// When a pass's object is looked at again.
+fn action(next: Next) -> Action {
+    match next {
         Next::LookAgain => Action::requeue(LOOK_AGAIN),
         Next::Soon => Action::requeue(SOON),
         Next::Rest => Action::await_change(),
-    })
+    }
 }
 
 #[expect(clippy::needless_pass_by_value, reason = "the signature of kube's error policy")]
@@ -123,18 +128,57 @@ fn retry_claim(
     error: &cdi_controller::cluster_api::ApiError,
     _: Arc<Context>,
 ) -> Action {
+    claim_retry(&claim, error, "releasing the claim failed; trying again")
+}
+
+/// Logs a claim's failed pass, and tries it again after [`RETRY`].
+fn claim_retry(claim: &PersistentVolumeClaim, error: &cdi_controller::cluster_api::ApiError, what: &str) -> Action {
     tracing::warn!(
         namespace = claim.metadata.namespace.as_deref().unwrap_or_default(),
         name = claim.metadata.name.as_deref().unwrap_or_default(),
         error = %kubevirt_api::error_report::one_line(error),
-        "releasing the claim failed; trying again"
+        "{what}"
     );
     Action::requeue(RETRY)
 }
 
-/// The DataVolume a CDI pod works for: its claim's, which has the DataVolume's name; a clone's
-/// source pod, in the source's namespace, names its target claim in an annotation.
-fn owner_of_pod(pod: Pod) -> Option<ObjectRef<DataVolume>> {
+/// A pass of the import and upload populators over a claim a user made: only a claim that names
+/// a VolumeImportSource or a VolumeUploadSource is read again.
+async fn populate_claim(
+    claim: Arc<PersistentVolumeClaim>,
+    context: Arc<Context>,
+) -> Result<Action, cdi_controller::cluster_api::ApiError> {
+    if !bare_claim::names_population_source(&claim) {
+        return Ok(Action::await_change());
+    }
+    let now = kubevirt_api::clock::whole_seconds_now();
+    let namespace = claim.metadata.namespace.as_deref().unwrap_or_default();
+    let name = claim.metadata.name.as_deref().unwrap_or_default();
+    let metrics = HttpsMetrics::default();
+    let pass = Box::pin(bare_claim::reconcile(
+        &context.api,
+        &metrics,
+        context.certificates.as_ref(),
+        (namespace, name),
+        &context.settings,
+        &now,
+    ));
+    Ok(action(pass.await?))
+}
+
+#[expect(clippy::needless_pass_by_value, reason = "the signature of kube's error policy")]
+fn retry_populated_claim(
+    claim: Arc<PersistentVolumeClaim>,
+    error: &cdi_controller::cluster_api::ApiError,
+    _: Arc<Context>,
+) -> Action {
+    claim_retry(&claim, error, "the populator's pass failed; trying again")
+}
+
+/// The DataVolume (or, for the populators, the claim) a CDI pod works for: its claim's, which
+/// has the DataVolume's name; a clone's source pod, in the source's namespace, names its target
+/// claim in an annotation.
+fn owner_of_pod<K: kube::Resource<DynamicType = ()>>(pod: Pod) -> Option<ObjectRef<K>> {
     if let Some((namespace, name)) = pod
         .metadata
         .annotations
@@ -152,14 +196,43 @@ fn owner_of_pod(pod: Pod) -> Option<ObjectRef<DataVolume>> {
     Some(ObjectRef::new(&claim.name).within(pod.metadata.namespace.as_deref()?))
 }
 
-/// The DataVolume of a prime claim: its owner, the target claim, has the DataVolume's name.
-fn target_of_prime(claim: PersistentVolumeClaim) -> Option<ObjectRef<DataVolume>> {
+/// The DataVolume of a prime claim (or, for the populators, the target claim): its owner,
+/// the target claim, has the DataVolume's name.
+fn target_of_prime<K: kube::Resource<DynamicType = ()>>(claim: PersistentVolumeClaim) -> Option<ObjectRef<K>> {
     let target = claim
         .metadata
         .owner_references?
         .into_iter()
         .find(|o| o.kind == "PersistentVolumeClaim" && o.controller == Some(true))?;
     Some(ObjectRef::new(&target.name).within(claim.metadata.namespace.as_deref()?))
+}
+
+/// The import and upload populators' loop, keyed by claims: it fills the claims users make with
+/// a `dataSourceRef` to a VolumeImportSource or a VolumeUploadSource; its prime's pods and the
+/// prime itself are mapped to the target.
+fn populators(
+    client: Client,
+    ours: &str,
+    context: Arc<Context>,
+    stop: CancellationToken,
+) -> impl std::future::Future<Output = ()> {
+    Controller::new(
+        Api::<PersistentVolumeClaim>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .watches(
+        Api::<Pod>::all(client.clone()),
+        watcher::Config::default().labels(ours),
+        owner_of_pod,
+    )
+    .watches(
+        Api::<PersistentVolumeClaim>::all(client),
+        watcher::Config::default().labels(ours),
+        target_of_prime,
+    )
+    .graceful_shutdown_on(async move { stop.cancelled().await })
+    .run(populate_claim, retry_populated_claim, context)
+    .for_each(|_| async {})
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
@@ -218,12 +291,16 @@ async fn run(args: Args) -> anyhow::Result<()> {
         .for_each(|_| async {});
     // Keyed by claims: a claim whose DataVolume is gone is no longer reached through it.
     let claims = Controller::new(
-        Api::<PersistentVolumeClaim>::all(client),
+        Api::<PersistentVolumeClaim>::all(client.clone()),
         watcher::Config::default().labels(&ours),
     )
-    .graceful_shutdown_on(async move { stop.cancelled().await })
+    .graceful_shutdown_on({
+        let stop = stop.clone();
+        async move { stop.cancelled().await }
+    })
     .run(release_claim, retry_claim, Arc::clone(&context))
     .for_each(|_| async {});
+    let populated_claims = populators(client.clone(), &ours, Arc::clone(&context), stop);
     let data_sources = Controller::new(Api::<DataSource>::all(client_for_sources), watcher::Config::default())
         .graceful_shutdown_on(async move { stop_for_sources.cancelled().await })
         .run(reconcile_data_source, retry_data_source, Arc::clone(&context))
@@ -237,6 +314,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     futures::join!(
         data_volumes,
         claims,
+        populated_claims,
         data_sources,
         keep_config(&context.api, client_for_config, stop_for_config),
         keep_cas

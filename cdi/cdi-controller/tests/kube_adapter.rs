@@ -8,6 +8,7 @@ use cdi_api::DataVolumePhase;
 use cdi_api::data_volume::DataVolumeStatus;
 use cdi_controller::cluster_api::kube::KubeCdiApi;
 use cdi_controller::cluster_api::{CdiApi as _, EventSubject};
+use cdi_controller::import_plan::populator::{PopulationSource, SourceKind};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
@@ -54,6 +55,60 @@ async fn reads_that_find_nothing_are_none() {
             "GET /api/v1/namespaces/vms/persistentvolumeclaims/disk",
             "GET /api/v1/namespaces/vms/pods/importer-disk",
             "GET /apis/cdi.kubevirt.io/v1beta1/cdiconfigs/config",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_population_source_is_read_by_its_kind_from_the_claims_namespace() {
+    let (api, log) = api_server(vec![
+        (
+            200,
+            json!({"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "VolumeImportSource",
+                   "metadata": {"name": "image", "namespace": "vms"},
+                   "spec": {"source": {"http": {"url": "http://server/disk.qcow2"}}}}),
+        ),
+        status(404, "NotFound"),
+        (
+            200,
+            json!({"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "VolumeUploadSource",
+                   "metadata": {"name": "upload", "namespace": "vms"},
+                   "spec": {"contentType": "kubevirt"}}),
+        ),
+    ]);
+    let Some(PopulationSource::Import(found)) = api
+        .population_source(SourceKind::Import, "vms", "image")
+        .await
+        .expect("read")
+    else {
+        panic!("a VolumeImportSource")
+    };
+    let url = found.spec.source.and_then(|s| s.http).map(|h| h.url);
+    assert_eq!(url.as_deref(), Some("http://server/disk.qcow2"));
+    assert_eq!(
+        api.population_source(SourceKind::Import, "vms", "gone")
+            .await
+            .expect("read"),
+        None
+    );
+    let Some(PopulationSource::Upload(upload)) = api
+        .population_source(SourceKind::Upload, "vms", "upload")
+        .await
+        .expect("read")
+    else {
+        panic!("a VolumeUploadSource")
+    };
+    assert_eq!(upload.spec.content_type.as_deref(), Some("kubevirt"));
+    let paths: Vec<String> = requests(&log)
+        .into_iter()
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "GET /apis/cdi.kubevirt.io/v1beta1/namespaces/vms/volumeimportsources/image",
+            "GET /apis/cdi.kubevirt.io/v1beta1/namespaces/vms/volumeimportsources/gone",
+            "GET /apis/cdi.kubevirt.io/v1beta1/namespaces/vms/volumeuploadsources/upload",
         ]
     );
 }

@@ -82,6 +82,31 @@ fn a_data_volume_on_hostpath_csi_is_a_directory_on_its_node_until_the_vm_goes() 
     drop(cleanup);
 }
 
+/// Waits for the populated claim `claim` to bind, then checks that it was filled through the
+/// prime claim `prime` on `node`, whose volume it now has; gives the volume.
+pub(super) fn bound_through_the_prime(claim: &str, node: &str, prime: &str) -> serde_json::Value {
+    let bound = wait_for("the claim to be filled and bound", Duration::from_secs(300), || {
+        get("pvc", claim, "default").filter(|pvc| field(pvc, "status.phase") == "Bound")
+    });
+    assert_eq!(
+        field(&bound, "metadata.annotations.volume\\.kubernetes\\.io/selected-node"),
+        node,
+        "the scheduler chose the VM's node for the claim"
+    );
+    let annotation = |key: &str| field(&bound, &format!("metadata.annotations.cdi\\.kubevirt\\.io/{key}"));
+    assert_eq!(annotation("storage\\.populator\\.pvcPrime"), prime);
+    assert_eq!(annotation("storage\\.populator\\.progress"), "100.0%");
+    assert_eq!(annotation("storage\\.pod\\.phase"), "Succeeded");
+    let volume = get("pv", &field(&bound, "spec.volumeName"), "default").expect("the volume");
+    assert_eq!(field(&volume, "spec.claimRef.name"), claim, "rebound from the prime");
+    assert_eq!(field(&volume, "spec.csi.driver"), "kubevirt.io.hostpath-provisioner");
+    assert_eq!(
+        volume["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"][0],
+        node
+    );
+    volume
+}
+
 /// A DataVolume on `hostpath-csi` (WaitForFirstConsumer) without the immediate-binding annotation
 /// takes CDI's populator flow, the class being a CSI driver's: its claim names a
 /// VolumeImportSource, and it shows `PendingPopulation` with no prime claim until a consumer is
@@ -134,34 +159,7 @@ fn a_data_volume_pending_population_is_filled_where_its_vm_is_placed() {
     assert!(manifest.contains("kubernetes.io/hostname: node2"), "{manifest}");
     cleanup.apply("vm", VM, &manifest);
     import_succeeds(&claim);
-    let bound = wait_for("the claim to bind", Duration::from_secs(120), || {
-        get("pvc", &claim, "default").filter(|pvc| field(pvc, "status.phase") == "Bound")
-    });
-    assert_eq!(
-        field(&bound, "metadata.annotations.volume\\.kubernetes\\.io/selected-node"),
-        node,
-        "the scheduler chose the VM's node for the claim"
-    );
-    assert_eq!(
-        field(
-            &bound,
-            "metadata.annotations.cdi\\.kubevirt\\.io/storage\\.populator\\.pvcPrime"
-        ),
-        prime
-    );
-    assert_eq!(
-        field(
-            &bound,
-            "metadata.annotations.cdi\\.kubevirt\\.io/storage\\.populator\\.progress"
-        ),
-        "100.0%"
-    );
-    let volume = get("pv", &field(&bound, "spec.volumeName"), "default").expect("the volume");
-    assert_eq!(field(&volume, "spec.claimRef.name"), claim, "rebound from the prime");
-    assert_eq!(
-        volume["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"][0],
-        node
-    );
+    bound_through_the_prime(&claim, node, &prime);
     boots_and_reads_the_label(VM);
     assert_eq!(
         field(&get("vmi", VM, "default").expect("the VMI"), "status.nodeName"),

@@ -11,6 +11,7 @@ mod access_credentials;
 mod admission;
 mod block_import;
 mod cdi_operator;
+mod claim_populator;
 mod claims;
 mod clone;
 mod config_volumes;

@@ -19,7 +19,7 @@ pub(super) const GUEST_QCOW2: &str =
     "/var/lib/kubevirt-rs/images/localhost/kubevirt-rs/testguest/latest/disk/testguest.qcow2";
 
 /// The upload proxy's address on the host: the NodePort on node 1, from CDIConfig.
-fn proxy_url() -> String {
+pub(super) fn proxy_url() -> String {
     let config: serde_json::Value =
         serde_json::from_str(&kubectl_ok(&["get", "cdiconfig", "config", "-o", "json"])).expect("CDIConfig");
     let url = field(&config, "spec.uploadProxyURLOverride");

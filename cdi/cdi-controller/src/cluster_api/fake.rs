@@ -135,6 +135,20 @@ impl CdiApi for FakeCdiApi {
             .is_some_and(|source| source.kind() == kind))
     }
 
+    async fn population_source(
+        &self,
+        kind: SourceKind,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<PopulationSource>, ApiError> {
+        Ok(self
+            .state()
+            .population_sources
+            .get(&key(namespace, name))
+            .filter(|source| source.kind() == kind)
+            .cloned())
+    }
+
     async fn create_population_source(&self, source: &PopulationSource) -> Result<(), ApiError> {
         let id = key(
             source.metadata().namespace.as_deref().unwrap_or_default(),

@@ -182,6 +182,31 @@ impl CdiApi for KubeCdiApi {
         }
     }
 
+    async fn population_source(
+        &self,
+        kind: SourceKind,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<PopulationSource>, ApiError> {
+        let what = format!("get {} {namespace}/{name}", kind.kind());
+        Ok(match kind {
+            SourceKind::Import => optional(
+                Api::<VolumeImportSource>::namespaced(self.client.clone(), namespace)
+                    .get(name)
+                    .await,
+                what,
+            )?
+            .map(|source| PopulationSource::Import(Box::new(source))),
+            SourceKind::Upload => optional(
+                Api::<VolumeUploadSource>::namespaced(self.client.clone(), namespace)
+                    .get(name)
+                    .await,
+                what,
+            )?
+            .map(|source| PopulationSource::Upload(Box::new(source))),
+        })
+    }
+
     async fn create_population_source(&self, source: &PopulationSource) -> Result<(), ApiError> {
         let namespace = source.metadata().namespace.clone().unwrap_or_default();
         let name = source.metadata().name.clone().unwrap_or_default();

@@ -320,7 +320,20 @@ fn status_view(
     seen
 }
 
-/// The steps of a pass over a target claim the populator of `kind` fills by `transfer`.
+/// What a pass does to a target claim and its prime, before anyone's status is written.
+pub(super) struct TargetPass {
+    /// The steps, in order (the target's annotations, then the rebinding).
+    pub steps: Vec<Step>,
+    /// The target's annotations as the steps leave them.
+    pub annotations: BTreeMap<String, String>,
+    /// The bound prime's pod, as the target's status reads it.
+    pod_of_bound_prime: Option<(&'static str, String)>,
+    /// The target waits for its first consumer to choose a node.
+    pending_population: bool,
+}
+
+/// The steps of a pass over a target claim the populator of `kind` fills by `transfer`, and
+/// the DataVolume's status from it.
 pub(super) fn steps(
     facts: &ImportFacts<'_>,
     target: &PersistentVolumeClaim,
@@ -328,6 +341,44 @@ pub(super) fn steps(
     current: &DataVolumeStatus,
     now: &Time,
 ) -> Vec<Step> {
+    let data_volume = facts.data_volume;
+    let pass = match target_pass(facts, target, (kind, transfer), current, now) {
+        Ok(pass) => pass,
+        Err(refused) => return refused,
+    };
+    let mut steps = pass.steps;
+    let seen = status_view(&pass.annotations, kind, pass.pod_of_bound_prime);
+    let work = Circumstances {
+        requires_work: true,
+        wait_for_first_consumer: pass.pending_population,
+        populating: true,
+    };
+    let (mut next, event) = import_status::next_status(current, Some(&view(target, seen)), work, now);
+    if let Some(progress) = pass.annotations.get(PROGRESS)
+        && next.phase != cdi_api::DataVolumePhase::Succeeded
+    {
+        next.progress = Some(progress.clone());
+    }
+    if next.phase == cdi_api::DataVolumePhase::Succeeded && facts.populator.source_object {
+        steps.push(Step::DeletePopulationSource(kind, kind.source_name(data_volume)));
+    }
+    steps.extend(status_steps(current, next, event));
+    steps
+}
+
+/// What a pass does to a target claim and its prime: the prime made, filled and rebound to the
+/// target, the prime's annotations and progress copied to the target.
+///
+/// # Errors
+/// The steps that say why the target cannot be filled (a pod of the prime's pod's name that
+/// the prime does not control).
+pub(super) fn target_pass(
+    facts: &ImportFacts<'_>,
+    target: &PersistentVolumeClaim,
+    (kind, transfer): (SourceKind, &Transfer),
+    current: &DataVolumeStatus,
+    now: &Time,
+) -> Result<TargetPass, Vec<Step>> {
     let data_volume = facts.data_volume;
     let known = target.metadata.annotations.clone().unwrap_or_default();
     let mut annotations = known.clone();
@@ -360,7 +411,7 @@ pub(super) fn steps(
         Some(prime) => {
             let prime_name = prime.metadata.name.clone().unwrap_or_default();
             if let Some(refused) = super::foreign_pod(facts, prime, current, now) {
-                return refused;
+                return Err(refused);
             }
             let (fill, prime_annotations) = fill_steps(facts, prime, transfer, now);
             // The prime's labels as this pass leaves them (a registry image's, from its pod).
@@ -418,23 +469,12 @@ pub(super) fn steps(
         steps.push(Step::AnnotateClaim(changed));
     }
     steps.extend(last);
-    let seen = status_view(&annotations, kind, pod_of_bound_prime);
-    let work = Circumstances {
-        requires_work: true,
-        wait_for_first_consumer: pending_population,
-        populating: true,
-    };
-    let (mut next, event) = import_status::next_status(current, Some(&view(target, seen)), work, now);
-    if let Some(progress) = annotations.get(PROGRESS)
-        && next.phase != cdi_api::DataVolumePhase::Succeeded
-    {
-        next.progress = Some(progress.clone());
-    }
-    if next.phase == cdi_api::DataVolumePhase::Succeeded && facts.populator.source_object {
-        steps.push(Step::DeletePopulationSource(kind, kind.source_name(data_volume)));
-    }
-    steps.extend(status_steps(current, next, event));
-    steps
+    Ok(TargetPass {
+        steps,
+        annotations,
+        pod_of_bound_prime,
+        pending_population,
+    })
 }
 
 mod source;

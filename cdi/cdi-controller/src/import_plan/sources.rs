@@ -67,7 +67,7 @@ pub(super) fn refusal(facts: &ImportFacts<'_>, now: &Time) -> Option<Vec<Step>> 
 }
 
 /// Why a DataVolume is not imported here, if it is not.
-fn unsupported(data_volume: &DataVolume) -> Option<String> {
+pub(super) fn unsupported(data_volume: &DataVolume) -> Option<String> {
     let spec = &data_volume.spec;
     if spec.source_ref.is_some() {
         return Some("the DataVolume's sourceRef was not resolved".to_owned());
