@@ -38,6 +38,15 @@ install_kubevirt() {
     # This machine's /dev/kvm cannot run guests: emulate, as docs/install.md shows.
     "${k[@]}" -n kubevirt annotate --overwrite kubevirt kubevirt kubevirt-rs.io/force-emulation=true >/dev/null \
         || die "turning on emulation failed"
+    # SSP's operator and its CR, as docs/ssp.md tells users: the template validator checks every
+    # VirtualMachine written from now on.
+    "${k[@]}" apply -k "$CLUSTER_REPO/manifests/ssp" >"$CLUSTER_LOGS/ssp.log" 2>&1 \
+        || die "kubectl apply -k manifests/ssp failed: $(tail -5 "$CLUSTER_LOGS/ssp.log")"
+    wait_for "the SSP CRD is Established" 60 "${k[@]}" wait --for=condition=Established --timeout=1s \
+        crd/ssps.ssp.kubevirt.io \
+        || die "the SSP CRD is not Established: see $CLUSTER_LOGS/ssp.log"
+    "${k[@]}" apply -f "$CLUSTER_REPO/manifests/ssp/ssp_cr.yaml" >>"$CLUSTER_LOGS/ssp.log" 2>&1 \
+        || die "creating the SSP failed: $(tail -5 "$CLUSTER_LOGS/ssp.log")"
     restart_changed_components
     # After the rollout, so that the CR's conditions are about the pods that run now.
     wait_for "CDI is Available" 300 "${k[@]}" wait --for=condition=Available --timeout=1s cdi/cdi \
@@ -52,6 +61,9 @@ install_kubevirt() {
     wait_for "the HostPathProvisioner is Available" 300 "${k[@]}" wait --for=condition=Available --timeout=1s \
         hostpathprovisioner/hostpath-provisioner \
         || die "the HostPathProvisioner is not Available: $("${k[@]}" get hostpathprovisioner hostpath-provisioner -o jsonpath='{.status.conditions}' 2>&1; "${k[@]}" -n hostpath-provisioner get pods -o wide 2>&1)"
+    wait_for "the template validator is Deployed" 300 "${k[@]}" -n kubevirt wait --for=condition=Available --timeout=1s \
+        ssp/ssp \
+        || die "the SSP is not Available: $("${k[@]}" -n kubevirt get ssp ssp -o jsonpath='{.status.conditions}' 2>&1; "${k[@]}" -n kubevirt get pods -o wide 2>&1)"
     wait_for "virt-api, virt-controller and virt-handler are Ready" 300 kubevirt_is_ready \
         || die "kubevirt-rs did not become Ready: $("${k[@]}" -n kubevirt get pods -o wide 2>&1)"
     wait_for "the subresources.kubevirt.io APIServices are Available" 120 "${k[@]}" wait --for=condition=Available \
@@ -96,7 +108,9 @@ restart_changed_components() {
         cdi:cdi.kubevirt.io=cdi-apiserver:cdi-apiserver:deployment/cdi-apiserver \
         hostpath-provisioner:name=hostpath-provisioner-operator:hostpath-provisioner-operator:deployment/hostpath-provisioner-operator \
         hostpath-provisioner:k8s-app=hostpath-provisioner:hostpath-csi-driver:daemonset/hostpath-provisioner-csi \
-        hostpath-provisioner:k8s-app=hostpath-provisioner:csi-provisioner:daemonset/hostpath-provisioner-csi; do
+        hostpath-provisioner:k8s-app=hostpath-provisioner:csi-provisioner:daemonset/hostpath-provisioner-csi \
+        kubevirt:control-plane=ssp-operator:ssp-operator:deployment/ssp-operator \
+        kubevirt:kubevirt.io=virt-template-validator:virt-template-validator:deployment/virt-template-validator; do
         IFS=: read -r namespace selector image workload <<<"$entry"
         wanted=sha256:$(podman_vfs image inspect --format '{{.Id}}' "localhost/kubevirt-rs/$image:latest") \
             || die "image localhost/kubevirt-rs/$image:latest is missing"

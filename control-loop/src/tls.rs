@@ -12,7 +12,7 @@ use rustls_pki_types::pem::PemObject as _;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 mod identity;
-pub mod issue;
+pub use operator_kit::certificates::issue;
 mod public;
 mod reloading;
 #[cfg(any(test, feature = "testing"))]

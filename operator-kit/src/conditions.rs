@@ -81,13 +81,18 @@ pub enum Health {
     },
 }
 
-/// One condition's wanted state, without its times.
+/// One condition's wanted state, without its times, for an operator whose conditions do not
+/// follow [`Health`]'s pattern (SSP's give each one its own reason and message).
 #[derive(Clone, Debug, PartialEq, Eq)]
-struct Wanted<'a> {
-    condition_type: &'static str,
-    status: &'static str,
-    reason: Option<&'a str>,
-    message: Option<&'a str>,
+pub struct Wanted<'a> {
+    /// `Available`, `Progressing` or `Degraded`.
+    pub condition_type: &'static str,
+    /// `True` or `False`.
+    pub status: &'static str,
+    /// Why, as a word.
+    pub reason: Option<&'a str>,
+    /// Why, as a sentence.
+    pub message: Option<&'a str>,
 }
 
 impl Health {
@@ -140,8 +145,14 @@ impl Health {
 /// changes. Conditions of other types are kept after the three.
 #[must_use]
 pub fn apply(existing: &[OperatorCondition], health: &Health, now: &Time) -> Vec<OperatorCondition> {
-    let mut conditions: Vec<OperatorCondition> = health
-        .wanted()
+    stamp(existing, health.wanted(), now)
+}
+
+/// The conditions `wanted` gives, from the ones a CR has now, with their times kept or stamped as
+/// [`apply`] says.
+#[must_use]
+pub fn stamp(existing: &[OperatorCondition], wanted: [Wanted<'_>; 3], now: &Time) -> Vec<OperatorCondition> {
+    let mut conditions: Vec<OperatorCondition> = wanted
         .into_iter()
         .map(|wanted| {
             let reason = wanted.reason.map(str::to_owned);

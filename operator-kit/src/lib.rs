@@ -1,5 +1,7 @@
-//! What kubevirt-rs's operators share (the hostpath-provisioner-operator today; cdi-operator,
-//! virt-operator and the HyperConverged operator as they come):
+//! What kubevirt-rs's operators share (the hostpath-provisioner-operator, cdi-operator and the SSP
+//! operator today; virt-operator and the HyperConverged operator as they come):
+//! - [`certificates`]: a CA, the serving or client certificate it signs and the bundle clients
+//!   trust, kept in Secrets and a ConfigMap and made again before they expire;
 //! - [`conditions`]: upstream's operator conditions (`Available`, `Progressing`, `Degraded`),
 //!   derived from one [`conditions::Health`] and stamped only when they change;
 //! - [`placement`]: upstream's `NodePlacement` (`nodeSelector`, `affinity`, `tolerations`);
@@ -7,6 +9,7 @@
 //!   server-side apply through [`objects::Objects`] (a real adapter and a fake);
 //! - [`rollout`]: whether a DaemonSet or Deployment has finished rolling out.
 
+pub mod certificates;
 pub mod conditions;
 pub mod objects;
 pub mod placement;

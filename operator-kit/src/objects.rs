@@ -82,6 +82,24 @@ impl Desired {
         })
     }
 
+    /// An object written as JSON, read as its type first (so that a misspelt field fails here, in
+    /// tests), then made dynamic.
+    ///
+    /// # Errors
+    /// [`ObjectsError::Convert`] when it is not a `K`.
+    pub fn from_json<K>(value: serde_json::Value) -> Result<Self, ObjectsError>
+    where
+        K: Resource<DynamicType = ()> + Serialize + DeserializeOwned,
+    {
+        let what = describe(
+            &K::kind(&()),
+            value["metadata"]["namespace"].as_str(),
+            value["metadata"]["name"].as_str().unwrap_or_default(),
+        );
+        let object: K = serde_json::from_value(value).map_err(|source| ObjectsError::Convert { what, source })?;
+        Self::from_typed(&object)
+    }
+
     /// `Kind namespace/name` (or `Kind name`), for messages and fakes.
     #[must_use]
     pub fn describe(&self) -> String {
@@ -141,8 +159,24 @@ pub trait Objects: Send + Sync {
         namespace: Option<&str>,
         name: &str,
     ) -> impl Future<Output = Result<Option<DynamicObject>, ObjectsError>> + Send;
-    /// Every object of a cluster-scoped resource.
+    /// Every object of a resource, in every namespace.
     fn list(&self, resource: &ApiResource) -> impl Future<Output = Result<Vec<DynamicObject>, ObjectsError>> + Send;
+    /// Puts `finalizer` on an object (`present`) or takes it off, leaving its other finalizers.
+    fn set_finalizer(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+        name: &str,
+        finalizer: &str,
+        present: bool,
+    ) -> impl Future<Output = Result<(), ObjectsError>> + Send;
+    /// Deletes an object; one already gone is no error.
+    fn delete(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> impl Future<Output = Result<(), ObjectsError>> + Send;
     /// Replaces an object's `status` (its status subresource).
     fn write_status(
         &self,
@@ -153,8 +187,7 @@ pub trait Objects: Send + Sync {
     ) -> impl Future<Output = Result<(), ObjectsError>> + Send;
 }
 
-/// Writes `status` as the status of the cluster-scoped CR `cr` when it differs from the one it has
-/// (`current`).
+/// Writes `status` as the status of the CR `cr` when it differs from the one it has (`current`).
 ///
 /// # Errors
 /// [`ObjectsError`] when it does not serialize or the write is refused.
@@ -178,7 +211,9 @@ where
         what: format!("the status of {} {name}", resource.kind),
         source,
     })?;
-    objects.write_status(&resource, None, &name, value).await
+    objects
+        .write_status(&resource, cr.meta().namespace.as_deref(), &name, value)
+        .await
 }
 
 /// An object of a type, read through [`Objects::get`].

@@ -116,19 +116,11 @@ fn labels() -> Value {
     })
 }
 
-/// A JSON object read as its type (so that a misspelt field fails here, in tests), then made
-/// dynamic.
 fn typed<K>(value: Value) -> Result<Desired, ObjectsError>
 where
     K: Resource<DynamicType = ()> + Serialize + DeserializeOwned,
 {
-    let what = format!(
-        "{} {}",
-        K::kind(&()),
-        value["metadata"]["name"].as_str().unwrap_or_default()
-    );
-    let object: K = serde_json::from_value(value).map_err(|source| ObjectsError::Convert { what, source })?;
-    Desired::from_typed(&object)
+    Desired::from_json::<K>(value)
 }
 
 /// What each node's external-provisioner needs cluster-wide: the volumes it makes for its node's

@@ -31,6 +31,7 @@ mod persistent_state;
 mod post_copy;
 mod registry_import;
 mod support;
+mod template_validator;
 mod unprivileged;
 mod upload;
 mod vm;

@@ -13,7 +13,8 @@ use super::{Desired, Objects, ObjectsError, describe};
 pub struct State {
     /// Objects by `Kind namespace/name` (or `Kind name`).
     pub objects: BTreeMap<String, DynamicObject>,
-    /// Every write, in order: `apply Kind ns/name` or `status Kind name`.
+    /// Every write, in order: `apply Kind ns/name`, `delete Kind name`, `status Kind name`, or
+    /// `finalize F Kind name` and `unfinalize F Kind name`.
     pub writes: Vec<String>,
     /// Applying this object (`Kind namespace/name`) fails with the API server's message.
     pub refuse_apply: Option<(String, String)>,
@@ -78,9 +79,45 @@ impl Objects for FakeObjects {
             .state()
             .objects
             .iter()
-            .filter(|(key, _)| key.starts_with(&prefix) && !key[prefix.len()..].contains('/'))
+            .filter(|(key, _)| key.starts_with(&prefix))
             .map(|(_, object)| object.clone())
             .collect())
+    }
+
+    async fn set_finalizer(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+        name: &str,
+        finalizer: &str,
+        present: bool,
+    ) -> Result<(), ObjectsError> {
+        let key = describe(&resource.kind, namespace, name);
+        let mut state = self.state();
+        state.writes.push(format!(
+            "{} {finalizer} {key}",
+            if present { "finalize" } else { "unfinalize" }
+        ));
+        let Some(object) = state.objects.get_mut(&key) else {
+            return Err(ObjectsError::Api {
+                operation: format!("setting the finalizer of {key}"),
+                message: "not found".to_owned(),
+            });
+        };
+        let finalizers = object.metadata.finalizers.get_or_insert_with(Vec::new);
+        finalizers.retain(|f| f != finalizer);
+        if present {
+            finalizers.push(finalizer.to_owned());
+        }
+        Ok(())
+    }
+
+    async fn delete(&self, resource: &ApiResource, namespace: Option<&str>, name: &str) -> Result<(), ObjectsError> {
+        let key = describe(&resource.kind, namespace, name);
+        let mut state = self.state();
+        state.writes.push(format!("delete {key}"));
+        state.objects.remove(&key);
+        Ok(())
     }
 
     async fn write_status(

@@ -1,6 +1,6 @@
 //! [`Objects`] over the API server.
 
-use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::{Api, Client};
 
 use super::{Desired, Objects, ObjectsError, describe};
@@ -73,6 +73,57 @@ impl Objects for KubeObjects {
             .await
             .map(|list| list.items)
             .map_err(|e| failed(format!("listing {}", resource.plural), &e))
+    }
+
+    /// By server-side apply of the finalizer alone, under the operator's field manager: applying
+    /// it owns that entry of the set, and applying none removes the entry it owned.
+    async fn set_finalizer(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+        name: &str,
+        finalizer: &str,
+        present: bool,
+    ) -> Result<(), ObjectsError> {
+        let finalizers: Vec<&str> = if present { vec![finalizer] } else { Vec::new() };
+        let mut body = serde_json::json!({
+            "apiVersion": resource.api_version,
+            "kind": resource.kind,
+            "metadata": { "name": name, "finalizers": finalizers },
+        });
+        if let Some(namespace) = namespace {
+            body["metadata"]["namespace"] = serde_json::json!(namespace);
+        }
+        let params = PatchParams::apply(&format!("{}-finalizer", self.field_manager)).force();
+        self.api(resource, namespace)
+            .patch(name, &params, &Patch::Apply(&body))
+            .await
+            .map(|_| ())
+            .map_err(|e| {
+                failed(
+                    format!(
+                        "{} the finalizer {finalizer} of {}",
+                        if present { "adding" } else { "removing" },
+                        describe(&resource.kind, namespace, name)
+                    ),
+                    &e,
+                )
+            })
+    }
+
+    async fn delete(&self, resource: &ApiResource, namespace: Option<&str>, name: &str) -> Result<(), ObjectsError> {
+        match self
+            .api(resource, namespace)
+            .delete(name, &DeleteParams::default())
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Err(e) => Err(failed(
+                format!("deleting {}", describe(&resource.kind, namespace, name)),
+                &e,
+            )),
+        }
     }
 
     async fn write_status(

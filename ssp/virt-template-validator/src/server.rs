@@ -1,6 +1,7 @@
-//! The webhook server: `POST /virtualmachine-validate` answers the API server's AdmissionReviews
-//! ([`crate::review`]), with the rules of the VM or of the template it names ([`Templates`]);
-//! `GET /healthz` for the kubelet's probes; `GET /metrics` with upstream's
+//! The servers, as upstream's two ([`Port`]): on the webhook port, `POST /virtualmachine-validate`
+//! answers the API server's AdmissionReviews ([`crate::review`]), with the rules of the VM or of
+//! the template it names ([`Templates`]), and `GET /readyz` (and `/healthz`) the kubelet's
+//! probes; on the metrics port, `GET /metrics` gives upstream's
 //! `kubevirt_ssp_template_validator_rejected_total`.
 
 use std::sync::Arc;
@@ -18,6 +19,15 @@ use tracing::{error, info, warn};
 
 use crate::review::{self, Verdict};
 use crate::sources::{RuleSource, TEMPLATE_RULES, rule_source};
+
+/// What a port serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Port {
+    /// The webhook and the probes.
+    Webhook,
+    /// The metrics.
+    Metrics,
+}
 
 /// The webhook's path (upstream's).
 pub const VALIDATE_PATH: &str = "/virtualmachine-validate";
@@ -82,11 +92,11 @@ impl<T: Templates> Validator<T> {
         }
     }
 
-    /// Answers one request.
-    pub async fn handle(&self, request: Request<Incoming>) -> Response<Full<Bytes>> {
-        match (request.method().as_str(), request.uri().path()) {
-            ("GET", "/healthz") => reply(StatusCode::OK, TEXT, "ok"),
-            ("GET", "/metrics") => reply(
+    /// Answers one request to `port`.
+    pub async fn handle(&self, port: Port, request: Request<Incoming>) -> Response<Full<Bytes>> {
+        match (port, request.method().as_str(), request.uri().path()) {
+            (Port::Webhook, "GET", "/readyz" | "/healthz") => reply(StatusCode::OK, TEXT, "ok"),
+            (Port::Metrics, "GET", "/metrics") => reply(
                 StatusCode::OK,
                 "text/plain; version=0.0.4",
                 format!(
@@ -96,8 +106,10 @@ impl<T: Templates> Validator<T> {
                     self.rejected.load(Ordering::Relaxed)
                 ),
             ),
-            ("POST", VALIDATE_PATH) => self.validate(request).await,
-            (_, VALIDATE_PATH | "/healthz" | "/metrics") => reply(StatusCode::METHOD_NOT_ALLOWED, TEXT, ""),
+            (Port::Webhook, "POST", VALIDATE_PATH) => self.validate(request).await,
+            (Port::Webhook, _, VALIDATE_PATH | "/readyz" | "/healthz") | (Port::Metrics, _, "/metrics") => {
+                reply(StatusCode::METHOD_NOT_ALLOWED, TEXT, "")
+            }
             _ => reply(StatusCode::NOT_FOUND, TEXT, "404 page not found"),
         }
     }
@@ -180,20 +192,21 @@ fn reply(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Resp
 const TEXT: &str = "text/plain; charset=utf-8";
 const JSON: &str = "application/json";
 
-/// Serves `validator` on `listener` with `tls` until `stop`.
+/// Serves what `port` serves of `validator` on `listener` with `tls` until `stop`.
 pub async fn serve<T: Templates>(
     listener: TcpListener,
+    port: Port,
     tls: Arc<rustls::ServerConfig>,
     validator: Arc<Validator<T>>,
     stop: CancellationToken,
 ) {
     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
     if let Ok(address) = listener.local_addr() {
-        info!(%address, "virt-template-validator serving HTTPS");
+        info!(%address, ?port, "virt-template-validator serving HTTPS");
     }
     let handler = move |request, _: Peer| {
         let validator = Arc::clone(&validator);
-        async move { validator.handle(request).await }
+        async move { validator.handle(port, request).await }
     };
     https_connection::serve_all(listener, acceptor, handler, stop).await;
 }

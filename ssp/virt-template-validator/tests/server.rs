@@ -11,7 +11,7 @@ use control_loop::tls::{CertSource, server_tls};
 use http_body_util::Full;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use virt_template_validator::server::{KubeTemplates, Templates, Validator, serve};
+use virt_template_validator::server::{KubeTemplates, Port, Templates, Validator, serve};
 
 #[path = "../../../kubevirt-tests/support/mock_api_server.rs"]
 mod mock_api_server;
@@ -37,6 +37,7 @@ struct Setup {
     dir: tempfile::TempDir,
     ca: TestCa,
     address: SocketAddr,
+    metrics: SocketAddr,
 }
 
 async fn setup() -> Setup {
@@ -48,29 +49,46 @@ async fn setup() -> Setup {
         key: serving.key,
     })
     .expect("tls");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("listen");
-    let address = listener.local_addr().expect("address");
-    tokio::spawn(serve(
-        listener,
-        tls.config,
-        Arc::new(Validator::new(FakeTemplates)),
-        tokio_util::sync::CancellationToken::new(),
-    ));
+    let validator = Arc::new(Validator::new(FakeTemplates));
+    let mut addresses = Vec::new();
+    for port in [Port::Webhook, Port::Metrics] {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("listen");
+        addresses.push(listener.local_addr().expect("address"));
+        tokio::spawn(serve(
+            listener,
+            port,
+            tls.config.clone(),
+            Arc::clone(&validator),
+            tokio_util::sync::CancellationToken::new(),
+        ));
+    }
     Setup {
         dir: tempfile::tempdir().expect("tempdir"),
         ca,
-        address,
+        address: addresses[0],
+        metrics: addresses[1],
     }
 }
 
 impl Setup {
     async fn send(&self, method: &str, path: &str, content_type: &str, body: &str) -> (u16, String) {
+        self.send_to(self.address, method, path, content_type, body).await
+    }
+
+    async fn send_to(
+        &self,
+        address: SocketAddr,
+        method: &str,
+        path: &str,
+        content_type: &str,
+        body: &str,
+    ) -> (u16, String) {
         let ca = self.dir.path().join("ca.crt");
         std::fs::write(&ca, self.ca.cert_pem()).expect("ca");
         let config = control_loop::tls::client_tls(&ca, None).expect("tls");
         let answer = https_request(
             config,
-            self.address,
+            address,
             method,
             path,
             &[("Content-Type", content_type)],
@@ -147,7 +165,7 @@ async fn vms_are_judged_by_their_templates_rules_or_their_own() {
     own["annotations"] = json!({"vm.kubevirt.io/validations": "[]"});
     assert_eq!(setup.review("virtualmachines", &vm(&own, 6)).await["allowed"], true);
 
-    let (_, metrics) = setup.send("GET", "/metrics", "text/plain", "").await;
+    let (_, metrics) = setup.send_to(setup.metrics, "GET", "/metrics", "text/plain", "").await;
     assert!(
         metrics.contains("kubevirt_ssp_template_validator_rejected_total 1\n"),
         "{metrics}"
@@ -187,11 +205,15 @@ async fn other_resources_bodies_and_paths_are_refused() {
             .0,
         405
     );
-    assert_eq!(
-        setup.send("GET", "/healthz", "text/plain", "").await,
-        (200, "ok".to_owned())
-    );
+    for probe in ["/readyz", "/healthz"] {
+        assert_eq!(setup.send("GET", probe, "text/plain", "").await, (200, "ok".to_owned()));
+    }
     assert_eq!(setup.send("GET", "/other", "text/plain", "").await.0, 404);
+    // Each port serves its own paths only, as upstream's two servers.
+    assert_eq!(setup.send("GET", "/metrics", "text/plain", "").await.0, 404);
+    let metrics = |path: &'static str| setup.send_to(setup.metrics, "GET", path, "text/plain", "");
+    assert_eq!(metrics("/readyz").await.0, 404);
+    assert_eq!(metrics("/metrics").await.0, 200);
 }
 
 #[tokio::test]

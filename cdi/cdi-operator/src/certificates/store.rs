@@ -4,14 +4,13 @@
 
 use std::collections::BTreeMap;
 
-use cdi_api::upload;
-use control_loop::tls::issue::Pair;
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use operator_kit::objects::{Desired, Objects, ObjectsError, get_typed};
+use operator_kit::certificates::store::{self as chain_store, ChainError, apply, ensure_chain};
+use operator_kit::objects::{Objects, ObjectsError, get_typed};
 
-use super::{Chain, Lifetimes, Stored, bundle, chains, decide, facts, new_ca, renewal_at, sign_leaf};
+use super::{Lifetimes, chains};
 
 /// Why the certificates could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -27,6 +26,15 @@ pub enum CertificatesError {
     Objects(#[from] ObjectsError),
 }
 
+impl From<ChainError> for CertificatesError {
+    fn from(error: ChainError) -> Self {
+        match error {
+            ChainError::Make(e) => Self::Make(e),
+            ChainError::Objects(e) => Self::Objects(e),
+        }
+    }
+}
+
 /// What the certificates give the rest of the install.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Issued {
@@ -34,18 +42,6 @@ pub struct Issued {
     pub apiserver_bundle: String,
     /// When the next certificate is due, in seconds since the epoch.
     pub next_renewal: i64,
-}
-
-fn text(secret: Option<&Secret>, key: &str) -> Option<String> {
-    let bytes = secret?.data.as_ref()?.get(key)?;
-    String::from_utf8(bytes.0.clone()).ok()
-}
-
-fn pair(secret: Option<&Secret>) -> Option<Pair> {
-    Some(Pair {
-        cert: text(secret, "tls.crt")?,
-        key: text(secret, "tls.key")?,
-    })
 }
 
 /// Where the objects go and who owns them.
@@ -67,88 +63,39 @@ impl Place<'_> {
             ..ObjectMeta::default()
         }
     }
-
-    fn tls_secret(&self, name: &str, pair: &Pair) -> Secret {
-        let data = [("tls.crt", &pair.cert), ("tls.key", &pair.key)]
-            .into_iter()
-            .map(|(k, v)| (k.to_owned(), ByteString(v.as_bytes().to_vec())))
-            .collect();
-        Secret {
-            metadata: self.meta(name),
-            data: Some(data),
-            type_: Some("kubernetes.io/tls".to_owned()),
-            ..Secret::default()
-        }
-    }
 }
 
-async fn apply<K, O>(objects: &O, object: &K) -> Result<(), ObjectsError>
-where
-    K: kube::Resource<DynamicType = ()> + serde::Serialize,
-    O: Objects,
-{
-    objects.apply(&Desired::from_typed(object)?).await
-}
-
-/// The state of one chain after a pass.
-struct Kept {
-    renewal: i64,
-    bundle: String,
-}
-
-async fn ensure_chain<O: Objects>(
+/// Reads CDI's certificates and key, makes what is missing or due, and writes them all.
+///
+/// # Errors
+/// [`CertificatesError`]: a read or write refused, or a certificate or key not made.
+pub async fn ensure<O: Objects>(
     objects: &O,
     place: Place<'_>,
-    chain: &Chain,
     lifetimes: &Lifetimes,
     now: i64,
-) -> Result<Kept, CertificatesError> {
-    let ns = Some(place.namespace);
-    let ca_secret = get_typed::<Secret, _>(objects, ns, chain.ca_secret).await?;
-    let leaf_secret = match &chain.leaf {
-        Some(leaf) => get_typed::<Secret, _>(objects, ns, leaf.secret).await?,
-        None => None,
+) -> Result<Issued, CertificatesError> {
+    let labels = crate::render::labels();
+    let chain_place = chain_store::Place {
+        namespace: place.namespace,
+        owner: place.owner,
+        labels: &labels,
     };
-    let old_bundle = get_typed::<ConfigMap, _>(objects, ns, chain.bundle)
-        .await?
-        .and_then(|c| c.data)
-        .and_then(|mut d| d.remove(upload::BUNDLE_KEY));
-    let stored = Stored {
-        ca: pair(ca_secret.as_ref()),
-        leaf: pair(leaf_secret.as_ref()),
-        bundle: old_bundle.clone(),
-    };
-    let needs = decide(&stored, chain, lifetimes, now);
-    let ca = if let Some(ca) = stored.ca.filter(|_| !needs.ca) {
-        ca
-    } else {
-        let ca = new_ca(chain.ca_secret, lifetimes.ca, now)?;
-        tracing::info!(secret = chain.ca_secret, "made a CA");
-        ca
-    };
-    apply(objects, &place.tls_secret(chain.ca_secret, &ca)).await?;
-    let mut renewal = facts(Some(&ca)).map_or(now, |f| renewal_at(&f, lifetimes.ca));
-    if let Some(leaf) = &chain.leaf {
-        let signed = if let Some(kept) = stored.leaf.filter(|_| !needs.leaf) {
-            kept
-        } else {
-            let signed = sign_leaf(&ca, leaf, lifetimes, now)?;
-            tracing::info!(secret = leaf.secret, "made a certificate");
-            signed
-        };
-        apply(objects, &place.tls_secret(leaf.secret, &signed)).await?;
-        if let Some(f) = facts(Some(&signed)) {
-            renewal = renewal.min(renewal_at(&f, leaf.lifetime(lifetimes)));
+    let mut kept = Vec::new();
+    let mut apiserver_bundle = String::new();
+    for chain in chains(place.namespace) {
+        let chain_kept = ensure_chain(objects, chain_place, &chain, lifetimes, now).await?;
+        if chain.bundle == cdi_api::components::APISERVER_SIGNER_BUNDLE {
+            apiserver_bundle.clone_from(&chain_kept.bundle);
         }
+        kept.push(chain_kept);
     }
-    let bundle = bundle(&ca.cert, old_bundle.as_deref(), now);
-    let config_map = ConfigMap {
-        metadata: place.meta(chain.bundle),
-        data: Some(BTreeMap::from([(upload::BUNDLE_KEY.to_owned(), bundle.clone())])),
-        ..ConfigMap::default()
-    };
-    apply(objects, &config_map).await?;
-    Ok(Kept { renewal, bundle })
+    ensure_signing_key(objects, place).await?;
+    let next_renewal = kept.iter().map(|k| k.renewal).min().unwrap_or(now);
+    Ok(Issued {
+        apiserver_bundle,
+        next_renewal,
+    })
 }
 
 /// Keeps the token signing key, or makes one when there is none usable.
@@ -179,31 +126,4 @@ async fn ensure_signing_key<O: Objects>(objects: &O, place: Place<'_>) -> Result
         ..Secret::default()
     };
     Ok(apply(objects, &secret).await?)
-}
-
-/// Reads CDI's certificates and key, makes what is missing or due, and writes them all.
-///
-/// # Errors
-/// [`CertificatesError`]: a read or write refused, or a certificate or key not made.
-pub async fn ensure<O: Objects>(
-    objects: &O,
-    place: Place<'_>,
-    lifetimes: &Lifetimes,
-    now: i64,
-) -> Result<Issued, CertificatesError> {
-    let mut kept = Vec::new();
-    let mut apiserver_bundle = String::new();
-    for chain in chains(place.namespace) {
-        let chain_kept = ensure_chain(objects, place, &chain, lifetimes, now).await?;
-        if chain.bundle == cdi_api::components::APISERVER_SIGNER_BUNDLE {
-            apiserver_bundle.clone_from(&chain_kept.bundle);
-        }
-        kept.push(chain_kept);
-    }
-    ensure_signing_key(objects, place).await?;
-    let next_renewal = kept.iter().map(|k| k.renewal).min().unwrap_or(now);
-    Ok(Issued {
-        apiserver_bundle,
-        next_renewal,
-    })
 }

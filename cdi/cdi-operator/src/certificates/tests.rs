@@ -1,3 +1,4 @@
+use operator_kit::certificates::CertFacts;
 use pretty_assertions::assert_eq;
 
 use super::*;
@@ -218,7 +219,13 @@ fn the_chains_are_upstreams_with_their_service_names() {
     let chains = chains("cdi");
     let names: Vec<_> = chains
         .iter()
-        .map(|c| (c.ca_secret, c.bundle, c.leaf.as_ref().map(|l| l.secret)))
+        .map(|c| {
+            (
+                c.ca_secret.as_str(),
+                c.bundle.as_str(),
+                c.leaf.as_ref().map(|l| l.secret.as_str()),
+            )
+        })
         .collect();
     assert_eq!(
         names,

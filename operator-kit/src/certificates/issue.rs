@@ -1,6 +1,7 @@
 //! Making certificates as upstream KubeVirt and CDI do: ECDSA P-256 keys, a self-signed CA, and
 //! certificates it signs, each for one holder (its common name) and one use (server, for its DNS
-//! names, or client). Shared by virt-api's certificates and cdi-controller's upload servers.
+//! names, or client). Shared by virt-api's certificates, cdi-controller's upload servers and the operators'
+//! certificates (control-loop re-exports it as `control_loop::tls::issue`).
 
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
@@ -20,9 +21,9 @@ pub struct Pair {
 impl Pair {
     /// The facts of its (first) certificate, when both it and the key read.
     #[must_use]
-    pub fn facts(&self) -> Option<super::CertFacts> {
+    pub fn facts(&self) -> Option<super::facts::CertFacts> {
         KeyPair::from_pem(&self.key).ok()?;
-        super::CertFacts::from_pem(&self.cert)?.into_iter().next()
+        super::facts::CertFacts::from_pem(&self.cert)?.into_iter().next()
     }
 }
 
