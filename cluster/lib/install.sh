@@ -61,8 +61,8 @@ install_kubevirt() {
     wait_for "the HostPathProvisioner is Available" 300 "${k[@]}" wait --for=condition=Available --timeout=1s \
         hostpathprovisioner/hostpath-provisioner \
         || die "the HostPathProvisioner is not Available: $("${k[@]}" get hostpathprovisioner hostpath-provisioner -o jsonpath='{.status.conditions}' 2>&1; "${k[@]}" -n hostpath-provisioner get pods -o wide 2>&1)"
-    wait_for "the template validator is Deployed" 300 "${k[@]}" -n kubevirt wait --for=condition=Available --timeout=1s \
-        ssp/ssp \
+    wait_for "the template validator is Deployed" 300 "${k[@]}" -n kubevirt wait --for=jsonpath='{.status.phase}'=Deployed \
+        --timeout=1s ssp/ssp \
         || die "the SSP is not Available: $("${k[@]}" -n kubevirt get ssp ssp -o jsonpath='{.status.conditions}' 2>&1; "${k[@]}" -n kubevirt get pods -o wide 2>&1)"
     wait_for "virt-api, virt-controller and virt-handler are Ready" 300 kubevirt_is_ready \
         || die "kubevirt-rs did not become Ready: $("${k[@]}" -n kubevirt get pods -o wide 2>&1)"

@@ -9,7 +9,7 @@
 
 use ::kube::Resource;
 use ::kube::core::{ApiResource, DynamicObject};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -148,6 +148,22 @@ pub fn owned_by<K: Resource<DynamicType = ()>>(owner: &K) -> Option<OwnerReferen
     Some(reference)
 }
 
+/// The finalizers of `meta` with `finalizer` on (`present`) or off, the others kept in order.
+#[must_use]
+pub fn finalizers_with(meta: &ObjectMeta, finalizer: &str, present: bool) -> Vec<String> {
+    let mut finalizers: Vec<String> = meta
+        .finalizers
+        .iter()
+        .flatten()
+        .filter(|f| *f != finalizer)
+        .cloned()
+        .collect();
+    if present {
+        finalizers.push(finalizer.to_owned());
+    }
+    finalizers
+}
+
 /// The API server, as an operator sees it.
 pub trait Objects: Send + Sync {
     /// Applies `desired` by server-side apply, taking over fields another manager set.
@@ -161,12 +177,13 @@ pub trait Objects: Send + Sync {
     ) -> impl Future<Output = Result<Option<DynamicObject>, ObjectsError>> + Send;
     /// Every object of a resource, in every namespace.
     fn list(&self, resource: &ApiResource) -> impl Future<Output = Result<Vec<DynamicObject>, ObjectsError>> + Send;
-    /// Puts `finalizer` on an object (`present`) or takes it off, leaving its other finalizers.
+    /// Puts `finalizer` on the object `meta` describes (`present`) or takes it off, leaving its
+    /// other finalizers ([`finalizers_with`]); refused when the object is no longer the one
+    /// `meta` read (another uid, or a newer `resourceVersion`), so the next pass reads it again.
     fn set_finalizer(
         &self,
         resource: &ApiResource,
-        namespace: Option<&str>,
-        name: &str,
+        meta: &ObjectMeta,
         finalizer: &str,
         present: bool,
     ) -> impl Future<Output = Result<(), ObjectsError>> + Send;

@@ -76,8 +76,8 @@ pub const CLIENT_SIGNER_SECRET: &str = "cdi-uploadserver-client-signer";
 pub const CLIENT_SIGNER_BUNDLE: &str = "cdi-uploadserver-client-signer-bundle";
 /// The Secret with cdi-uploadproxy's client certificate (`tls.crt`, `tls.key`).
 pub const CLIENT_CERT_SECRET: &str = "cdi-uploadserver-client-cert";
-/// The key of a bundle ConfigMap.
-pub const BUNDLE_KEY: &str = "ca-bundle.crt";
+/// The key of a bundle ConfigMap (`ca-bundle.crt`), as every operator's bundles have it.
+pub use operator_kit::certificates::store::BUNDLE_KEY;
 
 /// The most a Service's name may have (a DNS-1035 label).
 const SERVICE_NAME_MAX: usize = 63;

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::{ApiResource, DynamicObject};
 
 use super::{Desired, Objects, ObjectsError, describe};
@@ -87,12 +88,15 @@ impl Objects for FakeObjects {
     async fn set_finalizer(
         &self,
         resource: &ApiResource,
-        namespace: Option<&str>,
-        name: &str,
+        meta: &ObjectMeta,
         finalizer: &str,
         present: bool,
     ) -> Result<(), ObjectsError> {
-        let key = describe(&resource.kind, namespace, name);
+        let key = describe(
+            &resource.kind,
+            meta.namespace.as_deref(),
+            meta.name.as_deref().unwrap_or_default(),
+        );
         let mut state = self.state();
         state.writes.push(format!(
             "{} {finalizer} {key}",
@@ -104,11 +108,15 @@ impl Objects for FakeObjects {
                 message: "not found".to_owned(),
             });
         };
-        let finalizers = object.metadata.finalizers.get_or_insert_with(Vec::new);
-        finalizers.retain(|f| f != finalizer);
-        if present {
-            finalizers.push(finalizer.to_owned());
+        // The API server's precondition: the object is still the one `meta` read.
+        if object.metadata.uid != meta.uid || object.metadata.resource_version != meta.resource_version {
+            return Err(ObjectsError::Api {
+                operation: format!("setting the finalizer of {key}"),
+                message: "the object has been modified; please apply your changes to the latest version and try again"
+                    .to_owned(),
+            });
         }
+        object.metadata.finalizers = Some(super::finalizers_with(meta, finalizer, present));
         Ok(())
     }
 

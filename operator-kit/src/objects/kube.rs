@@ -1,5 +1,6 @@
 //! [`Objects`] over the API server.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::{Api, Client};
 
@@ -75,28 +76,27 @@ impl Objects for KubeObjects {
             .map_err(|e| failed(format!("listing {}", resource.plural), &e))
     }
 
-    /// By server-side apply of the finalizer alone, under the operator's field manager: applying
-    /// it owns that entry of the set, and applying none removes the entry it owned.
+    /// By a merge patch of the whole list with the `uid` and `resourceVersion` it was read at:
+    /// the API server refuses it (409) when the object changed since, and the list is the one
+    /// read, so no other writer's finalizer is lost or restored.
     async fn set_finalizer(
         &self,
         resource: &ApiResource,
-        namespace: Option<&str>,
-        name: &str,
+        meta: &ObjectMeta,
         finalizer: &str,
         present: bool,
     ) -> Result<(), ObjectsError> {
-        let finalizers: Vec<&str> = if present { vec![finalizer] } else { Vec::new() };
-        let mut body = serde_json::json!({
-            "apiVersion": resource.api_version,
-            "kind": resource.kind,
-            "metadata": { "name": name, "finalizers": finalizers },
+        let namespace = meta.namespace.as_deref();
+        let name = meta.name.as_deref().unwrap_or_default();
+        let patch = serde_json::json!({
+            "metadata": {
+                "uid": meta.uid,
+                "resourceVersion": meta.resource_version,
+                "finalizers": super::finalizers_with(meta, finalizer, present),
+            },
         });
-        if let Some(namespace) = namespace {
-            body["metadata"]["namespace"] = serde_json::json!(namespace);
-        }
-        let params = PatchParams::apply(&format!("{}-finalizer", self.field_manager)).force();
         self.api(resource, namespace)
-            .patch(name, &params, &Patch::Apply(&body))
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .map(|_| ())
             .map_err(|e| {

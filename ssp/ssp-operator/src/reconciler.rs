@@ -1,8 +1,9 @@
 //! One pass over an `SSP`:
 //!
-//! 1. Being deleted, with the finalizer: the status says `Deleting`, the cluster-scoped objects
-//!    made for it are deleted, the status says `Deleted`, and the finalizer comes off (the
-//!    garbage collector removes the namespaced ones).
+//! 1. Being deleted, with the finalizer: the status says `Deleting`; on the next pass the
+//!    cluster-scoped objects made for it are deleted and the finalizer comes off (the garbage
+//!    collector removes the namespaced ones). Upstream's `Deleted` is not written: the SSP is gone
+//!    as its finalizer comes off.
 //! 2. Paused (`kubevirt.io/operator.paused`): `status.paused` and nothing else.
 //! 3. Otherwise the finalizer goes on; the oldest SSP in the cluster is the one in use, as
 //!    upstream's admission lets only one be made, and another gets an error status instead of
@@ -11,12 +12,13 @@
 //!    ([`crate::status`]) is written when it changed.
 
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::ApiResource;
 use operator_kit::certificates::Lifetimes;
 use operator_kit::certificates::store::{self, Place};
 use operator_kit::conditions;
-use operator_kit::objects::{Objects, ObjectsError, get_typed, parse, write_status_if_changed};
+use operator_kit::objects::{Desired, Objects, ObjectsError, get_typed, write_status_if_changed};
 
 use crate::api::{FINALIZER, SSP};
 use crate::render::{self, Settings, VALIDATOR};
@@ -59,7 +61,12 @@ pub async fn reconcile<O: Objects>(
         if !finalized {
             return Ok(Next::Rest);
         }
-        write(objects, cr, &Pass::Deleting, settings, now).await?;
+        // The status first, in a pass of its own: taking the finalizer off is refused unless the
+        // SSP is still at the version this pass read, which a status write moves on.
+        if cr.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Deleting") {
+            write(objects, cr, &Pass::Deleting, settings, now).await?;
+            return Ok(Next::LookAgain);
+        }
         for (kind, object_name) in render::cluster_scoped() {
             let made_for_it = objects
                 .get(&kind, None, object_name)
@@ -69,10 +76,7 @@ pub async fn reconcile<O: Objects>(
                 objects.delete(&kind, None, object_name).await?;
             }
         }
-        write(objects, cr, &Pass::Deleted, settings, now).await?;
-        objects
-            .set_finalizer(&resource, Some(&namespace), &name, FINALIZER, false)
-            .await?;
+        objects.set_finalizer(&resource, &cr.metadata, FINALIZER, false).await?;
         return Ok(Next::Rest);
     }
     if cr.paused() {
@@ -80,9 +84,7 @@ pub async fn reconcile<O: Objects>(
         return Ok(Next::Rest);
     }
     if !finalized {
-        objects
-            .set_finalizer(&resource, Some(&namespace), &name, FINALIZER, true)
-            .await?;
+        objects.set_finalizer(&resource, &cr.metadata, FINALIZER, true).await?;
     }
     let in_use = in_use(objects, &resource).await?;
     let (pass, renewal) = if in_use.as_ref().is_none_or(|(ns, n)| *ns == namespace && *n == name) {
@@ -111,29 +113,24 @@ pub async fn reconcile<O: Objects>(
     })
 }
 
-/// The SSP in use: the oldest, then the first by namespace and name; `None` when there is none.
+/// The SSP in use: the oldest not being deleted, then the first by namespace and name; `None`
+/// when there is none. Only their metadata is read, so one SSP that does not read as the type
+/// stops no other.
 async fn in_use<O: Objects>(objects: &O, resource: &ApiResource) -> Result<Option<(String, String)>, ObjectsError> {
-    let mut all: Vec<SSP> = Vec::new();
-    for object in objects.list(resource).await? {
-        let what = format!("SSP {}", object.metadata.name.clone().unwrap_or_default());
-        all.push(parse(&object, &what)?);
-    }
-    Ok(all
-        .iter()
-        .filter(|s| s.metadata.deletion_timestamp.is_none())
-        .min_by_key(|s| {
+    Ok(objects
+        .list(resource)
+        .await?
+        .into_iter()
+        .map(|o| o.metadata)
+        .filter(|m| m.deletion_timestamp.is_none())
+        .min_by_key(|m| {
             (
-                s.metadata.creation_timestamp.clone().map(|t| t.0),
-                s.metadata.namespace.clone(),
-                s.metadata.name.clone(),
+                m.creation_timestamp.clone().map(|t| t.0),
+                m.namespace.clone(),
+                m.name.clone(),
             )
         })
-        .map(|s| {
-            (
-                s.metadata.namespace.clone().unwrap_or_default(),
-                s.metadata.name.clone().unwrap_or_default(),
-            )
-        }))
+        .map(|m| (m.namespace.unwrap_or_default(), m.name.unwrap_or_default())))
 }
 
 /// Keeps the certificates, then applies every object in order; the first failure stops the pass.
@@ -168,7 +165,29 @@ async fn apply_all<O: Objects>(objects: &O, cr: &SSP, settings: &Settings, now_s
             return (Pass::Failed(e.to_string()), None);
         }
     }
+    if let Err(e) = remove_unwanted_budget(objects, cr, &wanted).await {
+        return (Pass::Failed(e.to_string()), None);
+    }
     (Pass::Applied(None), Some(kept.renewal))
+}
+
+/// The disruption budget this SSP made, once it runs one validator (or none): a budget of one
+/// over a single pod would block every drain of its node.
+async fn remove_unwanted_budget<O: Objects>(objects: &O, cr: &SSP, wanted: &[Desired]) -> Result<(), ObjectsError> {
+    let resource = ApiResource::erase::<PodDisruptionBudget>(&());
+    if wanted.iter().any(|d| d.resource == resource) {
+        return Ok(());
+    }
+    let namespace = cr.metadata.namespace.as_deref();
+    let Some(budget) = objects.get(&resource, namespace, VALIDATOR).await? else {
+        return Ok(());
+    };
+    let ours = render::owner_of(&budget.metadata)
+        .is_some_and(|(ns, name)| Some(ns.as_str()) == namespace && Some(&name) == cr.metadata.name.as_ref());
+    if ours {
+        objects.delete(&resource, namespace, VALIDATOR).await?;
+    }
+    Ok(())
 }
 
 async fn write<O: Objects>(

@@ -2,8 +2,8 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
-use operator_kit::objects::Desired;
 use operator_kit::objects::fake::FakeObjects;
+use operator_kit::objects::{Desired, parse};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
@@ -195,15 +195,23 @@ async fn deleting_an_ssp_removes_its_cluster_scoped_objects_then_its_finalizer()
     deleting.metadata.deletion_timestamp = Some(now());
     assert_eq!(
         reconcile(&fake, &deleting, &settings(), &now()).await.expect("a pass"),
+        Next::LookAgain,
+        "the status comes first, in a pass of its own"
+    );
+    assert_eq!(writes(&fake), ["status SSP kubevirt/ssp"]);
+    assert_eq!(status(&fake, "ssp").phase.as_deref(), Some("Deleting"));
+
+    let mut deleting = stored(&fake, "ssp");
+    deleting.metadata.deletion_timestamp = Some(now());
+    assert_eq!(
+        reconcile(&fake, &deleting, &settings(), &now()).await.expect("a pass"),
         Next::Rest
     );
     assert_eq!(
         writes(&fake),
         [
-            "status SSP kubevirt/ssp",
             "delete ValidatingWebhookConfiguration virt-template-validator",
             "delete ClusterRoleBinding template-validator",
-            "status SSP kubevirt/ssp",
             "unfinalize ssp.kubevirt.io/finalizer SSP kubevirt/ssp",
         ]
     );
@@ -213,8 +221,6 @@ async fn deleting_an_ssp_removes_its_cluster_scoped_objects_then_its_finalizer()
             .expect("read")
             .is_some()
     );
-    let status = status(&fake, "ssp");
-    assert_eq!(status.phase.as_deref(), Some("Deleted"));
     assert_eq!(stored(&fake, "ssp").metadata.finalizers, Some(Vec::new()));
 
     // Without the finalizer there is nothing left to do.
@@ -237,4 +243,37 @@ async fn deleting_an_ssp_removes_its_cluster_scoped_objects_then_its_finalizer()
             .is_some(),
         "the garbage collector removes the namespaced ones"
     );
+}
+
+#[tokio::test]
+async fn a_finalizer_is_not_set_on_an_ssp_that_changed_since_it_was_read() {
+    let fake = FakeObjects::default();
+    let mut cr = ssp(None);
+    cr.metadata.resource_version = Some("2".to_owned());
+    put(&fake, &cr);
+    cr.metadata.resource_version = Some("1".to_owned());
+    let error = reconcile(&fake, &cr, &settings(), &now())
+        .await
+        .expect_err("a stale read");
+    assert!(error.to_string().contains("has been modified"), "{error}");
+    assert_eq!(stored(&fake, "ssp").metadata.finalizers, None);
+}
+
+#[tokio::test]
+async fn the_disruption_budget_goes_when_one_validator_is_left() {
+    let fake = FakeObjects::default();
+    let mut cr = ssp(Some(crate::api::TemplateValidator {
+        replicas: Some(2),
+        placement: None,
+    }));
+    put(&fake, &cr);
+    reconcile(&fake, &cr, &settings(), &now()).await.expect("a pass");
+    assert!(writes(&fake).contains(&"apply PodDisruptionBudget kubevirt/virt-template-validator".to_owned()));
+    cr = stored(&fake, "ssp");
+    cr.spec.template_validator = None;
+    reconcile(&fake, &cr, &settings(), &now()).await.expect("a pass");
+    assert!(writes(&fake).contains(&"delete PodDisruptionBudget kubevirt/virt-template-validator".to_owned()));
+    // Nothing to delete the next time.
+    reconcile(&fake, &cr, &settings(), &now()).await.expect("a pass");
+    assert!(!writes(&fake).iter().any(|w| w.starts_with("delete")));
 }

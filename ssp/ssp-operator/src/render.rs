@@ -15,7 +15,7 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{
-    Affinity, PodAffinityTerm, PodAntiAffinity, PodSpec, Service, ServiceAccount, WeightedPodAffinityTerm,
+    PodAffinityTerm, PodAntiAffinity, PodSpec, Service, ServiceAccount, WeightedPodAffinityTerm,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
@@ -331,7 +331,7 @@ fn place(cr: &SSP, pod: &mut PodSpec) {
         .and_then(|v| v.placement.clone())
         .unwrap_or_default();
     placement.place(pod);
-    let mut affinity = pod.affinity.take().unwrap_or_else(Affinity::default);
+    let mut affinity = pod.affinity.take().unwrap_or_default();
     let anti = affinity.pod_anti_affinity.get_or_insert_with(PodAntiAffinity::default);
     anti.preferred_during_scheduling_ignored_during_execution
         .get_or_insert_with(Vec::new)

@@ -8,7 +8,7 @@
 //! | applied | some pods run | Deploying | True (as above) | True "Deployment ns/name: Not all pods …" | True (the same) |
 //! | applied | no pod runs | Deploying | False "Deployment ns/name: No pods for deployment …" | True "… Not all pods …" | True (the same) |
 //! | failed | any | Deploying | False "Error: why" | True (the same) | True (the same) |
-//! | deleting, deleted | any | Deleting, Deleted | False "Deleting SSP resources" | True (the same) | True (the same) |
+//! | deleting | any | Deleting | False "Deleting SSP resources" | True (the same) | True (the same) |
 //! | paused | any | as it was | as they were | | |
 //!
 //! `observedVersion` becomes the operator's version when Deployed; `operatorVersion` and
@@ -31,8 +31,6 @@ pub enum Pass {
     Failed(String),
     /// The SSP is being deleted and its objects are being removed.
     Deleting,
-    /// Its objects are gone.
-    Deleted,
     /// `kubevirt.io/operator.paused` is set.
     Paused,
 }
@@ -55,7 +53,13 @@ fn deployment_problems(namespace: &str, deployment: Option<&Deployment>) -> (Opt
         .and_then(|d| d.status.as_ref())
         .and_then(|s| s.available_replicas)
         .unwrap_or(0);
-    if deployment.is_some_and(deployment_ready) {
+    let none_left = deployment.is_some_and(|d| {
+        d.status
+            .as_ref()
+            .is_some_and(|s| s.replicas.unwrap_or(0) == 0 && s.observed_generation >= d.metadata.generation)
+    });
+    // Scaled to none: nothing is missing once the last replica is gone.
+    if deployment.is_some_and(deployment_ready) || (wanted == 0 && none_left) {
         return (None, None);
     }
     let at = format!("Deployment {namespace}/{VALIDATOR}");
@@ -97,7 +101,6 @@ pub fn decide(cr: &SSP, pass: &Pass, version: &str, now: &Time) -> SSPStatus {
         },
         Pass::Failed(why) => ("Deploying", failing(format!("Error: {why}"))),
         Pass::Deleting => ("Deleting", failing("Deleting SSP resources".to_owned())),
-        Pass::Deleted => ("Deleted", failing("Deleting SSP resources".to_owned())),
         Pass::Paused => {
             return SSPStatus {
                 paused: Some(true),

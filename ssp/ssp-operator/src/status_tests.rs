@@ -13,15 +13,15 @@ fn now() -> Time {
     Time(Timestamp::from_second(1_796_000_000).expect("a time"))
 }
 
-fn deployment(replicas: i32, available: i32) -> Option<Box<Deployment>> {
-    Some(Box::new(
+fn deployment(replicas: i32, available: i32) -> Box<Deployment> {
+    Box::new(
         serde_json::from_value(json!({
             "metadata": { "name": VALIDATOR, "generation": 1 },
             "spec": { "replicas": replicas, "selector": {}, "template": {} },
             "status": { "observedGeneration": 1, "replicas": replicas, "updatedReplicas": available, "readyReplicas": available, "availableReplicas": available },
         }))
         .expect("a Deployment"),
-    ))
+    )
 }
 
 /// (phase, [(status, message) of Available, Progressing, Degraded]).
@@ -63,7 +63,7 @@ fn each_pass_gives_upstreams_phase_and_conditions() {
     let none = "Deployment kubevirt/virt-template-validator: No pods for deployment kubevirt/virt-template-validator are running. Expected: 2";
     let cases = [
         (
-            Pass::Applied(deployment(2, 2)),
+            Pass::Applied(Some(deployment(2, 2))),
             row(
                 "Deployed",
                 [
@@ -74,7 +74,7 @@ fn each_pass_gives_upstreams_phase_and_conditions() {
             ),
         ),
         (
-            Pass::Applied(deployment(2, 1)),
+            Pass::Applied(Some(deployment(2, 1))),
             row(
                 "Deploying",
                 [
@@ -85,10 +85,21 @@ fn each_pass_gives_upstreams_phase_and_conditions() {
             ),
         ),
         (
-            Pass::Applied(deployment(2, 0)),
+            Pass::Applied(Some(deployment(2, 0))),
             row(
                 "Deploying",
                 [("False", none), ("True", &not_all(0)), ("True", &not_all(0))],
+            ),
+        ),
+        (
+            Pass::Applied(Some(deployment(0, 0))),
+            row(
+                "Deployed",
+                [
+                    ("True", "All SSP resources are available"),
+                    ("False", "No SSP resources are progressing"),
+                    ("False", "No SSP resources are degraded"),
+                ],
             ),
         ),
         (
@@ -113,17 +124,6 @@ fn each_pass_gives_upstreams_phase_and_conditions() {
                 ],
             ),
         ),
-        (
-            Pass::Deleted,
-            row(
-                "Deleted",
-                [
-                    ("False", "Deleting SSP resources"),
-                    ("True", "Deleting SSP resources"),
-                    ("True", "Deleting SSP resources"),
-                ],
-            ),
-        ),
     ];
     for (pass, expected) in cases {
         let status = decide(&ssp(None), &pass, "1.2.3", &now());
@@ -140,7 +140,7 @@ fn each_pass_gives_upstreams_phase_and_conditions() {
 #[test]
 fn a_paused_ssp_keeps_its_status_and_says_it_is_paused() {
     let mut cr = ssp(None);
-    cr.status = Some(decide(&cr, &Pass::Applied(deployment(2, 2)), "1.2.3", &now()));
+    cr.status = Some(decide(&cr, &Pass::Applied(Some(deployment(2, 2))), "1.2.3", &now()));
     let paused = decide(&cr, &Pass::Paused, "1.2.4", &now());
     let before = cr.status.clone().unwrap_or_default();
     assert_eq!(
@@ -160,9 +160,17 @@ fn unchanged_conditions_keep_their_times() {
     let later = Time(Timestamp::from_second(1_796_000_100).expect("a time"));
     let again = decide(&cr, &Pass::Deleting, "1.2.3", &later);
     assert_eq!(again.conditions, first.conditions);
-    let deleted = decide(&cr, &Pass::Deleted, "1.2.3", &later);
-    assert_eq!(
-        deleted.conditions, first.conditions,
-        "the same conditions, only the phase moves"
-    );
+    let failed = decide(&cr, &Pass::Failed("boom".to_owned()), "1.2.3", &later);
+    let stamped: Vec<_> = failed
+        .conditions
+        .iter()
+        .map(|c| c.last_heartbeat_time.clone())
+        .collect();
+    assert_eq!(stamped, vec![Some(later.clone()); 3], "a changed message is stamped");
+    let moved: Vec<_> = failed
+        .conditions
+        .iter()
+        .map(|c| c.last_transition_time.clone())
+        .collect();
+    assert_eq!(moved, vec![Some(now()); 3], "the statuses did not change");
 }
