@@ -8,10 +8,7 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::api::storage::v1::CSIDriver;
-use kube::Resource;
 use operator_kit::objects::{Desired, ObjectsError, owned_by};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::api::HostPathProvisioner;
@@ -77,20 +74,22 @@ pub fn render(cr: &HostPathProvisioner, settings: &Settings) -> Result<Vec<Desir
     };
     let subjects = json!([{ "kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": namespace }]);
     Ok(vec![
-        typed::<ServiceAccount>(json!({ "metadata": metadata(SERVICE_ACCOUNT, true) }))?,
-        typed::<ClusterRole>(json!({ "metadata": metadata(SERVICE_ACCOUNT, false), "rules": cluster_rules() }))?,
-        typed::<ClusterRoleBinding>(json!({
+        Desired::from_json::<ServiceAccount>(json!({ "metadata": metadata(SERVICE_ACCOUNT, true) }))?,
+        Desired::from_json::<ClusterRole>(
+            json!({ "metadata": metadata(SERVICE_ACCOUNT, false), "rules": cluster_rules() }),
+        )?,
+        Desired::from_json::<ClusterRoleBinding>(json!({
             "metadata": metadata(SERVICE_ACCOUNT, false),
             "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": SERVICE_ACCOUNT },
             "subjects": subjects,
         }))?,
-        typed::<Role>(json!({ "metadata": metadata(SERVICE_ACCOUNT, true), "rules": namespace_rules() }))?,
-        typed::<RoleBinding>(json!({
+        Desired::from_json::<Role>(json!({ "metadata": metadata(SERVICE_ACCOUNT, true), "rules": namespace_rules() }))?,
+        Desired::from_json::<RoleBinding>(json!({
             "metadata": metadata(SERVICE_ACCOUNT, true),
             "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": SERVICE_ACCOUNT },
             "subjects": subjects,
         }))?,
-        typed::<CSIDriver>(json!({
+        Desired::from_json::<CSIDriver>(json!({
             "metadata": metadata(DRIVER_NAME, false),
             // No attach step, the pod's identity on mount, per-node capacity for scheduling, and
             // the volume's group set by the kubelet (upstream's; only persistent volumes: the
@@ -114,13 +113,6 @@ fn labels() -> Value {
         "app.kubernetes.io/managed-by": "hostpath-provisioner-operator",
         "app.kubernetes.io/component": "storage",
     })
-}
-
-fn typed<K>(value: Value) -> Result<Desired, ObjectsError>
-where
-    K: Resource<DynamicType = ()> + Serialize + DeserializeOwned,
-{
-    Desired::from_json::<K>(value)
 }
 
 /// What each node's external-provisioner needs cluster-wide: the volumes it makes for its node's

@@ -90,7 +90,7 @@ pub struct TokenGenerationService {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SSPStatus {
-    /// `Deploying`, `Deployed`, `Deleting` or `Deleted`.
+    /// `Deploying`, `Deployed` or `Deleting`.
     pub phase: Option<String>,
     /// `Available`, `Progressing` and `Degraded`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
