@@ -88,6 +88,16 @@ impl Objects for KubeObjects {
     ) -> Result<(), ObjectsError> {
         let namespace = meta.namespace.as_deref();
         let name = meta.name.as_deref().unwrap_or_default();
+        // Without both the patch would hold no precondition (a null clears the field).
+        if meta.uid.is_none() || meta.resource_version.is_none() {
+            return Err(ObjectsError::Api {
+                operation: format!(
+                    "setting the finalizer {finalizer} of {}",
+                    describe(&resource.kind, namespace, name)
+                ),
+                message: "the object read has no uid or resourceVersion".to_owned(),
+            });
+        }
         let patch = serde_json::json!({
             "metadata": {
                 "uid": meta.uid,
