@@ -23,7 +23,7 @@ guest: deps
 # The shipped binaries only: building the whole workspace would turn on the `testing` feature
 # the benchmark programs need, and put the test doubles into them.
 build: deps
-	$(CARGO) build -p virt-launcher -p virt-handler -p virt-controller -p virt-api -p virtctl -p container-disk -p cdi-apiserver -p cdi-controller -p cdi-importer -p cdi-uploadproxy -p cdi-uploadserver -p cdi-cloner -p hostpath-csi-driver -p hostpath-provisioner-operator -p cdi-operator -p ssp-operator -p virt-template-validator
+	$(CARGO) build -p virt-launcher -p virt-handler -p virt-controller -p virt-api -p virtctl -p container-disk -p cdi-apiserver -p cdi-controller -p cdi-importer -p cdi-uploadproxy -p cdi-uploadserver -p cdi-cloner -p hostpath-csi-driver -p hostpath-provisioner-operator -p cdi-operator -p ssp-operator -p virt-template-validator -p virt-operator
 
 run: guest build
 	target/debug/virt-launcher run --vmi $(VMI) --force-emulation
@@ -40,7 +40,7 @@ HOST_TESTS := --features cdi-importer/host-tests,cdi-uploadserver/host-tests,hos
 # feature that the test crates turn on.
 lint:
 	$(CARGO) clippy --workspace --all-targets $(HOST_TESTS) -- -D warnings
-	$(CARGO) clippy -p kubevirt-api -p pod-network -p virt-launcher -p virt-handler -p virt-controller -p virt-api -p cdi-api -p cdi-apiserver -p cdi-controller -p cdi-importer -p cdi-token -p cdi-uploadproxy -p cdi-uploadserver -p cdi-cloner -p hostpath-csi-driver -p hostpath-provisioner-operator -p cdi-operator -p operator-kit -p virt-template-validator -p ssp-operator -- -D warnings
+	$(CARGO) clippy -p kubevirt-api -p pod-network -p virt-launcher -p virt-handler -p virt-controller -p virt-api -p cdi-api -p cdi-apiserver -p cdi-controller -p cdi-importer -p cdi-token -p cdi-uploadproxy -p cdi-uploadserver -p cdi-cloner -p hostpath-csi-driver -p hostpath-provisioner-operator -p cdi-operator -p operator-kit -p virt-template-validator -p ssp-operator -p virt-operator -- -D warnings
 
 # Golden files are compared, never rewritten, whatever the environment says. The kubectl tests
 # use the kubectl built with the test cluster's binaries.

@@ -3,7 +3,7 @@
 #   localhost/kubevirt-rs/{virt-launcher,virt-handler,virt-controller,virt-api}:latest
 #   localhost/kubevirt-rs/{cdi-controller,cdi-importer,cdi-uploadserver,cdi-uploadproxy,cdi-apiserver,cdi-cloner}:latest
 #   localhost/kubevirt-rs/{hostpath-csi-driver,hostpath-provisioner-operator}:latest
-#   localhost/kubevirt-rs/{ssp-operator,virt-template-validator}:latest
+#   localhost/kubevirt-rs/{ssp-operator,virt-template-validator,virt-operator}:latest
 # The launcher image also carries container-disk, built statically: the launcher pod's init
 # container copies it into containerDisk sidecars, whose images hold nothing else.
 #
@@ -47,10 +47,10 @@ work=$cache/image-build
 mkdir -p "$work"
 
 if [ "$profile" = release ]; then
-    cargo build -q --release -p virt-launcher -p virt-handler -p virt-controller -p virt-api -p cdi-controller -p cdi-importer -p cdi-uploadserver -p cdi-uploadproxy -p cdi-apiserver -p cdi-cloner -p hostpath-csi-driver -p hostpath-provisioner-operator -p cdi-operator -p ssp-operator -p virt-template-validator
+    cargo build -q --release -p virt-launcher -p virt-handler -p virt-controller -p virt-api -p cdi-controller -p cdi-importer -p cdi-uploadserver -p cdi-uploadproxy -p cdi-apiserver -p cdi-cloner -p hostpath-csi-driver -p hostpath-provisioner-operator -p cdi-operator -p ssp-operator -p virt-template-validator -p virt-operator
     bin=target/release
 else
-    cargo build -q -p virt-launcher -p virt-handler -p virt-controller -p virt-api -p cdi-controller -p cdi-importer -p cdi-uploadserver -p cdi-uploadproxy -p cdi-apiserver -p cdi-cloner -p hostpath-csi-driver -p hostpath-provisioner-operator -p cdi-operator -p ssp-operator -p virt-template-validator
+    cargo build -q -p virt-launcher -p virt-handler -p virt-controller -p virt-api -p cdi-controller -p cdi-importer -p cdi-uploadserver -p cdi-uploadproxy -p cdi-apiserver -p cdi-cloner -p hostpath-csi-driver -p hostpath-provisioner-operator -p cdi-operator -p ssp-operator -p virt-template-validator -p virt-operator
     bin=target/debug
 fi
 # container-disk runs in images that hold no C library: linked statically, for this target only,
@@ -160,6 +160,7 @@ context_hostpath-provisioner-operator() { context hostpath-provisioner-operator;
 context_cdi-operator() { context cdi-operator; copy_with_libraries "$bin/cdi-operator" "$work/cdi-operator/root"; }
 context_ssp-operator() { context ssp-operator; copy_with_libraries "$bin/ssp-operator" "$work/ssp-operator/root"; }
 context_virt-template-validator() { context virt-template-validator; copy_with_libraries "$bin/virt-template-validator" "$work/virt-template-validator/root"; }
+context_virt-operator() { context virt-operator; copy_with_libraries "$bin/virt-operator" "$work/virt-operator/root"; }
 # The upload server converts what it is sent with qemu-img, as the importer does.
 context_cdi-uploadserver() {
     context cdi-uploadserver
@@ -220,7 +221,7 @@ inputs_of() {
     } | sha256sum | cut -c1-32
 }
 
-for component in virt-launcher virt-handler virt-controller virt-api cdi-controller cdi-importer cdi-uploadserver cdi-uploadproxy cdi-apiserver cdi-cloner hostpath-csi-driver hostpath-provisioner-operator cdi-operator ssp-operator virt-template-validator; do
+for component in virt-launcher virt-handler virt-controller virt-api cdi-controller cdi-importer cdi-uploadserver cdi-uploadproxy cdi-apiserver cdi-cloner hostpath-csi-driver hostpath-provisioner-operator cdi-operator ssp-operator virt-template-validator virt-operator; do
     image=localhost/kubevirt-rs/$component:$tag
     inputs=$(inputs_of "$component")
     old=$(command podman --storage-driver vfs image inspect --format '{{.Id}} {{index .Labels "io.kubevirt-rs.inputs"}}' "$image" 2>/dev/null || true)

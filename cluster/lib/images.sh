@@ -2,7 +2,7 @@
 # registry serves them) (sourced by up.sh):
 #   localhost/kubevirt-rs/{virt-launcher,virt-handler,virt-controller,virt-api}:latest
 #   localhost/kubevirt-rs/{cdi-operator,cdi-controller,cdi-importer,cdi-uploadserver,cdi-uploadproxy,cdi-apiserver,cdi-cloner}:latest
-#   localhost/kubevirt-rs/{hostpath-provisioner-operator,hostpath-csi-driver,ssp-operator,virt-template-validator}:latest
+#   localhost/kubevirt-rs/{hostpath-provisioner-operator,hostpath-csi-driver,ssp-operator,virt-template-validator,virt-operator}:latest
 #       the component images (scripts/build-images.sh)
 #   localhost/kubevirt-rs/testguest:latest
 #       the test guest as a containerDisk, as upstream builds them: FROM scratch with the qcow2 under
@@ -82,6 +82,7 @@ cluster_images() {
     echo localhost/kubevirt-rs/hostpath-csi-driver:latest localhost/kubevirt-rs/csi-provisioner:latest
     echo localhost/kubevirt-rs/hostpath-provisioner-operator:latest localhost/kubevirt-rs/cdi-operator:latest
     echo localhost/kubevirt-rs/ssp-operator:latest localhost/kubevirt-rs/virt-template-validator:latest
+    echo localhost/kubevirt-rs/virt-operator:latest
     echo localhost/kubevirt-rs/testguest:latest localhost/kubevirt-rs/testclient:latest
     echo localhost/kubevirt-rs/test-registry:latest
     echo "registry.k8s.io/pause:$(cat "$CLUSTER_BIN/pause.version")" "$COREDNS_IMAGE"

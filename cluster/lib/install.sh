@@ -28,13 +28,15 @@ install_kubevirt() {
     # that runs the hostpath provisioner: a claim that names no class gets a directory on its node.
     "${k[@]}" annotate --overwrite storageclass hostpath-csi storageclass.kubernetes.io/is-default-class=true >/dev/null \
         || die "making hostpath-csi the default StorageClass failed"
-    # The KubeVirt object waits for its CRD: the first apply may refuse it, the second takes it.
-    "${k[@]}" apply -k "$CLUSTER_REPO/manifests/install" >"$CLUSTER_LOGS/install.log" 2>&1 || true
-    wait_for "the CRDs are Established" 60 "${k[@]}" wait --for=condition=Established --timeout=1s \
-        crd/virtualmachineinstances.kubevirt.io crd/virtualmachines.kubevirt.io crd/kubevirts.kubevirt.io \
-        || die "the CRDs are not Established: see $CLUSTER_LOGS/install.log"
-    "${k[@]}" apply -k "$CLUSTER_REPO/manifests/install" >>"$CLUSTER_LOGS/install.log" 2>&1 \
-        || die "kubectl apply -k manifests/install failed: $(tail -5 "$CLUSTER_LOGS/install.log")"
+    # virt-operator and the KubeVirt CR, as docs/install.md tells users: the operator installs the
+    # other kubevirt.io CRDs, virt-api, virt-controller, virt-handler and their RBAC.
+    "${k[@]}" apply -k "$CLUSTER_REPO/manifests/operator" >"$CLUSTER_LOGS/install.log" 2>&1 \
+        || die "kubectl apply -k manifests/operator failed: $(tail -5 "$CLUSTER_LOGS/install.log")"
+    wait_for "the KubeVirt CRD is Established" 60 "${k[@]}" wait --for=condition=Established --timeout=1s \
+        crd/kubevirts.kubevirt.io \
+        || die "the KubeVirt CRD is not Established: see $CLUSTER_LOGS/install.log"
+    "${k[@]}" apply -f "$CLUSTER_REPO/manifests/operator/kubevirt_cr.yaml" >>"$CLUSTER_LOGS/install.log" 2>&1 \
+        || die "creating the KubeVirt CR failed: $(tail -5 "$CLUSTER_LOGS/install.log")"
     # This machine's /dev/kvm cannot run guests: emulate, as docs/install.md shows.
     "${k[@]}" -n kubevirt annotate --overwrite kubevirt kubevirt kubevirt-rs.io/force-emulation=true >/dev/null \
         || die "turning on emulation failed"
@@ -64,6 +66,9 @@ install_kubevirt() {
     wait_for "the template validator is Deployed" 300 "${k[@]}" -n kubevirt wait --for=jsonpath='{.status.phase}'=Deployed \
         --timeout=1s ssp/ssp \
         || die "the SSP is not Available: $("${k[@]}" -n kubevirt get ssp ssp -o jsonpath='{.status.conditions}' 2>&1; "${k[@]}" -n kubevirt get pods -o wide 2>&1)"
+    wait_for "KubeVirt is Deployed" 300 "${k[@]}" -n kubevirt wait --for=jsonpath='{.status.phase}'=Deployed \
+        --timeout=1s kubevirt/kubevirt \
+        || die "KubeVirt is not Deployed: $("${k[@]}" -n kubevirt get kubevirt kubevirt -o jsonpath='{.status.conditions}' 2>&1; "${k[@]}" -n kubevirt get pods -o wide 2>&1)"
     wait_for "virt-api, virt-controller and virt-handler are Ready" 300 kubevirt_is_ready \
         || die "kubevirt-rs did not become Ready: $("${k[@]}" -n kubevirt get pods -o wide 2>&1)"
     wait_for "the subresources.kubevirt.io APIServices are Available" 120 "${k[@]}" wait --for=condition=Available \
@@ -99,7 +104,8 @@ kubevirt_is_ready() {
 # copied to the node) is restarted. Each entry: namespace, its pods' label, image, workload.
 restart_changed_components() {
     local entry namespace selector image workload ids wanted
-    for entry in kubevirt:kubevirt.io=virt-api:virt-api:deployment/virt-api \
+    for entry in kubevirt:kubevirt.io=virt-operator:virt-operator:deployment/virt-operator \
+        kubevirt:kubevirt.io=virt-api:virt-api:deployment/virt-api \
         kubevirt:kubevirt.io=virt-controller:virt-controller:deployment/virt-controller \
         kubevirt:kubevirt.io=virt-handler:virt-handler:daemonset/virt-handler \
         cdi:name=cdi-operator:cdi-operator:deployment/cdi-operator \

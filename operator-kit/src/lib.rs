@@ -4,6 +4,7 @@
 //!   trust, kept in Secrets and a ConfigMap and made again before they expire;
 //! - [`conditions`]: upstream's operator conditions (`Available`, `Progressing`, `Degraded`),
 //!   derived from one [`conditions::Health`] and stamped only when they change;
+//! - [`manifests`]: operand templates shipped as YAML, read into objects;
 //! - [`placement`]: upstream's `NodePlacement` (`nodeSelector`, `affinity`, `tolerations`);
 //! - [`objects`]: the objects an operator owns, rendered as [`objects::Desired`] and applied by
 //!   server-side apply through [`objects::Objects`] (a real adapter and a fake);
@@ -11,6 +12,7 @@
 
 pub mod certificates;
 pub mod conditions;
+pub mod manifests;
 pub mod objects;
 pub mod placement;
 pub mod rollout;

@@ -17,8 +17,9 @@ use cdi_api::CDI;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::EnvVar;
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::api::DynamicObject;
 use kube::{Resource, ResourceExt};
+use operator_kit::manifests::{documents, resource_of};
 use operator_kit::objects::{Desired, ObjectsError, owned_by, parse};
 use serde_json::Value;
 
@@ -165,7 +166,10 @@ pub fn render(cr: &CDI, settings: &Settings, issued: &Issued) -> Result<Vec<Desi
         wanted.push(Desired::from_typed(&crd)?);
     }
     for (file, text) in OPERANDS {
-        for document in documents(file, text)? {
+        for document in documents(file, text).map_err(|e| RenderError::Operand {
+            file: e.file,
+            message: e.message,
+        })? {
             wanted.push(shape(document, cr, settings, issued, &owner)?);
         }
     }
@@ -176,36 +180,6 @@ pub fn render(cr: &CDI, settings: &Settings, issued: &Issued) -> Result<Vec<Desi
         wanted.push(Desired::from_typed(&cdi_config)?);
     }
     Ok(wanted)
-}
-
-fn documents(file: &'static str, text: &str) -> Result<Vec<DynamicObject>, RenderError> {
-    let values: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| RenderError::Operand {
-        file,
-        message: e.to_string(),
-    })?;
-    values
-        .into_iter()
-        .filter(|v| !v.is_null())
-        .map(|v| {
-            serde_json::from_value(v).map_err(|e| RenderError::Operand {
-                file,
-                message: e.to_string(),
-            })
-        })
-        .collect()
-}
-
-fn resource_of(object: &DynamicObject) -> Option<ApiResource> {
-    let types = object.types.as_ref()?;
-    let (group, version) = types
-        .api_version
-        .split_once('/')
-        .unwrap_or(("", types.api_version.as_str()));
-    let gvk = GroupVersionKind::gvk(group, version, &types.kind);
-    Some(ApiResource::from_gvk_with_plural(
-        &gvk,
-        &format!("{}s", types.kind.to_lowercase()),
-    ))
 }
 
 /// One operand, in the operator's namespace, labelled and owned, with the CR's settings.

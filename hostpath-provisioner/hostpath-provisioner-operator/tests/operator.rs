@@ -450,7 +450,7 @@ async fn passes_deploy_then_serve_then_rest() {
         let mut state = objects.state();
         let key = format!("DaemonSet hostpath-provisioner/{DAEMON_SET}");
         let ds = state.objects.get_mut(&key).expect("the DaemonSet");
-        ds.data["status"] = serde_json::json!({ "desiredNumberScheduled": 2, "numberReady": 2, "updatedNumberScheduled": 2, "currentNumberScheduled": 2, "numberMisscheduled": 0 });
+        ds.data["status"] = serde_json::json!({ "observedGeneration": ds.metadata.generation, "desiredNumberScheduled": 2, "numberReady": 2, "updatedNumberScheduled": 2, "currentNumberScheduled": 2, "numberMisscheduled": 0 });
         state.writes.clear();
     }
     let next = reconciler::reconcile(&objects, &stored_cr(&objects), &settings(), &at(2))

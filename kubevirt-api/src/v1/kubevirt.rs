@@ -36,6 +36,22 @@ pub struct KubeVirtSpec {
     pub image_pull_policy: Option<String>,
     /// Cluster configuration.
     pub configuration: Option<KubeVirtConfiguration>,
+    /// Where virt-api and virt-controller run (virt-operator's `infra`).
+    pub infra: Option<ComponentConfig>,
+    /// Where virt-handler runs, and so where VMs can run (virt-operator's `workloads`).
+    pub workloads: Option<ComponentConfig>,
+}
+
+/// `spec.infra` and `spec.workloads` of the `KubeVirt` resource.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ComponentConfig {
+    /// Node selector, affinity and tolerations added to the components' pods.
+    pub node_placement: Option<operator_kit::placement::NodePlacement>,
+    /// Replicas of virt-api and virt-controller (`infra` only; upstream's default is 2).
+    #[schemars(range(min = 1))]
+    pub replicas: Option<u8>,
 }
 
 /// `spec.configuration` of the `KubeVirt` resource.
@@ -118,8 +134,75 @@ pub struct NetworkConfiguration {
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct KubeVirtStatus {
-    /// `Deploying`, `Deployed` or `Deleting`.
+    /// `Deploying`, `Deployed`, `Deleting` or `Deleted`, as virt-operator writes it.
     pub phase: Option<String>,
+    /// `Available`, `Progressing`, `Degraded`, `Created` and `Synchronized`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<KubeVirtCondition>,
+    /// The version (image tag) deployed and ready.
+    pub observed_kube_virt_version: Option<String>,
+    /// The version being deployed.
+    pub target_kube_virt_version: Option<String>,
+    /// The registry deployed and ready.
+    pub observed_kube_virt_registry: Option<String>,
+    /// The registry being deployed.
+    pub target_kube_virt_registry: Option<String>,
+    /// The identity of the install deployed and ready (a digest of its objects).
+    #[serde(rename = "observedDeploymentID")]
+    pub observed_deployment_id: Option<String>,
+    /// The identity of the install being deployed.
+    #[serde(rename = "targetDeploymentID")]
+    pub target_deployment_id: Option<String>,
+    /// The settings of the install deployed and ready, as JSON.
+    pub observed_deployment_config: Option<String>,
+    /// The settings of the install being deployed, as JSON.
+    pub target_deployment_config: Option<String>,
+    /// virt-operator's own version.
+    pub operator_version: Option<String>,
+    /// The CR's generation the operator acted on.
+    pub observed_generation: Option<i64>,
+    /// The generations of the workloads it deployed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub generations: Vec<GenerationStatus>,
+}
+
+/// A condition of the `KubeVirt` resource.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeVirtCondition {
+    /// `Available`, `Progressing`, `Degraded`, `Created` or `Synchronized`.
+    #[serde(rename = "type")]
+    pub condition_type: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// Why, as a word (upstream's `AllComponentsReady`, `DeploymentInProgress`, ...).
+    pub reason: Option<String>,
+    /// Why, as a sentence.
+    pub message: Option<String>,
+    /// When it was last looked at.
+    pub last_probe_time: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    /// When it last changed.
+    pub last_transition_time: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+}
+
+/// The generation of one object virt-operator deployed, as it last wrote it.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GenerationStatus {
+    /// Its API group.
+    pub group: String,
+    /// Its resource (plural).
+    pub resource: String,
+    /// Its namespace.
+    pub namespace: Option<String>,
+    /// Its name.
+    pub name: String,
+    /// Its `metadata.generation` after the operator's last write.
+    pub last_generation: i64,
+    /// A digest of what the operator wrote.
+    pub hash: Option<String>,
 }
 
 /// The configuration as the components use it, with upstream's defaults applied.

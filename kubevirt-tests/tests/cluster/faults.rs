@@ -1,6 +1,7 @@
 //! Faults a real node sees: QEMU killed inside the launcher pod, virt-handler's pod deleted (the
 //! DaemonSet's next pod re-adopts the VMI), virt-controller's pod deleted in the middle of a start
-//! (the VMI still starts exactly once), and a rolling update of the virt-handler DaemonSet.
+//! (the VMI still starts exactly once), and an upgrade through the KubeVirt CR's `imageTag`, which
+//! virt-operator rolls out handler first.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -187,82 +188,134 @@ fn ctr(args: &[&str]) -> std::process::Output {
     last.expect("the cluster has nodes")
 }
 
-/// Puts virt-handler back on the installed image and removes the test's tag, however the test
-/// ends, so the other tests see the cluster as installed.
-struct RestoreHandlerImage {
-    installed: String,
-    tag: &'static str,
+/// The images virt-operator deploys from `spec.imageTag`.
+const COMPONENTS: [&str; 4] = ["virt-api", "virt-controller", "virt-handler", "virt-launcher"];
+/// The tag the test moves them to.
+const UPGRADE_TAG: &str = "e2e-upgrade";
+
+/// The KubeVirt CR's observed version and phase.
+fn kubevirt_state() -> String {
+    kubectl(&[
+        "-n",
+        "kubevirt",
+        "get",
+        "kubevirt",
+        "kubevirt",
+        "-o",
+        "jsonpath={.status.observedKubeVirtVersion} {.status.phase} {.status.targetKubeVirtVersion}",
+    ])
+    .stdout
+    .iter()
+    .map(|b| char::from(*b))
+    .collect()
 }
 
-impl Drop for RestoreHandlerImage {
+/// Puts the KubeVirt CR back on the installed tag, waits until virt-operator has rolled the
+/// components back, and removes the test's tags, however the test ends, so the other tests see
+/// the cluster as installed.
+struct RestoreImageTag;
+
+impl Drop for RestoreImageTag {
     fn drop(&mut self) {
-        let installed = format!("virt-handler={}", self.installed);
-        let _ = kubectl(&["-n", "kubevirt", "set", "image", "daemonset/virt-handler", &installed]);
         let _ = kubectl(&[
             "-n",
             "kubevirt",
-            "rollout",
-            "status",
-            "daemonset/virt-handler",
-            "--timeout=180s",
+            "patch",
+            "kubevirt",
+            "kubevirt",
+            "--type=json",
+            "-p",
+            r#"[{"op":"remove","path":"/spec/imageTag"}]"#,
         ]);
-        let _ = ctr(&["images", "rm", self.tag]);
+        let deadline = std::time::Instant::now() + Duration::from_secs(400);
+        while kubevirt_state() != "latest Deployed latest" && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        for component in COMPONENTS {
+            let _ = ctr(&[
+                "images",
+                "rm",
+                &format!("localhost/kubevirt-rs/{component}:{UPGRADE_TAG}"),
+            ]);
+        }
     }
+}
+
+/// The creation times of the pods labelled `kubevirt.io=<component>`, sorted (RFC 3339 in UTC, so
+/// their text sorts as time does).
+fn created(component: &str) -> Vec<String> {
+    let times = kubectl_ok(&[
+        "-n",
+        "kubevirt",
+        "get",
+        "pods",
+        "-l",
+        &format!("kubevirt.io={component}"),
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.creationTimestamp}{\"\\n\"}{end}",
+    ]);
+    let mut times: Vec<String> = times.lines().map(str::to_owned).collect();
+    times.sort();
+    times
 }
 
 #[test]
 #[ignore = "needs the test cluster: make cluster"]
-fn a_rolling_update_of_virt_handler_leaves_running_vmis_undisturbed() {
+fn a_new_image_tag_rolls_handler_then_controller_then_api_and_leaves_running_vmis_undisturbed() {
     let (_cleanup, qemu, node) = running_test_guest("e2e-roll");
-    let installed = kubectl_ok(&[
-        "-n",
-        "kubevirt",
-        "get",
-        "daemonset",
-        "virt-handler",
-        "-o",
-        "jsonpath={.spec.template.spec.containers[0].image}",
-    ]);
-    // The same image under a new tag, as a release would bring, in the node's image store.
-    let updated = "localhost/kubevirt-rs/virt-handler:e2e-rolling-update";
-    let tagged = ctr(&["images", "tag", "--force", &installed, updated]);
-    assert!(
-        tagged.status.success(),
-        "ctr images tag: {}",
-        String::from_utf8_lossy(&tagged.stderr)
-    );
-    let _restore = RestoreHandlerImage {
-        installed,
-        tag: updated,
-    };
+    // The same images under a new tag, as a release would bring, in every node's image store.
+    for component in COMPONENTS {
+        let installed = format!("localhost/kubevirt-rs/{component}:latest");
+        let updated = format!("localhost/kubevirt-rs/{component}:{UPGRADE_TAG}");
+        let tagged = ctr(&["images", "tag", "--force", &installed, &updated]);
+        assert!(
+            tagged.status.success(),
+            "ctr images tag {installed}: {}",
+            String::from_utf8_lossy(&tagged.stderr)
+        );
+    }
+    let _restore = RestoreImageTag;
     let old = handler_pod(&node);
     kubectl_ok(&[
         "-n",
         "kubevirt",
-        "set",
-        "image",
-        "daemonset/virt-handler",
-        &format!("virt-handler={updated}"),
-    ]);
-    kubectl_ok(&[
-        "-n",
+        "patch",
         "kubevirt",
-        "rollout",
-        "status",
-        "daemonset/virt-handler",
-        "--timeout=180s",
+        "kubevirt",
+        "--type=merge",
+        "-p",
+        &format!(r#"{{"spec":{{"imageTag":"{UPGRADE_TAG}"}}}}"#),
     ]);
+    let upgraded = format!("{UPGRADE_TAG} Deployed {UPGRADE_TAG}");
+    wait_for("virt-operator to deploy the new tag", Duration::from_secs(400), || {
+        (kubevirt_state() == upgraded).then_some(())
+    });
     let new = handler_pod(&node);
     assert_ne!(new, old, "a new handler pod");
-    let new_image = kubectl_ok(&[
-        "-n",
-        "kubevirt",
-        "get",
-        "pod",
-        &new,
-        "-o",
-        "jsonpath={.spec.containers[0].image}",
-    ]);
-    assert_eq!(new_image, updated, "the new pod runs the new tag");
+    for (kind, name) in [
+        ("deployment", "virt-api"),
+        ("deployment", "virt-controller"),
+        ("daemonset", "virt-handler"),
+    ] {
+        let object = get(kind, name, "kubevirt").unwrap_or_else(|| panic!("{kind} {name}"));
+        assert_eq!(
+            field(&object, "spec.template.spec.containers.0.image"),
+            format!("localhost/kubevirt-rs/{name}:{UPGRADE_TAG}")
+        );
+    }
+    let controller = get("deployment", "virt-controller", "kubevirt").expect("virt-controller");
+    assert!(
+        controller.to_string().contains(&format!(
+            "--launcher-image=localhost/kubevirt-rs/virt-launcher:{UPGRADE_TAG}"
+        )),
+        "new VMs get the new launcher"
+    );
+    // Upstream's update order, each finished before the next: every new handler pod was made
+    // before the new controllers, and those before the new virt-api pods.
+    let (handlers, controllers, apis) = (created("virt-handler"), created("virt-controller"), created("virt-api"));
+    assert!(
+        handlers.last() <= controllers.first() && controllers.last() <= apis.first(),
+        "handler {handlers:?}, controller {controllers:?}, api {apis:?}"
+    );
     assert_undisturbed("e2e-roll", qemu);
 }

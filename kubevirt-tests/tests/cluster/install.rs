@@ -1,5 +1,6 @@
-//! The install: what `kubectl apply -k manifests/install` made is accepted and ready, the printer
-//! columns are upstream's, and each component gets by with its own service account's rights.
+//! The install: `manifests/install` (the objects virt-operator renders, which also apply by hand)
+//! is accepted by the API server, what the operator made is ready, the printer columns are
+//! upstream's, and each component gets by with its own service account's rights.
 
 use std::time::Duration;
 

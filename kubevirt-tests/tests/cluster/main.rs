@@ -1,7 +1,8 @@
 //! End to end on the test cluster (`make cluster`: Kubernetes built from upstream, kubevirt-rs
-//! installed with `kubectl apply -k manifests/install`). Everything goes through the real API
-//! server, webhooks, aggregation layer, scheduler, kubelet, containerd and garbage collector, as a
-//! user's kubectl and virtctl do. Each test cleans up what it made.
+//! installed through virt-operator: `kubectl apply -k manifests/operator` and its KubeVirt CR).
+//! Everything goes through the real API server, webhooks, aggregation layer, scheduler, kubelet,
+//! containerd and garbage collector, as a user's kubectl and virtctl do. Each test cleans up
+//! what it made.
 //!
 //! They need the cluster, so they are ignored by a plain `cargo test`; `make test` brings the
 //! cluster up and runs them (scripts/test-cluster.sh):
@@ -34,5 +35,6 @@ mod support;
 mod template_validator;
 mod unprivileged;
 mod upload;
+mod virt_operator;
 mod vm;
 mod vmi;

@@ -1,5 +1,6 @@
 //! [`Objects`] in memory, for tests: objects by `Kind namespace/name`, every write recorded, and
-//! a chosen object's apply made to fail.
+//! a chosen object's apply made to fail. Every write moves the object's `resourceVersion` on, as
+//! the API server's do.
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -39,6 +40,16 @@ impl FakeObjects {
     }
 }
 
+/// The `resourceVersion` after a write to an object at `meta` (none yet: `1`), as the API server
+/// moves it on every write.
+fn next_version(meta: Option<&ObjectMeta>) -> String {
+    let now = meta
+        .and_then(|m| m.resource_version.as_deref())
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0);
+    (now + 1).to_string()
+}
+
 impl Objects for FakeObjects {
     async fn apply(&self, desired: &Desired) -> Result<(), ObjectsError> {
         let key = desired.describe();
@@ -54,9 +65,15 @@ impl Objects for FakeObjects {
         state.writes.push(format!("apply {key}"));
         // Server-side apply keeps what other managers own: here, the status.
         let mut object = desired.object.clone();
-        if let Some(status) = state.objects.get(&key).and_then(|old| old.data.get("status")).cloned() {
+        let old = state.objects.get(&key);
+        if let Some(status) = old.and_then(|old| old.data.get("status")).cloned() {
             object.data["status"] = status;
         }
+        object.metadata.resource_version = Some(next_version(old.map(|o| &o.metadata)));
+        // As the API server: the generation moves on when the spec changes.
+        let spec_changed = old.is_none_or(|old| old.data.get("spec") != object.data.get("spec"));
+        let generation = old.and_then(|o| o.metadata.generation).unwrap_or(0);
+        object.metadata.generation = Some(if spec_changed { generation + 1 } else { generation });
         state.objects.insert(key, object);
         Ok(())
     }
@@ -117,6 +134,7 @@ impl Objects for FakeObjects {
             });
         }
         object.metadata.finalizers = Some(super::finalizers_with(meta, finalizer, present));
+        object.metadata.resource_version = Some(next_version(Some(&object.metadata)));
         Ok(())
     }
 
@@ -141,6 +159,7 @@ impl Objects for FakeObjects {
         match state.objects.get_mut(&key) {
             Some(object) => {
                 object.data["status"] = status;
+                object.metadata.resource_version = Some(next_version(Some(&object.metadata)));
                 Ok(())
             }
             None => Err(ObjectsError::Api {

@@ -78,7 +78,7 @@ fn roll_out(objects: &FakeObjects) {
         let replicas = object.data["spec"]["replicas"].as_i64().unwrap_or(1);
         let replicas = i32::try_from(replicas).expect("small");
         object.data["status"] = serde_json::to_value(DeploymentStatus {
-            observed_generation: Some(0),
+            observed_generation: object.metadata.generation,
             replicas: Some(replicas),
             updated_replicas: Some(replicas),
             ready_replicas: Some(replicas),
