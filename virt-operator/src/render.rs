@@ -15,6 +15,7 @@
 //! the operator before it lets the CR go ([`crate::reconciler`]).
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{Container, PodSpec};
@@ -313,8 +314,10 @@ pub fn render(cr: &KubeVirt, settings: &Settings) -> Result<Rendered, RenderErro
 pub fn digest(text: &str) -> String {
     Sha256::digest(text.as_bytes())
         .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+        .fold(String::with_capacity(64), |mut hex, b| {
+            let _ = write!(hex, "{b:02x}");
+            hex
+        })
 }
 
 /// The labels of every object the operator makes.

@@ -128,11 +128,8 @@ fn namespaced_objects_are_owned_and_cluster_scoped_ones_name_their_cr() {
         assert_eq!(annotations[REGISTRY_ANNOTATION], "localhost/kubevirt-rs");
         assert_eq!(annotations[IDENTIFIER_ANNOTATION], rendered.deployment_id);
         let owner = owner_of(meta);
-        let expected_namespace = match desired.namespace.as_deref() {
-            Some("kube-system") => "kubevirt",
-            Some(namespace) => namespace,
-            None => "kubevirt",
-        };
+        // The CR's namespace: its own for the objects it owns, the annotation's for the others.
+        let expected_namespace = "kubevirt";
         assert_eq!(
             owner,
             Some((expected_namespace.to_owned(), "kubevirt".to_owned())),

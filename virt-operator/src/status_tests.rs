@@ -10,8 +10,11 @@ fn at(second: i64) -> Time {
     Time(Timestamp::from_second(1_796_000_000 + second).expect("a time"))
 }
 
+/// (type, status, reason) of a condition.
+type Row = (String, String, String);
+
 /// (type, status, reason) of every condition, in order.
-fn summary(status: &KubeVirtStatus) -> Vec<(String, String, String)> {
+fn summary(status: &KubeVirtStatus) -> Vec<Row> {
     status
         .conditions
         .iter()
@@ -25,7 +28,7 @@ fn summary(status: &KubeVirtStatus) -> Vec<(String, String, String)> {
         .collect()
 }
 
-fn rows(rows: &[(&str, &str, &str)]) -> Vec<(String, String, String)> {
+fn rows(rows: &[(&str, &str, &str)]) -> Vec<Row> {
     rows.iter()
         .map(|(t, s, r)| ((*t).to_owned(), (*s).to_owned(), (*r).to_owned()))
         .collect()
@@ -54,7 +57,7 @@ fn decided(cr: &KubeVirt, pass: &Pass, second: i64) -> KubeVirtStatus {
 #[test]
 fn each_pass_gives_upstreams_phase_and_conditions() {
     let cr = kubevirt(KubeVirtSpec::default());
-    let cases: [(Pass, Option<&str>, Vec<(String, String, String)>); 7] = [
+    let cases: [(Pass, Option<&str>, Vec<Row>); 7] = [
         (
             applied(false, false),
             Some("Deploying"),
