@@ -296,3 +296,32 @@ fn instancetype_crds_have_upstreams_names_scopes_and_short_names() {
         assert_eq!(schema.required, Some(vec!["spec".to_owned()]));
     }
 }
+
+#[test]
+fn the_kubevirt_crd_refuses_what_virt_operator_does_not_do() {
+    let crd = crd_named("kubevirts");
+    let schema = serde_json::to_value(&crd.spec.versions[0].schema).expect("JSON");
+    let rules = schema
+        .pointer("/openAPIV3Schema/properties/spec/x-kubernetes-validations")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let messages: Vec<String> = rules
+        .iter()
+        .filter_map(|r| r["message"].as_str().map(str::to_owned))
+        .collect();
+    for field in [
+        "spec.uninstallStrategy:",
+        "spec.certificateRotateStrategy.selfSigned:",
+        "spec.workloadUpdateStrategy.workloadUpdateMethods:",
+        "spec.customizeComponents:",
+    ] {
+        assert!(messages.iter().any(|m| m.starts_with(field)), "{field} in {messages:?}");
+    }
+    let spec = schema
+        .pointer("/openAPIV3Schema/properties/spec/properties")
+        .expect("spec properties");
+    for typed in ["infra", "workloads", "uninstallStrategy", "workloadUpdateStrategy"] {
+        assert!(spec.get(typed).is_some(), "{typed}");
+    }
+}

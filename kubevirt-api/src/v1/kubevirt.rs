@@ -27,6 +27,24 @@ use serde::{Deserialize, Serialize};
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "!has(self.uninstallStrategy) || self.uninstallStrategy == 'RemoveWorkloads'",
+        "message": "spec.uninstallStrategy: only RemoveWorkloads is supported (deleting the KubeVirt CR removes every VM and VMI); BlockUninstallIfWorkloadsExist is not"
+    },
+    {
+        "rule": "!has(self.certificateRotateStrategy) || !has(self.certificateRotateStrategy.selfSigned)",
+        "message": "spec.certificateRotateStrategy.selfSigned: certificate lifetimes are not configurable; virt-api keeps upstream's defaults"
+    },
+    {
+        "rule": "!has(self.workloadUpdateStrategy) || !has(self.workloadUpdateStrategy.workloadUpdateMethods) || size(self.workloadUpdateStrategy.workloadUpdateMethods) == 0",
+        "message": "spec.workloadUpdateStrategy.workloadUpdateMethods: automatic workload updates are not supported; VMIs keep their launcher until they restart"
+    },
+    {
+        "rule": "!has(self.customizeComponents) || ((!has(self.customizeComponents.patches) || size(self.customizeComponents.patches) == 0) && !has(self.customizeComponents.flags))",
+        "message": "spec.customizeComponents: patches and flags are not supported"
+    }
+]))]
 pub struct KubeVirtSpec {
     /// Tag of the component images.
     pub image_tag: Option<String>,
@@ -40,6 +58,54 @@ pub struct KubeVirtSpec {
     pub infra: Option<ComponentConfig>,
     /// Where virt-handler runs, and so where VMs can run (virt-operator's `workloads`).
     pub workloads: Option<ComponentConfig>,
+    /// What deleting the CR does: only upstream's `RemoveWorkloads` (its default) is accepted.
+    #[schemars(extend("enum" = ["RemoveWorkloads", "BlockUninstallIfWorkloadsExist"]))]
+    pub uninstall_strategy: Option<String>,
+    /// Certificate lifetimes: accepted empty only (the CRD's rule refuses `selfSigned`).
+    pub certificate_rotate_strategy: Option<CertificateRotateStrategy>,
+    /// How launchers of an old install are moved: accepted without methods only (the CRD's rule).
+    pub workload_update_strategy: Option<WorkloadUpdateStrategy>,
+    /// Patches and flags for the components: accepted empty only (the CRD's rule).
+    pub customize_components: Option<CustomizeComponents>,
+}
+
+/// `spec.certificateRotateStrategy`, typed so that the CRD's rule can refuse what is not done.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CertificateRotateStrategy {
+    /// Upstream's CA and certificate lifetimes (refused).
+    #[serde(default)]
+    #[schemars(schema_with = "crate::schema::preserve_unknown_object")]
+    pub self_signed: Option<serde_json::Value>,
+}
+
+/// `spec.workloadUpdateStrategy`.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadUpdateStrategy {
+    /// `LiveMigrate` and `Evict` (refused when any is given).
+    pub workload_update_methods: Option<Vec<String>>,
+    /// VMIs evicted per batch (upstream's default 10); meaningful only with methods.
+    pub batch_eviction_size: Option<i32>,
+    /// Time between batches (upstream's default `1m0s`); meaningful only with methods.
+    pub batch_eviction_interval: Option<String>,
+}
+
+/// `spec.customizeComponents`.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CustomizeComponents {
+    /// Patches of the components' objects (refused when any is given).
+    #[serde(default)]
+    #[schemars(schema_with = "crate::schema::preserve_unknown_object_list")]
+    pub patches: Option<Vec<serde_json::Value>>,
+    /// Extra flags of the components (refused).
+    #[serde(default)]
+    #[schemars(schema_with = "crate::schema::preserve_unknown_object")]
+    pub flags: Option<serde_json::Value>,
 }
 
 /// `spec.infra` and `spec.workloads` of the `KubeVirt` resource.

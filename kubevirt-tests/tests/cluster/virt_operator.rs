@@ -1,11 +1,12 @@
 //! virt-operator on the real cluster: the install made through it (manifests/operator, then the
 //! KubeVirt CR `kubevirt/kubevirt`) is Deployed with upstream's conditions, versions and
 //! finalizer, and the operator owns the components; what it owns changed or deleted by hand is
-//! put back. (The upgrade through `spec.imageTag` is in faults.rs, with a running VMI.)
+//! put back; the fields it does not act on are refused by the CRD's rules. (The upgrade through
+//! `spec.imageTag` is in faults.rs, with a running VMI.)
 
 use std::time::Duration;
 
-use super::support::{condition, controlled_by, field, get, kubectl_ok, wait_for};
+use super::support::{condition, controlled_by, field, get, kubectl, kubectl_ok, wait_for};
 
 const NAMESPACE: &str = "kubevirt";
 
@@ -113,4 +114,55 @@ fn what_the_operator_owns_is_put_back_when_changed_or_deleted_by_hand() {
     );
     let after = deployed();
     assert_eq!(field(&after, "status.observedDeploymentID"), id);
+}
+
+#[test]
+#[ignore = "needs the test cluster: make cluster"]
+fn fields_the_operator_does_not_act_on_are_refused_by_the_api_server() {
+    deployed();
+    for (patch, field_name) in [
+        (
+            r#"{"spec":{"uninstallStrategy":"BlockUninstallIfWorkloadsExist"}}"#,
+            "spec.uninstallStrategy",
+        ),
+        (
+            r#"{"spec":{"workloadUpdateStrategy":{"workloadUpdateMethods":["LiveMigrate"]}}}"#,
+            "spec.workloadUpdateStrategy.workloadUpdateMethods",
+        ),
+        (
+            r#"{"spec":{"certificateRotateStrategy":{"selfSigned":{"ca":{"duration":"1h"}}}}}"#,
+            "spec.certificateRotateStrategy.selfSigned",
+        ),
+        (
+            r#"{"spec":{"customizeComponents":{"flags":{"api":{"v":"4"}}}}}"#,
+            "spec.customizeComponents",
+        ),
+    ] {
+        let output = kubectl(&[
+            "-n",
+            NAMESPACE,
+            "patch",
+            "kubevirt",
+            "kubevirt",
+            "--type=merge",
+            "--dry-run=server",
+            "-p",
+            patch,
+        ]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{patch} was accepted");
+        assert!(stderr.contains(field_name), "{patch}: {stderr}");
+    }
+    // What upstream's own sample CR sets is accepted.
+    kubectl_ok(&[
+        "-n",
+        NAMESPACE,
+        "patch",
+        "kubevirt",
+        "kubevirt",
+        "--type=merge",
+        "--dry-run=server",
+        "-p",
+        r#"{"spec":{"certificateRotateStrategy":{},"customizeComponents":{},"workloadUpdateStrategy":{},"uninstallStrategy":"RemoveWorkloads"}}"#,
+    ]);
 }
