@@ -310,8 +310,19 @@ fn the_kubevirt_crd_refuses_what_virt_operator_does_not_do() {
         .iter()
         .filter_map(|r| r["message"].as_str().map(str::to_owned))
         .collect();
+    assert!(
+        !messages.iter().any(|m| m.starts_with("spec.uninstallStrategy")),
+        "both strategies are served: {messages:?}"
+    );
+    assert_eq!(
+        schema.pointer("/openAPIV3Schema/properties/spec/properties/uninstallStrategy/enum"),
+        Some(&serde_json::json!([
+            "",
+            "RemoveWorkloads",
+            "BlockUninstallIfWorkloadsExist"
+        ]))
+    );
     for field in [
-        "spec.uninstallStrategy:",
         "spec.certificateRotateStrategy.selfSigned:",
         "spec.workloadUpdateStrategy.workloadUpdateMethods:",
         "spec.customizeComponents:",

@@ -354,6 +354,20 @@ fn preferred_buses_models_and_bindings_fill_only_what_is_unset() {
 }
 
 #[test]
+fn the_preferred_video_type_fills_a_missing_or_empty_type_only() {
+    let pref = preference(json!({"devices": {"preferredVideoType": "virtio"}}));
+    for (devices, want) in [
+        (json!({}), "virtio"),
+        (json!({"video": {}}), "virtio"),
+        (json!({"video": {"type": ""}}), "virtio"),
+        (json!({"video": {"type": "vga"}}), "vga"),
+    ] {
+        let (spec, _) = applied(None, Some(&pref), json!({"domain": {"devices": devices.clone()}})).expect("applies");
+        assert_eq!(spec["domain"]["devices"]["video"]["type"], want, "{devices}");
+    }
+}
+
+#[test]
 fn preferred_features_firmware_machine_clock_and_more() {
     let pref = preference(json!({
         "features": {"preferredAcpi": {"enabled": false}, "preferredSmm": {}, "preferredHyperv": {"relaxed": {}, "vapic": {}}},

@@ -5,7 +5,7 @@ use ::kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::Value;
 
 /// Why a template does not read.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 #[error("{file}: {message}")]
 pub struct TemplateError {
     /// The file the template came from.

@@ -17,6 +17,7 @@ use serde::de::DeserializeOwned;
 pub mod fake;
 #[cfg(feature = "client")]
 pub mod kube;
+pub mod unchanged;
 
 /// Why an object could not be rendered, read or written.
 #[derive(Debug, thiserror::Error)]
@@ -29,6 +30,12 @@ pub enum ObjectsError {
         /// Why.
         #[source]
         source: serde_json::Error,
+    },
+    /// The object changed since it was read (the API server's 409 Conflict): read it again.
+    #[error("{operation} failed: the object has been modified since it was read")]
+    Conflict {
+        /// What was attempted.
+        operation: String,
     },
     /// The API server refused or could not be reached.
     #[error("{operation} failed: {message}")]
@@ -168,6 +175,13 @@ pub fn finalizers_with(meta: &ObjectMeta, finalizer: &str, present: bool) -> Vec
 pub trait Objects: Send + Sync {
     /// Applies `desired` by server-side apply, taking over fields another manager set.
     fn apply(&self, desired: &Desired) -> impl Future<Output = Result<(), ObjectsError>> + Send;
+    /// Replaces the whole of an object that is at `resource_version` with `desired` (an update,
+    /// so what other writers added is gone too); refused when the object moved on since.
+    fn replace(
+        &self,
+        desired: &Desired,
+        resource_version: &str,
+    ) -> impl Future<Output = Result<(), ObjectsError>> + Send;
     /// An object as it is now; `None` when it is not there.
     fn get(
         &self,

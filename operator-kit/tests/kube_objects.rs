@@ -71,3 +71,35 @@ async fn a_finalizer_is_patched_with_its_preconditions_and_refused_without_them(
     );
     assert_eq!(seen[1].method, "DELETE");
 }
+
+#[tokio::test]
+async fn a_replace_is_a_put_of_the_whole_object_at_the_version_read() {
+    let (client, log) = mock_api_server::api_server(vec![(
+        200,
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "ns"}}),
+    )]);
+    let objects = KubeObjects::new(client, "test-operator");
+    let desired = operator_kit::objects::Desired::from_json::<ConfigMap>(json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "cm", "namespace": "ns", "labels": {"a": "b"}},
+        "data": {"k": "v"},
+    }))
+    .expect("desired");
+    objects.replace(&desired, "42").await.expect("replaced");
+    let seen = log.lock().expect("log");
+    assert_eq!(seen.len(), 1);
+    assert_eq!(
+        (seen[0].method.as_str(), seen[0].path.as_str()),
+        ("PUT", "/api/v1/namespaces/ns/configmaps/cm?&fieldManager=test-operator")
+    );
+    assert_eq!(
+        seen[0].body,
+        json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "cm", "namespace": "ns", "labels": {"a": "b"}, "resourceVersion": "42"},
+            "data": {"k": "v"},
+        })
+    );
+}

@@ -1,20 +1,24 @@
 //! virt-operator: wiring only. A kube-rs controller over the `KubeVirt` CRs of its namespace and
 //! the objects it makes for them; each pass is [`virt_operator::reconciler::reconcile`].
 
+use std::future::Future;
+use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
+use control_loop::tls::{CertSource, server_tls};
 use futures::StreamExt as _;
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
-use k8s_openapi::api::core::v1::{Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
+use kube::api::DynamicObject;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
@@ -22,8 +26,12 @@ use kube::{Api, Client, Resource};
 use kubevirt_api::v1::KubeVirt;
 use operator_kit::objects::ObjectsError;
 use operator_kit::objects::kube::KubeObjects;
+use tokio_util::sync::CancellationToken;
+use virt_operator::common_instancetypes;
+use virt_operator::kube_cluster::{KubeCluster, follow_certificate};
 use virt_operator::reconciler::{self, Next};
 use virt_operator::render::{self, MANAGED_BY, Settings};
+use virt_operator::{validator, webhook};
 
 /// A pass that failed is tried again after this long.
 const RETRY: Duration = Duration::from_secs(5);
@@ -43,6 +51,12 @@ struct Args {
     /// The version it reports (upstream's operatorVersion).
     #[arg(long, env = "KUBEVIRT_VERSION", default_value = env!("CARGO_PKG_VERSION"))]
     version: String,
+    /// The address the webhook listens on.
+    #[arg(long, default_value = "0.0.0.0")]
+    listen: std::net::IpAddr,
+    /// The webhook's port (upstream's `webhooks` port).
+    #[arg(long, default_value_t = validator::PORT)]
+    webhook_port: u16,
     /// Log verbosity, upstream's -v.
     #[arg(short = 'v', default_value_t = 1)]
     verbosity: u8,
@@ -59,6 +73,10 @@ async fn reconcile(cr: Arc<KubeVirt>, context: Arc<Context>) -> Result<Action, O
         match reconciler::reconcile(&context.objects, &cr, &context.settings, &now).await? {
             Next::Rest => Action::await_change(),
             Next::LookAgain => Action::requeue(LOOK_AGAIN),
+            Next::RenewAt(at) => {
+                let wait = u64::try_from(at.saturating_sub(now.0.as_second())).unwrap_or(0);
+                Action::requeue(Duration::from_secs(wait.max(1)))
+            }
         },
     )
 }
@@ -84,6 +102,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         "virt-operator started"
     );
     let namespace = args.namespace.clone();
+    let webhook = webhook(&args, &client, &stop).await?;
     let context = Arc::new(Context {
         objects: KubeObjects::new(client.clone(), "virt-operator"),
         settings,
@@ -91,9 +110,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
     // Every object it makes is watched, so that one changed or deleted by hand is put back; they
     // carry its managed-by label, and `owner` maps each to its CR.
     let ours = watcher::Config::default().labels(&format!("{}={}", MANAGED_BY.0, MANAGED_BY.1));
+    let [instancetypes, preferences] = common_instancetypes::resources();
     let here = |client: &Client| Api::<Deployment>::namespaced(client.clone(), &namespace);
     // A workload's status changes in bursts while its pods start: one pass per second at most.
-    Controller::new(
+    let controller = Controller::new(
         Api::<KubeVirt>::namespaced(client.clone(), &namespace),
         watcher::Config::default(),
     )
@@ -130,13 +150,67 @@ async fn run(args: Args) -> anyhow::Result<()> {
         owner,
     )
     .watches(Api::<PriorityClass>::all(client.clone()), ours.clone(), owner)
-    .watches(Api::<CustomResourceDefinition>::all(client), ours, owner)
+    // The common instance types' CRDs come with the install: until then these back off.
+    .watches_with(
+        Api::<DynamicObject>::all_with(client.clone(), &instancetypes),
+        instancetypes.clone(),
+        ours.clone(),
+        owner,
+    )
+    .watches_with(
+        Api::<DynamicObject>::all_with(client.clone(), &preferences),
+        preferences.clone(),
+        ours.clone(),
+        owner,
+    )
+    .watches(
+        Api::<CustomResourceDefinition>::all(client.clone()),
+        ours.clone(),
+        owner,
+    )
+    .watches(
+        Api::<Secret>::namespaced(client.clone(), &namespace),
+        ours.clone(),
+        owner,
+    )
+    .watches(Api::<ConfigMap>::namespaced(client, &namespace), ours, owner)
     .graceful_shutdown_on(async move { stop.cancelled().await })
     .run(reconcile, retry, context)
-    .for_each(|_| async {})
-    .await;
+    .for_each(|_| async {});
+    tokio::join!(controller, webhook);
     tracing::info!("virt-operator stopped");
     Ok(())
+}
+
+/// The webhook's server and what keeps its certificate, to run beside the controller until
+/// `stop`. It serves a self-signed certificate until the operator's own is in its Secret.
+async fn webhook(
+    args: &Args,
+    client: &Client,
+    stop: &CancellationToken,
+) -> anyhow::Result<impl Future<Output = ()> + use<>> {
+    let tls = server_tls(&CertSource::SelfSigned {
+        names: vec!["fallback.certificate.kubevirt.io".to_owned()],
+    })
+    .context("the webhook's fallback certificate")?;
+    let held = tls
+        .held
+        .clone()
+        .context("the webhook's certificate is held in memory")?;
+    let address = SocketAddr::new(args.listen, args.webhook_port);
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .with_context(|| format!("listening on {address}"))?;
+    let serve = webhook::serve(
+        listener,
+        tls.config,
+        Arc::new(KubeCluster(client.clone())),
+        stop.clone(),
+    );
+    let certificate = follow_certificate(client.clone(), args.namespace.clone(), held, stop.clone());
+    Ok(async move {
+        tokio::join!(serve, certificate);
+    })
 }
 
 /// The KubeVirt CR an object it made belongs to.

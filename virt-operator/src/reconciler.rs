@@ -8,9 +8,12 @@
 //!    remaining namespaced objects with the CR).
 //! 2. Otherwise the oldest KubeVirt CR in the namespace is the one in use; another gets
 //!    `Synchronized` False (`ExistingDeployment`) and nothing else.
-//! 3. For the one in use: the finalizer goes on; every object but the workloads is applied; the
-//!    workloads are read, and those [`crate::order`] lets through are applied; the status
-//!    ([`crate::status`]) is written when it changed.
+//! 3. For the one in use: the finalizer goes on; the webhook's certificate is made or renewed
+//!    when due ([`crate::validator`]); every object but the workloads is applied; the
+//!    workloads are read, and those [`crate::order`] lets through are applied; once all are
+//!    ready, the common instance types and preferences are brought to what the CR wants
+//!    ([`crate::common_instancetypes`]); the status ([`crate::status`]) is written when it
+//!    changed.
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -18,11 +21,15 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::api::ApiResource;
 use kubevirt_api::v1::{GenerationStatus, KubeVirt, KubeVirtStatus};
-use operator_kit::objects::{Objects, ObjectsError, get_typed, write_status_if_changed};
+use operator_kit::certificates::store::{self, Place};
+use operator_kit::objects::unchanged::{apply_all_changed, apply_if_changed};
+use operator_kit::objects::{Objects, ObjectsError, get_typed, owned_by, write_status_if_changed};
 
+use crate::common_instancetypes;
 use crate::order::{self, Live, Path};
 use crate::render::{self, Component, Rendered, Settings, Target};
 use crate::status::{self, Aim, Pass};
+use crate::validator;
 
 /// The finalizer on the CR, upstream's.
 pub const FINALIZER: &str = "kubevirt.io/foregroundDeleteKubeVirt";
@@ -30,10 +37,13 @@ pub const FINALIZER: &str = "kubevirt.io/foregroundDeleteKubeVirt";
 /// When the CR is to be looked at again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Next {
-    /// Deployed, gone or not to be acted on: on the next change.
+    /// Gone, or being deleted by another: on the next change.
     Rest,
     /// Still rolling, deleting, not the one in use, or failed: soon, even without a change.
     LookAgain,
+    /// Deployed: on the next change, or at this time (seconds since the epoch), when the
+    /// webhook's next certificate is due.
+    RenewAt(i64),
 }
 
 /// One pass.
@@ -66,13 +76,30 @@ pub async fn reconcile<O: Objects>(
         objects.set_finalizer(&resource, &cr.metadata, FINALIZER, true).await?;
     }
     let target = Target::of(cr, settings);
-    let rendered = match render::render(cr, settings) {
+    let mut rendered = match render::render(cr, settings) {
         Ok(rendered) => rendered,
         Err(e) => {
             write(objects, cr, &Pass::Failed(e.to_string()), None, now).await?;
             return Ok(Next::LookAgain);
         }
     };
+    let owner = owned_by(cr);
+    let labels = render::labels();
+    let place = Place {
+        namespace: &settings.namespace,
+        owner: owner.as_ref(),
+        labels: &labels,
+    };
+    let chain = validator::chain(&settings.namespace);
+    let kept = match store::ensure_chain(objects, place, &chain, &validator::lifetimes(), now.0.as_second()).await {
+        Ok(kept) => kept,
+        Err(e) => {
+            let why = format!("virt-operator's webhook certificate: {e}");
+            write(objects, cr, &Pass::Failed(why), None, now).await?;
+            return Ok(Next::LookAgain);
+        }
+    };
+    validator::set_ca_bundle(&mut rendered.always, &kept.bundle);
     let aim = Aim {
         target: &target,
         rendered: &rendered,
@@ -91,7 +118,7 @@ pub async fn reconcile<O: Objects>(
     }
     write(objects, cr, &pass, Some(aim), now).await?;
     Ok(match pass {
-        Pass::Applied { ready: true, .. } => Next::Rest,
+        Pass::Applied { ready: true, .. } => Next::RenewAt(kept.renewal),
         _ => Next::LookAgain,
     })
 }
@@ -103,9 +130,7 @@ async fn apply<O: Objects>(
     settings: &Settings,
     rendered: &Rendered,
 ) -> Result<Pass, ObjectsError> {
-    for desired in &rendered.always {
-        objects.apply(desired).await?;
-    }
+    apply_all_changed(objects, &rendered.always).await?;
     let mut lives = Vec::new();
     for component in Component::ALL {
         lives.push((component, read(objects, &settings.namespace, component).await?));
@@ -122,13 +147,17 @@ async fn apply<O: Objects>(
     let allowed = order::allowed(path, standing);
     for component in &allowed {
         if let Some(desired) = rendered.workloads.get(component) {
-            objects.apply(desired).await?;
+            apply_if_changed(objects, desired).await?;
         }
     }
     let ready = Component::ALL.into_iter().all(|c| {
         let now = standing(c);
         now.at_target && now.ready
     });
+    // Once the components serve (the CRDs long established), as upstream's last step.
+    if ready {
+        common_instancetypes::sync(objects, &rendered.instancetypes, common_instancetypes::enabled(cr)).await?;
+    }
     let generations = lives
         .iter()
         .filter_map(|(component, live)| live.as_ref().map(|l| generation(*component, l, &settings.namespace)))

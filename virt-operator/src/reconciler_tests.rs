@@ -31,17 +31,37 @@ fn writes(fake: &FakeObjects) -> Vec<String> {
     std::mem::take(&mut fake.state().writes)
 }
 
-/// The writes other than the objects applied on every pass.
+/// The writes other than the objects applied on every pass and the common instance types and
+/// preferences (their own test below).
 fn notable(fake: &FakeObjects) -> Vec<String> {
     writes(fake)
         .into_iter()
         .filter(|w| !w.starts_with("apply ") || w.contains("Deployment ") || w.contains("DaemonSet "))
+        .filter(|w| !w.contains("VirtualMachineCluster"))
         .collect()
+}
+
+/// The writes to the common instance types and preferences.
+fn common(fake: &FakeObjects) -> Vec<String> {
+    writes(fake)
+        .into_iter()
+        .filter(|w| w.contains("VirtualMachineCluster"))
+        .collect()
+}
+
+fn count(fake: &FakeObjects, kind: &str) -> usize {
+    let prefix = format!("{kind} ");
+    fake.state().objects.keys().filter(|k| k.starts_with(&prefix)).count()
 }
 
 async fn pass(fake: &FakeObjects) -> Next {
     let cr = stored(fake, "kubevirt");
     reconcile(fake, &cr, &settings(), &now()).await.expect("a pass")
+}
+
+/// Deployed: looked at again on a change or when the webhook's certificate is due.
+fn deployed_rest(next: Next) -> bool {
+    matches!(next, Next::RenewAt(_))
 }
 
 /// The kubelet and controllers' part: the workload rolled out.
@@ -79,7 +99,7 @@ async fn deployed(fake: &FakeObjects) {
         assert_eq!(pass(fake).await, Next::LookAgain);
         roll_out(fake, component);
     }
-    assert_eq!(pass(fake).await, Next::Rest);
+    assert!(deployed_rest(pass(fake).await));
     writes(fake);
 }
 
@@ -106,30 +126,20 @@ async fn a_fresh_install_goes_api_then_controller_then_handler_to_deployed() {
     assert_eq!(pass(&fake).await, Next::LookAgain);
     assert_eq!(
         notable(&fake),
-        [
-            "apply Deployment kubevirt/virt-api",
-            "apply Deployment kubevirt/virt-controller",
-        ],
-        "the status did not change"
+        ["apply Deployment kubevirt/virt-controller"],
+        "virt-api as it is is not applied again; the status did not change"
     );
     roll_out(&fake, Component::Controller);
     pass(&fake).await;
-    assert_eq!(
-        notable(&fake),
-        [
-            "apply Deployment kubevirt/virt-api",
-            "apply Deployment kubevirt/virt-controller",
-            "apply DaemonSet kubevirt/virt-handler",
-        ]
-    );
+    assert_eq!(notable(&fake), ["apply DaemonSet kubevirt/virt-handler"]);
     roll_out(&fake, Component::Handler);
-    assert_eq!(pass(&fake).await, Next::Rest);
+    assert!(deployed_rest(pass(&fake).await));
     let deployed = status(&fake);
     assert_eq!(deployed.phase.as_deref(), Some("Deployed"));
     assert_eq!(deployed.observed_kube_virt_version.as_deref(), Some("latest"));
     assert_eq!(deployed.generations.len(), 3);
     writes(&fake);
-    assert_eq!(pass(&fake).await, Next::Rest);
+    assert!(deployed_rest(pass(&fake).await));
     assert!(
         !writes(&fake).iter().any(|w| w.starts_with("status")),
         "a deployed install writes no status"
@@ -165,13 +175,7 @@ async fn a_new_image_tag_rolls_handler_then_controller_then_api() {
     assert_eq!(updating.observed_kube_virt_version.as_deref(), Some("latest"));
     roll_out(&fake, Component::Handler);
     pass(&fake).await;
-    assert_eq!(
-        notable(&fake),
-        [
-            "apply DaemonSet kubevirt/virt-handler",
-            "apply Deployment kubevirt/virt-controller",
-        ]
-    );
+    assert_eq!(notable(&fake), ["apply Deployment kubevirt/virt-controller"]);
     roll_out(&fake, Component::Controller);
     pass(&fake).await;
     assert_eq!(
@@ -179,7 +183,7 @@ async fn a_new_image_tag_rolls_handler_then_controller_then_api() {
         "localhost/kubevirt-rs/virt-api:v2"
     );
     roll_out(&fake, Component::Api);
-    assert_eq!(pass(&fake).await, Next::Rest);
+    assert!(deployed_rest(pass(&fake).await));
     let done = status(&fake);
     assert_eq!(done.phase.as_deref(), Some("Deployed"));
     assert_eq!(done.observed_kube_virt_version.as_deref(), Some("v2"));
@@ -325,4 +329,93 @@ async fn deletion_leaves_cluster_scoped_objects_another_cr_made() {
     }
     assert!(fake.state().objects.contains_key("ClusterRole kubevirt.io:view"));
     assert!(!fake.state().objects.contains_key("ClusterRole kubevirt-controller"));
+}
+
+#[tokio::test]
+async fn the_common_instancetypes_come_once_ready_stay_put_and_go_when_turned_off() {
+    let fake = FakeObjects::default();
+    put(&fake, &kubevirt(KubeVirtSpec::default()));
+    pass(&fake).await;
+    assert_eq!(
+        common(&fake),
+        Vec::<String>::new(),
+        "not before the components are ready"
+    );
+    deployed(&fake).await;
+    assert_eq!(count(&fake, "VirtualMachineClusterInstancetype"), 65);
+    assert_eq!(count(&fake, "VirtualMachineClusterPreference"), 54);
+    let small = fake.state().objects["VirtualMachineClusterInstancetype u1.small"].clone();
+    assert_eq!(small.labels()[render::MANAGED_BY.0], "virt-operator");
+    assert_eq!(small.labels()[render::COMPONENT.0], "kubevirt");
+    assert_eq!(small.annotations()[render::VERSION_ANNOTATION], "latest");
+    assert_eq!(small.annotations()[render::OWNER_ANNOTATION], "kubevirt/kubevirt");
+
+    assert!(deployed_rest(pass(&fake).await));
+    assert_eq!(common(&fake), Vec::<String>::new(), "nothing is written at rest");
+
+    fake.state()
+        .objects
+        .get_mut("VirtualMachineClusterInstancetype u1.small")
+        .expect("there")
+        .data["spec"]["cpu"]["guest"] = json!(7);
+    fake.state().objects.remove("VirtualMachineClusterPreference fedora");
+    pass(&fake).await;
+    assert_eq!(
+        common(&fake),
+        [
+            "replace VirtualMachineClusterInstancetype u1.small",
+            "apply VirtualMachineClusterPreference fedora",
+        ]
+    );
+    assert_eq!(
+        fake.state().objects["VirtualMachineClusterInstancetype u1.small"].data["spec"]["cpu"]["guest"],
+        1
+    );
+
+    let mut cr = stored(&fake, "kubevirt");
+    cr.spec.configuration = Some(kubevirt_api::v1::KubeVirtConfiguration {
+        common_instancetypes_deployment: Some(kubevirt_api::v1::CommonInstancetypesDeployment { enabled: Some(false) }),
+        ..Default::default()
+    });
+    put(&fake, &cr);
+    pass(&fake).await;
+    let deletes = common(&fake);
+    assert_eq!(deletes.len(), 65 + 54);
+    assert!(deletes.iter().all(|w| w.starts_with("delete ")), "{deletes:?}");
+    assert_eq!(count(&fake, "VirtualMachineClusterInstancetype"), 0);
+    assert_eq!(count(&fake, "VirtualMachineClusterPreference"), 0);
+}
+
+#[tokio::test]
+async fn the_webhook_gets_its_certificate_and_ca_and_a_pass_at_rest_writes_nothing() {
+    use base64::Engine as _;
+    let fake = FakeObjects::default();
+    deployed(&fake).await;
+    {
+        let state = fake.state();
+        let secret = &state.objects["Secret kubevirt/kubevirt-operator-certs"];
+        assert_eq!(secret.data["type"], "kubernetes.io/tls");
+        assert_eq!(secret.labels()[render::MANAGED_BY.0], "virt-operator");
+        let bundle = state.objects["ConfigMap kubevirt/kubevirt-operator-ca-bundle"].data["data"]["ca-bundle.crt"]
+            .as_str()
+            .expect("the bundle")
+            .to_owned();
+        let configuration = &state.objects["ValidatingWebhookConfiguration virt-operator-validator"];
+        assert_eq!(
+            configuration.data["webhooks"][0]["clientConfig"]["caBundle"],
+            base64::engine::general_purpose::STANDARD.encode(bundle)
+        );
+        assert_eq!(
+            configuration.data["webhooks"][0]["clientConfig"]["service"],
+            json!({"namespace": "kubevirt", "name": "kubevirt-operator-webhook", "path": "/kubevirt-validate-delete"})
+        );
+        assert!(state.objects.contains_key("Service kubevirt/kubevirt-operator-webhook"));
+    }
+    let next = pass(&fake).await;
+    let day = 24 * 60 * 60;
+    assert!(
+        matches!(next, Next::RenewAt(at) if at > now().0.as_second() && at <= now().0.as_second() + day),
+        "looked at again when the certificate is due: {next:?}"
+    );
+    assert_eq!(writes(&fake), Vec::<String>::new(), "a pass at rest writes nothing");
 }

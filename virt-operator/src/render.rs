@@ -28,8 +28,13 @@ use operator_kit::objects::{Desired, ObjectsError, owned_by, parse};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::{common_instancetypes, validator};
+
 /// The label every object the operator makes carries, upstream's.
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "virt-operator");
+/// The component label upstream's operator puts beside [`MANAGED_BY`] (its `productComponent`,
+/// `kubevirt` when unset).
+pub const COMPONENT: (&str, &str) = ("app.kubernetes.io/component", "kubevirt");
 /// Upstream's annotations with the version, registry and install identity an object belongs to.
 pub const VERSION_ANNOTATION: &str = "kubevirt.io/install-strategy-version";
 /// See [`VERSION_ANNOTATION`].
@@ -212,6 +217,8 @@ pub struct Rendered {
     pub always: Vec<Desired>,
     /// The workloads, by component.
     pub workloads: BTreeMap<Component, Desired>,
+    /// Upstream's common instance types and preferences ([`crate::common_instancetypes`]).
+    pub instancetypes: Vec<Desired>,
     /// The install's identity: a digest of the target and the CR's placement (upstream's
     /// deployment ID).
     pub deployment_id: String,
@@ -301,9 +308,14 @@ pub fn render(cr: &KubeVirt, settings: &Settings) -> Result<Rendered, RenderErro
             }
         }
     }
+    for object in validator::objects()? {
+        always.push(shape(object, cr, &stamp)?);
+    }
+    let instancetypes = common_instancetypes::desired(|meta| stamp.meta(meta, false))?;
     Ok(Rendered {
         always,
         workloads,
+        instancetypes,
         deployment_id,
         deployment_config,
     })
@@ -323,7 +335,10 @@ pub fn digest(text: &str) -> String {
 /// The labels of every object the operator makes.
 #[must_use]
 pub fn labels() -> BTreeMap<String, String> {
-    BTreeMap::from([(MANAGED_BY.0.to_owned(), MANAGED_BY.1.to_owned())])
+    BTreeMap::from([
+        (MANAGED_BY.0.to_owned(), MANAGED_BY.1.to_owned()),
+        (COMPONENT.0.to_owned(), COMPONENT.1.to_owned()),
+    ])
 }
 
 fn pull_policy(cr: &KubeVirt) -> String {

@@ -102,9 +102,14 @@ fn the_operators_cluster_role_lets_it_write_everything_it_renders() {
     };
     let settings = Settings::from_image("kubevirt", "1", "localhost/kubevirt-rs/virt-operator:latest");
     let rendered = render::render(&cr, &settings).expect("renders");
-    for desired in rendered.always.iter().chain(rendered.workloads.values()) {
+    let common = rendered.instancetypes.iter();
+    assert!(
+        common.len() > 100,
+        "the common instance types and preferences are rendered"
+    );
+    for desired in rendered.always.iter().chain(rendered.workloads.values()).chain(common) {
         let resource = &desired.resource;
-        for verb in ["get", "list", "watch", "create", "patch", "delete"] {
+        for verb in ["get", "list", "watch", "create", "patch", "update", "delete"] {
             assert!(
                 allows(&resource.group, &resource.plural, verb),
                 "{verb} {}.{} for {}",
@@ -118,7 +123,42 @@ fn the_operators_cluster_role_lets_it_write_everything_it_renders() {
         ("kubevirts", "patch"),
         ("kubevirts/status", "update"),
         ("kubevirts/finalizers", "update"),
+        ("virtualmachineinstances", "list"),
+        ("virtualmachines", "list"),
+        ("virtualmachineinstancereplicasets", "list"),
     ] {
         assert!(allows("kubevirt.io", plural, verb), "{verb} {plural}");
     }
+    for plural in ["secrets", "configmaps"] {
+        assert!(!allows("", plural, "get"), "{plural} are not readable cluster-wide");
+    }
+}
+
+#[test]
+fn the_operators_role_keeps_its_webhooks_certificate_in_its_namespace() {
+    let object = operator_objects()
+        .into_iter()
+        .find(|o| o.types.as_ref().is_some_and(|t| t.kind == "Role"))
+        .expect("the Role");
+    assert_eq!(object.metadata.namespace.as_deref(), Some("kubevirt"));
+    let role: k8s_openapi::api::rbac::v1::Role =
+        operator_kit::objects::parse(&object, "kubevirt-operator").expect("a Role");
+    for plural in ["secrets", "configmaps"] {
+        for verb in ["get", "list", "watch", "create", "patch", "delete"] {
+            assert!(
+                role.rules.iter().flatten().any(|r| {
+                    r.api_groups.iter().flatten().any(String::is_empty)
+                        && r.resources.iter().flatten().any(|p| p == plural)
+                        && r.verbs.iter().any(|v| v == verb)
+                }),
+                "{verb} {plural}"
+            );
+        }
+    }
+    let binding = operator_objects()
+        .into_iter()
+        .find(|o| o.types.as_ref().is_some_and(|t| t.kind == "RoleBinding"))
+        .expect("the RoleBinding");
+    assert_eq!(binding.data["roleRef"]["name"], "kubevirt-operator");
+    assert_eq!(binding.data["subjects"][0]["name"], "kubevirt-operator");
 }

@@ -9,6 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::ApiResource;
 use kube::{Resource, ResourceExt};
 use operator_kit::conditions;
+use operator_kit::objects::unchanged::apply_all_changed;
 use operator_kit::objects::{Objects, ObjectsError, get_typed, owned_by, parse, write_status_if_changed};
 
 use cdi_api::CDI;
@@ -112,10 +113,8 @@ async fn install<O: Objects>(objects: &O, cr: &CDI, settings: &Settings, now: i6
         Ok(wanted) => wanted,
         Err(e) => return (Pass::Failed(e.to_string()), Some(issued.next_renewal)),
     };
-    for desired in &wanted {
-        if let Err(e) = objects.apply(desired).await {
-            return (Pass::Failed(e.to_string()), Some(issued.next_renewal));
-        }
+    if let Err(e) = apply_all_changed(objects, &wanted).await {
+        return (Pass::Failed(e.to_string()), Some(issued.next_renewal));
     }
     (Pass::Applied, Some(issued.next_renewal))
 }

@@ -7,6 +7,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::Resource;
 use kube::api::ApiResource;
 use operator_kit::conditions;
+use operator_kit::objects::unchanged::apply_all_changed;
 use operator_kit::objects::{Objects, ObjectsError, get_typed, write_status_if_changed};
 
 use crate::api::HostPathProvisioner;
@@ -73,10 +74,8 @@ async fn apply_all<O: Objects>(objects: &O, cr: &HostPathProvisioner, settings: 
         Ok(wanted) => wanted,
         Err(e) => return Pass::Failed(e.to_string()),
     };
-    for desired in &wanted {
-        if let Err(e) = objects.apply(desired).await {
-            return Pass::Failed(e.to_string());
-        }
+    if let Err(e) = apply_all_changed(objects, &wanted).await {
+        return Pass::Failed(e.to_string());
     }
     Pass::Applied
 }

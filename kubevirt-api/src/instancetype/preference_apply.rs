@@ -129,6 +129,9 @@ fn apply_devices(preferred: &DevicePreferences, spec: &mut VirtualMachineInstanc
     }
     fill(&mut devices.rng, preferred.preferred_rng.as_ref());
     fill(&mut devices.tpm, preferred.preferred_tpm.as_ref());
+    if let Some(video_type) = &preferred.preferred_video_type {
+        fill_text(&mut devices.video.get_or_insert_default().video_type, Some(video_type));
+    }
     for disk in &mut devices.disks {
         if disk.disk.is_none() && disk.cdrom.is_none() && disk.lun.is_none() {
             disk.disk = Some(DiskTarget::default());

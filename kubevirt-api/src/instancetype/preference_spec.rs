@@ -138,6 +138,8 @@ pub struct DevicePreferences {
     pub preferred_interface_masquerade: Option<EmptyObject>,
     /// Model of panic devices that name none.
     pub preferred_panic_device_model: Option<String>,
+    /// Type of the video device when the VM names none, e.g. `virtio`.
+    pub preferred_video_type: Option<String>,
 }
 
 /// `spec.features` of a preference.

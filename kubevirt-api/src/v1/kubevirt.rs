@@ -29,10 +29,6 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-validations" = [
     {
-        "rule": "!has(self.uninstallStrategy) || self.uninstallStrategy == 'RemoveWorkloads'",
-        "message": "spec.uninstallStrategy: only RemoveWorkloads is supported (deleting the KubeVirt CR removes every VM and VMI); BlockUninstallIfWorkloadsExist is not"
-    },
-    {
         "rule": "!has(self.certificateRotateStrategy) || !has(self.certificateRotateStrategy.selfSigned)",
         "message": "spec.certificateRotateStrategy.selfSigned: certificate lifetimes are not configurable; virt-api keeps upstream's defaults"
     },
@@ -58,8 +54,10 @@ pub struct KubeVirtSpec {
     pub infra: Option<ComponentConfig>,
     /// Where virt-handler runs, and so where VMs can run (virt-operator's `workloads`).
     pub workloads: Option<ComponentConfig>,
-    /// What deleting the CR does: only upstream's `RemoveWorkloads` (its default) is accepted.
-    #[schemars(extend("enum" = ["RemoveWorkloads", "BlockUninstallIfWorkloadsExist"]))]
+    /// What deleting the CR does: `RemoveWorkloads` (also when unset or empty) removes every VM
+    /// and VMI with the CRDs; `BlockUninstallIfWorkloadsExist` makes virt-operator's webhook
+    /// refuse the deletion while any VMI, VM or VMI replica set exists.
+    #[schemars(extend("enum" = ["", "RemoveWorkloads", "BlockUninstallIfWorkloadsExist"]))]
     pub uninstall_strategy: Option<String>,
     /// Certificate lifetimes: accepted empty only (the CRD's rule refuses `selfSigned`).
     pub certificate_rotate_strategy: Option<CertificateRotateStrategy>,
@@ -151,6 +149,17 @@ pub struct KubeVirtConfiguration {
     /// The StorageClass of VM state claims (persistent TPM and EFI); else the class annotated
     /// `storageclass.kubevirt.io/is-default-virt-class`, else the cluster's default.
     pub vm_state_storage_class: Option<String>,
+    /// Whether virt-operator deploys upstream's common instance types and preferences.
+    pub common_instancetypes_deployment: Option<CommonInstancetypesDeployment>,
+}
+
+/// `spec.configuration.commonInstancetypesDeployment`.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CommonInstancetypesDeployment {
+    /// Deploy them (true when unset); false deletes the ones virt-operator deployed.
+    pub enabled: Option<bool>,
 }
 
 /// `spec.configuration.developerConfiguration`.

@@ -1,12 +1,14 @@
 //! virt-operator on the real cluster: the install made through it (manifests/operator, then the
 //! KubeVirt CR `kubevirt/kubevirt`) is Deployed with upstream's conditions, versions and
 //! finalizer, and the operator owns the components; what it owns changed or deleted by hand is
-//! put back; the fields it does not act on are refused by the CRD's rules. (The upgrade through
-//! `spec.imageTag` is in faults.rs, with a running VMI.)
+//! put back; the fields it does not act on are refused by the CRD's rules; with
+//! `uninstallStrategy: BlockUninstallIfWorkloadsExist` its webhook refuses the CR's deletion
+//! while a VMI exists. (The upgrade through `spec.imageTag` is in faults.rs, with a running VMI;
+//! the common instance types in common_instancetypes.rs.)
 
 use std::time::Duration;
 
-use super::support::{condition, controlled_by, field, get, kubectl, kubectl_ok, wait_for};
+use super::support::{Cleanup, condition, controlled_by, example, field, get, kubectl, kubectl_ok, wait_for};
 
 const NAMESPACE: &str = "kubevirt";
 
@@ -122,10 +124,6 @@ fn fields_the_operator_does_not_act_on_are_refused_by_the_api_server() {
     deployed();
     for (patch, field_name) in [
         (
-            r#"{"spec":{"uninstallStrategy":"BlockUninstallIfWorkloadsExist"}}"#,
-            "spec.uninstallStrategy",
-        ),
-        (
             r#"{"spec":{"workloadUpdateStrategy":{"workloadUpdateMethods":["LiveMigrate"]}}}"#,
             "spec.workloadUpdateStrategy.workloadUpdateMethods",
         ),
@@ -165,4 +163,90 @@ fn fields_the_operator_does_not_act_on_are_refused_by_the_api_server() {
         "-p",
         r#"{"spec":{"certificateRotateStrategy":{},"customizeComponents":{},"workloadUpdateStrategy":{},"uninstallStrategy":"RemoveWorkloads"}}"#,
     ]);
+}
+
+/// Puts `spec.uninstallStrategy` back to unset however the test ends.
+struct StrategyUnset;
+
+impl Drop for StrategyUnset {
+    fn drop(&mut self) {
+        let _ = kubectl(&[
+            "-n",
+            NAMESPACE,
+            "patch",
+            "kubevirt",
+            "kubevirt",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"uninstallStrategy":null}}"#,
+        ]);
+    }
+}
+
+/// A server-side dry run of deleting the KubeVirt CR (admission runs, nothing is deleted):
+/// whether it was admitted, and what kubectl printed.
+fn dry_run_delete() -> (bool, String) {
+    let output = kubectl(&["-n", NAMESPACE, "delete", "kubevirt", "kubevirt", "--dry-run=server"]);
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.success(), printed)
+}
+
+#[test]
+#[ignore = "needs the test cluster: make cluster"]
+fn blocking_the_uninstall_refuses_deleting_the_cr_while_a_vmi_exists() {
+    deployed();
+    let _unset = StrategyUnset;
+    let webhook = wait_for(
+        "virt-operator-validator with the operator's CA",
+        Duration::from_secs(60),
+        || {
+            get("validatingwebhookconfiguration", "virt-operator-validator", "default")
+                .filter(|w| !field(w, "webhooks.0.clientConfig.caBundle").is_empty())
+        },
+    );
+    assert_eq!(field(&webhook, "webhooks.0.name"), "kubevirt-validator.kubevirt.io");
+    assert_eq!(
+        field(&webhook, "webhooks.0.clientConfig.service.name"),
+        "kubevirt-operator-webhook"
+    );
+    let secret = get("secret", "kubevirt-operator-certs", NAMESPACE).expect("the webhook's certificate");
+    assert_eq!(field(&secret, "type"), "kubernetes.io/tls");
+
+    kubectl_ok(&[
+        "-n",
+        NAMESPACE,
+        "patch",
+        "kubevirt",
+        "kubevirt",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"uninstallStrategy":"BlockUninstallIfWorkloadsExist"}}"#,
+    ]);
+    let mut cleanup = Cleanup::new();
+    cleanup.apply(
+        "vmi",
+        "e2e-blocks-uninstall",
+        &example("vmi-testguest.yaml", "e2e-blocks-uninstall"),
+    );
+    let expected = "Rejecting the uninstall request, since there are still Virtual Machine Instances present. \
+                    Either delete all KubeVirt related workloads or change the uninstall strategy before uninstalling KubeVirt.";
+    // Polled: the operator's certificate reaches its server moments after the Secret is made.
+    let refused = wait_for("the deletion to be refused", Duration::from_secs(60), || {
+        let (admitted, printed) = dry_run_delete();
+        assert!(!admitted, "the deletion was admitted with a VMI left: {printed}");
+        printed.contains(expected).then_some(printed)
+    });
+    assert!(refused.contains("kubevirt-validator.kubevirt.io"), "{refused}");
+    assert!(
+        get("kubevirt", "kubevirt", NAMESPACE).is_some_and(|cr| cr["metadata"]["deletionTimestamp"].is_null()),
+        "a dry run deletes nothing"
+    );
+
+    kubectl_ok(&["delete", "vmi", "e2e-blocks-uninstall", "--wait=true", "--timeout=120s"]);
+    let (admitted, printed) = dry_run_delete();
+    assert!(admitted, "with no workload left the deletion is admitted: {printed}");
 }

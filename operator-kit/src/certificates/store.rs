@@ -85,7 +85,9 @@ where
     K: kube::Resource<DynamicType = ()> + serde::Serialize,
     O: Objects,
 {
-    objects.apply(&Desired::from_typed(object)?).await
+    crate::objects::unchanged::apply_if_changed(objects, &Desired::from_typed(object)?)
+        .await
+        .map(|_| ())
 }
 
 /// The state of one chain after a pass.

@@ -15,7 +15,8 @@ use super::{Desired, Objects, ObjectsError, describe};
 pub struct State {
     /// Objects by `Kind namespace/name` (or `Kind name`).
     pub objects: BTreeMap<String, DynamicObject>,
-    /// Every write, in order: `apply Kind ns/name`, `delete Kind name`, `status Kind name`, or
+    /// Every write, in order: `apply Kind ns/name`, `replace Kind name`, `delete Kind name`,
+    /// `status Kind name`, or
     /// `finalize F Kind name` and `unfinalize F Kind name`.
     pub writes: Vec<String>,
     /// Applying this object (`Kind namespace/name`) fails with the API server's message.
@@ -74,6 +75,43 @@ impl Objects for FakeObjects {
         let spec_changed = old.is_none_or(|old| old.data.get("spec") != object.data.get("spec"));
         let generation = old.and_then(|o| o.metadata.generation).unwrap_or(0);
         object.metadata.generation = Some(if spec_changed { generation + 1 } else { generation });
+        state.objects.insert(key, object);
+        Ok(())
+    }
+
+    async fn replace(&self, desired: &Desired, resource_version: &str) -> Result<(), ObjectsError> {
+        let key = desired.describe();
+        let mut state = self.state();
+        if let Some((refused, message)) = &state.refuse_apply
+            && *refused == key
+        {
+            return Err(ObjectsError::Api {
+                operation: format!("replacing {key}"),
+                message: message.clone(),
+            });
+        }
+        let Some(old) = state.objects.get(&key) else {
+            return Err(ObjectsError::Api {
+                operation: format!("replacing {key}"),
+                message: "not found".to_owned(),
+            });
+        };
+        if old.metadata.resource_version.as_deref() != Some(resource_version) {
+            return Err(ObjectsError::Conflict {
+                operation: format!("replacing {key}"),
+            });
+        }
+        let mut object = desired.object.clone();
+        // The status subresource is not written by a replace.
+        if let Some(status) = old.data.get("status").cloned() {
+            object.data["status"] = status;
+        }
+        let spec_changed = old.data.get("spec") != object.data.get("spec");
+        let generation = old.metadata.generation.unwrap_or(0);
+        object.metadata.generation = Some(if spec_changed { generation + 1 } else { generation });
+        object.metadata.resource_version = Some(next_version(Some(&old.metadata)));
+        object.metadata.uid.clone_from(&old.metadata.uid);
+        state.writes.push(format!("replace {key}"));
         state.objects.insert(key, object);
         Ok(())
     }

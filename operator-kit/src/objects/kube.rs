@@ -1,7 +1,7 @@
 //! [`Objects`] over the API server.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 
 use super::{Desired, Objects, ObjectsError, describe};
@@ -54,6 +54,25 @@ impl Objects for KubeObjects {
             .await
             .map(|_| ())
             .map_err(|e| failed(format!("applying {}", desired.describe()), &e))
+    }
+
+    async fn replace(&self, desired: &Desired, resource_version: &str) -> Result<(), ObjectsError> {
+        let params = PostParams {
+            field_manager: Some(self.field_manager.clone()),
+            ..PostParams::default()
+        };
+        let mut object = desired.object.clone();
+        object.metadata.resource_version = Some(resource_version.to_owned());
+        self.api(&desired.resource, desired.namespace.as_deref())
+            .replace(&desired.name, &params, &object)
+            .await
+            .map(|_| ())
+            .map_err(|e| match &e {
+                kube::Error::Api(status) if status.code == 409 => ObjectsError::Conflict {
+                    operation: format!("replacing {}", desired.describe()),
+                },
+                _ => failed(format!("replacing {}", desired.describe()), &e),
+            })
     }
 
     async fn get(

@@ -18,6 +18,7 @@ use kube::api::ApiResource;
 use operator_kit::certificates::Lifetimes;
 use operator_kit::certificates::store::{self, Place};
 use operator_kit::conditions;
+use operator_kit::objects::unchanged::apply_all_changed;
 use operator_kit::objects::{Desired, Objects, ObjectsError, get_typed, write_status_if_changed};
 
 use crate::api::{FINALIZER, SSP};
@@ -160,10 +161,8 @@ async fn apply_all<O: Objects>(objects: &O, cr: &SSP, settings: &Settings, now_s
         Ok(wanted) => wanted,
         Err(e) => return (Pass::Failed(e.to_string()), None),
     };
-    for desired in &wanted {
-        if let Err(e) = objects.apply(desired).await {
-            return (Pass::Failed(e.to_string()), None);
-        }
+    if let Err(e) = apply_all_changed(objects, &wanted).await {
+        return (Pass::Failed(e.to_string()), None);
     }
     if let Err(e) = remove_unwanted_budget(objects, cr, &wanted).await {
         return (Pass::Failed(e.to_string()), None);
