@@ -21,7 +21,7 @@ use kubevirt_api::v1::KubeVirt;
 use operator_kit::manifests::{TemplateError, documents, resource_of};
 use operator_kit::objects::{Desired, Objects, ObjectsError};
 
-use crate::render::{COMPONENT, MANAGED_BY};
+use crate::labels::{COMPONENT, MANAGED_BY};
 
 /// The release of kubevirt/common-instancetypes the bundles were built from.
 pub const VERSION: &str = "v1.7.0";
@@ -169,7 +169,7 @@ pub fn plan<'a>(wanted: &'a [Desired], live: &[(ApiResource, DynamicObject)], en
 ///
 /// # Errors
 /// [`ObjectsError`] when a list, write or delete fails; a replace of an object changed since it
-/// was read is left to the pass its change brings.
+/// was read is tried once more at the version read again.
 pub async fn sync<O: Objects>(objects: &O, wanted: &[Desired], enabled: bool) -> Result<(), ObjectsError> {
     let mut live = Vec::new();
     for resource in resources() {
@@ -182,9 +182,17 @@ pub async fn sync<O: Objects>(objects: &O, wanted: &[Desired], enabled: bool) ->
         match write {
             Write::Create(desired) => objects.apply(desired).await?,
             Write::Replace(desired, version) => match objects.replace(desired, version).await {
-                // Changed again since the list: its watch event brings the next pass.
-                Err(ObjectsError::Conflict { operation }) => {
-                    tracing::debug!(operation, "changed since it was read; looking again");
+                // Changed since the list (someone else's object, unlabelled, brings no pass of
+                // its own): read again and replace once more.
+                Err(ObjectsError::Conflict { .. }) => {
+                    let now = objects
+                        .get(&desired.resource, None, &desired.name)
+                        .await?
+                        .and_then(|o| o.resource_version());
+                    match now {
+                        Some(version) => objects.replace(desired, &version).await?,
+                        None => objects.apply(desired).await?,
+                    }
                 }
                 other => other?,
             },

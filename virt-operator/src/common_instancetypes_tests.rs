@@ -78,32 +78,26 @@ fn the_bundles_hold_upstreams_series_and_preferences() {
     );
 }
 
+/// Every spec of `kind` reads as `S` and writes back the same.
+fn survives<S: serde::de::DeserializeOwned + serde::Serialize>(kind: &str) {
+    for object in by_kind(kind) {
+        let spec = object.data["spec"].clone();
+        let typed: S = serde_json::from_value(spec.clone()).unwrap_or_else(|e| panic!("{}: {e}", object.name_any()));
+        assert_eq!(
+            serde_json::to_value(&typed).expect("json"),
+            spec,
+            "{}",
+            object.name_any()
+        );
+    }
+}
+
 /// Every spec reads as our types and writes back the same: no field of upstream's is dropped
 /// (the CRDs are generated from the same types, so the API server keeps them too).
 #[test]
 fn every_spec_survives_our_types_whole() {
-    for object in by_kind("VirtualMachineClusterInstancetype") {
-        let spec = object.data["spec"].clone();
-        let typed: VirtualMachineInstancetypeSpec =
-            serde_json::from_value(spec.clone()).unwrap_or_else(|e| panic!("{}: {e}", object.name_any()));
-        assert_eq!(
-            serde_json::to_value(&typed).expect("json"),
-            spec,
-            "{}",
-            object.name_any()
-        );
-    }
-    for object in by_kind("VirtualMachineClusterPreference") {
-        let spec = object.data["spec"].clone();
-        let typed: VirtualMachinePreferenceSpec =
-            serde_json::from_value(spec.clone()).unwrap_or_else(|e| panic!("{}: {e}", object.name_any()));
-        assert_eq!(
-            serde_json::to_value(&typed).expect("json"),
-            spec,
-            "{}",
-            object.name_any()
-        );
-    }
+    survives::<VirtualMachineInstancetypeSpec>("VirtualMachineClusterInstancetype");
+    survives::<VirtualMachinePreferenceSpec>("VirtualMachineClusterPreference");
 }
 
 #[test]

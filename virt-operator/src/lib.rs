@@ -2,6 +2,7 @@
 //!
 //! - [`render`]: what the CR wants (the CRDs, RBAC, virt-api, virt-controller and virt-handler,
 //!   from the templates in `manifests/install`), decided without the API server;
+//! - [`labels`]: the labels of everything it makes;
 //! - [`common_instancetypes`]: upstream's common instance types and preferences, and what a pass
 //!   does to bring the cluster's to them;
 //! - [`order`]: which components a pass may change, in upstream's install and update order;
@@ -13,6 +14,7 @@
 
 pub mod common_instancetypes;
 pub mod kube_cluster;
+pub mod labels;
 pub mod order;
 pub mod reconciler;
 pub mod render;

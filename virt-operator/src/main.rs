@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::Parser;
 use control_loop::tls::{CertSource, server_tls};
-use futures::StreamExt as _;
+use futures::{Stream, StreamExt as _};
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
@@ -18,10 +18,10 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBind
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
-use kube::api::DynamicObject;
+use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client, Resource};
 use kubevirt_api::v1::KubeVirt;
 use operator_kit::objects::ObjectsError;
@@ -150,19 +150,12 @@ async fn run(args: Args) -> anyhow::Result<()> {
         owner,
     )
     .watches(Api::<PriorityClass>::all(client.clone()), ours.clone(), owner)
-    // The common instance types' CRDs come with the install: until then these back off.
-    .watches_with(
-        Api::<DynamicObject>::all_with(client.clone(), &instancetypes),
-        instancetypes.clone(),
-        ours.clone(),
-        owner,
-    )
-    .watches_with(
-        Api::<DynamicObject>::all_with(client.clone(), &preferences),
-        preferences.clone(),
-        ours.clone(),
-        owner,
-    )
+    // The common instance types' CRDs come with the install: until they are served these watches
+    // fail and back off on their own, without holding up the other watches.
+    .reconcile_all_on(futures::stream::select(
+        changes(&client, &instancetypes, ours.clone()),
+        changes(&client, &preferences, ours.clone()),
+    ))
     .watches(
         Api::<CustomResourceDefinition>::all(client.clone()),
         ours.clone(),
@@ -211,6 +204,19 @@ async fn webhook(
     Ok(async move {
         tokio::join!(serve, certificate);
     })
+}
+
+/// A signal on every change of an object of `resource` that `selector` picks; the watch's errors
+/// (the kind not served yet) are retried with its own backoff and not passed on.
+fn changes(
+    client: &Client,
+    resource: &ApiResource,
+    selector: watcher::Config,
+) -> impl Stream<Item = ()> + Send + use<> {
+    watcher(Api::<DynamicObject>::all_with(client.clone(), resource), selector)
+        .default_backoff()
+        .touched_objects()
+        .filter_map(|change| std::future::ready(change.ok().map(|_| ())))
 }
 
 /// The KubeVirt CR an object it made belongs to.

@@ -28,13 +28,9 @@ use operator_kit::objects::{Desired, ObjectsError, owned_by, parse};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+pub use crate::labels::{COMPONENT, MANAGED_BY, labels};
 use crate::{common_instancetypes, validator};
 
-/// The label every object the operator makes carries, upstream's.
-pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "virt-operator");
-/// The component label upstream's operator puts beside [`MANAGED_BY`] (its `productComponent`,
-/// `kubevirt` when unset).
-pub const COMPONENT: (&str, &str) = ("app.kubernetes.io/component", "kubevirt");
 /// Upstream's annotations with the version, registry and install identity an object belongs to.
 pub const VERSION_ANNOTATION: &str = "kubevirt.io/install-strategy-version";
 /// See [`VERSION_ANNOTATION`].
@@ -330,15 +326,6 @@ pub fn digest(text: &str) -> String {
             let _ = write!(hex, "{b:02x}");
             hex
         })
-}
-
-/// The labels of every object the operator makes.
-#[must_use]
-pub fn labels() -> BTreeMap<String, String> {
-    BTreeMap::from([
-        (MANAGED_BY.0.to_owned(), MANAGED_BY.1.to_owned()),
-        (COMPONENT.0.to_owned(), COMPONENT.1.to_owned()),
-    ])
 }
 
 fn pull_policy(cr: &KubeVirt) -> String {

@@ -10,7 +10,7 @@
 use base64::Engine as _;
 use kube::api::DynamicObject;
 use operator_kit::certificates::issue::Usage;
-use operator_kit::certificates::{Chain, HOUR, Leaf, Lifetime, Lifetimes};
+use operator_kit::certificates::{Chain, HOUR, Leaf, Lifetime, Lifetimes, service_names};
 use operator_kit::objects::{Desired, ObjectsError};
 use serde_json::json;
 
@@ -40,20 +40,9 @@ pub fn chain(namespace: &str) -> Chain {
         leaf: Some(Leaf {
             secret: CERT_SECRET.to_owned(),
             common_name: format!("{SERVICE}.{namespace}.pod.cluster.local"),
-            usage: Usage::Server(names(namespace)),
+            usage: Usage::Server(service_names(SERVICE, namespace)),
         }),
     }
-}
-
-/// The names the Service answers to.
-#[must_use]
-pub fn names(namespace: &str) -> Vec<String> {
-    vec![
-        SERVICE.to_owned(),
-        format!("{SERVICE}.{namespace}"),
-        format!("{SERVICE}.{namespace}.svc"),
-        format!("{SERVICE}.{namespace}.svc.cluster.local"),
-    ]
 }
 
 /// Upstream's KubeVirt defaults: a CA lives 168 hours, a certificate 24, each made again when a

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::support::{Cleanup, console_until, example, field, get, kubectl, kubectl_ok, wait_for, wait_for_phase};
+use super::support::{
+    Cleanup, console_until, example, field, get, kubectl_ok, patch_kubevirt, wait_for, wait_for_phase,
+};
 use super::virt_operator::deployed;
 
 const OURS: &str = "app.kubernetes.io/managed-by=virt-operator,app.kubernetes.io/component=kubevirt";
@@ -38,20 +40,9 @@ fn wait_for_counts(instancetypes: usize, preferences: usize) {
 /// Sets `commonInstancetypesDeployment` (`None`: unset); whether kubectl succeeded.
 fn set_deployment(enabled: Option<bool>) -> bool {
     let value = enabled.map_or(Value::Null, |e| serde_json::json!({ "enabled": e }));
-    let patch = serde_json::json!({"spec": {"configuration": {"commonInstancetypesDeployment": value}}});
-    kubectl(&[
-        "-n",
-        "kubevirt",
-        "patch",
-        "kubevirt",
-        "kubevirt",
-        "--type",
-        "merge",
-        "-p",
-        &patch.to_string(),
-    ])
-    .status
-    .success()
+    patch_kubevirt(&serde_json::json!({"spec": {"configuration": {"commonInstancetypesDeployment": value}}}))
+        .status
+        .success()
 }
 
 /// Puts the deployment back on however the test ends.

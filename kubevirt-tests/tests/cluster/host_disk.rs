@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::support::{
-    Cleanup, console_until, example, field, kubectl, kubectl_ok, kubectl_stdin, wait_for, wait_for_phase,
+    Cleanup, console_until, example, field, kubectl_ok, kubectl_stdin, patch_kubevirt, wait_for, wait_for_phase,
 };
 
 const NAME: &str = "e2e-host-disk";
@@ -48,18 +48,7 @@ impl HostDiskGate {
 
 /// Sets the KubeVirt CR's feature gates to `gates`, whatever the outcome.
 fn patch_gates(gates: &[String]) -> std::process::Output {
-    let patch = serde_json::json!({"spec": {"configuration": {"developerConfiguration": {"featureGates": gates}}}});
-    kubectl(&[
-        "-n",
-        "kubevirt",
-        "patch",
-        "kubevirt",
-        "kubevirt",
-        "--type",
-        "merge",
-        "-p",
-        &patch.to_string(),
-    ])
+    patch_kubevirt(&serde_json::json!({"spec": {"configuration": {"developerConfiguration": {"featureGates": gates}}}}))
 }
 
 impl Drop for HostDiskGate {

@@ -75,6 +75,22 @@ pub fn kubectl_stdin(args: &[&str], stdin: &str) -> Output {
     run(&kubectl_binary(), args, Some(stdin))
 }
 
+/// A merge patch of the KubeVirt CR `kubevirt/kubevirt`, whatever the outcome (also for use while
+/// a failed test unwinds).
+pub fn patch_kubevirt(patch: &serde_json::Value) -> Output {
+    kubectl(&[
+        "-n",
+        "kubevirt",
+        "patch",
+        "kubevirt",
+        "kubevirt",
+        "--type",
+        "merge",
+        "-p",
+        &patch.to_string(),
+    ])
+}
+
 /// `kubectl ARGS`, which must succeed; its stdout.
 pub fn kubectl_ok(args: &[&str]) -> String {
     text_of(&kubectl(args), &format!("kubectl {}", args.join(" ")))

@@ -8,7 +8,9 @@
 
 use std::time::Duration;
 
-use super::support::{Cleanup, condition, controlled_by, example, field, get, kubectl, kubectl_ok, wait_for};
+use super::support::{
+    Cleanup, condition, controlled_by, example, field, get, kubectl, kubectl_ok, patch_kubevirt, wait_for,
+};
 
 const NAMESPACE: &str = "kubevirt";
 
@@ -170,16 +172,7 @@ struct StrategyUnset;
 
 impl Drop for StrategyUnset {
     fn drop(&mut self) {
-        let _ = kubectl(&[
-            "-n",
-            NAMESPACE,
-            "patch",
-            "kubevirt",
-            "kubevirt",
-            "--type=merge",
-            "-p",
-            r#"{"spec":{"uninstallStrategy":null}}"#,
-        ]);
+        let _ = patch_kubevirt(&serde_json::json!({"spec": {"uninstallStrategy": null}}));
     }
 }
 
@@ -216,16 +209,13 @@ fn blocking_the_uninstall_refuses_deleting_the_cr_while_a_vmi_exists() {
     let secret = get("secret", "kubevirt-operator-certs", NAMESPACE).expect("the webhook's certificate");
     assert_eq!(field(&secret, "type"), "kubernetes.io/tls");
 
-    kubectl_ok(&[
-        "-n",
-        NAMESPACE,
-        "patch",
-        "kubevirt",
-        "kubevirt",
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"uninstallStrategy":"BlockUninstallIfWorkloadsExist"}}"#,
-    ]);
+    let blocking =
+        patch_kubevirt(&serde_json::json!({"spec": {"uninstallStrategy": "BlockUninstallIfWorkloadsExist"}}));
+    assert!(
+        blocking.status.success(),
+        "{}",
+        String::from_utf8_lossy(&blocking.stderr)
+    );
     let mut cleanup = Cleanup::new();
     cleanup.apply(
         "vmi",

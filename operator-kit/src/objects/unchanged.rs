@@ -27,6 +27,9 @@ pub const DIGEST_ANNOTATION: &str = "kubevirt-rs.io/desired-digest";
 /// Whether `live` has every field of `desired`, with the same value.
 #[must_use]
 pub fn holds(live: &Value, desired: &Value) -> bool {
+    if desired.is_null() {
+        return true;
+    }
     match (live, desired) {
         (Value::Object(live), Value::Object(desired)) => desired
             .iter()
