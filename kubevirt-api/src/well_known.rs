@@ -56,6 +56,9 @@ pub mod annotations {
     /// thread a second CPU when the vCPU count is even, so the pod asks for an even number of
     /// CPUs (whole SMT cores). Only its presence counts.
     pub const EMULATOR_THREAD_COMPLETE_TO_EVEN_PARITY: &str = "alpha.kubevirt.io/EmulatorThreadCompleteToEvenParity";
+    /// On the KubeVirt CR: EFI guests on x86 get a VGA display instead of bochs. Only its presence
+    /// counts.
+    pub const VGA_DISPLAY_FOR_EFI_GUESTS: &str = "kubevirt.io/vga-display-efi-x86";
     /// Remove the 64-bit PCI hole: `"true"`.
     pub const DISABLE_PCI_HOLE64: &str = "kubevirt.io/disablePCIHole64";
     /// Ignition config passed to the guest through fw_cfg.

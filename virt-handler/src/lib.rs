@@ -10,6 +10,7 @@
 
 pub mod clock;
 pub mod cluster_api;
+pub mod cluster_settings;
 pub mod console_server;
 pub mod container_disks;
 pub mod decide;

@@ -177,6 +177,38 @@ async fn release_orphaned_images(mounts: Arc<dyn NodeMounts>, pods_dir: PathBuf,
     }
 }
 
+/// The launchers of this node, told the cluster's configuration as `settings` has it.
+fn launchers(
+    config: &NodeConfig,
+    notify_socket: &std::path::Path,
+    mounts: Arc<dyn NodeMounts>,
+    settings: crate::cluster_settings::Settings,
+) -> SocketLaunchers {
+    SocketLaunchers::new(
+        &config.node,
+        &config.pods_dir,
+        notify_socket,
+        mounts,
+        Arc::new(pod_network::commands::SystemCommands::new()),
+        settings,
+    )
+}
+
+/// The node's heartbeat until `stop` ([`crate::heartbeat`]).
+fn spawn_heartbeat<C: ClusterApi>(config: &NodeConfig, api: C, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
+    let (node, state, every) = (config.node.clone(), config.cpu_manager_state.clone(), config.heartbeat);
+    tokio::spawn(async move { crate::heartbeat::run(&api, &SystemClock, &node, &state, every, stop).await })
+}
+
+/// Waits for the first list of the `KubeVirt` resources; false when `signal` comes first.
+async fn wait_for_settings(mut settings: crate::cluster_settings::Settings, signal: &CancellationToken) -> bool {
+    info!("waiting for the cluster configuration (the KubeVirt resource)");
+    tokio::select! {
+        () = signal.cancelled() => false,
+        known = settings.wait_for(Option::is_some) => known.is_ok(),
+    }
+}
+
 /// Runs virt-handler for `config.node` until `stop`; everything it started is stopped and its
 /// sockets are removed when it returns.
 pub async fn run<C: ClusterApi + Clone>(
@@ -213,8 +245,13 @@ pub async fn run<C: ClusterApi + Clone>(
         config.pods_dir.clone(),
         stop.clone(),
     ));
-    let network = Arc::new(pod_network::commands::SystemCommands::new());
-    let launchers = SocketLaunchers::new(&config.node, &config.pods_dir, &notify_socket, mounts, network);
+    let (publish, settings) = tokio::sync::watch::channel(None);
+    let follower = tokio::spawn(crate::cluster_settings::follow(
+        api.watch_kubevirts(),
+        publish,
+        stop.clone(),
+    ));
+    let launchers = launchers(&config, &notify_socket, mounts, settings.clone());
     let reconciler = Arc::new(Reconciler::new(
         config.reconciler.clone(),
         api.clone(),
@@ -254,27 +291,31 @@ pub async fn run<C: ClusterApi + Clone>(
                 stop.clone(),
             ))
         });
-    let heartbeat = {
-        let (api, node, state, every, stop) = (
-            api.clone(),
-            config.node.clone(),
-            config.cpu_manager_state.clone(),
-            config.heartbeat,
-            stop.clone(),
-        );
-        tokio::spawn(async move { crate::heartbeat::run(&api, &SystemClock, &node, &state, every, stop).await })
-    };
+    let heartbeat = spawn_heartbeat(&config, api.clone(), stop.clone());
     let device_plugins = config
         .device_plugin_dir
         .clone()
         .map(|dir| tokio::spawn(crate::device_plugins::run(dir, PathBuf::from("/"), stop.clone())));
-    let drain = spawn_drain(&reconciler, signal, stop.clone(), config.graceful_shutdown);
+    let drain = spawn_drain(&reconciler, signal.clone(), stop.clone(), config.graceful_shutdown);
     info!(node = %config.node, notify = %notify_socket.display(), "virt-handler running");
-    let vmis = api.watch_vmis(&config.node);
-    crate::runner::run(reconciler, vmis, inputs, config.run, stop.clone()).await;
-    for task in [Some(notify), http, console, device_plugins, Some(orphans)]
-        .into_iter()
-        .flatten()
+    // As upstream's handler, VMIs wait for the cluster's configuration (its first list).
+    // A signal before it ends the wait; the drain then stops everything.
+    if wait_for_settings(settings, &signal).await {
+        let vmis = api.watch_vmis(&config.node);
+        crate::runner::run(reconciler, vmis, inputs, config.run, stop.clone()).await;
+    } else {
+        stop.cancelled().await;
+    }
+    for task in [
+        Some(notify),
+        http,
+        console,
+        device_plugins,
+        Some(orphans),
+        Some(follower),
+    ]
+    .into_iter()
+    .flatten()
     {
         if let Err(error) = task.await {
             warn!(error = %error, "a handler task failed");

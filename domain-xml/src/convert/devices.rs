@@ -85,7 +85,8 @@ pub fn apply(
 /// The unix serial port (with its log) and the pty console on top of it.
 fn add_serial_console(devices: &SpecDevices, ctx: &ConvertContext, uid: &str, out: &mut Devices) {
     let serial_dir = ctx.layout.vmi_private_dir(uid);
-    let log_enabled = ctx.serial_console_log && devices.log_serial_console != Some(false);
+    // The VMI's logSerialConsole, else the cluster's setting.
+    let log_enabled = devices.log_serial_console.unwrap_or(ctx.serial_console_log);
     out.serial.push(Serial {
         serial_type: "unix".to_owned(),
         source: Some(UnixSource {
@@ -300,4 +301,39 @@ fn inputs(devices: &SpecDevices) -> Result<Vec<Input>, ConvertError> {
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_vmis_log_serial_console_wins_over_the_clusters_setting() {
+        // (the cluster logs, the VMI's logSerialConsole, logged)
+        let cases = [
+            (true, None, true),
+            (false, None, false),
+            (true, Some(false), false),
+            (false, Some(true), true),
+            (true, Some(true), true),
+            (false, Some(false), false),
+        ];
+        for (cluster, vmi, logged) in cases {
+            let ctx = ConvertContext {
+                serial_console_log: cluster,
+                ..ConvertContext::default()
+            };
+            let devices = SpecDevices {
+                log_serial_console: vmi,
+                ..SpecDevices::default()
+            };
+            let mut out = Devices::default();
+            add_serial_console(&devices, &ctx, "uid", &mut out);
+            assert_eq!(
+                out.serial.first().and_then(|s| s.log.as_ref()).is_some(),
+                logged,
+                "cluster {cluster}, VMI {vmi:?}"
+            );
+        }
+    }
 }

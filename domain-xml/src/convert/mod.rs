@@ -123,7 +123,8 @@ pub struct ConvertContext {
     pub free_page_reporting: bool,
     /// Log the serial console to a file.
     pub serial_console_log: bool,
-    /// Use the bochs display for EFI guests.
+    /// Use the bochs display for EFI guests (upstream's default; the KubeVirt CR's
+    /// `kubevirt.io/vga-display-efi-x86` annotation asks for VGA).
     pub bochs_display_for_efi: bool,
     /// The launcher runs as root (decides the NVRAM directory).
     pub run_as_root: bool,
@@ -159,7 +160,7 @@ impl Default for ConvertContext {
             mem_balloon_stats_period: kubevirt_api::v1::DEFAULT_MEM_BALLOON_STATS_PERIOD,
             free_page_reporting: true,
             serial_console_log: true,
-            bochs_display_for_efi: false,
+            bochs_display_for_efi: true,
             run_as_root: true,
             block_volumes: BTreeSet::new(),
             container_disk_formats: BTreeMap::new(),

@@ -151,6 +151,10 @@ pub struct KubeVirtConfiguration {
     pub vm_state_storage_class: Option<String>,
     /// Whether virt-operator deploys upstream's common instance types and preferences.
     pub common_instancetypes_deployment: Option<CommonInstancetypesDeployment>,
+    /// The SMBIOS system strings every guest sees.
+    pub smbios: Option<super::SmbiosConfiguration>,
+    /// Free page reporting and the serial console log of new VMIs.
+    pub virtual_machine_options: Option<super::VirtualMachineOptions>,
 }
 
 /// `spec.configuration.commonInstancetypesDeployment`.
@@ -281,6 +285,10 @@ pub struct GenerationStatus {
 }
 
 /// The configuration as the components use it, with upstream's defaults applied.
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "independent cluster settings, each upstream's own switch"
+)]
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClusterConfig {
     /// `developerConfiguration.useEmulation`.
@@ -315,6 +323,15 @@ pub struct ClusterConfig {
     /// The KubeVirt CR carries `alpha.kubevirt.io/EmulatorThreadCompleteToEvenParity` (HCO's
     /// `alignCPUs`): new VMIs with an isolated emulator thread get it too, under the AlignCPUs gate.
     pub emulator_thread_complete_to_even_parity: bool,
+    /// `smbios` over upstream's defaults.
+    pub smbios: super::Smbios,
+    /// `virtualMachineOptions.disableFreePageReporting` is set.
+    pub free_page_reporting_disabled: bool,
+    /// `virtualMachineOptions.disableSerialConsoleLog` is set.
+    pub serial_console_log_disabled: bool,
+    /// The KubeVirt CR carries `kubevirt.io/vga-display-efi-x86`: EFI guests get VGA instead of
+    /// bochs.
+    pub vga_display_for_efi_guests: bool,
 }
 
 /// Upstream's `DefaultMemoryOvercommit`.
@@ -341,6 +358,7 @@ impl ClusterConfig {
     #[must_use]
     pub fn from_configuration(config: Option<&KubeVirtConfiguration>) -> Self {
         let developer = config.and_then(|c| c.developer_configuration.as_ref());
+        let vm_options = config.and_then(|c| c.virtual_machine_options.as_ref());
         Self {
             use_emulation: developer.and_then(|d| d.use_emulation).unwrap_or(false),
             memory_overcommit: developer
@@ -379,16 +397,28 @@ impl ClusterConfig {
                 .and_then(|q| crate::quantity::to_bytes(q).ok())
                 .unwrap_or(DEFAULT_DISK_VERIFICATION_MEMORY_LIMIT),
             emulator_thread_complete_to_even_parity: false,
+            smbios: super::Smbios::from_configuration(config.and_then(|c| c.smbios.as_ref())),
+            free_page_reporting_disabled: vm_options.is_some_and(|o| o.disable_free_page_reporting.is_some()),
+            serial_console_log_disabled: vm_options.is_some_and(|o| o.disable_serial_console_log.is_some()),
+            vga_display_for_efi_guests: false,
         }
     }
 
     /// Reads a `KubeVirt` resource: its configuration and the annotations that act as settings.
     #[must_use]
     pub fn from_kubevirt(kubevirt: &KubeVirt) -> Self {
+        let annotated = |key: &str| {
+            kubevirt
+                .metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(key))
+        };
         Self {
-            emulator_thread_complete_to_even_parity: kubevirt.metadata.annotations.as_ref().is_some_and(|a| {
-                a.contains_key(crate::well_known::annotations::EMULATOR_THREAD_COMPLETE_TO_EVEN_PARITY)
-            }),
+            emulator_thread_complete_to_even_parity: annotated(
+                crate::well_known::annotations::EMULATOR_THREAD_COMPLETE_TO_EVEN_PARITY,
+            ),
+            vga_display_for_efi_guests: annotated(crate::well_known::annotations::VGA_DISPLAY_FOR_EFI_GUESTS),
             ..Self::from_configuration(kubevirt.spec.configuration.as_ref())
         }
     }
@@ -422,6 +452,28 @@ mod tests {
         assert!(
             !ClusterConfig::from_kubevirt(&kubevirt(serde_json::json!({}))).emulator_thread_complete_to_even_parity
         );
+        assert!(
+            ClusterConfig::from_kubevirt(&kubevirt(serde_json::json!({"kubevirt.io/vga-display-efi-x86": ""})))
+                .vga_display_for_efi_guests
+        );
+        assert!(!on.vga_display_for_efi_guests);
+    }
+
+    #[test]
+    fn virtual_machine_options_and_smbios_are_settings() {
+        let spec: KubeVirtConfiguration = serde_json::from_value(serde_json::json!({
+            "smbios": {"manufacturer": "Acme"},
+            "virtualMachineOptions": {"disableFreePageReporting": {}, "disableSerialConsoleLog": {}}
+        }))
+        .expect("valid configuration");
+        let config = ClusterConfig::from_configuration(Some(&spec));
+        assert!(config.free_page_reporting_disabled);
+        assert!(config.serial_console_log_disabled);
+        assert_eq!(config.smbios.manufacturer, "Acme");
+        assert_eq!(config.smbios.product, "None");
+        let defaults = ClusterConfig::default();
+        assert!(!defaults.free_page_reporting_disabled && !defaults.serial_console_log_disabled);
+        assert_eq!(defaults.smbios, crate::v1::Smbios::default());
     }
 
     #[test]

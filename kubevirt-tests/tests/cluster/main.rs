@@ -15,6 +15,7 @@ mod cdi_operator;
 mod claim_populator;
 mod claims;
 mod clone;
+mod cluster_configuration;
 mod common_instancetypes;
 mod config_volumes;
 mod data_volumes;

@@ -7,10 +7,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use futures::StreamExt as _;
 use futures::stream::BoxStream;
 use kube::runtime::watcher::Event;
-use kubevirt_api::v1::VirtualMachineInstance;
+use kubevirt_api::v1::{KubeVirt, VirtualMachineInstance};
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
-use super::{ApiError, ClusterApi, VmiEvent, VmiWatchEvent};
+use super::{ApiError, ClusterApi, KubeVirtWatchEvent, VmiEvent, VmiWatchEvent};
 
 /// One write virt-handler made.
 #[derive(Clone, Debug, PartialEq)]
@@ -60,6 +60,9 @@ struct State {
     /// handler in the same process).
     vmis: BTreeMap<String, Stored>,
     watchers: Vec<UnboundedSender<Change>>,
+    /// The `KubeVirt` resource, when there is one, and the watches of it.
+    kubevirt: Option<KubeVirt>,
+    kubevirt_watchers: Vec<UnboundedSender<KubeVirtWatchEvent>>,
     writes: Vec<Write>,
     version: u64,
     failing_status_writes: usize,
@@ -154,6 +157,18 @@ impl FakeClusterApi {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Creates or replaces (`Some`) or deletes (`None`) the `KubeVirt` resource; watchers see it.
+    pub fn set_kubevirt(&self, kubevirt: Option<KubeVirt>) {
+        let mut state = self.lock();
+        let event = match (&kubevirt, state.kubevirt.take()) {
+            (Some(new), _) => Event::Apply(new.clone()),
+            (None, Some(old)) => Event::Delete(old),
+            (None, None) => return,
+        };
+        state.kubevirt = kubevirt;
+        state.kubevirt_watchers.retain(|w| w.send(event.clone()).is_ok());
+    }
+
     /// Creates or replaces a VMI, as a user or virt-controller would; watchers see it.
     pub fn apply(&self, mut vmi: VirtualMachineInstance) {
         let mut state = self.lock();
@@ -232,6 +247,18 @@ impl ClusterApi for FakeClusterApi {
         tokio_stream::wrappers::UnboundedReceiverStream::new(rx)
             .filter_map(move |change| std::future::ready(change.decode(&node).map(Ok)))
             .boxed()
+    }
+
+    fn watch_kubevirts(&self) -> BoxStream<'static, Result<KubeVirtWatchEvent, ApiError>> {
+        let (tx, rx) = unbounded_channel();
+        let mut state = self.lock();
+        let _ = tx.send(Event::Init);
+        if let Some(kubevirt) = &state.kubevirt {
+            let _ = tx.send(Event::InitApply(kubevirt.clone()));
+        }
+        let _ = tx.send(Event::InitDone);
+        state.kubevirt_watchers.push(tx);
+        tokio_stream::wrappers::UnboundedReceiverStream::new(rx).map(Ok).boxed()
     }
 
     async fn update_vmi_status(&self, vmi: &VirtualMachineInstance) -> Result<VirtualMachineInstance, ApiError> {

@@ -6,11 +6,11 @@ use k8s_openapi::api::core::v1::{Event, Node};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
-use kubevirt_api::v1::VirtualMachineInstance;
+use kubevirt_api::v1::{KubeVirt, VirtualMachineInstance};
 use kubevirt_api::well_known::labels;
 
 use super::merged_watch::{Merger, Source};
-use super::{ApiError, ClusterApi, VmiEvent, VmiWatchEvent};
+use super::{ApiError, ClusterApi, KubeVirtWatchEvent, VmiEvent, VmiWatchEvent};
 
 /// The component name on events and field managers.
 pub const COMPONENT: &str = "virt-handler";
@@ -66,6 +66,15 @@ impl ClusterApi for KubeClusterApi {
             futures::stream::iter(events)
         })
         .boxed()
+    }
+
+    fn watch_kubevirts(&self) -> BoxStream<'static, Result<KubeVirtWatchEvent, ApiError>> {
+        // The install namespace: the service account's (in a pod), as upstream's handler.
+        let api: Api<KubeVirt> = Api::default_namespaced(self.client.clone());
+        watcher(api, watcher::Config::default())
+            .default_backoff()
+            .map(|event| event.map_err(ApiError::from))
+            .boxed()
     }
 
     async fn patch_vmi_labels(

@@ -1,5 +1,5 @@
 //! The Kubernetes side of virt-handler behind one trait: the VMIs of this node (and those migrating
-//! to it) as a watch stream, full status writes, label patches, node patches and events. [`KubeClusterApi`] talks to an API server through
+//! to it) and the `KubeVirt` resources as watch streams, full status writes, label patches, node patches and events. [`KubeClusterApi`] talks to an API server through
 //! kube-rs; `FakeClusterApi` (feature `testing`) keeps everything in memory for tests and benchmarks.
 
 #[cfg(any(test, feature = "testing"))]
@@ -14,7 +14,7 @@ pub use fake::{FakeClusterApi, Write};
 use futures::stream::BoxStream;
 use kube::runtime::watcher;
 pub use kube_adapter::KubeClusterApi;
-use kubevirt_api::v1::VirtualMachineInstance;
+use kubevirt_api::v1::{KubeVirt, VirtualMachineInstance};
 
 /// Why a call to the API server failed.
 #[derive(Debug, thiserror::Error)]
@@ -34,7 +34,7 @@ pub enum ApiError {
         operation: String,
     },
     /// The watch stream failed.
-    #[error("watching VMIs failed: {0}")]
+    #[error("the watch failed: {0}")]
     Watch(#[from] watcher::Error),
     /// The fake was told to fail.
     #[error("{0}")]
@@ -43,6 +43,9 @@ pub enum ApiError {
 
 /// A watch event about a VMI of this node.
 pub type VmiWatchEvent = watcher::Event<VirtualMachineInstance>;
+
+/// A watch event about a `KubeVirt` resource (the cluster's configuration).
+pub type KubeVirtWatchEvent = watcher::Event<KubeVirt>;
 
 /// A Kubernetes event about a VMI, as upstream's recorder emits it (core/v1 Event).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -82,6 +85,8 @@ pub trait ClusterApi: Send + Sync + 'static {
     /// Watches the VMIs whose `kubevirt.io/nodeName` or `kubevirt.io/migrationTargetNodeName`
     /// label is `node`, merged ([`merged_watch`]); restarts itself on errors.
     fn watch_vmis(&self, node: &str) -> BoxStream<'static, Result<VmiWatchEvent, ApiError>>;
+    /// Watches the `KubeVirt` resources of the install namespace; restarts itself on errors.
+    fn watch_kubevirts(&self) -> BoxStream<'static, Result<KubeVirtWatchEvent, ApiError>>;
     /// Sets (`Some`) or removes (`None`) labels of a VMI, guarded by its resourceVersion.
     fn patch_vmi_labels(
         &self,

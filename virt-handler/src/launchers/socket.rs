@@ -17,6 +17,7 @@ use pod_network::commands::NetworkCommands;
 use tracing::warn;
 
 use super::{LauncherError, Launchers, MigrationPaths, NotifyPipe, Presence};
+use crate::cluster_settings::Settings;
 use crate::container_disks;
 use crate::node_mounts::NodeMounts;
 use crate::pod_process::PodProcess;
@@ -44,6 +45,7 @@ pub struct SocketLaunchers {
     notify_server: PathBuf,
     mounts: Arc<dyn NodeMounts>,
     network: Arc<dyn NetworkCommands>,
+    settings: Settings,
     held: Mutex<Held>,
 }
 
@@ -73,6 +75,7 @@ impl SocketLaunchers {
         notify_server: &Path,
         mounts: Arc<dyn NodeMounts>,
         network: Arc<dyn NetworkCommands>,
+        settings: Settings,
     ) -> Self {
         Self {
             node: node.to_owned(),
@@ -80,8 +83,19 @@ impl SocketLaunchers {
             notify_server: notify_server.to_owned(),
             mounts,
             network,
+            settings,
             held: Mutex::default(),
         }
+    }
+
+    /// A sync request for `vmi`: the VMI and what the launcher is told of the cluster's
+    /// configuration as it is now.
+    fn sync_request(&self, vmi: &VirtualMachineInstance) -> Result<VmiRequest, LauncherError> {
+        let config = self.settings.borrow().clone().unwrap_or_default();
+        Ok(VmiRequest {
+            options: Some(crate::cluster_settings::launcher_options(&config)),
+            ..vmi_request(vmi)?
+        })
     }
 
     fn held(&self) -> std::sync::MutexGuard<'_, Held> {
@@ -231,7 +245,7 @@ impl SocketLaunchers {
     }
 }
 
-/// The command request for `vmi`.
+/// The command request for `vmi`, without options (all but the syncs).
 pub fn vmi_request(vmi: &VirtualMachineInstance) -> Result<VmiRequest, LauncherError> {
     Ok(VmiRequest {
         vmi: Some(Vmi {
@@ -326,7 +340,7 @@ impl Launchers for SocketLaunchers {
     async fn sync(&self, socket: &Path, vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
         self.prepare_launcher(socket, vmi).await?;
         self.provide_container_disks(socket, vmi).await?;
-        let request = vmi_request(vmi)?;
+        let request = self.sync_request(vmi)?;
         self.with_client(socket, async |mut c| c.sync(request).await).await
     }
 
@@ -423,7 +437,7 @@ impl Launchers for SocketLaunchers {
     async fn sync_migration_target(&self, socket: &Path, vmi: &VirtualMachineInstance) -> Result<(), LauncherError> {
         self.prepare_launcher(socket, vmi).await?;
         self.provide_container_disks(socket, vmi).await?;
-        let request = vmi_request(vmi)?;
+        let request = self.sync_request(vmi)?;
         self.with_client(socket, async |mut c| c.sync_migration_target(request).await)
             .await
     }

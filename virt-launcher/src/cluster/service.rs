@@ -158,9 +158,8 @@ impl<M: DomainManager + 'static, R: ToolRunner + 'static> LauncherService<M, R> 
     fn context(&self, request: &VmiRequest) -> ConvertContext {
         let mut ctx = self.base.clone();
         if let Some(options) = &request.options {
-            if options.mem_balloon_stats_period > 0 {
-                ctx.mem_balloon_stats_period = options.mem_balloon_stats_period;
-            }
+            // As given: 0 turns the balloon's statistics off (the cluster's memBalloonStatsPeriod).
+            ctx.mem_balloon_stats_period = options.mem_balloon_stats_period;
             if let Some(smbios) = &options.virtual_machine_sm_bios {
                 ctx.smbios.manufacturer.clone_from(&smbios.manufacturer);
                 ctx.smbios.product.clone_from(&smbios.product);

@@ -196,6 +196,20 @@ async fn the_handler_runs_a_vmi_readopts_it_after_a_restart_and_fails_it_when_qe
     let launcher = spawn_launcher(&dirs, "handled", uid);
     let _stopper = Stopper(launcher.id());
     world.api.apply(vmi);
+    // The cluster's configuration reaches the launcher with the sync: the SMBIOS strings, and no
+    // serial console log.
+    world.api.set_kubevirt(Some(
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
+            "metadata": {"name": "kubevirt", "namespace": "kubevirt"},
+            "spec": {"configuration": {
+                "smbios": {"manufacturer": "Tier3Corp"},
+                "virtualMachineOptions": {"disableSerialConsoleLog": {}}
+            }},
+            "status": {"phase": "Deployed"}
+        }))
+        .expect("KubeVirt"),
+    ));
     let endpoint = free_port();
     let (stop, handler) = world.start_handler_with(world.config_listening(Some(endpoint)));
 
@@ -236,6 +250,16 @@ async fn the_handler_runs_a_vmi_readopts_it_after_a_restart_and_fails_it_when_qe
     );
     assert_eq!(world.events(), ["Created", "Started"]);
     let qemu = qemu_pid(world.root.path()).expect("QEMU runs");
+    let command_line = std::fs::read(format!("/proc/{qemu}/cmdline")).expect("QEMU's command line");
+    let command_line = String::from_utf8_lossy(&command_line).replace('\0', " ");
+    assert!(
+        command_line.contains("manufacturer=Tier3Corp"),
+        "the cluster's SMBIOS strings: {command_line}"
+    );
+    assert!(
+        !command_line.contains("virt-serial0-log"),
+        "the cluster turned the serial console log off: {command_line}"
+    );
 
     // The handler restarts: the VM keeps running and the new handler adopts it quietly.
     stop.cancel();
