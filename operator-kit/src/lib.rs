@@ -1,5 +1,8 @@
 //! What kubevirt-rs's operators share (the hostpath-provisioner-operator, cdi-operator and the SSP
 //! operator today; virt-operator and the HyperConverged operator as they come):
+//! - [`controller`]: when a CR is looked at again ([`controller::Next`]), the retry after a failed
+//!   pass, and the debounce every operator's controller uses;
+//! - [`error_report`]: one line for an error and its causes;
 //! - [`certificates`]: a CA, the serving or client certificate it signs and the bundle clients
 //!   trust, kept in Secrets and a ConfigMap and made again before they expire;
 //! - [`conditions`]: upstream's operator conditions (`Available`, `Progressing`, `Degraded`),
@@ -12,6 +15,8 @@
 
 pub mod certificates;
 pub mod conditions;
+pub mod controller;
+pub mod error_report;
 pub mod manifests;
 pub mod objects;
 pub mod placement;

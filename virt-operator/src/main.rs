@@ -5,7 +5,6 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
@@ -19,7 +18,7 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use kube::api::{ApiResource, DynamicObject};
-use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client, Resource};
@@ -29,14 +28,9 @@ use operator_kit::objects::kube::KubeObjects;
 use tokio_util::sync::CancellationToken;
 use virt_operator::common_instancetypes;
 use virt_operator::kube_cluster::{KubeCluster, follow_certificate};
-use virt_operator::reconciler::{self, Next};
+use virt_operator::reconciler;
 use virt_operator::render::{self, MANAGED_BY, Settings};
 use virt_operator::{validator, webhook};
-
-/// A pass that failed is tried again after this long.
-const RETRY: Duration = Duration::from_secs(5);
-/// A CR still rolling out is looked at again after this long even without an event.
-const LOOK_AGAIN: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Parser)]
 #[command(about = "virt-operator: KubeVirt CRs into virt-api, virt-controller and virt-handler")]
@@ -69,26 +63,8 @@ struct Context {
 
 async fn reconcile(cr: Arc<KubeVirt>, context: Arc<Context>) -> Result<Action, ObjectsError> {
     let now = kubevirt_api::clock::whole_seconds_now();
-    Ok(
-        match reconciler::reconcile(&context.objects, &cr, &context.settings, &now).await? {
-            Next::Rest => Action::await_change(),
-            Next::LookAgain => Action::requeue(LOOK_AGAIN),
-            Next::RenewAt(at) => {
-                let wait = u64::try_from(at.saturating_sub(now.0.as_second())).unwrap_or(0);
-                Action::requeue(Duration::from_secs(wait.max(1)))
-            }
-        },
-    )
-}
-
-#[expect(clippy::needless_pass_by_value, reason = "the signature of kube's error policy")]
-fn retry(cr: Arc<KubeVirt>, error: &ObjectsError, _: Arc<Context>) -> Action {
-    tracing::warn!(
-        name = cr.metadata.name.as_deref().unwrap_or_default(),
-        error = %kubevirt_api::error_report::one_line(error),
-        "the pass failed; trying again"
-    );
-    Action::requeue(RETRY)
+    let next = reconciler::reconcile(&context.objects, &cr, &context.settings, &now).await?;
+    Ok(operator_kit::controller::action(next, now.0.as_second()))
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
@@ -112,12 +88,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let ours = watcher::Config::default().labels(&format!("{}={}", MANAGED_BY.0, MANAGED_BY.1));
     let [instancetypes, preferences] = common_instancetypes::resources();
     let here = |client: &Client| Api::<Deployment>::namespaced(client.clone(), &namespace);
-    // A workload's status changes in bursts while its pods start: one pass per second at most.
     let controller = Controller::new(
         Api::<KubeVirt>::namespaced(client.clone(), &namespace),
         watcher::Config::default(),
     )
-    .with_config(controller::Config::default().debounce(Duration::from_secs(1)))
+    .with_config(kube::runtime::controller::Config::default().debounce(operator_kit::controller::DEBOUNCE))
     .watches(here(&client), ours.clone(), owner)
     .watches(
         Api::<DaemonSet>::namespaced(client.clone(), &namespace),
@@ -168,7 +143,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     )
     .watches(Api::<ConfigMap>::namespaced(client, &namespace), ours, owner)
     .graceful_shutdown_on(async move { stop.cancelled().await })
-    .run(reconcile, retry, context)
+    .run(reconcile, operator_kit::controller::retry, context)
     .for_each(|_| async {});
     tokio::join!(controller, webhook);
     tracing::info!("virt-operator stopped");

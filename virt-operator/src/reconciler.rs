@@ -34,17 +34,10 @@ use crate::validator;
 /// The finalizer on the CR, upstream's.
 pub const FINALIZER: &str = "kubevirt.io/foregroundDeleteKubeVirt";
 
-/// When the CR is to be looked at again.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Next {
-    /// Gone, or being deleted by another: on the next change.
-    Rest,
-    /// Still rolling, deleting, not the one in use, or failed: soon, even without a change.
-    LookAgain,
-    /// Deployed: on the next change, or at this time (seconds since the epoch), when the
-    /// webhook's next certificate is due.
-    RenewAt(i64),
-}
+/// When the CR is to be looked at again: on the next change (`Rest`: gone, or being deleted by
+/// another), soon (`LookAgain`: still rolling, deleting, not the one in use, or failed), or, once
+/// Deployed, when the webhook's next certificate is due at the latest (`RestUntil`).
+pub use operator_kit::controller::Next;
 
 /// One pass.
 ///
@@ -118,7 +111,7 @@ pub async fn reconcile<O: Objects>(
     }
     write(objects, cr, &pass, Some(aim), now).await?;
     Ok(match pass {
-        Pass::Applied { ready: true, .. } => Next::RenewAt(kept.renewal),
+        Pass::Applied { ready: true, .. } => Next::RestUntil(kept.renewal),
         _ => Next::LookAgain,
     })
 }

@@ -61,7 +61,7 @@ async fn pass(fake: &FakeObjects) -> Next {
 
 /// Deployed: looked at again on a change or when the webhook's certificate is due.
 fn deployed_rest(next: Next) -> bool {
-    matches!(next, Next::RenewAt(_))
+    matches!(next, Next::RestUntil(_))
 }
 
 /// The kubelet and controllers' part: the workload rolled out.
@@ -414,7 +414,7 @@ async fn the_webhook_gets_its_certificate_and_ca_and_a_pass_at_rest_writes_nothi
     let next = pass(&fake).await;
     let day = 24 * 60 * 60;
     assert!(
-        matches!(next, Next::RenewAt(at) if at > now().0.as_second() && at <= now().0.as_second() + day),
+        matches!(next, Next::RestUntil(at) if at > now().0.as_second() && at <= now().0.as_second() + day),
         "looked at again when the certificate is due: {next:?}"
     );
     assert_eq!(writes(&fake), Vec::<String>::new(), "a pass at rest writes nothing");

@@ -3,11 +3,10 @@
 
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use cdi_api::CDI;
-use cdi_operator::reconciler::{self, Next};
+use cdi_operator::reconciler;
 use cdi_operator::render::{Images, MANAGED_BY, Settings};
 use clap::Parser;
 use futures::StreamExt as _;
@@ -17,17 +16,13 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
-use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource};
+use operator_kit::controller;
 use operator_kit::objects::ObjectsError;
 use operator_kit::objects::kube::KubeObjects;
-
-/// A pass that failed is tried again after this long.
-const RETRY: Duration = Duration::from_secs(5);
-/// A CR not serving yet is looked at again after this long even without an event.
-const LOOK_AGAIN: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Parser)]
 #[command(about = "CDI's operator: a CDI CR into CDI's CRDs, components and certificates")]
@@ -68,23 +63,8 @@ struct Context {
 
 async fn reconcile(cr: Arc<CDI>, context: Arc<Context>) -> Result<Action, ObjectsError> {
     let now = kubevirt_api::clock::whole_seconds_now();
-    Ok(
-        match reconciler::reconcile(&context.objects, &cr, &context.settings, &now).await? {
-            Next::Rest(None) => Action::await_change(),
-            Next::Rest(Some(seconds)) => Action::requeue(Duration::from_secs(seconds)),
-            Next::LookAgain => Action::requeue(LOOK_AGAIN),
-        },
-    )
-}
-
-#[expect(clippy::needless_pass_by_value, reason = "the signature of kube's error policy")]
-fn retry(cr: Arc<CDI>, error: &ObjectsError, _: Arc<Context>) -> Action {
-    tracing::warn!(
-        name = cr.metadata.name.as_deref().unwrap_or_default(),
-        error = %kubevirt_api::error_report::one_line(error),
-        "the pass failed; trying again"
-    );
-    Action::requeue(RETRY)
+    let next = reconciler::reconcile(&context.objects, &cr, &context.settings, &now).await?;
+    Ok(controller::action(next, now.0.as_second()))
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
@@ -112,9 +92,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let ours = watcher::Config::default().labels(&format!("{}={}", MANAGED_BY.0, MANAGED_BY.1));
     let ns = args.namespace.as_str();
     let c = || client.clone();
-    // Deployments' status changes in bursts while pods start: one pass per second at most.
     Controller::new(Api::<CDI>::all(c()), watcher::Config::default())
-        .with_config(controller::Config::default().debounce(Duration::from_secs(1)))
+        .with_config(kube::runtime::controller::Config::default().debounce(controller::DEBOUNCE))
         .watches(Api::<Deployment>::namespaced(c(), ns), ours.clone(), owner)
         .watches(Api::<Service>::namespaced(c(), ns), ours.clone(), owner)
         .watches(Api::<ServiceAccount>::namespaced(c(), ns), ours.clone(), owner)
@@ -131,7 +110,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         .watches(Api::<ValidatingWebhookConfiguration>::all(c()), ours.clone(), owner)
         .watches(Api::<CustomResourceDefinition>::all(c()), ours, owner)
         .graceful_shutdown_on(async move { stop.cancelled().await })
-        .run(reconcile, retry, context)
+        .run(reconcile, controller::retry, context)
         .for_each(|_| async {})
         .await;
     tracing::info!("cdi-operator stopped");

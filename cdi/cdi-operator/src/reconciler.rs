@@ -21,14 +21,10 @@ use crate::status::{self, Pass, UNWANTED};
 /// A refused CR is looked at again after this long.
 pub const REFUSED_AGAIN_SECONDS: u64 = 60;
 
-/// When the CR is to be looked at again.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Next {
-    /// It serves: on the next change, or after this many seconds, when a certificate is due.
-    Rest(Option<u64>),
-    /// It does not serve yet, or a write failed: soon, even without a change.
-    LookAgain,
-}
+/// When the CR is to be looked at again: serving, on the next change or when a certificate is due
+/// (`Rest`, `RestUntil`); refused, a minute later (`RestUntil`); not serving yet, or a write
+/// failed, soon (`LookAgain`).
+pub use operator_kit::controller::Next;
 
 /// One pass at `now`.
 ///
@@ -42,7 +38,7 @@ pub async fn reconcile<O: Objects>(
     now: &Time,
 ) -> Result<Next, ObjectsError> {
     if cr.metadata.deletion_timestamp.is_some() {
-        return Ok(Next::Rest(None));
+        return Ok(Next::Rest);
     }
     let name = cr.name_any();
     let seconds = now.0.as_second();
@@ -66,8 +62,8 @@ pub async fn reconcile<O: Objects>(
     write_status_if_changed(objects, cr, cr.status.as_ref(), &status).await?;
     Ok(match (conditions::serves(&status.conditions), &pass) {
         // A refused CR is looked at again now and then: the CDI that made it unwanted may go.
-        (_, Pass::Refused(_)) => Next::Rest(Some(REFUSED_AGAIN_SECONDS)),
-        (true, _) => Next::Rest(renewal.map(|at| u64::try_from(at - seconds).unwrap_or(0).max(1))),
+        (_, Pass::Refused(_)) => Next::RestUntil(seconds.saturating_add_unsigned(REFUSED_AGAIN_SECONDS)),
+        (true, _) => renewal.map_or(Next::Rest, Next::RestUntil),
         (false, _) => Next::LookAgain,
     })
 }

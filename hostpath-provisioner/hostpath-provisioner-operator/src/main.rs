@@ -4,29 +4,24 @@
 
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
 use futures::StreamExt as _;
 use hostpath_provisioner_operator::api::HostPathProvisioner;
-use hostpath_provisioner_operator::reconciler::{self, Next};
+use hostpath_provisioner_operator::reconciler;
 use hostpath_provisioner_operator::render::{APP_LABEL, Settings};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::api::storage::v1::CSIDriver;
-use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource};
+use operator_kit::controller;
 use operator_kit::objects::ObjectsError;
 use operator_kit::objects::kube::KubeObjects;
-
-/// A pass that failed is tried again after this long.
-const RETRY: Duration = Duration::from_secs(5);
-/// A CR not serving yet is looked at again after this long even without an event.
-const LOOK_AGAIN: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Parser)]
 #[command(about = "The hostpath provisioner's operator: HostPathProvisioner CRs into the CSI driver on every node")]
@@ -58,22 +53,8 @@ struct Context {
 
 async fn reconcile(cr: Arc<HostPathProvisioner>, context: Arc<Context>) -> Result<Action, ObjectsError> {
     let now = kubevirt_api::clock::whole_seconds_now();
-    Ok(
-        match reconciler::reconcile(&context.objects, &cr, &context.settings, &now).await? {
-            Next::Rest => Action::await_change(),
-            Next::LookAgain => Action::requeue(LOOK_AGAIN),
-        },
-    )
-}
-
-#[expect(clippy::needless_pass_by_value, reason = "the signature of kube's error policy")]
-fn retry(cr: Arc<HostPathProvisioner>, error: &ObjectsError, _: Arc<Context>) -> Action {
-    tracing::warn!(
-        name = cr.metadata.name.as_deref().unwrap_or_default(),
-        error = %kubevirt_api::error_report::one_line(error),
-        "the pass failed; trying again"
-    );
-    Action::requeue(RETRY)
+    let next = reconciler::reconcile(&context.objects, &cr, &context.settings, &now).await?;
+    Ok(controller::action(next, now.0.as_second()))
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
@@ -95,12 +76,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
     // looks the owner up in the object's namespace) cannot map them: `owner` does, cluster-wide.
     let ours = watcher::Config::default().labels(&format!("{}={}", APP_LABEL.0, APP_LABEL.1));
     let namespace = args.namespace.as_str();
-    // A DaemonSet's status changes in bursts while its pods start: one pass per second at most.
     Controller::new(
         Api::<HostPathProvisioner>::all(client.clone()),
         watcher::Config::default(),
     )
-    .with_config(controller::Config::default().debounce(Duration::from_secs(1)))
+    .with_config(kube::runtime::controller::Config::default().debounce(controller::DEBOUNCE))
     .watches(
         Api::<DaemonSet>::namespaced(client.clone(), namespace),
         ours.clone(),
@@ -121,7 +101,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     .watches(Api::<ClusterRoleBinding>::all(client.clone()), ours.clone(), owner)
     .watches(Api::<CSIDriver>::all(client), ours, owner)
     .graceful_shutdown_on(async move { stop.cancelled().await })
-    .run(reconcile, retry, context)
+    .run(reconcile, controller::retry, context)
     .for_each(|_| async {})
     .await;
     tracing::info!("hostpath-provisioner-operator stopped");

@@ -14,14 +14,9 @@ use crate::api::HostPathProvisioner;
 use crate::render::{self, DAEMON_SET, Settings};
 use crate::status::{self, Pass};
 
-/// When the CR is to be looked at again.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Next {
-    /// It serves: on the next change of the CR or its DaemonSet.
-    Rest,
-    /// It does not serve yet, or a write failed: soon, even without a change.
-    LookAgain,
-}
+/// When the CR is to be looked at again: serving, on the next change of it or its DaemonSet
+/// (`Rest`); not serving yet, or a write failed, soon (`LookAgain`).
+pub use operator_kit::controller::Next;
 
 /// One pass.
 ///

@@ -3,7 +3,6 @@
 
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
@@ -13,20 +12,16 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource};
+use operator_kit::controller;
 use operator_kit::objects::ObjectsError;
 use operator_kit::objects::kube::KubeObjects;
 use ssp_operator::api::SSP;
-use ssp_operator::reconciler::{self, Next};
+use ssp_operator::reconciler;
 use ssp_operator::render::{self, MANAGED_BY, Settings};
-
-/// A pass that failed is tried again after this long.
-const RETRY: Duration = Duration::from_secs(5);
-/// An SSP not serving yet is looked at again after this long even without an event.
-const LOOK_AGAIN: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Parser)]
 #[command(about = "SSP's operator: SSP CRs into the template validator and its webhook")]
@@ -49,27 +44,8 @@ struct Context {
 
 async fn reconcile(cr: Arc<SSP>, context: Arc<Context>) -> Result<Action, ObjectsError> {
     let now = kubevirt_api::clock::whole_seconds_now();
-    let now_seconds = now.0.as_second();
-    Ok(
-        match reconciler::reconcile(&context.objects, &cr, &context.settings, &now).await? {
-            Next::Rest => Action::await_change(),
-            Next::LookAgain => Action::requeue(LOOK_AGAIN),
-            Next::RestUntil(renewal) => Action::requeue(Duration::from_secs(
-                u64::try_from(renewal - now_seconds).unwrap_or(0).max(1),
-            )),
-        },
-    )
-}
-
-#[expect(clippy::needless_pass_by_value, reason = "the signature of kube's error policy")]
-fn retry(cr: Arc<SSP>, error: &ObjectsError, _: Arc<Context>) -> Action {
-    tracing::warn!(
-        namespace = cr.metadata.namespace.as_deref().unwrap_or_default(),
-        name = cr.metadata.name.as_deref().unwrap_or_default(),
-        error = %kubevirt_api::error_report::one_line(error),
-        "the pass failed; trying again"
-    );
-    Action::requeue(RETRY)
+    let next = reconciler::reconcile(&context.objects, &cr, &context.settings, &now).await?;
+    Ok(controller::action(next, now.0.as_second()))
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
@@ -87,9 +63,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
     // carry its managed-by label, and `owner` maps each to its SSP (the cluster-scoped ones by
     // their primary-resource annotation).
     let ours = watcher::Config::default().labels(&format!("{}={}", MANAGED_BY.0, MANAGED_BY.1));
-    // A Deployment's status changes in bursts while its pods start: one pass per second at most.
     Controller::new(Api::<SSP>::all(client.clone()), watcher::Config::default())
-        .with_config(controller::Config::default().debounce(Duration::from_secs(1)))
+        .with_config(kube::runtime::controller::Config::default().debounce(controller::DEBOUNCE))
         .watches(Api::<Deployment>::all(client.clone()), ours.clone(), owner)
         .watches(Api::<Service>::all(client.clone()), ours.clone(), owner)
         .watches(Api::<ServiceAccount>::all(client.clone()), ours.clone(), owner)
@@ -100,7 +75,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         .watches(Api::<ClusterRoleBinding>::all(client.clone()), ours.clone(), owner)
         .watches(Api::<ValidatingWebhookConfiguration>::all(client), ours, owner)
         .graceful_shutdown_on(async move { stop.cancelled().await })
-        .run(reconcile, retry, context)
+        .run(reconcile, controller::retry, context)
         .for_each(|_| async {})
         .await;
     tracing::info!("ssp-operator stopped");

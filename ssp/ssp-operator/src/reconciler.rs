@@ -25,17 +25,10 @@ use crate::api::{FINALIZER, SSP};
 use crate::render::{self, Settings, VALIDATOR};
 use crate::status::{self, Pass};
 
-/// When the SSP is to be looked at again.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Next {
-    /// It serves: on the next change, or when its certificate is due (seconds since the epoch).
-    RestUntil(i64),
-    /// It is gone or paused: on the next change.
-    Rest,
-    /// It does not serve yet, is not the one in use, or a write failed: soon, even without a
-    /// change.
-    LookAgain,
-}
+/// When the SSP is to be looked at again: once it serves, when its certificate is due at the
+/// latest (`RestUntil`); gone or paused, on the next change (`Rest`); not serving yet, not the one
+/// in use, or a write failed, soon (`LookAgain`).
+pub use operator_kit::controller::Next;
 
 /// One pass, at `now`.
 ///

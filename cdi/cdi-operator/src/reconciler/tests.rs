@@ -162,7 +162,7 @@ async fn a_cr_installs_cdi_and_is_available_once_its_deployments_roll_out() {
     );
     assert_eq!(
         next,
-        Next::Rest(Some(u64::try_from(12 * HOUR - 10).expect("positive"))),
+        Next::RestUntil(START + 12 * HOUR),
         "looked at again when the first certificate is due"
     );
     // A pass that changes nothing keeps the certificates and writes nothing.
@@ -233,7 +233,10 @@ async fn a_second_cdi_and_a_cr_with_fields_not_acted_on_are_refused() {
     let next = reconcile(&objects, &second, &settings(), &at(START + 10))
         .await
         .expect("a pass");
-    assert_eq!(next, Next::Rest(Some(REFUSED_AGAIN_SECONDS)));
+    assert_eq!(
+        next,
+        Next::RestUntil(START + 10 + i64::try_from(REFUSED_AGAIN_SECONDS).expect("small"))
+    );
     let status = stored(&objects, "cdi-2").status.expect("a status");
     assert_eq!(status.phase.as_deref(), Some("Error"));
     expect_conditions(&status, "False", "False", "True");
