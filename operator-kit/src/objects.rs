@@ -17,6 +17,7 @@ use serde::de::DeserializeOwned;
 pub mod fake;
 #[cfg(feature = "client")]
 pub mod kube;
+pub mod strategic_merge;
 pub mod unchanged;
 
 /// Why an object could not be rendered, read or written.

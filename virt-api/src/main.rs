@@ -15,6 +15,7 @@ use virt_api::tls::CertSource;
 #[command(
     name = "virt-api",
     version,
+    args_override_self = true,
     about = "KubeVirt's admission webhooks and subresource API (kubevirt-rs)"
 )]
 struct Args {
@@ -70,8 +71,9 @@ struct Args {
     /// Serve the subresources to anyone, without authentication (local use only).
     #[arg(long)]
     disable_authorization: bool,
-    /// Log verbosity (upstream's `-v`); `RUST_LOG` overrides it.
-    #[arg(short = 'v', default_value_t = 2)]
+    /// Log verbosity (upstream's `-v`, also `--v` as customizeComponents.flags renders it);
+    /// `RUST_LOG` overrides it. A flag given twice takes its last value, as upstream's Go flags.
+    #[arg(short = 'v', long = "v", default_value_t = 2)]
     verbosity: u8,
 }
 

@@ -19,6 +19,7 @@ use virt_controller::runner::{Controllers, run};
 #[command(
     name = "virt-controller",
     version,
+    args_override_self = true,
     about = "KubeVirt's cluster controller (kubevirt-rs)"
 )]
 struct Args {
@@ -59,8 +60,9 @@ struct Args {
     /// Objects reconciled at once.
     #[arg(long, default_value_t = 10)]
     workers: usize,
-    /// Log verbosity (upstream's `-v`); `RUST_LOG` overrides it.
-    #[arg(short = 'v', default_value_t = 2)]
+    /// Log verbosity (upstream's `-v`, also `--v` as customizeComponents.flags renders it);
+    /// `RUST_LOG` overrides it. A flag given twice takes its last value, as upstream's Go flags.
+    #[arg(short = 'v', long = "v", default_value_t = 2)]
     verbosity: u8,
 }
 

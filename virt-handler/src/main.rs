@@ -18,7 +18,12 @@ use virt_handler::runner::RunOptions;
 
 /// virt-handler's flags (upstream's names where upstream has them).
 #[derive(Debug, Parser)]
-#[command(name = "virt-handler", version, about = "KubeVirt's per-node agent (kubevirt-rs)")]
+#[command(
+    name = "virt-handler",
+    version,
+    args_override_self = true,
+    about = "KubeVirt's per-node agent (kubevirt-rs)"
+)]
 struct Args {
     /// Port of `/healthz` and `/metrics`.
     #[arg(long, default_value_t = 8443)]
@@ -78,8 +83,9 @@ struct Args {
     /// VMIs reconciled at once.
     #[arg(long, default_value_t = 10)]
     workers: usize,
-    /// Log verbosity (upstream's `-v`); `RUST_LOG` overrides it.
-    #[arg(short = 'v', default_value_t = 2)]
+    /// Log verbosity (upstream's `-v`, also `--v` as customizeComponents.flags renders it);
+    /// `RUST_LOG` overrides it. A flag given twice takes its last value, as upstream's Go flags.
+    #[arg(short = 'v', long = "v", default_value_t = 2)]
     verbosity: u8,
 }
 
@@ -186,4 +192,21 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     };
     run(config, KubeClusterApi::new(client), stop).await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::Args;
+
+    #[test]
+    fn customized_flags_come_first_and_a_repeated_flag_takes_its_last_value() {
+        // As customizeComponents.flags lays a command out: the binary, the flags, then the args.
+        let args = Args::try_parse_from(["virt-handler", "--v", "4", "--hostname-override", "node01", "-v", "3"])
+            .expect("parses");
+        assert_eq!(args.verbosity, 3);
+        let args = Args::try_parse_from(["virt-handler", "--v", "5", "--hostname-override", "node01"]).expect("parses");
+        assert_eq!(args.verbosity, 5);
+    }
 }

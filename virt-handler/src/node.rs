@@ -194,6 +194,18 @@ fn launchers(
     )
 }
 
+/// The console server's listener, when it is configured.
+fn bind_console(console: Option<&ConsoleServerConfig>) -> Result<Option<std::net::TcpListener>, NodeError> {
+    console
+        .map(|console| {
+            std::net::TcpListener::bind(console.listen).map_err(|source| NodeError::Listen {
+                addr: console.listen,
+                source,
+            })
+        })
+        .transpose()
+}
+
 /// The node's heartbeat until `stop` ([`crate::heartbeat`]).
 fn spawn_heartbeat<C: ClusterApi>(config: &NodeConfig, api: C, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
     let (node, state, every) = (config.node.clone(), config.cpu_manager_state.clone(), config.heartbeat);
@@ -258,15 +270,7 @@ pub async fn run<C: ClusterApi + Clone>(
         launchers,
         SystemClock,
     ));
-    let console_listener = match &config.console {
-        Some(console) => Some(
-            std::net::TcpListener::bind(console.listen).map_err(|source| NodeError::Listen {
-                addr: console.listen,
-                source,
-            })?,
-        ),
-        None => None,
-    };
+    let console_listener = bind_console(config.console.as_ref())?;
     let http = listener.map(|listener| {
         let endpoints = Arc::new(NodeEndpoints {
             reconciler: reconciler.clone(),

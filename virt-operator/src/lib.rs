@@ -2,6 +2,7 @@
 //!
 //! - [`render`]: what the CR wants (the CRDs, RBAC, virt-api, virt-controller and virt-handler,
 //!   from the templates in `manifests/install`), decided without the API server;
+//! - [`customize`]: `spec.customizeComponents` (patches and flags) applied to what it renders;
 //! - [`labels`]: the labels of everything it makes;
 //! - [`common_instancetypes`]: upstream's common instance types and preferences, and what a pass
 //!   does to bring the cluster's to them;
@@ -13,6 +14,7 @@
 //!   certificate, its server and its reads.
 
 pub mod common_instancetypes;
+pub mod customize;
 pub mod kube_cluster;
 pub mod labels;
 pub mod order;

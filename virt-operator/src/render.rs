@@ -203,6 +203,9 @@ pub enum RenderError {
     /// An object did not convert.
     #[error(transparent)]
     Objects(#[from] ObjectsError),
+    /// `spec.customizeComponents` does not apply.
+    #[error(transparent)]
+    Customize(#[from] crate::customize::CustomizeError),
 }
 
 /// Everything a CR wants: the objects applied on every pass, then each component's workload,
@@ -306,6 +309,12 @@ pub fn render(cr: &KubeVirt, settings: &Settings) -> Result<Rendered, RenderErro
     }
     for object in validator::objects()? {
         always.push(shape(object, cr, &stamp)?);
+    }
+    let customized = cr.spec.customize_components.clone().unwrap_or_default();
+    let patches = crate::customize::patches(&customized);
+    let identifier = crate::customize::identifier(cr.spec.customize_components.as_ref());
+    for desired in always.iter_mut().chain(workloads.values_mut()) {
+        crate::customize::apply(desired, &patches, &identifier)?;
     }
     let instancetypes = common_instancetypes::desired(|meta| stamp.meta(meta, false))?;
     Ok(Rendered {

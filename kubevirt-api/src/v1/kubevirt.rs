@@ -35,10 +35,6 @@ use serde::{Deserialize, Serialize};
     {
         "rule": "!has(self.workloadUpdateStrategy) || !has(self.workloadUpdateStrategy.workloadUpdateMethods) || size(self.workloadUpdateStrategy.workloadUpdateMethods) == 0",
         "message": "spec.workloadUpdateStrategy.workloadUpdateMethods: automatic workload updates are not supported; VMIs keep their launcher until they restart"
-    },
-    {
-        "rule": "!has(self.customizeComponents) || ((!has(self.customizeComponents.patches) || size(self.customizeComponents.patches) == 0) && !has(self.customizeComponents.flags))",
-        "message": "spec.customizeComponents: patches and flags are not supported"
     }
 ]))]
 pub struct KubeVirtSpec {
@@ -63,8 +59,9 @@ pub struct KubeVirtSpec {
     pub certificate_rotate_strategy: Option<CertificateRotateStrategy>,
     /// How launchers of an old install are moved: accepted without methods only (the CRD's rule).
     pub workload_update_strategy: Option<WorkloadUpdateStrategy>,
-    /// Patches and flags for the components: accepted empty only (the CRD's rule).
-    pub customize_components: Option<CustomizeComponents>,
+    /// Patches of the components' objects and flags of their commands, applied by virt-operator
+    /// to what it renders.
+    pub customize_components: Option<super::CustomizeComponents>,
 }
 
 /// `spec.certificateRotateStrategy`, typed so that the CRD's rule can refuse what is not done.
@@ -89,21 +86,6 @@ pub struct WorkloadUpdateStrategy {
     pub batch_eviction_size: Option<i32>,
     /// Time between batches (upstream's default `1m0s`); meaningful only with methods.
     pub batch_eviction_interval: Option<String>,
-}
-
-/// `spec.customizeComponents`.
-#[serde_with::skip_serializing_none]
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct CustomizeComponents {
-    /// Patches of the components' objects (refused when any is given).
-    #[serde(default)]
-    #[schemars(schema_with = "crate::schema::preserve_unknown_object_list")]
-    pub patches: Option<Vec<serde_json::Value>>,
-    /// Extra flags of the components (refused).
-    #[serde(default)]
-    #[schemars(schema_with = "crate::schema::preserve_unknown_object")]
-    pub flags: Option<serde_json::Value>,
 }
 
 /// `spec.infra` and `spec.workloads` of the `KubeVirt` resource.

@@ -1,6 +1,7 @@
 //! Types of the `kubevirt.io/v1` API group.
 
 mod access_credentials;
+mod customize_components;
 mod devices;
 mod disks;
 mod domain;
@@ -22,6 +23,7 @@ mod vmi_status;
 mod volumes;
 
 pub use access_credentials::*;
+pub use customize_components::*;
 pub use devices::*;
 pub use disks::*;
 pub use domain::*;

@@ -134,8 +134,8 @@ fn fields_the_operator_does_not_act_on_are_refused_by_the_api_server() {
             "spec.certificateRotateStrategy.selfSigned",
         ),
         (
-            r#"{"spec":{"customizeComponents":{"flags":{"api":{"v":"4"}}}}}"#,
-            "spec.customizeComponents",
+            r#"{"spec":{"customizeComponents":{"patches":[{"resourceName":"virt-api","patch":"{}","type":"merge"}]}}}"#,
+            "spec.customizeComponents.patches[0].resourceType",
         ),
     ] {
         let output = dry_run_patch(patch);
@@ -242,4 +242,66 @@ fn blocking_the_uninstall_refuses_deleting_the_cr_while_a_vmi_exists() {
     kubectl_ok(&["delete", "vmi", "e2e-blocks-uninstall", "--wait=true", "--timeout=120s"]);
     let (admitted, printed) = dry_run_delete();
     assert!(admitted, "with no workload left the deletion is admitted: {printed}");
+}
+
+/// Puts `spec.customizeComponents` back to unset however the test ends.
+struct CustomizeUnset;
+
+impl Drop for CustomizeUnset {
+    fn drop(&mut self) {
+        let _ = patch_kubevirt(&serde_json::json!({"spec": {"customizeComponents": null}}));
+    }
+}
+
+/// virt-controller's Deployment: its pod template's e2e annotation, its container's command, and
+/// the customizer identifier.
+fn controller_customization() -> (String, String, String) {
+    let deployment = get("deployment", "virt-controller", NAMESPACE).expect("virt-controller's Deployment");
+    (
+        field(
+            &deployment,
+            "spec.template.metadata.annotations.e2e\\.kubevirt-rs\\.io/customized",
+        ),
+        deployment
+            .pointer("/spec/template/spec/containers/0/command")
+            .map(ToString::to_string)
+            .unwrap_or_default(),
+        field(&deployment, "metadata.annotations.kubevirt\\.io/customizer-identifier"),
+    )
+}
+
+#[test]
+#[ignore = "needs the test cluster: make cluster"]
+fn customized_components_get_their_patches_and_flags_and_lose_them_when_removed() {
+    deployed();
+    let plain = controller_customization();
+    assert_eq!(plain.0, "", "no e2e annotation before");
+    assert_eq!(plain.1, r#"["virt-controller"]"#);
+    assert!(!plain.2.is_empty(), "every patchable object carries the identifier");
+    let _unset = CustomizeUnset;
+    let patched = patch_kubevirt(&serde_json::json!({"spec": {"customizeComponents": {
+        "patches": [{
+            "resourceName": "virt-controller",
+            "resourceType": "Deployment",
+            "type": "strategic",
+            "patch": r#"{"spec":{"template":{"metadata":{"annotations":{"e2e.kubevirt-rs.io/customized":"yes"}}}}}"#
+        }],
+        "flags": {"controller": {"v": "3"}}
+    }}}));
+    assert!(patched.status.success(), "{}", String::from_utf8_lossy(&patched.stderr));
+    let customized = wait_for("virt-controller customized", Duration::from_secs(120), || {
+        let now = controller_customization();
+        (now.0 == "yes" && now.1 == r#"["virt-controller","--v","3"]"#).then_some(now)
+    });
+    assert_ne!(customized.2, plain.2, "the identifier follows the customizations");
+    // The customized controller runs (the flag parses) and the install is whole again.
+    let cr = deployed();
+    assert_eq!(condition(&cr, "Degraded").0, "False");
+
+    let removed = patch_kubevirt(&serde_json::json!({"spec": {"customizeComponents": null}}));
+    assert!(removed.status.success(), "{}", String::from_utf8_lossy(&removed.stderr));
+    wait_for("virt-controller plain again", Duration::from_secs(120), || {
+        (controller_customization() == plain).then_some(())
+    });
+    deployed();
 }
