@@ -19,9 +19,6 @@ use crate::cluster_api::{ApiError, KubeVirtWatchEvent};
 /// resources is complete.
 pub type Settings = tokio::sync::watch::Receiver<Option<Arc<ClusterConfig>>>;
 
-/// The feature gate that tells launchers they may grow disk images to their claims.
-pub const EXPAND_DISKS_GATE: &str = "ExpandDisks";
-
 /// What a launcher is told of the cluster with each sync: the SMBIOS strings, the balloon's
 /// statistics period, and the switches of `virtualMachineOptions` and the KubeVirt CR's
 /// annotations.
@@ -38,10 +35,11 @@ pub fn launcher_options(config: &ClusterConfig) -> cmd::VirtualMachineOptions {
         }),
         mem_balloon_stats_period: config.mem_balloon_stats_period,
         cluster_config: Some(cmd::ClusterConfig {
-            expand_disks_enabled: config.is_feature_gate_enabled(EXPAND_DISKS_GATE),
             free_page_reporting_disabled: config.free_page_reporting_disabled,
             bochs_display_for_efi_guests: !config.vga_display_for_efi_guests,
             serial_console_log_disabled: config.serial_console_log_disabled,
+            // Neither our launcher nor upstream's reads it; upstream's handler no longer sends it.
+            expand_disks_enabled: false,
         }),
         ..cmd::VirtualMachineOptions::default()
     }

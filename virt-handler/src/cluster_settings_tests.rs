@@ -117,15 +117,13 @@ fn launchers_are_told_the_smbios_strings_the_period_and_the_switches() {
         "bochs for EFI guests, as upstream"
     );
     assert!(!switches.free_page_reporting_disabled && !switches.serial_console_log_disabled);
-    assert!(!switches.expand_disks_enabled);
 
     let mut configured = deployed("Acme");
     configured.metadata.annotations = Some([("kubevirt.io/vga-display-efi-x86".to_owned(), String::new())].into());
     configured.spec.configuration = serde_json::from_value(serde_json::json!({
         "memBalloonStatsPeriod": 0,
         "smbios": {"manufacturer": "Acme", "version": "7"},
-        "virtualMachineOptions": {"disableFreePageReporting": {}, "disableSerialConsoleLog": {}},
-        "developerConfiguration": {"featureGates": ["ExpandDisks"]}
+        "virtualMachineOptions": {"disableFreePageReporting": {}, "disableSerialConsoleLog": {}}
     }))
     .expect("configuration");
     let options = launcher_options(&ClusterConfig::from_kubevirt(&configured));
@@ -142,5 +140,4 @@ fn launchers_are_told_the_smbios_strings_the_period_and_the_switches() {
     let switches = options.cluster_config.expect("cluster config");
     assert!(!switches.bochs_display_for_efi_guests);
     assert!(switches.free_page_reporting_disabled && switches.serial_console_log_disabled);
-    assert!(switches.expand_disks_enabled);
 }

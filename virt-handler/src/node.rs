@@ -212,7 +212,8 @@ fn spawn_heartbeat<C: ClusterApi>(config: &NodeConfig, api: C, stop: Cancellatio
     tokio::spawn(async move { crate::heartbeat::run(&api, &SystemClock, &node, &state, every, stop).await })
 }
 
-/// Waits for the first list of the `KubeVirt` resources; false when `signal` comes first.
+/// Waits for the first list of the `KubeVirt` resources; false when `signal` comes first or the
+/// watch of them ended.
 async fn wait_for_settings(mut settings: crate::cluster_settings::Settings, signal: &CancellationToken) -> bool {
     info!("waiting for the cluster configuration (the KubeVirt resource)");
     tokio::select! {
@@ -295,38 +296,33 @@ pub async fn run<C: ClusterApi + Clone>(
                 stop.clone(),
             ))
         });
-    let heartbeat = spawn_heartbeat(&config, api.clone(), stop.clone());
-    let device_plugins = config
-        .device_plugin_dir
-        .clone()
-        .map(|dir| tokio::spawn(crate::device_plugins::run(dir, PathBuf::from("/"), stop.clone())));
     let drain = spawn_drain(&reconciler, signal.clone(), stop.clone(), config.graceful_shutdown);
-    info!(node = %config.node, notify = %notify_socket.display(), "virt-handler running");
-    // As upstream's handler, VMIs wait for the cluster's configuration (its first list).
-    // A signal before it ends the wait; the drain then stops everything.
+    // As upstream's handler, nothing reaches the node (its heartbeat, device plugins, VMIs) before
+    // the cluster's configuration is known (the first list of the KubeVirt resources).
+    let mut node_tasks = Vec::new();
     if wait_for_settings(settings, &signal).await {
+        info!(node = %config.node, notify = %notify_socket.display(), "virt-handler running");
+        node_tasks.push(spawn_heartbeat(&config, api.clone(), stop.clone()));
+        node_tasks.extend(
+            config
+                .device_plugin_dir
+                .clone()
+                .map(|dir| tokio::spawn(crate::device_plugins::run(dir, PathBuf::from("/"), stop.clone()))),
+        );
         let vmis = api.watch_vmis(&config.node);
         crate::runner::run(reconciler, vmis, inputs, config.run, stop.clone()).await;
     } else {
-        stop.cancelled().await;
+        // A signal, or the configuration's watch ended: stop at once (nothing runs to drain).
+        stop.cancel();
     }
-    for task in [
-        Some(notify),
-        http,
-        console,
-        device_plugins,
-        Some(orphans),
-        Some(follower),
-    ]
-    .into_iter()
-    .flatten()
+    for task in [Some(notify), http, console, Some(orphans), Some(follower)]
+        .into_iter()
+        .flatten()
+        .chain(node_tasks)
     {
         if let Err(error) = task.await {
             warn!(error = %error, "a handler task failed");
         }
-    }
-    if let Err(error) = heartbeat.await {
-        warn!(error = %error, "the heartbeat task failed");
     }
     drained(drain, config.graceful_shutdown).await
 }

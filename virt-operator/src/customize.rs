@@ -7,7 +7,6 @@
 
 use std::collections::BTreeMap;
 
-use kube::api::DynamicObject;
 use kubevirt_api::v1::{CustomizeComponents, CustomizeComponentsPatch};
 use operator_kit::objects::Desired;
 use operator_kit::objects::strategic_merge;
@@ -154,7 +153,8 @@ pub fn matches(selector: &str, value: &str) -> bool {
 /// stamps the identifier on it.
 ///
 /// # Errors
-/// [`CustomizeError`]: a patch that is not valid, of an unknown type, or that does not apply.
+/// [`CustomizeError`]: a patch that is not valid, of an unknown type, that does not apply, or that
+/// renames the object or changes its kind.
 pub fn apply(
     desired: &mut Desired,
     patches: &[CustomizeComponentsPatch],
@@ -164,19 +164,25 @@ pub fn apply(
     if !PATCHED_KINDS.contains(&kind.as_str()) {
         return Ok(());
     }
-    let mut object =
-        serde_json::to_value(&desired.object).map_err(|e| apply_error(&patch_for_error(), desired, &e.to_string()))?;
+    let mut customized = desired.object.clone();
     for patch in patches
         .iter()
         .filter(|p| matches(&p.resource_type, &kind) && matches(&p.resource_name, &desired.name))
     {
-        object = apply_one(&object, patch).map_err(|e| match e {
+        let object = serde_json::to_value(&customized).map_err(|e| apply_error(patch, desired, &e.to_string()))?;
+        let after = apply_one(&object, patch).map_err(|e| match e {
             Failure::Refused(refused) => refused,
             Failure::Apply(message) => apply_error(patch, desired, &message),
         })?;
+        if identity(&after) != identity(&object) {
+            return Err(apply_error(
+                patch,
+                desired,
+                "a patch may not change the apiVersion, kind, name or namespace",
+            ));
+        }
+        customized = serde_json::from_value(after).map_err(|e| apply_error(patch, desired, &e.to_string()))?;
     }
-    let mut customized: DynamicObject =
-        serde_json::from_value(object).map_err(|e| apply_error(&patch_for_error(), desired, &e.to_string()))?;
     customized
         .metadata
         .annotations
@@ -186,11 +192,14 @@ pub fn apply(
     Ok(())
 }
 
-fn patch_for_error() -> CustomizeComponentsPatch {
-    CustomizeComponentsPatch {
-        patch_type: "customized".to_owned(),
-        ..CustomizeComponentsPatch::default()
-    }
+/// What names an object: its apiVersion, kind, name and namespace.
+fn identity(object: &Value) -> [Option<&Value>; 4] {
+    [
+        object.get("apiVersion"),
+        object.get("kind"),
+        object.pointer("/metadata/name"),
+        object.pointer("/metadata/namespace"),
+    ]
 }
 
 fn apply_error(patch: &CustomizeComponentsPatch, desired: &Desired, message: &str) -> CustomizeError {

@@ -209,6 +209,14 @@ fn a_patch_that_does_not_apply_is_an_error_that_names_it() {
             "does not apply to Deployment virt-controller",
         ),
         (patch("*", "*", "yaml", "{}"), "PatchType is not supported"),
+        (
+            patch("*", "*", "merge", r#"{"metadata":{"name":"renamed"}}"#),
+            "may not change the apiVersion, kind, name or namespace",
+        ),
+        (
+            patch("*", "*", "merge", r#"{"metadata":"not an object"}"#),
+            "does not apply to Deployment virt-controller",
+        ),
     ];
     for (patch, message) in cases {
         let error = applied(std::slice::from_ref(&patch)).expect_err(&patch.patch);

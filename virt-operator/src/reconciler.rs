@@ -206,7 +206,11 @@ async fn delete<O: Objects>(objects: &O, cr: &KubeVirt, settings: &Settings, now
             return Ok(Next::LookAgain);
         }
     }
-    let rendered = match render::render(cr, settings) {
+    // Deletion needs the objects' names only, which customizations cannot change: a customization
+    // that does not apply must not hold the deletion up.
+    let mut uncustomized = cr.clone();
+    uncustomized.spec.customize_components = None;
+    let rendered = match render::render(&uncustomized, settings) {
         Ok(rendered) => rendered,
         Err(e) => {
             write(objects, cr, &Pass::Failed(e.to_string()), None, now).await?;

@@ -310,6 +310,42 @@ async fn deletion_removes_crds_first_then_the_rest_then_the_finalizer() {
 }
 
 #[tokio::test]
+async fn a_customization_that_does_not_apply_fails_the_pass_but_not_the_deletion() {
+    let fake = FakeObjects::default();
+    deployed(&fake).await;
+    let mut cr = stored(&fake, "kubevirt");
+    cr.spec.customize_components = Some(
+        serde_json::from_value(json!({"patches": [{
+            "resourceName": "virt-api", "resourceType": "Deployment", "type": "json",
+            "patch": r#"[{"op":"remove","path":"/spec/nothing"}]"#
+        }]}))
+        .expect("customizations"),
+    );
+    put(&fake, &cr);
+    assert_eq!(pass(&fake).await, Next::LookAgain);
+    let failed = status(&fake);
+    assert!(
+        failed
+            .conditions
+            .iter()
+            .any(|c| c.reason.as_deref() == Some("DeploymentFailed")
+                && c.message
+                    .as_deref()
+                    .is_some_and(|m| m.contains("does not apply to Deployment virt-api"))),
+        "{failed:?}"
+    );
+    let mut cr = stored(&fake, "kubevirt");
+    cr.metadata.deletion_timestamp = Some(now());
+    put(&fake, &cr);
+    for _ in 0..3 {
+        pass(&fake).await;
+    }
+    assert_eq!(status(&fake).phase.as_deref(), Some("Deleted"));
+    assert_eq!(pass(&fake).await, Next::Rest);
+    assert_eq!(stored(&fake, "kubevirt").metadata.finalizers, Some(Vec::new()));
+}
+
+#[tokio::test]
 async fn deletion_leaves_cluster_scoped_objects_another_cr_made() {
     let fake = FakeObjects::default();
     deployed(&fake).await;

@@ -3,8 +3,10 @@
 //! whose field has a merge key in Kubernetes' schema (containers by `name`, volume mounts by
 //! `mountPath`, ...) is merged element by element, and the `$patch` directive (`replace` on an
 //! object or list, `delete` on a list element or object) is honoured. Lists without a merge key
-//! are replaced, as Kubernetes does. The other directives (`$retainKeys`, `$setElementOrder`,
-//! `$deleteFromPrimitiveList`) are refused by name.
+//! are replaced, as Kubernetes does; so are lists of strings, which Kubernetes merges for the few
+//! fields whose strategy says so (`metadata.finalizers`). The other directives (`$retainKeys`,
+//! `$setElementOrder`, `$deleteFromPrimitiveList`), and any directive inside a replaced value, are
+//! refused by name.
 
 use serde_json::{Map, Value};
 
@@ -15,7 +17,9 @@ pub enum StrategicMergeError {
     #[error("a strategic merge patch is a JSON object, not {0}")]
     NotAnObject(&'static str),
     /// A directive this implementation does not carry out.
-    #[error("the strategic merge directive {0} is not supported (only $patch: replace and $patch: delete)")]
+    #[error(
+        "the strategic merge directive {0} is not supported here (only $patch: replace, delete or merge, where the patch merges)"
+    )]
     UnsupportedDirective(String),
     /// `$patch` with another value than `replace`, `delete` or `merge`.
     #[error("$patch: {0:?} is not a strategic merge directive (replace, delete or merge)")]
@@ -192,9 +196,7 @@ fn merge_list(field: &str, current: Option<Value>, items: Vec<Value>) -> Result<
             merge_object(at.map_or_else(Map::new, |i| object_at(&merged, i)), &element)?,
         ) {
             (Some(i), Some(result)) => merged[i] = Value::Object(result),
-            (Some(i), None) => {
-                merged.remove(i);
-            }
+            (Some(_), None) => merged.retain(|e| e.get(key) != Some(&id)),
             (None, Some(result)) => merged.push(Value::Object(result)),
             (None, None) => {}
         }
