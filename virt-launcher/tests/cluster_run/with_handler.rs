@@ -189,15 +189,9 @@ fn qemu_pid(root: &Path) -> Option<i32> {
         .map(|(pid, _)| pid)
 }
 
-#[tokio::test]
-async fn the_handler_runs_a_vmi_readopts_it_after_a_restart_and_fails_it_when_qemu_dies() {
-    let uid = "0c1d2e3f-4a5b-4c6d-8e7f-901a2b3c4d5e";
-    let (world, dirs, vmi) = World::new("handled", uid);
-    let launcher = spawn_launcher(&dirs, "handled", uid);
-    let _stopper = Stopper(launcher.id());
-    world.api.apply(vmi);
-    // The cluster's configuration reaches the launcher with the sync: the SMBIOS strings, and no
-    // serial console log.
+/// A KubeVirt CR whose configuration must reach the launcher with the sync: the SMBIOS strings,
+/// and no serial console log.
+fn configure_cluster(world: &World) {
     world.api.set_kubevirt(Some(
         serde_json::from_value(serde_json::json!({
             "apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
@@ -210,6 +204,30 @@ async fn the_handler_runs_a_vmi_readopts_it_after_a_restart_and_fails_it_when_qe
         }))
         .expect("KubeVirt"),
     ));
+}
+
+/// QEMU `qemu` runs with [`configure_cluster`]'s settings.
+fn assert_configured(qemu: i32) {
+    let command_line = std::fs::read(format!("/proc/{qemu}/cmdline")).expect("QEMU's command line");
+    let command_line = String::from_utf8_lossy(&command_line).replace('\0', " ");
+    assert!(
+        command_line.contains("manufacturer=Tier3Corp"),
+        "the cluster's SMBIOS strings: {command_line}"
+    );
+    assert!(
+        !command_line.contains("virt-serial0-log"),
+        "the cluster turned the serial console log off: {command_line}"
+    );
+}
+
+#[tokio::test]
+async fn the_handler_runs_a_vmi_readopts_it_after_a_restart_and_fails_it_when_qemu_dies() {
+    let uid = "0c1d2e3f-4a5b-4c6d-8e7f-901a2b3c4d5e";
+    let (world, dirs, vmi) = World::new("handled", uid);
+    let launcher = spawn_launcher(&dirs, "handled", uid);
+    let _stopper = Stopper(launcher.id());
+    world.api.apply(vmi);
+    configure_cluster(&world);
     let endpoint = free_port();
     let (stop, handler) = world.start_handler_with(world.config_listening(Some(endpoint)));
 
@@ -250,16 +268,7 @@ async fn the_handler_runs_a_vmi_readopts_it_after_a_restart_and_fails_it_when_qe
     );
     assert_eq!(world.events(), ["Created", "Started"]);
     let qemu = qemu_pid(world.root.path()).expect("QEMU runs");
-    let command_line = std::fs::read(format!("/proc/{qemu}/cmdline")).expect("QEMU's command line");
-    let command_line = String::from_utf8_lossy(&command_line).replace('\0', " ");
-    assert!(
-        command_line.contains("manufacturer=Tier3Corp"),
-        "the cluster's SMBIOS strings: {command_line}"
-    );
-    assert!(
-        !command_line.contains("virt-serial0-log"),
-        "the cluster turned the serial console log off: {command_line}"
-    );
+    assert_configured(qemu);
 
     // The handler restarts: the VM keeps running and the new handler adopts it quietly.
     stop.cancel();
