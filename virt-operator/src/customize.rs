@@ -140,7 +140,7 @@ pub fn identifier(customize: Option<&CustomizeComponents>) -> String {
             ))
     });
     let text = serde_json::to_string(&normalized).unwrap_or_default();
-    crate::render::digest(&text)
+    crate::labels::digest(&text)
 }
 
 /// Whether `selector` (a patch's type or name) picks `value`: `*`, or equal ignoring case.

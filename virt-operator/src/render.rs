@@ -15,7 +15,6 @@
 //! the operator before it lets the CR go ([`crate::reconciler`]).
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{Container, PodSpec};
@@ -26,7 +25,6 @@ use kubevirt_api::v1::{ComponentConfig, KubeVirt};
 use operator_kit::manifests::{TemplateError, documents, resource_of};
 use operator_kit::objects::{Desired, ObjectsError, owned_by, parse};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 pub use crate::labels::{COMPONENT, MANAGED_BY, labels};
 use crate::{common_instancetypes, validator};
@@ -277,7 +275,7 @@ pub fn render(cr: &KubeVirt, settings: &Settings) -> Result<Rendered, RenderErro
         "workloads": cr.spec.workloads,
     });
     let deployment_config = config.to_string();
-    let deployment_id = digest(&deployment_config);
+    let deployment_id = crate::labels::digest(&deployment_config);
     let stamp = Stamp {
         owner: &owner,
         owner_key: owner_key(cr),
@@ -324,17 +322,6 @@ pub fn render(cr: &KubeVirt, settings: &Settings) -> Result<Rendered, RenderErro
         deployment_id,
         deployment_config,
     })
-}
-
-/// A digest of `text`, as lowercase hex.
-#[must_use]
-pub fn digest(text: &str) -> String {
-    Sha256::digest(text.as_bytes())
-        .iter()
-        .fold(String::with_capacity(64), |mut hex, b| {
-            let _ = write!(hex, "{b:02x}");
-            hex
-        })
 }
 
 fn pull_policy(cr: &KubeVirt) -> String {
