@@ -297,6 +297,12 @@ fn instancetype_crds_have_upstreams_names_scopes_and_short_names() {
     }
 }
 
+fn spec_has(schema: &Value, path: &str) -> bool {
+    schema
+        .pointer(&format!("/openAPIV3Schema/properties/spec/properties/{path}"))
+        .is_some()
+}
+
 #[test]
 fn the_kubevirt_crd_refuses_what_virt_operator_does_not_do() {
     let crd = crd_named("kubevirts");
@@ -322,12 +328,20 @@ fn the_kubevirt_crd_refuses_what_virt_operator_does_not_do() {
             "BlockUninstallIfWorkloadsExist"
         ]))
     );
-    for field in [
-        "spec.certificateRotateStrategy.selfSigned:",
-        "spec.workloadUpdateStrategy.workloadUpdateMethods:",
-    ] {
-        assert!(messages.iter().any(|m| m.starts_with(field)), "{field} in {messages:?}");
-    }
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.starts_with("spec.workloadUpdateStrategy.workloadUpdateMethods:")),
+        "{messages:?}"
+    );
+    assert!(
+        !messages.iter().any(|m| m.starts_with("spec.certificateRotateStrategy")),
+        "selfSigned lifetimes are kept: {messages:?}"
+    );
+    assert!(
+        spec_has(&schema, "certificateRotateStrategy/properties/selfSigned/properties/server/properties/renewBefore"),
+        "the lifetimes are typed"
+    );
     assert!(
         !messages.iter().any(|m| m.starts_with("spec.customizeComponents")),
         "customizeComponents is carried out: {messages:?}"

@@ -5,6 +5,7 @@
 //! - [`error_report`]: one line for an error and its causes;
 //! - [`certificates`]: a CA, the serving or client certificate it signs and the bundle clients
 //!   trust, kept in Secrets and a ConfigMap and made again before they expire;
+//! - [`duration`]: Go durations (`metav1.Duration`, `48h`, `1h30m`) read to whole seconds;
 //! - [`conditions`]: upstream's operator conditions (`Available`, `Progressing`, `Degraded`),
 //!   derived from one [`conditions::Health`] and stamped only when they change;
 //! - [`manifests`]: operand templates shipped as YAML, read into objects;
@@ -16,6 +17,7 @@
 pub mod certificates;
 pub mod conditions;
 pub mod controller;
+pub mod duration;
 pub mod error_report;
 pub mod manifests;
 pub mod objects;

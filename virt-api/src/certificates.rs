@@ -12,9 +12,10 @@
 //!
 //! Each leaf Secret holds `tls.crt`, `tls.key` and `ca.crt`, the CA bundle (the CA, and the
 //! previous CA until it expires). At start virt-api makes what is missing, wrong or due
-//! ([`plan::decide`]), then keeps them: it looks again when the next certificate is due and
-//! renews it in place, and the components read the renewed files without a restart. Replicas
-//! write with the Secrets' resource versions, so one wins a race and the others read its work.
+//! ([`plan::decide`]), then keeps them: it looks again when the next certificate is due, or the
+//! KubeVirt CR's `certificateRotateStrategy` changes ([`rotation_of`]), and renews it in place,
+//! and the components read the renewed files without a restart. Replicas write with the
+//! Secrets' resource versions, so one wins a race and the others read its work.
 
 use std::collections::BTreeMap;
 
@@ -23,6 +24,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, PostParams};
 
 use control_loop::tls::{CertFacts, HANDLER_SERVER, MIGRATION_CLIENT, VIRT_API_CLIENT};
+use kubevirt_api::v1::KubeVirt;
 
 pub mod issue;
 mod keeper;
@@ -31,7 +33,7 @@ mod publish;
 
 pub use issue::Pair;
 pub use keeper::{Holders, keep};
-use plan::{StoredLeaf, Usage, Wanted};
+use plan::{Rotation, StoredLeaf, Usage, Wanted};
 pub use publish::{API_SERVICES, MUTATOR, RequestHeader, VALIDATOR, publish_ca_bundle, requestheader};
 
 /// The Secret with KubeVirt's CA: `tls.crt`, `tls.key` and `ca.crt`, the bundle.
@@ -232,9 +234,15 @@ fn usable_ca(observed: &Observed) -> Option<(CertFacts, Pair)> {
     Some((observed.first_facts(CA_SECRET)?, pair))
 }
 
-/// A new CA, its bundle keeping the previous bundle's CAs that have not expired.
-async fn write_new_ca(api: &Api<Secret>, observed: &Observed, now: i64) -> Result<bool, CertificateError> {
-    let ca = issue::new_ca(now)?;
+/// A new CA living `duration` seconds, its bundle keeping the previous bundle's CAs that have
+/// not expired.
+async fn write_new_ca(
+    api: &Api<Secret>,
+    observed: &Observed,
+    now: i64,
+    duration: i64,
+) -> Result<bool, CertificateError> {
+    let ca = issue::new_ca(now, duration)?;
     let previous = observed.text(CA_SECRET, "ca.crt").unwrap_or_default();
     let facts = CertFacts::from_pem(&previous).unwrap_or_default();
     let kept = plan::still_valid(now, facts.into_iter().zip(split_pem(&previous)).collect());
@@ -256,6 +264,7 @@ async fn write_new_ca(api: &Api<Secret>, observed: &Observed, now: i64) -> Resul
 async fn round(
     api: &Api<Secret>,
     wanted: &[Wanted],
+    rotation: &Rotation,
     now: i64,
 ) -> Result<Option<(Certificates, i64)>, CertificateError> {
     let observed = Observed::read(api, wanted).await?;
@@ -273,13 +282,13 @@ async fn round(
         bundle_cas: &bundle_cas,
         bundle: &bundle,
     });
-    let decided = plan::decide(now, trust, &leaves);
+    let decided = plan::decide(now, rotation, trust, &leaves);
     let Some((ca_facts, ca_pair)) = ca.as_ref().filter(|_| !decided.new_ca) else {
-        write_new_ca(api, &observed, now).await?;
+        write_new_ca(api, &observed, now, rotation.ca.duration).await?;
         return Ok(None);
     };
     if decided.is_empty() {
-        let next = plan::next_look(now, Some(ca_facts), &leaves, 3600);
+        let next = plan::next_look(now, rotation, Some(ca_facts), &leaves, 3600);
         let certificates = Certificates {
             ca_bundle: bundle,
             serving: observed.pair(API_SECRET)?,
@@ -303,7 +312,7 @@ async fn round(
         let Some(w) = wanted.iter().find(|w| w.secret == name) else {
             continue;
         };
-        let pair = issue::sign(ca_pair, &ca_facts.common_name, w, now)?;
+        let pair = issue::sign(ca_pair, &ca_facts.common_name, w, now, rotation.server.duration)?;
         let data = [
             ("tls.crt", pair.cert.as_str()),
             ("tls.key", pair.key.as_str()),
@@ -326,9 +335,49 @@ fn split_pem(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// Makes, reads or renews the certificates until they are complete and current; returns
-/// virt-api's own, and when to look again (seconds since the epoch).
-pub async fn ensure(client: &kube::Client, namespace: &str) -> Result<(Certificates, i64), CertificateError> {
+/// The lifetimes the KubeVirt CR `kv` asks for. Its webhook refuses bad ones on update; one made
+/// bad at creation (upstream's webhook lets the first CR through unchecked) is logged with every
+/// reason, and upstream's defaults are kept.
+#[must_use]
+pub fn rotation_of(kv: &KubeVirt) -> Rotation {
+    let self_signed = kv
+        .spec
+        .certificate_rotate_strategy
+        .as_ref()
+        .and_then(|s| s.self_signed.as_ref());
+    kubevirt_api::v1::rotation(self_signed).unwrap_or_else(|error| {
+        tracing::error!(%error, "the KubeVirt CR's certificateRotateStrategy is refused; keeping the default lifetimes");
+        Rotation::default()
+    })
+}
+
+/// The lifetimes the KubeVirt CR in `namespace` asks for (the first not being deleted), read
+/// once; upstream's defaults when there is none.
+///
+/// # Errors
+/// [`CertificateError::Api`] when the CRs cannot be listed.
+pub async fn read_rotation(client: &kube::Client, namespace: &str) -> Result<Rotation, CertificateError> {
+    let api: Api<KubeVirt> = Api::namespaced(client.clone(), namespace);
+    let list = api
+        .list(&kube::api::ListParams::default())
+        .await
+        .map_err(api_error(format!("list kubevirts in {namespace}")))?;
+    Ok(list
+        .items
+        .iter()
+        .find(|kv| kv.metadata.deletion_timestamp.is_none())
+        .map(rotation_of)
+        .unwrap_or_default())
+}
+
+/// Makes, reads or renews the certificates for the lifetimes in `rotation` until they are
+/// complete and current; returns virt-api's own, and when to look again (seconds since the
+/// epoch).
+pub async fn ensure(
+    client: &kube::Client,
+    namespace: &str,
+    rotation: &Rotation,
+) -> Result<(Certificates, i64), CertificateError> {
     // A fresh install takes three (the CA, its certificates, a look that finds them whole); the
     // rest is room for replicas racing.
     const ROUNDS: usize = 10;
@@ -336,7 +385,7 @@ pub async fn ensure(client: &kube::Client, namespace: &str) -> Result<(Certifica
     let wanted = wanted(namespace);
     for _ in 0..ROUNDS {
         let now = time::OffsetDateTime::now_utc().unix_timestamp();
-        if let Some(done) = round(&api, &wanted, now).await? {
+        if let Some(done) = round(&api, &wanted, rotation, now).await? {
             return Ok(done);
         }
     }

@@ -10,7 +10,8 @@ use futures::StreamExt as _;
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher;
 use kubevirt_api::clock::SystemClock;
-use kubevirt_api::v1::{ClusterConfig, KubeVirt};
+use kubevirt_api::v1::{ClusterConfig, KubeVirt, Rotation};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::admission::AdmissionContext;
@@ -72,6 +73,8 @@ type KubeState = AppState<KubeSubresourceCluster, HandlerConnector>;
 
 /// Serves until `stop` is cancelled.
 pub async fn run(config: ApiConfig, stop: CancellationToken) -> Result<(), RunError> {
+    // The certificates' lifetimes, as the KubeVirt CR asks for them.
+    let (rotation, _) = tokio::sync::watch::channel(Rotation::default());
     let (tls, node) = match &config.cert {
         Some(source) => {
             let policy = config
@@ -80,7 +83,7 @@ pub async fn run(config: ApiConfig, stop: CancellationToken) -> Result<(), RunEr
                 .map(|ca| front_proxy_clients(ClientCa::File(ca), &config.requestheader_allowed_names));
             (server_tls_for(source, policy.as_ref())?, config.node.clone())
         }
-        None => cluster_tls(&config, &stop).await?,
+        None => cluster_tls(&config, &rotation, &stop).await?,
     };
     let listener = std::net::TcpListener::bind(config.listen).map_err(|source| RunError::Listen {
         address: config.listen,
@@ -98,7 +101,7 @@ pub async fn run(config: ApiConfig, stop: CancellationToken) -> Result<(), RunEr
         "connecting",
     ));
     tracing::info!(address = %config.listen, "virt-api serving HTTPS");
-    let connector = tokio::spawn(connect(state.clone(), config.install_namespace.clone(), stop.clone()));
+    let connector = tokio::spawn(connect(state.clone(), config.install_namespace.clone(), rotation, stop.clone()));
     let served = serve(listener, tls.config, router(state), stop.clone()).await;
     stop.cancel();
     let _ = connector.await;
@@ -107,10 +110,15 @@ pub async fn run(config: ApiConfig, stop: CancellationToken) -> Result<(), RunEr
 
 pub use control_loop::aggregation::front_proxy_clients;
 
-/// The certificates kept in the cluster: waits for the API server, then makes or reads them,
-/// publishes the CA, reads the request-header CA (unless a file was given), and keeps the
-/// certificates current from then on.
-async fn cluster_tls(config: &ApiConfig, stop: &CancellationToken) -> Result<(ServerTls, HandlerConnector), RunError> {
+/// The certificates kept in the cluster: waits for the API server, reads the lifetimes the
+/// KubeVirt CR asks for, then makes or reads the certificates, publishes the CA, reads the
+/// request-header CA (unless a file was given), and keeps the certificates current from then on,
+/// with the lifetimes `rotation` gives.
+async fn cluster_tls(
+    config: &ApiConfig,
+    rotation: &watch::Sender<Rotation>,
+    stop: &CancellationToken,
+) -> Result<(ServerTls, HandlerConnector), RunError> {
     let client = loop {
         match kube::Client::try_default().await {
             Ok(client) => break client,
@@ -122,7 +130,9 @@ async fn cluster_tls(config: &ApiConfig, stop: &CancellationToken) -> Result<(Se
         }
     };
     let namespace = &config.install_namespace;
-    let (made, next) = certificates::ensure(&client, namespace).await?;
+    rotation.send_replace(certificates::read_rotation(&client, namespace).await?);
+    let lifetimes = *rotation.borrow();
+    let (made, next) = certificates::ensure(&client, namespace, &lifetimes).await?;
     certificates::publish_ca_bundle(&client, &made.ca_bundle).await?;
     let origin = format!("secret {namespace}/{}", certificates::API_SECRET);
     let source = CertSource::Pem {
@@ -161,14 +171,21 @@ async fn cluster_tls(config: &ApiConfig, stop: &CancellationToken) -> Result<(Se
             next,
             made.ca_bundle,
             holders,
+            rotation.subscribe(),
             stop.clone(),
         ));
     }
     Ok((tls, node))
 }
 
-/// Connects to the API server, retrying every few seconds, then follows the KubeVirt CR.
-async fn connect(state: Arc<KubeState>, install_namespace: String, stop: CancellationToken) {
+/// Connects to the API server, retrying every few seconds, then follows the KubeVirt CR: its
+/// configuration, and the certificates' lifetimes the one in `install_namespace` asks for.
+async fn connect(
+    state: Arc<KubeState>,
+    install_namespace: String,
+    rotation: watch::Sender<Rotation>,
+    stop: CancellationToken,
+) {
     let mut delay = Duration::from_secs(1);
     let client = loop {
         let attempt = async {
@@ -190,7 +207,10 @@ async fn connect(state: Arc<KubeState>, install_namespace: String, stop: Cancell
         delay = (delay * 2).min(Duration::from_secs(30));
     };
     tracing::info!("connected to the Kubernetes API server");
-    state.set_cluster(Arc::new(KubeSubresourceCluster::new(client.clone(), install_namespace)));
+    state.set_cluster(Arc::new(KubeSubresourceCluster::new(
+        client.clone(),
+        install_namespace.clone(),
+    )));
     let api: kube::Api<KubeVirt> = kube::Api::all(client);
     let mut events = watcher(api, watcher::Config::default()).default_backoff().boxed();
     loop {
@@ -199,6 +219,12 @@ async fn connect(state: Arc<KubeState>, install_namespace: String, stop: Cancell
             event = events.next() => match event {
                 Some(Ok(watcher::Event::Apply(kv) | watcher::Event::InitApply(kv))) => {
                     state.set_config(ClusterConfig::from_kubevirt(&kv));
+                    let ours = kv.metadata.namespace.as_deref() == Some(install_namespace.as_str())
+                        && kv.metadata.deletion_timestamp.is_none();
+                    if ours {
+                        let wanted = certificates::rotation_of(&kv);
+                        rotation.send_if_modified(|held| std::mem::replace(held, wanted) != wanted);
+                    }
                 }
                 Some(Ok(_)) => {}
                 Some(Err(e)) => tracing::warn!(error = %e, "watching KubeVirt failed; retrying"),

@@ -12,7 +12,8 @@ use http::{Request, Response};
 use kube::client::Body;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use virt_api::certificates::issue::{Pair, new_ca, sign_between};
+use virt_api::certificates::issue::{Pair, new_ca, sign};
+use virt_api::certificates::plan::Rotation;
 use virt_api::certificates::{CA_SECRET, Certificates, ensure, wanted};
 use virt_api::tls::CertFacts;
 
@@ -147,14 +148,14 @@ fn now() -> i64 {
 
 /// A stored install: a CA made at `ca_at`, every certificate signed at `signed_at` for 24 hours.
 fn stored_install(ca_at: i64, signed_at: i64) -> (Pair, Vec<Value>) {
-    let ca = new_ca(ca_at).expect("CA");
+    let ca = new_ca(ca_at, kubevirt_api::v1::DEFAULT_CA_SECONDS).expect("CA");
     let ca_name = format!("kubevirt.io@{ca_at}");
     let mut secrets = vec![secret_json(
         CA_SECRET,
         &[("tls.crt", &ca.cert), ("tls.key", &ca.key), ("ca.crt", &ca.cert)],
     )];
     for w in wanted(NS) {
-        let pair = sign_between(&ca, &ca_name, &w, signed_at, signed_at + 24 * HOUR).expect("sign");
+        let pair = sign(&ca, &ca_name, &w, signed_at, kubevirt_api::v1::DEFAULT_SERVER_SECONDS).expect("sign");
         secrets.push(secret_json(
             w.secret,
             &[("tls.crt", &pair.cert), ("tls.key", &pair.key), ("ca.crt", &ca.cert)],
@@ -179,7 +180,7 @@ fn facts(pem: &str) -> Vec<CertFacts> {
 async fn a_fresh_cluster_gets_a_ca_and_one_certificate_per_holder() {
     let store = Store::default();
     let (client, log) = api_server(store.clone(), None);
-    let (made, next): (Certificates, i64) = ensure(&client, NS).await.expect("certificates");
+    let (made, next): (Certificates, i64) = ensure(&client, NS, &Rotation::default()).await.expect("certificates");
     let leaves: Vec<&str> = wanted(NS).iter().map(|w| w.secret).collect();
     let mut expected = requests("GET", &names());
     expected.extend(requests("POST", &[CA_SECRET]));
@@ -214,7 +215,7 @@ async fn certificates_due_are_signed_again_in_place_by_the_same_ca() {
     let (ca, secrets) = stored_install(now() - 2 * 24 * HOUR, now() - 20 * HOUR);
     let store = store_of(secrets);
     let (client, log) = api_server(store.clone(), None);
-    let (made, _) = ensure(&client, NS).await.expect("certificates");
+    let (made, _) = ensure(&client, NS, &Rotation::default()).await.expect("certificates");
     let leaves: Vec<&str> = wanted(NS).iter().map(|w| w.secret).collect();
     let mut expected = requests("GET", &names());
     expected.extend(requests("PUT", &leaves));
@@ -230,7 +231,7 @@ async fn a_ca_due_is_replaced_and_every_secret_gets_both_cas_before_any_new_cert
     let (old, secrets) = stored_install(now() - 6 * 24 * HOUR, now() - HOUR);
     let store = store_of(secrets);
     let (client, log) = api_server(store.clone(), None);
-    let (made, next) = ensure(&client, NS).await.expect("certificates");
+    let (made, next) = ensure(&client, NS, &Rotation::default()).await.expect("certificates");
     let leaves: Vec<&str> = wanted(NS).iter().map(|w| w.secret).collect();
     let mut expected = requests("GET", &names());
     expected.extend(requests("PUT", &[CA_SECRET]));
@@ -279,7 +280,7 @@ async fn an_earlier_layout_is_replaced_keeping_each_secrets_type() {
     ];
     let store = store_of(earlier.iter().map(|name| opaque(name)).collect());
     let (client, _) = api_server(store.clone(), None);
-    let (made, _) = ensure(&client, NS).await.expect("certificates");
+    let (made, _) = ensure(&client, NS, &Rotation::default()).await.expect("certificates");
     let secrets = store.lock().expect("store").clone();
     for name in earlier {
         assert_eq!(secrets[name]["type"], json!("Opaque"), "{name}");
@@ -295,7 +296,7 @@ async fn an_earlier_layout_is_replaced_keeping_each_secrets_type() {
 async fn a_replica_that_loses_the_race_uses_the_winners_certificates() {
     let (_, winner) = stored_install(now() - HOUR, now() - HOUR);
     let (client, log) = api_server(Store::default(), Some(winner.clone()));
-    let (made, _) = ensure(&client, NS).await.expect("certificates");
+    let (made, _) = ensure(&client, NS, &Rotation::default()).await.expect("certificates");
     let mut expected = requests("GET", &names());
     expected.extend(requests("POST", &[CA_SECRET]));
     expected.extend(requests("GET", &names()));

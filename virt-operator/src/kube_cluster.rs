@@ -1,4 +1,4 @@
-//! The webhook's side of the API server: [`KubeCluster`] reads what [`crate::uninstall`] asks,
+//! The webhook's side of the API server: [`KubeCluster`] reads what the webhooks ask,
 //! and [`follow_certificate`] serves the certificate of the Secret `kubevirt-operator-certs`
 //! whenever it is made or renewed.
 
@@ -39,6 +39,14 @@ impl Cluster for KubeCluster {
             .await
             .map(|list| list.items)
             .map_err(|e| format!("listing the KubeVirt CRs in {namespace}: {e}"))
+    }
+
+    async fn any_kubevirt(&self) -> Result<bool, String> {
+        Api::<KubeVirt>::all(self.0.clone())
+            .list_metadata(&ListParams::default().limit(1))
+            .await
+            .map(|list| !list.items.is_empty())
+            .map_err(|e| format!("listing the KubeVirt CRs: {e}"))
     }
 
     async fn any(&self, workload: Workload) -> Result<bool, String> {

@@ -20,6 +20,7 @@ pub mod labels;
 pub mod order;
 pub mod reconciler;
 pub mod render;
+pub mod spec_admission;
 pub mod status;
 pub mod uninstall;
 pub mod validator;

@@ -1,4 +1,4 @@
-//! The deletion webhook of the `KubeVirt` CR, as upstream's `kubevirt-validator.kubevirt.io`
+//! The deletion webhook of the `KubeVirt` CR (and [`Cluster`], what every webhook reads), as upstream's `kubevirt-validator.kubevirt.io`
 //! (`virt-operator-validator`, `POST /kubevirt-validate-delete`): a CR whose
 //! `spec.uninstallStrategy` is `BlockUninstallIfWorkloadsExist` and that is `Deployed` cannot be
 //! deleted while any VirtualMachineInstance, VirtualMachine or VirtualMachineInstanceReplicaSet
@@ -81,6 +81,8 @@ pub trait Cluster: Send + Sync {
     fn kubevirt(&self, namespace: &str, name: &str) -> impl Future<Output = Result<Option<KubeVirt>, String>> + Send;
     /// The KubeVirt CRs in `namespace`.
     fn kubevirts(&self, namespace: &str) -> impl Future<Output = Result<Vec<KubeVirt>, String>> + Send;
+    /// Whether any KubeVirt CR exists, in any namespace.
+    fn any_kubevirt(&self) -> impl Future<Output = Result<bool, String>> + Send;
     /// Whether any object of `workload` exists, in any namespace.
     fn any(&self, workload: Workload) -> impl Future<Output = Result<bool, String>> + Send;
 }

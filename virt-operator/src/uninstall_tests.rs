@@ -41,6 +41,11 @@ impl Cluster for FakeCluster {
             .collect())
     }
 
+    async fn any_kubevirt(&self) -> Result<bool, String> {
+        self.log("any kubevirts".to_owned());
+        Ok(!self.crs.is_empty())
+    }
+
     async fn any(&self, workload: Workload) -> Result<bool, String> {
         self.log(format!("any {}", workload.resource().plural));
         if self.failing == Some(workload) {

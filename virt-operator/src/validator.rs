@@ -1,7 +1,8 @@
 //! The objects of virt-operator's own webhook ([`crate::webhook`]), as upstream names them: the
 //! Service `kubevirt-operator-webhook` (port 443 to the operator's `webhooks` port), the
 //! ValidatingWebhookConfiguration `virt-operator-validator` with `kubevirt-validator.kubevirt.io`
-//! for the deletion of KubeVirt CRs, and the serving certificate in the Secret
+//! for the deletion of KubeVirt CRs and `kubevirt-update-validator.kubevirt.io` and
+//! `kubevirt-create-validator.kubevirt.io` for their changes and creation, and the serving certificate in the Secret
 //! `kubevirt-operator-certs`, signed by a CA of the operator's own (the Secret
 //! `kubevirt-operator-ca`, its bundle in the ConfigMap `kubevirt-operator-ca-bundle`, which goes
 //! into the webhook's `caBundle`), with upstream's KubeVirt lifetimes: the CA 7 days, the
@@ -14,7 +15,7 @@ use operator_kit::certificates::{Chain, HOUR, Leaf, Lifetime, Lifetimes, service
 use operator_kit::objects::{Desired, ObjectsError};
 use serde_json::json;
 
-use crate::uninstall;
+use crate::{spec_admission, uninstall};
 
 /// The Service in front of the operator's webhook.
 pub const SERVICE: &str = "kubevirt-operator-webhook";
@@ -76,24 +77,31 @@ pub fn objects() -> Result<Vec<DynamicObject>, ObjectsError> {
             "ports": [{"name": "webhooks", "port": 443, "targetPort": "webhooks", "protocol": "TCP"}],
         },
     });
-    let configuration = json!({
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": CONFIGURATION, "labels": {"kubevirt.io": CONFIGURATION}},
-        "webhooks": [{
-            "name": WEBHOOK,
+    let webhook = |name: &str, operation: &str, path: &str| {
+        json!({
+            "name": name,
             "admissionReviewVersions": ["v1"],
             "sideEffects": "None",
             "failurePolicy": "Fail",
             "timeoutSeconds": 10,
             "rules": [{
-                "operations": ["DELETE"],
+                "operations": [operation],
                 "apiGroups": ["kubevirt.io"],
                 "apiVersions": ["v1alpha3", "v1"],
                 "resources": ["kubevirts"],
             }],
-            "clientConfig": {"service": {"namespace": "kubevirt", "name": SERVICE, "path": uninstall::PATH}},
-        }],
+            "clientConfig": {"service": {"namespace": "kubevirt", "name": SERVICE, "path": path}},
+        })
+    };
+    let configuration = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": CONFIGURATION, "labels": {"kubevirt.io": CONFIGURATION}},
+        "webhooks": [
+            webhook(WEBHOOK, "DELETE", uninstall::PATH),
+            webhook(spec_admission::UPDATE_WEBHOOK, "UPDATE", spec_admission::UPDATE_PATH),
+            webhook(spec_admission::CREATE_WEBHOOK, "CREATE", spec_admission::CREATE_PATH),
+        ],
     });
     [service, configuration]
         .into_iter()

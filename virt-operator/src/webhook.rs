@@ -1,6 +1,8 @@
 //! virt-operator's HTTPS server on its `webhooks` port (8444, behind the Service
 //! `kubevirt-operator-webhook`): `POST /kubevirt-validate-delete` answers the API server's
-//! AdmissionReviews for deleting a KubeVirt CR ([`crate::uninstall`]), and `GET /readyz` and
+//! AdmissionReviews for deleting a KubeVirt CR ([`crate::uninstall`]),
+//! `/kubevirt-validate-create` and `/kubevirt-validate-update` those for creating and changing
+//! one ([`crate::spec_admission`]), and `GET /readyz` and
 //! `/healthz` the probes. It serves the certificate in the Secret `kubevirt-operator-certs`,
 //! which the operator's own passes make and renew ([`crate::validator`]); until that Secret is
 //! there, a self-signed one, as upstream's fallback.
@@ -16,9 +18,10 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::spec_admission::{self, CREATE_PATH, Refusal, UPDATE_PATH};
 use crate::uninstall::{self, Cluster};
 
-/// The largest review read: a deletion carries the CR at most.
+/// The largest review read: an update carries the CR twice.
 const MAX_BODY: usize = 3 << 20;
 const TEXT: &str = "text/plain; charset=utf-8";
 const JSON: &str = "application/json";
@@ -27,47 +30,73 @@ const JSON: &str = "application/json";
 pub async fn handle<C: Cluster>(cluster: &C, request: Request<Incoming>) -> Response<Full<Bytes>> {
     match (request.method().as_str(), request.uri().path()) {
         ("GET", "/readyz" | "/healthz") => reply(StatusCode::OK, TEXT, "ok"),
-        ("POST", uninstall::PATH) => {
+        ("POST", path @ (uninstall::PATH | CREATE_PATH | UPDATE_PATH)) => {
+            let path = path.to_owned();
             let body = match Limited::new(request.into_body(), MAX_BODY).collect().await {
                 Ok(body) => body.to_bytes(),
                 Err(e) => return reply(StatusCode::BAD_REQUEST, TEXT, format!("reading the body: {e}")),
             };
             match serde_json::from_slice::<Value>(&body) {
-                Ok(review) => match answer(cluster, &review).await {
+                Ok(review) => match answer(cluster, &path, &review).await {
                     Ok(answer) => reply(StatusCode::OK, JSON, answer.to_string()),
                     Err(why) => reply(StatusCode::BAD_REQUEST, TEXT, why),
                 },
                 Err(e) => reply(StatusCode::BAD_REQUEST, TEXT, format!("the AdmissionReview: {e}")),
             }
         }
-        (_, uninstall::PATH | "/readyz" | "/healthz") => reply(StatusCode::METHOD_NOT_ALLOWED, TEXT, ""),
+        (_, uninstall::PATH | CREATE_PATH | UPDATE_PATH | "/readyz" | "/healthz") => reply(StatusCode::METHOD_NOT_ALLOWED, TEXT, ""),
         _ => reply(StatusCode::NOT_FOUND, TEXT, "404 page not found"),
     }
 }
 
-/// The answer to one AdmissionReview: upstream's, with the refusal's message and code 400.
+/// The answer to one AdmissionReview sent to `path`: upstream's, with the refusal's message
+/// and code 400 for a deletion, 422 with each reason as a cause for a creation or an update.
 ///
 /// # Errors
 /// A review without a request or its uid.
-pub async fn answer<C: Cluster>(cluster: &C, review: &Value) -> Result<Value, String> {
+pub async fn answer<C: Cluster>(cluster: &C, path: &str, review: &Value) -> Result<Value, String> {
     let request = review.get("request").ok_or("the AdmissionReview has no request")?;
     let uid = request["uid"]
         .as_str()
         .ok_or("the AdmissionReview's request has no uid")?;
     let namespace = request["namespace"].as_str().unwrap_or_default();
     let name = request["name"].as_str().unwrap_or_default();
-    let outcome = uninstall::admit_delete(cluster, namespace, name).await;
-    if let Err(why) = &outcome {
+    let (what, outcome, code) = match path {
+        CREATE_PATH => ("creation", spec_admission::admit_create(cluster, request).await, 422),
+        UPDATE_PATH => ("update", spec_admission::admit_update(request), 422),
+        _ => (
+            "deletion",
+            uninstall::admit_delete(cluster, namespace, name)
+                .await
+                .map_err(|message| Refusal {
+                    message,
+                    causes: Vec::new(),
+                }),
+            400,
+        ),
+    };
+    let mut response = json!({"uid": uid, "allowed": outcome.is_ok()});
+    if let Err(refusal) = outcome {
         tracing::info!(
             namespace,
             name,
-            reason = why.as_str(),
-            "refused the KubeVirt CR's deletion"
+            what,
+            reason = refusal.message.as_str(),
+            "refused a KubeVirt CR's change"
         );
-    }
-    let mut response = json!({"uid": uid, "allowed": outcome.is_ok()});
-    if let Err(message) = outcome {
-        response["status"] = json!({"code": 400, "message": message});
+        let mut status = json!({"code": code, "message": refusal.message});
+        if code == 422 {
+            status["reason"] = json!("Invalid");
+        }
+        if !refusal.causes.is_empty() {
+            let causes: Vec<Value> = refusal
+                .causes
+                .iter()
+                .map(|message| json!({"type": "FieldValueInvalid", "message": message}))
+                .collect();
+            status["details"] = json!({"causes": causes});
+        }
+        response["status"] = status;
     }
     Ok(json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}))
 }

@@ -23,7 +23,7 @@ pub use operator_kit::certificates::{
     renewal_at, service_names, sign_leaf,
 };
 
-use crate::duration::{self, DurationError};
+use operator_kit::duration::{self, DurationError};
 
 pub mod store;
 

@@ -5,7 +5,6 @@
 //! conditions ([`status`]). Each pass is [`reconciler::reconcile`].
 
 pub mod certificates;
-pub mod duration;
 pub mod reconciler;
 pub mod render;
 pub mod status;

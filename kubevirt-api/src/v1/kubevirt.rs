@@ -29,10 +29,6 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-validations" = [
     {
-        "rule": "!has(self.certificateRotateStrategy) || !has(self.certificateRotateStrategy.selfSigned)",
-        "message": "spec.certificateRotateStrategy.selfSigned: certificate lifetimes are not configurable; virt-api keeps upstream's defaults"
-    },
-    {
         "rule": "!has(self.workloadUpdateStrategy) || !has(self.workloadUpdateStrategy.workloadUpdateMethods) || size(self.workloadUpdateStrategy.workloadUpdateMethods) == 0",
         "message": "spec.workloadUpdateStrategy.workloadUpdateMethods: automatic workload updates are not supported; VMIs keep their launcher until they restart"
     }
@@ -55,24 +51,14 @@ pub struct KubeVirtSpec {
     /// refuse the deletion while any VMI, VM or VMI replica set exists.
     #[schemars(extend("enum" = ["", "RemoveWorkloads", "BlockUninstallIfWorkloadsExist"]))]
     pub uninstall_strategy: Option<String>,
-    /// Certificate lifetimes: accepted empty only (the CRD's rule refuses `selfSigned`).
-    pub certificate_rotate_strategy: Option<CertificateRotateStrategy>,
+    /// The lifetimes of KubeVirt's CA and certificates, which virt-api keeps
+    /// ([`super::rotation`]).
+    pub certificate_rotate_strategy: Option<super::CertificateRotateStrategy>,
     /// How launchers of an old install are moved: accepted without methods only (the CRD's rule).
     pub workload_update_strategy: Option<WorkloadUpdateStrategy>,
     /// Patches of the components' objects and flags of their commands, applied by virt-operator
     /// to what it renders.
     pub customize_components: Option<super::CustomizeComponents>,
-}
-
-/// `spec.certificateRotateStrategy`, typed so that the CRD's rule can refuse what is not done.
-#[serde_with::skip_serializing_none]
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct CertificateRotateStrategy {
-    /// Upstream's CA and certificate lifetimes (refused).
-    #[serde(default)]
-    #[schemars(schema_with = "crate::schema::preserve_unknown_object")]
-    pub self_signed: Option<serde_json::Value>,
 }
 
 /// `spec.workloadUpdateStrategy`.

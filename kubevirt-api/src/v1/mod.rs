@@ -1,6 +1,7 @@
 //! Types of the `kubevirt.io/v1` API group.
 
 mod access_credentials;
+mod certificate_rotation;
 mod customize_components;
 mod devices;
 mod disks;
@@ -23,6 +24,7 @@ mod vmi_status;
 mod volumes;
 
 pub use access_credentials::*;
+pub use certificate_rotation::*;
 pub use customize_components::*;
 pub use devices::*;
 pub use disks::*;

@@ -244,7 +244,7 @@ fn every_certificate_secret_names_its_holder_and_carries_the_bundle() {
     let skew = virt_api::certificates::plan::CLOCK_SKEW_SECONDS;
     assert_eq!(
         ca.not_after - ca.not_before,
-        virt_api::certificates::plan::CA_LIFETIME_SECONDS + skew
+        kubevirt_api::v1::DEFAULT_CA_SECONDS + skew
     );
     for wanted in virt_api::certificates::wanted("kubevirt") {
         let cert = CertFacts::from_pem(&read(wanted.secret, "tls.crt")).expect("a certificate")[0].clone();
@@ -252,7 +252,7 @@ fn every_certificate_secret_names_its_holder_and_carries_the_bundle() {
         assert_eq!(cert.issuer_common_name, ca.common_name, "{}", wanted.secret);
         assert_eq!(
             cert.not_after - cert.not_before,
-            virt_api::certificates::plan::LEAF_LIFETIME_SECONDS + skew,
+            kubevirt_api::v1::DEFAULT_SERVER_SECONDS + skew,
             "{}",
             wanted.secret
         );

@@ -1,7 +1,8 @@
 //! virt-operator on the real cluster: the install made through it (manifests/operator, then the
 //! KubeVirt CR `kubevirt/kubevirt`) is Deployed with upstream's conditions, versions and
 //! finalizer, and the operator owns the components; what it owns changed or deleted by hand is
-//! put back; the fields it does not act on are refused by the CRD's rules; with
+//! put back; the fields it does not act on are refused by the CRD's rules, certificate lifetimes
+//! it cannot keep and a second CR by its webhooks; with
 //! `uninstallStrategy: BlockUninstallIfWorkloadsExist` its webhook refuses the CR's deletion
 //! while a VMI exists. (The upgrade through `spec.imageTag` is in faults.rs, with a running VMI;
 //! the common instance types in common_instancetypes.rs.)
@@ -9,7 +10,8 @@
 use std::time::Duration;
 
 use super::support::{
-    Cleanup, condition, controlled_by, example, field, get, kubectl, kubectl_ok, patch_kubevirt, wait_for,
+    Cleanup, condition, controlled_by, example, field, get, kubectl, kubectl_ok, kubectl_stdin, patch_kubevirt,
+    wait_for,
 };
 
 const NAMESPACE: &str = "kubevirt";
@@ -122,16 +124,39 @@ fn what_the_operator_owns_is_put_back_when_changed_or_deleted_by_hand() {
 
 #[test]
 #[ignore = "needs the test cluster: make cluster"]
-fn fields_the_operator_does_not_act_on_are_refused_by_the_api_server() {
+fn fields_the_operator_does_not_act_on_or_cannot_keep_are_refused_by_the_api_server() {
     deployed();
+    wait_for(
+        "kubevirt-update-validator.kubevirt.io with the operator's CA",
+        Duration::from_secs(60),
+        || {
+            get("validatingwebhookconfiguration", "virt-operator-validator", "default").filter(|w| {
+                field(w, "webhooks.1.name") == "kubevirt-update-validator.kubevirt.io"
+                    && !field(w, "webhooks.1.clientConfig.caBundle").is_empty()
+            })
+        },
+    );
+    // A second CR is refused by kubevirt-create-validator.kubevirt.io.
+    let second = kubectl_stdin(
+        &["create", "--dry-run=server", "-f", "-"],
+        r#"{"apiVersion":"kubevirt.io/v1","kind":"KubeVirt","metadata":{"name":"second","namespace":"default"},"spec":{}}"#,
+    );
+    assert!(!second.status.success(), "a second KubeVirt CR was accepted");
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(stderr.contains("Kubevirt is already created"), "{stderr}");
     for (patch, field_name) in [
         (
             r#"{"spec":{"workloadUpdateStrategy":{"workloadUpdateMethods":["LiveMigrate"]}}}"#,
             "spec.workloadUpdateStrategy.workloadUpdateMethods",
         ),
         (
+            // Refused by kubevirt-update-validator.kubevirt.io, with upstream's message.
+            r#"{"spec":{"certificateRotateStrategy":{"selfSigned":{"server":{"duration":"1h","renewBefore":"2h"}}}}}"#,
+            "Cert RenewBefore cannot exceed Duration (spec.certificateRotationStrategy.selfSigned.server.duration",
+        ),
+        (
             r#"{"spec":{"certificateRotateStrategy":{"selfSigned":{"ca":{"duration":"1h"}}}}}"#,
-            "spec.certificateRotateStrategy.selfSigned",
+            "Certificate duration cannot exceed CA",
         ),
         (
             r#"{"spec":{"customizeComponents":{"patches":[{"resourceName":"virt-api","patch":"{}","type":"merge"}]}}}"#,
@@ -151,6 +176,14 @@ fn fields_the_operator_does_not_act_on_are_refused_by_the_api_server() {
         accepted.status.success(),
         "{}",
         String::from_utf8_lossy(&accepted.stderr)
+    );
+    let lifetimes = dry_run_patch(
+        r#"{"spec":{"certificateRotateStrategy":{"selfSigned":{"ca":{"duration":"48h","renewBefore":"24h"},"server":{"duration":"24h","renewBefore":"12h"}}}}}"#,
+    );
+    assert!(
+        lifetimes.status.success(),
+        "{}",
+        String::from_utf8_lossy(&lifetimes.stderr)
     );
 }
 

@@ -1,16 +1,18 @@
-//! Keeping the certificates current while virt-api runs: wake when the next one is due (or
-//! within the hour), renew what [`super::ensure`] finds due, serve virt-api's renewed
+//! Keeping the certificates current while virt-api runs: wake when the next one is due (within
+//! the hour) or the KubeVirt CR asks for other lifetimes, renew what [`super::ensure`] finds due, serve virt-api's renewed
 //! certificates from the next handshake on, and publish a changed CA bundle to the webhooks and
 //! APIServices.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::backends::HandlerConnector;
 use crate::tls::HeldCert;
 
+use super::plan::Rotation;
 use super::{API_SECRET, Certificates, publish_ca_bundle};
 
 /// What virt-api serves and presents with its certificates.
@@ -57,22 +59,32 @@ async fn take(
     Ok(())
 }
 
-/// Looks again at `next` (seconds since the epoch) and after each renewal, until `stop`.
+/// Looks again at `next` (seconds since the epoch), after each renewal, and when `rotation`
+/// changes, until `stop`.
 pub async fn keep(
     client: kube::Client,
     namespace: String,
     mut next: i64,
     mut published: String,
     holders: Holders,
+    mut rotation: watch::Receiver<Rotation>,
     stop: CancellationToken,
 ) {
     let mut wait = until(next);
+    let mut following = true;
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
             () = tokio::time::sleep(wait) => {}
+            changed = rotation.changed(), if following => if changed.is_err() {
+                // The KubeVirt watch ended: the lifetimes stay as they are, the timer goes on.
+                following = false;
+                wait = until(next);
+                continue;
+            },
         }
-        let looked = match super::ensure(&client, &namespace).await {
+        let lifetimes = *rotation.borrow_and_update();
+        let looked = match super::ensure(&client, &namespace, &lifetimes).await {
             Ok((certificates, due)) => {
                 next = due;
                 take(&client, &namespace, &certificates, &mut published, &holders).await

@@ -1,20 +1,20 @@
-//! What the certificates need, decided from what is stored and the time: a pure function, so
-//! that every case is a table row in the tests. A certificate is renewed when a fifth of its
-//! lifetime is left (upstream's default `renewBefore`). A new CA is made alone: the next look
-//! puts the bundle with both CAs beside every certificate, which stay signed by the old CA until
-//! the bundle has had [`PROPAGATION_SECONDS`] to reach every component (the kubelet updates a
-//! mounted Secret within a minute or two); only then are they signed again by the new one. So no
-//! component is ever shown a certificate its peers cannot verify yet. The bundle keeps the
-//! previous CA until it expires.
+//! What the certificates need, decided from what is stored, the time and the lifetimes the
+//! KubeVirt CR asks for ([`Rotation`]): a pure function, so that every case is a table row in
+//! the tests. A certificate is renewed `renewBefore` before it expires (by default when a fifth of
+//! its life is left). A new CA is made alone: the next look puts the bundle with both CAs beside
+//! every certificate, which stay signed by the old CA until the bundle has had time to reach every
+//! component ([`PROPAGATION_SECONDS`], the kubelet updates a mounted Secret within a minute or
+//! two; at most half the CA's `renewBefore`, so the old CA still lasts); only then are they signed
+//! again by the new one. So no component is ever shown a certificate its peers cannot verify yet.
+//! The bundle keeps the previous CA until it expires. A certificate made for another lifetime
+//! than the one asked for now is made again too: the CA at once, the others once the current CA
+//! may be used.
 
 use control_loop::tls::CertFacts;
+pub use kubevirt_api::v1::{Renewal, Rotation};
 
-/// The CA's lifetime: upstream's default, 7 days.
-pub const CA_LIFETIME_SECONDS: i64 = 7 * 24 * 3600;
-/// Every other certificate's lifetime: upstream's default, 24 hours.
-pub const LEAF_LIFETIME_SECONDS: i64 = 24 * 3600;
 /// How long a new CA's bundle is given to reach every component before certificates it signed
-/// are used.
+/// are used (at most half the CA's `renewBefore`).
 pub const PROPAGATION_SECONDS: i64 = 10 * 60;
 /// How far back a certificate's validity starts, for peers whose clock is a little behind.
 pub const CLOCK_SKEW_SECONDS: i64 = 5 * 60;
@@ -60,17 +60,23 @@ impl Plan {
     }
 }
 
-/// When a certificate made for `lifetime` seconds is due for renewal: a fifth of it before it
-/// expires.
+/// When a certificate is due for renewal: `renewBefore` before it expires.
 #[must_use]
-pub fn renew_at(facts: &CertFacts, lifetime: i64) -> i64 {
-    facts.not_after - lifetime / 5
+pub fn renew_at(facts: &CertFacts, renewal: Renewal) -> i64 {
+    facts.not_after - renewal.renew_before
 }
 
-/// When certificates signed by `ca` may be used: once its bundle has had time to spread.
+/// Whether a certificate was made for the lifetime `renewal` asks for.
 #[must_use]
-pub fn usable_from(ca: &CertFacts) -> i64 {
-    ca.not_before + CLOCK_SKEW_SECONDS + PROPAGATION_SECONDS
+pub fn made_for(facts: &CertFacts, renewal: Renewal) -> bool {
+    facts.not_after - facts.not_before == renewal.duration + CLOCK_SKEW_SECONDS
+}
+
+/// When certificates signed by `ca` may be used: once its bundle has had time to spread, and
+/// while the CA it replaces still has half its `renewBefore` to live.
+#[must_use]
+pub fn usable_from(ca: &CertFacts, renewal: Renewal) -> i64 {
+    ca.not_before + CLOCK_SKEW_SECONDS + PROPAGATION_SECONDS.min(renewal.renew_before / 2)
 }
 
 /// The stored CA and bundle as the decision sees them.
@@ -90,19 +96,21 @@ enum LeafStep {
     Rebundle,
 }
 
-fn leaf_step(now: i64, wanted: &Wanted, stored: Option<&StoredLeaf>, trust: Trust<'_>) -> LeafStep {
+fn leaf_step(now: i64, rotation: &Rotation, wanted: &Wanted, stored: Option<&StoredLeaf>, trust: Trust<'_>) -> LeafStep {
     let Some(stored) = stored else { return LeafStep::Reissue };
     let facts = &stored.facts;
     let names_differ = match &wanted.usage {
         Usage::Server(names) => &facts.dns_names != names,
         Usage::Client => !facts.dns_names.is_empty(),
     };
-    let signed_by_current = facts.issuer_common_name == trust.ca.common_name;
-    let reissue = facts.common_name != wanted.common_name
+    // Not usable as it is: made again now, by the current CA.
+    let unusable = facts.common_name != wanted.common_name
         || names_differ
-        || now >= renew_at(facts, LEAF_LIFETIME_SECONDS)
-        || !trust.bundle_cas.contains(&facts.issuer_common_name)
-        || (!signed_by_current && now >= usable_from(trust.ca));
+        || now >= renew_at(facts, rotation.server)
+        || !trust.bundle_cas.contains(&facts.issuer_common_name);
+    // Usable, but not what is asked for now: made again once the current CA may be used.
+    let outdated = facts.issuer_common_name != trust.ca.common_name || !made_for(facts, rotation.server);
+    let reissue = unusable || (outdated && now >= usable_from(trust.ca, rotation.ca));
     if reissue {
         LeafStep::Reissue
     } else if stored.ca_bundle != trust.bundle {
@@ -112,11 +120,17 @@ fn leaf_step(now: i64, wanted: &Wanted, stored: Option<&StoredLeaf>, trust: Trus
     }
 }
 
-/// The plan for `now`, given the stored CA and bundle (`None` when the CA is missing or
-/// unusable) and each wanted certificate with what is stored for it.
+/// The plan for `now` and the lifetimes in `rotation`, given the stored CA and bundle (`None`
+/// when the CA is missing or unusable) and each wanted certificate with what is stored for it.
 #[must_use]
-pub fn decide(now: i64, trust: Option<Trust<'_>>, leaves: &[(Wanted, Option<StoredLeaf>)]) -> Plan {
-    let Some(trust) = trust.filter(|t| now < renew_at(t.ca, CA_LIFETIME_SECONDS)) else {
+pub fn decide(
+    now: i64,
+    rotation: &Rotation,
+    trust: Option<Trust<'_>>,
+    leaves: &[(Wanted, Option<StoredLeaf>)],
+) -> Plan {
+    let current = |t: &Trust<'_>| now < renew_at(t.ca, rotation.ca) && made_for(t.ca, rotation.ca);
+    let Some(trust) = trust.filter(current) else {
         return Plan {
             new_ca: true,
             ..Plan::default()
@@ -124,7 +138,7 @@ pub fn decide(now: i64, trust: Option<Trust<'_>>, leaves: &[(Wanted, Option<Stor
     };
     let mut plan = Plan::default();
     for (wanted, stored) in leaves {
-        match leaf_step(now, wanted, stored.as_ref(), trust) {
+        match leaf_step(now, rotation, wanted, stored.as_ref(), trust) {
             LeafStep::Keep => {}
             LeafStep::Reissue => plan.reissue.push(wanted.secret),
             LeafStep::Rebundle => plan.rebundle.push(wanted.secret),
@@ -145,22 +159,30 @@ pub fn still_valid(now: i64, previous: Vec<(CertFacts, String)>) -> Vec<String> 
 }
 
 /// When to look again: the earliest renewal among the stored certificates, or the moment
-/// certificates of a new CA may be used while some are still the old one's; at the latest `cap`
-/// seconds from now (a Secret deleted by hand is then made again).
+/// certificates of a new CA may be used while some are still the old one's or made for another
+/// lifetime; at the latest `cap` seconds from now (a Secret deleted by hand is then made again).
 #[must_use]
-pub fn next_look(now: i64, ca: Option<&CertFacts>, leaves: &[(Wanted, Option<StoredLeaf>)], cap: i64) -> i64 {
+pub fn next_look(
+    now: i64,
+    rotation: &Rotation,
+    ca: Option<&CertFacts>,
+    leaves: &[(Wanted, Option<StoredLeaf>)],
+    cap: i64,
+) -> i64 {
     let stored = || {
         leaves
             .iter()
             .filter_map(|(_, stored)| stored.as_ref().map(|s| &s.facts))
     };
     let switch = ca
-        .filter(|ca| stored().any(|leaf| leaf.issuer_common_name != ca.common_name))
-        .map(usable_from);
+        .filter(|ca| {
+            stored().any(|leaf| leaf.issuer_common_name != ca.common_name || !made_for(leaf, rotation.server))
+        })
+        .map(|ca| usable_from(ca, rotation.ca));
     let earliest = ca
-        .map(|ca| renew_at(ca, CA_LIFETIME_SECONDS))
+        .map(|ca| renew_at(ca, rotation.ca))
         .into_iter()
-        .chain(stored().map(|leaf| renew_at(leaf, LEAF_LIFETIME_SECONDS)))
+        .chain(stored().map(|leaf| renew_at(leaf, rotation.server)))
         .chain(switch)
         .min()
         .unwrap_or(now);

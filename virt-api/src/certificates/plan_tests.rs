@@ -2,9 +2,11 @@
 
 use control_loop::tls::CertFacts;
 
+use kubevirt_api::v1::{DEFAULT_CA_SECONDS, DEFAULT_SERVER_SECONDS};
+
 use super::{
-    CA_LIFETIME_SECONDS, CLOCK_SKEW_SECONDS, LEAF_LIFETIME_SECONDS, PROPAGATION_SECONDS, Plan, StoredLeaf, Trust,
-    Usage, Wanted, decide, next_look, renew_at, still_valid,
+    CLOCK_SKEW_SECONDS, PROPAGATION_SECONDS, Plan, Renewal, Rotation, StoredLeaf, Trust, Usage, Wanted, decide,
+    made_for, next_look, renew_at, still_valid, usable_from,
 };
 
 const DAY: i64 = 24 * 3600;
@@ -23,7 +25,7 @@ fn facts(common_name: &str, issuer: &str, made: i64, lifetime: i64, dns: &[&str]
 }
 
 fn ca() -> CertFacts {
-    facts(CA, CA, 0, CA_LIFETIME_SECONDS, &[])
+    facts(CA, CA, 0, DEFAULT_CA_SECONDS, &[])
 }
 
 fn bundle_cas() -> Vec<String> {
@@ -60,14 +62,14 @@ fn current(wanted: &Wanted, made: i64) -> StoredLeaf {
         Usage::Client => Vec::new(),
     };
     StoredLeaf {
-        facts: facts(&wanted.common_name, CA, made, LEAF_LIFETIME_SECONDS, &dns),
+        facts: facts(&wanted.common_name, CA, made, DEFAULT_SERVER_SECONDS, &dns),
         ca_bundle: BUNDLE.to_owned(),
     }
 }
 
 fn made_at(leaf: &mut StoredLeaf, at: i64) {
     leaf.facts.not_before = at - CLOCK_SKEW_SECONDS;
-    leaf.facts.not_after = at + LEAF_LIFETIME_SECONDS;
+    leaf.facts.not_after = at + DEFAULT_SERVER_SECONDS;
 }
 
 fn plan_for(now: i64, server_leaf: Option<StoredLeaf>) -> Plan {
@@ -76,14 +78,17 @@ fn plan_for(now: i64, server_leaf: Option<StoredLeaf>) -> Plan {
         (server(), server_leaf),
         (client(), Some(current(&client(), now - 3600))),
     ];
-    decide(now, Some(trust(&ca, &cas)), &leaves)
+    decide(now, &Rotation::default(), Some(trust(&ca, &cas)), &leaves)
 }
 
 #[test]
 fn renewal_is_due_when_a_fifth_of_the_lifetime_is_left() {
-    assert_eq!(renew_at(&ca(), CA_LIFETIME_SECONDS), CA_LIFETIME_SECONDS * 4 / 5);
+    let defaults = Rotation::default();
+    assert_eq!(renew_at(&ca(), defaults.ca), DEFAULT_CA_SECONDS * 4 / 5);
     let leaf = facts("x", "y", 100, DAY, &[]);
-    assert_eq!(renew_at(&leaf, LEAF_LIFETIME_SECONDS), 100 + DAY - DAY / 5);
+    assert_eq!(renew_at(&leaf, defaults.server), 100 + DAY - DAY / 5);
+    assert!(made_for(&ca(), defaults.ca));
+    assert!(!made_for(&ca(), defaults.server));
 }
 
 #[test]
@@ -180,10 +185,12 @@ fn the_previous_cas_certificates_are_signed_again_once_the_bundle_had_time_to_sp
     let mut leaf = current(&server(), 0);
     leaf.facts.issuer_common_name = OLD_CA.to_owned();
     let switch = ca.not_before + CLOCK_SKEW_SECONDS + PROPAGATION_SECONDS;
-    let at = |now| decide(now, Some(trust(&ca, &cas)), &[(server(), Some(leaf.clone()))]);
+    let defaults = Rotation::default();
+    let at = |now| decide(now, &defaults, Some(trust(&ca, &cas)), &[(server(), Some(leaf.clone()))]);
     assert!(at(switch - 1).is_empty());
     assert_eq!(at(switch).reissue, ["server"]);
-    assert_eq!(next_look(0, Some(&ca), &[(server(), Some(leaf.clone()))], DAY), switch);
+    let leaves = [(server(), Some(leaf.clone()))];
+    assert_eq!(next_look(0, &defaults, Some(&ca), &leaves, DAY), switch);
 }
 
 #[test]
@@ -191,7 +198,7 @@ fn a_client_certificate_with_names_is_signed_again() {
     let (ca, cas) = (ca(), bundle_cas());
     let mut leaf = current(&client(), DAY - 3600);
     leaf.facts.dns_names = vec!["virt-api".to_owned()];
-    let plan = decide(DAY, Some(trust(&ca, &cas)), &[(client(), Some(leaf))]);
+    let plan = decide(DAY, &Rotation::default(), Some(trust(&ca, &cas)), &[(client(), Some(leaf))]);
     assert_eq!(plan.reissue, ["client"]);
 }
 
@@ -201,13 +208,14 @@ fn a_missing_or_due_ca_is_made_again_first_and_alone() {
         new_ca: true,
         ..Plan::default()
     };
+    let defaults = Rotation::default();
     let leaves = [(server(), Some(current(&server(), DAY)))];
-    assert_eq!(decide(DAY, None, &leaves), new_ca);
+    assert_eq!(decide(DAY, &defaults, None, &leaves), new_ca);
     let (ca, cas) = (ca(), bundle_cas());
-    let due = renew_at(&ca, CA_LIFETIME_SECONDS);
+    let due = renew_at(&ca, defaults.ca);
     let leaves = [(server(), Some(current(&server(), due - 3600)))];
-    assert_eq!(decide(due, Some(trust(&ca, &cas)), &leaves), new_ca);
-    assert!(decide(due - 1, Some(trust(&ca, &cas)), &leaves).is_empty());
+    assert_eq!(decide(due, &defaults, Some(trust(&ca, &cas)), &leaves), new_ca);
+    assert!(decide(due - 1, &defaults, Some(trust(&ca, &cas)), &leaves).is_empty());
 }
 
 #[test]
@@ -223,7 +231,77 @@ fn the_next_look_is_the_earliest_renewal_within_the_cap() {
     let now = DAY;
     let leaves = [(server(), Some(current(&server(), now - 3600))), (client(), None)];
     let leaf_due = now - 3600 + DAY - DAY / 5;
-    assert_eq!(next_look(now, Some(&ca()), &leaves, 7 * DAY), leaf_due);
-    assert_eq!(next_look(now, Some(&ca()), &leaves, 60), now + 60);
-    assert_eq!(next_look(now, None, &[], 60), now);
+    let defaults = Rotation::default();
+    assert_eq!(next_look(now, &defaults, Some(&ca()), &leaves, 7 * DAY), leaf_due);
+    assert_eq!(next_look(now, &defaults, Some(&ca()), &leaves, 60), now + 60);
+    assert_eq!(next_look(now, &defaults, None, &[], 60), now);
+}
+
+/// Short lifetimes, as a KubeVirt CR may ask: a CA of an hour renewed 20 minutes before it
+/// expires, certificates of 6 minutes renewed 4 minutes before.
+fn short() -> Rotation {
+    Rotation {
+        ca: Renewal {
+            duration: 3600,
+            renew_before: 20 * 60,
+        },
+        server: Renewal {
+            duration: 6 * 60,
+            renew_before: 4 * 60,
+        },
+    }
+}
+
+#[test]
+fn custom_lifetimes_move_every_renewal() {
+    let rotation = short();
+    let ca = facts(CA, CA, 0, 3600, &[]);
+    let cas = bundle_cas();
+    assert_eq!(renew_at(&ca, rotation.ca), 40 * 60);
+    let mut leaf = current(&server(), 0);
+    leaf.facts.not_after = 6 * 60;
+    assert!(made_for(&leaf.facts, rotation.server));
+    let at = |now| decide(now, &rotation, Some(trust(&ca, &cas)), &[(server(), Some(leaf.clone()))]);
+    assert!(at(2 * 60 - 1).is_empty());
+    assert_eq!(at(2 * 60).reissue, ["server"]);
+    assert_eq!(
+        next_look(0, &rotation, Some(&ca), &[(server(), Some(leaf.clone()))], DAY),
+        2 * 60
+    );
+    assert_eq!(
+        decide(40 * 60, &rotation, Some(trust(&ca, &cas)), &[]),
+        Plan {
+            new_ca: true,
+            ..Plan::default()
+        }
+    );
+}
+
+#[test]
+fn a_lifetime_change_remakes_the_ca_at_once_and_the_certificates_once_it_may_be_used() {
+    let (ca, cas) = (ca(), bundle_cas());
+    let rotation = short();
+    // The CA was made for 7 days, not the hour now asked for: made again at once.
+    assert!(decide(60, &rotation, Some(trust(&ca, &cas)), &[]).new_ca);
+    // A CA of the right lifetime and a certificate of 24 hours: made again once the CA's
+    // bundle had time to spread, which is at most half the CA's renewBefore.
+    let new_ca = facts(CA, CA, 0, 3600, &[]);
+    let leaf = current(&server(), 0);
+    let switch = usable_from(&new_ca, rotation.ca);
+    assert_eq!(switch, new_ca.not_before + CLOCK_SKEW_SECONDS + PROPAGATION_SECONDS);
+    let leaves = [(server(), Some(leaf))];
+    let at = |now| decide(now, &rotation, Some(trust(&new_ca, &cas)), &leaves);
+    assert!(at(switch - 1).is_empty());
+    assert_eq!(at(switch).reissue, ["server"]);
+    assert_eq!(next_look(0, &rotation, Some(&new_ca), &leaves, DAY), switch);
+}
+
+#[test]
+fn a_short_ca_renewal_shortens_the_wait_for_its_bundle() {
+    let ca = facts(CA, CA, 0, 3600, &[]);
+    let renewal = Renewal {
+        duration: 3600,
+        renew_before: 6 * 60,
+    };
+    assert_eq!(usable_from(&ca, renewal), ca.not_before + CLOCK_SKEW_SECONDS + 3 * 60);
 }

@@ -10,17 +10,19 @@ use control_loop::tls::{
 };
 
 use super::issue::{Pair, new_ca, sign};
-use super::plan::{CA_LIFETIME_SECONDS, CLOCK_SKEW_SECONDS, LEAF_LIFETIME_SECONDS};
+use kubevirt_api::v1::{DEFAULT_CA_SECONDS, DEFAULT_SERVER_SECONDS};
+
+use super::plan::CLOCK_SKEW_SECONDS;
 use super::*;
 
 const NOW: i64 = 1_790_000_000;
 
 fn issued_at(now: i64, namespace: &str) -> (Pair, BTreeMap<&'static str, Pair>) {
-    let ca = new_ca(now).expect("CA");
+    let ca = new_ca(now, DEFAULT_CA_SECONDS).expect("CA");
     let name = format!("kubevirt.io@{now}");
     let leaves = wanted(namespace)
         .iter()
-        .map(|w| (w.secret, sign(&ca, &name, w, now).expect("sign")))
+        .map(|w| (w.secret, sign(&ca, &name, w, now, DEFAULT_SERVER_SECONDS).expect("sign")))
         .collect();
     (ca, leaves)
 }
@@ -41,9 +43,9 @@ fn each_holder_gets_upstreams_name_and_lifetime() {
     assert_eq!(ca_facts.common_name, format!("kubevirt.io@{NOW}"));
     assert_eq!(
         (ca_facts.not_before, ca_facts.not_after),
-        (NOW - CLOCK_SKEW_SECONDS, NOW + CA_LIFETIME_SECONDS)
+        (NOW - CLOCK_SKEW_SECONDS, NOW + DEFAULT_CA_SECONDS)
     );
-    assert_eq!(CA_LIFETIME_SECONDS, 7 * 24 * 3600);
+    assert_eq!(DEFAULT_CA_SECONDS, 7 * 24 * 3600);
     let names: Vec<(&str, String)> = leaves.iter().map(|(s, p)| (*s, facts(p).common_name)).collect();
     assert_eq!(
         names,
@@ -72,7 +74,7 @@ fn each_holder_gets_upstreams_name_and_lifetime() {
         assert_eq!(leaf.issuer_common_name, ca_facts.common_name);
         assert_eq!(
             (leaf.not_before, leaf.not_after),
-            (NOW - CLOCK_SKEW_SECONDS, NOW + LEAF_LIFETIME_SECONDS)
+            (NOW - CLOCK_SKEW_SECONDS, NOW + DEFAULT_SERVER_SECONDS)
         );
     }
     assert_eq!(facts(&leaves[API_SECRET]).dns_names[2], "virt-api.kv.svc");

@@ -1,5 +1,6 @@
-//! Go durations (`48h`, `1h30m`, `90s`, `1.5h`), as the CDI CR's `certConfig` gives them
-//! (`metav1.Duration`), read to whole seconds.
+//! Go durations (`48h`, `1h30m`, `90s`, `1.5h`), as operator CRs give them (`metav1.Duration`:
+//! the CDI CR's `certConfig`, the KubeVirt CR's `certificateRotateStrategy`), read to whole
+//! seconds.
 
 /// Why a duration was not read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
