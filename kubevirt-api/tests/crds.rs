@@ -339,7 +339,10 @@ fn the_kubevirt_crd_refuses_what_virt_operator_does_not_do() {
         "selfSigned lifetimes are kept: {messages:?}"
     );
     assert!(
-        spec_has(&schema, "certificateRotateStrategy/properties/selfSigned/properties/server/properties/renewBefore"),
+        spec_has(
+            &schema,
+            "certificateRotateStrategy/properties/selfSigned/properties/server/properties/renewBefore"
+        ),
         "the lifetimes are typed"
     );
     assert!(

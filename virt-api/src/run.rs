@@ -101,7 +101,12 @@ pub async fn run(config: ApiConfig, stop: CancellationToken) -> Result<(), RunEr
         "connecting",
     ));
     tracing::info!(address = %config.listen, "virt-api serving HTTPS");
-    let connector = tokio::spawn(connect(state.clone(), config.install_namespace.clone(), rotation, stop.clone()));
+    let connector = tokio::spawn(connect(
+        state.clone(),
+        config.install_namespace.clone(),
+        rotation,
+        stop.clone(),
+    ));
     let served = serve(listener, tls.config, router(state), stop.clone()).await;
     stop.cancel();
     let _ = connector.await;

@@ -53,7 +53,10 @@ impl Refusal {
             .collect::<Vec<_>>()
             .join(", ");
         if causes.len() > SHOWN_REASONS {
-            message.push_str(&format!(", and {} more validation errors", causes.len() - SHOWN_REASONS));
+            message.push_str(&format!(
+                ", and {} more validation errors",
+                causes.len() - SHOWN_REASONS
+            ));
         }
         Self { message, causes }
     }

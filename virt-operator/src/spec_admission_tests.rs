@@ -28,7 +28,11 @@ fn lifetimes_that_can_be_kept_are_admitted() {
         json!({"ca": {"duration": "48h", "renewBefore": "24h"}, "server": {"duration": "24h", "renewBefore": "12h"}}),
         json!({"caRotateInterval": "48h", "certRotateInterval": "24h", "caOverlapInterval": "12h"}),
     ] {
-        assert_eq!(admit_update(&update(json!({}), self_signed(config.clone()))), Ok(()), "{config}");
+        assert_eq!(
+            admit_update(&update(json!({}), self_signed(config.clone()))),
+            Ok(()),
+            "{config}"
+        );
     }
 }
 
@@ -43,8 +47,8 @@ fn each_refusal_gives_every_reason_as_a_cause() {
     .expect_err("refused");
     assert_eq!(refusal.causes, [conflict, cert_renew]);
     assert_eq!(refusal.message, format!("{conflict}, {cert_renew}"));
-    let bad = admit_update(&update(json!({}), self_signed(json!({"ca": {"duration": "a week"}}))))
-        .expect_err("refused");
+    let bad =
+        admit_update(&update(json!({}), self_signed(json!({"ca": {"duration": "a week"}})))).expect_err("refused");
     assert_eq!(
         bad.message,
         "spec.certificateRotateStrategy.selfSigned.ca.duration: \"a week\" is not a duration such as 48h, 1h30m or 90s"
@@ -62,7 +66,8 @@ fn an_update_that_keeps_the_spec_is_admitted_whatever_it_holds() {
 fn a_request_without_a_kubevirt_cr_is_refused() {
     let refusal = admit_update(&json!({"uid": "u"})).expect_err("refused");
     assert_eq!(refusal.message, "the AdmissionReview's request has no object");
-    let refusal = admit_update(&json!({"uid": "u", "object": {"spec": {"uninstallStrategy": 3}}})).expect_err("refused");
+    let refusal =
+        admit_update(&json!({"uid": "u", "object": {"spec": {"uninstallStrategy": 3}}})).expect_err("refused");
     assert!(refusal.message.starts_with("the KubeVirt CR: "), "{}", refusal.message);
 }
 
@@ -70,7 +75,10 @@ fn a_request_without_a_kubevirt_cr_is_refused() {
 fn more_than_ten_reasons_are_counted_in_the_message() {
     let causes: Vec<String> = (0..12).map(|i| format!("r{i}")).collect();
     let refusal = Refusal::of(causes.clone());
-    assert_eq!(refusal.message, "r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, and 2 more validation errors");
+    assert_eq!(
+        refusal.message,
+        "r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, and 2 more validation errors"
+    );
     assert_eq!(refusal.causes, causes);
 }
 

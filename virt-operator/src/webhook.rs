@@ -44,7 +44,9 @@ pub async fn handle<C: Cluster>(cluster: &C, request: Request<Incoming>) -> Resp
                 Err(e) => reply(StatusCode::BAD_REQUEST, TEXT, format!("the AdmissionReview: {e}")),
             }
         }
-        (_, uninstall::PATH | CREATE_PATH | UPDATE_PATH | "/readyz" | "/healthz") => reply(StatusCode::METHOD_NOT_ALLOWED, TEXT, ""),
+        (_, uninstall::PATH | CREATE_PATH | UPDATE_PATH | "/readyz" | "/healthz") => {
+            reply(StatusCode::METHOD_NOT_ALLOWED, TEXT, "")
+        }
         _ => reply(StatusCode::NOT_FOUND, TEXT, "404 page not found"),
     }
 }

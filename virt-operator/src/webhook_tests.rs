@@ -26,7 +26,9 @@ async fn a_refusal_carries_the_uid_the_message_and_code_400() {
         present: vec![Workload::Vms],
         ..FakeCluster::default()
     };
-    let answer = answer(&cluster, uninstall::PATH, &review("kubevirt")).await.expect("an answer");
+    let answer = answer(&cluster, uninstall::PATH, &review("kubevirt"))
+        .await
+        .expect("an answer");
     assert_eq!(answer["apiVersion"], "admission.k8s.io/v1");
     assert_eq!(answer["kind"], "AdmissionReview");
     assert_eq!(answer["response"]["uid"], "u-1");
@@ -45,7 +47,9 @@ async fn an_admission_carries_the_uid_only() {
         present: vec![Workload::Vms],
         ..FakeCluster::default()
     };
-    let answer = answer(&cluster, uninstall::PATH, &review("kubevirt")).await.expect("an answer");
+    let answer = answer(&cluster, uninstall::PATH, &review("kubevirt"))
+        .await
+        .expect("an answer");
     assert_eq!(answer["response"], json!({"uid": "u-1", "allowed": true}));
 }
 
@@ -64,7 +68,8 @@ async fn a_review_without_request_or_uid_is_a_bad_request() {
 
 #[tokio::test]
 async fn an_update_refusal_is_invalid_with_each_reason_as_a_cause() {
-    let spec = json!({"certificateRotateStrategy": {"selfSigned": {"server": {"duration": "1h", "renewBefore": "2h"}}}});
+    let spec =
+        json!({"certificateRotateStrategy": {"selfSigned": {"server": {"duration": "1h", "renewBefore": "2h"}}}});
     let review = json!({"request": {
         "uid": "u-2",
         "operation": "UPDATE",

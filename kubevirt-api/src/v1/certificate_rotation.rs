@@ -123,8 +123,9 @@ pub fn rotation(config: Option<&SelfSignConfiguration>) -> Result<Rotation, Rota
         return Ok(Rotation::default());
     };
     let mut errors = Vec::new();
-    let deprecated =
-        config.ca_rotate_interval.is_some() || config.cert_rotate_interval.is_some() || config.ca_overlap_interval.is_some();
+    let deprecated = config.ca_rotate_interval.is_some()
+        || config.cert_rotate_interval.is_some()
+        || config.ca_overlap_interval.is_some();
     if deprecated && (config.ca.is_some() || config.server.is_some()) {
         errors.push(
             "caRotateInterval, certRotateInterval and caOverlapInterval are deprecated and conflict with CertConfig defined rotation parameters"
@@ -139,7 +140,11 @@ pub fn rotation(config: Option<&SelfSignConfiguration>) -> Result<Rotation, Rota
         .or_else(|| read("ca.renewBefore", ca.and_then(|c| c.renew_before.as_ref()), &mut errors));
     let server_duration = read("certRotateInterval", config.cert_rotate_interval.as_ref(), &mut errors)
         .or_else(|| read("server.duration", server.and_then(|c| c.duration.as_ref()), &mut errors));
-    let server_renew_before = read("server.renewBefore", server.and_then(|c| c.renew_before.as_ref()), &mut errors);
+    let server_renew_before = read(
+        "server.renewBefore",
+        server.and_then(|c| c.renew_before.as_ref()),
+        &mut errors,
+    );
     let renewal = |duration: Option<i64>, renew_before: Option<i64>, default: i64| {
         let duration = duration.unwrap_or(default);
         Renewal {
@@ -152,7 +157,11 @@ pub fn rotation(config: Option<&SelfSignConfiguration>) -> Result<Rotation, Rota
         server: renewal(server_duration, server_renew_before, DEFAULT_SERVER_SECONDS),
     };
     check(&rotation, &mut errors);
-    if errors.is_empty() { Ok(rotation) } else { Err(RotationError(errors)) }
+    if errors.is_empty() {
+        Ok(rotation)
+    } else {
+        Err(RotationError(errors))
+    }
 }
 
 /// Upstream's checks of the lifetimes, then ours.

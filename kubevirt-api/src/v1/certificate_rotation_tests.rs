@@ -65,24 +65,34 @@ fn bad_lifetimes_are_refused_with_every_reason() {
     let table: &[(&str, &[&str])] = &[
         (
             r#"{"caRotateInterval":"48h","ca":{"duration":"48h"}}"#,
-            &["caRotateInterval, certRotateInterval and caOverlapInterval are deprecated and conflict with CertConfig defined rotation parameters"],
+            &[
+                "caRotateInterval, certRotateInterval and caOverlapInterval are deprecated and conflict with CertConfig defined rotation parameters",
+            ],
         ),
         (
             r#"{"ca":{"duration":"1h","renewBefore":"2h"},"server":{"duration":"30m"}}"#,
-            &["CA RenewBefore cannot exceed Duration (spec.certificateRotationStrategy.selfSigned.ca.duration < spec.certificateRotationStrategy.selfSigned.ca.renewBefore)"],
+            &[
+                "CA RenewBefore cannot exceed Duration (spec.certificateRotationStrategy.selfSigned.ca.duration < spec.certificateRotationStrategy.selfSigned.ca.renewBefore)",
+            ],
         ),
         (
             r#"{"server":{"duration":"1h","renewBefore":"2h"}}"#,
-            &["Cert RenewBefore cannot exceed Duration (spec.certificateRotationStrategy.selfSigned.server.duration < spec.certificateRotationStrategy.selfSigned.server.renewBefore)"],
+            &[
+                "Cert RenewBefore cannot exceed Duration (spec.certificateRotationStrategy.selfSigned.server.duration < spec.certificateRotationStrategy.selfSigned.server.renewBefore)",
+            ],
         ),
         // The CA's default (168 h) is shorter than the certificate asked for.
         (
             r#"{"server":{"duration":"200h"}}"#,
-            &["Certificate duration cannot exceed CA (spec.certificateRotationStrategy.selfSigned.server.duration > spec.certificateRotationStrategy.selfSigned.ca.duration)"],
+            &[
+                "Certificate duration cannot exceed CA (spec.certificateRotationStrategy.selfSigned.server.duration > spec.certificateRotationStrategy.selfSigned.ca.duration)",
+            ],
         ),
         (
             r#"{"ca":{"duration":"1h"},"server":{"duration":"1h","renewBefore":"1h"}}"#,
-            &["spec.certificateRotateStrategy.selfSigned.server.renewBefore: must be shorter than the duration, or every certificate is due as soon as it is made"],
+            &[
+                "spec.certificateRotateStrategy.selfSigned.server.renewBefore: must be shorter than the duration, or every certificate is due as soon as it is made",
+            ],
         ),
         (
             r#"{"ca":{"duration":"0"},"server":{"duration":"0"}}"#,
@@ -93,11 +103,15 @@ fn bad_lifetimes_are_refused_with_every_reason() {
         ),
         (
             r#"{"ca":{"duration":"a week"}}"#,
-            &[r#"spec.certificateRotateStrategy.selfSigned.ca.duration: "a week" is not a duration such as 48h, 1h30m or 90s"#],
+            &[
+                r#"spec.certificateRotateStrategy.selfSigned.ca.duration: "a week" is not a duration such as 48h, 1h30m or 90s"#,
+            ],
         ),
         (
             r#"{"server":{"renewBefore":"-1h"}}"#,
-            &[r#"spec.certificateRotateStrategy.selfSigned.server.renewBefore: "-1h" is not a duration such as 48h, 1h30m or 90s"#],
+            &[
+                r#"spec.certificateRotateStrategy.selfSigned.server.renewBefore: "-1h" is not a duration such as 48h, 1h30m or 90s"#,
+            ],
         ),
     ];
     for (json, want) in table {

@@ -38,5 +38,6 @@ mod template_validator;
 mod unprivileged;
 mod upload;
 mod virt_operator;
+mod virt_operator_certificates;
 mod vm;
 mod vmi;

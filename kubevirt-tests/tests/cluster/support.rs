@@ -17,7 +17,7 @@ fn kubectl_binary() -> PathBuf {
     kubevirt_tests::kubectl_binary()
 }
 
-fn virtctl_binary() -> PathBuf {
+pub fn virtctl_binary() -> PathBuf {
     std::env::var_os("VIRTCTL").map_or_else(
         || kubevirt_tests::repo_root().join("target/debug/virtctl"),
         PathBuf::from,

@@ -1,7 +1,7 @@
 //! Keeping the certificates current while virt-api runs: wake when the next one is due (within
-//! the hour) or the KubeVirt CR asks for other lifetimes, renew what [`super::ensure`] finds due, serve virt-api's renewed
-//! certificates from the next handshake on, and publish a changed CA bundle to the webhooks and
-//! APIServices.
+//! the hour) or the KubeVirt CR asks for other lifetimes, renew what [`super::ensure`] finds
+//! due, serve virt-api's renewed certificates from the next handshake on, and publish a changed
+//! CA bundle to the webhooks and APIServices.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -96,7 +96,13 @@ enum LeafStep {
     Rebundle,
 }
 
-fn leaf_step(now: i64, rotation: &Rotation, wanted: &Wanted, stored: Option<&StoredLeaf>, trust: Trust<'_>) -> LeafStep {
+fn leaf_step(
+    now: i64,
+    rotation: &Rotation,
+    wanted: &Wanted,
+    stored: Option<&StoredLeaf>,
+    trust: Trust<'_>,
+) -> LeafStep {
     let Some(stored) = stored else { return LeafStep::Reissue };
     let facts = &stored.facts;
     let names_differ = match &wanted.usage {
@@ -175,9 +181,7 @@ pub fn next_look(
             .filter_map(|(_, stored)| stored.as_ref().map(|s| &s.facts))
     };
     let switch = ca
-        .filter(|ca| {
-            stored().any(|leaf| leaf.issuer_common_name != ca.common_name || !made_for(leaf, rotation.server))
-        })
+        .filter(|ca| stored().any(|leaf| leaf.issuer_common_name != ca.common_name || !made_for(leaf, rotation.server)))
         .map(|ca| usable_from(ca, rotation.ca));
     let earliest = ca
         .map(|ca| renew_at(ca, rotation.ca))

@@ -186,7 +186,14 @@ fn the_previous_cas_certificates_are_signed_again_once_the_bundle_had_time_to_sp
     leaf.facts.issuer_common_name = OLD_CA.to_owned();
     let switch = ca.not_before + CLOCK_SKEW_SECONDS + PROPAGATION_SECONDS;
     let defaults = Rotation::default();
-    let at = |now| decide(now, &defaults, Some(trust(&ca, &cas)), &[(server(), Some(leaf.clone()))]);
+    let at = |now| {
+        decide(
+            now,
+            &defaults,
+            Some(trust(&ca, &cas)),
+            &[(server(), Some(leaf.clone()))],
+        )
+    };
     assert!(at(switch - 1).is_empty());
     assert_eq!(at(switch).reissue, ["server"]);
     let leaves = [(server(), Some(leaf.clone()))];
@@ -198,7 +205,12 @@ fn a_client_certificate_with_names_is_signed_again() {
     let (ca, cas) = (ca(), bundle_cas());
     let mut leaf = current(&client(), DAY - 3600);
     leaf.facts.dns_names = vec!["virt-api".to_owned()];
-    let plan = decide(DAY, &Rotation::default(), Some(trust(&ca, &cas)), &[(client(), Some(leaf))]);
+    let plan = decide(
+        DAY,
+        &Rotation::default(),
+        Some(trust(&ca, &cas)),
+        &[(client(), Some(leaf))],
+    );
     assert_eq!(plan.reissue, ["client"]);
 }
 
@@ -261,7 +273,14 @@ fn custom_lifetimes_move_every_renewal() {
     let mut leaf = current(&server(), 0);
     leaf.facts.not_after = 6 * 60;
     assert!(made_for(&leaf.facts, rotation.server));
-    let at = |now| decide(now, &rotation, Some(trust(&ca, &cas)), &[(server(), Some(leaf.clone()))]);
+    let at = |now| {
+        decide(
+            now,
+            &rotation,
+            Some(trust(&ca, &cas)),
+            &[(server(), Some(leaf.clone()))],
+        )
+    };
     assert!(at(2 * 60 - 1).is_empty());
     assert_eq!(at(2 * 60).reissue, ["server"]);
     assert_eq!(

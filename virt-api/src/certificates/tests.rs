@@ -22,7 +22,12 @@ fn issued_at(now: i64, namespace: &str) -> (Pair, BTreeMap<&'static str, Pair>) 
     let name = format!("kubevirt.io@{now}");
     let leaves = wanted(namespace)
         .iter()
-        .map(|w| (w.secret, sign(&ca, &name, w, now, DEFAULT_SERVER_SECONDS).expect("sign")))
+        .map(|w| {
+            (
+                w.secret,
+                sign(&ca, &name, w, now, DEFAULT_SERVER_SECONDS).expect("sign"),
+            )
+        })
         .collect();
     (ca, leaves)
 }
