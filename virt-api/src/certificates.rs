@@ -336,16 +336,23 @@ fn split_pem(text: &str) -> Vec<String> {
 }
 
 /// The lifetimes the KubeVirt CR `kv` asks for. Its webhook refuses bad ones on update; one made
-/// bad at creation (upstream's webhook lets the first CR through unchecked) is logged with every
-/// reason, and upstream's defaults are kept.
-#[must_use]
-pub fn rotation_of(kv: &KubeVirt) -> Rotation {
+/// bad at creation (upstream's webhook lets the first CR through unchecked) gives the reasons,
+/// and the caller keeps upstream's defaults.
+///
+/// # Errors
+/// Every reason the CR's `certificateRotateStrategy` is refused.
+pub fn rotation_of(kv: &KubeVirt) -> Result<Rotation, kubevirt_api::v1::RotationError> {
     let self_signed = kv
         .spec
         .certificate_rotate_strategy
         .as_ref()
         .and_then(|s| s.self_signed.as_ref());
-    kubevirt_api::v1::rotation(self_signed).unwrap_or_else(|error| {
+    kubevirt_api::v1::rotation(self_signed)
+}
+
+/// [`rotation_of`], or upstream's defaults with the refusal logged.
+fn rotation_or_default(kv: &KubeVirt) -> Rotation {
+    rotation_of(kv).unwrap_or_else(|error| {
         tracing::error!(%error, "the KubeVirt CR's certificateRotateStrategy is refused; keeping the default lifetimes");
         Rotation::default()
     })
@@ -366,7 +373,7 @@ pub async fn read_rotation(client: &kube::Client, namespace: &str) -> Result<Rot
         .items
         .iter()
         .find(|kv| kv.metadata.deletion_timestamp.is_none())
-        .map(rotation_of)
+        .map(rotation_or_default)
         .unwrap_or_default())
 }
 

@@ -218,6 +218,8 @@ async fn connect(
     )));
     let api: kube::Api<KubeVirt> = kube::Api::all(client);
     let mut events = watcher(api, watcher::Config::default()).default_backoff().boxed();
+    // The last refusal of the CR's lifetimes, logged once until it changes.
+    let mut refused: Option<String> = None;
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
@@ -227,7 +229,20 @@ async fn connect(
                     let ours = kv.metadata.namespace.as_deref() == Some(install_namespace.as_str())
                         && kv.metadata.deletion_timestamp.is_none();
                     if ours {
-                        let wanted = certificates::rotation_of(&kv);
+                        let wanted = match certificates::rotation_of(&kv) {
+                            Ok(wanted) => {
+                                refused = None;
+                                wanted
+                            }
+                            Err(error) => {
+                                let reasons = error.to_string();
+                                if refused.as_ref() != Some(&reasons) {
+                                    tracing::error!(%error, "the KubeVirt CR's certificateRotateStrategy is refused; keeping the default lifetimes");
+                                }
+                                refused = Some(reasons);
+                                Rotation::default()
+                            }
+                        };
                         rotation.send_if_modified(|held| std::mem::replace(held, wanted) != wanted);
                     }
                 }

@@ -27,7 +27,8 @@ pub const ALREADY_CREATED: &str = "Kubevirt is already created";
 /// How many reasons a refusal lists, as upstream's webhooks.
 const SHOWN_REASONS: usize = 10;
 
-/// A refusal: the message, and each reason as a cause.
+/// A refusal: the message, and each reason as a cause (a refusal with causes is answered 422
+/// `Invalid`, one without 400, as upstream's webhooks answer).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Refusal {
     /// What the API server shows.
@@ -46,18 +47,16 @@ impl Refusal {
 
     /// Every reason, the first ten in the message, as upstream's webhooks show them.
     fn of(causes: Vec<String>) -> Self {
-        let mut message = causes
+        let shown = causes
             .iter()
             .take(SHOWN_REASONS)
             .map(String::as_str)
             .collect::<Vec<_>>()
             .join(", ");
-        if causes.len() > SHOWN_REASONS {
-            message.push_str(&format!(
-                ", and {} more validation errors",
-                causes.len() - SHOWN_REASONS
-            ));
-        }
+        let message = match causes.len().checked_sub(SHOWN_REASONS) {
+            Some(more) if more > 0 => format!("{shown}, and {more} more validation errors"),
+            _ => shown,
+        };
         Self { message, causes }
     }
 }
@@ -78,10 +77,11 @@ fn requested(request: &Value) -> Result<KubeVirt, Refusal> {
 /// # Errors
 /// Every reason the new spec is refused.
 pub fn admit_update(request: &Value) -> Result<(), Refusal> {
-    let cr = requested(request)?;
-    if request.pointer("/oldObject/spec") == request.pointer("/object/spec") {
+    let has_object = request.get("object").is_some_and(|o| !o.is_null());
+    if has_object && request.pointer("/oldObject/spec") == request.pointer("/object/spec") {
         return Ok(());
     }
+    let cr = requested(request)?;
     let self_signed = cr
         .spec
         .certificate_rotate_strategy

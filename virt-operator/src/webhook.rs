@@ -51,8 +51,8 @@ pub async fn handle<C: Cluster>(cluster: &C, request: Request<Incoming>) -> Resp
     }
 }
 
-/// The answer to one AdmissionReview sent to `path`: upstream's, with the refusal's message
-/// and code 400 for a deletion, 422 with each reason as a cause for a creation or an update.
+/// The answer to one AdmissionReview sent to `path`: upstream's, with the refusal's message,
+/// and code 422 with each reason as a cause when there are reasons (an update's), else 400.
 ///
 /// # Errors
 /// A review without a request or its uid.
@@ -63,9 +63,9 @@ pub async fn answer<C: Cluster>(cluster: &C, path: &str, review: &Value) -> Resu
         .ok_or("the AdmissionReview's request has no uid")?;
     let namespace = request["namespace"].as_str().unwrap_or_default();
     let name = request["name"].as_str().unwrap_or_default();
-    let (what, outcome, code) = match path {
-        CREATE_PATH => ("creation", spec_admission::admit_create(cluster, request).await, 422),
-        UPDATE_PATH => ("update", spec_admission::admit_update(request), 422),
+    let (what, outcome) = match path {
+        CREATE_PATH => ("creation", spec_admission::admit_create(cluster, request).await),
+        UPDATE_PATH => ("update", spec_admission::admit_update(request)),
         _ => (
             "deletion",
             uninstall::admit_delete(cluster, namespace, name)
@@ -74,7 +74,6 @@ pub async fn answer<C: Cluster>(cluster: &C, path: &str, review: &Value) -> Resu
                     message,
                     causes: Vec::new(),
                 }),
-            400,
         ),
     };
     let mut response = json!({"uid": uid, "allowed": outcome.is_ok()});
@@ -86,11 +85,10 @@ pub async fn answer<C: Cluster>(cluster: &C, path: &str, review: &Value) -> Resu
             reason = refusal.message.as_str(),
             "refused a KubeVirt CR's change"
         );
-        let mut status = json!({"code": code, "message": refusal.message});
-        if code == 422 {
-            status["reason"] = json!("Invalid");
-        }
+        let mut status = json!({"code": 400, "message": refusal.message});
         if !refusal.causes.is_empty() {
+            status["code"] = json!(422);
+            status["reason"] = json!("Invalid");
             let causes: Vec<Value> = refusal
                 .causes
                 .iter()

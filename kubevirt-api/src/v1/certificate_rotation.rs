@@ -6,8 +6,8 @@
 //! together); the CA lives 168 hours and a certificate 24 unless told otherwise; and what is left
 //! out of `renewBefore` is a fifth of the duration. It refuses, with upstream's messages, a
 //! renewal that would come before the start and a certificate that would outlive its CA, and
-//! (ours) a duration that is not positive or a renewal due as soon as it is made, which would
-//! renew without end.
+//! (ours) a duration under a second or over a hundred years, or a renewal due as soon as it is
+//! made, which would renew without end.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -20,6 +20,9 @@ const HOUR: i64 = 3600;
 pub const DEFAULT_CA_SECONDS: i64 = 168 * HOUR;
 /// Upstream's certificate lifetime: 24 hours.
 pub const DEFAULT_SERVER_SECONDS: i64 = 24 * HOUR;
+/// The longest lifetime kept: a hundred years (a certificate's end must be a date X.509 and
+/// the clock can write).
+pub const MAX_SECONDS: i64 = 100 * 365 * 24 * HOUR;
 
 /// `spec.certificateRotateStrategy`.
 #[serde_with::skip_serializing_none]
@@ -178,7 +181,9 @@ fn check(rotation: &Rotation, errors: &mut Vec<String>) {
     }
     for (name, renewal) in [("ca", ca), ("server", server)] {
         if renewal.duration <= 0 {
-            errors.push(format!("{FIELD}.{name}.duration: must be positive"));
+            errors.push(format!("{FIELD}.{name}.duration: must be at least a second"));
+        } else if renewal.duration > MAX_SECONDS {
+            errors.push(format!("{FIELD}.{name}.duration: must be at most 100 years"));
         } else if renewal.renew_before == renewal.duration {
             errors.push(format!(
                 "{FIELD}.{name}.renewBefore: must be shorter than the duration, or every certificate is due as soon as it is made"

@@ -97,9 +97,13 @@ fn bad_lifetimes_are_refused_with_every_reason() {
         (
             r#"{"ca":{"duration":"0"},"server":{"duration":"0"}}"#,
             &[
-                "spec.certificateRotateStrategy.selfSigned.ca.duration: must be positive",
-                "spec.certificateRotateStrategy.selfSigned.server.duration: must be positive",
+                "spec.certificateRotateStrategy.selfSigned.ca.duration: must be at least a second",
+                "spec.certificateRotateStrategy.selfSigned.server.duration: must be at least a second",
             ],
+        ),
+        (
+            r#"{"ca":{"duration":"900000h"},"server":{"duration":"24h"}}"#,
+            &["spec.certificateRotateStrategy.selfSigned.ca.duration: must be at most 100 years"],
         ),
         (
             r#"{"ca":{"duration":"a week"}}"#,

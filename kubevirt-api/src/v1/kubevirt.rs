@@ -51,8 +51,8 @@ pub struct KubeVirtSpec {
     /// refuse the deletion while any VMI, VM or VMI replica set exists.
     #[schemars(extend("enum" = ["", "RemoveWorkloads", "BlockUninstallIfWorkloadsExist"]))]
     pub uninstall_strategy: Option<String>,
-    /// The lifetimes of KubeVirt's CA and certificates, which virt-api keeps
-    /// ([`super::rotation`]).
+    /// The lifetimes of KubeVirt's CA and certificates, which virt-api keeps: the CA 168 hours
+    /// and the others 24 unless told otherwise, each renewed when a fifth of its life is left.
     pub certificate_rotate_strategy: Option<super::CertificateRotateStrategy>,
     /// How launchers of an old install are moved: accepted without methods only (the CRD's rule).
     pub workload_update_strategy: Option<WorkloadUpdateStrategy>,

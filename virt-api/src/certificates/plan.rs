@@ -110,13 +110,19 @@ fn leaf_step(
         Usage::Client => !facts.dns_names.is_empty(),
     };
     // Not usable as it is: made again now, by the current CA.
-    let unusable = facts.common_name != wanted.common_name
+    let broken = facts.common_name != wanted.common_name
         || names_differ
-        || now >= renew_at(facts, rotation.server)
         || !trust.bundle_cas.contains(&facts.issuer_common_name);
+    let ca_usable = usable_from(trust.ca, rotation.ca);
+    let by_current = facts.issuer_common_name == trust.ca.common_name;
+    // Due: made again now, unless the current CA's bundle is still spreading and the
+    // certificate, another CA's, lasts until it has, with the clock skew to spare (then it
+    // waits for the switch below).
+    let lasts = facts.not_after > ca_usable + CLOCK_SKEW_SECONDS;
+    let due = now >= renew_at(facts, rotation.server) && (by_current || now >= ca_usable || !lasts);
     // Usable, but not what is asked for now: made again once the current CA may be used.
-    let outdated = facts.issuer_common_name != trust.ca.common_name || !made_for(facts, rotation.server);
-    let reissue = unusable || (outdated && now >= usable_from(trust.ca, rotation.ca));
+    let outdated = !by_current || !made_for(facts, rotation.server);
+    let reissue = broken || due || (outdated && now >= ca_usable);
     if reissue {
         LeafStep::Reissue
     } else if stored.ca_bundle != trust.bundle {
@@ -153,14 +159,20 @@ pub fn decide(
     plan
 }
 
-/// The CAs a new bundle keeps besides the new one: the previous bundle's CAs that have not
-/// expired, as (facts, PEM) pairs.
+/// The most CAs a bundle holds, as upstream's: lifetimes that make CAs faster than they expire
+/// cannot grow the bundle past what a Secret holds.
+pub const MAX_BUNDLE_CAS: usize = 50;
+
+/// The CAs a new bundle keeps besides the new one: the newest of the previous bundle's CAs
+/// (newest first) that have not expired, as (facts, PEM) pairs, at most
+/// [`MAX_BUNDLE_CAS`] with the new one.
 #[must_use]
 pub fn still_valid(now: i64, previous: Vec<(CertFacts, String)>) -> Vec<String> {
     previous
         .into_iter()
         .filter(|(facts, _)| now < facts.not_after)
         .map(|(_, pem)| pem)
+        .take(MAX_BUNDLE_CAS - 1)
         .collect()
 }
 
@@ -183,10 +195,17 @@ pub fn next_look(
     let switch = ca
         .filter(|ca| stored().any(|leaf| leaf.issuer_common_name != ca.common_name || !made_for(leaf, rotation.server)))
         .map(|ca| usable_from(ca, rotation.ca));
+    // Another CA's certificate due before the current CA may be used waits for that moment.
+    let renewal = |leaf: &CertFacts| match ca {
+        Some(ca) if leaf.issuer_common_name != ca.common_name => {
+            renew_at(leaf, rotation.server).max(usable_from(ca, rotation.ca).min(leaf.not_after))
+        }
+        _ => renew_at(leaf, rotation.server),
+    };
     let earliest = ca
         .map(|ca| renew_at(ca, rotation.ca))
         .into_iter()
-        .chain(stored().map(|leaf| renew_at(leaf, rotation.server)))
+        .chain(stored().map(renewal))
         .chain(switch)
         .min()
         .unwrap_or(now);

@@ -5,8 +5,8 @@ use control_loop::tls::CertFacts;
 use kubevirt_api::v1::{DEFAULT_CA_SECONDS, DEFAULT_SERVER_SECONDS};
 
 use super::{
-    CLOCK_SKEW_SECONDS, PROPAGATION_SECONDS, Plan, Renewal, Rotation, StoredLeaf, Trust, Usage, Wanted, decide,
-    made_for, next_look, renew_at, still_valid, usable_from,
+    CLOCK_SKEW_SECONDS, MAX_BUNDLE_CAS, PROPAGATION_SECONDS, Plan, Renewal, Rotation, StoredLeaf, Trust, Usage, Wanted,
+    decide, made_for, next_look, renew_at, still_valid, usable_from,
 };
 
 const DAY: i64 = 24 * 3600;
@@ -101,48 +101,45 @@ fn each_reason_to_sign_a_certificate_again_or_give_it_the_bundle() {
         change(&mut leaf);
         Some(leaf)
     };
-    let (keep, reissue, rebundle) = (Plan::default(), vec!["server"], vec!["server"]);
-    let cases: [(&str, Option<StoredLeaf>, Plan); 10] = [
+    let (keep, rebundle) = (Plan::default(), vec!["server"]);
+    let resign = Plan {
+        reissue: vec!["server"],
+        ..Plan::default()
+    };
+    let cases: [(&str, Option<StoredLeaf>, Plan); 12] = [
         ("current", Some(ok.clone()), keep.clone()),
-        (
-            "missing",
-            None,
-            Plan {
-                reissue: reissue.clone(),
-                ..Plan::default()
-            },
-        ),
+        ("missing", None, resign.clone()),
         (
             "another holder",
             with(&|l| l.facts.common_name = "virt-handler".to_owned()),
-            Plan {
-                reissue: reissue.clone(),
-                ..Plan::default()
-            },
+            resign.clone(),
         ),
         (
             "other names",
             with(&|l| l.facts.dns_names = vec!["virt-api.other".to_owned()]),
-            Plan {
-                reissue: reissue.clone(),
-                ..Plan::default()
-            },
+            resign.clone(),
         ),
         (
             "a CA not in the bundle",
             with(&|l| l.facts.issuer_common_name = "kubevirt.io@9".to_owned()),
-            Plan {
-                reissue: reissue.clone(),
-                ..Plan::default()
-            },
+            resign.clone(),
+        ),
+        ("due", with(&|l| made_at(l, now - DAY * 4 / 5)), resign.clone()),
+        (
+            "due, the previous CA's, while the new CA's bundle spreads",
+            with(&|l| {
+                l.facts.issuer_common_name = OLD_CA.to_owned();
+                made_at(l, now - DAY * 4 / 5);
+            }),
+            keep.clone(),
         ),
         (
-            "due",
-            with(&|l| made_at(l, now - DAY * 4 / 5)),
-            Plan {
-                reissue: reissue.clone(),
-                ..Plan::default()
-            },
+            "the previous CA's, expiring before the new CA may be used",
+            with(&|l| {
+                l.facts.issuer_common_name = OLD_CA.to_owned();
+                made_at(l, now - DAY + 60);
+            }),
+            resign.clone(),
         ),
         (
             "just before due",
@@ -198,6 +195,17 @@ fn the_previous_cas_certificates_are_signed_again_once_the_bundle_had_time_to_sp
     assert_eq!(at(switch).reissue, ["server"]);
     let leaves = [(server(), Some(leaf.clone()))];
     assert_eq!(next_look(0, &defaults, Some(&ca), &leaves, DAY), switch);
+    // Due while the bundle spreads: it waits for the switch, and the next look is then.
+    let mut due = leaf.clone();
+    due.facts.not_before = -DAY * 4 / 5 - CLOCK_SKEW_SECONDS;
+    due.facts.not_after = DAY / 5;
+    let leaves = [(server(), Some(due.clone()))];
+    assert!(decide(60, &defaults, Some(trust(&ca, &cas)), &leaves).is_empty());
+    assert_eq!(next_look(60, &defaults, Some(&ca), &leaves, DAY), switch);
+    assert_eq!(
+        decide(switch, &defaults, Some(trust(&ca, &cas)), &leaves).reissue,
+        ["server"]
+    );
 }
 
 #[test]
@@ -234,8 +242,13 @@ fn a_missing_or_due_ca_is_made_again_first_and_alone() {
 fn the_new_bundle_keeps_only_cas_that_have_not_expired() {
     let old = facts(CA, CA, 0, 7 * DAY, &[]);
     let older = facts(OLD_CA, OLD_CA, -7 * DAY, 7 * DAY, &[]);
-    let kept = still_valid(DAY, vec![(old, "old".to_owned()), (older, "older".to_owned())]);
+    let kept = still_valid(DAY, vec![(old.clone(), "old".to_owned()), (older, "older".to_owned())]);
     assert_eq!(kept, ["old"]);
+    // At most 50 with the new one: the newest are kept.
+    let many: Vec<(CertFacts, String)> = (0..60).map(|i| (old.clone(), format!("ca{i}"))).collect();
+    let kept = still_valid(DAY, many);
+    assert_eq!(kept.len(), MAX_BUNDLE_CAS - 1);
+    assert_eq!(kept[0], "ca0");
 }
 
 #[test]
