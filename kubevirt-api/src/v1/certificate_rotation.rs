@@ -149,10 +149,10 @@ pub fn rotation(config: Option<&SelfSignConfiguration>) -> Result<Rotation, Rota
         &mut errors,
     );
     let renewal = |duration: Option<i64>, renew_before: Option<i64>, default: i64| {
-        let duration = duration.unwrap_or(default);
+        let defaults = Renewal::with_default_renewal(duration.unwrap_or(default));
         Renewal {
-            duration,
-            renew_before: renew_before.unwrap_or(duration / 5),
+            renew_before: renew_before.unwrap_or(defaults.renew_before),
+            ..defaults
         }
     };
     let rotation = Rotation {
