@@ -25,7 +25,7 @@ pub mod labels {
     pub const NODE_SCHEDULABLE: &str = "kubevirt.io/schedulable";
     /// Name of the VM that owns a VMI or launcher pod.
     pub const VM_NAME: &str = "vm.kubevirt.io/name";
-    /// On launcher pods: the launcher image differs from the installed one.
+    /// On VMIs (empty value): their launcher image differs from the installed one.
     pub const OUTDATED_LAUNCHER_IMAGE: &str = "kubevirt.io/outdatedLauncherImage";
     /// On launcher pods: the VMI's migration job, if any.
     pub const MIGRATION_JOB_UID: &str = "kubevirt.io/migrationJobUID";
@@ -71,6 +71,8 @@ pub mod annotations {
     pub const MIGRATION_JOB_NAME: &str = "kubevirt.io/migrationJobName";
     /// On migrations the evacuation controller creates: the node being evacuated.
     pub const EVACUATION_MIGRATION: &str = "kubevirt.io/evacuationMigration";
+    /// On migrations virt-controller's workload updater creates (empty value).
+    pub const WORKLOAD_UPDATE_MIGRATION: &str = "kubevirt.io/workloadUpdateMigration";
     /// On launcher pods: the container `kubectl logs` and `exec` pick.
     pub const DEFAULT_CONTAINER: &str = "kubectl.kubernetes.io/default-container";
     /// kubevirt-rs only, on the `KubeVirt` resource: `"true"` makes every launcher emulate (TCG)

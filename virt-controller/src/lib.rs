@@ -36,3 +36,4 @@ pub mod vmi_lifecycle;
 pub mod vmi_phase;
 pub mod volume_status;
 pub mod watched_facts;
+pub mod workload_update;

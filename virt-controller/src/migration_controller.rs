@@ -46,6 +46,10 @@ pub struct MigrationController<A, K> {
     eviction_strategy: Mutex<Option<String>>,
     /// What the evacuation remembers between passes.
     evacuation_memory: Mutex<evacuate::Memory>,
+    /// The `KubeVirt` CR the workload updater follows.
+    kubevirt: Mutex<Option<kubevirt_api::v1::KubeVirt>>,
+    /// What the workload updater remembers between passes.
+    workload_memory: Mutex<workload_update::Memory>,
     pod_config: Mutex<PodConfig>,
     known: Mutex<Known>,
     /// The claims target pods use: the VMI controller's store, kept from the PVC watch.
@@ -126,6 +130,8 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
             settings: Mutex::new(MigrationSettings::default()),
             eviction_strategy: Mutex::default(),
             evacuation_memory: Mutex::default(),
+            kubevirt: Mutex::default(),
+            workload_memory: Mutex::default(),
             pod_config: Mutex::new(pod_config),
             known: Mutex::default(),
             claims,
@@ -145,6 +151,7 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
         kubevirt: Option<&kubevirt_api::v1::KubeVirt>,
         pod_config: PodConfig,
     ) -> Vec<String> {
+        self.follow_kubevirt(kubevirt);
         let config =
             kubevirt_api::v1::ClusterConfig::from_configuration(kubevirt.and_then(|k| k.spec.configuration.as_ref()));
         let changed = [
@@ -501,5 +508,7 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
 }
 
 mod evacuate;
+mod workload_update;
+pub use workload_update::WORKLOAD_UPDATE_KEY;
 mod observe;
 mod state_claims;

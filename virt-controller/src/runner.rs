@@ -1,6 +1,6 @@
 //! virt-controller's event loop: the VMI, VM, migration, PVC, DataVolume and launcher-pod watches feed one work
-//! queue of `vmi:`, `vm:`, `vmim:` and `evac:` (a node being evacuated) keys, reconciled by up to `workers` tasks (never one key
-//! twice at once).
+//! queue of `vmi:`, `vm:`, `vmim:`, `evac:` (a node being evacuated) and `wlu:` (the workload updater) keys,
+//! reconciled by up to `workers` tasks (never one key twice at once).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 use crate::cluster_api::ControllerApi;
-use crate::migration_controller::MigrationController;
+use crate::migration_controller::{MigrationController, WORKLOAD_UPDATE_KEY};
 use crate::pod::PodConfig;
 use crate::vm_controller::VmController;
 use crate::vmi_controller::VmiController;
@@ -53,6 +53,7 @@ impl<A: ControllerApi, K: Clock> Controllers<A, K> {
             Some(("vm", key)) => self.vms.reconcile(key).await,
             Some(("vmim", key)) => self.migrations.reconcile(key).await,
             Some(("evac", node)) => self.migrations.evacuate(node).await,
+            Some(("wlu", _)) => self.migrations.update_workloads().await,
             _ => None,
         }
     }
@@ -132,6 +133,22 @@ fn lists_done<T>(event: &Event<T>) -> bool {
     matches!(event, Event::InitDone)
 }
 
+/// The workload updater's key.
+fn workload_update_key() -> String {
+    format!("wlu:{WORKLOAD_UPDATE_KEY}")
+}
+
+/// How long VMI and migration changes are gathered before the workload updater looks at them
+/// (upstream's updater waits 5 s too): it reads every VMI, so a burst of changes costs one pass.
+const WORKLOAD_UPDATE_DEBOUNCE: Duration = Duration::from_secs(5);
+
+/// After a VMI or migration change: the nodes being evacuated are looked at again, and the
+/// workload updater once the changes have settled.
+fn moves_may_have_changed<A: ControllerApi, K: Clock>(controllers: &Controllers<A, K>, queue: &mut WorkQueue) {
+    queue_all(queue, "evac", controllers.migrations.evacuating_nodes());
+    queue.add_after(&workload_update_key(), WORKLOAD_UPDATE_DEBOUNCE);
+}
+
 fn queue_all(queue: &mut WorkQueue, prefix: &str, keys: Vec<String>) {
     for key in keys {
         queue.add(&format!("{prefix}:{key}"));
@@ -164,6 +181,7 @@ fn configure<A: ControllerApi, K: Clock>(
             .migrations
             .set_cluster_configuration(kubevirt.as_ref(), pods),
     );
+    queue.add(&workload_update_key());
 }
 
 /// Runs until `stop`; in-flight reconciles finish first. The watches keep the caches warm at all
@@ -217,7 +235,7 @@ pub async fn run<A: ControllerApi, K: Clock>(
                     queue_all(&mut queue, "vm", controllers.vms.on_vmi_event(event.clone()));
                     queue_all(&mut queue, "vmim", controllers.migrations.on_vmi_event(event.clone()));
                     queue_all(&mut queue, "vmi", controllers.vmis.on_vmi_event(event));
-                    queue_all(&mut queue, "evac", controllers.migrations.evacuating_nodes());
+                    moves_may_have_changed(&controllers, &mut queue);
                 }
                 Err(error) => warn!(error = %error, "VMI watch error; the watch retries"),
             },
@@ -240,7 +258,7 @@ pub async fn run<A: ControllerApi, K: Clock>(
                 Ok(event) => {
                     synced.mark(Watch::Migrations, lists_done(&event));
                     queue_all(&mut queue, "vmim", controllers.migrations.on_migration_event(event));
-                    queue_all(&mut queue, "evac", controllers.migrations.evacuating_nodes());
+                    moves_may_have_changed(&controllers, &mut queue);
                 }
                 Err(error) => warn!(error = %error, "migration watch error; the watch retries"),
             },

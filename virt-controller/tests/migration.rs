@@ -2,7 +2,8 @@
 //! running VMI gets its finalizer and label, a target pod kept off the source node, the hand-off
 //! into the VMI's migration state once the pod runs, and follows virt-handler's reports to
 //! Succeeded; a cancel before the hand-off deletes the target pod and fails it. A VMI marked for
-//! evacuation gets its migration from the evacuation controller.
+//! evacuation gets its migration from the evacuation controller, and an outdated one from the
+//! workload updater.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -349,3 +350,5 @@ async fn nothing_is_reconciled_before_every_watch_has_listed() {
 
 #[path = "migration/evacuation.rs"]
 mod evacuation;
+#[path = "migration/workload_update.rs"]
+mod workload_update;

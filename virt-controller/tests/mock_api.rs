@@ -257,3 +257,44 @@ async fn a_missing_claim_sends_the_wait_then_the_pod_once_the_claim_appears() {
         json!([{"name": "data", "devicePath": "/dev/data"}])
     );
 }
+
+#[tokio::test]
+async fn the_workload_updaters_eviction_and_count_send_these_requests_which_its_role_allows() {
+    use virt_controller::cluster_api::ControllerApi as _;
+    let kubevirt: kubevirt_api::v1::KubeVirt = serde_json::from_value(json!({
+        "apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
+        "metadata": {"name": "kubevirt", "namespace": "kubevirt"}, "spec": {}
+    }))
+    .expect("KubeVirt");
+    let mut patched = serde_json::to_value(&kubevirt).expect("json");
+    patched["status"] = json!({"outdatedVirtualMachineInstanceWorkloads": 2});
+    let (client, log) = api_server(VecDeque::from([
+        json!({"kind": "Status", "status": "Success"}),
+        patched,
+    ]));
+    let api = KubeControllerApi::new(client);
+    api.evict_pod("default", "virt-launcher-testvmi-x7k2p")
+        .await
+        .expect("evicted");
+    api.patch_kubevirt_status(&kubevirt, json!({"outdatedVirtualMachineInstanceWorkloads": 2}))
+        .await
+        .expect("patched");
+    let sent = taken(&log);
+    assert_eq!(
+        (sent[0].0.as_str(), sent[0].1.as_str()),
+        (
+            "POST",
+            "/api/v1/namespaces/default/pods/virt-launcher-testvmi-x7k2p/eviction"
+        )
+    );
+    assert_eq!(sent[0].2["metadata"]["name"], json!("virt-launcher-testvmi-x7k2p"));
+    assert_eq!(
+        sent[1],
+        (
+            "PATCH".to_owned(),
+            "/apis/kubevirt.io/v1/namespaces/kubevirt/kubevirts/kubevirt/status".to_owned(),
+            json!({"status": {"outdatedVirtualMachineInstanceWorkloads": 2}})
+        )
+    );
+    assert_eq!(sent.len(), 2);
+}

@@ -5,10 +5,12 @@
 //! created before they exist: creation refuses only a second CR ("Kubevirt is already created"),
 //! and an update is refused when `spec.certificateRotateStrategy.selfSigned` gives lifetimes that
 //! cannot be kept ([`kubevirt_api::v1::rotation`]), with upstream's messages joined as its
-//! webhooks join them. Upstream's update webhook checks further fields (TLS ciphers, placement,
-//! seccomp); this one checks the certificate lifetimes only (`docs/compatibility.md`).
+//! webhooks join them, or when `spec.workloadUpdateStrategy` cannot be followed
+//! ([`kubevirt_api::v1::workload_updates`]: an interval that is not a duration; the CRD refuses
+//! unknown methods and batch sizes under one). Upstream's update webhook checks further fields
+//! (TLS ciphers, placement, seccomp) and not the workload updates (`docs/compatibility.md`).
 
-use kubevirt_api::v1::{KubeVirt, rotation};
+use kubevirt_api::v1::{KubeVirt, WorkloadUpdateError, rotation, workload_updates};
 use serde_json::Value;
 
 use crate::uninstall::Cluster;
@@ -87,7 +89,15 @@ pub fn admit_update(request: &Value) -> Result<(), Refusal> {
         .certificate_rotate_strategy
         .as_ref()
         .and_then(|s| s.self_signed.as_ref());
-    rotation(self_signed).map(|_| ()).map_err(|e| Refusal::of(e.0))
+    let mut causes = rotation(self_signed).err().map(|e| e.0).unwrap_or_default();
+    if let Err(WorkloadUpdateError(errors)) = workload_updates(cr.spec.workload_update_strategy.as_ref()) {
+        causes.extend(errors);
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(Refusal::of(causes))
+    }
 }
 
 /// Whether the creation in `request` may go on: no other KubeVirt CR exists, in any namespace.

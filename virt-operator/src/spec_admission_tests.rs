@@ -56,6 +56,20 @@ fn each_refusal_gives_every_reason_as_a_cause() {
 }
 
 #[test]
+fn workload_update_strategies_that_cannot_be_followed_are_refused_beside_the_lifetimes() {
+    let followed = json!({"workloadUpdateStrategy": {"workloadUpdateMethods": ["LiveMigrate", "Evict"], "batchEvictionSize": 5, "batchEvictionInterval": "2s"}});
+    assert_eq!(admit_update(&update(json!({}), followed)), Ok(()));
+    let mut spec = self_signed(&json!({"server": {"duration": "1h", "renewBefore": "2h"}}));
+    spec["workloadUpdateStrategy"] = json!({"batchEvictionInterval": "every minute"});
+    let refusal = admit_update(&update(json!({}), spec)).expect_err("refused");
+    assert_eq!(refusal.causes.len(), 2, "{refusal:?}");
+    assert_eq!(
+        refusal.causes[1],
+        "spec.workloadUpdateStrategy.batchEvictionInterval: \"every minute\" is not a duration such as 48h, 1h30m or 90s"
+    );
+}
+
+#[test]
 fn an_update_that_keeps_the_spec_is_admitted_whatever_it_holds() {
     let unkept = self_signed(&json!({"server": {"duration": "1h", "renewBefore": "2h"}}));
     assert_eq!(admit_update(&update(unkept.clone(), unkept.clone())), Ok(()));

@@ -27,12 +27,6 @@ use serde::{Deserialize, Serialize};
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#
 )]
 #[serde(rename_all = "camelCase")]
-#[schemars(extend("x-kubernetes-validations" = [
-    {
-        "rule": "!has(self.workloadUpdateStrategy) || !has(self.workloadUpdateStrategy.workloadUpdateMethods) || size(self.workloadUpdateStrategy.workloadUpdateMethods) == 0",
-        "message": "spec.workloadUpdateStrategy.workloadUpdateMethods: automatic workload updates are not supported; VMIs keep their launcher until they restart"
-    }
-]))]
 pub struct KubeVirtSpec {
     /// Tag of the component images.
     pub image_tag: Option<String>,
@@ -54,7 +48,8 @@ pub struct KubeVirtSpec {
     /// The lifetimes of KubeVirt's CA and certificates, which virt-api keeps: the CA 168 hours
     /// and the others 24 unless told otherwise, each renewed when a fifth of its life is left.
     pub certificate_rotate_strategy: Option<super::CertificateRotateStrategy>,
-    /// How launchers of an old install are moved: accepted without methods only (the CRD's rule).
+    /// How VMIs whose launcher is not the installed one are moved (virt-controller's workload
+    /// updater): none by default, else live-migrated or evicted.
     pub workload_update_strategy: Option<WorkloadUpdateStrategy>,
     /// Patches of the components' objects and flags of their commands, applied by virt-operator
     /// to what it renders.
@@ -66,11 +61,14 @@ pub struct KubeVirtSpec {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkloadUpdateStrategy {
-    /// `LiveMigrate` and `Evict` (refused when any is given).
+    /// `LiveMigrate` (VMIs that can live-migrate are migrated) and `Evict` (the others' launcher
+    /// pods are evicted); without either, outdated VMIs stay where they are.
+    #[schemars(extend("items" = {"type": "string", "enum": ["LiveMigrate", "Evict"]}))]
     pub workload_update_methods: Option<Vec<String>>,
-    /// VMIs evicted per batch (upstream's default 10); meaningful only with methods.
+    /// VMIs evicted per batch (10 when unset).
+    #[schemars(range(min = 1))]
     pub batch_eviction_size: Option<i32>,
-    /// Time between batches (upstream's default `1m0s`); meaningful only with methods.
+    /// The time between two eviction batches, a Go duration (`1m0s` when unset).
     pub batch_eviction_interval: Option<String>,
 }
 
@@ -211,6 +209,9 @@ pub struct KubeVirtStatus {
     /// The generations of the workloads it deployed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub generations: Vec<GenerationStatus>,
+    /// The running VMIs whose launcher is not the installed one, as virt-controller's workload
+    /// updater counts them.
+    pub outdated_virtual_machine_instance_workloads: Option<i64>,
 }
 
 /// A condition of the `KubeVirt` resource.

@@ -22,6 +22,7 @@ mod vm_volume_status;
 mod vmi;
 mod vmi_status;
 mod volumes;
+mod workload_updates;
 
 pub use access_credentials::*;
 pub use certificate_rotation::*;
@@ -45,6 +46,7 @@ pub use vm_volume_status::*;
 pub use vmi::*;
 pub use vmi_status::*;
 pub use volumes::*;
+pub use workload_updates::*;
 
 /// The API group of every type here.
 pub const GROUP: &str = "kubevirt.io";

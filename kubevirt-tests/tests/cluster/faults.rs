@@ -1,19 +1,19 @@
 //! Faults a real node sees: QEMU killed inside the launcher pod, virt-handler's pod deleted (the
 //! DaemonSet's next pod re-adopts the VMI), virt-controller's pod deleted in the middle of a start
-//! (the VMI still starts exactly once), and an upgrade through the KubeVirt CR's `imageTag`, which
-//! virt-operator rolls out handler first.
+//! (the VMI still starts exactly once). The upgrade through the KubeVirt CR's `imageTag` is in
+//! `upgrade.rs`.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
 use super::support::{
-    Cleanup, cluster_dir, console_until, example, field, get, kubectl, kubectl_command, kubectl_ok, qemu_of, vmi_uid,
-    wait_for, wait_for_phase,
+    Cleanup, console_until, example, field, get, kubectl_command, kubectl_ok, qemu_of, vmi_uid, wait_for,
+    wait_for_phase,
 };
 use super::vmi::launcher_pod;
 
 /// The Ready virt-handler pod of `node` (each node has one).
-fn handler_pod(node: &str) -> String {
+pub(super) fn handler_pod(node: &str) -> String {
     let on_node = format!("spec.nodeName={node}");
     wait_for("a Ready virt-handler pod", Duration::from_secs(180), || {
         let pods = kubectl_ok(&[
@@ -40,13 +40,13 @@ fn handler_pod(node: &str) -> String {
 }
 
 /// The guest answers on its console, so it was not disturbed.
-fn assert_guest_answers(name: &str) {
+pub(super) fn assert_guest_answers(name: &str) {
     console_until(name, "\necho STILL-$((40+2))", "STILL-42", Duration::from_secs(30));
 }
 
 /// The test guest `name` applied and Running, with the cleanup that deletes it, its QEMU's pid and
 /// its node.
-fn running_test_guest(name: &str) -> (Cleanup, u32, String) {
+pub(super) fn running_test_guest(name: &str) -> (Cleanup, u32, String) {
     let mut cleanup = Cleanup::new();
     cleanup.apply("vmi", name, &example("vmi-testguest.yaml", name));
     let vmi = wait_for_phase(name, "Running", Duration::from_secs(120));
@@ -56,7 +56,7 @@ fn running_test_guest(name: &str) -> (Cleanup, u32, String) {
 
 /// The guest `name` went through a handler change untouched: the same QEMU, still Running, and
 /// its console answers through the handler now running.
-fn assert_undisturbed(name: &str, qemu: u32) {
+pub(super) fn assert_undisturbed(name: &str, qemu: u32) {
     assert_eq!(qemu_of(name).map(|p| p.pid), Some(qemu), "the same QEMU runs");
     assert_eq!(super::support::vmi_phase(name), "Running");
     assert_guest_answers(name);
@@ -165,157 +165,4 @@ fn a_vmi_starts_exactly_once_when_virt_controller_is_deleted_during_the_start() 
         "deployment/virt-controller",
         "--timeout=120s",
     ]);
-}
-
-/// `ctr` against every node's containerd, in Kubernetes' namespace: the first failure, else the
-/// last node's output.
-fn ctr(args: &[&str]) -> std::process::Output {
-    let mut last = None;
-    for node in super::support::node_names() {
-        let socket = cluster_dir().join(format!("nodes/{node}/run/containerd/containerd.sock"));
-        let output = std::process::Command::new("ctr")
-            .arg("--address")
-            .arg(socket)
-            .args(["-n", "k8s.io"])
-            .args(args)
-            .output()
-            .expect("ctr runs");
-        if !output.status.success() {
-            return output;
-        }
-        last = Some(output);
-    }
-    last.expect("the cluster has nodes")
-}
-
-/// The images virt-operator deploys from `spec.imageTag`.
-const COMPONENTS: [&str; 4] = ["virt-api", "virt-controller", "virt-handler", "virt-launcher"];
-/// The tag the test moves them to.
-const UPGRADE_TAG: &str = "e2e-upgrade";
-
-/// The KubeVirt CR's observed version and phase.
-fn kubevirt_state() -> String {
-    kubectl(&[
-        "-n",
-        "kubevirt",
-        "get",
-        "kubevirt",
-        "kubevirt",
-        "-o",
-        "jsonpath={.status.observedKubeVirtVersion} {.status.phase} {.status.targetKubeVirtVersion}",
-    ])
-    .stdout
-    .iter()
-    .map(|b| char::from(*b))
-    .collect()
-}
-
-/// Puts the KubeVirt CR back on the installed tag, waits until virt-operator has rolled the
-/// components back, and removes the test's tags, however the test ends, so the other tests see
-/// the cluster as installed.
-struct RestoreImageTag;
-
-impl Drop for RestoreImageTag {
-    fn drop(&mut self) {
-        let _ = kubectl(&[
-            "-n",
-            "kubevirt",
-            "patch",
-            "kubevirt",
-            "kubevirt",
-            "--type=json",
-            "-p",
-            r#"[{"op":"remove","path":"/spec/imageTag"}]"#,
-        ]);
-        let deadline = std::time::Instant::now() + Duration::from_secs(400);
-        while kubevirt_state() != "latest Deployed latest" && std::time::Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(500));
-        }
-        for component in COMPONENTS {
-            let _ = ctr(&[
-                "images",
-                "rm",
-                &format!("localhost/kubevirt-rs/{component}:{UPGRADE_TAG}"),
-            ]);
-        }
-    }
-}
-
-/// The creation times of the pods labelled `kubevirt.io=<component>`, sorted (RFC 3339 in UTC, so
-/// their text sorts as time does).
-fn created(component: &str) -> Vec<String> {
-    let times = kubectl_ok(&[
-        "-n",
-        "kubevirt",
-        "get",
-        "pods",
-        "-l",
-        &format!("kubevirt.io={component}"),
-        "-o",
-        "jsonpath={range .items[*]}{.metadata.creationTimestamp}{\"\\n\"}{end}",
-    ]);
-    let mut times: Vec<String> = times.lines().map(str::to_owned).collect();
-    times.sort();
-    times
-}
-
-#[test]
-#[ignore = "needs the test cluster: make cluster"]
-fn a_new_image_tag_rolls_handler_then_controller_then_api_and_leaves_running_vmis_undisturbed() {
-    let (_cleanup, qemu, node) = running_test_guest("e2e-roll");
-    // The same images under a new tag, as a release would bring, in every node's image store.
-    for component in COMPONENTS {
-        let installed = format!("localhost/kubevirt-rs/{component}:latest");
-        let updated = format!("localhost/kubevirt-rs/{component}:{UPGRADE_TAG}");
-        let tagged = ctr(&["images", "tag", "--force", &installed, &updated]);
-        assert!(
-            tagged.status.success(),
-            "ctr images tag {installed}: {}",
-            String::from_utf8_lossy(&tagged.stderr)
-        );
-    }
-    let _restore = RestoreImageTag;
-    let old = handler_pod(&node);
-    kubectl_ok(&[
-        "-n",
-        "kubevirt",
-        "patch",
-        "kubevirt",
-        "kubevirt",
-        "--type=merge",
-        "-p",
-        &format!(r#"{{"spec":{{"imageTag":"{UPGRADE_TAG}"}}}}"#),
-    ]);
-    let upgraded = format!("{UPGRADE_TAG} Deployed {UPGRADE_TAG}");
-    wait_for("virt-operator to deploy the new tag", Duration::from_secs(400), || {
-        (kubevirt_state() == upgraded).then_some(())
-    });
-    let new = handler_pod(&node);
-    assert_ne!(new, old, "a new handler pod");
-    for (kind, name) in [
-        ("deployment", "virt-api"),
-        ("deployment", "virt-controller"),
-        ("daemonset", "virt-handler"),
-    ] {
-        let object = get(kind, name, "kubevirt").unwrap_or_else(|| panic!("{kind} {name}"));
-        assert_eq!(
-            field(&object, "spec.template.spec.containers.0.image"),
-            format!("localhost/kubevirt-rs/{name}:{UPGRADE_TAG}")
-        );
-    }
-    let controller = get("deployment", "virt-controller", "kubevirt").expect("virt-controller");
-    assert!(
-        controller.to_string().contains(&format!(
-            "--launcher-image=localhost/kubevirt-rs/virt-launcher:{UPGRADE_TAG}"
-        )),
-        "new VMs get the new launcher"
-    );
-    // Upstream's update order, each finished before the next: every new handler pod was made
-    // before the new controllers, and those before the new virt-api pods.
-    let (handlers, controllers, apis) = (created("virt-handler"), created("virt-controller"), created("virt-api"));
-    assert!(
-        handlers.last() <= controllers.first() && controllers.last() <= apis.first(),
-        "handler {handlers:?}, controller {controllers:?}, api {apis:?}"
-    );
-    assert_undisturbed("e2e-roll", qemu);
 }

@@ -36,6 +36,7 @@ mod registry_import;
 mod support;
 mod template_validator;
 mod unprivileged;
+mod upgrade;
 mod upload;
 mod virt_operator;
 mod virt_operator_certificates;

@@ -124,7 +124,7 @@ fn what_the_operator_owns_is_put_back_when_changed_or_deleted_by_hand() {
 
 #[test]
 #[ignore = "needs the test cluster: make cluster"]
-fn fields_the_operator_does_not_act_on_or_cannot_keep_are_refused_by_the_api_server() {
+fn fields_the_components_cannot_act_on_or_keep_are_refused_by_the_api_server() {
     deployed();
     wait_for(
         "kubevirt-update-validator.kubevirt.io with the operator's CA",
@@ -145,9 +145,19 @@ fn fields_the_operator_does_not_act_on_or_cannot_keep_are_refused_by_the_api_ser
     let stderr = String::from_utf8_lossy(&second.stderr);
     assert!(stderr.contains("Kubevirt is already created"), "{stderr}");
     for (patch, field_name) in [
+        // Refused by the CRD: a method the workload updater does not know, an empty batch.
         (
-            r#"{"spec":{"workloadUpdateStrategy":{"workloadUpdateMethods":["LiveMigrate"]}}}"#,
-            "spec.workloadUpdateStrategy.workloadUpdateMethods",
+            r#"{"spec":{"workloadUpdateStrategy":{"workloadUpdateMethods":["Restart"]}}}"#,
+            "spec.workloadUpdateStrategy.workloadUpdateMethods[0]",
+        ),
+        (
+            r#"{"spec":{"workloadUpdateStrategy":{"batchEvictionSize":0}}}"#,
+            "spec.workloadUpdateStrategy.batchEvictionSize",
+        ),
+        // Refused by kubevirt-update-validator.kubevirt.io: an interval that is not a duration.
+        (
+            r#"{"spec":{"workloadUpdateStrategy":{"batchEvictionInterval":"soon"}}}"#,
+            "spec.workloadUpdateStrategy.batchEvictionInterval: \"soon\" is not a duration",
         ),
         (
             // Refused by kubevirt-update-validator.kubevirt.io, with upstream's message.
@@ -177,6 +187,10 @@ fn fields_the_operator_does_not_act_on_or_cannot_keep_are_refused_by_the_api_ser
         "{}",
         String::from_utf8_lossy(&accepted.stderr)
     );
+    let updates = dry_run_patch(
+        r#"{"spec":{"workloadUpdateStrategy":{"workloadUpdateMethods":["LiveMigrate","Evict"],"batchEvictionSize":5,"batchEvictionInterval":"30s"}}}"#,
+    );
+    assert!(updates.status.success(), "{}", String::from_utf8_lossy(&updates.stderr));
     let lifetimes = dry_run_patch(
         r#"{"spec":{"certificateRotateStrategy":{"selfSigned":{"ca":{"duration":"48h","renewBefore":"24h"},"server":{"duration":"24h","renewBefore":"12h"}}}}}"#,
     );

@@ -418,6 +418,32 @@ impl ControllerApi for KubeControllerApi {
         self.send_event("VirtualMachineInstance", &vmi.metadata, (event_type, reason, message))
             .await
     }
+
+    async fn evict_pod(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
+        match Api::<Pod>::namespaced(self.client.clone(), namespace)
+            .evict(name, &kube::api::EvictParams::default())
+            .await
+        {
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            result => result
+                .map(|_| ())
+                .map_err(kube_error(format!("evict pod {namespace}/{name}"))),
+        }
+    }
+
+    async fn patch_kubevirt_status(&self, kubevirt: &KubeVirt, status: serde_json::Value) -> Result<(), ApiError> {
+        let namespace = kubevirt.metadata.namespace.clone().unwrap_or_default();
+        let name = kubevirt.metadata.name.clone().unwrap_or_default();
+        Api::<KubeVirt>::namespaced(self.client.clone(), &namespace)
+            .patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({ "status": status })),
+            )
+            .await
+            .map(|_| ())
+            .map_err(kube_error(format!("patch the status of KubeVirt {namespace}/{name}")))
+    }
 }
 
 impl InstancetypeLookup for KubeControllerApi {

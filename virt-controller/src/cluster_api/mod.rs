@@ -1,5 +1,5 @@
 //! The Kubernetes side of virt-controller behind one trait: watches of VMIs, VMs, migrations,
-//! PersistentVolumeClaims, DataVolumes and launcher pods, DataVolume creation, access reviews, pod creation and deletion, metadata patches and status writes, and events.
+//! PersistentVolumeClaims, DataVolumes and launcher pods, DataVolume creation, access reviews, pod creation, deletion and eviction, metadata patches and status writes (the KubeVirt CR's too), and events.
 //! [`KubeControllerApi`] talks to an API server; `FakeControllerApi` (feature `testing`) keeps objects in memory and
 //! counts every write.
 
@@ -234,5 +234,14 @@ pub trait ControllerApi: InstancetypeLookup + Send + Sync + 'static {
         event_type: &'static str,
         reason: &str,
         message: &str,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// Evicts a pod through the Eviction API (a workload update); a pod already gone counts as
+    /// evicted.
+    fn evict_pod(&self, namespace: &str, name: &str) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// Merge-patches the `KubeVirt` resource's status (the workload updater's count).
+    fn patch_kubevirt_status(
+        &self,
+        kubevirt: &KubeVirt,
+        status: serde_json::Value,
     ) -> impl Future<Output = Result<(), ApiError>> + Send;
 }

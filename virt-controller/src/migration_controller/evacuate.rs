@@ -248,7 +248,13 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
         created
     }
 
-    async fn record_vmi_event(&self, vmi: &VirtualMachineInstance, kind: &'static str, reason: &str, message: &str) {
+    pub(super) async fn record_vmi_event(
+        &self,
+        vmi: &VirtualMachineInstance,
+        kind: &'static str,
+        reason: &str,
+        message: &str,
+    ) {
         if let Err(error) = self.api.record_event(vmi, kind, reason, message).await {
             tracing::warn!(error = %error, "cannot record an event");
         }

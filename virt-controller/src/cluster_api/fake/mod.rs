@@ -21,6 +21,7 @@ use super::{
 mod claims;
 mod data_volumes;
 mod instancetypes;
+mod kubevirts;
 mod migrations;
 
 /// One write virt-controller made.
@@ -68,6 +69,10 @@ pub enum Write {
     DeleteClaim(String),
     /// PersistentVolumeClaim labels patched (its key and the labels).
     LabelClaim(String, serde_json::Value),
+    /// Pod evicted (its key).
+    EvictPod(String),
+    /// The `KubeVirt` resource's status patched (the patch).
+    KubeVirtStatus(serde_json::Value),
 }
 
 #[derive(Debug, Default)]
@@ -794,5 +799,13 @@ impl ControllerApi for FakeControllerApi {
     ) -> Result<(), ApiError> {
         self.lock().log(Write::Event(vmi.key(), reason.to_owned()));
         Ok(())
+    }
+
+    async fn evict_pod(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
+        kubevirts::evict_pod(&mut self.lock(), namespace, name)
+    }
+
+    async fn patch_kubevirt_status(&self, kubevirt: &KubeVirt, status: serde_json::Value) -> Result<(), ApiError> {
+        kubevirts::patch_status(&mut self.lock(), kubevirt, &status)
     }
 }
