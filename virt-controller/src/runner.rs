@@ -59,7 +59,8 @@ impl<A: ControllerApi, K: Clock> Controllers<A, K> {
     }
 }
 
-/// The controller's metrics: readiness, leadership and VMIs by phase.
+/// The controller's metrics: readiness, leadership, VMIs by phase and, on the leader, the
+/// outdated VMIs.
 #[must_use]
 pub fn metrics<A: ControllerApi, K: Clock>(controllers: &Controllers<A, K>, leading: bool) -> String {
     use prometheus_client::metrics::family::Family;
@@ -85,6 +86,16 @@ pub fn metrics<A: ControllerApi, K: Clock>(controllers: &Controllers<A, K>, lead
         phases
             .get_or_create(&vec![("phase".to_owned(), phase)])
             .set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+    // Upstream's leader metric, from the workload updater's last pass.
+    if let Some(outdated) = controllers.migrations.outdated_workloads().filter(|_| leading) {
+        let gauge = Gauge::<i64>::default();
+        gauge.set(outdated);
+        registry.register(
+            "kubevirt_vmi_number_of_outdated",
+            "Indication for the total number of VirtualMachineInstance workloads that are not running within the most up-to-date version of the virt-launcher environment.",
+            gauge,
+        );
     }
     let mut text = String::new();
     if prometheus_client::encoding::text::encode(&mut text, &registry).is_err() {

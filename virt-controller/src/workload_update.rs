@@ -62,6 +62,9 @@ pub struct Plan {
     pub label: Vec<String>,
     /// VMIs (keys) whose outdated label goes.
     pub unlabel: Vec<String>,
+    /// The running outdated VMIs, once the install is deployed (upstream's
+    /// `kubevirt_vmi_number_of_outdated`).
+    pub counted: Option<i64>,
     /// The count to write into the CR's status, when it differs.
     pub outdated: Option<i64>,
     /// VMIs (keys) to migrate, in order.
@@ -151,6 +154,7 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
         result.unlabel.sort();
         return result;
     }
+    result.counted = Some(count);
     if observed.reported_outdated != Some(count) {
         result.outdated = Some(count);
     }

@@ -18,10 +18,12 @@ use virt_controller::cluster_api::{FakeControllerApi, Write};
 #[path = "support/event_loop.rs"]
 mod event_loop;
 
-use event_loop::{start, wait_for};
+use event_loop::{start, start_controllers, wait_for};
 
 struct Cluster {
     api: FakeControllerApi,
+    controllers:
+        std::sync::Arc<virt_controller::runner::Controllers<FakeControllerApi, kubevirt_api::clock::SystemClock>>,
     stop: CancellationToken,
     task: tokio::task::JoinHandle<()>,
 }
@@ -37,7 +39,7 @@ async fn running_vmi() -> (Cluster, String) {
         }))
         .expect("VMI"),
     );
-    let (stop, task) = start(&api);
+    let (controllers, stop, task) = start_controllers(&api);
     let source = wait_for("the launcher pod", || api.pod_keys().into_iter().next()).await;
     api.run_pod(&source, "node-a");
     wait_for("Scheduled", || {
@@ -48,7 +50,15 @@ async fn running_vmi() -> (Cluster, String) {
     api.modify_vmi("default/vm1", |vmi| {
         vmi.status.get_or_insert_default().phase = Some(kubevirt_api::v1::VirtualMachineInstancePhase::Running);
     });
-    (Cluster { api, stop, task }, source)
+    (
+        Cluster {
+            api,
+            controllers,
+            stop,
+            task,
+        },
+        source,
+    )
 }
 
 fn migration(name: &str) -> VirtualMachineInstanceMigration {

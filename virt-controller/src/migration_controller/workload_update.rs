@@ -30,6 +30,8 @@ pub(super) struct Memory {
     last_batch: Option<Instant>,
     /// The strategy refusal last logged, so a CR that cannot be followed is logged once.
     refusal: Option<String>,
+    /// The running outdated VMIs the last pass counted (none before the install is deployed).
+    counted: Option<i64>,
 }
 
 /// A new migration of `vmi` to a launcher of the installed image.
@@ -67,6 +69,16 @@ struct View {
 }
 
 impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
+    /// The running outdated VMIs the last pass counted; `None` before the install was seen
+    /// deployed.
+    #[must_use]
+    pub fn outdated_workloads(&self) -> Option<i64> {
+        self.workload_memory
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .counted
+    }
+
     /// Keeps the `KubeVirt` CR the updater follows (`None` once it is deleted).
     pub(super) fn follow_kubevirt(&self, kubevirt: Option<&KubeVirt>) {
         *self.kubevirt.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = kubevirt.cloned();
@@ -178,6 +190,10 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
                 .as_ref()
                 .and_then(|s| s.outdated_virtual_machine_instance_workloads),
         });
+        self.workload_memory
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .counted = decided.counted;
         let vmi_of = |key: &str| view.vmis.iter().find(|(k, _, _)| k == key).map(|(_, vmi, _)| vmi);
         let failed = self.apply_workload_plan(&kubevirt, &decided, vmi_of).await;
         if failed {

@@ -116,6 +116,7 @@ fn without_methods_outdated_vmis_are_labelled_and_counted_only() {
         Plan {
             label: vec!["prod/a".to_owned(), "prod/e".to_owned()],
             unlabel: vec!["prod/d".to_owned()],
+            counted: Some(2),
             outdated: Some(2),
             ..Plan::default()
         }
@@ -307,6 +308,8 @@ fn the_count_is_written_only_when_it_changes() {
     for (reported, written) in [(None, Some(1)), (Some(0), Some(1)), (Some(1), None), (Some(2), Some(1))] {
         let mut seen = observed(&vmis, &updates);
         seen.reported_outdated = reported;
-        assert_eq!(plan(&seen).outdated, written, "{reported:?}");
+        let decided = plan(&seen);
+        assert_eq!(decided.outdated, written, "{reported:?}");
+        assert_eq!(decided.counted, Some(1), "{reported:?}");
     }
 }

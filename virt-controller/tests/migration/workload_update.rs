@@ -83,6 +83,13 @@ async fn an_outdated_vmi_is_labelled_at_once_and_migrated_once_the_install_is_de
         Some("")
     );
     assert_eq!(counted(api), [json!({"outdatedVirtualMachineInstanceWorkloads": 1})]);
+    let metrics = virt_controller::runner::metrics(&cluster.controllers, true);
+    assert!(metrics.contains("kubevirt_vmi_number_of_outdated 1"), "{metrics}");
+    let follower = virt_controller::runner::metrics(&cluster.controllers, false);
+    assert!(
+        !follower.contains("kubevirt_vmi_number_of_outdated"),
+        "a leader metric: {follower}"
+    );
     // The CR's change (the count) wakes the updater again: no second migration, no second count.
     api.apply_kubevirt(kubevirt(&["LiveMigrate"], true));
     tokio::time::sleep(Duration::from_millis(200)).await;

@@ -24,6 +24,19 @@ pub async fn wait_for<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T 
 
 /// The controllers' loop over `api`, leading; cancel the token and await the task to stop it.
 pub fn start(api: &FakeControllerApi) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+    let (_, stop, task) = start_controllers(api);
+    (stop, task)
+}
+
+/// [`start`], with the controllers (for their metrics).
+#[allow(dead_code, reason = "not every test binary that shares this file reads metrics")]
+pub fn start_controllers(
+    api: &FakeControllerApi,
+) -> (
+    Arc<Controllers<FakeControllerApi, SystemClock>>,
+    CancellationToken,
+    tokio::task::JoinHandle<()>,
+) {
     let controllers = Arc::new(Controllers::new(
         api,
         &SystemClock,
@@ -32,12 +45,12 @@ pub fn start(api: &FakeControllerApi) -> (CancellationToken, tokio::task::JoinHa
     let stop = CancellationToken::new();
     let (lead, leading) = tokio::sync::watch::channel(true);
     let task = {
-        let (api, stop) = (api.clone(), stop.clone());
+        let (api, stop, controllers) = (api.clone(), stop.clone(), controllers.clone());
         tokio::spawn(async move {
             // The sender lives as long as the loop: leadership never ends in these tests.
             let _leader = lead;
             run(controllers, &api, 4, leading, stop).await;
         })
     };
-    (stop, task)
+    (controllers, stop, task)
 }
