@@ -1,5 +1,5 @@
-//! What a VMI's earlier migrations decide about the next: how long an evacuation waits after
-//! earlier evacuations failed (upstream's backoff), and which finished migrations are deleted
+//! What a VMI's earlier migrations decide about the next: how long an evacuation or a workload
+//! update waits after earlier ones failed (upstream's backoff), and which finished migrations are deleted
 //! (upstream keeps the five newest).
 
 use std::time::Duration;
@@ -13,21 +13,23 @@ pub const FINISHED_MIGRATIONS_KEPT: usize = 5;
 /// The first wait after a failed evacuation; each further failure in a row doubles it.
 pub const BACKOFF_START: Duration = Duration::from_secs(20);
 
-/// How long the evacuation's migration `migration` still waits before it starts, given the other
-/// migrations of its VMI: evacuations that failed in a row since the last one that succeeded
-/// wait 20 s, 40 s, 80 s … counted from the latest failure. Only the newest evacuation of a VMI
-/// waits; migrations users create never do.
+/// How long the evacuation's (or workload update's) migration `migration` still waits before it
+/// starts, given the other migrations of its VMI: evacuations and workload updates that failed in
+/// a row since the last one that succeeded wait 20 s, 40 s, 80 s … counted from the latest
+/// failure. Only the newest of them waits; migrations users create never do.
 #[must_use]
 pub fn evacuation_backoff(
     migration: &VirtualMachineInstanceMigration,
     siblings: &[VirtualMachineInstanceMigration],
     now: &Time,
 ) -> Option<Duration> {
+    // Upstream's backoff-eligible migrations: evacuations and workload updates.
     let is_evacuation = |m: &VirtualMachineInstanceMigration| {
+        use kubevirt_api::well_known::annotations::{EVACUATION_MIGRATION, WORKLOAD_UPDATE_MIGRATION};
         m.metadata
             .annotations
             .as_ref()
-            .is_some_and(|a| a.contains_key(kubevirt_api::well_known::annotations::EVACUATION_MIGRATION))
+            .is_some_and(|a| a.contains_key(EVACUATION_MIGRATION) || a.contains_key(WORKLOAD_UPDATE_MIGRATION))
     };
     if !is_evacuation(migration) {
         return None;

@@ -18,6 +18,9 @@ use kubevirt_api::well_known::labels::OUTDATED_LAUNCHER_IMAGE;
 
 /// When VMIs waiting for a free migration slot are looked at again.
 pub const WAIT_FOR_SLOT: Duration = Duration::from_secs(5);
+/// The soonest an eviction batch is looked at again, whatever the interval (an interval of `0`
+/// would otherwise spin).
+pub const MIN_BATCH_WAIT: Duration = Duration::from_secs(1);
 /// The name prefix of the migrations the updater creates.
 pub const NAME_PREFIX: &str = "kubevirt-workload-update-";
 
@@ -28,8 +31,9 @@ pub struct Vmi<'a> {
     pub key: String,
     /// The VMI.
     pub vmi: &'a VirtualMachineInstance,
-    /// One of its migrations is not final.
-    pub has_unfinished_migration: bool,
+    /// It is already on its way: one of its migrations is not final, or its launcher pod is
+    /// terminating (evicted by an earlier batch).
+    pub being_moved: bool,
 }
 
 /// Everything the decision reads.
@@ -90,6 +94,31 @@ pub fn is_outdated(vmi: &VirtualMachineInstance, launcher_image: &str) -> bool {
     })
 }
 
+/// One launcher pod of a VMI, as far as choosing the one to evict goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LauncherPod<'a> {
+    /// Its name.
+    pub name: &'a str,
+    /// The node it was scheduled to.
+    pub node: Option<&'a str>,
+    /// Failed, succeeded or being deleted.
+    pub is_down: bool,
+    /// A temporary pod that only binds claims (never the VMI's own).
+    pub is_temporary: bool,
+    /// Its creation time, as RFC 3339 text (which sorts as time does).
+    pub created: Option<String>,
+}
+
+/// The pod the VMI runs in (upstream's `CurrentVMIPod`): the newest pod on the VMI's node that is
+/// not down, whatever it was created for (after a migration it is the former target).
+#[must_use]
+pub fn current_pod<'a>(pods: &[LauncherPod<'a>], node: Option<&str>) -> Option<&'a str> {
+    pods.iter()
+        .filter(|p| !p.is_down && !p.is_temporary && p.node.is_some() && p.node == node)
+        .max_by(|a, b| a.created.cmp(&b.created).then_with(|| a.name.cmp(b.name)))
+        .map(|p| p.name)
+}
+
 /// Running and not being deleted: the VMIs the updater counts and moves.
 fn is_live(vmi: &VirtualMachineInstance) -> bool {
     vmi.metadata.deletion_timestamp.is_none()
@@ -144,7 +173,7 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
             continue;
         }
         count += 1;
-        if !is_migrating(vmi) && !entry.has_unfinished_migration {
+        if !is_migrating(vmi) && !entry.being_moved {
             ready.push((entry.key.clone(), reported_live_migratable(vmi)));
         }
     }
@@ -177,11 +206,11 @@ pub fn plan(observed: &Observed<'_>) -> Plan {
             .and_then(|since| interval.checked_sub(since))
             .filter(|left| !left.is_zero());
         if let Some(left) = wait {
-            result.requeue = Some(earliest(result.requeue, left));
+            result.requeue = Some(earliest(result.requeue, left.max(MIN_BATCH_WAIT)));
         } else {
             let size = usize::try_from(updates.batch_eviction_size).unwrap_or(usize::MAX);
             if others.len() > size {
-                result.requeue = Some(earliest(result.requeue, interval));
+                result.requeue = Some(earliest(result.requeue, interval.max(MIN_BATCH_WAIT)));
             }
             result.evict = others.into_iter().take(size).map(|(key, _)| key).collect();
         }

@@ -2,7 +2,8 @@
 //! first, then virt-controller's workload updater moves the VMIs whose launcher is now outdated
 //! as `workloadUpdateStrategy` says: with `LiveMigrate`, a VMI that can migrate moves to a new
 //! launcher and one that cannot is left undisturbed (labelled and counted); adding `Evict` evicts
-//! the second one's launcher.
+//! the second one's launcher; going back to the installed tag with `Evict` evicts the migrated
+//! one from the pod its migration made.
 
 use std::time::Duration;
 
@@ -280,18 +281,25 @@ fn a_new_image_tag_rolls_the_components_in_order_then_moves_outdated_vmis_as_the
         },
     );
     assert_eq!(field(&moved, "status.phase"), "Running");
-    assert_eq!(update_migrations("e2e-roll").len(), 1, "one workload-update migration");
+    assert!(
+        !update_migrations("e2e-roll").is_empty(),
+        "a workload-update migration moved it"
+    );
     assert_guest_answers("e2e-roll");
     // The VMI that cannot migrate is left as it was: outdated, labelled and counted.
     assert_undisturbed("e2e-roll-stay", stay_qemu);
-    let stay = get("vmi", "e2e-roll-stay", "default").expect("the unmigratable VMI");
-    assert_ne!(field(&stay, "status.launcherContainerImageVersion"), new_launcher);
-    assert!(
-        stay["metadata"]["labels"]
-            .as_object()
-            .is_some_and(|l| l.contains_key("kubevirt.io/outdatedLauncherImage")),
-        "labelled outdated: {stay}"
+    let stay = wait_for(
+        "the unmigratable VMI labelled outdated",
+        Duration::from_secs(60),
+        || {
+            get("vmi", "e2e-roll-stay", "default").filter(|v| {
+                v["metadata"]["labels"]
+                    .as_object()
+                    .is_some_and(|l| l.contains_key("kubevirt.io/outdatedLauncherImage"))
+            })
+        },
     );
+    assert_ne!(field(&stay, "status.launcherContainerImageVersion"), new_launcher);
     assert!(update_migrations("e2e-roll-stay").is_empty());
     wait_for("one outdated workload counted", Duration::from_secs(60), || {
         (kubevirt_field("{.status.outdatedVirtualMachineInstanceWorkloads}") == "1").then_some(())
@@ -316,5 +324,18 @@ fn a_new_image_tag_rolls_the_components_in_order_then_moves_outdated_vmis_as_the
     assert!(!events.trim().is_empty(), "a SuccessfulEvict event");
     wait_for("no outdated workload counted", Duration::from_secs(60), || {
         (kubevirt_field("{.status.outdatedVirtualMachineInstanceWorkloads}") == "0").then_some(())
+    });
+
+    // Back to the installed tag with Evict alone: the migrated VMI is outdated again, and the
+    // pod it now runs in (the migration's former target) is the one evicted.
+    patch_kubevirt(r#"{"imageTag":null,"workloadUpdateStrategy":{"workloadUpdateMethods":["Evict"]}}"#);
+    wait_for(
+        "virt-operator to deploy the installed tag",
+        Duration::from_secs(400),
+        || (kubevirt_state() == "latest Deployed latest").then_some(()),
+    );
+    wait_for("the migrated VMI evicted", Duration::from_secs(180), || {
+        let phase = get("vmi", "e2e-roll", "default").map_or_else(String::new, |v| field(&v, "status.phase"));
+        matches!(phase.as_str(), "" | "Succeeded" | "Failed").then_some(())
     });
 }

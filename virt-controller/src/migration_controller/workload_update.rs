@@ -5,6 +5,7 @@
 //! (`kubevirt-workload-update-…`, annotated `kubevirt.io/workloadUpdateMigration`), evictions of
 //! launcher pods and aborted migrations, with upstream's events on the VMIs.
 
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -18,7 +19,7 @@ use kubevirt_api::well_known::{annotations, labels};
 use super::{MigrationController, vmi_key_of};
 use crate::cluster_api::ControllerApi;
 use crate::compact::Compact;
-use crate::workload_update::{NAME_PREFIX, Observed, Plan, Vmi, WAIT_FOR_SLOT, plan};
+use crate::workload_update::{LauncherPod, NAME_PREFIX, Observed, Plan, Vmi, WAIT_FOR_SLOT, current_pod, plan};
 
 /// The work-queue key of the workload updater (after its `wlu:` prefix).
 pub const WORKLOAD_UPDATE_KEY: &str = "kubevirt";
@@ -84,8 +85,9 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
         *self.kubevirt.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = kubevirt.cloned();
     }
 
-    /// Every VMI with whether it has an unfinished migration, the migrations that count against
-    /// the parallel limit, and the unfinished migrations the updater made.
+    /// Every VMI with whether it is already being moved (an unfinished migration, or a launcher
+    /// pod on its node terminating), the migrations that count against the parallel limit, and
+    /// the unfinished migrations the updater made that are not being deleted.
     fn observe_workloads(&self) -> View {
         let known = self.known();
         let migrations: Vec<VirtualMachineInstanceMigration> =
@@ -97,18 +99,28 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
         let update_migrations = unfinished
             .iter()
             .filter(|m| {
-                m.metadata
-                    .annotations
-                    .as_ref()
-                    .is_some_and(|a| a.contains_key(annotations::WORKLOAD_UPDATE_MIGRATION))
+                m.metadata.deletion_timestamp.is_none()
+                    && m.metadata
+                        .annotations
+                        .as_ref()
+                        .is_some_and(|a| a.contains_key(annotations::WORKLOAD_UPDATE_MIGRATION))
             })
             .map(|m| (super::migration_key(m), vmi_key_of(m)))
             .collect();
-        let moving: Vec<String> = unfinished.iter().map(|m| vmi_key_of(m)).collect();
+        let migrating: HashSet<String> = unfinished.iter().map(|m| vmi_key_of(m)).collect();
         let vmis = known
             .vmis
             .iter()
-            .filter_map(|(key, vmi)| Some((key.clone(), vmi.get()?, moving.contains(key))))
+            .filter_map(|(key, vmi)| {
+                let vmi = vmi.get()?;
+                let node = vmi.status.as_ref().and_then(|s| s.node_name.clone());
+                let evicted = known
+                    .pods
+                    .get(key)
+                    .is_some_and(|pods| pods.values().any(|p| p.is_terminating && p.node == node));
+                let being_moved = migrating.contains(key) || evicted;
+                Some((key.clone(), vmi, being_moved))
+            })
             .collect();
         View {
             vmis,
@@ -173,10 +185,10 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
             vmis: view
                 .vmis
                 .iter()
-                .map(|(key, vmi, moving)| Vmi {
+                .map(|(key, vmi, being_moved)| Vmi {
                     key: key.clone(),
                     vmi,
-                    has_unfinished_migration: *moving,
+                    being_moved: *being_moved,
                 })
                 .collect(),
             deployed: deployed(&kubevirt),
@@ -194,7 +206,9 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .counted = decided.counted;
-        let vmi_of = |key: &str| view.vmis.iter().find(|(k, _, _)| k == key).map(|(_, vmi, _)| vmi);
+        let by_key: HashMap<&str, &VirtualMachineInstance> =
+            view.vmis.iter().map(|(key, vmi, _)| (key.as_str(), vmi)).collect();
+        let vmi_of = |key: &str| by_key.get(key).copied();
         let failed = self.apply_workload_plan(&kubevirt, &decided, vmi_of).await;
         if failed {
             Some(decided.requeue.map_or(WAIT_FOR_SLOT, |r| r.min(WAIT_FOR_SLOT)))
@@ -274,10 +288,17 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
         let key = vmi.key();
         let node = vmi.status.as_ref().and_then(|s| s.node_name.clone());
         let pod = self.known().pods.get(&key).and_then(|pods| {
-            pods.values()
-                .filter(|p| !p.is_down() && !p.is_temporary && p.migration_job.is_none() && p.node == node)
-                .max_by(|a, b| a.created.cmp(&b.created))
-                .map(|p| p.name.clone())
+            let launchers: Vec<LauncherPod<'_>> = pods
+                .values()
+                .map(|p| LauncherPod {
+                    name: &p.name,
+                    node: p.node.as_deref(),
+                    is_down: p.is_down(),
+                    is_temporary: p.is_temporary,
+                    created: p.created.as_ref().map(|t| t.0.to_string()),
+                })
+                .collect();
+            current_pod(&launchers, node.as_deref()).map(str::to_owned)
         });
         let Some(pod) = pod else {
             let message = "Error detecting active pod for VMI during workload update: no launcher pod runs it";
@@ -307,7 +328,11 @@ impl<A: ControllerApi, K: Clock> MigrationController<A, K> {
         let (namespace, name) = key.split_once('/').unwrap_or(("default", key));
         let migration = self.known().migrations.get(key).and_then(Compact::get);
         let vmi = migration.and_then(|m| self.known_vmi(&vmi_key_of(&m)));
-        let result = self.api.delete_migration(namespace, name).await;
+        // A migration already gone is as good as deleted.
+        let result = match self.api.delete_migration(namespace, name).await {
+            Err(crate::cluster_api::ApiError::NotFound(_)) => Ok(()),
+            other => other,
+        };
         let Some(vmi) = vmi else { return result.is_ok() };
         let vmi_name = vmi.metadata.name.clone().unwrap_or_default();
         match result {

@@ -55,6 +55,33 @@ fn evacuation(name: &str, phase: Phase, created: i64, failed_at: Option<i64>) ->
 }
 
 #[test]
+fn a_workload_update_waits_after_earlier_failures_as_an_evacuation_does() {
+    let now = |s: i64| Time(Timestamp::from_second(s).expect("time"));
+    let update = |name: &str, phase: Phase, created: i64, failed_at: Option<i64>| {
+        let mut m = evacuation(name, phase, created, failed_at);
+        m.metadata.annotations = Some(
+            [(
+                kubevirt_api::well_known::annotations::WORKLOAD_UPDATE_MIGRATION.to_owned(),
+                String::new(),
+            )]
+            .into(),
+        );
+        m
+    };
+    let next = update("next", Phase::Unset, 1_000, None);
+    // A failed workload update, then a failed evacuation: both count.
+    let failed = [
+        update("first", Phase::Failed, 900, Some(950)),
+        evacuation("second", Phase::Failed, 960, Some(990)),
+    ];
+    assert_eq!(
+        evacuation_backoff(&next, &failed, &now(1_000)),
+        Some(Duration::from_secs(30))
+    );
+    assert_eq!(evacuation_backoff(&next, &failed, &now(1_030)), None);
+}
+
+#[test]
 fn an_evacuation_waits_longer_after_each_failure_in_a_row() {
     let now = |s: i64| Time(Timestamp::from_second(s).expect("time"));
     let next = evacuation("next", Phase::Unset, 1_000, None);

@@ -4,7 +4,7 @@ use kubevirt_api::v1::{VirtualMachineInstance, WorkloadUpdates};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use super::{Observed, Plan, Vmi, WAIT_FOR_SLOT, is_outdated, plan};
+use super::{LauncherPod, MIN_BATCH_WAIT, Observed, Plan, Vmi, WAIT_FOR_SLOT, current_pod, is_outdated, plan};
 
 const NEW: &str = "registry/virt-launcher:v2";
 const OLD: &str = "registry/virt-launcher:v1";
@@ -38,7 +38,7 @@ fn entry(vmi: &VirtualMachineInstance) -> Vmi<'_> {
     Vmi {
         key: format!("prod/{}", vmi.metadata.name.as_deref().unwrap_or_default()),
         vmi,
-        has_unfinished_migration: false,
+        being_moved: false,
     }
 }
 
@@ -212,7 +212,7 @@ fn vmis_already_moving_gone_or_not_running_are_left_alone() {
     ];
     let updates = methods(true, true);
     let mut seen = observed(&vmis, &updates);
-    seen.vmis[4].has_unfinished_migration = true;
+    seen.vmis[4].being_moved = true;
     let decided = plan(&seen);
     assert_eq!(decided.migrate, ["prod/moved-before"]);
     assert_eq!(decided.evict, Vec::<String>::new());
@@ -239,11 +239,8 @@ fn evictions_come_in_batches_one_interval_apart() {
     let table = [
         (None, keys("n", 0..5), Some(Duration::from_secs(2))),
         (Some(Duration::ZERO), vec![], Some(Duration::from_secs(2))),
-        (
-            Some(Duration::from_millis(1500)),
-            vec![],
-            Some(Duration::from_millis(500)),
-        ),
+        // Half a second left: looked at again after the floor of one second.
+        (Some(Duration::from_millis(1500)), vec![], Some(MIN_BATCH_WAIT)),
         (
             Some(Duration::from_secs(2)),
             keys("n", 0..5),
@@ -311,5 +308,81 @@ fn the_count_is_written_only_when_it_changes() {
         let decided = plan(&seen);
         assert_eq!(decided.outdated, written, "{reported:?}");
         assert_eq!(decided.counted, Some(1), "{reported:?}");
+    }
+}
+
+#[test]
+fn an_interval_of_zero_does_not_spin() {
+    let vmis: Vec<_> = (0..3)
+        .map(|i| vmi(&format!("n{i:03}"), OLD, false, &json!({})))
+        .collect();
+    let updates = WorkloadUpdates {
+        evict: true,
+        batch_eviction_size: 1,
+        batch_eviction_interval: Duration::ZERO,
+        ..WorkloadUpdates::default()
+    };
+    let decided = plan(&observed(&vmis, &updates));
+    assert_eq!((decided.evict.len(), decided.requeue), (1, Some(MIN_BATCH_WAIT)));
+    let updates = WorkloadUpdates {
+        batch_eviction_interval: Duration::from_millis(1_200),
+        ..updates
+    };
+    let mut seen = observed(&vmis, &updates);
+    seen.since_last_batch = Some(Duration::from_millis(1_100));
+    let decided = plan(&seen);
+    assert_eq!((decided.evict.len(), decided.requeue), (0, Some(MIN_BATCH_WAIT)));
+}
+
+#[test]
+fn the_evicted_pod_is_the_newest_live_one_on_the_vmis_node_whatever_made_it() {
+    let pod = |name: &'static str, node: &'static str, created: &str, is_down: bool, is_temporary: bool| LauncherPod {
+        name,
+        node: Some(node),
+        is_down,
+        is_temporary,
+        created: Some(created.to_owned()),
+    };
+    let table: &[(&[LauncherPod<'_>], Option<&str>, Option<&str>)] = &[
+        (
+            &[pod("a", "node1", "2026-12-04T10:00:00Z", false, false)],
+            Some("node1"),
+            Some("a"),
+        ),
+        // After a migration: the source is done, the former target on the new node runs it.
+        (
+            &[
+                pod("source", "node1", "2026-12-04T10:00:00Z", true, false),
+                pod("target", "node2", "2026-12-04T11:00:00Z", false, false),
+            ],
+            Some("node2"),
+            Some("target"),
+        ),
+        // A target still being made on another node is not the VMI's pod.
+        (
+            &[
+                pod("source", "node1", "2026-12-04T10:00:00Z", false, false),
+                pod("target", "node2", "2026-12-04T11:00:00Z", false, false),
+            ],
+            Some("node1"),
+            Some("source"),
+        ),
+        (
+            &[pod("claims", "node1", "2026-12-04T11:00:00Z", false, true)],
+            Some("node1"),
+            None,
+        ),
+        (&[pod("a", "node1", "2026-12-04T10:00:00Z", false, false)], None, None),
+        (
+            &[
+                pod("older", "node1", "2026-12-04T10:00:00Z", false, false),
+                pod("newer", "node1", "2026-12-04T10:30:00Z", false, false),
+            ],
+            Some("node1"),
+            Some("newer"),
+        ),
+    ];
+    for (pods, node, expected) in table {
+        assert_eq!(current_pod(pods, *node), *expected, "{pods:?} on {node:?}");
     }
 }
