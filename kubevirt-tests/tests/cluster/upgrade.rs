@@ -57,9 +57,9 @@ fn kubevirt_field(jsonpath: &str) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-/// Merge-patches the KubeVirt CR's spec.
-fn patch_kubevirt(spec: &str) {
-    kubectl_ok(&[
+/// Merge-patches the KubeVirt CR's spec; kubectl's output.
+fn try_patch_kubevirt(spec: &str) -> std::process::Output {
+    kubectl(&[
         "-n",
         "kubevirt",
         "patch",
@@ -68,7 +68,17 @@ fn patch_kubevirt(spec: &str) {
         "--type=merge",
         "-p",
         &format!(r#"{{"spec":{spec}}}"#),
-    ]);
+    ])
+}
+
+/// Merge-patches the KubeVirt CR's spec; fails the test when kubectl does.
+fn patch_kubevirt(spec: &str) {
+    let output = try_patch_kubevirt(spec);
+    assert!(
+        output.status.success(),
+        "patching the KubeVirt CR with {spec}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
 
 /// Puts the KubeVirt CR back on the installed tag without workload updates, waits until
@@ -78,16 +88,7 @@ struct RestoreImageTag;
 
 impl Drop for RestoreImageTag {
     fn drop(&mut self) {
-        let _ = kubectl(&[
-            "-n",
-            "kubevirt",
-            "patch",
-            "kubevirt",
-            "kubevirt",
-            "--type=merge",
-            "-p",
-            r#"{"spec":{"imageTag":null,"workloadUpdateStrategy":null}}"#,
-        ]);
+        let _ = try_patch_kubevirt(r#"{"imageTag":null,"workloadUpdateStrategy":null}"#);
         let deadline = std::time::Instant::now() + Duration::from_secs(400);
         while kubevirt_state() != "latest Deployed latest" && std::time::Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(500));
