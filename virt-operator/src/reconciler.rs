@@ -290,7 +290,14 @@ async fn write<O: Objects>(
     now: &Time,
 ) -> Result<KubeVirtStatus, ObjectsError> {
     let status = status::decide(cr, pass, aim, now);
-    write_status_if_changed(objects, cr, cr.status.as_ref(), &status).await?;
+    // virt-controller's workload updater owns the outdated count: it is neither compared nor
+    // sent (the status is merge-patched), so a stale cache cannot put an older count back.
+    let without_count = |s: &KubeVirtStatus| KubeVirtStatus {
+        outdated_virtual_machine_instance_workloads: None,
+        ..s.clone()
+    };
+    let current = cr.status.as_ref().map(without_count);
+    write_status_if_changed(objects, cr, current.as_ref(), &without_count(&status)).await?;
     Ok(status)
 }
 

@@ -191,6 +191,30 @@ async fn a_new_image_tag_rolls_handler_then_controller_then_api() {
 }
 
 #[tokio::test]
+async fn the_outdated_count_is_virt_controllers_and_never_written_or_compared() {
+    let fake = FakeObjects::default();
+    deployed(&fake).await;
+    let mut cr = stored(&fake, "kubevirt");
+    cr.status
+        .get_or_insert_default()
+        .outdated_virtual_machine_instance_workloads = Some(3);
+    put(&fake, &cr);
+    assert!(deployed_rest(pass(&fake).await));
+    assert!(
+        !writes(&fake).iter().any(|w| w.starts_with("status")),
+        "a count the operator does not know is no reason to write"
+    );
+    cr.spec.image_tag = Some("v2".to_owned());
+    put(&fake, &cr);
+    pass(&fake).await;
+    assert!(writes(&fake).iter().any(|w| w.starts_with("status")));
+    // The fake replaces the status with what is sent: no count was sent, so the API server's
+    // merge patch keeps virt-controller's.
+    assert_eq!(status(&fake).outdated_virtual_machine_instance_workloads, None);
+    assert_eq!(status(&fake).phase.as_deref(), Some("Deploying"));
+}
+
+#[tokio::test]
 async fn a_manual_edit_of_a_workload_is_put_back() {
     let fake = FakeObjects::default();
     deployed(&fake).await;
