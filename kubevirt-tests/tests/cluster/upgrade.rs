@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::faults::{assert_guest_answers, assert_undisturbed, handler_pod, running_test_guest};
 use super::support::{
-    Cleanup, cluster_dir, example, field, get, kubectl, kubectl_ok, qemu_of, wait_for, wait_for_phase,
+    Cleanup, cluster_dir, example, field, get, kubectl, kubectl_ok, patch_kubevirt, qemu_of, wait_for, wait_for_phase,
 };
 
 /// `ctr` against every node's containerd, in Kubernetes' namespace: the first failure, else the
@@ -57,23 +57,10 @@ fn kubevirt_field(jsonpath: &str) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-/// Merge-patches the KubeVirt CR's spec; kubectl's output.
-fn try_patch_kubevirt(spec: &str) -> std::process::Output {
-    kubectl(&[
-        "-n",
-        "kubevirt",
-        "patch",
-        "kubevirt",
-        "kubevirt",
-        "--type=merge",
-        "-p",
-        &format!(r#"{{"spec":{spec}}}"#),
-    ])
-}
-
 /// Merge-patches the KubeVirt CR's spec; fails the test when kubectl does.
-fn patch_kubevirt(spec: &str) {
-    let output = try_patch_kubevirt(spec);
+fn patch_spec(spec: &str) {
+    let patch: serde_json::Value = serde_json::from_str(&format!(r#"{{"spec":{spec}}}"#)).expect("a JSON patch");
+    let output = patch_kubevirt(&patch);
     assert!(
         output.status.success(),
         "patching the KubeVirt CR with {spec}: {}",
@@ -88,7 +75,7 @@ struct RestoreImageTag;
 
 impl Drop for RestoreImageTag {
     fn drop(&mut self) {
-        let _ = try_patch_kubevirt(r#"{"imageTag":null,"workloadUpdateStrategy":null}"#);
+        let _ = patch_kubevirt(&serde_json::json!({"spec": {"imageTag": null, "workloadUpdateStrategy": null}}));
         let deadline = std::time::Instant::now() + Duration::from_secs(400);
         while kubevirt_state() != "latest Deployed latest" && std::time::Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(500));
@@ -234,7 +221,7 @@ fn a_new_image_tag_rolls_the_components_in_order_then_moves_outdated_vmis_as_the
     }
     let _restore = RestoreImageTag;
     let old = handler_pod(&node);
-    patch_kubevirt(&format!(
+    patch_spec(&format!(
         r#"{{"imageTag":"{UPGRADE_TAG}","workloadUpdateStrategy":{{"workloadUpdateMethods":["LiveMigrate"]}}}}"#
     ));
     let upgraded = format!("{UPGRADE_TAG} Deployed {UPGRADE_TAG}");
@@ -307,7 +294,7 @@ fn a_new_image_tag_rolls_the_components_in_order_then_moves_outdated_vmis_as_the
     });
 
     // Evict: the unmigratable VMI's launcher pod is evicted, which ends the bare VMI.
-    patch_kubevirt(r#"{"workloadUpdateStrategy":{"workloadUpdateMethods":["LiveMigrate","Evict"]}}"#);
+    patch_spec(r#"{"workloadUpdateStrategy":{"workloadUpdateMethods":["LiveMigrate","Evict"]}}"#);
     wait_for("the evicted VMI to end", Duration::from_secs(180), || {
         let phase = get("vmi", "e2e-roll-stay", "default").map_or_else(String::new, |v| field(&v, "status.phase"));
         matches!(phase.as_str(), "" | "Succeeded" | "Failed").then_some(())
@@ -329,7 +316,7 @@ fn a_new_image_tag_rolls_the_components_in_order_then_moves_outdated_vmis_as_the
 
     // Back to the installed tag with Evict alone: the migrated VMI is outdated again, and the
     // pod it now runs in (the migration's former target) is the one evicted.
-    patch_kubevirt(r#"{"imageTag":null,"workloadUpdateStrategy":{"workloadUpdateMethods":["Evict"]}}"#);
+    patch_spec(r#"{"imageTag":null,"workloadUpdateStrategy":{"workloadUpdateMethods":["Evict"]}}"#);
     wait_for(
         "virt-operator to deploy the installed tag",
         Duration::from_secs(400),
